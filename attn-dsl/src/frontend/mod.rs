@@ -1,0 +1,1 @@
+//! Front end: `syn` syntax of `#[module]` / `#[kernel]` / `#[device]` items → [`crate::ast::Module`].

@@ -1,0 +1,1 @@
+//! attn-runtime: NVRTC JIT, content-keyed cache, typed launches, tensors, and the ops.

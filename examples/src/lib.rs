@@ -1,0 +1,1 @@
+//! Example kernels written as DSL code.
