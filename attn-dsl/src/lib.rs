@@ -9,7 +9,9 @@ pub mod codegen;
 pub mod frontend;
 pub mod interp;
 pub mod ir;
+pub mod kernel;
 pub mod passes;
 pub mod specialize;
+pub mod template;
 
 pub use specialize::{specialize, Binding, ConstValue, DslError, Specialized};

@@ -1,0 +1,1 @@
+//! Kernel templates embedded in binaries for run-time specialization (DESIGN §3.2).
