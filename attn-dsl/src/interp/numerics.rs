@@ -11,7 +11,7 @@ use crate::ir::ScalarType;
 use half::{bf16, f16};
 
 /// Rounds `x` to the nearest value of float type `ty` (identity for non-float types).
-#[inline]
+#[inline(always)]
 pub(crate) fn round_float(ty: ScalarType, x: f64) -> f64 {
     match ty {
         ScalarType::F32 => x as f32 as f64,
@@ -22,7 +22,7 @@ pub(crate) fn round_float(ty: ScalarType, x: f64) -> f64 {
 }
 
 /// Rounds `x` to `f32`: the precision of `dot` and `sum` accumulators.
-#[inline]
+#[inline(always)]
 pub(crate) fn round_f32(x: f64) -> f64 {
     x as f32 as f64
 }

@@ -21,25 +21,21 @@ pub(crate) fn broadcast(x: &TileData, from: &[usize], to: &[usize]) -> Result<Ti
     if !ok || x.len() != from.iter().product::<usize>() {
         return Err(malformed(format!("cannot broadcast {from:?} to {to:?}")));
     }
-    // Row-major strides of the source, with 0 for repeated (size-1) dims.
-    let mut strides = vec![0usize; from.len()];
-    let mut s = 1;
-    for d in (0..from.len()).rev() {
-        strides[d] = if from[d] == 1 { 0 } else { s };
-        s *= from[d];
-    }
-    let mut idx = Vec::with_capacity(to.iter().product());
-    let mut counter = vec![0usize; to.len()];
-    for _ in 0..to.iter().product::<usize>() {
-        idx.push(counter.iter().zip(&strides).map(|(c, s)| c * s).sum());
-        for d in (0..to.len()).rev() {
-            counter[d] += 1;
-            if counter[d] < to[d] {
-                break;
+    // Tiles have rank ≤ 2; index loops keep this cheap in debug builds.
+    let idx: Vec<usize> = match (from, to) {
+        (&[f0], &[t0]) => (0..t0).map(|i| if f0 == 1 { 0 } else { i }).collect(),
+        (&[f0, f1], &[t0, t1]) => {
+            let mut idx = Vec::with_capacity(t0 * t1);
+            for i in 0..t0 {
+                let row = if f0 == 1 { 0 } else { i * f1 };
+                for j in 0..t1 {
+                    idx.push(if f1 == 1 { row } else { row + j });
+                }
             }
-            counter[d] = 0;
+            idx
         }
-    }
+        _ => return Err(malformed(format!("broadcast of rank {} (tiles have rank ≤ 2)", from.len()))),
+    };
     Ok(x.gather(&idx))
 }
 
