@@ -4,7 +4,9 @@
 mod interp_support;
 
 use attn_dsl::interp::{self, Cpu, ExecError, ExecOptions};
-use attn_dsl::ir::{BinaryOp, CmpPred, Function, OpKind, ParamKind, ReduceKind, ScalarType::*, UnaryOp};
+use attn_dsl::ir::{
+    BinaryOp, CmpPred, Function, OpKind, ParamKind, ReduceKind, ScalarType::*, UnaryOp,
+};
 use attn_dsl::kernel::{Backend, ScalarArg};
 use half::bf16;
 use interp_support::{at, kernel, offsets_2d, ptr_in, ptr_out, Rng};
@@ -15,7 +17,12 @@ fn i32_arg(v: i32) -> attn_dsl::interp::CpuArg<'static> {
 
 /// out[0] = Σ_{i in lo..hi step} (i even ? i : -i), via `for` with an `if` inside.
 fn for_if_kernel() -> Function {
-    let params = [("out", ptr_out(I32)), ("lo", ParamKind::Scalar(I32)), ("hi", ParamKind::Scalar(I32)), ("step", ParamKind::Scalar(I32))];
+    let params = [
+        ("out", ptr_out(I32)),
+        ("lo", ParamKind::Scalar(I32)),
+        ("hi", ParamKind::Scalar(I32)),
+        ("step", ParamKind::Scalar(I32)),
+    ];
     kernel("for_if", &params, |b, p| {
         let zero = b.const_i32(0);
         at(b, 40);
@@ -24,7 +31,11 @@ fn for_if_kernel() -> Function {
             let m = b.binary(BinaryOp::Rem, iv, two)?;
             let z = b.const_i32(0);
             let even = b.cmp(CmpPred::Eq, m, z)?;
-            let term = b.if_else(even, |_| Ok(vec![iv]), |b| Ok(vec![b.unary(UnaryOp::Neg, iv)?]))?;
+            let term = b.if_else(
+                even,
+                |_| Ok(vec![iv]),
+                |b| Ok(vec![b.unary(UnaryOp::Neg, iv)?]),
+            )?;
             Ok(vec![b.binary(BinaryOp::Add, it[0], term[0])?])
         })?;
         b.store(p[0], r[0], None)
@@ -36,8 +47,21 @@ fn for_loop_with_if_carries_values() {
     let f = for_if_kernel();
     for (lo, hi, step) in [(2, 50, 3), (-5, 7, 1), (10, 10, 1), (10, 3, 2)] {
         let mut out = vec![i32::MIN; 1];
-        interp::run(&f, [1, 1, 1], vec![Cpu::output(&mut out[..]), i32_arg(lo), i32_arg(hi), i32_arg(step)]).unwrap();
-        let want: i32 = (lo..hi).step_by(step as usize).map(|i| if i % 2 == 0 { i } else { -i }).sum();
+        interp::run(
+            &f,
+            [1, 1, 1],
+            vec![
+                Cpu::output(&mut out[..]),
+                i32_arg(lo),
+                i32_arg(hi),
+                i32_arg(step),
+            ],
+        )
+        .unwrap();
+        let want: i32 = (lo..hi)
+            .step_by(step as usize)
+            .map(|i| if i % 2 == 0 { i } else { -i })
+            .sum();
         assert_eq!(out[0], want, "lo={lo} hi={hi} step={step}");
     }
 }
@@ -47,8 +71,21 @@ fn for_loop_with_non_positive_step_is_an_error() {
     let f = for_if_kernel();
     for step in [0, -1] {
         let mut out = vec![0; 1];
-        let err = interp::run(&f, [1, 1, 1], vec![Cpu::output(&mut out[..]), i32_arg(0), i32_arg(10), i32_arg(step)]).unwrap_err();
-        assert!(matches!(err, ExecError::NonPositiveStep { line: 40, step: s, .. } if s == step as i64), "{err:?}");
+        let err = interp::run(
+            &f,
+            [1, 1, 1],
+            vec![
+                Cpu::output(&mut out[..]),
+                i32_arg(0),
+                i32_arg(10),
+                i32_arg(step),
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ExecError::NonPositiveStep { line: 40, step: s, .. } if s == step as i64),
+            "{err:?}"
+        );
     }
 }
 
@@ -102,9 +139,27 @@ fn while_loop_runs_until_condition_is_false() {
 fn runaway_while_loop_hits_the_iteration_limit() {
     let f = collatz_kernel(true);
     let mut out = vec![-1; 2];
-    let opts = ExecOptions { max_while_iterations: 1000 };
-    let err = interp::run_with(&f, [1, 1, 1], vec![Cpu::output(&mut out[..]), i32_arg(27)], &opts).unwrap_err();
-    assert!(matches!(err, ExecError::WhileLimit { line: 50, limit: 1000, .. }), "{err:?}");
+    let opts = ExecOptions {
+        max_while_iterations: 1000,
+    };
+    let err = interp::run_with(
+        &f,
+        [1, 1, 1],
+        vec![Cpu::output(&mut out[..]), i32_arg(27)],
+        &opts,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExecError::WhileLimit {
+                line: 50,
+                limit: 1000,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(out, vec![-1, -1]);
 }
 
@@ -138,10 +193,16 @@ fn early_return_inside_if_ends_only_that_program() {
 fn grid_iterates_three_axes_x_fastest() {
     // Each program records its ids, the grid size, and the order it ran in (a counter it
     // reads and bumps), at its linear index pid0 + g0 * (pid1 + g1 * pid2).
-    let params = [("ids", ptr_out(I32)), ("order", ptr_out(I32)), ("counter", ptr_out(I32))];
+    let params = [
+        ("ids", ptr_out(I32)),
+        ("order", ptr_out(I32)),
+        ("counter", ptr_out(I32)),
+    ];
     let f = kernel("grid", &params, |b, p| {
         let pid: Vec<_> = (0..3).map(|a| b.program_id(a)).collect::<Result<_, _>>()?;
-        let np: Vec<_> = (0..3).map(|a| b.num_programs(a)).collect::<Result<_, _>>()?;
+        let np: Vec<_> = (0..3)
+            .map(|a| b.num_programs(a))
+            .collect::<Result<_, _>>()?;
         let lin = b.binary(BinaryOp::Mul, np[1], pid[2])?;
         let lin = b.binary(BinaryOp::Add, pid[1], lin)?;
         let lin = b.binary(BinaryOp::Mul, np[0], lin)?;
@@ -166,7 +227,11 @@ fn grid_iterates_three_axes_x_fastest() {
     let mut ids = vec![-1; n * 6];
     let mut order = vec![-1; n];
     let mut counter = vec![0; 1];
-    let args = vec![Cpu::output(&mut ids[..]), Cpu::output(&mut order[..]), Cpu::output(&mut counter[..])];
+    let args = vec![
+        Cpu::output(&mut ids[..]),
+        Cpu::output(&mut order[..]),
+        Cpu::output(&mut counter[..]),
+    ];
     let stats = interp::run(&f, [g0 as u32, g1 as u32, g2 as u32], args).unwrap();
     assert_eq!(stats.programs, n as u64);
     assert_eq!(counter[0], n as i32);
@@ -176,7 +241,10 @@ fn grid_iterates_three_axes_x_fastest() {
                 let lin = x + g0 * (y + g1 * z);
                 let want = [x, y, z, g0, g1, g2].map(|v| v as i32);
                 assert_eq!(&ids[lin * 6..lin * 6 + 6], &want, "program ({x},{y},{z})");
-                assert_eq!(order[lin], lin as i32, "x must vary fastest, then y, then z");
+                assert_eq!(
+                    order[lin], lin as i32,
+                    "x must vary fastest, then y, then z"
+                );
             }
         }
     }
@@ -188,7 +256,13 @@ fn attention_kernel() -> Function {
     const BM: usize = 16;
     const D: usize = 64;
     const BN: usize = 32;
-    let params = [("q", ptr_in(Bf16)), ("k", ptr_in(Bf16)), ("v", ptr_in(Bf16)), ("out", ptr_out(F32)), ("n_keys", ParamKind::Scalar(I32))];
+    let params = [
+        ("q", ptr_in(Bf16)),
+        ("k", ptr_in(Bf16)),
+        ("v", ptr_in(Bf16)),
+        ("out", ptr_out(F32)),
+        ("n_keys", ParamKind::Scalar(I32)),
+    ];
     kernel("attention", &params, |b, p| {
         let oq = offsets_2d(b, BM, D, D as i64)?;
         let pq = b.add_ptr(p[0], oq)?;
@@ -251,28 +325,60 @@ fn attention_tile_loop_matches_f64_softmax_reference() {
     const D: usize = 64;
     let n_keys = 2000usize; // 62.5 tiles of 32: the last tile is half masked
     let mut rng = Rng::new(2024);
-    let q: Vec<bf16> = rng.vec(BM * D, -1.0, 1.0).into_iter().map(bf16::from_f64).collect();
-    let k: Vec<bf16> = rng.vec(n_keys * D, -1.0, 1.0).into_iter().map(bf16::from_f64).collect();
-    let v: Vec<bf16> = rng.vec(n_keys * D, -1.0, 1.0).into_iter().map(bf16::from_f64).collect();
+    let q: Vec<bf16> = rng
+        .vec(BM * D, -1.0, 1.0)
+        .into_iter()
+        .map(bf16::from_f64)
+        .collect();
+    let k: Vec<bf16> = rng
+        .vec(n_keys * D, -1.0, 1.0)
+        .into_iter()
+        .map(bf16::from_f64)
+        .collect();
+    let v: Vec<bf16> = rng
+        .vec(n_keys * D, -1.0, 1.0)
+        .into_iter()
+        .map(bf16::from_f64)
+        .collect();
     let mut out = vec![f32::NAN; BM * D];
     let f = attention_kernel();
     let t = std::time::Instant::now();
-    let args = vec![Cpu::input(&q[..]), Cpu::input(&k[..]), Cpu::input(&v[..]), Cpu::output(&mut out[..]), i32_arg(n_keys as i32)];
+    let args = vec![
+        Cpu::input(&q[..]),
+        Cpu::input(&k[..]),
+        Cpu::input(&v[..]),
+        Cpu::output(&mut out[..]),
+        i32_arg(n_keys as i32),
+    ];
     let stats = interp::run(&f, [1, 1, 1], args).unwrap();
-    eprintln!("attention 16x64, {n_keys} keys: {:?}, {stats:?}", t.elapsed());
+    eprintln!(
+        "attention 16x64, {n_keys} keys: {:?}, {stats:?}",
+        t.elapsed()
+    );
     for i in 0..BM {
         let s: Vec<f64> = (0..n_keys)
-            .map(|j| 0.125 * (0..D).map(|d| q[i * D + d].to_f64() * k[j * D + d].to_f64()).sum::<f64>())
+            .map(|j| {
+                0.125
+                    * (0..D)
+                        .map(|d| q[i * D + d].to_f64() * k[j * D + d].to_f64())
+                        .sum::<f64>()
+            })
             .collect();
         let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let w: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
         let l: f64 = w.iter().sum();
         for d in 0..D {
-            let want = (0..n_keys).map(|j| w[j] * v[j * D + d].to_f64()).sum::<f64>() / l;
+            let want = (0..n_keys)
+                .map(|j| w[j] * v[j * D + d].to_f64())
+                .sum::<f64>()
+                / l;
             let got = out[i * D + d] as f64;
             // P is rounded to bf16 before P·V (relative error ≤ 2^-9 per weight, |v| ≤ 1),
             // so |got - want| ≤ 2^-9 plus f32 accumulation noise.
-            assert!((got - want).abs() <= 2.5e-3, "({i},{d}): got {got}, want {want}");
+            assert!(
+                (got - want).abs() <= 2.5e-3,
+                "({i},{d}): got {got}, want {want}"
+            );
         }
     }
 }

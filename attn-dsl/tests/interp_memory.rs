@@ -12,7 +12,12 @@ const POISON: f32 = -77777.0;
 /// `out[i] = x[i] + y[i]` for `i < n`, `BLOCK` elements per program, tail masked.
 /// Loads sit on line 10, the store on line 20.
 fn vector_add(block: usize, masked: bool) -> Function {
-    let params = [("x", ptr_in(F32)), ("y", ptr_in(F32)), ("out", ptr_out(F32)), ("n", ParamKind::Scalar(I32))];
+    let params = [
+        ("x", ptr_in(F32)),
+        ("y", ptr_in(F32)),
+        ("out", ptr_out(F32)),
+        ("n", ParamKind::Scalar(I32)),
+    ];
     kernel("vadd", &params, |b, p| {
         let pid = b.program_id(0)?;
         let bs = b.const_i32(block as i64);
@@ -37,21 +42,41 @@ fn vector_add(block: usize, masked: bool) -> Function {
 fn vector_add_with_tail_mask_writes_exactly_the_valid_elements() {
     let (n, block) = (1000usize, 128usize);
     let mut rng = Rng::new(1);
-    let x: Vec<f32> = rng.vec(n, -10.0, 10.0).into_iter().map(|v| v as f32).collect();
-    let y: Vec<f32> = rng.vec(n, -10.0, 10.0).into_iter().map(|v| v as f32).collect();
+    let x: Vec<f32> = rng
+        .vec(n, -10.0, 10.0)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    let y: Vec<f32> = rng
+        .vec(n, -10.0, 10.0)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
     // 24 extra elements past n must stay poisoned; x and y end exactly at n, so any
     // unmasked tail read would be an out-of-bounds error.
     let mut out = vec![POISON; n + 24];
     let f = vector_add(block, true);
     let grid = [n.div_ceil(block) as u32, 1, 1];
-    let args = vec![Cpu::input(&x[..]), Cpu::input(&y[..]), Cpu::output(&mut out[..]), Cpu::scalar(ScalarArg::I32(n as i32))];
+    let args = vec![
+        Cpu::input(&x[..]),
+        Cpu::input(&y[..]),
+        Cpu::output(&mut out[..]),
+        Cpu::scalar(ScalarArg::I32(n as i32)),
+    ];
     let stats = interp::run(&f, grid, args).unwrap();
     for i in 0..n {
         assert_eq!(out[i], x[i] + y[i], "element {i}");
     }
-    assert!(out[n..].iter().all(|&v| v == POISON), "elements past n were written");
+    assert!(
+        out[n..].iter().all(|&v| v == POISON),
+        "elements past n were written"
+    );
     assert_eq!(stats.programs, 8);
-    assert_eq!(stats.bytes_loaded, 2 * 4 * n as u64, "masked-off lanes must not count as loaded");
+    assert_eq!(
+        stats.bytes_loaded,
+        2 * 4 * n as u64,
+        "masked-off lanes must not count as loaded"
+    );
     assert_eq!(stats.bytes_stored, 4 * n as u64);
 }
 
@@ -62,17 +87,36 @@ fn unmasked_out_of_bounds_load_names_line_param_and_offset() {
     let y = vec![2.0f32; n];
     let mut out = vec![POISON; 128];
     let f = vector_add(block, false);
-    let args = vec![Cpu::input(&x[..]), Cpu::input(&y[..]), Cpu::output(&mut out[..]), Cpu::scalar(ScalarArg::I32(n as i32))];
+    let args = vec![
+        Cpu::input(&x[..]),
+        Cpu::input(&y[..]),
+        Cpu::output(&mut out[..]),
+        Cpu::scalar(ScalarArg::I32(n as i32)),
+    ];
     let err = interp::run(&f, [2, 1, 1], args).unwrap_err();
     match &err {
-        ExecError::OutOfBounds { line, access, param, offset, len, program, .. } => {
-            assert_eq!((*line, *access, param.as_str(), *offset, *len), (10, Access::Load, "x", 100, 100));
+        ExecError::OutOfBounds {
+            line,
+            access,
+            param,
+            offset,
+            len,
+            program,
+            ..
+        } => {
+            assert_eq!(
+                (*line, *access, param.as_str(), *offset, *len),
+                (10, Access::Load, "x", 100, 100)
+            );
             assert_eq!(*program, [1, 0, 0]);
         }
         other => panic!("expected OutOfBounds, got {other:?}"),
     }
     let msg = err.to_string();
-    assert!(msg.contains("line 10:5") && msg.contains("`x`[100]") && msg.contains("100 elements"), "{msg}");
+    assert!(
+        msg.contains("line 10:5") && msg.contains("`x`[100]") && msg.contains("100 elements"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -82,10 +126,24 @@ fn out_of_bounds_store_is_reported_even_when_loads_fit() {
     let y = vec![2.0f32; 128];
     let mut out = vec![POISON; 100];
     let f = vector_add(64, false);
-    let args = vec![Cpu::input(&x[..]), Cpu::input(&y[..]), Cpu::output(&mut out[..]), Cpu::scalar(ScalarArg::I32(128))];
+    let args = vec![
+        Cpu::input(&x[..]),
+        Cpu::input(&y[..]),
+        Cpu::output(&mut out[..]),
+        Cpu::scalar(ScalarArg::I32(128)),
+    ];
     let err = interp::run(&f, [2, 1, 1], args).unwrap_err();
     assert!(
-        matches!(&err, ExecError::OutOfBounds { line: 20, access: Access::Store, offset: 100, len: 100, .. }),
+        matches!(
+            &err,
+            ExecError::OutOfBounds {
+                line: 20,
+                access: Access::Store,
+                offset: 100,
+                len: 100,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(err.line(), Some(20));
@@ -106,8 +164,23 @@ fn negative_offset_is_out_of_bounds() {
     });
     let x = vec![5i32; 4];
     let mut out = vec![0i32; 4];
-    let err = interp::run(&f, [1, 1, 1], vec![Cpu::input(&x[..]), Cpu::output(&mut out[..])]).unwrap_err();
-    assert!(matches!(&err, ExecError::OutOfBounds { line: 7, offset: -1, .. }), "{err:?}");
+    let err = interp::run(
+        &f,
+        [1, 1, 1],
+        vec![Cpu::input(&x[..]), Cpu::output(&mut out[..])],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            ExecError::OutOfBounds {
+                line: 7,
+                offset: -1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -129,7 +202,12 @@ fn masked_load_reads_other_and_never_touches_memory() {
     });
     let x = vec![1.0f32, 2.0, 3.0, 4.0];
     let mut out = vec![POISON; 16];
-    let stats = interp::run(&f, [1, 1, 1], vec![Cpu::input(&x[..]), Cpu::output(&mut out[..])]).unwrap();
+    let stats = interp::run(
+        &f,
+        [1, 1, 1],
+        vec![Cpu::input(&x[..]), Cpu::output(&mut out[..])],
+    )
+    .unwrap();
     assert_eq!(&out[..4], &x[..]);
     assert!(out[4..].iter().all(|&v| v == -1.5), "{out:?}");
     assert_eq!(stats.bytes_loaded, 16);
@@ -161,7 +239,10 @@ fn store_through_read_only_argument_is_rejected() {
     });
     let x = vec![0.0f32; 1];
     let err = interp::run(&f, [1, 1, 1], vec![Cpu::input(&x[..])]).unwrap_err();
-    assert!(matches!(&err, ExecError::StoreToReadOnly { line: 12, param, .. } if param == "x"), "{err:?}");
+    assert!(
+        matches!(&err, ExecError::StoreToReadOnly { line: 12, param, .. } if param == "x"),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -173,28 +254,79 @@ fn argument_mismatches_are_reported_before_running() {
     let n = || Cpu::scalar(ScalarArg::I32(64));
 
     let err = interp::run(&f, [1, 1, 1], vec![Cpu::input(&x[..])]).unwrap_err();
-    assert!(matches!(err, ExecError::ArgCount { expected: 4, got: 1, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            ExecError::ArgCount {
+                expected: 4,
+                got: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 
     // dtype: i32 buffer for a *const f32 parameter.
-    let args = vec![Cpu::input(&xi[..]), Cpu::input(&x[..]), Cpu::output(&mut out[..]), n()];
+    let args = vec![
+        Cpu::input(&xi[..]),
+        Cpu::input(&x[..]),
+        Cpu::output(&mut out[..]),
+        n(),
+    ];
     let err = interp::run(&f, [1, 1, 1], args).unwrap_err();
-    assert!(matches!(&err, ExecError::ArgMismatch { index: 0, name, .. } if name == "x"), "{err:?}");
-    assert!(err.to_string().contains("*const f32") && err.to_string().contains("i32"), "{err}");
+    assert!(
+        matches!(&err, ExecError::ArgMismatch { index: 0, name, .. } if name == "x"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("*const f32") && err.to_string().contains("i32"),
+        "{err}"
+    );
 
     // in vs out: a read-only buffer for the *mut parameter.
-    let args = vec![Cpu::input(&x[..]), Cpu::input(&x[..]), Cpu::input(&x[..]), n()];
+    let args = vec![
+        Cpu::input(&x[..]),
+        Cpu::input(&x[..]),
+        Cpu::input(&x[..]),
+        n(),
+    ];
     let err = interp::run(&f, [1, 1, 1], args).unwrap_err();
-    assert!(matches!(&err, ExecError::ArgMismatch { index: 2, .. }), "{err:?}");
+    assert!(
+        matches!(&err, ExecError::ArgMismatch { index: 2, .. }),
+        "{err:?}"
+    );
 
     // kind: a scalar where a pointer goes, and a wrong scalar type.
     let args = vec![n(), Cpu::input(&x[..]), Cpu::output(&mut out[..]), n()];
-    assert!(matches!(interp::run(&f, [1, 1, 1], args), Err(ExecError::ArgMismatch { index: 0, .. })));
-    let args = vec![Cpu::input(&x[..]), Cpu::input(&x[..]), Cpu::output(&mut out[..]), Cpu::scalar(ScalarArg::I64(64))];
-    assert!(matches!(interp::run(&f, [1, 1, 1], args), Err(ExecError::ArgMismatch { index: 3, .. })));
-    assert!(out.iter().all(|&v| v == POISON), "nothing may run on a mismatch");
+    assert!(matches!(
+        interp::run(&f, [1, 1, 1], args),
+        Err(ExecError::ArgMismatch { index: 0, .. })
+    ));
+    let args = vec![
+        Cpu::input(&x[..]),
+        Cpu::input(&x[..]),
+        Cpu::output(&mut out[..]),
+        Cpu::scalar(ScalarArg::I64(64)),
+    ];
+    assert!(matches!(
+        interp::run(&f, [1, 1, 1], args),
+        Err(ExecError::ArgMismatch { index: 3, .. })
+    ));
+    assert!(
+        out.iter().all(|&v| v == POISON),
+        "nothing may run on a mismatch"
+    );
 
-    let args = vec![Cpu::input(&x[..]), Cpu::input(&x[..]), Cpu::output(&mut out[..]), n()];
-    assert!(matches!(interp::run(&f, [1, 0, 1], args), Err(ExecError::EmptyGrid { .. })));
+    let args = vec![
+        Cpu::input(&x[..]),
+        Cpu::input(&x[..]),
+        Cpu::output(&mut out[..]),
+        n(),
+    ];
+    assert!(matches!(
+        interp::run(&f, [1, 0, 1], args),
+        Err(ExecError::EmptyGrid { .. })
+    ));
 }
 
 #[test]
@@ -203,7 +335,12 @@ fn host_buffers_round_trip_through_a_kernel() {
     let x = HostBuffer::from(vec![1.0f32; 50]);
     let y = HostBuffer::from_f64s(F32, &[0.25; 50]);
     let mut out = HostBuffer::zeros(F32, 50);
-    let args = vec![x.arg_in(), y.arg_in(), out.arg_out(), CpuArg::Scalar(ScalarArg::I32(50))];
+    let args = vec![
+        x.arg_in(),
+        y.arg_in(),
+        out.arg_out(),
+        CpuArg::Scalar(ScalarArg::I32(50)),
+    ];
     interp::run(&f, [1, 1, 1], args).unwrap();
     assert_eq!(out.to_f64s(), vec![1.25; 50]);
     assert_eq!((out.dtype(), out.len()), (F32, 50));
@@ -229,9 +366,21 @@ impl Kernel for VAdd {
         hash: "",
         ir_text: "this is not IR",
         params: &[
-            ParamInfo::Ptr { name: "x", elem: F32, mutable: false },
-            ParamInfo::Ptr { name: "y", elem: F32, mutable: false },
-            ParamInfo::Ptr { name: "out", elem: F32, mutable: true },
+            ParamInfo::Ptr {
+                name: "x",
+                elem: F32,
+                mutable: false,
+            },
+            ParamInfo::Ptr {
+                name: "y",
+                elem: F32,
+                mutable: false,
+            },
+            ParamInfo::Ptr {
+                name: "out",
+                elem: F32,
+                mutable: true,
+            },
             ParamInfo::Scalar { name: "n", ty: I32 },
         ],
         block_threads: 128,
@@ -239,7 +388,12 @@ impl Kernel for VAdd {
     };
     type Args<'a, B: Backend> = VAddArgs<'a, B>;
     fn marshal<'a, B: Backend>(a: Self::Args<'a, B>) -> Vec<B::Arg<'a>> {
-        vec![B::input(a.x), B::input(a.y), B::output(a.out), B::scalar(ScalarArg::I32(a.n))]
+        vec![
+            B::input(a.x),
+            B::input(a.y),
+            B::output(a.out),
+            B::scalar(ScalarArg::I32(a.n)),
+        ]
     }
 }
 
@@ -249,10 +403,24 @@ fn typed_kernel_args_marshal_through_the_cpu_backend() {
     let x = vec![3.0f32; 40];
     let y = vec![0.5f32; 40];
     let mut out = vec![POISON; 40];
-    let args = VAdd::marshal::<Cpu>(VAddArgs { x: &x, y: &y, out: &mut out, n: 40 });
+    let args = VAdd::marshal::<Cpu>(VAddArgs {
+        x: &x,
+        y: &y,
+        out: &mut out,
+        n: 40,
+    });
     interp::run(&f, [2, 1, 1], args).unwrap();
     assert_eq!(out, vec![3.5; 40]);
     // `launch` parses the kernel's IR text first; unparsable text is a typed error.
-    let err = interp::launch::<VAdd>([1, 1, 1], VAddArgs { x: &x, y: &y, out: &mut out, n: 40 }).unwrap_err();
+    let err = interp::launch::<VAdd>(
+        [1, 1, 1],
+        VAddArgs {
+            x: &x,
+            y: &y,
+            out: &mut out,
+            n: 40,
+        },
+    )
+    .unwrap_err();
     assert!(matches!(err, ExecError::IrParse(_)), "{err:?}");
 }

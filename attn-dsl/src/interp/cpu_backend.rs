@@ -29,11 +29,21 @@ impl Backend for Cpu {
     type Arg<'a> = CpuArg<'a>;
 
     fn input<'a, T: DslType>(p: Self::In<'a, T>) -> CpuArg<'a> {
-        HostSlice::of(p).map_or(CpuArg::Unsupported { type_name: std::any::type_name::<T>() }, CpuArg::In)
+        HostSlice::of(p).map_or(
+            CpuArg::Unsupported {
+                type_name: std::any::type_name::<T>(),
+            },
+            CpuArg::In,
+        )
     }
 
     fn output<'a, T: DslType>(p: Self::Out<'a, T>) -> CpuArg<'a> {
-        HostSliceMut::of(p).map_or(CpuArg::Unsupported { type_name: std::any::type_name::<T>() }, CpuArg::Out)
+        HostSliceMut::of(p).map_or(
+            CpuArg::Unsupported {
+                type_name: std::any::type_name::<T>(),
+            },
+            CpuArg::Out,
+        )
     }
 
     fn scalar<'a>(v: ScalarArg) -> CpuArg<'a> {
@@ -48,7 +58,9 @@ impl CpuArg<'_> {
             CpuArg::In(s) => format!("*const {} buffer", s.dtype()),
             CpuArg::Out(s) => format!("*mut {} buffer", s.dtype()),
             CpuArg::Scalar(v) => format!("{} scalar", scalar_arg_name(v)),
-            CpuArg::Unsupported { type_name } => format!("buffer of unsupported type `{type_name}`"),
+            CpuArg::Unsupported { type_name } => {
+                format!("buffer of unsupported type `{type_name}`")
+            }
         }
     }
 }

@@ -11,7 +11,14 @@ use super::error::{malformed, Fault};
 use super::numerics::round_f32;
 
 /// `acc[m×n] + a[m×k] · b[k×n]`, all row-major.
-pub(crate) fn dot(a: &[f64], b: &[f64], acc: &[f64], m: usize, k: usize, n: usize) -> Result<Vec<f64>, Fault> {
+pub(crate) fn dot(
+    a: &[f64],
+    b: &[f64],
+    acc: &[f64],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<Vec<f64>, Fault> {
     if a.len() != m * k || b.len() != k * n || acc.len() != m * n {
         return Err(malformed(format!(
             "dot operand sizes {}, {}, {} do not match {m}×{k} · {k}×{n}",

@@ -24,7 +24,9 @@ pub(crate) fn unary(op: UnaryOp, ty: ScalarType, x: &TileData) -> Result<TileDat
                 UnaryOp::Abs => f64::abs,
                 UnaryOp::Not => return Err(malformed("`not` is not defined on floats")),
             };
-            Ok(TileData::Float(v.iter().map(|&x| round_float(ty, f(x))).collect()))
+            Ok(TileData::Float(
+                v.iter().map(|&x| round_float(ty, f(x))).collect(),
+            ))
         }
         TileData::Int(v) => {
             let f: fn(i64) -> i64 = match op {
@@ -33,21 +35,37 @@ pub(crate) fn unary(op: UnaryOp, ty: ScalarType, x: &TileData) -> Result<TileDat
                 UnaryOp::Abs => i64::wrapping_abs,
                 _ => return Err(malformed(format!("{op:?} is not defined on integers"))),
             };
-            Ok(TileData::Int(v.iter().map(|&x| wrap_int(ty, f(x))).collect()))
+            Ok(TileData::Int(
+                v.iter().map(|&x| wrap_int(ty, f(x))).collect(),
+            ))
         }
-        TileData::Bool(v) if op == UnaryOp::Not => Ok(TileData::Bool(v.iter().map(|&b| !b).collect())),
-        other => Err(malformed(format!("{op:?} is not defined on {} values", other.family()))),
+        TileData::Bool(v) if op == UnaryOp::Not => {
+            Ok(TileData::Bool(v.iter().map(|&b| !b).collect()))
+        }
+        other => Err(malformed(format!(
+            "{op:?} is not defined on {} values",
+            other.family()
+        ))),
     }
 }
 
 /// `a op b` for two operands of dtype `ty` and equal size.
-pub(crate) fn binary(op: BinaryOp, ty: ScalarType, a: &TileData, b: &TileData) -> Result<TileData, Fault> {
+pub(crate) fn binary(
+    op: BinaryOp,
+    ty: ScalarType,
+    a: &TileData,
+    b: &TileData,
+) -> Result<TileData, Fault> {
     same_len(a.len(), b.len())?;
     match (a, b) {
         (TileData::Float(x), TileData::Float(y)) => float_binary(op, ty, x, y).map(TileData::Float),
         (TileData::Int(x), TileData::Int(y)) => int_binary(op, ty, x, y).map(TileData::Int),
         (TileData::Bool(x), TileData::Bool(y)) => bool_binary(op, x, y).map(TileData::Bool),
-        _ => Err(malformed(format!("{op:?} on {} and {} values", a.family(), b.family()))),
+        _ => Err(malformed(format!(
+            "{op:?} on {} and {} values",
+            a.family(),
+            b.family()
+        ))),
     }
 }
 
@@ -62,7 +80,10 @@ fn float_binary(op: BinaryOp, ty: ScalarType, x: &[f64], y: &[f64]) -> Result<Ve
         BinaryOp::Max => f64::max,
         _ => return Err(malformed(format!("{op:?} is not defined on floats"))),
     };
-    Ok(x.iter().zip(y).map(|(&a, &b)| round_float(ty, f(a, b))).collect())
+    Ok(x.iter()
+        .zip(y)
+        .map(|(&a, &b)| round_float(ty, f(a, b)))
+        .collect())
 }
 
 /// Integer ops wrap to the width of `ty`; `/` and `%` truncate toward zero (C semantics)
@@ -84,7 +105,10 @@ fn int_binary(op: BinaryOp, ty: ScalarType, x: &[i64], y: &[i64]) -> Result<Vec<
         BinaryOp::Shl => |a, b, bits| shift_amount(b, bits).map(|s| a.wrapping_shl(s)),
         BinaryOp::Shr => |a, b, bits| shift_amount(b, bits).map(|s| a >> s),
     };
-    x.iter().zip(y).map(|(&a, &b)| f(a, b, bits).map(|r| wrap_int(ty, r))).collect()
+    x.iter()
+        .zip(y)
+        .map(|(&a, &b)| f(a, b, bits).map(|r| wrap_int(ty, r)))
+        .collect()
 }
 
 fn nonzero(divisor: i64, op: &'static str) -> Result<i64, Fault> {
@@ -119,7 +143,13 @@ pub(crate) fn compare(pred: CmpPred, a: &TileData, b: &TileData) -> Result<TileD
         (TileData::Float(x), TileData::Float(y)) => cmp_slices(pred, x, y),
         (TileData::Int(x), TileData::Int(y)) => cmp_slices(pred, x, y),
         (TileData::Bool(x), TileData::Bool(y)) => cmp_slices(pred, x, y),
-        _ => return Err(malformed(format!("cannot compare {} and {} values", a.family(), b.family()))),
+        _ => {
+            return Err(malformed(format!(
+                "cannot compare {} and {} values",
+                a.family(),
+                b.family()
+            )))
+        }
     };
     Ok(TileData::Bool(out))
 }
@@ -142,14 +172,23 @@ pub(crate) fn select(cond: &TileData, a: &TileData, b: &TileData) -> Result<Tile
     same_len(c.len(), a.len())?;
     same_len(c.len(), b.len())?;
     fn pick<T: Copy>(c: &[bool], x: &[T], y: &[T]) -> Vec<T> {
-        c.iter().zip(x.iter().zip(y)).map(|(&c, (&x, &y))| if c { x } else { y }).collect()
+        c.iter()
+            .zip(x.iter().zip(y))
+            .map(|(&c, (&x, &y))| if c { x } else { y })
+            .collect()
     }
     Ok(match (a, b) {
         (TileData::Float(x), TileData::Float(y)) => TileData::Float(pick(c, x, y)),
         (TileData::Int(x), TileData::Int(y)) => TileData::Int(pick(c, x, y)),
         (TileData::Bool(x), TileData::Bool(y)) => TileData::Bool(pick(c, x, y)),
         (TileData::Ptr(x), TileData::Ptr(y)) => TileData::Ptr(pick(c, x, y)),
-        _ => return Err(malformed(format!("select between {} and {} values", a.family(), b.family()))),
+        _ => {
+            return Err(malformed(format!(
+                "select between {} and {} values",
+                a.family(),
+                b.family()
+            )))
+        }
     })
 }
 
@@ -158,13 +197,23 @@ pub(crate) fn select(cond: &TileData, a: &TileData, b: &TileData) -> Result<Tile
 /// number→bool tests `!= 0`.
 pub(crate) fn cast(to: ScalarType, x: &TileData) -> Result<TileData, Fault> {
     Ok(match x {
-        TileData::Float(v) if to.is_float() => TileData::Float(v.iter().map(|&f| round_float(to, f)).collect()),
-        TileData::Float(v) if to.is_int() => TileData::Int(v.iter().map(|&f| float_to_int(to, f)).collect()),
+        TileData::Float(v) if to.is_float() => {
+            TileData::Float(v.iter().map(|&f| round_float(to, f)).collect())
+        }
+        TileData::Float(v) if to.is_int() => {
+            TileData::Int(v.iter().map(|&f| float_to_int(to, f)).collect())
+        }
         TileData::Float(v) => TileData::Bool(v.iter().map(|&f| f != 0.0).collect()),
-        TileData::Int(v) if to.is_float() => TileData::Float(v.iter().map(|&i| int_to_float(to, i)).collect()),
-        TileData::Int(v) if to.is_int() => TileData::Int(v.iter().map(|&i| wrap_int(to, i)).collect()),
+        TileData::Int(v) if to.is_float() => {
+            TileData::Float(v.iter().map(|&i| int_to_float(to, i)).collect())
+        }
+        TileData::Int(v) if to.is_int() => {
+            TileData::Int(v.iter().map(|&i| wrap_int(to, i)).collect())
+        }
         TileData::Int(v) => TileData::Bool(v.iter().map(|&i| i != 0).collect()),
-        TileData::Bool(v) if to.is_float() => TileData::Float(v.iter().map(|&b| b as u8 as f64).collect()),
+        TileData::Bool(v) if to.is_float() => {
+            TileData::Float(v.iter().map(|&b| b as u8 as f64).collect())
+        }
         TileData::Bool(v) if to.is_int() => TileData::Int(v.iter().map(|&b| b as i64).collect()),
         TileData::Bool(v) => TileData::Bool(v.clone()),
         TileData::Ptr(_) => return Err(malformed(format!("cannot cast a pointer to {to}"))),

@@ -8,14 +8,26 @@ use crate::ir::Loc;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ExecError {
     #[error("kernel `{kernel}` takes {expected} arguments, got {got}")]
-    ArgCount { kernel: String, expected: usize, got: usize },
+    ArgCount {
+        kernel: String,
+        expected: usize,
+        got: usize,
+    },
     #[error("argument {index} (`{name}`): the kernel expects {expected}, got {got}")]
-    ArgMismatch { index: usize, name: String, expected: String, got: String },
+    ArgMismatch {
+        index: usize,
+        name: String,
+        expected: String,
+        got: String,
+    },
     #[error(
         "argument {index}: Rust type `{type_name}` implements DslType but is not one of \
          bf16, f16, f32, i32, i64, bool, so it has no host buffer form"
     )]
-    UnsupportedHostType { index: usize, type_name: &'static str },
+    UnsupportedHostType {
+        index: usize,
+        type_name: &'static str,
+    },
     #[error("grid {grid:?} is invalid: every dimension must be at least 1")]
     EmptyGrid { grid: [u32; 3] },
     #[error(
@@ -34,9 +46,18 @@ pub enum ExecError {
     #[error("line {line}:{col}: store through read-only argument `{param}` (declared `*const`)")]
     StoreToReadOnly { line: u32, col: u32, param: String },
     #[error("line {line}:{col}: integer {op} by zero")]
-    DivisionByZero { line: u32, col: u32, op: &'static str },
+    DivisionByZero {
+        line: u32,
+        col: u32,
+        op: &'static str,
+    },
     #[error("line {line}:{col}: shift amount {amount} out of range 0..{bits}")]
-    ShiftOutOfRange { line: u32, col: u32, amount: i64, bits: u32 },
+    ShiftOutOfRange {
+        line: u32,
+        col: u32,
+        amount: i64,
+        bits: u32,
+    },
     #[error("line {line}:{col}: `for` step must be > 0, got {step}")]
     NonPositiveStep { line: u32, col: u32, step: i64 },
     #[error("line {line}:{col}: `while` ran more than {limit} iterations (raise ExecOptions::max_while_iterations if intended)")]
@@ -94,9 +115,12 @@ impl Fault {
         let (line, col) = (loc.line, loc.col);
         match self {
             Fault::DivisionByZero(op) => ExecError::DivisionByZero { line, col, op },
-            Fault::ShiftOutOfRange { amount, bits } => {
-                ExecError::ShiftOutOfRange { line, col, amount, bits }
-            }
+            Fault::ShiftOutOfRange { amount, bits } => ExecError::ShiftOutOfRange {
+                line,
+                col,
+                amount,
+                bits,
+            },
             Fault::Malformed(msg) => ExecError::Malformed { line, col, msg },
         }
     }

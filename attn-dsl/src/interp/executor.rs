@@ -22,7 +22,9 @@ pub struct ExecOptions {
 
 impl Default for ExecOptions {
     fn default() -> Self {
-        ExecOptions { max_while_iterations: 1 << 20 }
+        ExecOptions {
+            max_while_iterations: 1 << 20,
+        }
     }
 }
 
@@ -56,8 +58,15 @@ pub fn run_with(
         for y in 0..grid[1] {
             for x in 0..grid[0] {
                 env.iter_mut().for_each(|v| *v = None);
-                let mut p =
-                    Program { f, mem: &mut mem, env: &mut env, opts, ops: 0, pid: [x, y, z], grid };
+                let mut p = Program {
+                    f,
+                    mem: &mut mem,
+                    env: &mut env,
+                    opts,
+                    ops: 0,
+                    pid: [x, y, z],
+                    grid,
+                };
                 p.run(&entry)?;
                 stats.ops_executed += p.ops;
                 stats.programs += 1;
@@ -106,9 +115,10 @@ impl<'r> Program<'r, '_> {
         self.bind(&body.args, entry.to_vec(), Loc::default())?;
         match self.run_block(body)? {
             Flow::Next | Flow::Return => Ok(()),
-            Flow::Yield(_) | Flow::Condition(..) => {
-                Err(malformed("kernel body ends in yield/condition instead of return").at(Loc::default()))
-            }
+            Flow::Yield(_) | Flow::Condition(..) => Err(malformed(
+                "kernel body ends in yield/condition instead of return",
+            )
+            .at(Loc::default())),
         }
     }
 
@@ -124,7 +134,10 @@ impl<'r> Program<'r, '_> {
 
     fn exec(&mut self, id: OpId) -> Result<Flow, ExecError> {
         let f = self.f;
-        let op = f.ops.get(id.0 as usize).ok_or_else(|| malformed(format!("no op {}", id.0)).at(Loc::default()))?;
+        let op = f
+            .ops
+            .get(id.0 as usize)
+            .ok_or_else(|| malformed(format!("no op {}", id.0)).at(Loc::default()))?;
         self.ops += 1;
         match &op.kind {
             OpKind::For => self.exec_for(op),
@@ -132,7 +145,10 @@ impl<'r> Program<'r, '_> {
             OpKind::While => self.exec_while(op),
             OpKind::Yield => Ok(Flow::Yield(self.values(&op.operands, op.loc)?)),
             OpKind::Condition => {
-                let (c, vars) = op.operands.split_first().ok_or_else(|| malformed("condition without operand").at(op.loc))?;
+                let (c, vars) = op
+                    .operands
+                    .split_first()
+                    .ok_or_else(|| malformed("condition without operand").at(op.loc))?;
                 let c = self.val(*c, op.loc)?.scalar_bool().at(op.loc)?;
                 Ok(Flow::Condition(c, self.values(vars, op.loc)?))
             }
@@ -156,46 +172,89 @@ impl<'r> Program<'r, '_> {
             OpKind::ProgramId(a) => TileData::Int(vec![self.axis(&self.pid, *a, loc)?]),
             OpKind::NumPrograms(a) => TileData::Int(vec![self.axis(&self.grid, *a, loc)?]),
             OpKind::Arange { n } => TileData::Int((0..*n as i64).collect()),
-            OpKind::Splat { shape } => splat(self.operand(op, 0)?, shape.iter().product()).at(loc)?,
+            OpKind::Splat { shape } => {
+                splat(self.operand(op, 0)?, shape.iter().product()).at(loc)?
+            }
             OpKind::Broadcast { shape } => {
                 let from = &self.operand_ty(op, 0)?.shape;
                 broadcast(self.operand(op, 0)?, from, shape).at(loc)?
             }
             OpKind::ExpandDims { .. } => self.operand(op, 0)?.clone(),
-            OpKind::Trans => transpose(self.operand(op, 0)?, &self.operand_ty(op, 0)?.shape).at(loc)?,
+            OpKind::Trans => {
+                transpose(self.operand(op, 0)?, &self.operand_ty(op, 0)?.shape).at(loc)?
+            }
             OpKind::Unary(u) => unary(*u, scalar_of(&ty, loc)?, self.operand(op, 0)?).at(loc)?,
-            OpKind::Binary(b) => binary(*b, scalar_of(&ty, loc)?, self.operand(op, 0)?, self.operand(op, 1)?).at(loc)?,
+            OpKind::Binary(b) => binary(
+                *b,
+                scalar_of(&ty, loc)?,
+                self.operand(op, 0)?,
+                self.operand(op, 1)?,
+            )
+            .at(loc)?,
             OpKind::Cmp(p) => compare(*p, self.operand(op, 0)?, self.operand(op, 1)?).at(loc)?,
-            OpKind::Select => select(self.operand(op, 0)?, self.operand(op, 1)?, self.operand(op, 2)?).at(loc)?,
+            OpKind::Select => select(
+                self.operand(op, 0)?,
+                self.operand(op, 1)?,
+                self.operand(op, 2)?,
+            )
+            .at(loc)?,
             OpKind::Cast(to) => cast(*to, self.operand(op, 0)?).at(loc)?,
             OpKind::AddPtr => add_ptr(self.operand(op, 0)?, self.operand(op, 1)?).at(loc)?,
-            OpKind::Load { has_mask, has_other } => self.exec_load(op, *has_mask, *has_other, &ty)?,
+            OpKind::Load {
+                has_mask,
+                has_other,
+            } => self.exec_load(op, *has_mask, *has_other, &ty)?,
             OpKind::Dot => self.exec_dot(op)?,
             OpKind::Reduce { kind, axis } => {
                 let xt = self.operand_ty(op, 0)?;
-                reduce(*kind, scalar_of(xt, loc)?, self.operand(op, 0)?, &xt.shape, *axis).at(loc)?
+                reduce(
+                    *kind,
+                    scalar_of(xt, loc)?,
+                    self.operand(op, 0)?,
+                    &xt.shape,
+                    *axis,
+                )
+                .at(loc)?
             }
             other => return Err(malformed(format!("{other:?} has no single value")).at(loc)),
         })
     }
 
-    fn exec_load(&mut self, op: &Op, has_mask: bool, has_other: bool, ty: &Type) -> Result<TileData, ExecError> {
+    fn exec_load(
+        &mut self,
+        op: &Op,
+        has_mask: bool,
+        has_other: bool,
+        ty: &Type,
+    ) -> Result<TileData, ExecError> {
         let elem = scalar_of(ty, op.loc)?;
         let env: &Vec<Option<TileData>> = self.env;
         let get = |i: usize| operand_in(env, op, i);
         let ptrs = get(0)?.ptrs().at(op.loc)?;
-        let mask = if has_mask { Some(get(1)?.bools().at(op.loc)?) } else { None };
+        let mask = if has_mask {
+            Some(get(1)?.bools().at(op.loc)?)
+        } else {
+            None
+        };
         let other = if has_other { Some(get(2)?) } else { None };
         self.mem.load(ptrs, mask, other, elem, self.site(op.loc))
     }
 
     fn exec_store(&mut self, op: &Op, has_mask: bool) -> Result<(), ExecError> {
-        let elem = self.operand_ty(op, 0)?.elem.pointee().ok_or_else(|| malformed("store through a non-pointer").at(op.loc))?;
+        let elem = self
+            .operand_ty(op, 0)?
+            .elem
+            .pointee()
+            .ok_or_else(|| malformed("store through a non-pointer").at(op.loc))?;
         let env: &Vec<Option<TileData>> = self.env;
         let get = |i: usize| operand_in(env, op, i);
         let ptrs = get(0)?.ptrs().at(op.loc)?;
         let value = get(1)?;
-        let mask = if has_mask { Some(get(2)?.bools().at(op.loc)?) } else { None };
+        let mask = if has_mask {
+            Some(get(2)?.bools().at(op.loc)?)
+        } else {
+            None
+        };
         let site = self.site(op.loc);
         self.mem.store(ptrs, value, mask, elem, site)
     }
@@ -220,7 +279,11 @@ impl<'r> Program<'r, '_> {
         let bound = |i: usize| self.operand(op, i).and_then(|d| d.scalar_int().at(loc));
         let (lo, hi, step) = (bound(0)?, bound(1)?, bound(2)?);
         if step <= 0 {
-            return Err(ExecError::NonPositiveStep { line: loc.line, col: loc.col, step });
+            return Err(ExecError::NonPositiveStep {
+                line: loc.line,
+                col: loc.col,
+                step,
+            });
         }
         let body = self.region(op, 0)?;
         let mut iters = self.values(&op.operands[3..], loc)?;
@@ -271,7 +334,11 @@ impl<'r> Program<'r, '_> {
             iterations += 1;
             if iterations > self.opts.max_while_iterations {
                 let limit = self.opts.max_while_iterations;
-                return Err(ExecError::WhileLimit { line: loc.line, col: loc.col, limit });
+                return Err(ExecError::WhileLimit {
+                    line: loc.line,
+                    col: loc.col,
+                    limit,
+                });
             }
             self.bind(&after.args, vars, loc)?;
             vars = match self.run_block(after)? {
@@ -285,7 +352,10 @@ impl<'r> Program<'r, '_> {
     // ---- value plumbing ----
 
     fn site(&self, loc: Loc) -> Site {
-        Site { loc, program: self.pid }
+        Site {
+            loc,
+            program: self.pid,
+        }
     }
 
     fn val(&self, v: ValueId, loc: Loc) -> Result<&TileData, ExecError> {
@@ -298,8 +368,14 @@ impl<'r> Program<'r, '_> {
 
     fn operand_ty(&self, op: &Op, i: usize) -> Result<&'r Type, ExecError> {
         let f = self.f;
-        let v = op.operands.get(i).ok_or_else(|| malformed(format!("missing operand {i}")).at(op.loc))?;
-        f.values.get(v.0 as usize).map(|d| &d.ty).ok_or_else(|| malformed(format!("unknown value %{}", v.0)).at(op.loc))
+        let v = op
+            .operands
+            .get(i)
+            .ok_or_else(|| malformed(format!("missing operand {i}")).at(op.loc))?;
+        f.values
+            .get(v.0 as usize)
+            .map(|d| &d.ty)
+            .ok_or_else(|| malformed(format!("unknown value %{}", v.0)).at(op.loc))
     }
 
     fn values(&self, vs: &[ValueId], loc: Loc) -> Result<Vec<TileData>, ExecError> {
@@ -313,7 +389,12 @@ impl<'r> Program<'r, '_> {
     }
 
     /// Assigns `vals` to `targets` (block arguments or op results), counts must agree.
-    fn bind(&mut self, targets: &[ValueId], vals: Vec<TileData>, loc: Loc) -> Result<(), ExecError> {
+    fn bind(
+        &mut self,
+        targets: &[ValueId],
+        vals: Vec<TileData>,
+        loc: Loc,
+    ) -> Result<(), ExecError> {
         if targets.len() != vals.len() || targets.iter().any(|t| t.0 as usize >= self.env.len()) {
             let msg = format!("{} values passed to {} slots", vals.len(), targets.len());
             return Err(malformed(msg).at(loc));
@@ -327,16 +408,25 @@ impl<'r> Program<'r, '_> {
     fn single_result(&self, op: &Op) -> Result<ValueId, ExecError> {
         match op.results.as_slice() {
             [r] if (r.0 as usize) < self.env.len() => Ok(*r),
-            rs => Err(malformed(format!("{:?} must have one result, has {}", op.kind, rs.len())).at(op.loc)),
+            rs => Err(malformed(format!(
+                "{:?} must have one result, has {}",
+                op.kind,
+                rs.len()
+            ))
+            .at(op.loc)),
         }
     }
 
     fn region(&self, op: &'r Op, i: usize) -> Result<&'r Block, ExecError> {
-        op.regions.get(i).ok_or_else(|| malformed(format!("{:?} lacks region {i}", op.kind)).at(op.loc))
+        op.regions
+            .get(i)
+            .ok_or_else(|| malformed(format!("{:?} lacks region {i}", op.kind)).at(op.loc))
     }
 
     fn axis(&self, of: &[u32; 3], axis: u8, loc: Loc) -> Result<i64, ExecError> {
-        of.get(axis as usize).map(|&x| x as i64).ok_or_else(|| malformed(format!("grid axis {axis} out of range 0..3")).at(loc))
+        of.get(axis as usize)
+            .map(|&x| x as i64)
+            .ok_or_else(|| malformed(format!("grid axis {axis} out of range 0..3")).at(loc))
     }
 }
 
@@ -346,13 +436,22 @@ fn value_in(env: &[Option<TileData>], v: ValueId, loc: Loc) -> Result<&TileData,
         .ok_or_else(|| malformed(format!("value %{} used before it is defined", v.0)).at(loc))
 }
 
-fn operand_in<'e>(env: &'e [Option<TileData>], op: &Op, i: usize) -> Result<&'e TileData, ExecError> {
-    let v = op.operands.get(i).ok_or_else(|| malformed(format!("{:?} lacks operand {i}", op.kind)).at(op.loc))?;
+fn operand_in<'e>(
+    env: &'e [Option<TileData>],
+    op: &Op,
+    i: usize,
+) -> Result<&'e TileData, ExecError> {
+    let v = op
+        .operands
+        .get(i)
+        .ok_or_else(|| malformed(format!("{:?} lacks operand {i}", op.kind)).at(op.loc))?;
     value_in(env, *v, op.loc)
 }
 
 fn scalar_of(ty: &Type, loc: Loc) -> Result<ScalarType, ExecError> {
-    ty.elem.scalar().ok_or_else(|| malformed(format!("expected a numeric type, got {ty}")).at(loc))
+    ty.elem
+        .scalar()
+        .ok_or_else(|| malformed(format!("expected a numeric type, got {ty}")).at(loc))
 }
 
 fn const_data(s: Scalar) -> TileData {
@@ -368,5 +467,13 @@ fn const_data(s: Scalar) -> TileData {
 fn add_ptr(p: &TileData, off: &TileData) -> Result<TileData, Fault> {
     let (p, off) = (p.ptrs()?, off.ints()?);
     same_len(p.len(), off.len())?;
-    Ok(TileData::Ptr(p.iter().zip(off).map(|(p, &o)| Ptr { arg: p.arg, off: p.off.wrapping_add(o) }).collect()))
+    Ok(TileData::Ptr(
+        p.iter()
+            .zip(off)
+            .map(|(p, &o)| Ptr {
+                arg: p.arg,
+                off: p.off.wrapping_add(o),
+            })
+            .collect(),
+    ))
 }

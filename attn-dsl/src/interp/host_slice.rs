@@ -92,7 +92,9 @@ impl<'a> HostSlice<'a> {
         match self {
             // bf16 is the top half of an f32: widen by shifting (exact, and much cheaper
             // than `half`'s generic path in debug builds).
-            HostSlice::Bf16(s) => s.get(i).map(|x| f32::from_bits((x.to_bits() as u32) << 16) as f64),
+            HostSlice::Bf16(s) => s
+                .get(i)
+                .map(|x| f32::from_bits((x.to_bits() as u32) << 16) as f64),
             HostSlice::F16(s) => s.get(i).map(|x| x.to_f64()),
             HostSlice::F32(s) => s.get(i).map(|&x| x as f64),
             _ => None,

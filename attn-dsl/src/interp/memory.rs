@@ -42,9 +42,16 @@ impl<'a> Memory<'a> {
     /// Checks `args` against the kernel's parameters (count, pointer vs scalar, `*const`
     /// vs `*mut`, dtype) before anything runs, and returns the memory plus the value of
     /// each parameter's entry-block argument.
-    pub(crate) fn bind(f: &Function, args: Vec<CpuArg<'a>>) -> Result<(Self, Vec<TileData>), ExecError> {
+    pub(crate) fn bind(
+        f: &Function,
+        args: Vec<CpuArg<'a>>,
+    ) -> Result<(Self, Vec<TileData>), ExecError> {
         if args.len() != f.params.len() {
-            return Err(ExecError::ArgCount { kernel: f.name.clone(), expected: f.params.len(), got: args.len() });
+            return Err(ExecError::ArgCount {
+                kernel: f.name.clone(),
+                expected: f.params.len(),
+                got: args.len(),
+            });
         }
         let mut bufs = Vec::with_capacity(args.len());
         let mut entry = Vec::with_capacity(args.len());
@@ -59,12 +66,20 @@ impl<'a> Memory<'a> {
                 (_, CpuArg::Unsupported { type_name }) => {
                     return Err(ExecError::UnsupportedHostType { index, type_name })
                 }
-                (ParamKind::Ptr { elem, mutable: false }, CpuArg::In(s)) if s.dtype() == elem => {
-                    (Bound::Read(s), param_ptr(index))
-                }
-                (ParamKind::Ptr { elem, mutable: true }, CpuArg::Out(s)) if s.dtype() == elem => {
-                    (Bound::Write(s), param_ptr(index))
-                }
+                (
+                    ParamKind::Ptr {
+                        elem,
+                        mutable: false,
+                    },
+                    CpuArg::In(s),
+                ) if s.dtype() == elem => (Bound::Read(s), param_ptr(index)),
+                (
+                    ParamKind::Ptr {
+                        elem,
+                        mutable: true,
+                    },
+                    CpuArg::Out(s),
+                ) if s.dtype() == elem => (Bound::Write(s), param_ptr(index)),
                 (ParamKind::Ptr { elem, mutable }, arg) => {
                     let q = if mutable { "*mut" } else { "*const" };
                     return Err(mismatch(format!("a {q} {elem} buffer"), &arg));
@@ -73,13 +88,23 @@ impl<'a> Memory<'a> {
                     Some(value) => (Bound::Scalar, value),
                     None => return Err(mismatch(format!("a {ty} scalar"), &CpuArg::Scalar(v))),
                 },
-                (ParamKind::Scalar(ty), arg) => return Err(mismatch(format!("a {ty} scalar"), &arg)),
+                (ParamKind::Scalar(ty), arg) => {
+                    return Err(mismatch(format!("a {ty} scalar"), &arg))
+                }
             };
             bufs.push(bound);
             entry.push(value);
         }
         let names = f.params.iter().map(|p| p.name.clone()).collect();
-        Ok((Memory { bufs, names, bytes_loaded: 0, bytes_stored: 0 }, entry))
+        Ok((
+            Memory {
+                bufs,
+                names,
+                bytes_loaded: 0,
+                bytes_stored: 0,
+            },
+            entry,
+        ))
     }
 
     /// Reads the active lanes of `ptrs` (pointee `elem`); inactive lanes get `other`
@@ -92,18 +117,29 @@ impl<'a> Memory<'a> {
         elem: ScalarType,
         site: Site,
     ) -> Result<TileData, ExecError> {
-        check_lanes(ptrs.len(), mask.map(<[bool]>::len), other.map(TileData::len), site)?;
+        check_lanes(
+            ptrs.len(),
+            mask.map(<[bool]>::len),
+            other.map(TileData::len),
+            site,
+        )?;
         let data = match elem {
             ScalarType::Bf16 | ScalarType::F16 | ScalarType::F32 => {
-                let other = other.map(|o| o.floats().map_err(|e| e.at(site.loc))).transpose()?;
+                let other = other
+                    .map(|o| o.floats().map_err(|e| e.at(site.loc)))
+                    .transpose()?;
                 TileData::Float(self.load_lanes(ptrs, mask, other, 0.0, site, |s, i| s.float(i))?)
             }
             ScalarType::I32 | ScalarType::I64 => {
-                let other = other.map(|o| o.ints().map_err(|e| e.at(site.loc))).transpose()?;
+                let other = other
+                    .map(|o| o.ints().map_err(|e| e.at(site.loc)))
+                    .transpose()?;
                 TileData::Int(self.load_lanes(ptrs, mask, other, 0, site, |s, i| s.int(i))?)
             }
             ScalarType::Bool => {
-                let other = other.map(|o| o.bools().map_err(|e| e.at(site.loc))).transpose()?;
+                let other = other
+                    .map(|o| o.bools().map_err(|e| e.at(site.loc)))
+                    .transpose()?;
                 TileData::Bool(self.load_lanes(ptrs, mask, other, false, site, |s, i| s.bool(i))?)
             }
         };
@@ -143,7 +179,7 @@ impl<'a> Memory<'a> {
         site: Site,
     ) -> Result<(), ExecError> {
         check_lanes(ptrs.len(), mask.map(<[bool]>::len), Some(value.len()), site)?;
-                match value {
+        match value {
             TileData::Float(v) => {
                 // Round again in case a producer left extra precision; exact otherwise.
                 let w = |s: &mut HostSliceMut<'_>, i, x: f64| s.set_float(i, round_float(elem, x));
@@ -175,7 +211,11 @@ impl<'a> Memory<'a> {
                 Bound::Write(buf) => write(buf, i, v),
                 _ => {
                     let param = self.names[p.arg as usize].clone();
-                    return Err(ExecError::StoreToReadOnly { line: site.loc.line, col: site.loc.col, param });
+                    return Err(ExecError::StoreToReadOnly {
+                        line: site.loc.line,
+                        col: site.loc.col,
+                        param,
+                    });
                 }
             };
             if !written {
@@ -220,13 +260,19 @@ impl<'a> Memory<'a> {
         ExecError::Malformed {
             line: site.loc.line,
             col: site.loc.col,
-            msg: format!("pointer into argument {} (`{name}`) used with another element type", p.arg),
+            msg: format!(
+                "pointer into argument {} (`{name}`) used with another element type",
+                p.arg
+            ),
         }
     }
 }
 
 fn param_ptr(index: usize) -> TileData {
-    TileData::Ptr(vec![Ptr { arg: index as u32, off: 0 }])
+    TileData::Ptr(vec![Ptr {
+        arg: index as u32,
+        off: 0,
+    }])
 }
 
 /// The entry value of a scalar parameter of type `ty`, if `v` fits it. bf16/f16 scalars
@@ -242,7 +288,12 @@ fn scalar_value(ty: ScalarType, v: ScalarArg) -> Option<TileData> {
 }
 
 /// Pointers, mask and other/value of one access must have one lane each.
-fn check_lanes(n: usize, mask: Option<usize>, other: Option<usize>, site: Site) -> Result<(), ExecError> {
+fn check_lanes(
+    n: usize,
+    mask: Option<usize>,
+    other: Option<usize>,
+    site: Site,
+) -> Result<(), ExecError> {
     for (what, len) in [("mask", mask), ("value", other)] {
         if let Some(len) = len.filter(|&l| l != n) {
             return Err(ExecError::Malformed {

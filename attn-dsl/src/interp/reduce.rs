@@ -11,9 +11,17 @@ use super::tile::TileData;
 use crate::ir::{ReduceKind, ScalarType};
 
 /// Reduces `x` (of `shape` and dtype `ty`) along `axis`.
-pub(crate) fn reduce(kind: ReduceKind, ty: ScalarType, x: &TileData, shape: &[usize], axis: usize) -> Result<TileData, Fault> {
+pub(crate) fn reduce(
+    kind: ReduceKind,
+    ty: ScalarType,
+    x: &TileData,
+    shape: &[usize],
+    axis: usize,
+) -> Result<TileData, Fault> {
     if axis >= shape.len() || x.len() != shape.iter().product::<usize>() || shape[axis] == 0 {
-        return Err(malformed(format!("reduce along axis {axis} of shape {shape:?}")));
+        return Err(malformed(format!(
+            "reduce along axis {axis} of shape {shape:?}"
+        )));
     }
     let outer: usize = shape[..axis].iter().product();
     let len = shape[axis];
@@ -28,8 +36,12 @@ pub(crate) fn reduce(kind: ReduceKind, ty: ScalarType, x: &TileData, shape: &[us
                     let mut it = lanes(o, i).map(|j| v[j]);
                     let r = match kind {
                         ReduceKind::Sum => it.fold(0.0, |acc, x| round_f32(acc + x)),
-                        ReduceKind::Max => it.next().map_or(f64::NAN, |first| it.fold(first, f64::max)),
-                        ReduceKind::Min => it.next().map_or(f64::NAN, |first| it.fold(first, f64::min)),
+                        ReduceKind::Max => {
+                            it.next().map_or(f64::NAN, |first| it.fold(first, f64::max))
+                        }
+                        ReduceKind::Min => {
+                            it.next().map_or(f64::NAN, |first| it.fold(first, f64::min))
+                        }
                     };
                     round_float(ty, r)
                 })
@@ -50,6 +62,9 @@ pub(crate) fn reduce(kind: ReduceKind, ty: ScalarType, x: &TileData, shape: &[us
                 .collect();
             Ok(TileData::Int(out))
         }
-        other => Err(malformed(format!("reduce is not defined on {} values", other.family()))),
+        other => Err(malformed(format!(
+            "reduce is not defined on {} values",
+            other.family()
+        ))),
     }
 }

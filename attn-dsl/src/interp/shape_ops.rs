@@ -7,7 +7,10 @@ use super::tile::TileData;
 /// Repeats a scalar to `n` elements.
 pub(crate) fn splat(x: &TileData, n: usize) -> Result<TileData, Fault> {
     if x.len() != 1 {
-        return Err(malformed(format!("splat of a value with {} elements (needs a scalar)", x.len())));
+        return Err(malformed(format!(
+            "splat of a value with {} elements (needs a scalar)",
+            x.len()
+        )));
     }
     Ok(x.gather(&vec![0; n]))
 }
@@ -34,7 +37,12 @@ pub(crate) fn broadcast(x: &TileData, from: &[usize], to: &[usize]) -> Result<Ti
             }
             idx
         }
-        _ => return Err(malformed(format!("broadcast of rank {} (tiles have rank ≤ 2)", from.len()))),
+        _ => {
+            return Err(malformed(format!(
+                "broadcast of rank {} (tiles have rank ≤ 2)",
+                from.len()
+            )))
+        }
     };
     Ok(x.gather(&idx))
 }
@@ -42,11 +50,20 @@ pub(crate) fn broadcast(x: &TileData, from: &[usize], to: &[usize]) -> Result<Ti
 /// Transposes an `m × n` tile to `n × m`.
 pub(crate) fn transpose(x: &TileData, from: &[usize]) -> Result<TileData, Fault> {
     let &[m, n] = from else {
-        return Err(malformed(format!("transpose of a rank-{} value", from.len())));
+        return Err(malformed(format!(
+            "transpose of a rank-{} value",
+            from.len()
+        )));
     };
     if x.len() != m * n {
-        return Err(malformed(format!("value has {} elements, shape {from:?} needs {}", x.len(), m * n)));
+        return Err(malformed(format!(
+            "value has {} elements, shape {from:?} needs {}",
+            x.len(),
+            m * n
+        )));
     }
-    let idx: Vec<usize> = (0..n).flat_map(|j| (0..m).map(move |i| i * n + j)).collect();
+    let idx: Vec<usize> = (0..n)
+        .flat_map(|j| (0..m).map(move |i| i * n + j))
+        .collect();
     Ok(x.gather(&idx))
 }

@@ -45,28 +45,40 @@ impl TileData {
     pub(crate) fn floats(&self) -> Result<&[f64], Fault> {
         match self {
             TileData::Float(v) => Ok(v),
-            other => Err(malformed(format!("expected a float value, got a {} value", other.family()))),
+            other => Err(malformed(format!(
+                "expected a float value, got a {} value",
+                other.family()
+            ))),
         }
     }
 
     pub(crate) fn ints(&self) -> Result<&[i64], Fault> {
         match self {
             TileData::Int(v) => Ok(v),
-            other => Err(malformed(format!("expected an integer value, got a {} value", other.family()))),
+            other => Err(malformed(format!(
+                "expected an integer value, got a {} value",
+                other.family()
+            ))),
         }
     }
 
     pub(crate) fn bools(&self) -> Result<&[bool], Fault> {
         match self {
             TileData::Bool(v) => Ok(v),
-            other => Err(malformed(format!("expected a bool value, got a {} value", other.family()))),
+            other => Err(malformed(format!(
+                "expected a bool value, got a {} value",
+                other.family()
+            ))),
         }
     }
 
     pub(crate) fn ptrs(&self) -> Result<&[Ptr], Fault> {
         match self {
             TileData::Ptr(v) => Ok(v),
-            other => Err(malformed(format!("expected a pointer value, got a {} value", other.family()))),
+            other => Err(malformed(format!(
+                "expected a pointer value, got a {} value",
+                other.family()
+            ))),
         }
     }
 
@@ -74,7 +86,10 @@ impl TileData {
     pub(crate) fn scalar_bool(&self) -> Result<bool, Fault> {
         match self.bools()? {
             [b] => Ok(*b),
-            v => Err(malformed(format!("expected a scalar bool, got {} elements", v.len()))),
+            v => Err(malformed(format!(
+                "expected a scalar bool, got {} elements",
+                v.len()
+            ))),
         }
     }
 
@@ -82,7 +97,10 @@ impl TileData {
     pub(crate) fn scalar_int(&self) -> Result<i64, Fault> {
         match self.ints()? {
             [i] => Ok(*i),
-            v => Err(malformed(format!("expected a scalar integer, got {} elements", v.len()))),
+            v => Err(malformed(format!(
+                "expected a scalar integer, got {} elements",
+                v.len()
+            ))),
         }
     }
 
@@ -103,6 +121,8 @@ pub(crate) fn same_len(a: usize, b: usize) -> Result<(), Fault> {
     if a == b {
         Ok(())
     } else {
-        Err(malformed(format!("elementwise operands differ in size: {a} vs {b} elements")))
+        Err(malformed(format!(
+            "elementwise operands differ in size: {a} vs {b} elements"
+        )))
     }
 }

@@ -28,11 +28,17 @@ impl Rng {
 }
 
 pub fn ptr_in(elem: ScalarType) -> ParamKind {
-    ParamKind::Ptr { elem, mutable: false }
+    ParamKind::Ptr {
+        elem,
+        mutable: false,
+    }
 }
 
 pub fn ptr_out(elem: ScalarType) -> ParamKind {
-    ParamKind::Ptr { elem, mutable: true }
+    ParamKind::Ptr {
+        elem,
+        mutable: true,
+    }
 }
 
 pub fn at(b: &mut Builder<'_>, line: u32) {
