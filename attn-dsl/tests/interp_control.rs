@@ -46,7 +46,7 @@ fn for_if_kernel() -> Function {
 fn for_loop_with_if_carries_values() {
     let f = for_if_kernel();
     for (lo, hi, step) in [(2, 50, 3), (-5, 7, 1), (10, 10, 1), (10, 3, 2)] {
-        let mut out = vec![i32::MIN; 1];
+        let mut out = [i32::MIN; 1];
         interp::run(
             &f,
             [1, 1, 1],
@@ -70,7 +70,7 @@ fn for_loop_with_if_carries_values() {
 fn for_loop_with_non_positive_step_is_an_error() {
     let f = for_if_kernel();
     for step in [0, -1] {
-        let mut out = vec![0; 1];
+        let mut out = [0; 1];
         let err = interp::run(
             &f,
             [1, 1, 1],
@@ -226,7 +226,7 @@ fn grid_iterates_three_axes_x_fastest() {
     let n = g0 * g1 * g2;
     let mut ids = vec![-1; n * 6];
     let mut order = vec![-1; n];
-    let mut counter = vec![0; 1];
+    let mut counter = [0; 1];
     let args = vec![
         Cpu::output(&mut ids[..]),
         Cpu::output(&mut order[..]),

@@ -162,8 +162,8 @@ fn negative_offset_is_out_of_bounds() {
         let po = b.add_ptr(p[1], ar)?;
         b.store(po, v, None)
     });
-    let x = vec![5i32; 4];
-    let mut out = vec![0i32; 4];
+    let x = [5i32; 4];
+    let mut out = [0i32; 4];
     let err = interp::run(
         &f,
         [1, 1, 1],
@@ -200,7 +200,7 @@ fn masked_load_reads_other_and_never_touches_memory() {
         let po = b.add_ptr(p[1], ar)?;
         b.store(po, v, None)
     });
-    let x = vec![1.0f32, 2.0, 3.0, 4.0];
+    let x = [1.0f32, 2.0, 3.0, 4.0];
     let mut out = vec![POISON; 16];
     let stats = interp::run(
         &f,
@@ -237,7 +237,7 @@ fn store_through_read_only_argument_is_rejected() {
         at(b, 12);
         b.store(p[0], v, None)
     });
-    let x = vec![0.0f32; 1];
+    let x = [0.0f32; 1];
     let err = interp::run(&f, [1, 1, 1], vec![Cpu::input(&x[..])]).unwrap_err();
     assert!(
         matches!(&err, ExecError::StoreToReadOnly { line: 12, param, .. } if param == "x"),

@@ -45,7 +45,7 @@ fn cast_to_bf16_rounds_to_nearest_even() {
         65504.5,
         1.0 - u / 2.0,
     ];
-    let mut out = vec![bf16::from_f32(-999.0); 8];
+    let mut out = [bf16::from_f32(-999.0); 8];
     interp::run(
         &cast_kernel(F32, Bf16),
         [1, 1, 1],
@@ -75,7 +75,7 @@ fn cast_to_f16_rounds_to_nearest_even() {
         0.5,
         70000.0,
     ];
-    let mut out = vec![f16::from_f32(-999.0); 8];
+    let mut out = [f16::from_f32(-999.0); 8];
     interp::run(
         &cast_kernel(F32, F16),
         [1, 1, 1],
@@ -120,8 +120,8 @@ fn bf16_arithmetic_rounds_each_result() {
         .iter()
         .map(|&v| bf16::from_f32(v))
         .collect();
-    let mut sum = vec![bf16::ZERO; 4];
-    let mut prod = vec![bf16::ZERO; 4];
+    let mut sum = [bf16::ZERO; 4];
+    let mut prod = [bf16::ZERO; 4];
     let args = vec![
         Cpu::input(&a[..]),
         Cpu::input(&bv[..]),
@@ -409,7 +409,7 @@ fn casts_truncate_floats_and_round_integers() {
     assert_eq!(out, vec![2, -2, 0, i32::MAX, 0, i32::MIN, 0, 65]);
 
     let xi = [257, 259, -257, 1, 0, 511, 16_777_217, -3];
-    let mut outb = vec![bf16::ZERO; 8];
+    let mut outb = [bf16::ZERO; 8];
     interp::run(
         &cast_kernel(I32, Bf16),
         [1, 1, 1],
@@ -461,8 +461,8 @@ fn math_functions_round_to_the_value_dtype() {
         .into_iter()
         .map(bf16::from_f64)
         .collect();
-    let mut e = vec![bf16::ZERO; 8];
-    let mut w = vec![0; 8];
+    let mut e = [bf16::ZERO; 8];
+    let mut w = [0; 8];
     interp::run(
         &f,
         [1, 1, 1],
