@@ -482,3 +482,57 @@ fn math_functions_round_to_the_value_dtype() {
         assert_eq!(w[i], (i32::MAX - 2).wrapping_add(i as i32));
     }
 }
+
+#[test]
+fn shifts_are_arithmetic_and_range_checked() {
+    let params = [
+        ("a", ptr_in(I32)),
+        ("s", ptr_in(I32)),
+        ("shl", ptr_out(I32)),
+        ("shr", ptr_out(I32)),
+    ];
+    let f = kernel("shift", &params, |b, p| {
+        let ar = b.arange(4)?;
+        let pa = b.add_ptr(p[0], ar)?;
+        let ps = b.add_ptr(p[1], ar)?;
+        let (x, s) = (b.load(pa, None, None)?, b.load(ps, None, None)?);
+        at(b, 60);
+        let l = b.binary(BinaryOp::Shl, x, s)?;
+        let r = b.binary(BinaryOp::Shr, x, s)?;
+        let p2 = b.add_ptr(p[2], ar)?;
+        b.store(p2, l, None)?;
+        let p3 = b.add_ptr(p[3], ar)?;
+        b.store(p3, r, None)
+    });
+    let a = [-8, 1, 0x4000_0000, 7];
+    let (mut l, mut r) = ([0; 4], [0; 4]);
+    let run = |s: &[i32], l: &mut [i32], r: &mut [i32]| {
+        let args = vec![
+            Cpu::input(&a[..]),
+            Cpu::input(s),
+            Cpu::output(l),
+            Cpu::output(r),
+        ];
+        interp::run(&f, [1, 1, 1], args)
+    };
+    run(&[1, 31, 1, 0], &mut l, &mut r).unwrap();
+    assert_eq!(l, [-16, i32::MIN, i32::MIN, 7], "shl wraps to i32");
+    assert_eq!(
+        r,
+        [-4, 0, 0x2000_0000, 7],
+        ">> on signed values is arithmetic"
+    );
+    let err = run(&[1, 32, 1, 0], &mut l, &mut r).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExecError::ShiftOutOfRange {
+                line: 60,
+                amount: 32,
+                bits: 32,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
