@@ -455,3 +455,33 @@ fn with_loc(mut line: String, loc: Loc) -> String {
     let _ = write!(line, "loc({}:{})", loc.line, loc.col);
     line
 }
+
+/// The mnemonic of an op kind as printed (`add`, `cmp lt`, `for`), for diagnostics.
+pub fn mnemonic(kind: &OpKind) -> String {
+    match kind {
+        OpKind::Const(_) => "const".into(),
+        OpKind::ProgramId(_) => "program_id".into(),
+        OpKind::NumPrograms(_) => "num_programs".into(),
+        OpKind::Arange { .. } => "arange".into(),
+        OpKind::Splat { .. } => "splat".into(),
+        OpKind::Broadcast { .. } => "broadcast".into(),
+        OpKind::ExpandDims { .. } => "expand_dims".into(),
+        OpKind::Trans => "trans".into(),
+        OpKind::Unary(u) => unary_name(*u).into(),
+        OpKind::Binary(b) => binary_name(*b).into(),
+        OpKind::Cmp(p) => format!("cmp {}", cmp_name(*p)),
+        OpKind::Select => "select".into(),
+        OpKind::Cast(_) => "cast".into(),
+        OpKind::AddPtr => "add_ptr".into(),
+        OpKind::Load { .. } => "load".into(),
+        OpKind::Store { .. } => "store".into(),
+        OpKind::Dot => "dot".into(),
+        OpKind::Reduce { kind, .. } => format!("reduce {}", reduce_name(*kind)),
+        OpKind::For => "for".into(),
+        OpKind::If => "if".into(),
+        OpKind::While => "while".into(),
+        OpKind::Condition => "condition".into(),
+        OpKind::Yield => "yield".into(),
+        OpKind::Return => "return".into(),
+    }
+}
