@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use attn_dsl::ir::{
-    BinaryOp, Builder, CmpPred, Function, IrResult, Loc, ParamKind, ReduceKind, Scalar, ScalarType, UnaryOp, ValueId,
+    BinaryOp, Builder, CmpPred, Function, IrResult, Loc, ParamKind, ReduceKind, Scalar, ScalarType,
+    UnaryOp, ValueId,
 };
 
 pub fn at(b: &mut Builder, line: u32, col: u32) {
@@ -18,8 +19,20 @@ pub fn kitchen_sink() -> Function {
 fn build_kitchen_sink() -> IrResult<Function> {
     use ScalarType::*;
     let mut f = Function::new("sink_1a2b3c4d", 4);
-    let x = f.add_param("x", ParamKind::Ptr { elem: Bf16, mutable: false });
-    let out = f.add_param("out", ParamKind::Ptr { elem: F32, mutable: true });
+    let x = f.add_param(
+        "x",
+        ParamKind::Ptr {
+            elem: Bf16,
+            mutable: false,
+        },
+    );
+    let out = f.add_param(
+        "out",
+        ParamKind::Ptr {
+            elem: F32,
+            mutable: true,
+        },
+    );
     let n = f.add_param("n", ParamKind::Scalar(I32));
     let big = f.add_param("big", ParamKind::Scalar(I64));
     let flag = f.add_param("flag", ParamKind::Scalar(Bool));
@@ -64,17 +77,40 @@ fn build_kitchen_sink() -> IrResult<Function> {
     let _ = (pinf, nzero, half, i64c, t, fa);
     // Every unary op.
     let mut v = acc;
-    for u in [UnaryOp::Exp, UnaryOp::Exp2, UnaryOp::Log, UnaryOp::Log2, UnaryOp::Sqrt, UnaryOp::Tanh, UnaryOp::Abs, UnaryOp::Neg] {
+    for u in [
+        UnaryOp::Exp,
+        UnaryOp::Exp2,
+        UnaryOp::Log,
+        UnaryOp::Log2,
+        UnaryOp::Sqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Abs,
+        UnaryOp::Neg,
+    ] {
         v = b.unary(u, v)?;
     }
     let nb = b.unary(UnaryOp::Not, flag)?;
     let ni = b.unary(UnaryOp::Not, idx)?;
     // Every binary op.
-    for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Min, BinaryOp::Max] {
+    for op in [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Min,
+        BinaryOp::Max,
+    ] {
         v = b.binary(op, v, tiny)?;
     }
     let mut w = ni;
-    for op in [BinaryOp::Rem, BinaryOp::And, BinaryOp::Or, BinaryOp::Xor, BinaryOp::Shl, BinaryOp::Shr] {
+    for op in [
+        BinaryOp::Rem,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+    ] {
         w = b.binary(op, w, stride)?;
     }
     let bl = b.binary(BinaryOp::And, nb, t)?;
@@ -82,7 +118,14 @@ fn build_kitchen_sink() -> IrResult<Function> {
     let _ = bigger;
     // Every comparison, select, cast, reductions, explicit splat/broadcast.
     let mut conds: Vec<ValueId> = vec![];
-    for p in [CmpPred::Eq, CmpPred::Ne, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge] {
+    for p in [
+        CmpPred::Eq,
+        CmpPred::Ne,
+        CmpPred::Lt,
+        CmpPred::Le,
+        CmpPred::Gt,
+        CmpPred::Ge,
+    ] {
         conds.push(b.cmp(p, v, ninf)?);
     }
     let sel = b.select(conds[2], v, nan)?;
@@ -131,7 +174,9 @@ fn build_kitchen_sink() -> IrResult<Function> {
         vec![zero, res[1]],
         |b, vars| b.cmp(CmpPred::Lt, vars[0], n),
         |b, vars| {
-            let inner = b.for_loop(zero, vars[0], one, vec![vars[1]], |b, _iv, it| Ok(vec![b.binary(BinaryOp::Mul, it[0], tiny)?]))?;
+            let inner = b.for_loop(zero, vars[0], one, vec![vars[1]], |b, _iv, it| {
+                Ok(vec![b.binary(BinaryOp::Mul, it[0], tiny)?])
+            })?;
             let i2 = b.binary(BinaryOp::Add, vars[0], one)?;
             Ok(vec![i2, inner[0]])
         },
@@ -159,8 +204,20 @@ pub fn softmax_kernel() -> Function {
 fn build_softmax() -> IrResult<Function> {
     use ScalarType::*;
     let mut f = Function::new("softmax_1a2b3c4d", 4);
-    let x = f.add_param("x", ParamKind::Ptr { elem: Bf16, mutable: false });
-    let out = f.add_param("out", ParamKind::Ptr { elem: Bf16, mutable: true });
+    let x = f.add_param(
+        "x",
+        ParamKind::Ptr {
+            elem: Bf16,
+            mutable: false,
+        },
+    );
+    let out = f.add_param(
+        "out",
+        ParamKind::Ptr {
+            elem: Bf16,
+            mutable: true,
+        },
+    );
     let n = f.add_param("n", ParamKind::Scalar(I32));
     let mut b = Builder::new(&mut f);
     at(&mut b, 12, 5);
@@ -195,4 +252,131 @@ fn build_softmax() -> IrResult<Function> {
     b.store(optr, yb, Some(mask))?;
     b.finish();
     Ok(f)
+}
+
+/// One step of a random straight-line program: an opcode and three choices.
+pub type Step = (u8, u16, u16, i64);
+
+/// Builds a random scalar straight-line kernel `(out_i: mut ptr<i32>, out_f: mut ptr<f32>,
+/// a: i32, b: i32, x: f32)` from `steps`, storing every i32 value to `out_i[k]` and every f32
+/// value to `out_f[k]` at the end so that every computed value is observable.
+pub fn random_program(steps: &[Step], tile: bool) -> Function {
+    use ScalarType::*;
+    let mut f = Function::new("rand", 4);
+    let out_i = f.add_param(
+        "out_i",
+        ParamKind::Ptr {
+            elem: I32,
+            mutable: true,
+        },
+    );
+    let out_f = f.add_param(
+        "out_f",
+        ParamKind::Ptr {
+            elem: F32,
+            mutable: true,
+        },
+    );
+    let a = f.add_param("a", ParamKind::Scalar(I32));
+    let bb = f.add_param("b", ParamKind::Scalar(I32));
+    let x = f.add_param("x", ParamKind::Scalar(F32));
+    let mut b = Builder::new(&mut f);
+    let (mut ints, mut floats, mut bools) = (vec![a, bb], vec![x], vec![]);
+    if tile {
+        let r = b.arange(8).expect("arange");
+        ints.push(r);
+    }
+    let pick = |v: &Vec<ValueId>, k: u16| v[k as usize % v.len()];
+    for (i, &(code, p, q, lit)) in steps.iter().enumerate() {
+        b.loc = Loc {
+            line: i as u32 + 1,
+            col: (code as u32 % 7) + 1,
+        };
+        let int_ops = [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Rem,
+            BinaryOp::Min,
+            BinaryOp::Max,
+            BinaryOp::And,
+            BinaryOp::Or,
+            BinaryOp::Xor,
+            BinaryOp::Shl,
+            BinaryOp::Shr,
+        ];
+        let float_ops = [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Min,
+            BinaryOp::Max,
+        ];
+        let preds = [
+            CmpPred::Eq,
+            CmpPred::Ne,
+            CmpPred::Lt,
+            CmpPred::Le,
+            CmpPred::Gt,
+            CmpPred::Ge,
+        ];
+        let r: IrResult<()> = (|| {
+            match code % 10 {
+                0 => ints.push(b.const_i32(lit)),
+                1 => floats.push(b.const_f32(lit as f64 / 4.0)),
+                2 => ints.push(b.binary(
+                    int_ops[lit.unsigned_abs() as usize % 12],
+                    pick(&ints, p),
+                    pick(&ints, q),
+                )?),
+                3 => floats.push(b.binary(
+                    float_ops[lit.unsigned_abs() as usize % 6],
+                    pick(&floats, p),
+                    pick(&floats, q),
+                )?),
+                4 => bools.push(b.cmp(
+                    preds[lit.unsigned_abs() as usize % 6],
+                    pick(&ints, p),
+                    pick(&ints, q),
+                )?),
+                5 if !bools.is_empty() => {
+                    let c = pick(&bools, p);
+                    ints.push(b.select(c, pick(&ints, q), pick(&ints, lit as u16))?)
+                }
+                6 => floats.push(b.cast(pick(&ints, p), F32)?),
+                7 => ints.push(b.cast(pick(&floats, p), I32)?),
+                8 => {
+                    let u =
+                        [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Not][lit.unsigned_abs() as usize % 3];
+                    ints.push(b.unary(u, pick(&ints, p))?)
+                }
+                9 => bools.push(b.cmp(
+                    preds[lit.unsigned_abs() as usize % 6],
+                    pick(&floats, p),
+                    pick(&floats, q),
+                )?),
+                _ => {}
+            }
+            Ok(())
+        })();
+        r.expect("generator only builds valid ops");
+        if p % 5 == 0 {
+            let last = *ints.last().expect("ints");
+            b.set_name(last, ["acc", "m", "l"][q as usize % 3]);
+        }
+    }
+    for (k, &v) in ints.iter().enumerate() {
+        let off = b.const_i32(k as i64 * 8);
+        let p = b.add_ptr(out_i, off).expect("add_ptr");
+        b.store(p, v, None).expect("store");
+    }
+    for (k, &v) in floats.iter().enumerate() {
+        let off = b.const_i32(k as i64);
+        let p = b.add_ptr(out_f, off).expect("add_ptr");
+        b.store(p, v, None).expect("store");
+    }
+    b.finish();
+    f
 }

@@ -18,7 +18,11 @@ fn round_trip(f: &Function) {
     verify(f).expect("fixture verifies");
     let text = print_function(f);
     let g = parse_function(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    assert!(same(f, &g), "round trip changed the function:\n{text}\n---\n{}", print_function(&g));
+    assert!(
+        same(f, &g),
+        "round trip changed the function:\n{text}\n---\n{}",
+        print_function(&g)
+    );
     assert_eq!(print_function(&g), text);
 }
 
@@ -36,13 +40,75 @@ fn softmax_round_trips() {
 fn kitchen_sink_prints_every_op() {
     let text = print_function(&fixtures::kitchen_sink());
     for m in [
-        "= const ", "program_id 0", "num_programs 2", "arange 16", "splat ", "broadcast ", "expand_dims ", "trans ",
-        "= exp ", "exp2 ", "= log ", "log2 ", "sqrt ", "tanh ", "abs ", "neg ", "not ", "= add ", "sub ", "= mul ",
-        "div ", "rem ", "min ", "max ", "and ", "= or ", "xor ", "shl ", "shr ", "cmp eq", "cmp ne", "cmp lt",
-        "cmp le", "cmp gt", "cmp ge", "select ", "cast ", "add_ptr ", "load ", " mask ", " other ", "store ",
-        "dot ", "reduce sum", "reduce max", "reduce min", "= for ", " iter(", "= if ", "} else {", "= while (",
-        "} do (", "condition ", "yield ", "return", "-inf", "NaN", "-0.0", "1e-7", "true", "false", "%\"a b\"",
-        "%\"7\"", "%m.1", ": i64", ": f16", ": bf16", "mut ptr<f32>", "loc(40:3)",
+        "= const ",
+        "program_id 0",
+        "num_programs 2",
+        "arange 16",
+        "splat ",
+        "broadcast ",
+        "expand_dims ",
+        "trans ",
+        "= exp ",
+        "exp2 ",
+        "= log ",
+        "log2 ",
+        "sqrt ",
+        "tanh ",
+        "abs ",
+        "neg ",
+        "not ",
+        "= add ",
+        "sub ",
+        "= mul ",
+        "div ",
+        "rem ",
+        "min ",
+        "max ",
+        "and ",
+        "= or ",
+        "xor ",
+        "shl ",
+        "shr ",
+        "cmp eq",
+        "cmp ne",
+        "cmp lt",
+        "cmp le",
+        "cmp gt",
+        "cmp ge",
+        "select ",
+        "cast ",
+        "add_ptr ",
+        "load ",
+        " mask ",
+        " other ",
+        "store ",
+        "dot ",
+        "reduce sum",
+        "reduce max",
+        "reduce min",
+        "= for ",
+        " iter(",
+        "= if ",
+        "} else {",
+        "= while (",
+        "} do (",
+        "condition ",
+        "yield ",
+        "return",
+        "-inf",
+        "NaN",
+        "-0.0",
+        "1e-7",
+        "true",
+        "false",
+        "%\"a b\"",
+        "%\"7\"",
+        "%m.1",
+        ": i64",
+        ": f16",
+        ": bf16",
+        "mut ptr<f32>",
+        "loc(40:3)",
     ] {
         assert!(text.contains(m), "missing `{m}` in\n{text}");
     }
@@ -60,9 +126,24 @@ fn layouts_round_trip() {
     });
     let layouts = [
         blocked.clone(),
-        Layout::Slice { dim: 1, parent: Box::new(Layout::Mma { warps_per_cta: [4, 1] }) },
-        Layout::DotOperand { op_idx: 1, parent: Box::new(Layout::Mma { warps_per_cta: [2, 2] }) },
-        Layout::Shared { vec: 8, per_phase: 1, max_phase: 8, stages: 3 },
+        Layout::Slice {
+            dim: 1,
+            parent: Box::new(Layout::Mma {
+                warps_per_cta: [4, 1],
+            }),
+        },
+        Layout::DotOperand {
+            op_idx: 1,
+            parent: Box::new(Layout::Mma {
+                warps_per_cta: [2, 2],
+            }),
+        },
+        Layout::Shared {
+            vec: 8,
+            per_phase: 1,
+            max_phase: 8,
+            stages: 3,
+        },
     ];
     let mut k = 0;
     for v in f.values.iter_mut().filter(|v| !v.ty.is_scalar()) {
@@ -71,7 +152,12 @@ fn layouts_round_trip() {
     }
     assert!(k >= 4);
     let text = print_function(&f);
-    for s in ["#blocked<spt=[8], tpw=[32], wpc=[4], order=[0]>", "#slice<dim=1, parent=#mma<wpc=[4, 1]>>", "#dot_op<idx=1", "#shared<vec=8"] {
+    for s in [
+        "#blocked<spt=[8], tpw=[32], wpc=[4], order=[0]>",
+        "#slice<dim=1, parent=#mma<wpc=[4, 1]>>",
+        "#dot_op<idx=1",
+        "#shared<vec=8",
+    ] {
         assert!(text.contains(s), "missing {s} in\n{text}");
     }
     let g = parse_function(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -101,7 +187,10 @@ fn golden_softmax_snapshot() {
         std::fs::write(path, &text).expect("write golden");
     }
     let golden = std::fs::read_to_string(path).expect("golden file");
-    assert_eq!(text, golden, "printed IR changed; if intended, update tests/ir_golden_softmax.txt:\n{text}");
+    assert_eq!(
+        text, golden,
+        "printed IR changed; if intended, update tests/ir_golden_softmax.txt:\n{text}"
+    );
 }
 
 fn parse_err(text: &str) -> String {
@@ -114,19 +203,34 @@ fn parse_err(text: &str) -> String {
 #[test]
 fn parse_errors_name_line_and_expectation() {
     let e = parse_err("kernel @k() warps(4) {\n  %0 = add %1, %1 : i32\n  return\n}\n");
-    assert!(e.contains("line 2") && e.contains("undefined value `%1`"), "{e}");
-    let e = parse_err("kernel @k() warps(4) {\n  %0 = const 1 : i32\n  %0 = const 2 : i32\n  return\n}\n");
+    assert!(
+        e.contains("line 2") && e.contains("undefined value `%1`"),
+        "{e}"
+    );
+    let e = parse_err(
+        "kernel @k() warps(4) {\n  %0 = const 1 : i32\n  %0 = const 2 : i32\n  return\n}\n",
+    );
     assert!(e.contains("line 3") && e.contains("defined twice"), "{e}");
     let e = parse_err("kernel @k() warps(4) {\n  %0 = frobnicate : i32\n  return\n}\n");
-    assert!(e.contains("line 2") && e.contains("unknown op `frobnicate`"), "{e}");
+    assert!(
+        e.contains("line 2") && e.contains("unknown op `frobnicate`"),
+        "{e}"
+    );
     let e = parse_err("kernel @k(%a: i32) warps(4) {\n  %0 = const x : i32\n}\n");
     assert!(e.contains("line 2") && e.contains("integer literal"), "{e}");
-    let e = parse_err("kernel @k(%a: i32) warps(4) {\n  %0 = arange 16 : tile<i32, 16> #fancy<>\n}\n");
-    assert!(e.contains("line 2") && e.contains("unknown layout `#fancy`"), "{e}");
+    let e =
+        parse_err("kernel @k(%a: i32) warps(4) {\n  %0 = arange 16 : tile<i32, 16> #fancy<>\n}\n");
+    assert!(
+        e.contains("line 2") && e.contains("unknown layout `#fancy`"),
+        "{e}"
+    );
     let e = parse_err("kernel @k(%a: i32) warps(4) {\n  return\n");
     assert!(e.contains("`}` closing the block"), "{e}");
     let e = parse_err("kernel @k(%a: i32) warps(4) {\n  %x, %y = const 1 : i32\n}\n");
-    assert!(e.contains("2 result(s) but lists 1 type(s)") || e.contains("expected"), "{e}");
+    assert!(
+        e.contains("2 result(s) but lists 1 type(s)") || e.contains("expected"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -8,10 +8,21 @@ use attn_dsl::ir::*;
 
 type Body = fn(&mut Builder, &[ValueId]) -> IrResult<()>;
 
+/// Discards a built value: these programs only need the op to exist.
+fn done<T>(_: T) -> IrResult<()> {
+    Ok(())
+}
+
 /// A kernel `(p: mut ptr<f32>, n: i32, flag: bool)` whose body is `body`.
 fn program(body: Body) -> Function {
     let mut f = Function::new("k", 4);
-    let p = f.add_param("p", ParamKind::Ptr { elem: ScalarType::F32, mutable: true });
+    let p = f.add_param(
+        "p",
+        ParamKind::Ptr {
+            elem: ScalarType::F32,
+            mutable: true,
+        },
+    );
     let n = f.add_param("n", ParamKind::Scalar(ScalarType::I32));
     let flag = f.add_param("flag", ParamKind::Scalar(ScalarType::Bool));
     let mut b = Builder::new(&mut f);
@@ -28,50 +39,52 @@ fn tile_f32(b: &mut Builder, n: usize) -> IrResult<ValueId> {
 #[test]
 fn one_valid_program_per_op() {
     let bodies: Vec<(&str, Body)> = vec![
-        ("const", |b, _| Ok(drop(b.const_i32(7)))),
-        ("program_id", |b, _| Ok(drop(b.program_id(1)?))),
-        ("num_programs", |b, _| Ok(drop(b.num_programs(2)?))),
-        ("arange", |b, _| Ok(drop(b.arange(64)?))),
-        ("splat", |b, a| Ok(drop(b.splat(a[1], &[4, 8])?))),
+        ("const", |b, _| done(b.const_i32(7))),
+        ("program_id", |b, _| done(b.program_id(1)?)),
+        ("num_programs", |b, _| done(b.num_programs(2)?)),
+        ("arange", |b, _| done(b.arange(64)?)),
+        ("splat", |b, a| done(b.splat(a[1], &[4, 8])?)),
         ("broadcast", |b, _| {
             let r = b.arange(8)?;
             let e = b.expand_dims(r, 0)?;
-            Ok(drop(b.broadcast(e, &[4, 8])?))
+            done(b.broadcast(e, &[4, 8])?)
         }),
         ("expand_dims", |b, _| {
             let r = b.arange(8)?;
-            Ok(drop(b.expand_dims(r, 1)?))
+            done(b.expand_dims(r, 1)?)
         }),
         ("trans", |b, a| {
             let s = b.splat(a[1], &[4, 8])?;
-            Ok(drop(b.trans(s)?))
+            done(b.trans(s)?)
         }),
         ("unary", |b, _| {
             let t = tile_f32(b, 16)?;
-            Ok(drop(b.unary(UnaryOp::Exp2, t)?))
+            done(b.unary(UnaryOp::Exp2, t)?)
         }),
-        ("binary", |b, a| Ok(drop(b.binary(BinaryOp::Shl, a[1], a[1])?))),
+        ("binary", |b, a| {
+            done(b.binary(BinaryOp::Shl, a[1], a[1])?)
+        }),
         ("cmp", |b, a| {
             let t = tile_f32(b, 16)?;
             let c = b.cast(a[1], ScalarType::F32)?;
-            Ok(drop(b.cmp(CmpPred::Ge, t, c)?))
+            done(b.cmp(CmpPred::Ge, t, c)?)
         }),
         ("select", |b, a| {
             let t = tile_f32(b, 16)?;
             let z = b.const_f32(0.0);
-            Ok(drop(b.select(a[2], t, z)?))
+            done(b.select(a[2], t, z)?)
         }),
-        ("cast", |b, a| Ok(drop(b.cast(a[2], ScalarType::Bf16)?))),
+        ("cast", |b, a| done(b.cast(a[2], ScalarType::Bf16)?)),
         ("add_ptr", |b, a| {
             let r = b.arange(16)?;
-            Ok(drop(b.add_ptr(a[0], r)?))
+            done(b.add_ptr(a[0], r)?)
         }),
         ("load", |b, a| {
             let r = b.arange(16)?;
             let p = b.add_ptr(a[0], r)?;
             let m = b.cmp(CmpPred::Lt, r, a[1])?;
             let o = b.const_f32(1.0);
-            Ok(drop(b.load(p, Some(m), Some(o))?))
+            done(b.load(p, Some(m), Some(o))?)
         }),
         ("store", |b, a| {
             let r = b.arange(16)?;
@@ -84,20 +97,26 @@ fn one_valid_program_per_op() {
             let x = b.splat(z, &[16, 32])?;
             let y = b.splat(z, &[32, 8])?;
             let _ = a;
-            Ok(drop(b.dot(x, y, None)?))
+            done(b.dot(x, y, None)?)
         }),
         ("reduce", |b, _| {
             let t = tile_f32(b, 16)?;
-            Ok(drop(b.reduce(ReduceKind::Min, t, 0)?))
+            done(b.reduce(ReduceKind::Min, t, 0)?)
         }),
         ("for", |b, a| {
             let (z, one) = (b.const_i32(0), b.const_i32(1));
-            let r = b.for_loop(z, a[1], one, vec![z], |b, iv, it| Ok(vec![b.binary(BinaryOp::Add, it[0], iv)?]))?;
-            Ok(drop(r))
+            let r = b.for_loop(z, a[1], one, vec![z], |b, iv, it| {
+                Ok(vec![b.binary(BinaryOp::Add, it[0], iv)?])
+            })?;
+            done(r)
         }),
         ("if", |b, a| {
-            let r = b.if_else(a[2], |b| Ok(vec![b.const_i32(1)]), |b| Ok(vec![b.const_i32(2)]))?;
-            Ok(drop(r))
+            let r = b.if_else(
+                a[2],
+                |b| Ok(vec![b.const_i32(1)]),
+                |b| Ok(vec![b.const_i32(2)]),
+            )?;
+            done(r)
         }),
         ("while", |b, a| {
             let z = b.const_i32(0);
@@ -109,13 +128,16 @@ fn one_valid_program_per_op() {
                     Ok(vec![b.binary(BinaryOp::Add, v[0], one)?])
                 },
             )?;
-            Ok(drop(r))
+            done(r)
         }),
     ];
     for (name, body) in bodies {
         let f = program(body);
         if let Err(e) = verify(&f) {
-            panic!("valid `{name}` program rejected: {e}\n{}", printer::print_function(&f));
+            panic!(
+                "valid `{name}` program rejected: {e}\n{}",
+                printer::print_function(&f)
+            );
         }
     }
     verify(&fixtures::kitchen_sink()).expect("kitchen sink verifies");
@@ -148,7 +170,11 @@ fn soft() -> Function {
 
 #[test]
 fn use_before_definition() {
-    rejects(soft(), |f| f.body.ops.swap(2, 3), "is used before it is defined");
+    rejects(
+        soft(),
+        |f| f.body.ops.swap(2, 3),
+        "is used before it is defined",
+    );
 }
 
 #[test]
@@ -180,7 +206,11 @@ fn value_defined_twice() {
 
 #[test]
 fn op_in_two_blocks() {
-    rejects(soft(), |f| f.body.ops.insert(1, f.body.ops[0]), "appears in more than one block");
+    rejects(
+        soft(),
+        |f| f.body.ops.insert(1, f.body.ops[0]),
+        "appears in more than one block",
+    );
 }
 
 #[test]
@@ -212,7 +242,13 @@ fn wrong_result_type() {
 
 #[test]
 fn missing_return() {
-    rejects(soft(), |f| drop(f.body.ops.pop()), "kernel body ends in `store`");
+    rejects(
+        soft(),
+        |f| {
+            f.body.ops.pop();
+        },
+        "kernel body ends in `store`",
+    );
 }
 
 #[test]
@@ -293,7 +329,13 @@ fn if_condition_not_bool() {
 
 #[test]
 fn params_do_not_match_entry_args() {
-    rejects(soft(), |f| drop(f.body.args.pop()), "3 parameter(s) but the entry block has 2 argument(s)");
+    rejects(
+        soft(),
+        |f| {
+            f.body.args.pop();
+        },
+        "3 parameter(s) but the entry block has 2 argument(s)",
+    );
     rejects(
         soft(),
         |f| f.params[2].kind = ParamKind::Scalar(ScalarType::I64),
@@ -321,7 +363,10 @@ fn load_other_without_mask_and_bad_arange() {
         soft(),
         |f| {
             let l = find(f, |op| matches!(op.kind, OpKind::Load { .. }));
-            f.op_mut(l).kind = OpKind::Load { has_mask: false, has_other: true };
+            f.op_mut(l).kind = OpKind::Load {
+                has_mask: false,
+                has_other: true,
+            };
         },
         "`other` without a mask",
     );

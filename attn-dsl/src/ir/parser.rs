@@ -25,10 +25,18 @@ pub struct ParseError {
 /// Parses the text form produced by [`super::printer::print_function`].
 pub fn parse_function(text: &str) -> Result<Function, ParseError> {
     let toks = lexer::tokenize(text)?;
-    let mut p = Parser { toks, pos: 0, f: Function::new("", 1), scope: BTreeMap::new() };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        f: Function::new("", 1),
+        scope: BTreeMap::new(),
+    };
     p.function()?;
     if let Some(t) = p.toks.get(p.pos) {
-        return Err(ParseError { line: t.line, msg: format!("expected end of input after the kernel, found {}", t.tok) });
+        return Err(ParseError {
+            line: t.line,
+            msg: format!("expected end of input after the kernel, found {}", t.tok),
+        });
     }
     Ok(p.f)
 }
@@ -57,7 +65,10 @@ impl Parser {
     // ---- token helpers ----
 
     fn line(&self) -> usize {
-        self.toks.get(self.pos).or(self.toks.last()).map_or(1, |t| t.line)
+        self.toks
+            .get(self.pos)
+            .or(self.toks.last())
+            .map_or(1, |t| t.line)
     }
 
     fn err<T>(&self, expected: &str) -> PResult<T> {
@@ -65,7 +76,10 @@ impl Parser {
             Some(t) => t.tok.to_string(),
             None => "end of input".to_string(),
         };
-        Err(ParseError { line: self.line(), msg: format!("expected {expected}, found {found}") })
+        Err(ParseError {
+            line: self.line(),
+            msg: format!("expected {expected}, found {found}"),
+        })
     }
 
     fn peek(&self) -> Option<&Tok> {
@@ -149,7 +163,11 @@ impl Parser {
         let line = self.line();
         match self.peek() {
             Some(Tok::Value { key, name }) => {
-                let v = PendingValue { key: key.clone(), name: name.clone(), line };
+                let v = PendingValue {
+                    key: key.clone(),
+                    name: name.clone(),
+                    line,
+                };
                 self.pos += 1;
                 Ok(v)
             }
@@ -159,7 +177,10 @@ impl Parser {
 
     fn define(&mut self, p: PendingValue, ty: Type) -> PResult<ValueId> {
         if self.scope.contains_key(&p.key) {
-            return Err(ParseError { line: p.line, msg: format!("value `%{}` is defined twice", p.key) });
+            return Err(ParseError {
+                line: p.line,
+                msg: format!("value `%{}` is defined twice", p.key),
+            });
         }
         let v = self.f.new_value(ty, p.name);
         self.scope.insert(p.key, v);
@@ -174,7 +195,10 @@ impl Parser {
                     self.pos += 1;
                     Ok(v)
                 }
-                None => Err(ParseError { line: self.line(), msg: format!("use of undefined value `%{key}`") }),
+                None => Err(ParseError {
+                    line: self.line(),
+                    msg: format!("use of undefined value `%{key}`"),
+                }),
             },
             _ => self.err("a value `%...`"),
         }
@@ -230,11 +254,18 @@ impl Parser {
                 .split('x')
                 .map(|d| d.parse::<usize>())
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| ParseError { line, msg: format!("expected a tile shape like `16x64`, found `{dims}`") })?;
+                .map_err(|_| ParseError {
+                    line,
+                    msg: format!("expected a tile shape like `16x64`, found `{dims}`"),
+                })?;
             self.expect_punct('>')?;
             Type::tile(elem, shape)
         } else {
-            Type { elem: self.elem()?, shape: vec![], layout: Layout::Unassigned }
+            Type {
+                elem: self.elem()?,
+                shape: vec![],
+                layout: Layout::Unassigned,
+            }
         };
         if matches!(self.peek(), Some(Tok::Attr(_))) {
             t.layout = self.layout()?;
@@ -297,12 +328,19 @@ impl Parser {
                 let warps_per_cta = self.field("wpc", Self::u32_list)?;
                 self.expect_punct(',')?;
                 let order = self.field("order", Self::u32_list)?;
-                Layout::Blocked(BlockedLayout { size_per_thread, threads_per_warp, warps_per_cta, order })
+                Layout::Blocked(BlockedLayout {
+                    size_per_thread,
+                    threads_per_warp,
+                    warps_per_cta,
+                    order,
+                })
             }
             "mma" => {
                 let w = self.field("wpc", Self::u32_list)?;
                 match w.as_slice() {
-                    [a, b] => Layout::Mma { warps_per_cta: [*a, *b] },
+                    [a, b] => Layout::Mma {
+                        warps_per_cta: [*a, *b],
+                    },
                     _ => return self.err("two warps_per_cta entries for #mma"),
                 }
             }
@@ -326,7 +364,12 @@ impl Parser {
                 let max_phase = self.field("max_phase", |p| p.number::<u32>("an integer"))?;
                 self.expect_punct(',')?;
                 let stages = self.field("stages", |p| p.number::<u32>("an integer"))?;
-                Layout::Shared { vec, per_phase, max_phase, stages }
+                Layout::Shared {
+                    vec,
+                    per_phase,
+                    max_phase,
+                    stages,
+                }
             }
             other => {
                 self.pos -= 2;
@@ -393,12 +436,20 @@ impl Parser {
             Elem::Ptr(elem) => ParamKind::Ptr { elem, mutable },
             Elem::Scalar(s) if !mutable => ParamKind::Scalar(s),
             Elem::Scalar(s) => {
-                return Err(ParseError { line, msg: format!("`mut` applies to pointer parameters only, found `mut {s}`") })
+                return Err(ParseError {
+                    line,
+                    msg: format!("`mut` applies to pointer parameters only, found `mut {s}`"),
+                })
             }
         };
         let name = match alias.or_else(|| pv.name.clone()) {
             Some(n) => n,
-            None => return Err(ParseError { line, msg: format!("parameter `%{}` needs a name (`as name`)", pv.key) }),
+            None => {
+                return Err(ParseError {
+                    line,
+                    msg: format!("parameter `%{}` needs a name (`as name`)", pv.key),
+                })
+            }
         };
         let ty = match kind {
             ParamKind::Ptr { elem, .. } => Type::ptr(elem),
@@ -456,7 +507,12 @@ impl Parser {
                 let tys = self.result_types(results.len())?;
                 let s = match tys.first() {
                     Some(t) => literal(&lit, t, line)?,
-                    None => return Err(ParseError { line, msg: "`const` needs one result".into() }),
+                    None => {
+                        return Err(ParseError {
+                            line,
+                            msg: "`const` needs one result".into(),
+                        })
+                    }
                 };
                 (OpKind::Const(s), vec![], vec![], tys)
             }
@@ -468,7 +524,11 @@ impl Parser {
         if tys.len() != results.len() {
             return Err(ParseError {
                 line,
-                msg: format!("`{mnemonic}` names {} result(s) but lists {} type(s)", results.len(), tys.len()),
+                msg: format!(
+                    "`{mnemonic}` names {} result(s) but lists {} type(s)",
+                    results.len(),
+                    tys.len()
+                ),
             });
         }
         let loc = self.loc()?;
@@ -476,7 +536,13 @@ impl Parser {
         for (p, t) in results.into_iter().zip(tys) {
             rs.push(self.define(p, t)?);
         }
-        Ok(self.f.push_op(Op { kind, operands, results: rs, regions, loc }))
+        Ok(self.f.push_op(Op {
+            kind,
+            operands,
+            results: rs,
+            regions,
+            loc,
+        }))
     }
 
     /// `: t1, t2` after a region-free op with results.
@@ -492,18 +558,34 @@ impl Parser {
         let kind = match m {
             "program_id" => return Ok((OpKind::ProgramId(self.number("an axis")?), vec![])),
             "num_programs" => return Ok((OpKind::NumPrograms(self.number("an axis")?), vec![])),
-            "arange" => return Ok((OpKind::Arange { n: self.number("a length")? }, vec![])),
+            "arange" => {
+                return Ok((
+                    OpKind::Arange {
+                        n: self.number("a length")?,
+                    },
+                    vec![],
+                ))
+            }
             "splat" | "broadcast" => {
                 let x = self.use_list()?;
                 self.expect_word("to")?;
                 let shape = self.usize_list()?;
-                let k = if m == "splat" { OpKind::Splat { shape } } else { OpKind::Broadcast { shape } };
+                let k = if m == "splat" {
+                    OpKind::Splat { shape }
+                } else {
+                    OpKind::Broadcast { shape }
+                };
                 return Ok((k, x));
             }
             "expand_dims" => {
                 let x = self.use_list()?;
                 self.expect_word("axis")?;
-                return Ok((OpKind::ExpandDims { axis: self.number("an axis")? }, x));
+                return Ok((
+                    OpKind::ExpandDims {
+                        axis: self.number("an axis")?,
+                    },
+                    x,
+                ));
             }
             "cast" => {
                 let x = self.use_list()?;
@@ -517,7 +599,9 @@ impl Parser {
                     None => {
                         return Err(ParseError {
                             line,
-                            msg: format!("unknown comparison `{pred}` (expected eq, ne, lt, le, gt, ge)"),
+                            msg: format!(
+                                "unknown comparison `{pred}` (expected eq, ne, lt, le, gt, ge)"
+                            ),
                         })
                     }
                 }
@@ -528,12 +612,21 @@ impl Parser {
                     "max" => ReduceKind::Max,
                     "min" => ReduceKind::Min,
                     other => {
-                        return Err(ParseError { line, msg: format!("unknown reduction `{other}` (expected sum, max, min)") })
+                        return Err(ParseError {
+                            line,
+                            msg: format!("unknown reduction `{other}` (expected sum, max, min)"),
+                        })
                     }
                 };
                 let x = self.use_list()?;
                 self.expect_word("axis")?;
-                return Ok((OpKind::Reduce { kind: k, axis: self.number("an axis")? }, x));
+                return Ok((
+                    OpKind::Reduce {
+                        kind: k,
+                        axis: self.number("an axis")?,
+                    },
+                    x,
+                ));
             }
             "load" => {
                 let mut ops = vec![self.use_value()?];
@@ -545,7 +638,13 @@ impl Parser {
                 if has_other {
                     ops.push(self.use_value()?);
                 }
-                return Ok((OpKind::Load { has_mask, has_other }, ops));
+                return Ok((
+                    OpKind::Load {
+                        has_mask,
+                        has_other,
+                    },
+                    ops,
+                ));
             }
             "store" => {
                 let mut ops = vec![self.use_value()?];
@@ -570,7 +669,10 @@ impl Parser {
                 } else if let Some(b) = BINARY_OPS.iter().find(|b| binary_name(**b) == other) {
                     OpKind::Binary(*b)
                 } else {
-                    return Err(ParseError { line, msg: format!("unknown op `{other}`") });
+                    return Err(ParseError {
+                        line,
+                        msg: format!("unknown op `{other}`"),
+                    });
                 }
             }
         };
@@ -689,7 +791,10 @@ impl Parser {
 
 /// A `const` literal; its variant follows the result type `ty` (bool, integer or float).
 fn literal(lit: &str, ty: &Type, line: usize) -> PResult<Scalar> {
-    let bad = |what: &str| ParseError { line, msg: format!("expected {what} literal for `{ty}`, found `{lit}`") };
+    let bad = |what: &str| ParseError {
+        line,
+        msg: format!("expected {what} literal for `{ty}`, found `{lit}`"),
+    };
     if !ty.is_scalar() {
         return Err(bad("a scalar (constants are scalars; tiles use `splat`)"));
     }
@@ -699,7 +804,9 @@ fn literal(lit: &str, ty: &Type, line: usize) -> PResult<Scalar> {
             "false" => Scalar::Bool(false),
             _ => return Err(bad("a `true`/`false`")),
         },
-        Elem::Scalar(s) if s.is_float() => Scalar::Float(lit.parse().map_err(|_| bad("a float"))?, s),
+        Elem::Scalar(s) if s.is_float() => {
+            Scalar::Float(lit.parse().map_err(|_| bad("a float"))?, s)
+        }
         Elem::Scalar(s) => Scalar::Int(lit.parse().map_err(|_| bad("an integer"))?, s),
         Elem::Ptr(_) => return Err(bad("a number (constants are never pointers)")),
     })

@@ -33,7 +33,11 @@ const LOC_COLUMN: usize = 56;
 /// Prints `f` in the IR text form.
 pub fn print_function(f: &Function) -> String {
     let names = ValueNames::assign(f);
-    let mut p = Printer { f, names, out: String::new() };
+    let mut p = Printer {
+        f,
+        names,
+        out: String::new(),
+    };
     p.function();
     p.out
 }
@@ -55,8 +59,15 @@ pub fn format_layout(l: &Layout) -> String {
         Layout::DotOperand { op_idx, parent } => {
             format!("#dot_op<idx={op_idx}, parent={}>", format_layout(parent))
         }
-        Layout::Slice { dim, parent } => format!("#slice<dim={dim}, parent={}>", format_layout(parent)),
-        Layout::Shared { vec, per_phase, max_phase, stages } => format!(
+        Layout::Slice { dim, parent } => {
+            format!("#slice<dim={dim}, parent={}>", format_layout(parent))
+        }
+        Layout::Shared {
+            vec,
+            per_phase,
+            max_phase,
+            stages,
+        } => format!(
             "#shared<vec={vec}, per_phase={per_phase}, max_phase={max_phase}, stages={stages}>"
         ),
     }
@@ -159,8 +170,14 @@ pub(crate) fn cmp_name(p: CmpPred) -> &'static str {
     }
 }
 
-pub(crate) const CMP_PREDS: [CmpPred; 6] =
-    [CmpPred::Eq, CmpPred::Ne, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge];
+pub(crate) const CMP_PREDS: [CmpPred; 6] = [
+    CmpPred::Eq,
+    CmpPred::Ne,
+    CmpPred::Lt,
+    CmpPred::Le,
+    CmpPred::Gt,
+    CmpPred::Ge,
+];
 
 pub(crate) fn reduce_name(k: ReduceKind) -> &'static str {
     match k {
@@ -198,7 +215,10 @@ struct ValueNames {
 
 impl ValueNames {
     fn assign(f: &Function) -> Self {
-        let mut n = ValueNames { text: vec![None; f.values.len()], seen: BTreeMap::new() };
+        let mut n = ValueNames {
+            text: vec![None; f.values.len()],
+            seen: BTreeMap::new(),
+        };
         for &a in &f.body.args {
             n.define(f, a);
         }
@@ -230,7 +250,11 @@ impl ValueNames {
         let text = match &f.values[idx].name {
             None => idx.to_string(),
             Some(name) => {
-                let base = if is_identifier(name) { name.clone() } else { quote(name) };
+                let base = if is_identifier(name) {
+                    name.clone()
+                } else {
+                    quote(name)
+                };
                 let count = self.seen.entry(base.clone()).or_insert(0);
                 *count += 1;
                 if *count == 1 {
@@ -267,11 +291,25 @@ impl Printer<'_> {
             .iter()
             .map(|p| {
                 let vname = self.names.get(p.value);
-                let same = f.values.get(p.value.0 as usize).and_then(|v| v.name.as_deref()) == Some(&p.name);
-                let alias = if same { String::new() } else { format!(" as {}", name_text(&p.name)) };
+                let same = f
+                    .values
+                    .get(p.value.0 as usize)
+                    .and_then(|v| v.name.as_deref())
+                    == Some(&p.name);
+                let alias = if same {
+                    String::new()
+                } else {
+                    format!(" as {}", name_text(&p.name))
+                };
                 let ty = match p.kind {
-                    ParamKind::Ptr { elem, mutable: true } => format!("mut ptr<{elem}>"),
-                    ParamKind::Ptr { elem, mutable: false } => format!("ptr<{elem}>"),
+                    ParamKind::Ptr {
+                        elem,
+                        mutable: true,
+                    } => format!("mut ptr<{elem}>"),
+                    ParamKind::Ptr {
+                        elem,
+                        mutable: false,
+                    } => format!("ptr<{elem}>"),
                     ParamKind::Scalar(s) => s.to_string(),
                 };
                 format!("%{vname}{alias}: {ty}")
@@ -303,7 +341,10 @@ impl Printer<'_> {
     }
 
     fn types(&self, vs: &[ValueId]) -> String {
-        vs.iter().map(|&v| self.ty_of(v)).collect::<Vec<_>>().join(", ")
+        vs.iter()
+            .map(|&v| self.ty_of(v))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn ty_of(&self, v: ValueId) -> String {
@@ -314,7 +355,10 @@ impl Printer<'_> {
     }
 
     fn typed_args(&self, args: &[ValueId]) -> String {
-        args.iter().map(|&a| format!("{}: {}", self.v(a), self.ty_of(a))).collect::<Vec<_>>().join(", ")
+        args.iter()
+            .map(|&a| format!("{}: {}", self.v(a), self.ty_of(a)))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn op(&mut self, op: &Op, depth: usize) {
@@ -338,7 +382,11 @@ impl Printer<'_> {
     /// Mnemonic, attributes and operands of a region-free op.
     fn op_body(&self, op: &Op) -> String {
         let ops = &op.operands;
-        let o = |i: usize| ops.get(i).map(|&v| self.v(v)).unwrap_or_else(|| "%?".into());
+        let o = |i: usize| {
+            ops.get(i)
+                .map(|&v| self.v(v))
+                .unwrap_or_else(|| "%?".into())
+        };
         match &op.kind {
             OpKind::Const(s) => format!("const {}", format_scalar(s)),
             OpKind::ProgramId(a) => format!("program_id {a}"),
@@ -354,7 +402,10 @@ impl Printer<'_> {
             OpKind::Select => format!("select {}", self.vs(ops)),
             OpKind::Cast(t) => format!("cast {} to {t}", self.vs(ops)),
             OpKind::AddPtr => format!("add_ptr {}", self.vs(ops)),
-            OpKind::Load { has_mask, has_other } => {
+            OpKind::Load {
+                has_mask,
+                has_other,
+            } => {
                 let mut s = format!("load {}", o(0));
                 if *has_mask {
                     let _ = write!(s, " mask {}", o(1));
@@ -372,33 +423,58 @@ impl Printer<'_> {
                 s
             }
             OpKind::Dot => format!("dot {}", self.vs(ops)),
-            OpKind::Reduce { kind, axis } => format!("reduce {} {} axis {axis}", reduce_name(*kind), self.vs(ops)),
+            OpKind::Reduce { kind, axis } => {
+                format!("reduce {} {} axis {axis}", reduce_name(*kind), self.vs(ops))
+            }
             OpKind::Condition => format!("condition {}", self.vs(ops)).trim_end().to_string(),
             OpKind::Yield => format!("yield {}", self.vs(ops)).trim_end().to_string(),
             OpKind::Return => format!("return {}", self.vs(ops)).trim_end().to_string(),
-            OpKind::For | OpKind::If | OpKind::While => unreachable!("region ops print in region_op"),
+            OpKind::For | OpKind::If | OpKind::While => {
+                unreachable!("region ops print in region_op")
+            }
         }
     }
 
     /// `for`/`if`/`while`: header line, regions, closing brace with the location.
     fn region_op(&mut self, op: &Op, mut line: String, depth: usize) {
         let indent = "  ".repeat(depth);
-        let result_tys =
-            if op.results.is_empty() { String::new() } else { format!(" : {}", self.types(&op.results)) };
+        let result_tys = if op.results.is_empty() {
+            String::new()
+        } else {
+            format!(" : {}", self.types(&op.results))
+        };
         let empty = Block::default();
         let region = |i: usize| op.regions.get(i).unwrap_or(&empty);
         match op.kind {
             OpKind::For => {
                 let r = region(0);
-                let iv = r.args.first().map(|&a| self.typed_args(&[a])).unwrap_or_else(|| "%?: i32".into());
-                let bounds: Vec<String> = (0..3).map(|i| op.operands.get(i).map(|&v| self.v(v)).unwrap_or("%?".into())).collect();
-                let _ = write!(line, "for {iv} = {} to {} step {}", bounds[0], bounds[1], bounds[2]);
+                let iv = r
+                    .args
+                    .first()
+                    .map(|&a| self.typed_args(&[a]))
+                    .unwrap_or_else(|| "%?: i32".into());
+                let bounds: Vec<String> = (0..3)
+                    .map(|i| {
+                        op.operands
+                            .get(i)
+                            .map(|&v| self.v(v))
+                            .unwrap_or("%?".into())
+                    })
+                    .collect();
+                let _ = write!(
+                    line,
+                    "for {iv} = {} to {} step {}",
+                    bounds[0], bounds[1], bounds[2]
+                );
                 let inits = op.operands.get(3..).unwrap_or(&[]);
                 let iters = r.args.get(1..).unwrap_or(&[]);
                 if !inits.is_empty() || !iters.is_empty() {
                     let pairs: Vec<String> = (0..inits.len().max(iters.len()))
                         .map(|i| {
-                            let arg = iters.get(i).map(|&a| self.typed_args(&[a])).unwrap_or("%?: ?".into());
+                            let arg = iters
+                                .get(i)
+                                .map(|&a| self.typed_args(&[a]))
+                                .unwrap_or("%?: ?".into());
                             let init = inits.get(i).map(|&v| self.v(v)).unwrap_or("%?".into());
                             format!("{arg} = {init}")
                         })
@@ -409,7 +485,11 @@ impl Printer<'_> {
                 self.block(r, depth + 1);
             }
             OpKind::If => {
-                let _ = writeln!(self.out, "{line}if {}{result_tys} {{", self.vs(&op.operands));
+                let _ = writeln!(
+                    self.out,
+                    "{line}if {}{result_tys} {{",
+                    self.vs(&op.operands)
+                );
                 self.block(region(0), depth + 1);
                 let _ = writeln!(self.out, "{indent}}} else {{");
                 self.block(region(1), depth + 1);
@@ -418,15 +498,31 @@ impl Printer<'_> {
                 let before = region(0);
                 let pairs: Vec<String> = (0..op.operands.len().max(before.args.len()))
                     .map(|i| {
-                        let arg = before.args.get(i).map(|&a| self.typed_args(&[a])).unwrap_or("%?: ?".into());
-                        let init = op.operands.get(i).map(|&v| self.v(v)).unwrap_or("%?".into());
+                        let arg = before
+                            .args
+                            .get(i)
+                            .map(|&a| self.typed_args(&[a]))
+                            .unwrap_or("%?: ?".into());
+                        let init = op
+                            .operands
+                            .get(i)
+                            .map(|&v| self.v(v))
+                            .unwrap_or("%?".into());
                         format!("{arg} = {init}")
                     })
                     .collect();
-                let _ = writeln!(self.out, "{line}while ({}){result_tys} {{", pairs.join(", "));
+                let _ = writeln!(
+                    self.out,
+                    "{line}while ({}){result_tys} {{",
+                    pairs.join(", ")
+                );
                 self.block(before, depth + 1);
                 let body = region(1);
-                let _ = writeln!(self.out, "{indent}}} do ({}) {{", self.typed_args(&body.args));
+                let _ = writeln!(
+                    self.out,
+                    "{indent}}} do ({}) {{",
+                    self.typed_args(&body.args)
+                );
                 self.block(body, depth + 1);
             }
             _ => unreachable!("only for/if/while have regions"),

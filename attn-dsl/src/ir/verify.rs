@@ -95,7 +95,10 @@ impl Verifier<'_> {
             };
             let got = self.ty(a)?;
             if *got != want {
-                return err(format!("parameter `{}` is declared {want} but its value has type {got}", p.name));
+                return err(format!(
+                    "parameter `{}` is declared {want} but its value has type {got}",
+                    p.name
+                ));
             }
         }
         Ok(())
@@ -104,12 +107,21 @@ impl Verifier<'_> {
     fn ty(&self, v: ValueId) -> Result<&Type, VerifyError> {
         match self.f.values.get(v.0 as usize) {
             Some(d) => Ok(&d.ty),
-            None => err(format!("value %{} is out of range (the function has {} values)", v.0, self.f.values.len())),
+            None => err(format!(
+                "value %{} is out of range (the function has {} values)",
+                v.0,
+                self.f.values.len()
+            )),
         }
     }
 
     /// Marks `v` defined and visible; records it in `scope` so the block can hide it at exit.
-    fn define(&mut self, v: ValueId, what: &str, scope: &mut Vec<ValueId>) -> Result<(), VerifyError> {
+    fn define(
+        &mut self,
+        v: ValueId,
+        what: &str,
+        scope: &mut Vec<ValueId>,
+    ) -> Result<(), VerifyError> {
         self.ty(v)?;
         let i = v.0 as usize;
         if self.defined[i] {
@@ -123,7 +135,13 @@ impl Verifier<'_> {
 
     /// Verifies a block whose arguments must have types `arg_tys` (when given) and which
     /// must end in `term`.
-    fn block(&mut self, b: &Block, what: &str, term: Terminator, arg_tys: &[Type]) -> Result<(), VerifyError> {
+    fn block(
+        &mut self,
+        b: &Block,
+        what: &str,
+        term: Terminator,
+        arg_tys: &[Type],
+    ) -> Result<(), VerifyError> {
         let mut scope = vec![];
         let res = self.block_inner(b, what, term, arg_tys, &mut scope);
         for v in scope {
@@ -142,13 +160,20 @@ impl Verifier<'_> {
     ) -> Result<(), VerifyError> {
         if !std::ptr::eq(b, &self.f.body) {
             if b.args.len() != arg_tys.len() {
-                return err(format!("{what} has {} argument(s), expected {}", b.args.len(), arg_tys.len()));
+                return err(format!(
+                    "{what} has {} argument(s), expected {}",
+                    b.args.len(),
+                    arg_tys.len()
+                ));
             }
             for (i, (&a, want)) in b.args.iter().zip(arg_tys).enumerate() {
                 self.define(a, &format!("argument {i} of {what}"), scope)?;
                 let got = self.ty(a)?;
                 if got != want {
-                    return err(format!("argument {i} (%{}) of {what} has type {got}, expected {want}", a.0));
+                    return err(format!(
+                        "argument {i} (%{}) of {what} has type {got}, expected {want}",
+                        a.0
+                    ));
                 }
             }
         } else {
@@ -172,25 +197,41 @@ impl Verifier<'_> {
         self.op(last, scope)?;
         let k = &self.f.ops[last.0 as usize].kind;
         if !term.matches(k) {
-            return err(format!("{what} ends in `{}` (op {}), expected `{}`", mnemonic(k), last.0, term.name()));
+            return err(format!(
+                "{what} ends in `{}` (op {}), expected `{}`",
+                mnemonic(k),
+                last.0,
+                term.name()
+            ));
         }
         Ok(())
     }
 
     fn op(&mut self, id: OpId, scope: &mut Vec<ValueId>) -> Result<(), VerifyError> {
         let Some(op) = self.f.ops.get(id.0 as usize) else {
-            return err(format!("op {} is out of range (the function has {} ops)", id.0, self.f.ops.len()));
+            return err(format!(
+                "op {} is out of range (the function has {} ops)",
+                id.0,
+                self.f.ops.len()
+            ));
         };
         let here = || {
             let l = op.loc;
-            format!("`{}` (op {}, loc {}:{})", mnemonic(&op.kind), id.0, l.line, l.col)
+            format!(
+                "`{}` (op {}, loc {}:{})",
+                mnemonic(&op.kind),
+                id.0,
+                l.line,
+                l.col
+            )
         };
         if self.op_seen[id.0 as usize] {
             return err(format!("{} appears in more than one block", here()));
         }
         self.op_seen[id.0 as usize] = true;
         for (i, &v) in op.operands.iter().enumerate() {
-            self.ty(v).map_err(|e| VerifyError(format!("{}: operand {i}: {}", here(), e.0)))?;
+            self.ty(v)
+                .map_err(|e| VerifyError(format!("{}: operand {i}: {}", here(), e.0)))?;
             if !self.visible[v.0 as usize] {
                 let why = if self.defined[v.0 as usize] {
                     "is defined in a region that does not enclose this use"
@@ -201,7 +242,12 @@ impl Verifier<'_> {
             }
         }
         if op.regions.len() != op.kind.num_regions() {
-            return err(format!("{} has {} region(s), expected {}", here(), op.regions.len(), op.kind.num_regions()));
+            return err(format!(
+                "{} has {} region(s), expected {}",
+                here(),
+                op.regions.len(),
+                op.kind.num_regions()
+            ));
         }
         op_rules::check(self.f, op).map_err(|m| VerifyError(format!("{}: {m}", here())))?;
         self.regions(id)?;
@@ -229,7 +275,12 @@ impl Verifier<'_> {
             }
             OpKind::While => {
                 let results: Vec<Type> = op.results.iter().map(|&v| f.ty(v).clone()).collect();
-                self.block(&op.regions[0], &what("before region"), Terminator::Condition, &operand_tys)?;
+                self.block(
+                    &op.regions[0],
+                    &what("before region"),
+                    Terminator::Condition,
+                    &operand_tys,
+                )?;
                 self.block(&op.regions[1], &what("body"), Terminator::Yield, &results)
             }
             _ => Ok(()),

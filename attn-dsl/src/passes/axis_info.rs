@@ -15,7 +15,9 @@
 //! anything else is conservatively (1, 1, 1). Pointer parameters are assumed
 //! [`ASSUMED_PTR_ALIGN_BYTES`]-aligned: the runtime checks that contract before a launch.
 
-use crate::ir::{BinaryOp, Block, CmpPred, Elem, Function, Op, OpKind, Scalar, ScalarType, Type, ValueId};
+use crate::ir::{
+    BinaryOp, Block, CmpPred, Elem, Function, Op, OpKind, Scalar, ScalarType, Type, ValueId,
+};
 
 /// Alignment of every pointer argument that the runtime validates at launch.
 pub const ASSUMED_PTR_ALIGN_BYTES: u64 = 16;
@@ -35,12 +37,20 @@ impl AxisInfo {
     /// Nothing known about a value of type `t`.
     pub fn unknown(t: &Type) -> Self {
         let r = t.rank().max(1);
-        AxisInfo { contiguity: vec![1; r], divisibility: vec![1; r], constancy: vec![1; r] }
+        AxisInfo {
+            contiguity: vec![1; r],
+            divisibility: vec![1; r],
+            constancy: vec![1; r],
+        }
     }
 
     fn uniform(rank: usize, div: u64, constancy: Vec<u64>) -> Self {
         let r = rank.max(1);
-        AxisInfo { contiguity: vec![1; r], divisibility: vec![div; r], constancy }
+        AxisInfo {
+            contiguity: vec![1; r],
+            divisibility: vec![div; r],
+            constancy,
+        }
     }
 
     /// Facts true of both `self` and `other` (for values merged at loop heads and branches).
@@ -97,7 +107,8 @@ impl AxisAnalysis {
     /// contiguous run, by 16 bytes, and by the alignment of the run starts. 1 when `ptr` is not a
     /// pointer or `axis` is out of range.
     pub fn vector_width(&self, f: &Function, ptr: ValueId, axis: usize) -> u64 {
-        let (Some(elem), Some(info)) = (f.ty(ptr).elem.pointee(), self.info.get(ptr.0 as usize)) else {
+        let (Some(elem), Some(info)) = (f.ty(ptr).elem.pointee(), self.info.get(ptr.0 as usize))
+        else {
             return 1;
         };
         if axis >= info.contiguity.len() {
@@ -113,7 +124,9 @@ impl AxisAnalysis {
     /// `min_run` elements whose first addresses are `align_bytes`-aligned?
     pub fn is_contiguous(&self, ptr: ValueId, axis: usize, min_run: u64, align_bytes: u64) -> bool {
         let i = &self.info[ptr.0 as usize];
-        axis < i.contiguity.len() && i.contiguity[axis] >= min_run && i.divisibility[axis] % align_bytes.max(1) == 0
+        axis < i.contiguity.len()
+            && i.contiguity[axis] >= min_run
+            && i.divisibility[axis].is_multiple_of(align_bytes.max(1))
     }
 
     /// The axis along which `ptr` has its longest contiguous runs (ties: the last axis, which is
@@ -134,7 +147,10 @@ fn prev_pow2(x: u64) -> u64 {
 
 /// Runs the analysis over `f` (loops iterate to a fixpoint of their carried values).
 pub fn analyze(f: &Function) -> AxisAnalysis {
-    let mut a = Analyzer { f, info: f.values.iter().map(|v| AxisInfo::unknown(&v.ty)).collect() };
+    let mut a = Analyzer {
+        f,
+        info: f.values.iter().map(|v| AxisInfo::unknown(&v.ty)).collect(),
+    };
     for p in &f.params {
         if p.value.0 as usize >= a.info.len() {
             continue;
@@ -182,11 +198,20 @@ impl Analyzer<'_> {
     }
 
     fn terminator_operands(&self, b: &Block) -> Vec<ValueId> {
-        b.ops.last().map(|&o| self.f.op(o).operands.clone()).unwrap_or_default()
+        b.ops
+            .last()
+            .map(|&o| self.f.op(o).operands.clone())
+            .unwrap_or_default()
     }
 
     /// Sets `args` from `seed`, analyzes `b`, and repeats with `seed ⊓ yielded` until stable.
-    fn fixpoint(&mut self, b: &Block, args: &[ValueId], seed: Vec<AxisInfo>, yielded_from: usize) -> Vec<AxisInfo> {
+    fn fixpoint(
+        &mut self,
+        b: &Block,
+        args: &[ValueId],
+        seed: Vec<AxisInfo>,
+        yielded_from: usize,
+    ) -> Vec<AxisInfo> {
         let mut cur = seed;
         for _ in 0..MAX_LOOP_ROUNDS {
             for (&a, i) in args.iter().zip(&cur) {
@@ -194,14 +219,19 @@ impl Analyzer<'_> {
             }
             self.block(b);
             let y = self.terminator_operands(b);
-            let next: Vec<AxisInfo> =
-                cur.iter().zip(y.iter().skip(yielded_from)).map(|(c, &v)| c.meet(&self.info[v.0 as usize])).collect();
+            let next: Vec<AxisInfo> = cur
+                .iter()
+                .zip(y.iter().skip(yielded_from))
+                .map(|(c, &v)| c.meet(&self.info[v.0 as usize]))
+                .collect();
             if next == cur {
                 return cur;
             }
             cur = next;
         }
-        args.iter().map(|&a| AxisInfo::unknown(self.f.ty(a))).collect()
+        args.iter()
+            .map(|&a| AxisInfo::unknown(self.f.ty(a)))
+            .collect()
     }
 
     fn for_op(&mut self, op: &Op) {
@@ -219,7 +249,10 @@ impl Analyzer<'_> {
     fn if_op(&mut self, op: &Op) {
         self.block(&op.regions[0]);
         self.block(&op.regions[1]);
-        let (t, e) = (self.terminator_operands(&op.regions[0]), self.terminator_operands(&op.regions[1]));
+        let (t, e) = (
+            self.terminator_operands(&op.regions[0]),
+            self.terminator_operands(&op.regions[1]),
+        );
         for (i, &r) in op.results.iter().enumerate() {
             let m = self.get(t[i]).meet(&self.get(e[i]));
             self.set(r, m);
@@ -241,7 +274,11 @@ impl Analyzer<'_> {
             }
             self.block(body);
             let y = self.terminator_operands(body);
-            let next: Vec<AxisInfo> = cur.iter().zip(&y).map(|(c, &v)| c.meet(&self.info[v.0 as usize])).collect();
+            let next: Vec<AxisInfo> = cur
+                .iter()
+                .zip(&y)
+                .map(|(c, &v)| c.meet(&self.info[v.0 as usize]))
+                .collect();
             if next == cur {
                 break;
             }
@@ -263,18 +300,32 @@ impl Analyzer<'_> {
             let mut acc = AxisInfo::unknown(rt);
             for (k, &v) in op.operands.iter().enumerate() {
                 let i = self.get(v);
-                acc.constancy = if k == 0 { i.constancy } else { acc.constancy.iter().zip(&i.constancy).map(|(&a, &b)| gcd(a, b)).collect() };
+                acc.constancy = if k == 0 {
+                    i.constancy
+                } else {
+                    acc.constancy
+                        .iter()
+                        .zip(&i.constancy)
+                        .map(|(&a, &b)| gcd(a, b))
+                        .collect()
+                };
             }
             acc
         };
         match &op.kind {
             OpKind::Const(Scalar::Int(v, _)) => AxisInfo::uniform(0, pow2_divisor(*v), vec![1]),
-            OpKind::Arange { n } => {
-                AxisInfo { contiguity: vec![*n as u64], divisibility: vec![MAX_DIVISIBILITY], constancy: vec![1] }
-            }
+            OpKind::Arange { n } => AxisInfo {
+                contiguity: vec![*n as u64],
+                divisibility: vec![MAX_DIVISIBILITY],
+                constancy: vec![1],
+            },
             OpKind::Splat { shape } => {
                 let x = opnd(0);
-                AxisInfo::uniform(shape.len(), x.divisibility[0], shape.iter().map(|&d| d as u64).collect())
+                AxisInfo::uniform(
+                    shape.len(),
+                    x.divisibility[0],
+                    shape.iter().map(|&d| d as u64).collect(),
+                )
             }
             OpKind::Broadcast { shape } => {
                 let mut x = opnd(0);
@@ -308,14 +359,19 @@ impl Analyzer<'_> {
             }
             OpKind::Binary(b) => binary(*b, &opnd(0), &opnd(1), 1),
             OpKind::AddPtr => {
-                let bytes = f.ty(op.operands[0]).elem.pointee().map_or(1, |s| s.size_bytes() as u64);
+                let bytes = f
+                    .ty(op.operands[0])
+                    .elem
+                    .pointee()
+                    .map_or(1, |s| s.size_bytes() as u64);
                 binary(BinaryOp::Add, &opnd(0), &opnd(1), bytes)
             }
             OpKind::Cmp(p) => cmp(*p, &opnd(0), &opnd(1)),
             OpKind::Cast(to) => {
                 let from = f.ty(op.operands[0]).elem;
                 let int_to_int = matches!(from, Elem::Scalar(s) if s.is_int()) && to.is_int();
-                if int_to_int && !(from == Elem::Scalar(ScalarType::I64) && *to == ScalarType::I32) {
+                if int_to_int && !(from == Elem::Scalar(ScalarType::I64) && *to == ScalarType::I32)
+                {
                     opnd(0)
                 } else {
                     elementwise_constancy()
@@ -328,7 +384,11 @@ impl Analyzer<'_> {
                     return AxisInfo::unknown(rt);
                 }
                 x.constancy.remove(*axis);
-                AxisInfo { contiguity: vec![1; rt.rank()], divisibility: vec![1; rt.rank()], constancy: x.constancy }
+                AxisInfo {
+                    contiguity: vec![1; rt.rank()],
+                    divisibility: vec![1; rt.rank()],
+                    constancy: x.constancy,
+                }
             }
             _ => AxisInfo::unknown(rt),
         }
@@ -339,21 +399,33 @@ impl Analyzer<'_> {
 /// of `b_scale` bytes).
 fn binary(op: BinaryOp, a: &AxisInfo, b: &AxisInfo, b_scale: u64) -> AxisInfo {
     let n = a.contiguity.len();
-    let mut r = AxisInfo { contiguity: vec![1; n], divisibility: vec![1; n], constancy: vec![1; n] };
+    let mut r = AxisInfo {
+        contiguity: vec![1; n],
+        divisibility: vec![1; n],
+        constancy: vec![1; n],
+    };
     for ax in 0..n {
         r.constancy[ax] = gcd(a.constancy[ax], b.constancy[ax]);
         let c = match op {
             // A run plus something constant over the run stays a run (either way round).
-            BinaryOp::Add => gcd(a.contiguity[ax], b.constancy[ax]).max(gcd(a.constancy[ax], b.contiguity[ax])),
+            BinaryOp::Add => {
+                gcd(a.contiguity[ax], b.constancy[ax]).max(gcd(a.constancy[ax], b.contiguity[ax]))
+            }
             BinaryOp::Sub => gcd(a.contiguity[ax], b.constancy[ax]),
             _ => 1,
         };
         r.contiguity[ax] = c;
         r.divisibility[ax] = match op {
-            BinaryOp::Add | BinaryOp::Sub => {
-                gcd(a.div_at(ax, c), b.div_at(ax, c).saturating_mul(b_scale).min(MAX_DIVISIBILITY))
-            }
-            BinaryOp::Mul => a.div_at(ax, 1).saturating_mul(b.div_at(ax, 1)).min(MAX_DIVISIBILITY),
+            BinaryOp::Add | BinaryOp::Sub => gcd(
+                a.div_at(ax, c),
+                b.div_at(ax, c)
+                    .saturating_mul(b_scale)
+                    .min(MAX_DIVISIBILITY),
+            ),
+            BinaryOp::Mul => a
+                .div_at(ax, 1)
+                .saturating_mul(b.div_at(ax, 1))
+                .min(MAX_DIVISIBILITY),
             _ => 1,
         };
     }
@@ -364,11 +436,16 @@ fn binary(op: BinaryOp, a: &AxisInfo, b: &AxisInfo, b_scale: u64) -> AxisInfo {
 /// `bound`; aligned groups of `gcd(run, start divisibility, bound divisibility)` stay uniform.
 fn cmp(p: CmpPred, a: &AxisInfo, b: &AxisInfo) -> AxisInfo {
     let n = a.contiguity.len();
-    let mut r = AxisInfo { contiguity: vec![1; n], divisibility: vec![1; n], constancy: vec![1; n] };
+    let mut r = AxisInfo {
+        contiguity: vec![1; n],
+        divisibility: vec![1; n],
+        constancy: vec![1; n],
+    };
     for ax in 0..n {
         let base = gcd(a.constancy[ax], b.constancy[ax]);
         let run = a.contiguity[ax];
-        let boundary_aligned = matches!(p, CmpPred::Lt | CmpPred::Ge) && run > 1 && b.constancy[ax] >= run;
+        let boundary_aligned =
+            matches!(p, CmpPred::Lt | CmpPred::Ge) && run > 1 && b.constancy[ax] >= run;
         r.constancy[ax] = if boundary_aligned {
             gcd(gcd(run, a.divisibility[ax]), b.div_at(ax, 1)).max(base)
         } else {
@@ -386,7 +463,13 @@ mod tests {
     /// `ptr + rows[:, None] * stride + cols[None, :]` for a `rows x cols` tile.
     fn tile_ptrs(stride: i64, elem: ScalarType) -> (Function, ValueId, ValueId) {
         let mut f = Function::new("k", 4);
-        let x = f.add_param("x", ParamKind::Ptr { elem, mutable: false });
+        let x = f.add_param(
+            "x",
+            ParamKind::Ptr {
+                elem,
+                mutable: false,
+            },
+        );
         let n = f.add_param("n", ParamKind::Scalar(ScalarType::I32));
         let mut b = Builder::new(&mut f);
         let rows = b.arange(16).unwrap();
@@ -448,7 +531,13 @@ mod tests {
     #[test]
     fn loop_carried_pointer_keeps_facts_of_aligned_advances() {
         let mut f = Function::new("k", 4);
-        let x = f.add_param("x", ParamKind::Ptr { elem: ScalarType::F32, mutable: false });
+        let x = f.add_param(
+            "x",
+            ParamKind::Ptr {
+                elem: ScalarType::F32,
+                mutable: false,
+            },
+        );
         let n = f.add_param("n", ParamKind::Scalar(ScalarType::I32));
         let mut b = Builder::new(&mut f);
         let r = b.arange(64).unwrap();

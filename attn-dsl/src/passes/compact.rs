@@ -10,12 +10,21 @@ use crate::ir::{Block, Function, Op, ValueData, ValueId};
 /// Rewrites `f` into canonical arena order (parameters first; within a block, for each op:
 /// its regions' arguments and contents, then its results and the op itself).
 pub fn run(f: &mut Function) {
-    let mut c = Compactor { old: f, map: vec![None; f.values.len()], values: vec![], ops: vec![] };
+    let mut c = Compactor {
+        old: f,
+        map: vec![None; f.values.len()],
+        values: vec![],
+        ops: vec![],
+    };
     let args: Vec<ValueId> = c.old.body.args.iter().map(|&a| c.value(a)).collect();
     let ops = c.block_ops(&c.old.body.ops.clone());
     let (values, new_ops, map) = (c.values, c.ops, c.map);
     for p in &mut f.params {
-        p.value = map.get(p.value.0 as usize).copied().flatten().unwrap_or(p.value);
+        p.value = map
+            .get(p.value.0 as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(p.value);
     }
     f.values = values;
     f.ops = new_ops;
@@ -35,10 +44,15 @@ impl Compactor<'_> {
         if let Some(Some(n)) = self.map.get(v.0 as usize) {
             return *n;
         }
-        let data = self.old.values.get(v.0 as usize).cloned().unwrap_or(ValueData {
-            ty: crate::ir::Type::scalar(crate::ir::ScalarType::I32),
-            name: None,
-        });
+        let data = self
+            .old
+            .values
+            .get(v.0 as usize)
+            .cloned()
+            .unwrap_or(ValueData {
+                ty: crate::ir::Type::scalar(crate::ir::ScalarType::I32),
+                name: None,
+            });
         self.values.push(data);
         let n = ValueId(self.values.len() as u32 - 1);
         if let Some(slot) = self.map.get_mut(v.0 as usize) {
@@ -59,11 +73,20 @@ impl Compactor<'_> {
             .iter()
             .map(|r| {
                 let args = r.args.iter().map(|&a| self.value(a)).collect();
-                Block { args, ops: self.block_ops(&r.ops) }
+                Block {
+                    args,
+                    ops: self.block_ops(&r.ops),
+                }
             })
             .collect();
         let results = old.results.iter().map(|&v| self.value(v)).collect();
-        self.ops.push(Op { kind: old.kind, operands, results, regions, loc: old.loc });
+        self.ops.push(Op {
+            kind: old.kind,
+            operands,
+            results,
+            regions,
+            loc: old.loc,
+        });
         crate::ir::OpId(self.ops.len() as u32 - 1)
     }
 }

@@ -73,7 +73,9 @@ pub fn unary(op: UnaryOp, x: Scalar) -> Option<Scalar> {
 
 pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
     match (a, b) {
-        (Scalar::Int(x, t), Scalar::Int(y, u)) if t == u => int_binary(op, wrap_int(x, t), wrap_int(y, t), t),
+        (Scalar::Int(x, t), Scalar::Int(y, u)) if t == u => {
+            int_binary(op, wrap_int(x, t), wrap_int(y, t), t)
+        }
         (Scalar::Float(x, ScalarType::F32), Scalar::Float(y, ScalarType::F32)) => {
             f32_binary(op, x as f32, y as f32).map(|r| Scalar::Float(r as f64, ScalarType::F32))
         }
@@ -126,8 +128,12 @@ fn f32_binary(op: BinaryOp, x: f32, y: f32) -> Option<f32> {
 pub fn cmp(p: CmpPred, a: Scalar, b: Scalar) -> Option<Scalar> {
     use std::cmp::Ordering;
     let ord: Option<Ordering> = match (a, b) {
-        (Scalar::Int(x, t), Scalar::Int(y, u)) if t == u => Some(wrap_int(x, t).cmp(&wrap_int(y, t))),
-        (Scalar::Float(x, t), Scalar::Float(y, u)) if t == u => round_float(x, t).partial_cmp(&round_float(y, t)),
+        (Scalar::Int(x, t), Scalar::Int(y, u)) if t == u => {
+            Some(wrap_int(x, t).cmp(&wrap_int(y, t)))
+        }
+        (Scalar::Float(x, t), Scalar::Float(y, u)) if t == u => {
+            round_float(x, t).partial_cmp(&round_float(y, t))
+        }
         (Scalar::Bool(x), Scalar::Bool(y)) => Some(x.cmp(&y)),
         _ => return None,
     };
@@ -206,14 +212,20 @@ mod tests {
 
     #[test]
     fn i32_arithmetic_wraps_and_truncates() {
-        assert_eq!(binary(BinaryOp::Add, i(i32::MAX as i64), i(1)), Some(i(i32::MIN as i64)));
+        assert_eq!(
+            binary(BinaryOp::Add, i(i32::MAX as i64), i(1)),
+            Some(i(i32::MIN as i64))
+        );
         assert_eq!(binary(BinaryOp::Mul, i(65536), i(65536)), Some(i(0)));
         assert_eq!(binary(BinaryOp::Div, i(-7), i(2)), Some(i(-3)));
         assert_eq!(binary(BinaryOp::Rem, i(-7), i(2)), Some(i(-1)));
         assert_eq!(binary(BinaryOp::Rem, i(7), i(-2)), Some(i(1)));
         assert_eq!(binary(BinaryOp::Shr, i(-8), i(1)), Some(i(-4)));
         assert_eq!(binary(BinaryOp::Shl, i(1), i(31)), Some(i(i32::MIN as i64)));
-        assert_eq!(unary(UnaryOp::Neg, i(i32::MIN as i64)), Some(i(i32::MIN as i64)));
+        assert_eq!(
+            unary(UnaryOp::Neg, i(i32::MIN as i64)),
+            Some(i(i32::MIN as i64))
+        );
         assert_eq!(unary(UnaryOp::Not, i(0)), Some(i(-1)));
     }
 
@@ -228,7 +240,14 @@ mod tests {
         assert_eq!(cast(fl(f64::NAN), I32), None);
         assert_eq!(cast(fl(3e9), I32), None);
         assert_eq!(unary(UnaryOp::Exp, fl(1.0)), None);
-        assert_eq!(binary(BinaryOp::Add, Scalar::Float(1.0, Bf16), Scalar::Float(1.0, Bf16)), None);
+        assert_eq!(
+            binary(
+                BinaryOp::Add,
+                Scalar::Float(1.0, Bf16),
+                Scalar::Float(1.0, Bf16)
+            ),
+            None
+        );
     }
 
     #[test]
@@ -237,7 +256,10 @@ mod tests {
         let r = binary(BinaryOp::Add, fl(0.1), fl(0.2));
         assert_eq!(r, Some(fl((0.1f32 + 0.2f32) as f64)));
         assert_ne!(r, Some(fl(0.1 + 0.2)));
-        assert_eq!(binary(BinaryOp::Mul, fl(1e30), fl(1e30)), Some(fl(f64::INFINITY)));
+        assert_eq!(
+            binary(BinaryOp::Mul, fl(1e30), fl(1e30)),
+            Some(fl(f64::INFINITY))
+        );
         assert_eq!(binary(BinaryOp::Min, fl(f64::NAN), fl(2.0)), Some(fl(2.0)));
         assert_eq!(unary(UnaryOp::Sqrt, fl(2.0)), Some(fl(2f32.sqrt() as f64)));
     }
@@ -245,12 +267,24 @@ mod tests {
     #[test]
     fn comparisons_with_nan_are_unordered() {
         let nan = fl(f64::NAN);
-        for p in [CmpPred::Eq, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge] {
+        for p in [
+            CmpPred::Eq,
+            CmpPred::Lt,
+            CmpPred::Le,
+            CmpPred::Gt,
+            CmpPred::Ge,
+        ] {
             assert_eq!(cmp(p, nan, fl(1.0)), Some(Scalar::Bool(false)));
         }
         assert_eq!(cmp(CmpPred::Ne, nan, nan), Some(Scalar::Bool(true)));
-        assert_eq!(cmp(CmpPred::Lt, fl(f64::NEG_INFINITY), fl(-1e38)), Some(Scalar::Bool(true)));
-        assert_eq!(cmp(CmpPred::Eq, fl(-0.0), fl(0.0)), Some(Scalar::Bool(true)));
+        assert_eq!(
+            cmp(CmpPred::Lt, fl(f64::NEG_INFINITY), fl(-1e38)),
+            Some(Scalar::Bool(true))
+        );
+        assert_eq!(
+            cmp(CmpPred::Eq, fl(-0.0), fl(0.0)),
+            Some(Scalar::Bool(true))
+        );
     }
 
     #[test]
@@ -262,7 +296,13 @@ mod tests {
         assert_eq!(cast(fl(f64::NAN), Bool), Some(Scalar::Bool(true)));
         assert_eq!(cast(Scalar::Bool(true), F32), Some(fl(1.0)));
         // 1 + 2^-8 is a tie between bf16 neighbours 1 and 1 + 2^-7: rounds to even (1).
-        assert_eq!(cast(fl(1.0 + 1.0 / 256.0), Bf16), Some(Scalar::Float(1.0, Bf16)));
-        assert_eq!(cast(fl(1.0 + 3.0 / 256.0), Bf16), Some(Scalar::Float(1.0 + 4.0 / 256.0, Bf16)));
+        assert_eq!(
+            cast(fl(1.0 + 1.0 / 256.0), Bf16),
+            Some(Scalar::Float(1.0, Bf16))
+        );
+        assert_eq!(
+            cast(fl(1.0 + 3.0 / 256.0), Bf16),
+            Some(Scalar::Float(1.0 + 4.0 / 256.0, Bf16))
+        );
     }
 }

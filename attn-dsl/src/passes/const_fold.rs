@@ -14,7 +14,10 @@ use std::collections::BTreeMap;
 /// Folds constants in `f` in one forward walk (uses always follow definitions, so one walk
 /// reaches a fixpoint for straight-line code).
 pub fn run(f: &mut Function) {
-    let mut cx = Folder { subst: BTreeMap::new(), known: BTreeMap::new() };
+    let mut cx = Folder {
+        subst: BTreeMap::new(),
+        known: BTreeMap::new(),
+    };
     let body = f.body.ops.clone();
     f.body.ops = cx.block(f, &body);
 }
@@ -47,7 +50,8 @@ impl Folder {
     fn block(&mut self, f: &mut Function, ops: &[OpId]) -> Vec<OpId> {
         let mut out = vec![];
         for &o in ops {
-            let operands: Vec<ValueId> = f.op(o).operands.iter().map(|&v| self.resolve(v)).collect();
+            let operands: Vec<ValueId> =
+                f.op(o).operands.iter().map(|&v| self.resolve(v)).collect();
             f.op_mut(o).operands = operands;
             match f.op(o).kind {
                 OpKind::If => self.fold_if(f, o, &mut out),
@@ -92,9 +96,10 @@ impl Folder {
     /// `for` with literal bounds and `lo >= hi` runs zero times: results = inits.
     fn fold_for(&mut self, f: &mut Function, o: OpId, out: &mut Vec<OpId>) {
         let ops = &f.op(o).operands;
-        if let (Some(Scalar::Int(lo, _)), Some(Scalar::Int(hi, _))) =
-            (self.known.get(&ops[0]).copied(), self.known.get(&ops[1]).copied())
-        {
+        if let (Some(Scalar::Int(lo, _)), Some(Scalar::Int(hi, _))) = (
+            self.known.get(&ops[0]).copied(),
+            self.known.get(&ops[1]).copied(),
+        ) {
             if lo >= hi {
                 let inits = ops[3..].to_vec();
                 for (r, v) in f.op(o).results.clone().into_iter().zip(inits) {
@@ -132,7 +137,9 @@ impl Folder {
                 self.known.insert(op.results[0], *s);
                 return Folded::Keep;
             }
-            (OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } | OpKind::Trans, Some([s])) => Some(*s),
+            (OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } | OpKind::Trans, Some([s])) => {
+                Some(*s)
+            }
             (OpKind::Unary(u), Some([x])) => const_eval::unary(*u, *x),
             (OpKind::Binary(b), Some([x, y])) => const_eval::binary(*b, *x, *y),
             (OpKind::Cmp(p), Some([x, y])) => const_eval::cmp(*p, *x, *y),
@@ -167,10 +174,18 @@ impl Folder {
         let loc = f.op(o).loc;
         let c = f.new_value(Type::scalar(s.ty()), None);
         self.known.insert(c, s);
-        let cop = f.push_op(Op { kind: OpKind::Const(s), operands: vec![], results: vec![c], regions: vec![], loc });
+        let cop = f.push_op(Op {
+            kind: OpKind::Const(s),
+            operands: vec![],
+            results: vec![c],
+            regions: vec![],
+            loc,
+        });
         out.push(cop);
         let op = f.op_mut(o);
-        op.kind = OpKind::Splat { shape: ty.shape.clone() };
+        op.kind = OpKind::Splat {
+            shape: ty.shape.clone(),
+        };
         op.operands = vec![c];
         out.push(o);
     }
@@ -191,7 +206,13 @@ mod tests {
 
     fn kernel(build: impl FnOnce(&mut Builder, ValueId)) -> Function {
         let mut f = Function::new("k", 4);
-        let out = f.add_param("out", ParamKind::Ptr { elem: ScalarType::I32, mutable: true });
+        let out = f.add_param(
+            "out",
+            ParamKind::Ptr {
+                elem: ScalarType::I32,
+                mutable: true,
+            },
+        );
         let mut b = Builder::new(&mut f);
         build(&mut b, out);
         b.finish();
@@ -238,10 +259,14 @@ mod tests {
             let a = b.const_i32(1);
             let c = b.cmp(CmpPred::Lt, a, a).unwrap(); // false
             let r = b
-                .if_else(c, |b| Ok(vec![b.const_i32(10)]), |b| {
-                    let x = b.const_i32(20);
-                    Ok(vec![b.binary(BinaryOp::Add, x, a)?])
-                })
+                .if_else(
+                    c,
+                    |b| Ok(vec![b.const_i32(10)]),
+                    |b| {
+                        let x = b.const_i32(20);
+                        Ok(vec![b.binary(BinaryOp::Add, x, a)?])
+                    },
+                )
                 .unwrap();
             let p = b.add_ptr(out, a).unwrap();
             b.store(p, r[0], None).unwrap();
@@ -259,7 +284,9 @@ mod tests {
             let hi = b.const_i32(5);
             let init = b.const_i32(3);
             let r = b
-                .for_loop(lo, hi, lo, vec![init], |b, iv, it| Ok(vec![b.binary(BinaryOp::Add, it[0], iv)?]))
+                .for_loop(lo, hi, lo, vec![init], |b, iv, it| {
+                    Ok(vec![b.binary(BinaryOp::Add, it[0], iv)?])
+                })
                 .unwrap();
             let p = b.add_ptr(out, lo).unwrap();
             b.store(p, r[0], None).unwrap();
@@ -269,7 +296,13 @@ mod tests {
         assert_eq!(count(&f, |k| *k == OpKind::For), 0);
         let st = f.body.ops[f.body.ops.len() - 2];
         let stored = f.op(st).operands[1];
-        assert!(matches!(f.ops.iter().find(|o| o.results == vec![stored]).map(|o| &o.kind), Some(OpKind::Const(Scalar::Int(3, _)))));
+        assert!(matches!(
+            f.ops
+                .iter()
+                .find(|o| o.results == vec![stored])
+                .map(|o| &o.kind),
+            Some(OpKind::Const(Scalar::Int(3, _)))
+        ));
     }
 
     #[test]
@@ -285,6 +318,12 @@ mod tests {
         run(&mut f);
         assert_eq!(count(&f, |k| *k == OpKind::Select), 0);
         let st = f.body.ops[f.body.ops.len() - 2];
-        assert!(matches!(f.ops.iter().find(|o| o.results.contains(&f.op(st).operands[1])).map(|o| &o.kind), Some(OpKind::Arange { .. })));
+        assert!(matches!(
+            f.ops
+                .iter()
+                .find(|o| o.results.contains(&f.op(st).operands[1]))
+                .map(|o| &o.kind),
+            Some(OpKind::Arange { .. })
+        ));
     }
 }

@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 
 /// Runs CSE over the whole function.
 pub fn run(f: &mut Function) {
-    let mut cx = Cse { scopes: vec![], subst: BTreeMap::new() };
+    let mut cx = Cse {
+        scopes: vec![],
+        subst: BTreeMap::new(),
+    };
     let body = f.body.ops.clone();
     f.body.ops = cx.block(f, &body);
 }
@@ -30,7 +33,10 @@ fn key(f: &Function, op: &Op) -> String {
 }
 
 fn mergeable(op: &Op) -> bool {
-    op.kind.is_pure() && !matches!(op.kind, OpKind::Load { .. }) && op.results.len() == 1 && op.regions.is_empty()
+    op.kind.is_pure()
+        && !matches!(op.kind, OpKind::Load { .. })
+        && op.results.len() == 1
+        && op.regions.is_empty()
 }
 
 impl Cse {
@@ -38,8 +44,12 @@ impl Cse {
         self.scopes.push(BTreeMap::new());
         let mut out = vec![];
         for &o in ops {
-            let operands: Vec<ValueId> =
-                f.op(o).operands.iter().map(|v| *self.subst.get(v).unwrap_or(v)).collect();
+            let operands: Vec<ValueId> = f
+                .op(o)
+                .operands
+                .iter()
+                .map(|v| *self.subst.get(v).unwrap_or(v))
+                .collect();
             f.op_mut(o).operands = operands;
             for i in 0..f.op(o).regions.len() {
                 let inner = f.op(o).regions[i].ops.clone();
@@ -86,7 +96,13 @@ mod tests {
     #[test]
     fn merges_duplicates_and_reaches_into_nested_regions() {
         let mut f = Function::new("k", 4);
-        let out = f.add_param("out", ParamKind::Ptr { elem: ScalarType::I32, mutable: true });
+        let out = f.add_param(
+            "out",
+            ParamKind::Ptr {
+                elem: ScalarType::I32,
+                mutable: true,
+            },
+        );
         let n = f.add_param("n", ParamKind::Scalar(ScalarType::I32));
         let mut b = Builder::new(&mut f);
         let a1 = b.binary(BinaryOp::Mul, n, n).unwrap();
@@ -119,7 +135,13 @@ mod tests {
     #[test]
     fn keeps_distinct_literals_and_loads() {
         let mut f = Function::new("k", 4);
-        let out = f.add_param("out", ParamKind::Ptr { elem: ScalarType::F32, mutable: true });
+        let out = f.add_param(
+            "out",
+            ParamKind::Ptr {
+                elem: ScalarType::F32,
+                mutable: true,
+            },
+        );
         let mut b = Builder::new(&mut f);
         let pz = b.const_f32(0.0);
         let nz = b.const_f32(-0.0);

@@ -45,7 +45,10 @@ impl Live {
 }
 
 fn liveness(f: &Function) -> Vec<bool> {
-    let mut live = Live { values: vec![false; f.values.len()], changed: true };
+    let mut live = Live {
+        values: vec![false; f.values.len()],
+        changed: true,
+    };
     while live.changed {
         live.changed = false;
         mark_block(f, &f.body, Parent::Kernel, &mut live);
@@ -57,14 +60,19 @@ fn liveness(f: &Function) -> Vec<bool> {
 fn has_effect(f: &Function, b: &Block) -> bool {
     b.ops.iter().any(|&o| {
         let op = f.op(o);
-        matches!(op.kind, OpKind::Store { .. } | OpKind::While) || op.regions.iter().any(|r| has_effect(f, r))
+        matches!(op.kind, OpKind::Store { .. } | OpKind::While)
+            || op.regions.iter().any(|r| has_effect(f, r))
     })
 }
 
 fn op_is_live(f: &Function, o: OpId, live: &Live) -> bool {
     let op = f.op(o);
     match op.kind {
-        OpKind::Store { .. } | OpKind::While | OpKind::Return | OpKind::Condition | OpKind::Yield => true,
+        OpKind::Store { .. }
+        | OpKind::While
+        | OpKind::Return
+        | OpKind::Condition
+        | OpKind::Yield => true,
         OpKind::For | OpKind::If => {
             op.results.iter().any(|&r| live.is(r)) || op.regions.iter().any(|r| has_effect(f, r))
         }
@@ -134,7 +142,10 @@ fn mark_block(f: &Function, b: &Block, parent: Parent, live: &mut Live) {
 }
 
 fn sweep(f: &mut Function, live: &[bool], ops: &[OpId]) -> Vec<OpId> {
-    let lv = Live { values: live.to_vec(), changed: false };
+    let lv = Live {
+        values: live.to_vec(),
+        changed: false,
+    };
     sweep_block(f, &lv, ops)
 }
 
@@ -161,8 +172,16 @@ fn sweep_block(f: &mut Function, live: &Live, ops: &[OpId]) -> Vec<OpId> {
 
 /// Drops the carried values of a live `for` that neither its result nor its body needs.
 fn prune_for(f: &mut Function, o: OpId, live: &Live) {
-    let keep: Vec<bool> = (0..f.op(o).results.len()).map(|i| for_iter_live(f, o, i, live)).collect();
-    let pick = |xs: &[ValueId]| xs.iter().zip(&keep).filter(|(_, &k)| k).map(|(&v, _)| v).collect::<Vec<_>>();
+    let keep: Vec<bool> = (0..f.op(o).results.len())
+        .map(|i| for_iter_live(f, o, i, live))
+        .collect();
+    let pick = |xs: &[ValueId]| {
+        xs.iter()
+            .zip(&keep)
+            .filter(|(_, &k)| k)
+            .map(|(&v, _)| v)
+            .collect::<Vec<_>>()
+    };
     let op = f.op(o).clone();
     let mut operands = op.operands[..3].to_vec();
     operands.extend(pick(&op.operands[3..]));
@@ -182,7 +201,13 @@ fn prune_for(f: &mut Function, o: OpId, live: &Live) {
 /// Drops the results of a live `if` that nothing uses.
 fn prune_if(f: &mut Function, o: OpId, live: &Live) {
     let keep: Vec<bool> = f.op(o).results.iter().map(|&r| live.is(r)).collect();
-    let pick = |xs: &[ValueId]| xs.iter().zip(&keep).filter(|(_, &k)| k).map(|(&v, _)| v).collect::<Vec<_>>();
+    let pick = |xs: &[ValueId]| {
+        xs.iter()
+            .zip(&keep)
+            .filter(|(_, &k)| k)
+            .map(|(&v, _)| v)
+            .collect::<Vec<_>>()
+    };
     for i in 0..2 {
         if let Some(&y) = f.op(o).regions[i].ops.last() {
             let yielded = pick(&f.op(y).operands);
@@ -208,7 +233,13 @@ mod tests {
 
     fn kernel(build: impl FnOnce(&mut Builder, ValueId, ValueId)) -> Function {
         let mut f = Function::new("k", 4);
-        let out = f.add_param("out", ParamKind::Ptr { elem: ScalarType::I32, mutable: true });
+        let out = f.add_param(
+            "out",
+            ParamKind::Ptr {
+                elem: ScalarType::I32,
+                mutable: true,
+            },
+        );
         let n = f.add_param("n", ParamKind::Scalar(ScalarType::I32));
         let mut b = Builder::new(&mut f);
         build(&mut b, out, n);
@@ -246,7 +277,13 @@ mod tests {
         });
         run(&mut f);
         verify(&f).unwrap_or_else(|e| panic!("{e}\n{}", print_function(&f)));
-        let fo = f.body.ops.iter().copied().find(|&o| f.op(o).kind == OpKind::For).expect("for stays");
+        let fo = f
+            .body
+            .ops
+            .iter()
+            .copied()
+            .find(|&o| f.op(o).kind == OpKind::For)
+            .expect("for stays");
         assert_eq!(f.op(fo).results.len(), 1);
         assert_eq!(f.op(fo).regions[0].args.len(), 2);
         assert_eq!(f.op(fo).regions[0].ops.len(), 2, "{}", print_function(&f));
@@ -275,18 +312,37 @@ mod tests {
         let mut f = kernel(|b, out, n| {
             let z = b.const_i32(0);
             let one = b.const_i32(1);
-            b.for_loop(z, n, one, vec![z], |b, iv, it| Ok(vec![b.binary(BinaryOp::Add, it[0], iv)?])).unwrap();
+            b.for_loop(z, n, one, vec![z], |b, iv, it| {
+                Ok(vec![b.binary(BinaryOp::Add, it[0], iv)?])
+            })
+            .unwrap();
             let c = b.cmp(crate::ir::CmpPred::Lt, n, one).unwrap();
-            let r = b.if_else(c, |b| Ok(vec![b.const_i32(1), b.const_i32(2)]), |b| Ok(vec![b.const_i32(3), n])).unwrap();
+            let r = b
+                .if_else(
+                    c,
+                    |b| Ok(vec![b.const_i32(1), b.const_i32(2)]),
+                    |b| Ok(vec![b.const_i32(3), n]),
+                )
+                .unwrap();
             b.store(out, r[1], None).unwrap();
         });
         run(&mut f);
         verify(&f).unwrap_or_else(|e| panic!("{e}\n{}", print_function(&f)));
         let text = print_function(&f);
         assert!(!text.contains("for "), "{text}");
-        let i = f.body.ops.iter().copied().find(|&o| f.op(o).kind == OpKind::If).expect("if stays");
+        let i = f
+            .body
+            .ops
+            .iter()
+            .copied()
+            .find(|&o| f.op(o).kind == OpKind::If)
+            .expect("if stays");
         assert_eq!(f.op(i).results.len(), 1, "{text}");
         let regions = &f.op(i).regions;
-        assert_eq!((regions[0].ops.len(), regions[1].ops.len()), (2, 1), "{text}");
+        assert_eq!(
+            (regions[0].ops.len(), regions[1].ops.len()),
+            (2, 1),
+            "{text}"
+        );
     }
 }

@@ -99,7 +99,12 @@ struct Groups {
 
 impl Groups {
     fn new(n: usize) -> Self {
-        Groups { parent: (0..n as u32).collect(), seen: vec![false; n], slices: vec![], accessed: vec![false; n] }
+        Groups {
+            parent: (0..n as u32).collect(),
+            seen: vec![false; n],
+            slices: vec![],
+            accessed: vec![false; n],
+        }
     }
 
     fn find(&mut self, v: u32) -> u32 {
@@ -119,7 +124,11 @@ impl Groups {
     /// Joins the groups of the tile values among `vs` (the smaller id becomes the root, so
     /// roots are deterministic).
     fn union_all(&mut self, f: &Function, vs: &[ValueId]) {
-        let tiles: Vec<u32> = vs.iter().filter(|&&v| !f.ty(v).is_scalar()).map(|v| v.0).collect();
+        let tiles: Vec<u32> = vs
+            .iter()
+            .filter(|&&v| !f.ty(v).is_scalar())
+            .map(|v| v.0)
+            .collect();
         for &v in &tiles {
             self.seen[v as usize] = true;
         }
@@ -144,7 +153,12 @@ impl Groups {
     }
 
     fn op(&mut self, f: &Function, op: &Op) {
-        let term = |b: &Block| b.ops.last().map(|&t| f.op(t).operands.clone()).unwrap_or_default();
+        let term = |b: &Block| {
+            b.ops
+                .last()
+                .map(|&t| f.op(t).operands.clone())
+                .unwrap_or_default()
+        };
         let all: Vec<ValueId> = op.operands.iter().chain(&op.results).copied().collect();
         for &v in &all {
             self.union_all(f, &[v]);
@@ -163,10 +177,18 @@ impl Groups {
             }
             OpKind::Dot => self.union_all(f, &[op.operands[2], op.results[0]]),
             OpKind::Reduce { axis, .. } if f.ty(op.operands[0]).rank() == 2 => {
-                self.slices.push(SliceConstraint { child: op.results[0], dim: *axis as u8, parent: op.operands[0] })
+                self.slices.push(SliceConstraint {
+                    child: op.results[0],
+                    dim: *axis as u8,
+                    parent: op.operands[0],
+                })
             }
             OpKind::ExpandDims { axis } if f.ty(op.operands[0]).rank() == 1 => {
-                self.slices.push(SliceConstraint { child: op.operands[0], dim: *axis as u8, parent: op.results[0] })
+                self.slices.push(SliceConstraint {
+                    child: op.operands[0],
+                    dim: *axis as u8,
+                    parent: op.results[0],
+                })
             }
             OpKind::For => {
                 let (args, y) = (&op.regions[0].args, term(&op.regions[0]));
@@ -183,7 +205,14 @@ impl Groups {
             OpKind::While => {
                 let (c, y) = (term(&op.regions[0]), term(&op.regions[1]));
                 for (i, &r) in op.results.iter().enumerate() {
-                    let vs = [op.operands[i], op.regions[0].args[i], c[1 + i], op.regions[1].args[i], y[i], r];
+                    let vs = [
+                        op.operands[i],
+                        op.regions[0].args[i],
+                        c[1 + i],
+                        op.regions[1].args[i],
+                        y[i],
+                        r,
+                    ];
                     self.union_all(f, &vs);
                 }
             }
@@ -200,17 +229,28 @@ impl Groups {
         let mut group_layout: Vec<Option<Layout>> = vec![None; n];
         for pass_rank in [2usize, 1] {
             for root in 0..n {
-                if roots[root] as usize != root || !self.seen[root] || group_layout[root].is_some() {
+                if roots[root] as usize != root || !self.seen[root] || group_layout[root].is_some()
+                {
                     continue;
                 }
-                let members: Vec<usize> = (0..n).filter(|&v| roots[v] as usize == root && self.seen[v]).collect();
+                let members: Vec<usize> = (0..n)
+                    .filter(|&v| roots[v] as usize == root && self.seen[v])
+                    .collect();
                 if f.values[root].ty.rank() != pass_rank {
                     continue;
                 }
                 group_layout[root] = Some(self.choose(f, axes, &members, &roots, &group_layout));
             }
         }
-        (0..n).map(|v| if self.seen[v] { group_layout[roots[v] as usize].clone() } else { None }).collect()
+        (0..n)
+            .map(|v| {
+                if self.seen[v] {
+                    group_layout[roots[v] as usize].clone()
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
     fn choose(
@@ -228,7 +268,10 @@ impl Groups {
             });
             if let Some(s) = constraint {
                 if let Some(parent) = &done[roots[s.parent.0 as usize] as usize] {
-                    return Layout::Slice { dim: s.dim, parent: Box::new(parent.clone()) };
+                    return Layout::Slice {
+                        dim: s.dim,
+                        parent: Box::new(parent.clone()),
+                    };
                 }
             }
         }
@@ -239,9 +282,17 @@ impl Groups {
             .map(|&v| f.values[v].ty.shape.clone())
             .max_by_key(|s| s.iter().product::<usize>())
             .unwrap_or_default();
-        let ptrs: Vec<ValueId> = members.iter().filter(|&&v| self.accessed[v]).map(|&v| ValueId(v as u32)).collect();
+        let ptrs: Vec<ValueId> = members
+            .iter()
+            .filter(|&&v| self.accessed[v])
+            .map(|&v| ValueId(v as u32))
+            .collect();
         let fast = ptrs.first().map_or(rank - 1, |&p| axes.contiguous_axis(p));
-        let vec = ptrs.iter().map(|&p| axes.vector_width(f, p, fast)).min().unwrap_or(1);
+        let vec = ptrs
+            .iter()
+            .map(|&p| axes.vector_width(f, p, fast))
+            .min()
+            .unwrap_or(1);
         Layout::Blocked(blocked(&shape, fast, vec, f.num_warps))
     }
 }
@@ -262,18 +313,37 @@ mod tests {
 
     #[test]
     fn blocked_layouts_use_all_threads_and_warps() {
-        for shape in [vec![128], vec![16, 64], vec![64, 16], vec![1, 8], vec![128, 128], vec![2, 2]] {
+        for shape in [
+            vec![128],
+            vec![16, 64],
+            vec![64, 16],
+            vec![1, 8],
+            vec![128, 128],
+            vec![2, 2],
+        ] {
             for fast in 0..shape.len() {
                 for vec in [1, 2, 4, 8] {
                     for warps in [1, 2, 4, 8] {
                         let b = blocked(&shape, fast, vec, warps);
-                        assert_eq!(b.threads_per_warp.iter().product::<u32>(), 32, "{shape:?} {b:?}");
-                        assert_eq!(b.warps_per_cta.iter().product::<u32>(), warps, "{shape:?} {b:?}");
+                        assert_eq!(
+                            b.threads_per_warp.iter().product::<u32>(),
+                            32,
+                            "{shape:?} {b:?}"
+                        );
+                        assert_eq!(
+                            b.warps_per_cta.iter().product::<u32>(),
+                            warps,
+                            "{shape:?} {b:?}"
+                        );
                         let mut order = b.order.clone();
                         order.sort();
                         assert_eq!(order, (0..shape.len() as u32).collect::<Vec<_>>());
                         assert_eq!(b.order[0] as usize, if shape.len() == 1 { 0 } else { fast });
-                        assert!(b.size_per_thread.iter().zip(&shape).all(|(&s, &d)| s as usize <= d.max(1)));
+                        assert!(b
+                            .size_per_thread
+                            .iter()
+                            .zip(&shape)
+                            .all(|(&s, &d)| s as usize <= d.max(1)));
                     }
                 }
             }
@@ -283,7 +353,13 @@ mod tests {
     /// Loads a `16 x 64` bf16 tile row-major, reduces rows, rescales, stores.
     fn row_softmax_like() -> Function {
         let mut f = Function::new("k", 4);
-        let x = f.add_param("x", ParamKind::Ptr { elem: ScalarType::Bf16, mutable: true });
+        let x = f.add_param(
+            "x",
+            ParamKind::Ptr {
+                elem: ScalarType::Bf16,
+                mutable: true,
+            },
+        );
         let mut b = Builder::new(&mut f);
         let rows = b.arange(16).unwrap();
         let cols = b.arange(64).unwrap();
@@ -310,29 +386,53 @@ mod tests {
         run(&mut f);
         verify(&f).unwrap_or_else(|e| panic!("{e}\n{}", print_function(&f)));
         let text = print_function(&f);
-        let load = f.ops.iter().find(|o| matches!(o.kind, OpKind::Load { .. })).expect("load");
+        let load = f
+            .ops
+            .iter()
+            .find(|o| matches!(o.kind, OpKind::Load { .. }))
+            .expect("load");
         let bl = blocked_of(f.ty(load.results[0]));
         assert_eq!(bl.size_per_thread, vec![1, 8], "{text}");
         assert_eq!(bl.threads_per_warp, vec![4, 8], "{text}");
         assert_eq!(bl.warps_per_cta, vec![4, 1], "{text}");
         assert_eq!(bl.order, vec![1, 0], "{text}");
         // The row maximum is a slice of the loaded tile's layout; scalars stay unassigned.
-        let red = f.ops.iter().find(|o| matches!(o.kind, OpKind::Reduce { .. })).expect("reduce");
+        let red = f
+            .ops
+            .iter()
+            .find(|o| matches!(o.kind, OpKind::Reduce { .. }))
+            .expect("reduce");
         assert_eq!(
             f.ty(red.results[0]).layout,
-            Layout::Slice { dim: 1, parent: Box::new(Layout::Blocked(bl.clone())) }
+            Layout::Slice {
+                dim: 1,
+                parent: Box::new(Layout::Blocked(bl.clone()))
+            }
         );
         for v in &f.values {
-            assert_eq!(v.ty.is_scalar(), v.ty.layout == Layout::Unassigned, "{text}");
+            assert_eq!(
+                v.ty.is_scalar(),
+                v.ty.layout == Layout::Unassigned,
+                "{text}"
+            );
         }
-        assert!(text.contains("#slice<dim=1, parent=#blocked<spt=[1, 8]"), "{text}");
+        assert!(
+            text.contains("#slice<dim=1, parent=#blocked<spt=[1, 8]"),
+            "{text}"
+        );
     }
 
     #[test]
     fn transposed_access_vectorizes_along_rows() {
         // K^T-style access: element (d, n) at n * 64 + d, so axis 0 is contiguous.
         let mut f = Function::new("k", 4);
-        let x = f.add_param("k", ParamKind::Ptr { elem: ScalarType::F32, mutable: false });
+        let x = f.add_param(
+            "k",
+            ParamKind::Ptr {
+                elem: ScalarType::F32,
+                mutable: false,
+            },
+        );
         let mut b = Builder::new(&mut f);
         let d = b.arange(64).unwrap();
         let n = b.arange(32).unwrap();
@@ -360,7 +460,13 @@ mod tests {
 
     fn fixture_loop() -> Function {
         let mut f = Function::new("k", 8);
-        let x = f.add_param("x", ParamKind::Ptr { elem: ScalarType::F32, mutable: true });
+        let x = f.add_param(
+            "x",
+            ParamKind::Ptr {
+                elem: ScalarType::F32,
+                mutable: true,
+            },
+        );
         let n = f.add_param("n", ParamKind::Scalar(ScalarType::I32));
         let mut b = Builder::new(&mut f);
         let r = b.arange(256).unwrap();

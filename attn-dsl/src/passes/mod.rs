@@ -15,6 +15,9 @@ use crate::ir::printer::print_function;
 use crate::ir::verify::verify;
 use crate::ir::Function;
 
+/// A pass rewrites a function in place.
+type Pass = fn(&mut Function);
+
 /// The standard pipeline run on every specialization before execution or emission:
 /// constant folding, CSE, DCE, arena compaction, layout assignment.
 ///
@@ -22,7 +25,7 @@ use crate::ir::Function;
 /// naming the pass (an internal compiler error, never a user error).
 pub fn optimize(f: &mut Function) {
     check(f, "the input of `optimize`");
-    let pipeline: [(&str, fn(&mut Function)); 5] = [
+    let pipeline: [(&str, Pass); 5] = [
         ("constant folding", const_fold::run),
         ("common subexpression elimination", cse::run),
         ("dead code elimination", dce::run),
@@ -38,7 +41,10 @@ pub fn optimize(f: &mut Function) {
 fn check(f: &Function, what: &str) {
     if cfg!(debug_assertions) {
         if let Err(e) = verify(f) {
-            panic!("internal compiler error: {what} produced invalid IR: {e}\n{}", print_function(f));
+            panic!(
+                "internal compiler error: {what} produced invalid IR: {e}\n{}",
+                print_function(f)
+            );
         }
     }
 }

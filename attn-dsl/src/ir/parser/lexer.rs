@@ -6,7 +6,10 @@ use super::ParseError;
 pub(super) enum Tok {
     /// `%name`, `%name.3`, `%12`, `%"a b".1`: `key` is the full text after `%` (unique per
     /// value in printed IR), `name` the value's name (`None` for `%12`).
-    Value { key: String, name: Option<String> },
+    Value {
+        key: String,
+        name: Option<String>,
+    },
     /// `@name` or `@"name"`.
     Global(String),
     /// `#blocked` and other layout mnemonics (without `#`).
@@ -48,7 +51,10 @@ struct Lexer<'a> {
 
 impl Lexer<'_> {
     fn err(&self, msg: impl Into<String>) -> ParseError {
-        ParseError { line: self.line, msg: msg.into() }
+        ParseError {
+            line: self.line,
+            msg: msg.into(),
+        }
     }
 
     fn take_while(&mut self, pred: impl Fn(char) -> bool) -> String {
@@ -68,7 +74,9 @@ impl Lexer<'_> {
         let mut s = String::new();
         loop {
             match self.chars.next() {
-                None | Some('\n') => return Err(self.err("unterminated string: expected a closing `\"`")),
+                None | Some('\n') => {
+                    return Err(self.err("unterminated string: expected a closing `\"`"))
+                }
                 Some('"') => return Ok(s),
                 Some('\\') => match self.chars.next() {
                     Some(c) => s.push(c),
@@ -87,7 +95,10 @@ impl Lexer<'_> {
             let mut key = super::super::printer::quote(&base);
             let suffix = self.take_while(|c| c.is_ascii_digit() || c == '.');
             key.push_str(&suffix);
-            return Ok(Tok::Value { key, name: Some(base) });
+            return Ok(Tok::Value {
+                key,
+                name: Some(base),
+            });
         }
         let key = self.take_while(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
         let base = match key.rsplit_once('.') {
@@ -97,7 +108,11 @@ impl Lexer<'_> {
         if base.is_empty() {
             return Err(self.err(format!("expected a value name after `%`, found `%{key}`")));
         }
-        let name = if base.chars().all(|c| c.is_ascii_digit()) { None } else { Some(base.to_string()) };
+        let name = if base.chars().all(|c| c.is_ascii_digit()) {
+            None
+        } else {
+            Some(base.to_string())
+        };
         Ok(Tok::Value { key, name })
     }
 
@@ -134,7 +149,9 @@ impl Lexer<'_> {
                         }
                         '#' => Tok::Attr(self.take_while(is_word_char)),
                         '"' => Tok::Str(self.quoted()?),
-                        '(' | ')' | '{' | '}' | '<' | '>' | '[' | ']' | ',' | ':' | '=' => Tok::Punct(c),
+                        '(' | ')' | '{' | '}' | '<' | '>' | '[' | ']' | ',' | ':' | '=' => {
+                            Tok::Punct(c)
+                        }
                         c if is_word_char(c) => {
                             let mut w = c.to_string();
                             w.push_str(&self.take_while(is_word_char));
@@ -151,7 +168,10 @@ impl Lexer<'_> {
 
 /// Splits IR text into tokens.
 pub(super) fn tokenize(text: &str) -> Result<Vec<Token>, ParseError> {
-    let mut lx = Lexer { chars: text.chars().peekable(), line: 1 };
+    let mut lx = Lexer {
+        chars: text.chars().peekable(),
+        line: 1,
+    };
     let mut out = vec![];
     while let Some(t) = lx.next_token()? {
         out.push(t);
