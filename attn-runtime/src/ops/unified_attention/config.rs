@@ -223,9 +223,9 @@ impl UnifiedAttentionConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_heads()?;
         self.validate_tiles()?;
+        self.validate_rswa()?;
         self.validate_window_and_chunk()?;
         self.validate_mm()?;
-        self.validate_rswa()?;
         self.validate_causality()?;
         self.validate_extras()?;
         self.validate_segments()
