@@ -131,7 +131,7 @@ fn seed_plain_causal_window_prunes_to_query_span() {
 // ------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Causal {
+enum Causality {
     Causal,
     NonCausal,
     PerSeq(bool),
@@ -141,7 +141,7 @@ enum Causal {
 #[derive(Clone, Debug)]
 struct Geometry {
     cfg: UnifiedAttentionConfig,
-    causal: Causal,
+    causal: Causality,
     context_len: i64,
     query_len: i64,
     ranges: Vec<[i32; 2]>,
@@ -207,13 +207,13 @@ fn geometry_from(k: Knobs) -> Geometry {
     ) = k;
     let mut cfg = seed_config(nqpkv, tile, w);
     let causal = match causal_pick {
-        0 | 1 => Causal::Causal,
-        2 => Causal::NonCausal,
-        _ => Causal::PerSeq(flag),
+        0 | 1 => Causality::Causal,
+        2 => Causality::NonCausal,
+        _ => Causality::PerSeq(flag),
     };
-    cfg.use_causal = causal != Causal::NonCausal;
-    cfg.use_per_seq_causal = matches!(causal, Causal::PerSeq(_));
-    let chunk_ok = lb >= 0 && w > 0 && w / (lb + 1) > 0 && causal == Causal::Causal;
+    cfg.use_causal = causal != Causality::NonCausal;
+    cfg.use_per_seq_causal = matches!(causal, Causality::PerSeq(_));
+    let chunk_ok = lb >= 0 && w > 0 && w / (lb + 1) > 0 && causal == Causality::Causal;
     cfg.chunk_lookback = if chunk_ok { lb } else { -1 };
     cfg.chunk_size = if chunk_ok { w / (lb + 1) } else { 0 };
     let mut rng = XorShift(seed | 1);
@@ -314,9 +314,9 @@ fn check_geometry(g: &Geometry) -> Result<Slack, String> {
     );
     let rows = per_query_rows(g);
     let causal = match g.causal {
-        Causal::Causal => true,
-        Causal::NonCausal => false,
-        Causal::PerSeq(f) => f,
+        Causality::Causal => true,
+        Causality::NonCausal => false,
+        Causality::PerSeq(f) => f,
     };
     let mask_cfg = g.cfg.mask_config();
     let mut slack = Slack::default();
@@ -435,7 +435,7 @@ fn chunked_noncausal_would_violate_coverage() {
     cfg.use_causal = false;
     let g = Geometry {
         cfg,
-        causal: Causal::NonCausal,
+        causal: Causality::NonCausal,
         context_len: 0,
         query_len: 200,
         ranges: vec![],
@@ -485,7 +485,7 @@ fn guard_conflicts(g: &Geometry, b: i64) -> usize {
         i64::from(g.cfg.block_m),
         i64::from(g.cfg.num_queries_per_kv),
     );
-    let causal = g.causal == Causal::Causal;
+    let causal = g.causal == Causality::Causal;
     let seq = SequenceMask {
         seq_len: l,
         causal,
@@ -518,7 +518,7 @@ fn v_guard_hazard_noncausal_window() {
     cfg.use_causal = false;
     let g = Geometry {
         cfg,
-        causal: Causal::NonCausal,
+        causal: Causality::NonCausal,
         context_len: 0,
         query_len: 4096,
         ranges: vec![],
@@ -543,7 +543,7 @@ fn v_guard_hazard_unclamped_long_range() {
     cfg.max_mm_ranges = 1;
     let g = Geometry {
         cfg,
-        causal: Causal::Causal,
+        causal: Causality::Causal,
         context_len: 10,
         query_len: 60,
         ranges: vec![[5, 60]],
@@ -558,7 +558,7 @@ fn v_guard_hazard_unclamped_long_range() {
 fn v_guard_safe_for_causal_clamped_mm() {
     let g = Geometry {
         cfg: clamped_mm(seed_config(2, 32, 64)),
-        causal: Causal::Causal,
+        causal: Causality::Causal,
         context_len: 40,
         query_len: 300,
         ranges: vec![[10, 200], [220, 330]],
@@ -577,7 +577,7 @@ fn spill_rows_and_3d_segments_are_covered() {
     cfg.num_segments = 16;
     let g = Geometry {
         cfg,
-        causal: Causal::Causal,
+        causal: Causality::Causal,
         context_len: 250,
         query_len: 1,
         ranges: vec![],
@@ -586,7 +586,7 @@ fn spill_rows_and_3d_segments_are_covered() {
     check_geometry(&g).expect("3D decode covered");
     let g2 = Geometry {
         cfg: seed_config(3, 16, 7),
-        causal: Causal::Causal,
+        causal: Causality::Causal,
         context_len: 17,
         query_len: 77,
         ranges: vec![],

@@ -196,7 +196,7 @@ fn matches_spec_ref_paged_attn_grid() {
                         let (l, ql) = (b.seq_lens[s] as i64, (b.cu[s + 1] - b.cu[s]) as i64);
                         let (t, k) = (t as i64, k as i64);
                         let causal = k < t + l - ql + 1; // triu(diag = L − qlen + 1) masked
-                        let window = sw == 0 || k >= t + l - (ql + sw as i64) + 1;
+                        let window = sw == 0 || k > t + l - (ql + sw as i64);
                         causal && window
                     };
                     let want = spec_reference(&b, 0.25, cap, keep);
@@ -324,10 +324,8 @@ fn noncausal_per_seq_causal_and_rswa_match_spec_formulation() {
     let b = batch(&[(9, 30), (20, 20), (4, 50)], 4, 2, 8, 3);
     let flags = [true, false, false];
     let prefix = [5, 0, 12];
-    let cases: Vec<(
-        AttentionOptions<'_>,
-        Box<dyn Fn(usize, usize, usize) -> bool + '_>,
-    )> = vec![
+    type Keep<'a> = Box<dyn Fn(usize, usize, usize) -> bool + 'a>;
+    let cases: Vec<(AttentionOptions<'_>, Keep<'_>)> = vec![
         (
             AttentionOptions {
                 causality: Causality::NonCausal,

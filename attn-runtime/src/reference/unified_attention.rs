@@ -167,7 +167,8 @@ impl SeqInfo {
 
 /// Computes the `[T, Hq, D]` f64 output.
 pub fn unified_attention(p: &UnifiedAttentionProblem<'_>) -> Result<Vec<f64>, ReferenceError> {
-    if p.num_kv_heads == 0 || p.num_query_heads % p.num_kv_heads != 0 || p.block_size == 0 {
+    if p.num_kv_heads == 0 || !p.num_query_heads.is_multiple_of(p.num_kv_heads) || p.block_size == 0
+    {
         return Err(ReferenceError::Invalid {
             what: "num_query_heads / num_kv_heads / block_size",
             value: p.num_kv_heads as i64,

@@ -62,7 +62,7 @@ impl DcpLayout {
         if dcp_size == 0 {
             return Err(DcpLayoutError::DcpSize(dcp_size));
         }
-        if interleave == 0 || block_size == 0 || block_size % interleave != 0 {
+        if interleave == 0 || block_size == 0 || !block_size.is_multiple_of(interleave) {
             return Err(DcpLayoutError::Interleave {
                 interleave,
                 block_size,

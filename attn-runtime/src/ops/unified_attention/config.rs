@@ -464,14 +464,11 @@ pub fn get_tile_size(
     kv_elem_bytes: i32,
     is_prefill: bool,
 ) -> i32 {
-    if sliding_window == 1024 && (head_size == 128 || head_size == 256) {
+    let gemma_signature = sliding_window == 1024 && (head_size == 128 || head_size == 256);
+    if gemma_signature || is_prefill || kv_elem_bytes < 2 {
         32
-    } else if is_prefill {
-        32
-    } else if kv_elem_bytes >= 2 {
-        16
     } else {
-        32
+        16
     }
 }
 
