@@ -97,6 +97,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 }
             }
         }
+        self.at(span);
         self.b.yield_(ids);
         let tail = self.b.end_block();
         block.ops.extend(tail.ops);
