@@ -19,7 +19,10 @@ fn fail(src: &str, kernel: &str, binds: &[Binding]) -> DslError {
 
 /// The line (1-based) of the first occurrence of `needle` in `src`.
 fn line_of(src: &str, needle: &str) -> usize {
-    src.lines().position(|l| l.contains(needle)).map(|i| i + 1).unwrap_or_else(|| panic!("{needle} not found"))
+    src.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("{needle} not found"))
 }
 
 /// Spans on distinct lines, standing in for the bindings of an `instantiate!` call.
@@ -41,7 +44,14 @@ fn k<const SLIDING_WINDOW: i32, const USE_R_SWA: bool, const BLOCK: i32 = 32>(ou
 
 #[test]
 fn unknown_binding_lists_declared_constexprs() {
-    let e = fail(FLAGS, "k", &[bind("SLIDING_WINDOW", ConstValue::Int(0)), bind("WINDOW", ConstValue::Int(1))]);
+    let e = fail(
+        FLAGS,
+        "k",
+        &[
+            bind("SLIDING_WINDOW", ConstValue::Int(0)),
+            bind("WINDOW", ConstValue::Int(1)),
+        ],
+    );
     assert_eq!(
         e.message,
         "unknown constexpr `WINDOW` for kernel `k`; declared constexprs: SLIDING_WINDOW, USE_R_SWA, BLOCK"
@@ -51,15 +61,26 @@ fn unknown_binding_lists_declared_constexprs() {
 #[test]
 fn missing_bindings_are_listed_and_defaults_fill_in() {
     let e = fail(FLAGS, "k", &[]);
-    assert_eq!(e.message, "missing constexpr binding(s) for kernel `k`: SLIDING_WINDOW, USE_R_SWA");
+    assert_eq!(
+        e.message,
+        "missing constexpr binding(s) for kernel `k`: SLIDING_WINDOW, USE_R_SWA"
+    );
 }
 
 #[test]
 fn binding_of_the_wrong_kind_points_at_the_binding() {
     let spans = binding_spans(2);
     let binds = [
-        Binding { name: "SLIDING_WINDOW".into(), value: ConstValue::Int(0), span: spans[0] },
-        Binding { name: "USE_R_SWA".into(), value: ConstValue::Int(1), span: spans[1] },
+        Binding {
+            name: "SLIDING_WINDOW".into(),
+            value: ConstValue::Int(0),
+            span: spans[0],
+        },
+        Binding {
+            name: "USE_R_SWA".into(),
+            value: ConstValue::Int(1),
+            span: spans[1],
+        },
     ];
     let e = fail(FLAGS, "k", &binds);
     assert_eq!(e.message, "constexpr `USE_R_SWA` is declared `bool` but bound to `1` (an integer); expected `true` or `false`");
@@ -68,9 +89,15 @@ fn binding_of_the_wrong_kind_points_at_the_binding() {
 
 #[test]
 fn out_of_range_integer_binding() {
-    let binds = [bind("SLIDING_WINDOW", ConstValue::Int(1 << 40)), bind("USE_R_SWA", ConstValue::Bool(false))];
+    let binds = [
+        bind("SLIDING_WINDOW", ConstValue::Int(1 << 40)),
+        bind("USE_R_SWA", ConstValue::Bool(false)),
+    ];
     let e = fail(FLAGS, "k", &binds);
-    assert_eq!(e.message, "constexpr `SLIDING_WINDOW` = 1099511627776 does not fit in i32");
+    assert_eq!(
+        e.message,
+        "constexpr `SLIDING_WINDOW` = 1099511627776 does not fit in i32"
+    );
 }
 
 #[test]
@@ -78,8 +105,16 @@ fn violated_require_names_the_values_at_the_first_binding() {
     let spans = binding_spans(2);
     // Bound in the order USE_R_SWA, SLIDING_WINDOW: the rule names USE_R_SWA first.
     let binds = [
-        Binding { name: "SLIDING_WINDOW".into(), value: ConstValue::Int(1024), span: spans[0] },
-        Binding { name: "USE_R_SWA".into(), value: ConstValue::Bool(true), span: spans[1] },
+        Binding {
+            name: "SLIDING_WINDOW".into(),
+            value: ConstValue::Int(1024),
+            span: spans[0],
+        },
+        Binding {
+            name: "USE_R_SWA".into(),
+            value: ConstValue::Bool(true),
+            span: spans[1],
+        },
     ];
     let e = fail(FLAGS, "k", &binds);
     assert_eq!(
@@ -97,14 +132,23 @@ fn require_on_a_default_falls_back_to_the_rule() {
         bind("BLOCK", ConstValue::Int(8)),
     ];
     let e = fail(FLAGS, "k", &binds);
-    assert_eq!(e.message, "require failed: BLOCK must be at least 16\n  with BLOCK = 8");
+    assert_eq!(
+        e.message,
+        "require failed: BLOCK must be at least 16\n  with BLOCK = 8"
+    );
 }
 
 #[test]
 fn unknown_kernel_and_device_as_kernel() {
     let src = "#[device] fn d(x: i32) -> i32 { x } #[kernel] fn k(o: *mut i32) { store(o, d(1)); }";
-    assert_eq!(fail(src, "nope", &[]).message, "no kernel `nope` in the module; kernels: k");
-    assert_eq!(fail(src, "d", &[]).message, "`d` is a #[device] function, not a kernel; kernels: k");
+    assert_eq!(
+        fail(src, "nope", &[]).message,
+        "no kernel `nope` in the module; kernels: k"
+    );
+    assert_eq!(
+        fail(src, "d", &[]).message,
+        "`d` is a #[device] function, not a kernel; kernels: k"
+    );
 }
 
 #[test]
@@ -126,13 +170,25 @@ fn body_kernel(body: &str) -> String {
 
 fn body_fail(body: &str) -> DslError {
     let src = body_kernel(body);
-    fail(&src, "k", &[bind("N", ConstValue::Int(16)), bind("FLAG", ConstValue::Bool(true))])
+    fail(
+        &src,
+        "k",
+        &[
+            bind("N", ConstValue::Int(16)),
+            bind("FLAG", ConstValue::Bool(true)),
+        ],
+    )
 }
 
 #[test]
 fn dtype_mismatch_suggests_a_cast() {
-    let e = body_fail("let a = load(x + arange::<16>()); let i = arange::<16>(); store(out, (a + i).sum(0));");
-    assert_eq!(e.message, "dtype mismatch in `+`: f32 vs i32 (insert `.cast::<f32>()`)");
+    let e = body_fail(
+        "let a = load(x + arange::<16>()); let i = arange::<16>(); store(out, (a + i).sum(0));",
+    );
+    assert_eq!(
+        e.message,
+        "dtype mismatch in `+`: f32 vs i32 (insert `.cast::<f32>()`)"
+    );
 }
 
 #[test]
@@ -155,7 +211,10 @@ fn runtime_value_as_a_shape() {
         body_fail("let t = zeros::<f32>([n, 4]);").message,
         "runtime value `n` used as a shape; shapes must be constexprs"
     );
-    assert_eq!(body_fail("let t = arange::<n>();").message, "runtime value `n` used as a shape; shapes must be constexprs");
+    assert_eq!(
+        body_fail("let t = arange::<n>();").message,
+        "runtime value `n` used as a shape; shapes must be constexprs"
+    );
     assert_eq!(
         body_fail("let t = arange::<16>().sum(n);").message,
         "runtime value `n` used as an axis; axes must be constexprs"
@@ -166,7 +225,10 @@ fn runtime_value_as_a_shape() {
 fn arange_of_a_non_power_of_two_shows_the_value() {
     let src = "#[kernel] fn k<const BLOCK: i32>(o: *mut i32) { store(o + arange::<BLOCK>(), 0); }";
     let e = fail(src, "k", &[bind("BLOCK", ConstValue::Int(96))]);
-    assert_eq!(e.message, "arange::<BLOCK>() needs a power of two, BLOCK = 96");
+    assert_eq!(
+        e.message,
+        "arange::<BLOCK>() needs a power of two, BLOCK = 96"
+    );
 }
 
 #[test]
@@ -189,45 +251,89 @@ fn loop_carried_variable_changing_type() {
     let e = body_fail(
         "let mut acc = zeros::<f32>([16]);\nfor i in 0..n {\n    acc = zeros::<f32>([16, 16]);\n}",
     );
-    assert_eq!(e.message, "variable `acc` changes type in `for` loop: tile<f32, 16> before, tile<f32, 16x16> after");
+    assert_eq!(
+        e.message,
+        "variable `acc` changes type in `for` loop: tile<f32, 16> before, tile<f32, 16x16> after"
+    );
     let e = body_fail("let mut c = 0;\nwhile c < n {\n    c = s;\n}");
-    assert_eq!(e.message, "variable `c` changes type in `while` loop: i32 before, f32 after");
+    assert_eq!(
+        e.message,
+        "variable `c` changes type in `while` loop: i32 before, f32 after"
+    );
 }
 
 #[test]
 fn branch_assigned_variable_changing_type() {
     let e = body_fail("let mut v = zeros::<f32>([16]);\nif n > 0 {\n    v = arange::<16>();\n}");
-    assert_eq!(e.message, "variable `v` changes type in `if`: tile<f32, 16> before, tile<i32, 16> after");
+    assert_eq!(
+        e.message,
+        "variable `v` changes type in `if`: tile<f32, 16> before, tile<i32, 16> after"
+    );
     let e = body_fail("let v = if n > 0 { arange::<16>() } else { arange::<32>() };");
-    assert_eq!(e.message, "the `if` branches have different types: tile<i32, 16> vs tile<i32, 32>");
+    assert_eq!(
+        e.message,
+        "the `if` branches have different types: tile<i32, 16> vs tile<i32, 32>"
+    );
 }
 
 #[test]
 fn unknown_names_and_assignments() {
     assert_eq!(body_fail("store(out, y);").message, "unknown variable `y`");
-    assert_eq!(body_fail("let a = 1; a = 2;").message, "cannot assign to `a`: it is not declared `let mut`");
-    assert_eq!(body_fail("N = 2;").message, "cannot assign to constexpr `N`");
-    assert!(body_fail("let a = softmax(n);").message.starts_with("unknown function `softmax`; DSL functions: program_id,"));
+    assert_eq!(
+        body_fail("let a = 1; a = 2;").message,
+        "cannot assign to `a`: it is not declared `let mut`"
+    );
+    assert_eq!(
+        body_fail("N = 2;").message,
+        "cannot assign to constexpr `N`"
+    );
+    assert!(body_fail("let a = softmax(n);")
+        .message
+        .starts_with("unknown function `softmax`; DSL functions: program_id,"));
 }
 
 #[test]
 fn builtin_argument_errors() {
-    assert_eq!(body_fail("let v = load(x, n > 0, 1.0, 2.0);").message, "`load` takes 1 to 3 arguments (ptr, mask, other), got 4");
-    assert_eq!(body_fail("let v = load(n);").message, "`load` needs pointers, got i32");
-    assert_eq!(body_fail("let a = arange::<16>(); let t = a.trans();").message, "`trans`: expects a rank-2 tile, got tile<i32, 16>");
-    assert_eq!(body_fail("let p = x * 2;").message, "`*` is not defined on pointers (only `pointer + offsets`)");
-    assert_eq!(body_fail("let v = program_id(3);").message, "`program_id` axis must be 0, 1 or 2, got 3");
+    assert_eq!(
+        body_fail("let v = load(x, n > 0, 1.0, 2.0);").message,
+        "`load` takes 1 to 3 arguments (ptr, mask, other), got 4"
+    );
+    assert_eq!(
+        body_fail("let v = load(n);").message,
+        "`load` needs pointers, got i32"
+    );
+    assert_eq!(
+        body_fail("let a = arange::<16>(); let t = a.trans();").message,
+        "`trans`: expects a rank-2 tile, got tile<i32, 16>"
+    );
+    assert_eq!(
+        body_fail("let p = x * 2;").message,
+        "`*` is not defined on pointers (only `pointer + offsets`)"
+    );
+    assert_eq!(
+        body_fail("let v = program_id(3);").message,
+        "`program_id` axis must be 0, 1 or 2, got 3"
+    );
 }
 
 #[test]
 fn constexpr_arithmetic_errors() {
-    assert_eq!(body_fail("let z = N / 0;").message, "division by zero in constexpr `16 / 0`");
-    assert_eq!(body_fail("let z = FLAG + 1;").message, "`+` is not defined on bool constant true and integer constant 1");
+    assert_eq!(
+        body_fail("let z = N / 0;").message,
+        "division by zero in constexpr `16 / 0`"
+    );
+    assert_eq!(
+        body_fail("let z = FLAG + 1;").message,
+        "`+` is not defined on bool constant true and integer constant 1"
+    );
 }
 
 #[test]
 fn a_kernel_returns_nothing() {
-    assert_eq!(body_fail("return 1;").message, "a kernel returns nothing; write `return;`");
+    assert_eq!(
+        body_fail("return 1;").message,
+        "a kernel returns nothing; write `return;`"
+    );
     assert_eq!(
         body_fail("let v = if n > 0 { return; } else { 1 };").message,
         "`return` must be a statement of the function body or of an `if` branch in it, not inside an expression"
@@ -256,8 +362,14 @@ fn device_call_errors() {
         fail(src, "k", &n).message,
         "device function `scale` needs constexpr `K`: pass it as `scale::<..>(..)` or declare `K` in `k`"
     );
-    assert_eq!(fail(src, "k2", &n).message, "`scale` takes 1 constexpr(s), got 2");
-    assert_eq!(fail(src, "k3", &n).message, "`scale` takes 1 argument(s), got 2");
+    assert_eq!(
+        fail(src, "k2", &n).message,
+        "`scale` takes 1 constexpr(s), got 2"
+    );
+    assert_eq!(
+        fail(src, "k3", &n).message,
+        "`scale` takes 1 argument(s), got 2"
+    );
     assert_eq!(
         fail(src, "k4", &n).message,
         "in a call of `scale`: constexpr `K` is declared `i32` but bound to `true` (a bool); expected an integer"
@@ -266,8 +378,12 @@ fn device_call_errors() {
 
 #[test]
 fn recursive_device_functions_are_cut_off() {
-    let src = "#[device] fn f(x: i32) -> i32 { f(x) } #[kernel] fn k(o: *mut i32) { store(o, f(1)); }";
-    assert_eq!(fail(src, "k", &[]).message, "device calls nest deeper than 32 (is `f` recursive?)");
+    let src =
+        "#[device] fn f(x: i32) -> i32 { f(x) } #[kernel] fn k(o: *mut i32) { store(o, f(1)); }";
+    assert_eq!(
+        fail(src, "k", &[]).message,
+        "device calls nest deeper than 32 (is `f` recursive?)"
+    );
 }
 
 #[test]
@@ -275,7 +391,8 @@ fn messages_are_identical_from_tokens_and_from_text() {
     let src = "#[kernel] fn k<const BLOCK: i32>(o: *mut i32) { store(o + arange::<BLOCK>(), 0); }";
     let from_text = fail(src, "k", &[bind("BLOCK", ConstValue::Int(48))]);
     let tokens: TokenStream = src.parse().expect("lex");
-    let module = attn_dsl::frontend::parse_module(tokens).unwrap_or_else(|e| panic!("{}", e.message));
+    let module =
+        attn_dsl::frontend::parse_module(tokens).unwrap_or_else(|e| panic!("{}", e.message));
     let from_tokens = specialize(&module, "k", &[bind("BLOCK", ConstValue::Int(48))]).unwrap_err();
     assert_eq!(from_text.message, from_tokens.message);
 }

@@ -7,7 +7,10 @@ use attn_dsl::{specialize, Binding, ConstValue, Specialized};
 
 fn spec(src: &str, kernel: &str, binds: &[(&str, ConstValue)]) -> Specialized {
     let module = parse_module_str(src).unwrap_or_else(|e| panic!("parse: {}", e.message));
-    let b: Vec<Binding> = binds.iter().map(|(n, v)| Binding::new(*n, v.clone())).collect();
+    let b: Vec<Binding> = binds
+        .iter()
+        .map(|(n, v)| Binding::new(*n, v.clone()))
+        .collect();
     specialize(&module, kernel, &b).unwrap_or_else(|e| panic!("specialize: {}", e.message))
 }
 
@@ -19,7 +22,7 @@ fn dtype(s: ScalarType) -> ConstValue {
 }
 
 /// Ops of the whole function (all regions) matching `pred`.
-fn ops<'f>(f: &'f Function, pred: impl Fn(&Op) -> bool) -> Vec<&'f Op> {
+fn ops(f: &Function, pred: impl Fn(&Op) -> bool) -> Vec<&Op> {
     let mut ids = vec![];
     f.walk(&mut |id, op| {
         if pred(op) {
@@ -69,15 +72,25 @@ const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
 
 #[test]
 fn softmax_lowers_to_one_masked_load_two_reductions_and_a_store() {
-    let s = spec(SOFTMAX, "softmax", &[("T", dtype(ScalarType::Bf16)), ("BLOCK", int(128))]);
+    let s = spec(
+        SOFTMAX,
+        "softmax",
+        &[("T", dtype(ScalarType::Bf16)), ("BLOCK", int(128))],
+    );
     let f = &s.ir;
     assert_eq!(f.num_warps, 4);
     let kinds: Vec<ParamKind> = f.params.iter().map(|p| p.kind).collect();
     assert_eq!(
         kinds,
         vec![
-            ParamKind::Ptr { elem: ScalarType::Bf16, mutable: false },
-            ParamKind::Ptr { elem: ScalarType::Bf16, mutable: true },
+            ParamKind::Ptr {
+                elem: ScalarType::Bf16,
+                mutable: false
+            },
+            ParamKind::Ptr {
+                elem: ScalarType::Bf16,
+                mutable: true
+            },
             ParamKind::Scalar(ScalarType::I32),
             ParamKind::Scalar(ScalarType::I32),
         ]
@@ -86,26 +99,73 @@ fn softmax_lowers_to_one_masked_load_two_reductions_and_a_store() {
     assert_eq!(names, ["x", "out", "n_cols", "row_stride"]);
     assert_eq!(count(f, |k| matches!(k, OpKind::Arange { n: 128 })), 1);
     assert_eq!(count(f, |k| matches!(k, OpKind::ProgramId(0))), 1);
-    assert_eq!(count(f, |k| matches!(k, OpKind::Reduce { kind: ReduceKind::Max, axis: 0 })), 1);
-    assert_eq!(count(f, |k| matches!(k, OpKind::Reduce { kind: ReduceKind::Sum, axis: 0 })), 1);
-    assert_eq!(count(f, |k| matches!(k, OpKind::Load { has_mask: true, has_other: true })), 1);
-    assert_eq!(count(f, |k| matches!(k, OpKind::Store { has_mask: true })), 1);
-    assert_eq!(count(f, |k| matches!(k, OpKind::Unary(attn_dsl::ir::UnaryOp::Exp))), 1);
+    assert_eq!(
+        count(f, |k| matches!(
+            k,
+            OpKind::Reduce {
+                kind: ReduceKind::Max,
+                axis: 0
+            }
+        )),
+        1
+    );
+    assert_eq!(
+        count(f, |k| matches!(
+            k,
+            OpKind::Reduce {
+                kind: ReduceKind::Sum,
+                axis: 0
+            }
+        )),
+        1
+    );
+    assert_eq!(
+        count(f, |k| matches!(
+            k,
+            OpKind::Load {
+                has_mask: true,
+                has_other: true
+            }
+        )),
+        1
+    );
+    assert_eq!(
+        count(f, |k| matches!(k, OpKind::Store { has_mask: true })),
+        1
+    );
+    assert_eq!(
+        count(f, |k| matches!(
+            k,
+            OpKind::Unary(attn_dsl::ir::UnaryOp::Exp)
+        )),
+        1
+    );
     assert_eq!(named_ty(f, "v"), tile(ScalarType::F32, &[128]));
     assert_eq!(named_ty(f, "m"), Type::scalar(ScalarType::F32));
     assert_eq!(named_ty(f, "mask"), tile(ScalarType::Bool, &[128]));
     // The `other` of the load is -inf rounded to the pointee dtype.
     assert!(consts(f).contains(&Scalar::Float(f64::NEG_INFINITY, ScalarType::Bf16)));
-    assert_eq!(f.body.ops.last().map(|&o| &f.op(o).kind), Some(&OpKind::Return));
+    assert_eq!(
+        f.body.ops.last().map(|&o| &f.op(o).kind),
+        Some(&OpKind::Return)
+    );
 }
 
 #[test]
 fn ir_name_hashes_the_key_and_bindings_follow_declaration_order() {
-    let s = spec(SOFTMAX, "softmax", &[("BLOCK", int(64)), ("T", dtype(ScalarType::F32))]);
+    let s = spec(
+        SOFTMAX,
+        "softmax",
+        &[("BLOCK", int(64)), ("T", dtype(ScalarType::F32))],
+    );
     assert_eq!(s.key(), "softmax<T=f32,BLOCK=64>");
     let hex = blake3::hash(s.key().as_bytes()).to_hex();
     assert_eq!(s.ir.name, format!("softmax_{}", &hex.as_str()[..8]));
-    let other = spec(SOFTMAX, "softmax", &[("BLOCK", int(128)), ("T", dtype(ScalarType::F32))]);
+    let other = spec(
+        SOFTMAX,
+        "softmax",
+        &[("BLOCK", int(128)), ("T", dtype(ScalarType::F32))],
+    );
     assert_ne!(s.ir.name, other.ir.name);
 }
 
@@ -113,8 +173,15 @@ fn ir_name_hashes_the_key_and_bindings_follow_declaration_order() {
 fn every_op_carries_its_dsl_line() {
     let s = spec(FLASH, "flash_fwd", &flash_binds(true));
     let bad = ops(&s.ir, |o| o.loc.line == 0);
-    assert!(bad.is_empty(), "ops without a line: {:?}", bad.iter().map(|o| &o.kind).collect::<Vec<_>>());
-    let dot_line = FLASH.lines().position(|l| l.contains("let mut s = dot(")).map(|i| i as u32 + 1);
+    assert!(
+        bad.is_empty(),
+        "ops without a line: {:?}",
+        bad.iter().map(|o| &o.kind).collect::<Vec<_>>()
+    );
+    let dot_line = FLASH
+        .lines()
+        .position(|l| l.contains("let mut s = dot("))
+        .map(|i| i as u32 + 1);
     let first_dot = ops(&s.ir, |o| o.kind == OpKind::Dot)[0];
     assert_eq!(Some(first_dot.loc.line), dot_line);
 }
@@ -124,7 +191,12 @@ fn matmul_carries_the_accumulator_through_a_runtime_loop() {
     let s = spec(
         MATMUL,
         "matmul",
-        &[("T", dtype(ScalarType::F16)), ("BLOCK_M", int(64)), ("BLOCK_N", int(32)), ("BLOCK_K", int(16))],
+        &[
+            ("T", dtype(ScalarType::F16)),
+            ("BLOCK_M", int(64)),
+            ("BLOCK_N", int(32)),
+            ("BLOCK_K", int(16)),
+        ],
     );
     let f = &s.ir;
     assert_eq!(f.num_warps, 8);
@@ -139,8 +211,23 @@ fn matmul_carries_the_accumulator_through_a_runtime_loop() {
     assert_eq!(body.args.len(), 2, "induction variable + acc");
     assert_eq!(f.ty(body.args[0]), &Type::scalar(ScalarType::I32));
     assert_eq!(count_in(f, body, |k| *k == OpKind::Dot), 1);
-    assert_eq!(count_in(f, body, |k| matches!(k, OpKind::Load { has_mask: true, has_other: true })), 2);
-    assert_eq!(count_in(f, &f.body, |k| matches!(k, OpKind::Store { has_mask: true })), 1);
+    assert_eq!(
+        count_in(f, body, |k| matches!(
+            k,
+            OpKind::Load {
+                has_mask: true,
+                has_other: true
+            }
+        )),
+        2
+    );
+    assert_eq!(
+        count_in(f, &f.body, |k| matches!(
+            k,
+            OpKind::Store { has_mask: true }
+        )),
+        1
+    );
     assert_eq!(named_ty(f, "a_tile"), tile(ScalarType::F16, &[64, 16]));
     assert_eq!(named_ty(f, "b_tile"), tile(ScalarType::F16, &[16, 32]));
     // The step is the constexpr BLOCK_K materialized as i32.
@@ -168,9 +255,17 @@ fn flash_attention_carries_online_softmax_state() {
     // Carried in declaration order: m_i, l_i, acc.
     assert_eq!(
         tys,
-        vec![&tile(ScalarType::F32, &[16]), &tile(ScalarType::F32, &[16]), &tile(ScalarType::F32, &[16, 64])]
+        vec![
+            &tile(ScalarType::F32, &[16]),
+            &tile(ScalarType::F32, &[16]),
+            &tile(ScalarType::F32, &[16, 64])
+        ]
     );
-    let names: Vec<Option<&str>> = fo.results.iter().map(|&r| f.value(r).name.as_deref()).collect();
+    let names: Vec<Option<&str>> = fo
+        .results
+        .iter()
+        .map(|&r| f.value(r).name.as_deref())
+        .collect();
     assert_eq!(names, vec![Some("m_i"), Some("l_i"), Some("acc")]);
     let body = &fo.regions[0];
     assert_eq!(count_in(f, body, |k| *k == OpKind::Dot), 2);
@@ -180,7 +275,11 @@ fn flash_attention_carries_online_softmax_state() {
     assert_eq!(named_ty(f, "q_tile"), tile(ScalarType::Bf16, &[16, 64]));
     assert_eq!(named_ty(f, "k_tile"), tile(ScalarType::Bf16, &[64, 32]));
     // `hi` is min((pid_m + 1) * BLOCK_M, seq_len) only when causal.
-    assert_eq!(count_in(f, &f.body, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Min)), 1);
+    assert_eq!(
+        count_in(f, &f.body, |k| *k
+            == OpKind::Binary(attn_dsl::ir::BinaryOp::Min)),
+        1
+    );
     assert_eq!(count(f, |k| matches!(k, OpKind::Store { .. })), 1);
 }
 
@@ -190,7 +289,10 @@ fn flash_attention_without_causal_folds_the_mask_away() {
     let f = &s.ir;
     let fo = ops(f, |o| o.kind == OpKind::For)[0];
     assert_eq!(count_in(f, &fo.regions[0], |k| *k == OpKind::Select), 1);
-    assert_eq!(count(f, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Min)), 0);
+    assert_eq!(
+        count(f, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Min)),
+        0
+    );
     // The loop's upper bound is the seq_len parameter itself.
     assert_eq!(fo.operands[1], f.params[4].value);
 }
@@ -219,16 +321,28 @@ fn device_functions_take_constexprs_from_turbofish_or_caller() {
     let s = spec(DEVICE_CONSTEXPRS, "k", &[("S", int(3)), ("N", int(16))]);
     let f = &s.ir;
     let c = consts(f);
-    assert!(c.contains(&Scalar::Int(3, ScalarType::I32)), "S from the caller: {c:?}");
-    assert!(c.contains(&Scalar::Int(7, ScalarType::I32)), "S from the turbofish: {c:?}");
+    assert!(
+        c.contains(&Scalar::Int(3, ScalarType::I32)),
+        "S from the caller: {c:?}"
+    );
+    assert!(
+        c.contains(&Scalar::Int(7, ScalarType::I32)),
+        "S from the turbofish: {c:?}"
+    );
     // K = S + 1 = 4 > 2: the doubling branch, folded (no If).
     assert_eq!(count(f, |k| *k == OpKind::If), 0);
     assert!(c.contains(&Scalar::Int(2, ScalarType::I32)));
-    assert_eq!(count(f, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Mul)), 3);
+    assert_eq!(
+        count(f, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Mul)),
+        3
+    );
     assert_eq!(named_ty(f, "c"), tile(ScalarType::I32, &[16]));
 
     let s = spec(DEVICE_CONSTEXPRS, "k", &[("S", int(1)), ("N", int(16))]);
-    assert_eq!(count(&s.ir, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Mul)), 2);
+    assert_eq!(
+        count(&s.ir, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Mul)),
+        2
+    );
 }
 
 const DEVICE_PARAM: &str = r#"
@@ -250,9 +364,21 @@ mod masks {
 
 #[test]
 fn a_device_constexpr_selects_the_inlined_function() {
-    let binds = |m: &str| vec![("MASK", ConstValue::Device(m.into())), ("OFFSET", int(2)), ("B", int(8))];
+    let binds = |m: &str| {
+        vec![
+            ("MASK", ConstValue::Device(m.into())),
+            ("OFFSET", int(2)),
+            ("B", int(8)),
+        ]
+    };
     let s = spec(DEVICE_PARAM, "masked", &binds("causal"));
-    assert_eq!(count(&s.ir, |k| matches!(k, OpKind::Cmp(attn_dsl::ir::CmpPred::Ge))), 1);
+    assert_eq!(
+        count(&s.ir, |k| matches!(
+            k,
+            OpKind::Cmp(attn_dsl::ir::CmpPred::Ge)
+        )),
+        1
+    );
     assert_eq!(count(&s.ir, |k| *k == OpKind::Select), 1);
     // `everything` returns a constexpr true: the select folds to `v`.
     let s = spec(DEVICE_PARAM, "masked", &binds("everything"));
@@ -284,12 +410,22 @@ fn early_return_puts_the_rest_of_the_kernel_in_the_else_branch() {
     let s = spec(EARLY_RETURN, "early", &[("B", int(4))]);
     let f = &s.ir;
     let top: Vec<&OpKind> = f.body.ops.iter().map(|&o| &f.op(o).kind).collect();
-    assert!(matches!(top.as_slice(), [.., OpKind::If, OpKind::Return]), "{top:?}");
+    assert!(
+        matches!(top.as_slice(), [.., OpKind::If, OpKind::Return]),
+        "{top:?}"
+    );
     let outer = ops(f, |o| o.kind == OpKind::If)[0];
     assert!(outer.results.is_empty());
     let (then_b, else_b) = (&outer.regions[0], &outer.regions[1]);
-    assert_eq!(count_in(f, then_b, |k| *k != OpKind::Yield), 0, "the returning branch is empty");
-    assert_eq!(count_in(f, else_b, |k| matches!(k, OpKind::Store { .. })), 1);
+    assert_eq!(
+        count_in(f, then_b, |k| *k != OpKind::Yield),
+        0,
+        "the returning branch is empty"
+    );
+    assert_eq!(
+        count_in(f, else_b, |k| matches!(k, OpKind::Store { .. })),
+        1
+    );
     // The device function's early return yields its result from an If.
     assert_eq!(count_in(f, else_b, |k| *k == OpKind::If), 1);
     let inner = ops(f, |o| o.kind == OpKind::If)[1];
@@ -318,13 +454,29 @@ fn while_loop_carries_reassigned_variables() {
     assert_eq!(w.len(), 1);
     let w = w[0];
     let tys: Vec<&Type> = w.results.iter().map(|&r| f.ty(r)).collect();
-    assert_eq!(tys, vec![&Type::scalar(ScalarType::I32), &tile(ScalarType::F32, &[16])]);
+    assert_eq!(
+        tys,
+        vec![
+            &Type::scalar(ScalarType::I32),
+            &tile(ScalarType::F32, &[16])
+        ]
+    );
     let before = &w.regions[0];
     let last = f.op(*before.ops.last().unwrap());
     assert_eq!(last.kind, OpKind::Condition);
     assert_eq!(last.operands.len(), 3, "condition + both carried values");
-    assert_eq!(count_in(f, before, |k| matches!(k, OpKind::Cmp(attn_dsl::ir::CmpPred::Lt))), 1);
-    assert_eq!(count_in(f, &w.regions[1], |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Add)), 2);
+    assert_eq!(
+        count_in(f, before, |k| matches!(
+            k,
+            OpKind::Cmp(attn_dsl::ir::CmpPred::Lt)
+        )),
+        1
+    );
+    assert_eq!(
+        count_in(f, &w.regions[1], |k| *k
+            == OpKind::Binary(attn_dsl::ir::BinaryOp::Add)),
+        2
+    );
     // The stored value is the While result, not the initial zeros.
     let st = ops(f, |o| matches!(o.kind, OpKind::Store { .. }))[0];
     assert_eq!(st.operands[1], w.results[1]);
@@ -346,10 +498,16 @@ fn static_range_unrolls_with_a_constexpr_index() {
     let s = spec(UNROLL, "unrolled", &[("N", int(4))]);
     let f = &s.ir;
     assert_eq!(count(f, |k| matches!(k, OpKind::For | OpKind::While)), 0);
-    assert_eq!(count(f, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Add)), 4);
+    assert_eq!(
+        count(f, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Add)),
+        4
+    );
     let c = consts(f);
     for j in 0..4 {
-        assert!(c.contains(&Scalar::Float(j as f64, ScalarType::F32)), "index {j} adopted as f32: {c:?}");
+        assert!(
+            c.contains(&Scalar::Float(j as f64, ScalarType::F32)),
+            "index {j} adopted as f32: {c:?}"
+        );
     }
 }
 
@@ -372,7 +530,12 @@ fn constexpr_if_lowers_only_the_taken_branch() {
     assert_eq!(count(&s.ir, |k| *k == OpKind::If), 0);
     assert_eq!(count(&s.ir, |k| matches!(k, OpKind::Store { .. })), 2);
     let module = parse_module_str(CONST_IF).unwrap_or_else(|e| panic!("{}", e.message));
-    let err = specialize(&module, "folded", &[Binding::new("USE_X", ConstValue::Bool(true))]).unwrap_err();
+    let err = specialize(
+        &module,
+        "folded",
+        &[Binding::new("USE_X", ConstValue::Bool(true))],
+    )
+    .unwrap_err();
     assert_eq!(err.message, "unknown variable `undefined_variable`");
 }
 
@@ -398,7 +561,10 @@ fn runtime_if_yields_reassigned_variables_with_adopted_constants() {
     let ifs = ops(f, |o| o.kind == OpKind::If);
     assert_eq!(ifs.len(), 2);
     let tys: Vec<&Type> = ifs[0].results.iter().map(|&r| f.ty(r)).collect();
-    assert_eq!(tys, vec![&Type::scalar(ScalarType::F32), &tile(ScalarType::F32, &[4])]);
+    assert_eq!(
+        tys,
+        vec![&Type::scalar(ScalarType::F32), &tile(ScalarType::F32, &[4])]
+    );
     assert_eq!(f.ty(ifs[1].results[0]), &Type::scalar(ScalarType::F32));
     let c = consts(f);
     // x's initial 0.0 and z's 3 adopt f32; `y * 2` multiplies by 2.0f32.
@@ -412,5 +578,8 @@ fn a_module_of_bare_functions_specializes_too() {
     let src = "#[kernel(num_warps = 2)] fn one(out: *mut i32) { store(out, program_id(0) % 3); }";
     let s = spec(src, "one", &[]);
     assert_eq!(s.ir.num_warps, 2);
-    assert_eq!(count(&s.ir, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Rem)), 1);
+    assert_eq!(
+        count(&s.ir, |k| *k == OpKind::Binary(attn_dsl::ir::BinaryOp::Rem)),
+        1
+    );
 }

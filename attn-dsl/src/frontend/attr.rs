@@ -27,7 +27,7 @@ pub struct KernelAttr {
 /// One comma-separated argument of `#[kernel(...)]`.
 enum AttrArg {
     NumWarps(u32, Span),
-    Require(Require),
+    Require(Box<Require>),
 }
 
 impl Parse for AttrArg {
@@ -63,7 +63,7 @@ impl Parse for AttrArg {
                 if !content.is_empty() {
                     return Err(content.error("`require` takes exactly a condition and a message"));
                 }
-                Ok(AttrArg::Require(Require { cond, message: msg.value(), span: key.span() }))
+                Ok(AttrArg::Require(Box::new(Require { cond, message: msg.value(), span: key.span() })))
             }
             other => Err(syn::Error::new(
                 key.span(),
@@ -79,10 +79,18 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
         if let Some(tt) = attr.into_iter().next() {
             return Err(DslError::new(tt.span(), "#[device] takes no arguments"));
         }
-        return Ok(KernelAttr { num_warps: DEFAULT_NUM_WARPS, requires: vec![] });
+        return Ok(KernelAttr {
+            num_warps: DEFAULT_NUM_WARPS,
+            requires: vec![],
+        });
     }
-    let args = Punctuated::<AttrArg, Token![,]>::parse_terminated.parse2(attr).map_err(syn_error)?;
-    let mut out = KernelAttr { num_warps: DEFAULT_NUM_WARPS, requires: vec![] };
+    let args = Punctuated::<AttrArg, Token![,]>::parse_terminated
+        .parse2(attr)
+        .map_err(syn_error)?;
+    let mut out = KernelAttr {
+        num_warps: DEFAULT_NUM_WARPS,
+        requires: vec![],
+    };
     let mut warps_seen = false;
     for arg in args {
         match arg {
@@ -93,7 +101,7 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                 warps_seen = true;
                 out.num_warps = n;
             }
-            AttrArg::Require(r) => out.requires.push(r),
+            AttrArg::Require(r) => out.requires.push(*r),
         }
     }
     Ok(out)

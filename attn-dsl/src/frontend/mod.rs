@@ -27,7 +27,12 @@ pub fn parse_module(tokens: TokenStream) -> Result<Module, DslError> {
     let items = match file.items.as_slice() {
         [syn::Item::Mod(m)] => match &m.content {
             Some((_, items)) => items.clone(),
-            None => return Err(DslError::new(m.span(), "a DSL module needs a body: `mod name { ... }`")),
+            None => {
+                return Err(DslError::new(
+                    m.span(),
+                    "a DSL module needs a body: `mod name { ... }`",
+                ))
+            }
         },
         items => items.to_vec(),
     };
@@ -47,8 +52,9 @@ pub fn parse_module(tokens: TokenStream) -> Result<Module, DslError> {
 
 /// Same as [`parse_module`], from source text (run-time specialization).
 pub fn parse_module_str(src: &str) -> Result<Module, DslError> {
-    let tokens: TokenStream =
-        src.parse().map_err(|e| DslError::new(Span::call_site(), format!("lex error: {e}")))?;
+    let tokens: TokenStream = src
+        .parse()
+        .map_err(|e| DslError::new(Span::call_site(), format!("lex error: {e}")))?;
     parse_module(tokens)
 }
 
@@ -68,21 +74,33 @@ fn parse_item(item: syn::Item) -> Result<Item, DslError> {
     for a in std::mem::take(&mut func.attrs) {
         match dsl_attr_kind(&a) {
             Some(kind) if found.is_some() => {
-                return Err(DslError::new(a.span(), format!("a function takes one DSL attribute; `#[{}]` is extra", kind_name(kind))))
+                return Err(DslError::new(
+                    a.span(),
+                    format!(
+                        "a function takes one DSL attribute; `#[{}]` is extra",
+                        kind_name(kind)
+                    ),
+                ))
             }
             Some(kind) => found = Some((kind, attr_args(&a)?)),
             None if a.path().is_ident("doc") => kept.push(a),
             None => {
                 return Err(DslError::new(
                     a.span(),
-                    format!("unsupported attribute `#[{}]` on a DSL function", a.path().to_token_stream()),
+                    format!(
+                        "unsupported attribute `#[{}]` on a DSL function",
+                        a.path().to_token_stream()
+                    ),
                 ))
             }
         }
     }
     func.attrs = kept;
     let (kind, args) = found.ok_or_else(|| {
-        DslError::new(func.sig.ident.span(), format!("`{}` needs `#[kernel]` or `#[device]`", func.sig.ident))
+        DslError::new(
+            func.sig.ident.span(),
+            format!("`{}` needs `#[kernel]` or `#[device]`", func.sig.ident),
+        )
     })?;
     parse_kernel_attr(kind, args, func)
 }
@@ -107,14 +125,19 @@ fn attr_args(a: &syn::Attribute) -> Result<TokenStream, DslError> {
     match &a.meta {
         syn::Meta::Path(_) => Ok(TokenStream::new()),
         syn::Meta::List(l) => Ok(l.tokens.clone()),
-        syn::Meta::NameValue(nv) => {
-            Err(DslError::new(nv.span(), "DSL attributes take a list: `#[kernel(num_warps = 4)]`"))
-        }
+        syn::Meta::NameValue(nv) => Err(DslError::new(
+            nv.span(),
+            "DSL attributes take a list: `#[kernel(num_warps = 4)]`",
+        )),
     }
 }
 
 /// Builds one item from an attribute's arguments and the function it is attached to.
-pub fn parse_kernel_attr(kind: ItemKind, attr: TokenStream, func: syn::ItemFn) -> Result<Item, DslError> {
+pub fn parse_kernel_attr(
+    kind: ItemKind,
+    attr: TokenStream,
+    func: syn::ItemFn,
+) -> Result<Item, DslError> {
     let parsed = attr::parse_attr(kind, attr)?;
     let is_kernel = kind == ItemKind::Kernel;
     signature::check_signature(&func, is_kernel)?;
@@ -128,11 +151,19 @@ pub fn parse_kernel_attr(kind: ItemKind, attr: TokenStream, func: syn::ItemFn) -
     for r in &parsed.requires {
         check_require_names(r, &decls)?;
     }
-    Ok(Item { kind, func, requires: parsed.requires, num_warps: parsed.num_warps })
+    Ok(Item {
+        kind,
+        func,
+        requires: parsed.requires,
+        num_warps: parsed.num_warps,
+    })
 }
 
 /// A `require` may only mention the kernel's own constexprs.
-fn check_require_names(r: &crate::ast::Require, decls: &[signature::ConstDecl]) -> Result<(), DslError> {
+fn check_require_names(
+    r: &crate::ast::Require,
+    decls: &[signature::ConstDecl],
+) -> Result<(), DslError> {
     for id in expr_idents::value_idents(&r.cond) {
         let name = id.to_string();
         if !decls.iter().any(|d| d.name == name) {
@@ -141,7 +172,11 @@ fn check_require_names(r: &crate::ast::Require, decls: &[signature::ConstDecl]) 
                 id.span(),
                 format!(
                     "unknown constexpr `{name}` in `require`; declared constexprs: {}",
-                    if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                    if declared.is_empty() {
+                        "none".to_string()
+                    } else {
+                        declared.join(", ")
+                    }
                 ),
             ));
         }

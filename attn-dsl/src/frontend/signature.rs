@@ -92,7 +92,8 @@ pub struct ParamDecl {
     pub span: Span,
 }
 
-const CONST_TYPES: &str = "i32, i64, u32, usize, bool, f32, f64, Device (or a type parameter for a dtype)";
+const CONST_TYPES: &str =
+    "i32, i64, u32, usize, bool, f32, f64, Device (or a type parameter for a dtype)";
 const SCALAR_PARAM_TYPES: &str = "i32, i64, f32, bool or a dtype parameter";
 const POINTEE_TYPES: &str = "bf16, f16, f32, i32, i64, bool or a dtype parameter";
 
@@ -100,7 +101,10 @@ const POINTEE_TYPES: &str = "bf16, f16, f32, i32, i64, bool or a dtype parameter
 pub fn constexpr_decls(func: &syn::ItemFn) -> Result<Vec<ConstDecl>, DslError> {
     let generics = &func.sig.generics;
     if let Some(w) = &generics.where_clause {
-        return Err(DslError::new(w.span(), "`where` clauses are not supported on DSL functions"));
+        return Err(DslError::new(
+            w.span(),
+            "`where` clauses are not supported on DSL functions",
+        ));
     }
     generics.params.iter().map(const_decl).collect()
 }
@@ -109,9 +113,17 @@ fn const_decl(p: &syn::GenericParam) -> Result<ConstDecl, DslError> {
     match p {
         syn::GenericParam::Type(t) => {
             if let Some(d) = &t.default {
-                return Err(DslError::new(d.span(), "dtype parameters cannot have defaults"));
+                return Err(DslError::new(
+                    d.span(),
+                    "dtype parameters cannot have defaults",
+                ));
             }
-            Ok(ConstDecl { name: t.ident.to_string(), kind: ConstKind::Dtype, span: t.ident.span(), default: None })
+            Ok(ConstDecl {
+                name: t.ident.to_string(),
+                kind: ConstKind::Dtype,
+                span: t.ident.span(),
+                default: None,
+            })
         }
         syn::GenericParam::Const(c) => {
             let kind = const_kind(&c.ty).ok_or_else(|| {
@@ -124,11 +136,17 @@ fn const_decl(p: &syn::GenericParam) -> Result<ConstDecl, DslError> {
                     ),
                 )
             })?;
-            Ok(ConstDecl { name: c.ident.to_string(), kind, span: c.ident.span(), default: c.default.clone() })
+            Ok(ConstDecl {
+                name: c.ident.to_string(),
+                kind,
+                span: c.ident.span(),
+                default: c.default.clone(),
+            })
         }
-        syn::GenericParam::Lifetime(l) => {
-            Err(DslError::new(l.span(), "lifetime parameters are not supported on DSL functions"))
-        }
+        syn::GenericParam::Lifetime(l) => Err(DslError::new(
+            l.span(),
+            "lifetime parameters are not supported on DSL functions",
+        )),
     }
 }
 
@@ -168,18 +186,27 @@ fn dtype_ref(ty: &syn::Type, decls: &[ConstDecl]) -> Option<DtypeRef> {
     if let Some(s) = ScalarType::from_name(&name) {
         return Some(DtypeRef::Concrete(s));
     }
-    decls.iter().any(|d| d.kind == ConstKind::Dtype && d.name == name).then_some(DtypeRef::Param(name))
+    decls
+        .iter()
+        .any(|d| d.kind == ConstKind::Dtype && d.name == name)
+        .then_some(DtypeRef::Param(name))
 }
 
 /// The runtime parameters of a kernel, in declaration order.
 pub fn param_decls(func: &syn::ItemFn, decls: &[ConstDecl]) -> Result<Vec<ParamDecl>, DslError> {
-    func.sig.inputs.iter().map(|arg| param_decl(arg, decls)).collect()
+    func.sig
+        .inputs
+        .iter()
+        .map(|arg| param_decl(arg, decls))
+        .collect()
 }
 
 fn param_decl(arg: &syn::FnArg, decls: &[ConstDecl]) -> Result<ParamDecl, DslError> {
     let pt = match arg {
         syn::FnArg::Typed(pt) => pt,
-        syn::FnArg::Receiver(r) => return Err(DslError::new(r.span(), "DSL functions cannot take `self`")),
+        syn::FnArg::Receiver(r) => {
+            return Err(DslError::new(r.span(), "DSL functions cannot take `self`"))
+        }
     };
     let (name, mutable, span) = pattern_name(&pt.pat)?;
     let ty = match &*pt.ty {
@@ -193,7 +220,10 @@ fn param_decl(arg: &syn::FnArg, decls: &[ConstDecl]) -> Result<ParamDecl, DslErr
                     ),
                 )
             })?;
-            ParamTy::Ptr { elem, mutable: p.mutability.is_some() }
+            ParamTy::Ptr {
+                elem,
+                mutable: p.mutability.is_some(),
+            }
         }
         other => {
             let elem = dtype_ref(other, decls)
@@ -210,18 +240,28 @@ fn param_decl(arg: &syn::FnArg, decls: &[ConstDecl]) -> Result<ParamDecl, DslErr
             ParamTy::Scalar(elem)
         }
     };
-    Ok(ParamDecl { name, ty, mutable, span })
+    Ok(ParamDecl {
+        name,
+        ty,
+        mutable,
+        span,
+    })
 }
 
 /// The name of a parameter pattern, which must be a plain identifier (`x` or `mut x`).
 pub fn pattern_name(pat: &syn::Pat) -> Result<(String, bool, Span), DslError> {
     match pat {
-        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-            Ok((pi.ident.to_string(), pi.mutability.is_some(), pi.ident.span()))
-        }
+        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => Ok((
+            pi.ident.to_string(),
+            pi.mutability.is_some(),
+            pi.ident.span(),
+        )),
         other => Err(DslError::new(
             other.span(),
-            format!("parameter pattern `{}` is not supported; use a plain name", other.to_token_stream()),
+            format!(
+                "parameter pattern `{}` is not supported; use a plain name",
+                other.to_token_stream()
+            ),
         )),
     }
 }
@@ -234,7 +274,9 @@ pub fn device_param_names(func: &syn::ItemFn) -> Result<Vec<(String, bool, Span)
         .iter()
         .map(|arg| match arg {
             syn::FnArg::Typed(pt) => pattern_name(&pt.pat),
-            syn::FnArg::Receiver(r) => Err(DslError::new(r.span(), "DSL functions cannot take `self`")),
+            syn::FnArg::Receiver(r) => {
+                Err(DslError::new(r.span(), "DSL functions cannot take `self`"))
+            }
         })
         .collect()
 }
@@ -247,10 +289,15 @@ pub fn check_signature(func: &syn::ItemFn, is_kernel: bool) -> Result<(), DslErr
         sig.asyncness.map(|t| (t.span, "async fn")),
         sig.unsafety.map(|t| (t.span, "unsafe fn")),
         sig.abi.as_ref().map(|a| (a.span(), "extern fn")),
-        sig.variadic.as_ref().map(|v| (v.span(), "variadic parameters")),
+        sig.variadic
+            .as_ref()
+            .map(|v| (v.span(), "variadic parameters")),
     ];
     if let Some((span, what)) = bad.into_iter().flatten().next() {
-        return Err(DslError::new(span, format!("`{what}` is not supported in the DSL")));
+        return Err(DslError::new(
+            span,
+            format!("`{what}` is not supported in the DSL"),
+        ));
     }
     if is_kernel {
         if let syn::ReturnType::Type(_, ty) = &sig.output {

@@ -13,7 +13,15 @@ pub const DSL_METHODS: [&str; 7] = ["unsqueeze", "max", "min", "sum", "cast", "t
 
 /// Checks the body of a kernel (`is_kernel`) or device function.
 pub fn check_body(block: &syn::Block, is_kernel: bool) -> Result<(), DslError> {
-    let mut v = SyntaxChecker { place: if is_kernel { "a kernel" } else { "a device function" }, loop_depth: 0, error: None };
+    let mut v = SyntaxChecker {
+        place: if is_kernel {
+            "a kernel"
+        } else {
+            "a device function"
+        },
+        loop_depth: 0,
+        error: None,
+    };
     v.visit_block(block);
     v.error.map_or(Ok(()), Err)
 }
@@ -27,7 +35,10 @@ struct SyntaxChecker {
 impl SyntaxChecker {
     fn reject(&mut self, span: proc_macro2::Span, what: &str) {
         if self.error.is_none() {
-            self.error = Some(DslError::new(span, format!("unsupported syntax in {}: {what}", self.place)));
+            self.error = Some(DslError::new(
+                span,
+                format!("unsupported syntax in {}: {what}", self.place),
+            ));
         }
     }
 
@@ -87,9 +98,10 @@ impl<'ast> Visit<'ast> for SyntaxChecker {
                 visit::visit_expr(self, e);
                 self.loop_depth -= 1;
             }
-            syn::Expr::Return(r) if self.loop_depth > 0 => {
-                self.reject(r.span(), "`return` inside a loop (early exit is only supported outside loops)")
-            }
+            syn::Expr::Return(r) if self.loop_depth > 0 => self.reject(
+                r.span(),
+                "`return` inside a loop (early exit is only supported outside loops)",
+            ),
             _ => visit::visit_expr(self, e),
         }
     }
@@ -97,9 +109,10 @@ impl<'ast> Visit<'ast> for SyntaxChecker {
     fn visit_stmt(&mut self, s: &'ast syn::Stmt) {
         match s {
             syn::Stmt::Item(i) => self.reject(i.span(), "nested item (declare it at module level)"),
-            syn::Stmt::Macro(m) => {
-                self.reject(m.span(), &format!("macro `{}!`", m.mac.path.to_token_stream()))
-            }
+            syn::Stmt::Macro(m) => self.reject(
+                m.span(),
+                &format!("macro `{}!`", m.mac.path.to_token_stream()),
+            ),
             syn::Stmt::Local(l) => {
                 if let Some(init) = &l.init {
                     if let Some((else_tok, _)) = &init.diverge {
@@ -122,7 +135,10 @@ impl<'ast> Visit<'ast> for SyntaxChecker {
             }
             other => self.reject(
                 other.span(),
-                &format!("pattern `{}` (use a name, `_` or a tuple of names)", other.to_token_stream()),
+                &format!(
+                    "pattern `{}` (use a name, `_` or a tuple of names)",
+                    other.to_token_stream()
+                ),
             ),
         }
     }

@@ -21,21 +21,31 @@ pub(crate) fn bind_constexprs(
         if !decls.iter().any(|d| d.name == b.name) {
             return Err(DslError::new(
                 b.span,
-                format!("unknown constexpr `{}` for kernel `{kernel}`; declared constexprs: {}", b.name, names(decls)),
+                format!(
+                    "unknown constexpr `{}` for kernel `{kernel}`; declared constexprs: {}",
+                    b.name,
+                    names(decls)
+                ),
             ));
         }
         if bindings[..i].iter().any(|p| p.name == b.name) {
-            return Err(DslError::new(b.span, format!("constexpr `{}` is bound twice", b.name)));
+            return Err(DslError::new(
+                b.span,
+                format!("constexpr `{}` is bound twice", b.name),
+            ));
         }
     }
     let mut bound: Vec<(String, ConstValue)> = vec![];
     let mut missing = vec![];
     for d in decls {
         let value = match bindings.iter().find(|b| b.name == d.name) {
-            Some(b) => check_kind(module, d, b.value.clone()).map_err(|m| DslError::new(b.span, m))?,
+            Some(b) => {
+                check_kind(module, d, b.value.clone()).map_err(|m| DslError::new(b.span, m))?
+            }
             None => match &d.default {
                 Some(expr) => {
-                    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+                    let lookup =
+                        |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
                     let v = const_eval::eval(expr, &lookup)?;
                     check_kind(module, d, v).map_err(|m| DslError::new(d.span, m))?
                 }
@@ -50,7 +60,10 @@ pub(crate) fn bind_constexprs(
     if !missing.is_empty() {
         return Err(DslError::new(
             Span::call_site(),
-            format!("missing constexpr binding(s) for kernel `{kernel}`: {}", missing.join(", ")),
+            format!(
+                "missing constexpr binding(s) for kernel `{kernel}`: {}",
+                missing.join(", ")
+            ),
         ));
     }
     Ok(bound)
@@ -60,12 +73,20 @@ fn names(decls: &[ConstDecl]) -> String {
     if decls.is_empty() {
         return "none".into();
     }
-    decls.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+    decls
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Checks `value` against the declaration of `d`, converting where the meaning is
 /// unambiguous (an integer for a float constexpr, a dtype name given as an identifier).
-pub(crate) fn check_kind(module: &Module, d: &ConstDecl, value: ConstValue) -> Result<ConstValue, String> {
+pub(crate) fn check_kind(
+    module: &Module,
+    d: &ConstDecl,
+    value: ConstValue,
+) -> Result<ConstValue, String> {
     let wrong = |v: &ConstValue| {
         format!(
             "constexpr `{}` is declared `{}` but bound to `{v}` ({}); expected {}",
@@ -104,7 +125,12 @@ pub(crate) fn check_kind(module: &Module, d: &ConstDecl, value: ConstValue) -> R
 
 /// The `#[device]` functions of `module`, for messages.
 pub(crate) fn device_names(module: &Module) -> String {
-    let v: Vec<String> = module.items.iter().filter(|i| i.kind == ItemKind::Device).map(|i| i.name()).collect();
+    let v: Vec<String> = module
+        .items
+        .iter()
+        .filter(|i| i.kind == ItemKind::Device)
+        .map(|i| i.name())
+        .collect();
     if v.is_empty() {
         "none".into()
     } else {

@@ -65,7 +65,14 @@ fn type_of_leaf(l: &Lowerer, v: &Val) -> Option<Type> {
 
 impl<'m, 'f> Lowerer<'m, 'f> {
     /// Emits `If(cond)` over the lowered branch blocks and returns the joined values.
-    pub fn join_if(&mut self, cond: ValueId, then_b: Block, else_b: Block, values: Vec<BranchValue>, span: Span) -> R<Vec<Val>> {
+    pub fn join_if(
+        &mut self,
+        cond: ValueId,
+        then_b: Block,
+        else_b: Block,
+        values: Vec<BranchValue>,
+        span: Span,
+    ) -> R<Vec<Val>> {
         let plans = values
             .iter()
             .map(|v| self.plan(&v.label, &v.then_v, &v.else_v, v.before.as_ref(), span))
@@ -73,12 +80,16 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         let mut leaves = vec![];
         plans.iter().for_each(|p| p.yields(&mut leaves));
         let tys: Vec<Type> = leaves.iter().map(|l| l.0.clone()).collect();
-        let then_vals: Vec<(Type, Val)> = leaves.iter().map(|l| (l.0.clone(), l.1.clone())).collect();
-        let else_vals: Vec<(Type, Val)> = leaves.iter().map(|l| (l.0.clone(), l.2.clone())).collect();
+        let then_vals: Vec<(Type, Val)> =
+            leaves.iter().map(|l| (l.0.clone(), l.1.clone())).collect();
+        let else_vals: Vec<(Type, Val)> =
+            leaves.iter().map(|l| (l.0.clone(), l.2.clone())).collect();
         let then_b = self.append_yield(then_b, &then_vals, span)?;
         let else_b = self.append_yield(else_b, &else_vals, span)?;
         self.at(span);
-        let results = self.b.emit(OpKind::If, vec![cond], tys, vec![then_b, else_b]);
+        let results = self
+            .b
+            .emit(OpKind::If, vec![cond], tys, vec![then_b, else_b]);
         let mut it = results.into_iter();
         Ok(plans.into_iter().map(|p| p.rebuild(&mut it)).collect())
     }
@@ -88,7 +99,9 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         self.b.begin_block(&[]);
         let mut ids = vec![];
         for (t, v) in vals {
-            let id = self.coerce(v, t, span, &|got| format!("`if` branch value {got} does not fit {t}"));
+            let id = self.coerce(v, t, span, &|got| {
+                format!("`if` branch value {got} does not fit {t}")
+            });
             match id {
                 Ok(id) => ids.push(id),
                 Err(e) => {
@@ -114,7 +127,10 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         };
         match (t, e) {
             (Val::Tuple(a), Val::Tuple(b)) if a.len() == b.len() => Ok(Plan::Tuple(
-                a.iter().zip(b).map(|(x, y)| self.plan(label, x, y, None, span)).collect::<R<_>>()?,
+                a.iter()
+                    .zip(b)
+                    .map(|(x, y)| self.plan(label, x, y, None, span))
+                    .collect::<R<_>>()?,
             )),
             (Val::Runtime(_) | Val::Const(_), Val::Runtime(_) | Val::Const(_)) => {
                 let ty = self.leaf_type(&who, label, t, e, before, span)?;
@@ -122,33 +138,63 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             }
             _ => Err(DslError::new(
                 span,
-                format!("{who} give different kinds of values: {} vs {}", t.kind_name(), e.kind_name()),
+                format!(
+                    "{who} give different kinds of values: {} vs {}",
+                    t.kind_name(),
+                    e.kind_name()
+                ),
             )),
         }
     }
 
     /// The one type a joined value has; every runtime version of it must have that type.
-    fn leaf_type(&self, who: &str, label: &Label, t: &Val, e: &Val, before: Option<&Val>, span: Span) -> R<Type> {
+    fn leaf_type(
+        &self,
+        who: &str,
+        label: &Label,
+        t: &Val,
+        e: &Val,
+        before: Option<&Val>,
+        span: Span,
+    ) -> R<Type> {
         let before_ty = before.and_then(|v| type_of_leaf(self, v));
         let (tt, et) = (type_of_leaf(self, t), type_of_leaf(self, e));
         if let (Label::Var(n), Some(b)) = (label, &before_ty) {
             for after in [&tt, &et].into_iter().flatten() {
                 if !same_type(b, after) {
-                    return Err(DslError::new(span, format!("variable `{n}` changes type in `if`: {b} before, {after} after")));
+                    return Err(DslError::new(
+                        span,
+                        format!("variable `{n}` changes type in `if`: {b} before, {after} after"),
+                    ));
                 }
             }
         }
         match (tt, et) {
-            (Some(a), Some(b)) if !same_type(&a, &b) => {
-                Err(DslError::new(span, format!("{who} have different types: {a} vs {b}")))
-            }
+            (Some(a), Some(b)) if !same_type(&a, &b) => Err(DslError::new(
+                span,
+                format!("{who} have different types: {a} vs {b}"),
+            )),
             (Some(a), _) | (None, Some(a)) => Ok(a),
-            (None, None) if before_ty.is_some() => Ok(before_ty.unwrap_or_else(|| Type::scalar(crate::ir::ScalarType::I32))),
+            (None, None) if before_ty.is_some() => {
+                Ok(before_ty.unwrap_or_else(|| Type::scalar(crate::ir::ScalarType::I32)))
+            }
             (None, None) => match (t, e) {
-                (Val::Const(a), Val::Const(b)) => joint_default(a, b).map(Type::scalar).ok_or_else(|| {
-                    DslError::new(span, format!("{who} have different types: {} vs {}", describe_const(a), describe_const(b)))
-                }),
-                _ => Err(DslError::new(span, format!("{who} give values that cannot be joined"))),
+                (Val::Const(a), Val::Const(b)) => {
+                    joint_default(a, b).map(Type::scalar).ok_or_else(|| {
+                        DslError::new(
+                            span,
+                            format!(
+                                "{who} have different types: {} vs {}",
+                                describe_const(a),
+                                describe_const(b)
+                            ),
+                        )
+                    })
+                }
+                _ => Err(DslError::new(
+                    span,
+                    format!("{who} give values that cannot be joined"),
+                )),
             },
         }
     }

@@ -21,7 +21,9 @@ pub(crate) fn parse_lit(lit: &syn::Lit) -> Result<Literal, DslError> {
     let plain = |value| Ok(Literal { value, fixed: None });
     match lit {
         syn::Lit::Int(i) => {
-            let v: i64 = i.base10_parse().map_err(|e| DslError::new(i.span(), e.to_string()))?;
+            let v: i64 = i
+                .base10_parse()
+                .map_err(|e| DslError::new(i.span(), e.to_string()))?;
             match i.suffix() {
                 "" | "i32" => plain(ConstValue::Int(v)),
                 "i64" => Ok(Literal { value: ConstValue::Int(v), fixed: Some(ScalarType::I64) }),
@@ -33,7 +35,9 @@ pub(crate) fn parse_lit(lit: &syn::Lit) -> Result<Literal, DslError> {
             }
         }
         syn::Lit::Float(f) => {
-            let v: f64 = f.base10_parse().map_err(|e| DslError::new(f.span(), e.to_string()))?;
+            let v: f64 = f
+                .base10_parse()
+                .map_err(|e| DslError::new(f.span(), e.to_string()))?;
             match f.suffix() {
                 "" | "f32" => plain(ConstValue::Float(v)),
                 s => Err(DslError::new(
@@ -45,7 +49,10 @@ pub(crate) fn parse_lit(lit: &syn::Lit) -> Result<Literal, DslError> {
         syn::Lit::Bool(b) => plain(ConstValue::Bool(b.value)),
         other => Err(DslError::new(
             other.span(),
-            format!("unsupported literal `{}`; only integer, float and bool literals", other.to_token_stream()),
+            format!(
+                "unsupported literal `{}`; only integer, float and bool literals",
+                other.to_token_stream()
+            ),
         )),
     }
 }
@@ -71,13 +78,32 @@ pub(crate) fn named_constant(path: &syn::Path) -> Option<ConstValue> {
 }
 
 /// Folds `a op b` on two constexprs.
-pub(crate) fn fold_binary(op: Operator, sym: &str, a: &ConstValue, b: &ConstValue) -> Result<ConstValue, String> {
+pub(crate) fn fold_binary(
+    op: Operator,
+    sym: &str,
+    a: &ConstValue,
+    b: &ConstValue,
+) -> Result<ConstValue, String> {
     use ConstValue::{Bool, Float, Int};
-    let mismatch = || format!("`{sym}` is not defined on {} and {}", describe_const(a), describe_const(b));
+    let mismatch = || {
+        format!(
+            "`{sym}` is not defined on {} and {}",
+            describe_const(a),
+            describe_const(b)
+        )
+    };
     match op {
         Operator::LogicAnd | Operator::LogicOr => match (a, b) {
-            (Bool(x), Bool(y)) => Ok(Bool(if op == Operator::LogicAnd { *x && *y } else { *x || *y })),
-            _ => Err(format!("`{sym}` needs bool operands, got {} and {}", describe_const(a), describe_const(b))),
+            (Bool(x), Bool(y)) => Ok(Bool(if op == Operator::LogicAnd {
+                *x && *y
+            } else {
+                *x || *y
+            })),
+            _ => Err(format!(
+                "`{sym}` needs bool operands, got {} and {}",
+                describe_const(a),
+                describe_const(b)
+            )),
         },
         Operator::Cmp(p) => {
             let ord = match (a, b) {
@@ -96,7 +122,9 @@ pub(crate) fn fold_binary(op: Operator, sym: &str, a: &ConstValue, b: &ConstValu
                 BinaryOp::Xor => Ok(Bool(*x ^ *y)),
                 _ => Err(mismatch()),
             },
-            (Int(_) | Float(_), Int(_) | Float(_)) => fold_float(bop, sym, as_f64(a), as_f64(b)).map(Float),
+            (Int(_) | Float(_), Int(_) | Float(_)) => {
+                fold_float(bop, sym, as_f64(a), as_f64(b)).map(Float)
+            }
             _ => Err(mismatch()),
         },
     }
@@ -128,7 +156,9 @@ fn fold_int(op: BinaryOp, sym: &str, x: i64, y: i64) -> Result<i64, String> {
         BinaryOp::Add => x.checked_add(y).ok_or_else(overflow),
         BinaryOp::Sub => x.checked_sub(y).ok_or_else(overflow),
         BinaryOp::Mul => x.checked_mul(y).ok_or_else(overflow),
-        BinaryOp::Div | BinaryOp::Rem if y == 0 => Err(format!("division by zero in constexpr `{x} {sym} {y}`")),
+        BinaryOp::Div | BinaryOp::Rem if y == 0 => {
+            Err(format!("division by zero in constexpr `{x} {sym} {y}`"))
+        }
         BinaryOp::Div => x.checked_div(y).ok_or_else(overflow),
         BinaryOp::Rem => x.checked_rem(y).ok_or_else(overflow),
         BinaryOp::Min => Ok(x.min(y)),
@@ -136,9 +166,9 @@ fn fold_int(op: BinaryOp, sym: &str, x: i64, y: i64) -> Result<i64, String> {
         BinaryOp::And => Ok(x & y),
         BinaryOp::Or => Ok(x | y),
         BinaryOp::Xor => Ok(x ^ y),
-        BinaryOp::Shl | BinaryOp::Shr if !(0..64).contains(&y) => {
-            Err(format!("shift amount {y} out of range 0..64 in constexpr `{x} {sym} {y}`"))
-        }
+        BinaryOp::Shl | BinaryOp::Shr if !(0..64).contains(&y) => Err(format!(
+            "shift amount {y} out of range 0..64 in constexpr `{x} {sym} {y}`"
+        )),
         BinaryOp::Shl => Ok(x << y),
         BinaryOp::Shr => Ok(x >> y),
     }
@@ -152,27 +182,37 @@ fn fold_float(op: BinaryOp, sym: &str, x: f64, y: f64) -> Result<f64, String> {
         BinaryOp::Div => Ok(x / y),
         BinaryOp::Min => Ok(x.min(y)),
         BinaryOp::Max => Ok(x.max(y)),
-        _ => Err(format!("`{sym}` needs integer operands, got {x:?} and {y:?}")),
+        _ => Err(format!(
+            "`{sym}` needs integer operands, got {x:?} and {y:?}"
+        )),
     }
 }
 
 /// Folds `-a` (`neg`) or `!a` on a constexpr.
 pub(crate) fn fold_unary(neg: bool, a: &ConstValue) -> Result<ConstValue, String> {
     match (neg, a) {
-        (true, ConstValue::Int(v)) => {
-            v.checked_neg().map(ConstValue::Int).ok_or_else(|| format!("integer overflow in constexpr `-{v}`"))
-        }
+        (true, ConstValue::Int(v)) => v
+            .checked_neg()
+            .map(ConstValue::Int)
+            .ok_or_else(|| format!("integer overflow in constexpr `-{v}`")),
         (true, ConstValue::Float(v)) => Ok(ConstValue::Float(-v)),
         (false, ConstValue::Bool(v)) => Ok(ConstValue::Bool(!v)),
         (false, ConstValue::Int(v)) => Ok(ConstValue::Int(!v)),
-        _ => Err(format!("`{}` is not defined on {}", if neg { "-" } else { "!" }, describe_const(a))),
+        _ => Err(format!(
+            "`{}` is not defined on {}",
+            if neg { "-" } else { "!" },
+            describe_const(a)
+        )),
     }
 }
 
 /// Folds a math function (`exp`, `sqrt`, `abs`, ...) on a constexpr.
 pub(crate) fn fold_math(name: &str, a: &ConstValue) -> Result<ConstValue, String> {
     if let (ConstValue::Int(v), "abs") = (a, name) {
-        return v.checked_abs().map(ConstValue::Int).ok_or_else(|| format!("integer overflow in `abs({v})`"));
+        return v
+            .checked_abs()
+            .map(ConstValue::Int)
+            .ok_or_else(|| format!("integer overflow in `abs({v})`"));
     }
     let x = match a {
         ConstValue::Int(_) | ConstValue::Float(_) => as_f64(a),
@@ -195,7 +235,9 @@ pub(crate) fn fold_math(name: &str, a: &ConstValue) -> Result<ConstValue, String
 pub(crate) fn fold_cdiv(a: &ConstValue, b: &ConstValue) -> Result<ConstValue, String> {
     match (a, b) {
         (ConstValue::Int(x), ConstValue::Int(y)) if *y > 0 => {
-            let n = x.checked_add(y - 1).ok_or_else(|| format!("integer overflow in `cdiv({x}, {y})`"))?;
+            let n = x
+                .checked_add(y - 1)
+                .ok_or_else(|| format!("integer overflow in `cdiv({x}, {y})`"))?;
             Ok(ConstValue::Int(n / y))
         }
         _ => Err(format!(
@@ -207,7 +249,10 @@ pub(crate) fn fold_cdiv(a: &ConstValue, b: &ConstValue) -> Result<ConstValue, St
 }
 
 /// Evaluates an expression over constexprs only (a `require` rule, a constexpr default).
-pub(crate) fn eval(e: &syn::Expr, lookup: &dyn Fn(&str) -> Option<ConstValue>) -> Result<ConstValue, DslError> {
+pub(crate) fn eval(
+    e: &syn::Expr,
+    lookup: &dyn Fn(&str) -> Option<ConstValue>,
+) -> Result<ConstValue, DslError> {
     let err = |m: String| DslError::new(e.span(), m);
     match e {
         syn::Expr::Lit(l) => Ok(parse_lit(&l.lit)?.value),
@@ -219,9 +264,11 @@ pub(crate) fn eval(e: &syn::Expr, lookup: &dyn Fn(&str) -> Option<ConstValue>) -
         },
         syn::Expr::Path(p) if p.qself.is_none() => {
             if let Some(id) = p.path.get_ident() {
-                return lookup(&id.to_string()).ok_or_else(|| err(format!("unknown constexpr `{id}`")));
+                return lookup(&id.to_string())
+                    .ok_or_else(|| err(format!("unknown constexpr `{id}`")));
             }
-            named_constant(&p.path).ok_or_else(|| err(format!("unknown constant `{}`", p.path.to_token_stream())))
+            named_constant(&p.path)
+                .ok_or_else(|| err(format!("unknown constant `{}`", p.path.to_token_stream())))
         }
         syn::Expr::Unary(u) => {
             let v = eval(&u.expr, lookup)?;
@@ -232,7 +279,9 @@ pub(crate) fn eval(e: &syn::Expr, lookup: &dyn Fn(&str) -> Option<ConstValue>) -
             }
         }
         syn::Expr::Binary(b) => {
-            let info = classify(&b.op).filter(|i| !i.assign).ok_or_else(|| err(unsupported(e)))?;
+            let info = classify(&b.op)
+                .filter(|i| !i.assign)
+                .ok_or_else(|| err(unsupported(e)))?;
             let x = eval(&b.left, lookup)?;
             // Constexpr `&&`/`||` short-circuit, so `!A || B` may guard a B only valid when A holds.
             match (info.op, &x) {
@@ -249,19 +298,32 @@ pub(crate) fn eval(e: &syn::Expr, lookup: &dyn Fn(&str) -> Option<ConstValue>) -
                 _ => None,
             }
             .ok_or_else(|| err(unsupported(e)))?;
-            let args = c.args.iter().map(|a| eval(a, lookup)).collect::<Result<Vec<_>, _>>()?;
+            let args = c
+                .args
+                .iter()
+                .map(|a| eval(a, lookup))
+                .collect::<Result<Vec<_>, _>>()?;
             match (name.as_str(), args.as_slice()) {
                 ("cdiv", [a, b]) => fold_cdiv(a, b).map_err(err),
-                ("min", [a, b]) => fold_binary(Operator::Arith(BinaryOp::Min), "min", a, b).map_err(err),
-                ("max", [a, b]) => fold_binary(Operator::Arith(BinaryOp::Max), "max", a, b).map_err(err),
-                (f @ ("abs" | "exp" | "exp2" | "log" | "log2" | "sqrt" | "tanh"), [a]) => fold_math(f, a).map_err(err),
+                ("min", [a, b]) => {
+                    fold_binary(Operator::Arith(BinaryOp::Min), "min", a, b).map_err(err)
+                }
+                ("max", [a, b]) => {
+                    fold_binary(Operator::Arith(BinaryOp::Max), "max", a, b).map_err(err)
+                }
+                (f @ ("abs" | "exp" | "exp2" | "log" | "log2" | "sqrt" | "tanh"), [a]) => {
+                    fold_math(f, a).map_err(err)
+                }
                 _ => Err(err(unsupported(e))),
             }
         }
         syn::Expr::MethodCall(m) if m.method == "is_power_of_two" && m.args.is_empty() => {
             match eval(&m.receiver, lookup)? {
                 ConstValue::Int(v) => Ok(ConstValue::Bool(v > 0 && (v & (v - 1)) == 0)),
-                other => Err(err(format!("`is_power_of_two` needs an integer, got {}", describe_const(&other)))),
+                other => Err(err(format!(
+                    "`is_power_of_two` needs an integer, got {}",
+                    describe_const(&other)
+                ))),
             }
         }
         _ => Err(err(unsupported(e))),

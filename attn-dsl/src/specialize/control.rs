@@ -20,7 +20,11 @@ const MAX_UNROLL: i64 = 4096;
 
 /// What a `for` iterates over.
 enum Iterable<'a> {
-    Runtime { lo: &'a syn::Expr, hi: &'a syn::Expr, step: Option<&'a syn::Expr> },
+    Runtime {
+        lo: &'a syn::Expr,
+        hi: &'a syn::Expr,
+        step: Option<&'a syn::Expr>,
+    },
     Static(&'a syn::GenericArgument),
 }
 
@@ -44,36 +48,55 @@ fn iterable(e: &syn::Expr) -> R<Iterable<'_>> {
     };
     fn range(r: &syn::Expr) -> Option<(&syn::Expr, &syn::Expr)> {
         match strip(r) {
-            syn::Expr::Range(syn::ExprRange { start: Some(lo), end: Some(hi), limits: syn::RangeLimits::HalfOpen(_), .. }) => {
-                Some((&**lo, &**hi))
-            }
+            syn::Expr::Range(syn::ExprRange {
+                start: Some(lo),
+                end: Some(hi),
+                limits: syn::RangeLimits::HalfOpen(_),
+                ..
+            }) => Some((&**lo, &**hi)),
             _ => None,
         }
     }
     match strip(e) {
         syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
             let (lo, hi) = range(&m.receiver).ok_or_else(bad)?;
-            Ok(Iterable::Runtime { lo, hi, step: Some(&m.args[0]) })
+            Ok(Iterable::Runtime {
+                lo,
+                hi,
+                step: Some(&m.args[0]),
+            })
         }
         syn::Expr::Call(c) if c.args.is_empty() => match &*c.func {
-            syn::Expr::Path(p) if p.path.segments.len() == 1 && p.path.segments[0].ident == "static_range" => {
+            syn::Expr::Path(p)
+                if p.path.segments.len() == 1 && p.path.segments[0].ident == "static_range" =>
+            {
                 match segment_generics(&p.path.segments[0]).as_slice() {
                     [g] => Ok(Iterable::Static(g)),
-                    _ => Err(DslError::new(c.span(), "`static_range` needs its count: `static_range::<N>()`")),
+                    _ => Err(DslError::new(
+                        c.span(),
+                        "`static_range` needs its count: `static_range::<N>()`",
+                    )),
                 }
             }
             _ => Err(bad()),
         },
-        other => range(other).map(|(lo, hi)| Iterable::Runtime { lo, hi, step: None }).ok_or_else(bad),
+        other => range(other)
+            .map(|(lo, hi)| Iterable::Runtime { lo, hi, step: None })
+            .ok_or_else(bad),
     }
 }
 
 /// The loop variable's name (`None` for `_`).
 fn loop_var(pat: &syn::Pat) -> R<Option<String>> {
     match pat {
-        syn::Pat::Ident(pi) if pi.subpat.is_none() && pi.by_ref.is_none() => Ok(Some(pi.ident.to_string())),
+        syn::Pat::Ident(pi) if pi.subpat.is_none() && pi.by_ref.is_none() => {
+            Ok(Some(pi.ident.to_string()))
+        }
         syn::Pat::Wild(_) => Ok(None),
-        other => Err(DslError::new(other.span(), format!("a `for` loop binds one name, not `{}`", text(other)))),
+        other => Err(DslError::new(
+            other.span(),
+            format!("a `for` loop binds one name, not `{}`", text(other)),
+        )),
     }
 }
 
@@ -100,11 +123,20 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         let ev = ev?;
         self.env_mut().restore(&snap);
         if i.else_branch.is_none() && tv != Val::Unit {
-            return Err(DslError::new(span, "an `if` without `else` cannot produce a value"));
+            return Err(DslError::new(
+                span,
+                "an `if` without `else` cannot produce a value",
+            ));
         }
-        let carried: Vec<usize> =
-            (0..snap.len()).filter(|&k| then_env[k] != snap[k] || else_env[k] != snap[k]).collect();
-        let mut values = vec![BranchValue { label: Label::Value, then_v: tv, else_v: ev, before: None }];
+        let carried: Vec<usize> = (0..snap.len())
+            .filter(|&k| then_env[k] != snap[k] || else_env[k] != snap[k])
+            .collect();
+        let mut values = vec![BranchValue {
+            label: Label::Value,
+            then_v: tv,
+            else_v: ev,
+            before: None,
+        }];
         for &k in &carried {
             values.push(BranchValue {
                 label: Label::Var(self.env().var(k).name.clone()),
@@ -139,7 +171,12 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     }
 
     /// `for i in static_range::<N>()`: N copies of the body, `i` a constexpr in each.
-    fn unroll(&mut self, g: &syn::GenericArgument, var: Option<String>, body: &syn::Block) -> R<()> {
+    fn unroll(
+        &mut self,
+        g: &syn::GenericArgument,
+        var: Option<String>,
+        body: &syn::Block,
+    ) -> R<()> {
         let (n, t) = self.generic_int(g, IntRole::Shape)?;
         if !(0..=MAX_UNROLL).contains(&n) {
             return Err(DslError::new(
@@ -150,7 +187,8 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         for k in 0..n {
             self.env_mut().push_scope();
             if let Some(v) = &var {
-                self.env_mut().define(v, Val::Const(ConstValue::Int(k)), false);
+                self.env_mut()
+                    .define(v, Val::Const(ConstValue::Int(k)), false);
             }
             let r = self.lower_block_value(body);
             self.env_mut().pop_scope();
@@ -172,15 +210,29 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             Val::Runtime(id) if *self.b.ty(id) == Type::scalar(ScalarType::I32) => Ok(id),
             Val::Runtime(id) => Err(DslError::new(
                 span,
-                format!("`for` bounds must be i32 scalars, `{}` is {}", text(e), self.b.ty(id)),
+                format!(
+                    "`for` bounds must be i32 scalars, `{}` is {}",
+                    text(e),
+                    self.b.ty(id)
+                ),
             )),
-            other => Err(DslError::new(span, format!("`for` bounds must be i32 scalars, `{}` is {}", text(e), other.kind_name()))),
+            other => Err(DslError::new(
+                span,
+                format!(
+                    "`for` bounds must be i32 scalars, `{}` is {}",
+                    text(e),
+                    other.kind_name()
+                ),
+            )),
         }
     }
 
     /// Env positions of the outer variables a loop may reassign, in declaration order.
     fn carried_vars(&self, names: Vec<String>) -> Vec<usize> {
-        let mut idx: Vec<usize> = names.iter().filter_map(|n| self.env().index_of(n)).collect();
+        let mut idx: Vec<usize> = names
+            .iter()
+            .filter_map(|n| self.env().index_of(n))
+            .collect();
         idx.sort_unstable();
         idx.dedup();
         idx
@@ -194,10 +246,16 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 let var = self.env().var(k).clone();
                 match &var.val {
                     Val::Runtime(id) => Ok(*id),
-                    Val::Const(c) if default_scalar(c).is_some() => self.runtime(var.val.clone(), what, span),
+                    Val::Const(c) if default_scalar(c).is_some() => {
+                        self.runtime(var.val.clone(), what, span)
+                    }
                     other => Err(DslError::new(
                         span,
-                        format!("variable `{}` is reassigned in a `{what}` loop but holds {}", var.name, other.kind_name()),
+                        format!(
+                            "variable `{}` is reassigned in a `{what}` loop but holds {}",
+                            var.name,
+                            other.kind_name()
+                        ),
                     )),
                 }
             })
@@ -214,13 +272,24 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     }
 
     /// The carried variables' current values, with the types they entered the loop with.
-    fn carried_now(&mut self, carried: &[usize], tys: &[Type], what: &str, span: Span) -> R<Vec<ValueId>> {
+    fn carried_now(
+        &mut self,
+        carried: &[usize],
+        tys: &[Type],
+        what: &str,
+        span: Span,
+    ) -> R<Vec<ValueId>> {
         carried
             .iter()
             .zip(tys)
             .map(|(&k, t)| {
                 let var = self.env().var(k).clone();
-                let msg = |got: String| format!("variable `{}` changes type in `{what}` loop: {t} before, {got} after", var.name);
+                let msg = |got: String| {
+                    format!(
+                        "variable `{}` changes type in `{what}` loop: {t} before, {got} after",
+                        var.name
+                    )
+                };
                 self.coerce(&var.val, t, span, &msg)
             })
             .collect()
@@ -242,7 +311,10 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 let v = self.lower_expr(s)?;
                 if let Val::Const(ConstValue::Int(k)) = v {
                     if k <= 0 {
-                        return Err(DslError::new(s.span(), format!("`step_by` needs a positive step, got {k}")));
+                        return Err(DslError::new(
+                            s.span(),
+                            format!("`step_by` needs a positive step, got {k}"),
+                        ));
                     }
                 }
                 self.loop_bound_of(v, s)?
@@ -314,16 +386,38 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         Ok(())
     }
 
-    fn while_cond(&mut self, w: &syn::ExprWhile, carried: &[usize], args: &[ValueId], tys: &[Type]) -> R<()> {
+    fn while_cond(
+        &mut self,
+        w: &syn::ExprWhile,
+        carried: &[usize],
+        args: &[ValueId],
+        tys: &[Type],
+    ) -> R<()> {
         let span = w.cond.span();
         self.bind_carried(carried, args);
         let c = match self.lower_expr(&w.cond)? {
-            Val::Const(c @ ConstValue::Bool(_)) => self.const_as(&c, ScalarType::Bool, "while", span)?,
+            Val::Const(c @ ConstValue::Bool(_)) => {
+                self.const_as(&c, ScalarType::Bool, "while", span)?
+            }
             Val::Runtime(id) if *self.b.ty(id) == Type::scalar(ScalarType::Bool) => id,
             Val::Runtime(id) => {
-                return Err(DslError::new(span, format!("`while` condition must be a bool scalar, got {}", self.b.ty(id))))
+                return Err(DslError::new(
+                    span,
+                    format!(
+                        "`while` condition must be a bool scalar, got {}",
+                        self.b.ty(id)
+                    ),
+                ))
             }
-            other => return Err(DslError::new(span, format!("`while` condition must be a bool, got {}", other.kind_name()))),
+            other => {
+                return Err(DslError::new(
+                    span,
+                    format!(
+                        "`while` condition must be a bool, got {}",
+                        other.kind_name()
+                    ),
+                ))
+            }
         };
         let vars = self.carried_now(carried, tys, "while", span)?;
         let mut operands = vec![c];
@@ -333,12 +427,21 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         Ok(())
     }
 
-    fn while_body(&mut self, w: &syn::ExprWhile, carried: &[usize], args: &[ValueId], tys: &[Type]) -> R<()> {
+    fn while_body(
+        &mut self,
+        w: &syn::ExprWhile,
+        carried: &[usize],
+        args: &[ValueId],
+        tys: &[Type],
+    ) -> R<()> {
         let span = w.span();
         self.bind_carried(carried, args);
         self.lower_block_value(&w.body)?;
         let next = self.carried_now(carried, tys, "while", span)?;
-        debug_assert!(next.iter().zip(tys).all(|(v, t)| same_type(self.b.ty(*v), t)));
+        debug_assert!(next
+            .iter()
+            .zip(tys)
+            .all(|(v, t)| same_type(self.b.ty(*v), t)));
         self.at(span);
         self.b.yield_(next);
         Ok(())

@@ -27,30 +27,46 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         let item = module
             .item(target)
             .filter(|i| i.kind == crate::ast::ItemKind::Device)
-            .ok_or_else(|| DslError::new(span, format!("no #[device] function `{target}` in the module")))?;
+            .ok_or_else(|| {
+                DslError::new(
+                    span,
+                    format!("no #[device] function `{target}` in the module"),
+                )
+            })?;
         if self.frames.len() > MAX_INLINE_DEPTH {
             return Err(DslError::new(
                 span,
-                format!("device calls nest deeper than {MAX_INLINE_DEPTH} (is `{target}` recursive?)"),
+                format!(
+                    "device calls nest deeper than {MAX_INLINE_DEPTH} (is `{target}` recursive?)"
+                ),
             ));
         }
         let decls = constexpr_decls(&item.func)?;
         if generics.len() > decls.len() {
             return Err(DslError::new(
                 span,
-                format!("`{target}` takes {} constexpr(s), got {}", decls.len(), generics.len()),
+                format!(
+                    "`{target}` takes {} constexpr(s), got {}",
+                    decls.len(),
+                    generics.len()
+                ),
             ));
         }
         let mut constexprs: Vec<(String, ConstValue)> = vec![];
         for (i, d) in decls.iter().enumerate() {
-            let v = self.device_constexpr(target, d, generics.get(i).copied(), &constexprs, span)?;
+            let v =
+                self.device_constexpr(target, d, generics.get(i).copied(), &constexprs, span)?;
             constexprs.push((d.name.clone(), v));
         }
         let params = device_param_names(&item.func)?;
         if params.len() != args.len() {
             return Err(DslError::new(
                 span,
-                format!("`{target}` takes {} argument(s), got {}", params.len(), args.len()),
+                format!(
+                    "`{target}` takes {} argument(s), got {}",
+                    params.len(),
+                    args.len()
+                ),
             ));
         }
         let mut env = Env::default();
@@ -58,7 +74,12 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             let v = self.lower_expr(a)?;
             env.define(name, v, *mutable);
         }
-        self.frames.push(Frame { func_name: target.to_string(), is_kernel: false, constexprs, env });
+        self.frames.push(Frame {
+            func_name: target.to_string(),
+            is_kernel: false,
+            constexprs,
+            env,
+        });
         let result = self.lower_fn_body(&item.func.block);
         self.frames.pop();
         result
@@ -100,6 +121,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 }
             },
         };
-        check_kind(self.module, d, value).map_err(|m| DslError::new(at, format!("in a call of `{target}`: {m}")))
+        check_kind(self.module, d, value)
+            .map_err(|m| DslError::new(at, format!("in a call of `{target}`: {m}")))
     }
 }

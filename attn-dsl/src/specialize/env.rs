@@ -46,7 +46,11 @@ impl Env {
         }
     }
     pub fn define(&mut self, name: &str, val: Val, mutable: bool) {
-        self.vars.push(Var { name: name.to_string(), val, mutable });
+        self.vars.push(Var {
+            name: name.to_string(),
+            val,
+            mutable,
+        });
     }
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.vars.iter().rposition(|v| v.name == name)

@@ -27,7 +27,12 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             E::Group(g) => self.lower_expr(&g.expr),
             E::Binary(b) => self.lower_binary(b),
             E::Unary(u) => self.lower_unary(u),
-            E::Tuple(t) => Ok(Val::Tuple(t.elems.iter().map(|x| self.lower_expr(x)).collect::<R<_>>()?)),
+            E::Tuple(t) => Ok(Val::Tuple(
+                t.elems
+                    .iter()
+                    .map(|x| self.lower_expr(x))
+                    .collect::<R<_>>()?,
+            )),
             E::Block(b) => self.lower_block_value(&b.block),
             E::If(i) => self.lower_if(i),
             E::ForLoop(f) => self.lower_for(f).map(|_| Val::Unit),
@@ -47,7 +52,10 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 a.span(),
                 "an array `[..]` is only allowed as the shape argument of `full`/`zeros`",
             )),
-            E::Range(r) => Err(DslError::new(r.span(), "a range `a..b` is only allowed as a `for` iterable")),
+            E::Range(r) => Err(DslError::new(
+                r.span(),
+                "a range `a..b` is only allowed as a `for` iterable",
+            )),
             other => Err(DslError::new(
                 other.span(),
                 format!("unsupported syntax in a kernel: `{}`", text(other)),
@@ -58,7 +66,12 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     fn lower_lit(&mut self, lit: &syn::Lit) -> R<Val> {
         let l = parse_lit(lit)?;
         match l.fixed {
-            Some(s) => Ok(Val::Runtime(self.const_as(&l.value, s, "literal", lit.span())?)),
+            Some(s) => Ok(Val::Runtime(self.const_as(
+                &l.value,
+                s,
+                "literal",
+                lit.span(),
+            )?)),
             None => Ok(Val::Const(l.value)),
         }
     }
@@ -94,13 +107,17 @@ impl<'m, 'f> Lowerer<'m, 'f> {
 
     fn lower_binary(&mut self, e: &syn::ExprBinary) -> R<Val> {
         let span = e.span();
-        let info = classify(&e.op)
-            .ok_or_else(|| DslError::new(span, format!("unsupported operator `{}`", text(&e.op))))?;
+        let info = classify(&e.op).ok_or_else(|| {
+            DslError::new(span, format!("unsupported operator `{}`", text(&e.op)))
+        })?;
         if info.assign {
             let cur = match &*e.left {
                 syn::Expr::Path(p) if p.path.get_ident().is_some() => self.lower_path(p)?,
                 other => {
-                    return Err(DslError::new(other.span(), format!("only variables can be assigned, not `{}`", text(other))))
+                    return Err(DslError::new(
+                        other.span(),
+                        format!("only variables can be assigned, not `{}`", text(other)),
+                    ))
                 }
             };
             let rhs = self.lower_expr(&e.right)?;
@@ -123,7 +140,9 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     /// `a op b` on lowered operands.
     pub fn apply_binary(&mut self, op: Operator, sym: &str, a: Val, b: Val, span: Span) -> R<Val> {
         if let (Val::Const(x), Val::Const(y)) = (&a, &b) {
-            return fold_binary(op, sym, x, y).map(Val::Const).map_err(|m| DslError::new(span, m));
+            return fold_binary(op, sym, x, y)
+                .map(Val::Const)
+                .map_err(|m| DslError::new(span, m));
         }
         if let Some(v) = self.pointer_arith(op, sym, &a, &b, span)? {
             return Ok(v);
@@ -134,39 +153,67 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 let (x, y) = self.operands(sym, a, b, span)?;
                 self.check_broadcast(sym, x, y, span)?;
                 self.at(span);
-                self.b.binary(bop, x, y).map(Val::Runtime).map_err(Self::ir_err(span))
+                self.b
+                    .binary(bop, x, y)
+                    .map(Val::Runtime)
+                    .map_err(Self::ir_err(span))
             }
             Operator::Cmp(p) => {
                 let (x, y) = self.operands(sym, a, b, span)?;
                 self.check_broadcast(sym, x, y, span)?;
                 self.at(span);
-                self.b.cmp(p, x, y).map(Val::Runtime).map_err(Self::ir_err(span))
+                self.b
+                    .cmp(p, x, y)
+                    .map(Val::Runtime)
+                    .map_err(Self::ir_err(span))
             }
         }
     }
 
     /// `p + offsets` / `offsets + p` → `AddPtr`; other operators on pointers are errors.
-    fn pointer_arith(&mut self, op: Operator, sym: &str, a: &Val, b: &Val, span: Span) -> R<Option<Val>> {
+    fn pointer_arith(
+        &mut self,
+        op: Operator,
+        sym: &str,
+        a: &Val,
+        b: &Val,
+        span: Span,
+    ) -> R<Option<Val>> {
         let is_ptr = |l: &Self, v: &Val| matches!(v, Val::Runtime(id) if matches!(l.b.ty(*id).elem, Elem::Ptr(_)));
         let (p, off) = match (is_ptr(self, a), is_ptr(self, b)) {
             (false, false) => return Ok(None),
             (true, false) => (a, b),
             (false, true) => (b, a),
-            (true, true) => return Err(DslError::new(span, format!("`{sym}` of two pointers is not supported"))),
+            (true, true) => {
+                return Err(DslError::new(
+                    span,
+                    format!("`{sym}` of two pointers is not supported"),
+                ))
+            }
         };
         if op != Operator::Arith(BinaryOp::Add) {
-            return Err(DslError::new(span, format!("`{sym}` is not defined on pointers (only `pointer + offsets`)")));
+            return Err(DslError::new(
+                span,
+                format!("`{sym}` is not defined on pointers (only `pointer + offsets`)"),
+            ));
         }
         let off = match off {
             Val::Const(c @ ConstValue::Int(v)) => {
-                let s = if i32::try_from(*v).is_ok() { ScalarType::I32 } else { ScalarType::I64 };
+                let s = if i32::try_from(*v).is_ok() {
+                    ScalarType::I32
+                } else {
+                    ScalarType::I64
+                };
                 self.const_as(c, s, sym, span)?
             }
             other => self.runtime(other.clone(), "pointer offset", span)?,
         };
         let Val::Runtime(p) = p else { return Ok(None) };
         self.at(span);
-        self.b.add_ptr(*p, off).map(|v| Some(Val::Runtime(v))).map_err(Self::ir_err(span))
+        self.b
+            .add_ptr(*p, off)
+            .map(|v| Some(Val::Runtime(v)))
+            .map_err(Self::ir_err(span))
     }
 
     fn logic(&mut self, op: Operator, sym: &str, a: Val, b: Val, span: Span) -> R<Val> {
@@ -180,25 +227,40 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             let id = self.runtime(other, sym, span)?;
             self.expect_bool(id, sym, span)?;
             return match (op, c) {
-                (Operator::LogicAnd, ConstValue::Bool(true)) | (Operator::LogicOr, ConstValue::Bool(false)) => {
-                    Ok(Val::Runtime(id))
-                }
+                (Operator::LogicAnd, ConstValue::Bool(true))
+                | (Operator::LogicOr, ConstValue::Bool(false)) => Ok(Val::Runtime(id)),
                 (_, ConstValue::Bool(v)) => Ok(Val::Const(ConstValue::Bool(v))),
-                (_, c) => Err(DslError::new(span, format!("`{sym}` needs bool operands, got {}", super::value::describe_const(&c)))),
+                (_, c) => Err(DslError::new(
+                    span,
+                    format!(
+                        "`{sym}` needs bool operands, got {}",
+                        super::value::describe_const(&c)
+                    ),
+                )),
             };
         }
         let (x, y) = self.operands(sym, a, b, span)?;
         self.expect_bool(x, sym, span)?;
         self.check_broadcast(sym, x, y, span)?;
-        let bop = if op == Operator::LogicAnd { BinaryOp::And } else { BinaryOp::Or };
+        let bop = if op == Operator::LogicAnd {
+            BinaryOp::And
+        } else {
+            BinaryOp::Or
+        };
         self.at(span);
-        self.b.binary(bop, x, y).map(Val::Runtime).map_err(Self::ir_err(span))
+        self.b
+            .binary(bop, x, y)
+            .map(Val::Runtime)
+            .map_err(Self::ir_err(span))
     }
 
     pub fn expect_bool(&self, v: crate::ir::ValueId, what: &str, span: Span) -> R<()> {
         let t = self.b.ty(v);
         if t.elem != Elem::Scalar(ScalarType::Bool) {
-            return Err(DslError::new(span, format!("`{what}` needs bool operands, got {t}")));
+            return Err(DslError::new(
+                span,
+                format!("`{what}` needs bool operands, got {t}"),
+            ));
         }
         Ok(())
     }
@@ -208,15 +270,25 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         let neg = match u.op {
             syn::UnOp::Neg(_) => true,
             syn::UnOp::Not(_) => false,
-            _ => return Err(DslError::new(span, "unsupported syntax in a kernel: dereference `*p` (use `load(p)`)")),
+            _ => {
+                return Err(DslError::new(
+                    span,
+                    "unsupported syntax in a kernel: dereference `*p` (use `load(p)`)",
+                ))
+            }
         };
         match self.lower_expr(&u.expr)? {
-            Val::Const(c) => fold_unary(neg, &c).map(Val::Const).map_err(|m| DslError::new(span, m)),
+            Val::Const(c) => fold_unary(neg, &c)
+                .map(Val::Const)
+                .map_err(|m| DslError::new(span, m)),
             other => {
                 let x = self.runtime(other, if neg { "-" } else { "!" }, span)?;
                 self.at(span);
                 let op = if neg { UnaryOp::Neg } else { UnaryOp::Not };
-                self.b.unary(op, x).map(Val::Runtime).map_err(Self::ir_err(span))
+                self.b
+                    .unary(op, x)
+                    .map(Val::Runtime)
+                    .map_err(Self::ir_err(span))
             }
         }
     }
@@ -227,29 +299,43 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             syn::Expr::Path(p) if p.path.get_ident().is_some() => {
                 let name = p.path.segments[0].ident.to_string();
                 let span = p.span();
-                self.env_mut().assign(&name, v.clone()).map_err(|e| match e {
-                    AssignError::Immutable => {
-                        DslError::new(span, format!("cannot assign to `{name}`: it is not declared `let mut`"))
-                    }
-                    AssignError::Unknown if self.constexpr(&name).is_some() => {
-                        DslError::new(span, format!("cannot assign to constexpr `{name}`"))
-                    }
-                    AssignError::Unknown => DslError::new(span, format!("unknown variable `{name}`")),
-                })?;
+                self.env_mut()
+                    .assign(&name, v.clone())
+                    .map_err(|e| match e {
+                        AssignError::Immutable => DslError::new(
+                            span,
+                            format!("cannot assign to `{name}`: it is not declared `let mut`"),
+                        ),
+                        AssignError::Unknown if self.constexpr(&name).is_some() => {
+                            DslError::new(span, format!("cannot assign to constexpr `{name}`"))
+                        }
+                        AssignError::Unknown => {
+                            DslError::new(span, format!("unknown variable `{name}`"))
+                        }
+                    })?;
                 self.name_value(&v, &name);
                 Ok(())
             }
             syn::Expr::Paren(p) => self.assign_to(&p.expr, v),
             syn::Expr::Tuple(t) => match v {
-                Val::Tuple(vals) if vals.len() == t.elems.len() => {
-                    t.elems.iter().zip(vals).try_for_each(|(target, val)| self.assign_to(target, val))
-                }
+                Val::Tuple(vals) if vals.len() == t.elems.len() => t
+                    .elems
+                    .iter()
+                    .zip(vals)
+                    .try_for_each(|(target, val)| self.assign_to(target, val)),
                 other => Err(DslError::new(
                     t.span(),
-                    format!("cannot assign {} to a tuple of {} variables", other.kind_name(), t.elems.len()),
+                    format!(
+                        "cannot assign {} to a tuple of {} variables",
+                        other.kind_name(),
+                        t.elems.len()
+                    ),
                 )),
             },
-            other => Err(DslError::new(other.span(), format!("only variables can be assigned, not `{}`", text(other)))),
+            other => Err(DslError::new(
+                other.span(),
+                format!("only variables can be assigned, not `{}`", text(other)),
+            )),
         }
     }
 
@@ -260,9 +346,20 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             Val::Runtime(_) => Err(DslError::new(e.span(), role.runtime_message(&text(e)))),
             Val::Const(c) => Err(DslError::new(
                 e.span(),
-                format!("{} must be an integer, got {}", role.noun(), super::value::describe_const(&c)),
+                format!(
+                    "{} must be an integer, got {}",
+                    role.noun(),
+                    super::value::describe_const(&c)
+                ),
             )),
-            other => Err(DslError::new(e.span(), format!("{} must be an integer, got {}", role.noun(), other.kind_name()))),
+            other => Err(DslError::new(
+                e.span(),
+                format!(
+                    "{} must be an integer, got {}",
+                    role.noun(),
+                    other.kind_name()
+                ),
+            )),
         }
     }
 }
@@ -283,8 +380,12 @@ impl IntRole {
     }
     pub fn runtime_message(self, text: &str) -> String {
         match self {
-            IntRole::Shape => format!("runtime value `{text}` used as a shape; shapes must be constexprs"),
-            IntRole::Axis => format!("runtime value `{text}` used as an axis; axes must be constexprs"),
+            IntRole::Shape => {
+                format!("runtime value `{text}` used as a shape; shapes must be constexprs")
+            }
+            IntRole::Axis => {
+                format!("runtime value `{text}` used as an axis; axes must be constexprs")
+            }
         }
     }
 }

@@ -20,8 +20,12 @@ pub(crate) fn segment_generics(seg: &syn::PathSegment) -> Vec<&syn::GenericArgum
 /// `N` in `<N>`: a plain identifier, if the argument is one.
 fn arg_ident(g: &syn::GenericArgument) -> Option<String> {
     match g {
-        syn::GenericArgument::Type(syn::Type::Path(p)) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
-        syn::GenericArgument::Const(syn::Expr::Path(p)) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
+        syn::GenericArgument::Type(syn::Type::Path(p)) if p.qself.is_none() => {
+            p.path.get_ident().map(|i| i.to_string())
+        }
+        syn::GenericArgument::Const(syn::Expr::Path(p)) if p.qself.is_none() => {
+            p.path.get_ident().map(|i| i.to_string())
+        }
         _ => None,
     }
 }
@@ -33,12 +37,20 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         let v = match (arg_ident(g), g) {
             (Some(name), _) => self.lookup_value(&name, span)?,
             (None, syn::GenericArgument::Const(e)) => self.lower_expr(e)?,
-            _ => return Err(DslError::new(span, format!("`{}` is not a constexpr value", text(g)))),
+            _ => {
+                return Err(DslError::new(
+                    span,
+                    format!("`{}` is not a constexpr value", text(g)),
+                ))
+            }
         };
         match v {
             Val::Const(c) => Ok(c),
             Val::Runtime(_) => Err(DslError::new(span, role.runtime_message(&text(g)))),
-            other => Err(DslError::new(span, format!("`{}` is {}, not a constexpr", text(g), other.kind_name()))),
+            other => Err(DslError::new(
+                span,
+                format!("`{}` is {}, not a constexpr", text(g), other.kind_name()),
+            )),
         }
     }
 
@@ -48,7 +60,11 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             ConstValue::Int(v) => Ok((v, text(g))),
             other => Err(DslError::new(
                 g.span(),
-                format!("`{}` must be an integer constexpr, got {}", text(g), super::value::describe_const(&other)),
+                format!(
+                    "`{}` must be an integer constexpr, got {}",
+                    text(g),
+                    super::value::describe_const(&other)
+                ),
             )),
         }
     }

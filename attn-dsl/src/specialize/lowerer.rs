@@ -42,13 +42,25 @@ pub(crate) fn lower_kernel(
     for (p, v) in params {
         env.define(&p.name, Val::Runtime(*v), p.mutable);
     }
-    let frame = Frame { func_name: item.name(), is_kernel: true, constexprs, env };
-    let mut l = Lowerer { module, b: Builder::new(func), frames: vec![frame] };
+    let frame = Frame {
+        func_name: item.name(),
+        is_kernel: true,
+        constexprs,
+        env,
+    };
+    let mut l = Lowerer {
+        module,
+        b: Builder::new(func),
+        frames: vec![frame],
+    };
     let result = l.lower_fn_body(&item.func.block)?;
     if result != Val::Unit {
         return Err(DslError::new(
             item.func.block.span(),
-            format!("a kernel returns nothing, but this body ends in {}", result.kind_name()),
+            format!(
+                "a kernel returns nothing, but this body ends in {}",
+                result.kind_name()
+            ),
         ));
     }
     l.at(item.func.block.brace_token.span.close());
@@ -62,22 +74,35 @@ pub(crate) fn loc_of(span: Span) -> Loc {
     if s.line == 0 {
         return Loc::default();
     }
-    Loc { line: s.line as u32, col: s.column as u32 + 1 }
+    Loc {
+        line: s.line as u32,
+        col: s.column as u32 + 1,
+    }
 }
 
 impl<'m, 'f> Lowerer<'m, 'f> {
     pub fn frame(&self) -> &Frame {
-        self.frames.last().expect("a frame is always open while lowering")
+        self.frames
+            .last()
+            .expect("a frame is always open while lowering")
     }
     pub fn env(&self) -> &Env {
         &self.frame().env
     }
     pub fn env_mut(&mut self) -> &mut Env {
-        &mut self.frames.last_mut().expect("a frame is always open while lowering").env
+        &mut self
+            .frames
+            .last_mut()
+            .expect("a frame is always open while lowering")
+            .env
     }
     /// The value of a constexpr of the current function.
     pub fn constexpr(&self, name: &str) -> Option<&ConstValue> {
-        self.frame().constexprs.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.frame()
+            .constexprs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
     }
     /// Ops built from now on carry this span's DSL position.
     pub fn at(&mut self, span: Span) {

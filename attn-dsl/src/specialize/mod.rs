@@ -40,7 +40,10 @@ pub struct DslError {
 
 impl DslError {
     pub fn new(span: Span, message: impl Into<String>) -> Self {
-        DslError { span, message: message.into() }
+        DslError {
+            span,
+            message: message.into(),
+        }
     }
 }
 
@@ -56,25 +59,40 @@ pub struct Specialized {
 impl Specialized {
     /// `kernel<NAME=value,...>`: identifies the specialization in reports and caches.
     pub fn key(&self) -> String {
-        let b: Vec<String> = self.bindings.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        let b: Vec<String> = self
+            .bindings
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
         format!("{}<{}>", self.kernel, b.join(","))
     }
 }
 
 /// Specializes `kernel` of `module` on `bindings`.
-pub fn specialize(module: &Module, kernel: &str, bindings: &[Binding]) -> Result<Specialized, DslError> {
+pub fn specialize(
+    module: &Module,
+    kernel: &str,
+    bindings: &[Binding],
+) -> Result<Specialized, DslError> {
     let item = find_kernel(module, kernel)?;
     let decls = constexpr_decls(&item.func)?;
     let bound = binding_check::bind_constexprs(module, item, &decls, bindings)?;
     requires::check_requires(item, &bound, bindings)?;
-    let mut spec = Specialized { kernel: kernel.to_string(), bindings: bound.clone(), ir: Function::new("", item.num_warps) };
+    let mut spec = Specialized {
+        kernel: kernel.to_string(),
+        bindings: bound.clone(),
+        ir: Function::new("", item.num_warps),
+    };
     let key = spec.key();
     let hash = blake3::hash(key.as_bytes()).to_hex();
     spec.ir.name = format!("{kernel}_{}", &hash.as_str()[..8]);
     let mut params = vec![];
     for p in param_decls(&item.func, &decls)? {
         let kind = match &p.ty {
-            ParamTy::Ptr { elem, mutable } => ParamKind::Ptr { elem: resolve_dtype(elem, &bound), mutable: *mutable },
+            ParamTy::Ptr { elem, mutable } => ParamKind::Ptr {
+                elem: resolve_dtype(elem, &bound),
+                mutable: *mutable,
+            },
             ParamTy::Scalar(elem) => ParamKind::Scalar(resolve_dtype(elem, &bound)),
         };
         let v = spec.ir.add_param(&p.name, kind);
@@ -85,18 +103,30 @@ pub fn specialize(module: &Module, kernel: &str, bindings: &[Binding]) -> Result
 }
 
 fn find_kernel<'m>(module: &'m Module, kernel: &str) -> Result<&'m crate::ast::Item, DslError> {
-    let kernels: Vec<String> = module.items.iter().filter(|i| i.kind == ItemKind::Kernel).map(|i| i.name()).collect();
+    let kernels: Vec<String> = module
+        .items
+        .iter()
+        .filter(|i| i.kind == ItemKind::Kernel)
+        .map(|i| i.name())
+        .collect();
     match module.item(kernel) {
         Some(i) if i.kind == ItemKind::Kernel => Ok(i),
         Some(_) => Err(DslError::new(
             Span::call_site(),
-            format!("`{kernel}` is a #[device] function, not a kernel; kernels: {}", kernels.join(", ")),
+            format!(
+                "`{kernel}` is a #[device] function, not a kernel; kernels: {}",
+                kernels.join(", ")
+            ),
         )),
         None => Err(DslError::new(
             Span::call_site(),
             format!(
                 "no kernel `{kernel}` in the module; kernels: {}",
-                if kernels.is_empty() { "none".to_string() } else { kernels.join(", ") }
+                if kernels.is_empty() {
+                    "none".to_string()
+                } else {
+                    kernels.join(", ")
+                }
             ),
         )),
     }

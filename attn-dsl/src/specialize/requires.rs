@@ -8,7 +8,11 @@ use crate::ast::Item;
 use crate::frontend::expr_idents::value_idents;
 
 /// Fails with the first violated rule of `item`.
-pub(crate) fn check_requires(item: &Item, bound: &[(String, ConstValue)], bindings: &[Binding]) -> Result<(), DslError> {
+pub(crate) fn check_requires(
+    item: &Item,
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> Result<(), DslError> {
     let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
     for r in &item.requires {
         match const_eval::eval(&r.cond, &lookup)? {
@@ -17,7 +21,10 @@ pub(crate) fn check_requires(item: &Item, bound: &[(String, ConstValue)], bindin
             other => {
                 return Err(DslError::new(
                     r.span,
-                    format!("`require` condition must be a bool, got {}", describe_const(&other)),
+                    format!(
+                        "`require` condition must be a bool, got {}",
+                        describe_const(&other)
+                    ),
                 ))
             }
         }
@@ -27,7 +34,11 @@ pub(crate) fn check_requires(item: &Item, bound: &[(String, ConstValue)], bindin
 
 /// `require failed: <message>\n  with A = 1, B = true`, at the binding of the first named
 /// constexpr that was bound explicitly (the rule's span when all came from defaults).
-fn violation(r: &crate::ast::Require, bound: &[(String, ConstValue)], bindings: &[Binding]) -> DslError {
+fn violation(
+    r: &crate::ast::Require,
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> DslError {
     let mut named: Vec<String> = vec![];
     for id in value_idents(&r.cond) {
         let n = id.to_string();
@@ -37,7 +48,12 @@ fn violation(r: &crate::ast::Require, bound: &[(String, ConstValue)], bindings: 
     }
     let values: Vec<String> = named
         .iter()
-        .filter_map(|n| bound.iter().find(|(k, _)| k == n).map(|(k, v)| format!("{k} = {v}")))
+        .filter_map(|n| {
+            bound
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(k, v)| format!("{k} = {v}"))
+        })
         .collect();
     let span = named
         .iter()

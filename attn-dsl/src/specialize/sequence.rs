@@ -54,7 +54,10 @@ fn block_items(block: &syn::Block) -> R<Vec<SeqItem<'_>>> {
         .map(|s| match s {
             syn::Stmt::Local(l) => Ok(SeqItem::Local(l)),
             syn::Stmt::Expr(e, semi) => Ok(SeqItem::Expr(e, semi.is_some())),
-            other => Err(DslError::new(other.span(), format!("unsupported statement `{}`", text(other)))),
+            other => Err(DslError::new(
+                other.span(),
+                format!("unsupported statement `{}`", text(other)),
+            )),
         })
         .collect()
 }
@@ -116,8 +119,12 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             match *item {
                 SeqItem::EndScope => self.env_mut().pop_scope(),
                 SeqItem::Local(l) => self.lower_local(l)?,
-                SeqItem::Expr(syn::Expr::Return(r), _) => return Ok(Flow::Returned(self.lower_return(r)?)),
-                SeqItem::Expr(e, semi) if contains_return(e) => return self.lower_returning(e, semi, &items[i + 1..]),
+                SeqItem::Expr(syn::Expr::Return(r), _) => {
+                    return Ok(Flow::Returned(self.lower_return(r)?))
+                }
+                SeqItem::Expr(e, semi) if contains_return(e) => {
+                    return self.lower_returning(e, semi, &items[i + 1..])
+                }
                 SeqItem::Expr(e, semi) => {
                     self.at(e.span());
                     let v = self.lower_expr(e)?;
@@ -136,13 +143,19 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             None => Val::Unit,
         };
         if self.frame().is_kernel && v != Val::Unit {
-            return Err(DslError::new(r.span(), "a kernel returns nothing; write `return;`"));
+            return Err(DslError::new(
+                r.span(),
+                "a kernel returns nothing; write `return;`",
+            ));
         }
         Ok(v)
     }
 
     fn lower_local(&mut self, l: &syn::Local) -> R<()> {
-        let init = l.init.as_ref().ok_or_else(|| DslError::new(l.span(), "`let` needs an initializer"))?;
+        let init = l
+            .init
+            .as_ref()
+            .ok_or_else(|| DslError::new(l.span(), "`let` needs an initializer"))?;
         self.at(l.span());
         let v = self.lower_expr(&init.expr)?;
         self.bind_pat(&l.pat, v)
@@ -161,15 +174,25 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             syn::Pat::Type(pt) => self.bind_pat(&pt.pat, v),
             syn::Pat::Paren(p) => self.bind_pat(&p.pat, v),
             syn::Pat::Tuple(t) => match v {
-                Val::Tuple(vals) if vals.len() == t.elems.len() => {
-                    t.elems.iter().zip(vals).try_for_each(|(p, v)| self.bind_pat(p, v))
-                }
+                Val::Tuple(vals) if vals.len() == t.elems.len() => t
+                    .elems
+                    .iter()
+                    .zip(vals)
+                    .try_for_each(|(p, v)| self.bind_pat(p, v)),
                 other => Err(DslError::new(
                     t.span(),
-                    format!("pattern `{}` expects a tuple of {}, got {}", text(t), t.elems.len(), other.kind_name()),
+                    format!(
+                        "pattern `{}` expects a tuple of {}, got {}",
+                        text(t),
+                        t.elems.len(),
+                        other.kind_name()
+                    ),
                 )),
             },
-            other => Err(DslError::new(other.span(), format!("unsupported pattern `{}`", text(other)))),
+            other => Err(DslError::new(
+                other.span(),
+                format!("unsupported pattern `{}`", text(other)),
+            )),
         }
     }
 
@@ -227,7 +250,12 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         };
         let (tv, tb) = branch(self, &then_items)?;
         let (ev, eb) = branch(self, &else_items)?;
-        let value = BranchValue { label: Label::Value, then_v: tv, else_v: ev, before: None };
+        let value = BranchValue {
+            label: Label::Value,
+            then_v: tv,
+            else_v: ev,
+            before: None,
+        };
         let mut out = self.join_if(c, tb, eb, vec![value], i.span())?;
         Ok(Flow::Returned(out.pop().unwrap_or(Val::Unit)))
     }
@@ -247,9 +275,10 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         };
         match v {
             Val::Const(ConstValue::Bool(k)) => Ok(Cond::Const(k)),
-            Val::Runtime(_) if forced => {
-                Err(DslError::new(span, format!("constexpr `if` on a runtime value `{txt}`")))
-            }
+            Val::Runtime(_) if forced => Err(DslError::new(
+                span,
+                format!("constexpr `if` on a runtime value `{txt}`"),
+            )),
             Val::Runtime(id) => {
                 let t = self.b.ty(id);
                 if t.elem != Elem::Scalar(ScalarType::Bool) || !t.is_scalar() {
@@ -262,9 +291,15 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             }
             Val::Const(c) => Err(DslError::new(
                 span,
-                format!("`if` condition must be a bool, got {}", super::value::describe_const(&c)),
+                format!(
+                    "`if` condition must be a bool, got {}",
+                    super::value::describe_const(&c)
+                ),
             )),
-            other => Err(DslError::new(span, format!("`if` condition must be a bool, got {}", other.kind_name()))),
+            other => Err(DslError::new(
+                span,
+                format!("`if` condition must be a bool, got {}", other.kind_name()),
+            )),
         }
     }
 }

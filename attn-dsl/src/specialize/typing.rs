@@ -60,7 +60,10 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         let scalar = match (c, s) {
             (ConstValue::Int(v), s) if s.is_int() => {
                 if s == ScalarType::I32 && i32::try_from(*v).is_err() {
-                    return Err(DslError::new(span, format!("constant {v} does not fit in i32 (in `{op}`)")));
+                    return Err(DslError::new(
+                        span,
+                        format!("constant {v} does not fit in i32 (in `{op}`)"),
+                    ));
                 }
                 Scalar::Int(*v, s)
             }
@@ -75,7 +78,10 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 };
                 return Err(DslError::new(
                     span,
-                    format!("dtype mismatch in `{op}`: {} vs {s}{hint}", describe_const(c)),
+                    format!(
+                        "dtype mismatch in `{op}`: {} vs {s}{hint}",
+                        describe_const(c)
+                    ),
                 ));
             }
         };
@@ -89,9 +95,15 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             Val::Runtime(id) => Ok(id),
             Val::Const(c) => match default_scalar(&c) {
                 Some(s) => self.const_as(&c, s, what, span),
-                None => Err(DslError::new(span, format!("`{what}` needs a number, got {}", describe_const(&c)))),
+                None => Err(DslError::new(
+                    span,
+                    format!("`{what}` needs a number, got {}", describe_const(&c)),
+                )),
             },
-            other => Err(DslError::new(span, format!("`{what}` needs a number or tile, got {}", other.kind_name()))),
+            other => Err(DslError::new(
+                span,
+                format!("`{what}` needs a number or tile, got {}", other.kind_name()),
+            )),
         }
     }
 
@@ -102,10 +114,15 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 let (ex, ey) = (self.b.ty(x).elem, self.b.ty(y).elem);
                 if ex != ey {
                     let hint = match (ex.scalar(), ey.scalar()) {
-                        (Some(p), Some(q)) => format!(" (insert `.cast::<{}>()`)", suggested_cast(p, q)),
+                        (Some(p), Some(q)) => {
+                            format!(" (insert `.cast::<{}>()`)", suggested_cast(p, q))
+                        }
                         _ => String::new(),
                     };
-                    return Err(DslError::new(span, format!("dtype mismatch in `{op}`: {ex} vs {ey}{hint}")));
+                    return Err(DslError::new(
+                        span,
+                        format!("dtype mismatch in `{op}`: {ex} vs {ey}{hint}"),
+                    ));
                 }
                 Ok((x, y))
             }
@@ -119,13 +136,30 @@ impl<'m, 'f> Lowerer<'m, 'f> {
             }
             (Val::Const(p), Val::Const(q)) => {
                 let s = joint_default(&p, &q).ok_or_else(|| {
-                    DslError::new(span, format!("dtype mismatch in `{op}`: {} vs {}", describe_const(&p), describe_const(&q)))
+                    DslError::new(
+                        span,
+                        format!(
+                            "dtype mismatch in `{op}`: {} vs {}",
+                            describe_const(&p),
+                            describe_const(&q)
+                        ),
+                    )
                 })?;
-                Ok((self.const_as(&p, s, op, span)?, self.const_as(&q, s, op, span)?))
+                Ok((
+                    self.const_as(&p, s, op, span)?,
+                    self.const_as(&q, s, op, span)?,
+                ))
             }
             (a, b) => {
-                let bad = if matches!(a, Val::Runtime(_) | Val::Const(_)) { b } else { a };
-                Err(DslError::new(span, format!("`{op}` needs numbers or tiles, got {}", bad.kind_name())))
+                let bad = if matches!(a, Val::Runtime(_) | Val::Const(_)) {
+                    b
+                } else {
+                    a
+                };
+                Err(DslError::new(
+                    span,
+                    format!("`{op}` needs numbers or tiles, got {}", bad.kind_name()),
+                ))
             }
         }
     }
@@ -133,18 +167,29 @@ impl<'m, 'f> Lowerer<'m, 'f> {
     /// The element dtype of a numeric value (pointers are not numbers).
     pub fn scalar_of(&self, v: ValueId, op: &str, span: Span) -> R<ScalarType> {
         let t = self.b.ty(v);
-        t.elem.scalar().ok_or_else(|| DslError::new(span, format!("`{op}` is not defined on {t}")))
+        t.elem
+            .scalar()
+            .ok_or_else(|| DslError::new(span, format!("`{op}` is not defined on {t}")))
     }
 
     /// Fails with the Builder's shape message (named after `op`) when shapes do not broadcast.
     pub fn check_broadcast(&self, op: &str, a: ValueId, b: ValueId, span: Span) -> R<()> {
         let (sa, sb) = (self.b.ty(a).shape.clone(), self.b.ty(b).shape.clone());
-        self.b.broadcast_shape(op, &sa, &sb).map(|_| ()).map_err(Self::ir_err(span))
+        self.b
+            .broadcast_shape(op, &sa, &sb)
+            .map(|_| ())
+            .map_err(Self::ir_err(span))
     }
 
     /// `v` as a value of exactly type `ty` (constexprs adopt it, splatted to its shape);
     /// `mismatch` words the error from a description of what `v` is.
-    pub fn coerce(&mut self, v: &Val, ty: &Type, span: Span, mismatch: &dyn Fn(String) -> String) -> R<ValueId> {
+    pub fn coerce(
+        &mut self,
+        v: &Val,
+        ty: &Type,
+        span: Span,
+        mismatch: &dyn Fn(String) -> String,
+    ) -> R<ValueId> {
         match v {
             Val::Runtime(id) => {
                 let t = self.b.ty(*id).clone();
