@@ -27,9 +27,7 @@ fn ok(body: &str) -> Specialized {
 
 fn err(body: &str) -> DslError {
     let m = parse_module_str(&kernel(body)).unwrap_or_else(|e| panic!("parse: {}", e.message));
-    specialize(&m, "k", &binds())
-        .err()
-        .expect("expected an error")
+    specialize(&m, "k", &binds()).expect_err("expected an error")
 }
 
 fn all_ops(f: &Function) -> Vec<&Op> {
