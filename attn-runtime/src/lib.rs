@@ -1,4 +1,5 @@
 //! attn-runtime: NVRTC JIT, content-keyed cache, typed launches, tensors, and the ops.
 
+pub mod kernels;
 pub mod ops;
 pub mod reference;

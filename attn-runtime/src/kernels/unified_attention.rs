@@ -63,6 +63,7 @@ pub mod unified {
         mm_ranges: Ptr,
         q_range_lo: Tile,
         q_range_hi: Tile,
+        mask_aux: Ptr,
     ) -> Tile {
         let base = select(causal, k <= q_abs, k < seq_len);
         let mut win = base | !base; // all true, shaped [M, N]
@@ -123,6 +124,7 @@ pub mod unified {
         q_range_hi: Tile,
         q_abs_rows: Tile,
         row_valid: Tile,
+        mask_aux: Ptr,
     ) -> (i32, i32, i32) {
         let q_lo = b * BLOCK_Q;
         let q_hi = min(q_lo + BLOCK_Q - 1, qlen - 1);
@@ -170,6 +172,22 @@ pub mod unified {
     /// One program per (q-block, kv-head[, segment]): the GQA group of a KV head is processed
     /// together (rows = BLOCK_Q tokens × NUM_QUERIES_PER_KV heads), each K/V tile loaded once.
     /// 2D writes normalized outputs; 3D (`IS_3D`) writes unnormalized segment partials.
+    ///
+    /// Variants plug in through two `Device` constexprs (the op binds `vllm_mask` and
+    /// `vllm_bounds`); a variant's device functions are merged into this module and may
+    /// declare any of this kernel's constexprs, which they receive by name:
+    ///
+    /// - `MASK(q_abs [M,1], k [1,N], seq_len, causal, rswa_prefix, mm_ranges,
+    ///   q_range_lo [M,1], q_range_hi [M,1], aux) -> bool [M,N]`: may row (q_abs) see key k.
+    /// - `BOUNDS(context_len, seq_len, qlen, b, causal, mm_ranges, q_range_lo [M],
+    ///   q_range_hi [M], q_abs [M], row_valid [M], aux) -> (tile_lo, tile_hi, msp)`: the
+    ///   half-open tile range to visit and the load limit `k < msp`. Contract: every key
+    ///   MASK allows for a valid row lies in `[TILE·tile_lo, min(TILE·tile_hi, msp))`.
+    ///   The kernel clamps msp to seq_len and never attends a key >= msp.
+    ///
+    /// `aux = mask_aux + seq_idx · mask_aux_stride`: the sequence's row of the variant's data
+    /// (`mask_aux`, any `i32` tensor; a 1-element dummy when the variant has none). The
+    /// V guard and the score mask both use MASK's result, so they cannot disagree.
     #[kernel(
         num_warps = 4,
         require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must equal num_query_heads / num_kv_heads"),
@@ -223,8 +241,11 @@ pub mod unified {
         const USE_SINKS: bool,
         const USE_ALIBI_SLOPES: bool,
         const USE_ALIBI_SQRT: bool,
+        const USE_QQ_BIAS: bool,
         const IS_3D: bool,
         const NUM_SEGMENTS: i32,
+        const MASK: Device,
+        const BOUNDS: Device,
     >(
         q: *const T,
         k_cache: *const T,
@@ -242,6 +263,8 @@ pub mod unified {
         rswa_prefix_lens: *const i32,
         sinks: *const f32,
         alibi_slopes: *const f32,
+        qq_bias: *const f32,
+        mask_aux: *const i32,
         num_seqs: i32,
         num_query_heads: i32,
         softmax_scale: f32,
@@ -254,6 +277,8 @@ pub mod unified {
         kv_stride_slot: i64,
         kv_stride_head: i64,
         block_table_stride: i64,
+        qq_bias_stride0: i32,
+        mask_aux_stride: i64,
     ) {
         let q_block_global = program_id(0);
         let kv_head = program_id(1);
@@ -297,9 +322,14 @@ pub mod unified {
             rswa_prefix = load(rswa_prefix_lens + seq_idx);
         }
 
-        let (tile_lo, tile_hi, msp) = vllm_bounds(
+        // The variant's data row for this sequence (MASK / BOUNDS calling convention).
+        let seq_aux = mask_aux + seq_idx.cast::<i64>() * mask_aux_stride;
+        let (tile_lo, tile_hi, bounds_msp) = BOUNDS(
             context_len, seq_len, qlen, b, causal, seq_ranges, q_range_lo, q_range_hi, q_abs, row_valid,
+            seq_aux,
         );
+        // Never read past L, whatever the bounds function says (NaN tails of the last page).
+        let msp = min(bounds_msp, seq_len);
         let mut loop_lo = tile_lo;
         let mut loop_hi = tile_hi;
         let mut segment = 0;
@@ -345,10 +375,12 @@ pub mod unified {
             if USE_SOFTCAP {
                 s = softcap * tanh(s / softcap);
             }
-            let allowed = vllm_mask(
+            // A key the kernel did not load (k >= MSP) is never attended: its score would
+            // be q·0 = 0, not -inf.
+            let allowed = MASK(
                 q_abs.unsqueeze(1), k_pos.unsqueeze(0), seq_len, causal, rswa_prefix, seq_ranges,
-                q_range_lo.unsqueeze(1), q_range_hi.unsqueeze(1),
-            ) & row_valid.unsqueeze(1);
+                q_range_lo.unsqueeze(1), q_range_hi.unsqueeze(1), seq_aux,
+            ) & row_valid.unsqueeze(1) & k_ok.unsqueeze(0);
             s = select(allowed, s, f32::NEG_INFINITY);
             if USE_ALIBI_SLOPES {
                 if USE_ALIBI_SQRT {
@@ -357,6 +389,17 @@ pub mod unified {
                 } else {
                     s = s + slope.unsqueeze(1) * (k_pos.unsqueeze(0) - context_len).cast::<f32>();
                 }
+            }
+            if USE_QQ_BIAS {
+                // Query×query bias (spec §1.4 step 5): row t, column k - context_len.
+                let col = k_pos - context_len;
+                let col_ok = (col >= 0) & (col < qq_bias_stride0);
+                let bias = load(
+                    qq_bias + (t * qq_bias_stride0).unsqueeze(1) + col.unsqueeze(0),
+                    allowed & col_ok.unsqueeze(0),
+                    0.0,
+                );
+                s = s + bias;
             }
             let m_raw = max(m_i, s.max(1));
             let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);

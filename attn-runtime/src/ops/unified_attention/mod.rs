@@ -1,9 +1,12 @@
 //! Unified attention (spec `unified_attention.md`): varlen, paged-KV attention with
 //! sliding window, multimodal prefix ranges, R-SWA, chunked attention, softcap, sinks,
 //! ALiBi, 2D and 3D paths. This module holds the host-side pieces: the mask predicate,
-//! the tile-loop bounds, the constexpr configuration and the input validation.
+//! the tile-loop bounds, the constexpr configuration and the input validation; the launch
+//! plan shared by the backends; and the CPU-executor backend.
 
 pub mod bounds;
 pub mod config;
+pub mod cpu;
 pub mod mask;
+pub mod plan;
 pub mod validate;

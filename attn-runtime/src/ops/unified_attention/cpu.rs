@@ -1,0 +1,489 @@
+//! Unified attention on the CPU executor: the DSL kernels, specialized exactly as the GPU
+//! op specializes them, run over the same launch plan (DESIGN §3.4). This is how CI, which
+//! has no GPU, checks the kernels against the dense reference.
+//!
+//! The problem is given in the reference's form ([`UnifiedAttentionProblem`]: f32 host
+//! arrays plus options), so one test input feeds both. Inputs are converted to the kernel
+//! dtype (round to nearest even); pass values already representable in that dtype to
+//! compare against the reference without input rounding noise. Every output buffer starts
+//! NaN-filled (poisoned), so an element the kernels fail to write cannot pass a comparison.
+
+use std::collections::BTreeMap;
+
+use attn_dsl::interp::{run, CpuArg, ExecError, ExecStats, HostBuffer};
+use attn_dsl::ir::{Function, ScalarType};
+use thiserror::Error;
+
+use super::config::{
+    AlibiMode, AttentionProblem, CausalMode, ConfigError, MmRangeEncoding, SplitKvWorkspace,
+};
+use super::plan::{
+    choose_config, plan_launch, BufferRole, KernelArg, KernelLaunch, LaunchPlan, LaunchShape,
+    MaskVariant, PathChoice, PlanError,
+};
+use super::validate::{validate_inputs, InputError, TensorMeta, UnifiedAttentionInputs};
+use crate::kernels::dsl_module::{module_from_source, DslModule, ModuleLoadError};
+use crate::kernels::specialization_cache::specialize_cached;
+use crate::kernels::unified_attention;
+use crate::reference::unified_attention::{
+    Causality, MmRanges, UnifiedAttentionProblem,
+};
+use crate::reference::Dtype;
+
+/// A user variant: device functions (DSL text) bound to `MASK` / `BOUNDS`, and their data.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuVariant<'a> {
+    /// Module text holding the variant's `#[device]` functions (merged with the kernel's).
+    pub source: &'a str,
+    /// Where the text comes from, for messages.
+    pub label: &'a str,
+    /// Device function bound to `MASK`.
+    pub mask: &'a str,
+    /// Device function bound to `BOUNDS`.
+    pub bounds: &'a str,
+    /// The `mask_aux` tensor (`i32`, row `seq` starts at `seq · aux_stride`); may be empty.
+    pub aux: &'a [i32],
+    pub aux_stride: usize,
+}
+
+/// How to run: dtype, path, variant, and test knobs.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuOptions<'a> {
+    /// Element type of q, K/V and out.
+    pub dtype: Dtype,
+    pub path: PathChoice,
+    /// The §6 split-KV workspace settings ([`PathChoice::Heuristic`] looks at them).
+    pub split_kv: Option<SplitKvWorkspace>,
+    pub variant: Option<CpuVariant<'a>>,
+    /// Extra elements after each token row of q and out (poisoned): exercises the
+    /// stride arguments and lets tests check that nothing outside the rows is written.
+    pub row_padding: usize,
+}
+
+impl Default for CpuOptions<'_> {
+    fn default() -> Self {
+        CpuOptions {
+            dtype: Dtype::Bf16,
+            path: PathChoice::Heuristic,
+            split_kv: None,
+            variant: None,
+            row_padding: 0,
+        }
+    }
+}
+
+/// What a CPU run produced.
+#[derive(Clone, Debug)]
+pub struct CpuRun {
+    /// `[T, Hq, D]` as f32 (from the kernel dtype).
+    pub output: Vec<f32>,
+    /// The whole output buffer, padding included (NaN where nothing was stored).
+    pub raw_output: Vec<f32>,
+    /// Elements between consecutive tokens of `raw_output`.
+    pub out_token_stride: usize,
+    pub plan: LaunchPlan,
+    /// Executor statistics of the attention launch and, in 3D, of the reduce.
+    pub stats: Vec<ExecStats>,
+}
+
+/// Why a CPU run failed.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum CpuError {
+    #[error("invalid input: {0}")]
+    Input(#[from] InputError),
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("no launch plan: {0}")]
+    Plan(#[from] PlanError),
+    #[error("loading the DSL module: {0}")]
+    Module(#[from] ModuleLoadError),
+    #[error("specializing `{kernel}` (line {line}): {message}")]
+    Specialize {
+        kernel: String,
+        line: usize,
+        message: String,
+    },
+    #[error("{what} has {got} elements, expected {expected}")]
+    BufferSize {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}`")]
+    ParamOrder {
+        kernel: String,
+        index: usize,
+        param: String,
+        planned: String,
+    },
+    #[error("kernel `{kernel}` parameter `{param}`: the plan names a buffer the run did not provide (or names it twice)")]
+    MissingBuffer { kernel: String, param: String },
+    #[error("executing `{kernel}`: {source}")]
+    Exec {
+        kernel: String,
+        #[source]
+        source: ExecError,
+    },
+}
+
+/// `[T, Hq, D]` output of unified attention computed by the DSL kernels on the CPU.
+pub fn unified_attention_cpu(
+    problem: &UnifiedAttentionProblem<'_>,
+    options: &CpuOptions<'_>,
+) -> Result<Vec<f32>, CpuError> {
+    Ok(run_unified_attention_cpu(problem, options)?.output)
+}
+
+/// [`unified_attention_cpu`] with everything a test may want to inspect.
+pub fn run_unified_attention_cpu(
+    problem: &UnifiedAttentionProblem<'_>,
+    options: &CpuOptions<'_>,
+) -> Result<CpuRun, CpuError> {
+    let dims = Dims::of(problem)?;
+    validate(problem, &dims, options.dtype.scalar_type())?;
+    let attention_problem = attention_problem(problem, &dims, options);
+    let cfg = choose_config(&attention_problem, options.path)?;
+    let shape = launch_shape(problem, &dims, options);
+    let variant = options.variant.map_or_else(MaskVariant::default, |v| MaskVariant {
+        mask: v.mask.to_string(),
+        bounds: v.bounds.to_string(),
+    });
+    let plan = plan_launch(&cfg, &shape, options.dtype.scalar_type(), &variant)?;
+    let module = kernel_module(options.variant.as_ref())?;
+    let mut buffers = host_buffers(problem, &dims, options, &plan);
+    let mut stats = vec![execute(&module, &plan.attention, &mut buffers)?];
+    if let Some(reduce) = &plan.reduce {
+        stats.push(execute(&module, reduce, &mut buffers)?);
+    }
+    let raw = buffers
+        .remove(&BufferRole::Output)
+        .map(|b| b.to_f64s())
+        .unwrap_or_default();
+    let stride = shape.out_strides[0];
+    let mut output = Vec::with_capacity(dims.num_tokens * dims.hq * dims.d);
+    for t in 0..dims.num_tokens {
+        let row = t * stride;
+        output.extend(raw[row..row + dims.hq * dims.d].iter().map(|&x| x as f32));
+    }
+    Ok(CpuRun {
+        output,
+        raw_output: raw.iter().map(|&x| x as f32).collect(),
+        out_token_stride: stride,
+        plan,
+        stats,
+    })
+}
+
+/// The kernel module, merged with the variant's device functions when there is one.
+fn kernel_module(variant: Option<&CpuVariant<'_>>) -> Result<DslModule, CpuError> {
+    let base = unified_attention::module()?;
+    match variant {
+        None => Ok(base),
+        Some(v) => Ok(base.merged_with(&module_from_source(v.source, v.label)?)?),
+    }
+}
+
+/// Sizes derived from the problem's flat arrays.
+struct Dims {
+    num_tokens: usize,
+    num_seqs: usize,
+    hq: usize,
+    hkv: usize,
+    d: usize,
+    num_blocks: usize,
+    max_seqlen_q: usize,
+}
+
+impl Dims {
+    fn of(p: &UnifiedAttentionProblem<'_>) -> Result<Dims, CpuError> {
+        let row = p.num_query_heads * p.head_size;
+        let page = p.block_size * p.num_kv_heads * p.head_size;
+        let num_tokens = if row == 0 { 0 } else { p.q.len() / row };
+        let num_blocks = if page == 0 { 0 } else { p.k_cache.len() / page };
+        exact("q", p.q.len(), num_tokens * row)?;
+        exact("k_cache", p.k_cache.len(), num_blocks * page)?;
+        exact("v_cache", p.v_cache.len(), num_blocks * page)?;
+        let max_seqlen_q = p
+            .cu_seqlens_q
+            .windows(2)
+            .map(|w| (w[1] - w[0]).max(0) as usize)
+            .max()
+            .unwrap_or(0);
+        Ok(Dims {
+            num_tokens,
+            num_seqs: p.cu_seqlens_q.len().saturating_sub(1),
+            hq: p.num_query_heads,
+            hkv: p.num_kv_heads,
+            d: p.head_size,
+            num_blocks,
+            max_seqlen_q,
+        })
+    }
+}
+
+fn exact(what: &'static str, got: usize, expected: usize) -> Result<(), CpuError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(CpuError::BufferSize {
+            what,
+            got,
+            expected,
+        })
+    }
+}
+
+/// The shared host-side input rules (validate.rs), on the logical (unpadded) tensors.
+fn validate(p: &UnifiedAttentionProblem<'_>, dims: &Dims, dtype: ScalarType) -> Result<(), CpuError> {
+    let o = &p.options;
+    let q = TensorMeta::contiguous([dims.num_tokens, dims.hq, dims.d], dtype);
+    let kv = TensorMeta::contiguous([dims.num_blocks, p.block_size, dims.hkv, dims.d], dtype);
+    let rows = dims.num_seqs;
+    let (seq_ranges, query_ranges) = match o.mm_ranges {
+        MmRanges::None => (None, None),
+        MmRanges::PerSequence(r, n) => (Some((r.as_flattened(), [rows, n, 2])), None),
+        MmRanges::PerQuery(r) => (None, Some((r.as_flattened(), [r.len(), 2]))),
+    };
+    let inputs = UnifiedAttentionInputs {
+        q,
+        k: kv,
+        v: kv,
+        out: q,
+        cu_seqlens_q: p.cu_seqlens_q,
+        seq_lens: p.seq_lens,
+        block_table: p.block_table,
+        block_table_shape: [rows, p.block_table_stride],
+        block_table_stride: p.block_table_stride,
+        mm_prefix_range: seq_ranges,
+        mm_prefix_query_range: query_ranges,
+        per_seq_causal_len: match o.causality {
+            Causality::PerSequence(f) => Some(f.len()),
+            _ => None,
+        },
+        rswa_prefix_lens: o.r_swa.map(|r| r.prefix_lens),
+        sinks_len: o.sinks.map(<[f32]>::len),
+        alibi_slopes_len: o.alibi.map(|a| a.slopes.len()),
+        qq_bias_shape: o
+            .qq_bias
+            .map(|b| [b.values.len() / b.stride0.max(1), b.stride0]),
+    };
+    Ok(validate_inputs(&inputs)?)
+}
+
+/// The §6 view of the problem: geometry and enabled features.
+fn attention_problem(
+    p: &UnifiedAttentionProblem<'_>,
+    dims: &Dims,
+    options: &CpuOptions<'_>,
+) -> AttentionProblem {
+    let o = &p.options;
+    AttentionProblem {
+        num_query_heads: dims.hq as i32,
+        num_kv_heads: dims.hkv as i32,
+        head_size: dims.d as i32,
+        block_size: p.block_size as i32,
+        kv_elem_bytes: options.dtype.scalar_type().size_bytes() as i32,
+        sliding_window: o.sliding_window,
+        causal: match o.causality {
+            Causality::Causal => CausalMode::Causal,
+            Causality::NonCausal => CausalMode::NonCausal,
+            Causality::PerSequence(_) => CausalMode::PerSequence,
+        },
+        chunk_lookback: o.chunk_lookback,
+        mm: match o.mm_ranges {
+            MmRanges::None => MmRangeEncoding::None,
+            MmRanges::PerSequence(_, r) => MmRangeEncoding::PerSequence {
+                max_ranges: r as i32,
+            },
+            MmRanges::PerQuery(_) => MmRangeEncoding::PerQuery,
+        },
+        mm_prefix_clamp_sw: o.mm_prefix_clamp_sw,
+        r_swa_window: o.r_swa.map(|r| r.window),
+        softcap: o.softcap.unwrap_or(0.0) as f32,
+        use_sinks: o.sinks.is_some(),
+        alibi: match o.alibi {
+            None => AlibiMode::None,
+            Some(a) if a.sqrt => AlibiMode::Sqrt,
+            Some(_) => AlibiMode::Linear,
+        },
+        use_qq_bias: o.qq_bias.is_some(),
+        max_seqlen_q: dims.max_seqlen_q as i32,
+        num_seqs: dims.num_seqs as i32,
+        split_kv: options.split_kv,
+        batch_invariant: false,
+    }
+}
+
+fn launch_shape(p: &UnifiedAttentionProblem<'_>, dims: &Dims, options: &CpuOptions<'_>) -> LaunchShape {
+    let row = dims.hq * dims.d + options.row_padding;
+    let o = &p.options;
+    LaunchShape {
+        num_tokens: dims.num_tokens,
+        num_seqs: dims.num_seqs,
+        max_seqlen_q: dims.max_seqlen_q,
+        q_strides: [row, dims.d],
+        out_strides: [row, dims.d],
+        kv_strides: [p.block_size * dims.hkv * dims.d, dims.hkv * dims.d, dims.d],
+        block_table_stride: p.block_table_stride,
+        qq_bias_stride0: o.qq_bias.map_or(0, |b| b.stride0),
+        mask_aux_stride: options.variant.map(|v| v.aux_stride),
+        softmax_scale: p.scale as f32,
+        softcap: o.softcap.unwrap_or(0.0) as f32,
+        num_sinks: o.sinks.map_or(0, <[f32]>::len),
+    }
+}
+
+/// Host buffers for every role the plan uses; outputs and workspace poisoned with NaN.
+fn host_buffers(
+    p: &UnifiedAttentionProblem<'_>,
+    dims: &Dims,
+    options: &CpuOptions<'_>,
+    plan: &LaunchPlan,
+) -> BTreeMap<BufferRole, HostBuffer> {
+    use BufferRole as B;
+    let dtype = plan.dtype;
+    let o = &p.options;
+    let f64s = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+    let row = dims.hq * dims.d;
+    let padded = row + options.row_padding;
+    let mut q = vec![f64::NAN; dims.num_tokens * padded];
+    for t in 0..dims.num_tokens {
+        for (i, &x) in p.q[t * row..(t + 1) * row].iter().enumerate() {
+            q[t * padded + i] = f64::from(x);
+        }
+    }
+    let mut m: BTreeMap<BufferRole, HostBuffer> = BTreeMap::new();
+    m.insert(B::Query, HostBuffer::from_f64s(dtype, &q));
+    m.insert(B::KeyCache, HostBuffer::from_f64s(dtype, &f64s(p.k_cache)));
+    m.insert(B::ValueCache, HostBuffer::from_f64s(dtype, &f64s(p.v_cache)));
+    m.insert(B::Output, HostBuffer::from_f64s(dtype, &vec![f64::NAN; dims.num_tokens * padded]));
+    m.insert(B::CuSeqlensQ, HostBuffer::I32(p.cu_seqlens_q.to_vec()));
+    m.insert(B::SeqLens, HostBuffer::I32(p.seq_lens.to_vec()));
+    m.insert(B::BlockTable, HostBuffer::I32(p.block_table.to_vec()));
+    if let Some(ws) = plan.workspace {
+        let nan = |n: usize| HostBuffer::F32(vec![f32::NAN; n]);
+        m.insert(B::SegmentOutput, nan(ws.output_len()));
+        m.insert(B::SegmentMax, nan(ws.stats_len()));
+        m.insert(B::SegmentExpSum, nan(ws.stats_len()));
+    }
+    if let Causality::PerSequence(flags) = o.causality {
+        m.insert(B::PerSeqCausal, HostBuffer::I32(flags.iter().map(|&c| i32::from(c)).collect()));
+    }
+    match o.mm_ranges {
+        MmRanges::None => {}
+        MmRanges::PerSequence(r, _) => {
+            m.insert(B::MmPrefixRange, HostBuffer::I32(r.as_flattened().to_vec()));
+        }
+        MmRanges::PerQuery(r) => {
+            m.insert(B::MmPrefixQueryRange, HostBuffer::I32(r.as_flattened().to_vec()));
+        }
+    }
+    if let Some(r) = o.r_swa {
+        m.insert(B::RswaPrefixLens, HostBuffer::I32(r.prefix_lens.to_vec()));
+    }
+    if let Some(s) = o.sinks {
+        m.insert(B::Sinks, HostBuffer::F32(s.to_vec()));
+    }
+    if let Some(a) = o.alibi {
+        m.insert(B::AlibiSlopes, HostBuffer::F32(a.slopes.to_vec()));
+    }
+    if let Some(b) = o.qq_bias {
+        m.insert(B::QqBias, HostBuffer::F32(b.values.to_vec()));
+    }
+    if let Some(v) = options.variant {
+        // An empty tensor still needs an address: one never-read element.
+        let aux = if v.aux.is_empty() { vec![0] } else { v.aux.to_vec() };
+        m.insert(B::MaskAux, HostBuffer::I32(aux));
+    }
+    m
+}
+
+/// Specializes (cached) and runs one launch of the plan.
+fn execute(
+    module: &DslModule,
+    launch: &KernelLaunch,
+    buffers: &mut BTreeMap<BufferRole, HostBuffer>,
+) -> Result<ExecStats, CpuError> {
+    let f = specialize_cached(module, launch.kernel, &launch.bindings).map_err(|e| {
+        CpuError::Specialize {
+            kernel: launch.kernel.to_string(),
+            line: e.span.start().line,
+            message: e.message,
+        }
+    })?;
+    if launch.grid.contains(&0) {
+        return Ok(ExecStats::default());
+    }
+    let mut dummies: Vec<HostBuffer> = launch
+        .args
+        .iter()
+        .filter_map(|(_, a)| match a {
+            KernelArg::Dummy(t) => Some(HostBuffer::zeros(*t, 1)),
+            _ => None,
+        })
+        .collect();
+    let args = marshal(&f, launch, buffers, &mut dummies)?;
+    run(&f, launch.grid, args).map_err(|source| CpuError::Exec {
+        kernel: launch.kernel.to_string(),
+        source,
+    })
+}
+
+/// Turns the plan's argument roles into executor arguments, checking the parameter order
+/// against the specialized kernel (`*mut` parameters get writable buffers).
+fn marshal<'a>(
+    f: &Function,
+    launch: &KernelLaunch,
+    buffers: &'a mut BTreeMap<BufferRole, HostBuffer>,
+    dummies: &'a mut [HostBuffer],
+) -> Result<Vec<CpuArg<'a>>, CpuError> {
+    let mut by_role: BTreeMap<BufferRole, &'a mut HostBuffer> =
+        buffers.iter_mut().map(|(r, b)| (*r, b)).collect();
+    let mut dummies = dummies.iter_mut();
+    let mut args = Vec::with_capacity(launch.args.len());
+    for (index, (name, arg)) in launch.args.iter().enumerate() {
+        let param = f.params.get(index);
+        if param.map(|p| p.name.as_str()) != Some(*name) {
+            return Err(CpuError::ParamOrder {
+                kernel: launch.kernel.to_string(),
+                index,
+                param: param.map_or_else(|| "<none>".to_string(), |p| p.name.clone()),
+                planned: (*name).to_string(),
+            });
+        }
+        let mutable = matches!(
+            param.map(|p| &p.kind),
+            Some(attn_dsl::ir::ParamKind::Ptr { mutable: true, .. })
+        );
+        let buffer: Option<&'a mut HostBuffer> = match arg {
+            KernelArg::Scalar(v) => {
+                args.push(CpuArg::Scalar(*v));
+                continue;
+            }
+            KernelArg::Buffer(role) => by_role.remove(role),
+            KernelArg::Dummy(_) => dummies.next(),
+        };
+        let buffer = buffer.ok_or_else(|| CpuError::MissingBuffer {
+            kernel: launch.kernel.to_string(),
+            param: (*name).to_string(),
+        })?;
+        args.push(if mutable {
+            buffer.arg_out()
+        } else {
+            let shared: &'a HostBuffer = buffer;
+            shared.arg_in()
+        });
+    }
+    if f.params.len() != launch.args.len() {
+        return Err(CpuError::ParamOrder {
+            kernel: launch.kernel.to_string(),
+            index: launch.args.len(),
+            param: f
+                .params
+                .get(launch.args.len())
+                .map_or_else(|| "<none>".to_string(), |p| p.name.clone()),
+            planned: "<end of arguments>".to_string(),
+        });
+    }
+    Ok(args)
+}

@@ -1,0 +1,459 @@
+//! The launch plan of one unified-attention call: which specializations, on which grids,
+//! with which arguments (spec `unified_attention.md` §1.2, §5, §6).
+//!
+//! The plan is backend-agnostic: arguments are named by role ([`KernelArg`]), and the CPU
+//! executor and the GPU runtime each turn roles into their own buffers. That keeps the
+//! parameter order, the constexpr bindings and the grid in ONE place, so both backends
+//! launch exactly the same specialization the same way.
+
+use attn_dsl::ir::ScalarType;
+use attn_dsl::kernel::ScalarArg;
+use attn_dsl::{Binding, ConstValue};
+use thiserror::Error;
+
+use super::config::{
+    choose_3d, get_tile_size, AttentionProblem, ConfigError, LaunchValues, UnifiedAttentionConfig,
+};
+use crate::kernels::unified_attention::{
+    ATTENTION_KERNEL, DEFAULT_BOUNDS, DEFAULT_MASK, REDUCE_KERNEL,
+};
+
+/// 2D or 3D: the §6 heuristic, or a forced path (tests, benchmarks, batch invariance).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathChoice {
+    /// §6: 3D iff a split-KV workspace is configured, the batch is pure decode and small.
+    Heuristic,
+    Force2d,
+    /// Split-KV with this many segments (a power of two); decode batches only.
+    Force3d { num_segments: i32 },
+}
+
+/// The device functions bound to the kernel's `MASK` and `BOUNDS` constexprs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MaskVariant {
+    pub mask: String,
+    pub bounds: String,
+}
+
+impl Default for MaskVariant {
+    /// vLLM's semantics: the spec §3.6 mask and §4 bounds.
+    fn default() -> Self {
+        MaskVariant {
+            mask: DEFAULT_MASK.to_string(),
+            bounds: DEFAULT_BOUNDS.to_string(),
+        }
+    }
+}
+
+/// The run-time facts the plan needs beyond the constexpr configuration: sizes, element
+/// strides of the big tensors, and the scalar arguments.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LaunchShape {
+    /// T: total scheduled query tokens.
+    pub num_tokens: usize,
+    /// S.
+    pub num_seqs: usize,
+    /// `max_seqlen_q` (3D needs ≤ 1).
+    pub max_seqlen_q: usize,
+    /// q strides `[token, head]` in elements (D is contiguous).
+    pub q_strides: [usize; 2],
+    /// out strides `[token, head]` in elements.
+    pub out_strides: [usize; 2],
+    /// K/V cache strides `[block, slot, head]` in elements (shared by K and V).
+    pub kv_strides: [usize; 3],
+    pub block_table_stride: usize,
+    /// Columns of the `qq_bias` matrix (0 when absent).
+    pub qq_bias_stride0: usize,
+    /// Row stride of the variant's `mask_aux` tensor; `None` when the variant has no data.
+    pub mask_aux_stride: Option<usize>,
+    pub softmax_scale: f32,
+    /// The softcap value (ignored unless `USE_SOFTCAP`).
+    pub softcap: f32,
+    /// `len(sinks)` when sinks are given (rule 5).
+    pub num_sinks: usize,
+}
+
+/// A buffer the op owns or receives, by its role in the op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BufferRole {
+    Query,
+    KeyCache,
+    ValueCache,
+    Output,
+    /// 3D workspace `[T, Hq, NSEG, Dp]` f32.
+    SegmentOutput,
+    /// 3D workspace `[T, Hq, NSEG]` f32.
+    SegmentMax,
+    /// 3D workspace `[T, Hq, NSEG]` f32.
+    SegmentExpSum,
+    CuSeqlensQ,
+    SeqLens,
+    BlockTable,
+    /// `i32 [S]`, nonzero = causal.
+    PerSeqCausal,
+    /// `i32 [S, R, 2]`.
+    MmPrefixRange,
+    /// `i32 [T, 2]`.
+    MmPrefixQueryRange,
+    RswaPrefixLens,
+    Sinks,
+    AlibiSlopes,
+    QqBias,
+    /// The variant's `i32` data (see the kernel's MASK / BOUNDS convention).
+    MaskAux,
+}
+
+/// One kernel argument, as a role the backend resolves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KernelArg {
+    Buffer(BufferRole),
+    /// An optional input that is off: a 1-element buffer of this dtype, never read.
+    Dummy(ScalarType),
+    Scalar(ScalarArg),
+}
+
+/// One launch: a specialization (kernel + bindings), its grid and its arguments in
+/// parameter order (each with the parameter's name, so a backend can check the order).
+#[derive(Clone, Debug)]
+pub struct KernelLaunch {
+    pub kernel: &'static str,
+    pub bindings: Vec<Binding>,
+    /// `[x, y, z]`; a grid with a zero extent means "nothing to do" (T = 0).
+    pub grid: [u32; 3],
+    pub args: Vec<(&'static str, KernelArg)>,
+}
+
+/// The 3D split-KV workspace the attention launch writes and the reduce reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentWorkspace {
+    pub num_tokens: usize,
+    pub num_query_heads: usize,
+    pub num_segments: usize,
+    pub head_size_padded: usize,
+}
+
+impl SegmentWorkspace {
+    /// Elements of `segm_output`.
+    pub fn output_len(&self) -> usize {
+        self.stats_len() * self.head_size_padded
+    }
+
+    /// Elements of `segm_max` and of `segm_expsum`.
+    pub fn stats_len(&self) -> usize {
+        self.num_tokens * self.num_query_heads * self.num_segments
+    }
+}
+
+/// Everything to run one call: the attention launch, and in 3D the reduce launch.
+#[derive(Clone, Debug)]
+pub struct LaunchPlan {
+    pub config: UnifiedAttentionConfig,
+    pub dtype: ScalarType,
+    pub attention: KernelLaunch,
+    pub reduce: Option<KernelLaunch>,
+    pub workspace: Option<SegmentWorkspace>,
+}
+
+impl LaunchPlan {
+    /// `2D` or `3D`, for reports.
+    pub fn path_name(&self) -> &'static str {
+        if self.config.is_3d {
+            "3D"
+        } else {
+            "2D"
+        }
+    }
+}
+
+/// Why no plan could be made.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("dtype {got} is not supported; allowed: bf16, f16, f32")]
+    Dtype { got: ScalarType },
+    #[error("kv_elem_bytes = {got} does not match the {dtype} element size {expected}")]
+    ElemBytes {
+        got: i32,
+        dtype: ScalarType,
+        expected: usize,
+    },
+    #[error("grid axis {axis} would need {value} programs; at most {max} are allowed")]
+    GridTooLarge { axis: usize, value: usize, max: u32 },
+    #[error("{what} = {value} does not fit in the kernel's {ty} parameter")]
+    ScalarOverflow {
+        what: &'static str,
+        value: usize,
+        ty: &'static str,
+    },
+}
+
+/// §6 configuration with the path override applied, validated (§2.1, run-time rules too).
+pub fn choose_config(
+    problem: &AttentionProblem,
+    path: PathChoice,
+) -> Result<UnifiedAttentionConfig, ConfigError> {
+    let mut cfg = UnifiedAttentionConfig::from_problem(problem)?;
+    let heuristic_3d = choose_3d(
+        problem.split_kv,
+        problem.max_seqlen_q,
+        problem.num_seqs,
+        problem.batch_invariant,
+    );
+    let (is_3d, num_segments) = match path {
+        PathChoice::Heuristic => (heuristic_3d, cfg.num_segments),
+        PathChoice::Force2d => (false, 1),
+        PathChoice::Force3d { num_segments } => (true, num_segments),
+    };
+    cfg.is_3d = is_3d;
+    cfg.num_segments = num_segments;
+    cfg.tile_size = get_tile_size(
+        problem.head_size,
+        problem.sliding_window,
+        problem.kv_elem_bytes,
+        !is_3d,
+    );
+    cfg.validate_launch(&LaunchValues {
+        max_seqlen_q: problem.max_seqlen_q,
+        softcap: problem.softcap,
+        num_sinks: if problem.use_sinks {
+            problem.num_query_heads.max(0) as usize
+        } else {
+            0
+        },
+    })?;
+    Ok(cfg)
+}
+
+/// Builds the plan for a validated configuration.
+pub fn plan_launch(
+    cfg: &UnifiedAttentionConfig,
+    shape: &LaunchShape,
+    dtype: ScalarType,
+    variant: &MaskVariant,
+) -> Result<LaunchPlan, PlanError> {
+    if !dtype.is_float() {
+        return Err(PlanError::Dtype { got: dtype });
+    }
+    if cfg.kv_elem_bytes as usize != dtype.size_bytes() {
+        return Err(PlanError::ElemBytes {
+            got: cfg.kv_elem_bytes,
+            dtype,
+            expected: dtype.size_bytes(),
+        });
+    }
+    cfg.validate_launch(&LaunchValues {
+        max_seqlen_q: i32_of("max_seqlen_q", shape.max_seqlen_q)?,
+        softcap: shape.softcap,
+        num_sinks: shape.num_sinks,
+    })?;
+    let workspace = cfg.is_3d.then(|| SegmentWorkspace {
+        num_tokens: shape.num_tokens,
+        num_query_heads: cfg.num_query_heads as usize,
+        num_segments: cfg.num_segments as usize,
+        head_size_padded: cfg.head_size_padded as usize,
+    });
+    let reduce = if cfg.is_3d {
+        Some(reduce_launch(cfg, shape, dtype)?)
+    } else {
+        None
+    };
+    Ok(LaunchPlan {
+        config: *cfg,
+        dtype,
+        attention: attention_launch(cfg, shape, dtype, variant)?,
+        reduce,
+        workspace,
+    })
+}
+
+/// The attention kernel's constexprs, in declaration order.
+pub fn attention_bindings(
+    cfg: &UnifiedAttentionConfig,
+    dtype: ScalarType,
+    variant: &MaskVariant,
+) -> Vec<Binding> {
+    let int = |v: i32| ConstValue::Int(i64::from(v));
+    let flag = ConstValue::Bool;
+    [
+        ("T", ConstValue::Dtype(dtype)),
+        ("HEAD_SIZE", int(cfg.head_size)),
+        ("HEAD_SIZE_PADDED", int(cfg.head_size_padded)),
+        ("BLOCK_SIZE", int(cfg.block_size)),
+        ("TILE_SIZE", int(cfg.tile_size)),
+        ("BLOCK_M", int(cfg.block_m)),
+        ("BLOCK_Q", int(cfg.block_q)),
+        ("NUM_QUERIES_PER_KV", int(cfg.num_queries_per_kv)),
+        ("SLIDING_WINDOW", int(cfg.sliding_window)),
+        ("USE_CAUSAL", flag(cfg.use_causal)),
+        ("USE_PER_SEQ_CAUSAL", flag(cfg.use_per_seq_causal)),
+        ("CHUNK_LOOKBACK", int(cfg.chunk_lookback)),
+        ("CHUNK_SIZE", int(cfg.chunk_size)),
+        ("USE_MM_PREFIX", flag(cfg.use_mm_prefix)),
+        ("USE_MM_QUERY_RANGE", flag(cfg.use_mm_query_range)),
+        ("MM_PREFIX_CLAMP_SW", flag(cfg.mm_prefix_clamp_sw)),
+        ("MAX_MM_RANGES", int(cfg.max_mm_ranges)),
+        ("USE_R_SWA", flag(cfg.use_r_swa)),
+        ("R_SWA_WINDOW", int(cfg.r_swa_window)),
+        ("USE_SOFTCAP", flag(cfg.use_softcap)),
+        ("USE_SINKS", flag(cfg.use_sinks)),
+        ("USE_ALIBI_SLOPES", flag(cfg.use_alibi_slopes)),
+        ("USE_ALIBI_SQRT", flag(cfg.use_alibi_sqrt)),
+        ("USE_QQ_BIAS", flag(cfg.use_qq_bias)),
+        ("IS_3D", flag(cfg.is_3d)),
+        ("NUM_SEGMENTS", int(cfg.num_segments)),
+        ("MASK", ConstValue::Device(variant.mask.clone())),
+        ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
+    ]
+    .into_iter()
+    .map(|(n, v)| Binding::new(n, v))
+    .collect()
+}
+
+/// The reduce kernel's constexprs, in declaration order.
+pub fn reduce_bindings(cfg: &UnifiedAttentionConfig, dtype: ScalarType) -> Vec<Binding> {
+    let int = |v: i32| ConstValue::Int(i64::from(v));
+    [
+        ("T", ConstValue::Dtype(dtype)),
+        ("HEAD_SIZE", int(cfg.head_size)),
+        ("HEAD_SIZE_PADDED", int(cfg.head_size_padded)),
+        ("TILE_SIZE", int(cfg.tile_size)),
+        ("NUM_SEGMENTS", int(cfg.num_segments)),
+    ]
+    .into_iter()
+    .map(|(n, v)| Binding::new(n, v))
+    .collect()
+}
+
+/// §1.2: `total_q_blocks = ⌊T / BLOCK_Q⌋ + S` (surplus programs exit early).
+pub fn total_q_blocks(num_tokens: usize, num_seqs: usize, block_q: i32) -> usize {
+    num_tokens / (block_q.max(1) as usize) + num_seqs
+}
+
+fn attention_launch(
+    cfg: &UnifiedAttentionConfig,
+    shape: &LaunchShape,
+    dtype: ScalarType,
+    variant: &MaskVariant,
+) -> Result<KernelLaunch, PlanError> {
+    use BufferRole as B;
+    let buf = KernelArg::Buffer;
+    let opt = |on: bool, role: BufferRole, dummy: ScalarType| {
+        if on {
+            KernelArg::Buffer(role)
+        } else {
+            KernelArg::Dummy(dummy)
+        }
+    };
+    let ws = |role| opt(cfg.is_3d, role, ScalarType::F32);
+    let per_seq_ranges = cfg.use_mm_prefix && !cfg.use_mm_query_range;
+    let args = vec![
+        ("q", buf(B::Query)),
+        ("k_cache", buf(B::KeyCache)),
+        ("v_cache", buf(B::ValueCache)),
+        // In 3D the output is written by the reduce; the attention kernel never stores it.
+        ("out", buf(B::Output)),
+        ("segm_out", ws(B::SegmentOutput)),
+        ("segm_max", ws(B::SegmentMax)),
+        ("segm_expsum", ws(B::SegmentExpSum)),
+        ("cu_seqlens_q", buf(B::CuSeqlensQ)),
+        ("seq_lens", buf(B::SeqLens)),
+        ("block_table", buf(B::BlockTable)),
+        ("per_seq_causal", opt(cfg.use_per_seq_causal, B::PerSeqCausal, ScalarType::I32)),
+        ("mm_prefix_range", opt(per_seq_ranges, B::MmPrefixRange, ScalarType::I32)),
+        ("mm_prefix_query_range", opt(cfg.use_mm_query_range, B::MmPrefixQueryRange, ScalarType::I32)),
+        ("rswa_prefix_lens", opt(cfg.use_r_swa, B::RswaPrefixLens, ScalarType::I32)),
+        ("sinks", opt(cfg.use_sinks, B::Sinks, ScalarType::F32)),
+        ("alibi_slopes", opt(cfg.use_alibi_slopes, B::AlibiSlopes, ScalarType::F32)),
+        ("qq_bias", opt(cfg.use_qq_bias, B::QqBias, ScalarType::F32)),
+        ("mask_aux", opt(shape.mask_aux_stride.is_some(), B::MaskAux, ScalarType::I32)),
+        ("num_seqs", scalar_i32("num_seqs", shape.num_seqs)?),
+        ("num_query_heads", KernelArg::Scalar(ScalarArg::I32(cfg.num_query_heads))),
+        ("softmax_scale", KernelArg::Scalar(ScalarArg::F32(shape.softmax_scale))),
+        ("softcap", KernelArg::Scalar(ScalarArg::F32(if cfg.use_softcap { shape.softcap } else { 0.0 }))),
+        ("q_stride0", scalar_i64("q_stride0", shape.q_strides[0])?),
+        ("q_stride1", scalar_i64("q_stride1", shape.q_strides[1])?),
+        ("out_stride0", scalar_i64("out_stride0", shape.out_strides[0])?),
+        ("out_stride1", scalar_i64("out_stride1", shape.out_strides[1])?),
+        ("kv_stride_block", scalar_i64("kv_stride_block", shape.kv_strides[0])?),
+        ("kv_stride_slot", scalar_i64("kv_stride_slot", shape.kv_strides[1])?),
+        ("kv_stride_head", scalar_i64("kv_stride_head", shape.kv_strides[2])?),
+        ("block_table_stride", scalar_i64("block_table_stride", shape.block_table_stride)?),
+        ("qq_bias_stride0", scalar_i32("qq_bias_stride0", shape.qq_bias_stride0)?),
+        ("mask_aux_stride", scalar_i64("mask_aux_stride", shape.mask_aux_stride.unwrap_or(0))?),
+    ];
+    let blocks = total_q_blocks(shape.num_tokens, shape.num_seqs, cfg.block_q);
+    let grid = [
+        grid_axis(0, blocks)?,
+        grid_axis(1, cfg.num_kv_heads.max(0) as usize)?,
+        grid_axis(2, if cfg.is_3d { cfg.num_segments.max(0) as usize } else { 1 })?,
+    ];
+    Ok(KernelLaunch {
+        kernel: ATTENTION_KERNEL,
+        bindings: attention_bindings(cfg, dtype, variant),
+        grid,
+        args,
+    })
+}
+
+/// §5 reduce: grid `(T, Hq)`.
+fn reduce_launch(
+    cfg: &UnifiedAttentionConfig,
+    shape: &LaunchShape,
+    dtype: ScalarType,
+) -> Result<KernelLaunch, PlanError> {
+    use BufferRole as B;
+    let buf = KernelArg::Buffer;
+    let args = vec![
+        ("out", buf(B::Output)),
+        ("segm_out", buf(B::SegmentOutput)),
+        ("segm_max", buf(B::SegmentMax)),
+        ("segm_expsum", buf(B::SegmentExpSum)),
+        ("cu_seqlens_q", buf(B::CuSeqlensQ)),
+        ("seq_lens", buf(B::SeqLens)),
+        ("num_seqs", scalar_i32("num_seqs", shape.num_seqs)?),
+        ("num_query_heads", KernelArg::Scalar(ScalarArg::I32(cfg.num_query_heads))),
+        ("out_stride0", scalar_i64("out_stride0", shape.out_strides[0])?),
+        ("out_stride1", scalar_i64("out_stride1", shape.out_strides[1])?),
+    ];
+    Ok(KernelLaunch {
+        kernel: REDUCE_KERNEL,
+        bindings: reduce_bindings(cfg, dtype),
+        grid: [
+            grid_axis(0, shape.num_tokens)?,
+            grid_axis(1, cfg.num_query_heads.max(0) as usize)?,
+            1,
+        ],
+        args,
+    })
+}
+
+/// CUDA's grid limits: 2^31 − 1 along x, 65535 along y and z.
+fn grid_axis(axis: usize, value: usize) -> Result<u32, PlanError> {
+    let max: u32 = if axis == 0 { i32::MAX as u32 } else { 65_535 };
+    u32::try_from(value)
+        .ok()
+        .filter(|&v| v <= max)
+        .ok_or(PlanError::GridTooLarge { axis, value, max })
+}
+
+fn i32_of(what: &'static str, value: usize) -> Result<i32, PlanError> {
+    i32::try_from(value).map_err(|_| PlanError::ScalarOverflow {
+        what,
+        value,
+        ty: "i32",
+    })
+}
+
+fn scalar_i32(what: &'static str, value: usize) -> Result<KernelArg, PlanError> {
+    Ok(KernelArg::Scalar(ScalarArg::I32(i32_of(what, value)?)))
+}
+
+fn scalar_i64(what: &'static str, value: usize) -> Result<KernelArg, PlanError> {
+    let v = i64::try_from(value).map_err(|_| PlanError::ScalarOverflow {
+        what,
+        value,
+        ty: "i64",
+    })?;
+    Ok(KernelArg::Scalar(ScalarArg::I64(v)))
+}
