@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod run;
+
 use attn_runtime::reference::unified_attention::{AttentionOptions, UnifiedAttentionProblem};
 use attn_runtime::reference::Dtype;
 
