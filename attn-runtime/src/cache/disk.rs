@@ -1,0 +1,94 @@
+//! One cache entry per file, written atomically (temp file + rename) and verified on read.
+//!
+//! Layout: `MAGIC` (8 bytes) · key (32) · payload length (u64 LE) · blake3(payload) (32)
+//! · payload (the `CompiledModule` as JSON, the image inside). Any mismatch — wrong magic,
+//! another key, a short file, a bad checksum, unparsable JSON — reads as "no entry", so a
+//! corrupt cache is rebuilt rather than fatal.
+
+use super::CacheKey;
+use crate::jit::CompiledModule;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const MAGIC: &[u8; 8] = b"ATTNMOD1";
+const HEADER_LEN: usize = 8 + 32 + 8 + 32;
+
+/// Why an entry could not be used (reported by `attn compile`; never fatal).
+#[derive(Debug, thiserror::Error)]
+pub enum EntryError {
+    #[error("no cache entry")]
+    Missing,
+    #[error("cache entry {path} is corrupt ({why}); it will be rebuilt")]
+    Corrupt { path: PathBuf, why: String },
+    #[error("cache I/O on {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// The file that holds `key` under `dir`.
+pub fn entry_path(dir: &Path, key: &CacheKey) -> PathBuf {
+    dir.join(format!("{}.attnmod", key.hex()))
+}
+
+/// Reads and verifies the entry for `key`.
+pub fn read_entry(dir: &Path, key: &CacheKey) -> Result<CompiledModule, EntryError> {
+    let path = entry_path(dir, key);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(EntryError::Missing),
+        Err(source) => return Err(EntryError::Io { path, source }),
+    };
+    let corrupt = |why: &str| EntryError::Corrupt { path: path.clone(), why: why.to_string() };
+    if bytes.len() < HEADER_LEN {
+        return Err(corrupt(&format!("{} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len())));
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(corrupt("bad magic"));
+    }
+    if bytes[8..40] != key.0 {
+        return Err(corrupt("key mismatch"));
+    }
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(&bytes[40..48]);
+    let len = u64::from_le_bytes(len_bytes) as usize;
+    let payload = &bytes[HEADER_LEN..];
+    if payload.len() != len {
+        return Err(corrupt(&format!("payload is {} bytes, header says {len}", payload.len())));
+    }
+    if blake3::hash(payload).as_bytes()[..] != bytes[48..80] {
+        return Err(corrupt("checksum mismatch"));
+    }
+    serde_json::from_slice(payload).map_err(|e| corrupt(&format!("unreadable payload: {e}")))
+}
+
+/// Writes the entry for `key` atomically: readers see the old file or the whole new one.
+pub fn write_entry(dir: &Path, key: &CacheKey, module: &CompiledModule) -> Result<PathBuf, EntryError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| EntryError::Io { path, source }
+    };
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let payload = serde_json::to_vec(module).map_err(|e| EntryError::Io {
+        path: dir.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&key.0);
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(blake3::hash(&payload).as_bytes());
+    bytes.extend_from_slice(&payload);
+
+    let final_path = entry_path(dir, key);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let tmp = dir.join(format!(".{}.{}.{nanos}.tmp", key.hex(), std::process::id()));
+    let written = fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| fs::rename(&tmp, &final_path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io(&final_path)(e));
+    }
+    Ok(final_path)
+}
