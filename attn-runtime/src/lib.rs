@@ -2,3 +2,4 @@
 
 pub mod cache;
 pub mod jit;
+pub mod launch;
