@@ -3,3 +3,7 @@
 pub mod cache;
 pub mod jit;
 pub mod launch;
+pub mod tensor;
+pub mod timing;
+pub mod parity;
+pub mod problem;
