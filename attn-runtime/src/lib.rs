@@ -7,3 +7,4 @@ pub mod tensor;
 pub mod timing;
 pub mod parity;
 pub mod problem;
+pub mod registry;
