@@ -8,3 +8,5 @@ pub mod timing;
 pub mod parity;
 pub mod problem;
 pub mod registry;
+pub mod bench;
+pub mod cli;

@@ -38,3 +38,10 @@ impl LaunchError {
         move |source| LaunchError::Driver { during, source }
     }
 }
+
+/// Event timing around launches ([`crate::timing::time_runs`]) reports driver errors this way.
+impl From<DriverError> for LaunchError {
+    fn from(source: DriverError) -> Self {
+        LaunchError::Driver { during: "timing with CUDA events", source }
+    }
+}
