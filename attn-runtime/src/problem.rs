@@ -84,7 +84,10 @@ impl HostBuffer {
 pub enum ProblemArg {
     Input(HostBuffer),
     /// An output of `len` elements, poisoned before the run.
-    Output { elem: ScalarType, len: usize },
+    Output {
+        elem: ScalarType,
+        len: usize,
+    },
     Scalar(ScalarArg),
 }
 
@@ -104,7 +107,12 @@ pub struct Problem {
 impl Problem {
     /// Parameter indices of the outputs, in order.
     pub fn output_indices(&self) -> Vec<usize> {
-        self.args.iter().enumerate().filter(|(_, a)| matches!(a, ProblemArg::Output { .. })).map(|(i, _)| i).collect()
+        self.args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, ProblemArg::Output { .. }))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Bytes of every input plus every output: the compulsory traffic when each is
@@ -135,7 +143,9 @@ impl Problem {
             .iter()
             .map(|a| match a {
                 ProblemArg::Input(b) => HostValue::Buffer(b.clone()),
-                ProblemArg::Output { elem, len } => HostValue::Buffer(HostBuffer::poisoned(*elem, *len)),
+                ProblemArg::Output { elem, len } => {
+                    HostValue::Buffer(HostBuffer::poisoned(*elem, *len))
+                }
                 ProblemArg::Scalar(s) => HostValue::Scalar(*s),
             })
             .collect()
@@ -167,16 +177,28 @@ mod tests {
 
     #[test]
     fn poisoned_outputs_are_nan_or_sentinel() {
-        assert!(HostBuffer::poisoned(ScalarType::Bf16, 3).to_f64().iter().all(|x| x.is_nan()));
-        assert!(HostBuffer::poisoned(ScalarType::F32, 3).to_f64().iter().all(|x| x.is_nan()));
-        assert_eq!(HostBuffer::poisoned(ScalarType::I32, 2), HostBuffer::I32(vec![-559038737; 2]));
+        assert!(HostBuffer::poisoned(ScalarType::Bf16, 3)
+            .to_f64()
+            .iter()
+            .all(|x| x.is_nan()));
+        assert!(HostBuffer::poisoned(ScalarType::F32, 3)
+            .to_f64()
+            .iter()
+            .all(|x| x.is_nan()));
+        assert_eq!(
+            HostBuffer::poisoned(ScalarType::I32, 2),
+            HostBuffer::I32(vec![-559038737; 2])
+        );
     }
 
     #[test]
     fn random_stream_is_deterministic_and_in_range() {
         let (mut a, mut b) = (SplitMix64(7), SplitMix64(7));
         let xs: Vec<f64> = (0..1000).map(|_| a.uniform(-1.0, 1.0)).collect();
-        assert_eq!(xs, (0..1000).map(|_| b.uniform(-1.0, 1.0)).collect::<Vec<_>>());
+        assert_eq!(
+            xs,
+            (0..1000).map(|_| b.uniform(-1.0, 1.0)).collect::<Vec<_>>()
+        );
         assert!(xs.iter().all(|&x| (-1.0..1.0).contains(&x)));
         assert!(xs.iter().any(|&x| x > 0.5) && xs.iter().any(|&x| x < -0.5));
     }

@@ -2,18 +2,34 @@
 //! strides in elements. Ops take views, so buffers owned by other cudarc code pass in.
 
 use attn_dsl::kernel::DslType;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, DriverError, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, DriverError, ValidAsZeroBits,
+};
 use std::sync::Arc;
 
 /// Tensor errors: shapes that do not match the data, driver failures.
 #[derive(Debug, thiserror::Error)]
 pub enum TensorError {
     #[error("shape {shape:?} holds {expected} elements but the data has {got}")]
-    ShapeMismatch { shape: Vec<usize>, expected: usize, got: usize },
-    #[error("view {shape:?} with strides {strides:?} reaches element {needed} but the buffer has {len}")]
-    OutOfBounds { shape: Vec<usize>, strides: Vec<usize>, needed: usize, len: usize },
+    ShapeMismatch {
+        shape: Vec<usize>,
+        expected: usize,
+        got: usize,
+    },
+    #[error(
+        "view {shape:?} with strides {strides:?} reaches element {needed} but the buffer has {len}"
+    )]
+    OutOfBounds {
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        needed: usize,
+        len: usize,
+    },
     #[error("CUDA driver call failed while {during}: {source}")]
-    Driver { during: &'static str, source: DriverError },
+    Driver {
+        during: &'static str,
+        source: DriverError,
+    },
 }
 
 fn driver(during: &'static str) -> impl FnOnce(DriverError) -> TensorError {
@@ -34,7 +50,11 @@ pub fn extent(shape: &[usize], strides: &[usize]) -> usize {
     if shape.contains(&0) {
         return 0;
     }
-    1 + shape.iter().zip(strides).map(|(&d, &s)| (d - 1) * s).sum::<usize>()
+    1 + shape
+        .iter()
+        .zip(strides)
+        .map(|(&d, &s)| (d - 1) * s)
+        .sum::<usize>()
 }
 
 /// An owned device tensor (row-major on creation).
@@ -47,32 +67,58 @@ pub struct Tensor<T> {
 
 impl<T: DslType + DeviceRepr> Tensor<T> {
     /// Uploads `host` as a tensor of `shape`.
-    pub fn from_host(stream: &Arc<CudaStream>, host: &[T], shape: &[usize]) -> Result<Self, TensorError> {
+    pub fn from_host(
+        stream: &Arc<CudaStream>,
+        host: &[T],
+        shape: &[usize],
+    ) -> Result<Self, TensorError> {
         let expected: usize = shape.iter().product();
         if expected != host.len() {
-            return Err(TensorError::ShapeMismatch { shape: shape.to_vec(), expected, got: host.len() });
+            return Err(TensorError::ShapeMismatch {
+                shape: shape.to_vec(),
+                expected,
+                got: host.len(),
+            });
         }
-        let data = stream.clone_htod(host).map_err(driver("uploading a tensor"))?;
-        Ok(Tensor { data, shape: shape.to_vec(), strides: contiguous_strides(shape) })
+        let data = stream
+            .clone_htod(host)
+            .map_err(driver("uploading a tensor"))?;
+        Ok(Tensor {
+            data,
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+        })
     }
 
     /// A tensor with every element equal to `value` (NaN poisons outputs in parity tests).
-    pub fn filled(stream: &Arc<CudaStream>, shape: &[usize], value: T) -> Result<Self, TensorError> {
+    pub fn filled(
+        stream: &Arc<CudaStream>,
+        shape: &[usize],
+        value: T,
+    ) -> Result<Self, TensorError> {
         let n: usize = shape.iter().product();
         Tensor::from_host(stream, &vec![value; n], shape)
     }
 
     /// Downloads the underlying buffer (row-major for tensors created here).
     pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<Vec<T>, TensorError> {
-        stream.clone_dtoh(&self.data).map_err(driver("downloading a tensor"))
+        stream
+            .clone_dtoh(&self.data)
+            .map_err(driver("downloading a tensor"))
     }
 }
 
 impl<T: DslType + DeviceRepr + ValidAsZeroBits> Tensor<T> {
     pub fn zeros(stream: &Arc<CudaStream>, shape: &[usize]) -> Result<Self, TensorError> {
         let n: usize = shape.iter().product();
-        let data = stream.alloc_zeros(n).map_err(driver("allocating a tensor"))?;
-        Ok(Tensor { data, shape: shape.to_vec(), strides: contiguous_strides(shape) })
+        let data = stream
+            .alloc_zeros(n)
+            .map_err(driver("allocating a tensor"))?;
+        Ok(Tensor {
+            data,
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+        })
     }
 }
 
@@ -98,7 +144,11 @@ impl<T> Tensor<T> {
         self.data.as_view_mut()
     }
     pub fn view(&self) -> TensorView<'_, T> {
-        TensorView { data: self.data.as_view(), shape: self.shape.clone(), strides: self.strides.clone() }
+        TensorView {
+            data: self.data.as_view(),
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+        }
     }
 }
 
@@ -112,7 +162,11 @@ pub struct TensorView<'a, T> {
 
 impl<'a, T> TensorView<'a, T> {
     /// Views `data` with `shape`/`strides` (in elements), checking it stays in bounds.
-    pub fn new(data: CudaView<'a, T>, shape: &[usize], strides: &[usize]) -> Result<Self, TensorError> {
+    pub fn new(
+        data: CudaView<'a, T>,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<Self, TensorError> {
         let needed = extent(shape, strides);
         if shape.len() != strides.len() || needed > data.len() {
             return Err(TensorError::OutOfBounds {
@@ -122,7 +176,11 @@ impl<'a, T> TensorView<'a, T> {
                 len: data.len(),
             });
         }
-        Ok(TensorView { data, shape: shape.to_vec(), strides: strides.to_vec() })
+        Ok(TensorView {
+            data,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+        })
     }
     pub fn shape(&self) -> &[usize] {
         &self.shape

@@ -41,11 +41,16 @@ pub fn time_runs<E: From<DriverError>>(
     iters: usize,
     mut f: impl FnMut() -> Result<(), E>,
 ) -> Result<Vec<f64>, E> {
-    let timers = (0..iters).map(|_| EventTimer::new(stream)).collect::<Result<Vec<_>, _>>()?;
+    let timers = (0..iters)
+        .map(|_| EventTimer::new(stream))
+        .collect::<Result<Vec<_>, _>>()?;
     for t in &timers {
         t.start(stream)?;
         f()?;
         t.stop(stream)?;
     }
-    timers.iter().map(|t| t.elapsed_ms().map(|ms| ms as f64).map_err(E::from)).collect()
+    timers
+        .iter()
+        .map(|t| t.elapsed_ms().map(|ms| ms as f64).map_err(E::from))
+        .collect()
 }

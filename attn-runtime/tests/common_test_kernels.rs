@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 /// A stand-in for the compiler prelude (same include name, different content).
-pub const TEST_PRELUDE: &str = "#pragma once\n__device__ inline float attn_twice(float v) { return 2.0f * v; }\n";
+pub const TEST_PRELUDE: &str =
+    "#pragma once\n__device__ inline float attn_twice(float v) { return 2.0f * v; }\n";
 
 /// `y[i] = x[i] + 2 * x[i]` over `n` elements with a tail mask.
 pub const VADD_SRC: &str = r#"#include "attn_prelude.cuh"
@@ -20,7 +21,10 @@ extern "C" __global__ void __launch_bounds__(128) test_vadd(const float* __restr
 
 /// A unique, empty scratch directory for one test.
 pub fn scratch_dir(test: &str) -> std::path::PathBuf {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let d = std::env::temp_dir().join(format!("attn-rt-{test}-{}-{nanos}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create scratch dir");

@@ -19,9 +19,16 @@ fn every_registered_kernel_matches_its_reference_on_the_gpu() {
     for entry in registry.entries() {
         let defaults = (entry.default_bindings)();
         let has_n = defaults.iter().any(|b| b.name == "N");
-        let sizes: Vec<Option<&str>> = if has_n { SIZES.iter().map(|s| Some(*s)).collect() } else { vec![None] };
+        let sizes: Vec<Option<&str>> = if has_n {
+            SIZES.iter().map(|s| Some(*s)).collect()
+        } else {
+            vec![None]
+        };
         for size in sizes {
-            let overrides: Vec<_> = size.map(|s| parse_binding(s).expect("binding")).into_iter().collect();
+            let overrides: Vec<_> = size
+                .map(|s| parse_binding(s).expect("binding"))
+                .into_iter()
+                .collect();
             let bindings = merge_bindings(defaults.clone(), &overrides).expect("bindings");
             let built = (entry.build)(&bindings).expect("build");
             let problem = (entry.problem)(&bindings).expect("problem");

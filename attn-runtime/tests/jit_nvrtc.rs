@@ -14,12 +14,18 @@ fn vadd(src: &str) -> CudaSource<'_> {
 fn compiles_cubin_for_sm80_and_sm90_with_stats() {
     for arch in [Arch::SM_80, Arch::SM_90] {
         let m = compile_for_arch(&vadd(VADD_SRC), arch).expect("vadd compiles");
-        let ModuleImage::Cubin(bytes) = &m.image else { panic!("expected a cubin for {arch}, got {}", m.image.kind()) };
+        let ModuleImage::Cubin(bytes) = &m.image else {
+            panic!("expected a cubin for {arch}, got {}", m.image.kind())
+        };
         assert_eq!(&bytes[..4], b"\x7fELF", "a cubin is an ELF image");
         assert_eq!(m.arch_label, arch.to_string());
         let s = m.entry_stats().expect("ptxas reported the entry");
         assert_eq!(s.arch, arch.to_string());
-        assert!(s.registers > 0 && s.registers <= 255, "registers {}", s.registers);
+        assert!(
+            s.registers > 0 && s.registers <= 255,
+            "registers {}",
+            s.registers
+        );
         assert!(!s.spills());
     }
 }
@@ -30,7 +36,10 @@ fn compile_error_points_at_the_dsl_line() {
     let err = compile_for_arch(&vadd(&bad), Arch::SM_90).expect_err("undefined function");
     assert_eq!(err.dsl_lines(), vec![5], "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("DSL line 5") && msg.contains("attn_thrice"), "{msg}");
+    assert!(
+        msg.contains("DSL line 5") && msg.contains("attn_thrice"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -42,22 +51,34 @@ fn prelude_is_an_in_memory_header() {
 
 #[test]
 fn unknown_future_arch_falls_back_to_ptx() {
-    let future = Arch { number: 99, arch_specific: false };
+    let future = Arch {
+        number: 99,
+        arch_specific: false,
+    };
     let m = compile_for_arch(&vadd(VADD_SRC), future).expect("PTX fallback");
-    let ModuleImage::Ptx(ptx) = &m.image else { panic!("expected PTX") };
+    let ModuleImage::Ptx(ptx) = &m.image else {
+        panic!("expected PTX")
+    };
     assert!(ptx.contains(".entry test_vadd"), "PTX names the entry");
     assert!(m.arch_label.starts_with("compute_"), "{}", m.arch_label);
 }
 
 #[test]
 fn too_old_arch_is_a_typed_error() {
-    let err = compile_for_arch(&vadd(VADD_SRC), "sm_50".parse().expect("arch")).expect_err("sm_50 unsupported");
-    let JitError::UnsupportedArch { supported, .. } = &err else { panic!("{err}") };
+    let err = compile_for_arch(&vadd(VADD_SRC), "sm_50".parse().expect("arch"))
+        .expect_err("sm_50 unsupported");
+    let JitError::UnsupportedArch { supported, .. } = &err else {
+        panic!("{err}")
+    };
     assert!(supported.contains("sm_90"), "{err}");
 }
 
 #[test]
 fn nul_in_source_is_rejected() {
-    let err = compile_for_arch(&vadd("extern \"C\" __global__ void k() {}\0"), Arch::SM_90).expect_err("NUL");
-    assert!(matches!(err, JitError::NulInSource { offset: 33, .. }), "{err}");
+    let err = compile_for_arch(&vadd("extern \"C\" __global__ void k() {}\0"), Arch::SM_90)
+        .expect_err("NUL");
+    assert!(
+        matches!(err, JitError::NulInSource { offset: 33, .. }),
+        "{err}"
+    );
 }

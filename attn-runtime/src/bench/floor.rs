@@ -15,7 +15,10 @@ pub struct Floor {
 
 impl Floor {
     pub fn new(flops: f64, bytes: f64) -> Self {
-        Floor { memory_s: bytes / HBM_BYTES_PER_S, compute_s: flops / WGMMA_FLOPS_PER_S }
+        Floor {
+            memory_s: bytes / HBM_BYTES_PER_S,
+            compute_s: flops / WGMMA_FLOPS_PER_S,
+        }
     }
     pub fn seconds(&self) -> f64 {
         self.memory_s.max(self.compute_s)

@@ -26,7 +26,8 @@ impl CudaEventTime {
             .context()
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .unwrap_or_else(|e| panic!("CUDA event creation failed during a bench: {e}"));
-        ev.record(&self.stream).unwrap_or_else(|e| panic!("CUDA event record failed during a bench: {e}"));
+        ev.record(&self.stream)
+            .unwrap_or_else(|e| panic!("CUDA event record failed during a bench: {e}"));
         ev
     }
 }
@@ -81,13 +82,24 @@ impl ValueFormatter for DeviceTimeFormatter {
         unit
     }
 
-    fn scale_throughputs(&self, _typical: f64, throughput: &Throughput, values: &mut [f64]) -> &'static str {
+    fn scale_throughputs(
+        &self,
+        _typical: f64,
+        throughput: &Throughput,
+        values: &mut [f64],
+    ) -> &'static str {
         // value (ns per iteration) → amount per second, scaled.
         let (amount, scale, unit) = match *throughput {
             Throughput::Bytes(b) | Throughput::BytesDecimal(b) => (b as f64, 1e-9, "GB/s"),
             Throughput::Elements(flops) => (flops as f64, 1e-12, "TFLOP/s"),
         };
-        values.iter_mut().for_each(|ns| *ns = if *ns > 0.0 { amount / (*ns * 1e-9) * scale } else { 0.0 });
+        values.iter_mut().for_each(|ns| {
+            *ns = if *ns > 0.0 {
+                amount / (*ns * 1e-9) * scale
+            } else {
+                0.0
+            }
+        });
         unit
     }
 

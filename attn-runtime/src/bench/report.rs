@@ -25,13 +25,26 @@ pub struct BenchResult {
 
 impl BenchResult {
     /// Summarizes per-run milliseconds for a problem of `flops` / `bytes`.
-    pub fn from_runs(kernel: &str, key: &str, problem: &str, flops: f64, bytes: f64, runs_ms: &[f64]) -> Self {
+    pub fn from_runs(
+        kernel: &str,
+        key: &str,
+        problem: &str,
+        flops: f64,
+        bytes: f64,
+        runs_ms: &[f64],
+    ) -> Self {
         let mut sorted: Vec<f64> = runs_ms.iter().copied().filter(|t| t.is_finite()).collect();
         sorted.sort_by(f64::total_cmp);
         let median_ms = median(&sorted);
         let median_s = median_ms * 1e-3;
         let floor = Floor::new(flops, bytes);
-        let rate = |amount: f64| if median_s > 0.0 { amount / median_s } else { 0.0 };
+        let rate = |amount: f64| {
+            if median_s > 0.0 {
+                amount / median_s
+            } else {
+                0.0
+            }
+        };
         BenchResult {
             kernel: kernel.into(),
             key: key.into(),
@@ -65,7 +78,15 @@ pub fn render_table(results: &[BenchResult]) -> String {
     for r in results {
         s.push_str(&format!(
             "{:<10} {:<16} {:>5} {:>11.2} {:>9.2} {:>9.1} {:>10.2} {:>8} {:>7.1}%\n",
-            r.kernel, r.problem, r.runs, r.median_us, r.tflops, r.gbps, r.floor_us, r.bound, r.percent_of_floor
+            r.kernel,
+            r.problem,
+            r.runs,
+            r.median_us,
+            r.tflops,
+            r.gbps,
+            r.floor_us,
+            r.bound,
+            r.percent_of_floor
         ));
     }
     s
@@ -82,7 +103,11 @@ pub fn write_json(path: &Path, device: &str, results: &[BenchResult]) -> std::io
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let doc = Doc { device, floor_rule: "max(bytes / 4.3e12, flops / 790e12) (specs/performance.md §3)", results };
+    let doc = Doc {
+        device,
+        floor_rule: "max(bytes / 4.3e12, flops / 790e12) (specs/performance.md §3)",
+        results,
+    };
     let text = serde_json::to_string_pretty(&doc).map_err(std::io::Error::other)?;
     std::fs::write(path, text + "\n")
 }
@@ -94,7 +119,14 @@ mod tests {
     #[test]
     fn summary_uses_the_median_and_the_floor() {
         // 12 MB moved: memory floor 12e6 / 4.3e12 s = 2.79 µs.
-        let r = BenchResult::from_runs("vadd", "vadd<BLOCK=256>", "n=1e6", 1e6, 12e6, &[0.010, 0.004, 0.005, f64::NAN]);
+        let r = BenchResult::from_runs(
+            "vadd",
+            "vadd<BLOCK=256>",
+            "n=1e6",
+            1e6,
+            12e6,
+            &[0.010, 0.004, 0.005, f64::NAN],
+        );
         assert_eq!(r.runs, 3, "NaN timings are dropped");
         assert!((r.median_us - 5.0).abs() < 1e-9);
         assert!((r.min_us - 4.0).abs() < 1e-9);
@@ -102,6 +134,12 @@ mod tests {
         assert_eq!(r.bound, "memory");
         assert!((r.percent_of_floor - 100.0 * (12e6 / 4.3e12) / 5e-6).abs() < 1e-9);
         let table = render_table(&[r]);
-        assert!(table.lines().nth(1).is_some_and(|l| l.starts_with("vadd") && l.ends_with('%')), "{table}");
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("vadd") && l.ends_with('%')),
+            "{table}"
+        );
     }
 }

@@ -19,7 +19,12 @@ impl CacheConfig {
     pub fn from_env() -> Self {
         let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
         let off = std::env::var(CACHE_SWITCH_VAR)
-            .map(|v| matches!(v.to_ascii_lowercase().as_str(), "off" | "0" | "false" | "no"))
+            .map(|v| {
+                matches!(
+                    v.to_ascii_lowercase().as_str(),
+                    "off" | "0" | "false" | "no"
+                )
+            })
             .unwrap_or(false);
         if off {
             return CacheConfig { dir: None };
@@ -33,7 +38,9 @@ impl CacheConfig {
 
     /// A cache in `dir` (tests).
     pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
-        CacheConfig { dir: Some(dir.into()) }
+        CacheConfig {
+            dir: Some(dir.into()),
+        }
     }
 
     /// No disk cache.

@@ -25,7 +25,10 @@ pub enum EntryError {
     #[error("cache entry {path} is corrupt ({why}); it will be rebuilt")]
     Corrupt { path: PathBuf, why: String },
     #[error("cache I/O on {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The file that holds `key` under `dir`.
@@ -41,9 +44,15 @@ pub fn read_entry(dir: &Path, key: &CacheKey) -> Result<CompiledModule, EntryErr
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(EntryError::Missing),
         Err(source) => return Err(EntryError::Io { path, source }),
     };
-    let corrupt = |why: &str| EntryError::Corrupt { path: path.clone(), why: why.to_string() };
+    let corrupt = |why: &str| EntryError::Corrupt {
+        path: path.clone(),
+        why: why.to_string(),
+    };
     if bytes.len() < HEADER_LEN {
-        return Err(corrupt(&format!("{} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len())));
+        return Err(corrupt(&format!(
+            "{} bytes, shorter than the {HEADER_LEN}-byte header",
+            bytes.len()
+        )));
     }
     if &bytes[..8] != MAGIC {
         return Err(corrupt("bad magic"));
@@ -56,7 +65,10 @@ pub fn read_entry(dir: &Path, key: &CacheKey) -> Result<CompiledModule, EntryErr
     let len = u64::from_le_bytes(len_bytes) as usize;
     let payload = &bytes[HEADER_LEN..];
     if payload.len() != len {
-        return Err(corrupt(&format!("payload is {} bytes, header says {len}", payload.len())));
+        return Err(corrupt(&format!(
+            "payload is {} bytes, header says {len}",
+            payload.len()
+        )));
     }
     if blake3::hash(payload).as_bytes()[..] != bytes[48..80] {
         return Err(corrupt("checksum mismatch"));
@@ -98,10 +110,16 @@ fn encode_payload(m: &CompiledModule) -> Result<Vec<u8>, serde_json::Error> {
 }
 
 fn decode_payload(payload: &[u8]) -> Result<CompiledModule, String> {
-    let len_bytes: [u8; 4] = payload.get(..4).and_then(|b| b.try_into().ok()).ok_or("payload too short")?;
+    let len_bytes: [u8; 4] = payload
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or("payload too short")?;
     let meta_len = u32::from_le_bytes(len_bytes) as usize;
-    let meta_bytes = payload.get(4..4 + meta_len).ok_or("meta length past the end")?;
-    let meta: EntryMeta = serde_json::from_slice(meta_bytes).map_err(|e| format!("unreadable meta: {e}"))?;
+    let meta_bytes = payload
+        .get(4..4 + meta_len)
+        .ok_or("meta length past the end")?;
+    let meta: EntryMeta =
+        serde_json::from_slice(meta_bytes).map_err(|e| format!("unreadable meta: {e}"))?;
     let image_bytes = payload[4 + meta_len..].to_vec();
     let image = match meta.kind.as_str() {
         "cubin" => ModuleImage::Cubin(image_bytes),
@@ -123,7 +141,11 @@ fn decode_payload(payload: &[u8]) -> Result<CompiledModule, String> {
 }
 
 /// Writes the entry for `key` atomically: readers see the old file or the whole new one.
-pub fn write_entry(dir: &Path, key: &CacheKey, module: &CompiledModule) -> Result<PathBuf, EntryError> {
+pub fn write_entry(
+    dir: &Path,
+    key: &CacheKey,
+    module: &CompiledModule,
+) -> Result<PathBuf, EntryError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| EntryError::Io { path, source }
@@ -141,7 +163,10 @@ pub fn write_entry(dir: &Path, key: &CacheKey, module: &CompiledModule) -> Resul
     bytes.extend_from_slice(&payload);
 
     let final_path = entry_path(dir, key);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let tmp = dir.join(format!(".{}.{}.{nanos}.tmp", key.hex(), std::process::id()));
     let written = fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(&bytes).and_then(|_| f.sync_all()))

@@ -52,10 +52,16 @@ mod tests {
         let o90 = JitOptions::new(Arch::SM_90);
         let base = CacheKey::new(&src, &o90, "13.0");
         assert_eq!(base, CacheKey::new(&src, &o90, "13.0"), "deterministic");
-        let edited = CudaSource { source: "extern \"C\" __global__ void k() { }", ..src };
+        let edited = CudaSource {
+            source: "extern \"C\" __global__ void k() { }",
+            ..src
+        };
         assert_ne!(base, CacheKey::new(&edited, &o90, "13.0"));
         assert_ne!(base, CacheKey::new(&src.with_prelude("// q"), &o90, "13.0"));
-        assert_ne!(base, CacheKey::new(&src, &JitOptions::new(Arch::SM_80), "13.0"));
+        assert_ne!(
+            base,
+            CacheKey::new(&src, &JitOptions::new(Arch::SM_80), "13.0")
+        );
         assert_ne!(base, CacheKey::new(&src, &o90, "13.1"));
         let mut extra = o90.clone();
         extra.extra.push("--use_fast_math".into());

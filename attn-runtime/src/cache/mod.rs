@@ -56,17 +56,29 @@ impl ModuleCache {
     /// Returns the module for `source` and `opts`, from disk when a valid entry exists,
     /// else compiling it and storing it. Disk problems never fail the call: the module
     /// is compiled and the problem is reported in the outcome.
-    pub fn get_or_compile(&self, source: &CudaSource<'_>, opts: &JitOptions) -> Result<CachedModule, JitError> {
+    pub fn get_or_compile(
+        &self,
+        source: &CudaSource<'_>,
+        opts: &JitOptions,
+    ) -> Result<CachedModule, JitError> {
         let (major, minor) = jit::nvrtc_version()?;
         let key = CacheKey::new(source, opts, &format!("{major}.{minor}"));
         let Some(dir) = &self.config.dir else {
             let module = jit::compile(source, opts)?;
-            return Ok(CachedModule { module, key, outcome: CacheOutcome::Bypassed });
+            return Ok(CachedModule {
+                module,
+                key,
+                outcome: CacheOutcome::Bypassed,
+            });
         };
         let rebuilt = match read_entry(dir, &key) {
             Ok(mut module) => {
                 module.compile_time = std::time::Duration::ZERO;
-                return Ok(CachedModule { module, key, outcome: CacheOutcome::Hit });
+                return Ok(CachedModule {
+                    module,
+                    key,
+                    outcome: CacheOutcome::Hit,
+                });
             }
             Err(EntryError::Missing) => None,
             Err(e) => Some(e.to_string()),
@@ -77,6 +89,10 @@ impl ModuleCache {
             Some(why) => CacheOutcome::Rebuilt { why },
             None => CacheOutcome::Compiled { stored },
         };
-        Ok(CachedModule { module, key, outcome })
+        Ok(CachedModule {
+            module,
+            key,
+            outcome,
+        })
     }
 }

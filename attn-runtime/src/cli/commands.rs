@@ -20,35 +20,72 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
             let (_, built) = build(ctx, kernel, bindings)?;
             write(out, &built.cuda.source)
         }
-        Command::Compile { kernel, bindings, arch } => compile(ctx, kernel, bindings, arch.as_deref(), out),
-        Command::Run { kernel, bindings, cpu } => run_kernel(ctx, kernel, bindings, *cpu, out),
-        Command::Bench { kernels, bindings, runs, warmup, json } => bench(ctx, kernels, bindings, *runs, *warmup, json, out),
+        Command::Compile {
+            kernel,
+            bindings,
+            arch,
+        } => compile(ctx, kernel, bindings, arch.as_deref(), out),
+        Command::Run {
+            kernel,
+            bindings,
+            cpu,
+        } => run_kernel(ctx, kernel, bindings, *cpu, out),
+        Command::Bench {
+            kernels,
+            bindings,
+            runs,
+            warmup,
+            json,
+        } => bench(ctx, kernels, bindings, *runs, *warmup, json, out),
     }
 }
 
 fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
-    out.write_all(text.as_bytes()).map_err(|source| CliError::Io { path: "<stdout>".into(), source })
+    out.write_all(text.as_bytes())
+        .map_err(|source| CliError::Io {
+            path: "<stdout>".into(),
+            source,
+        })
 }
 
 fn list(ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
     let mut s = String::new();
     for e in ctx.registry.entries() {
-        let defaults: Vec<String> = (e.default_bindings)().iter().map(|b| format!("{}={}", b.name, b.value)).collect();
-        s.push_str(&format!("{:<12} {}\n{:<12} defaults: {}\n", e.name, e.summary, "", defaults.join(" ")));
+        let defaults: Vec<String> = (e.default_bindings)()
+            .iter()
+            .map(|b| format!("{}={}", b.name, b.value))
+            .collect();
+        s.push_str(&format!(
+            "{:<12} {}\n{:<12} defaults: {}\n",
+            e.name,
+            e.summary,
+            "",
+            defaults.join(" ")
+        ));
     }
     write(out, &s)
 }
 
 /// Looks up `kernel`, merges bindings over its defaults and specializes it.
-fn build<'r>(ctx: &'r CliContext, kernel: &str, raw: &[String]) -> Result<(&'r KernelEntry, BuiltKernel), CliError> {
+fn build<'r>(
+    ctx: &'r CliContext,
+    kernel: &str,
+    raw: &[String],
+) -> Result<(&'r KernelEntry, BuiltKernel), CliError> {
     let entry = ctx.registry.get(kernel)?;
     let bindings = merged(entry, raw)?;
-    let built = (entry.build)(&bindings).map_err(|message| CliError::Build { kernel: kernel.into(), message })?;
+    let built = (entry.build)(&bindings).map_err(|message| CliError::Build {
+        kernel: kernel.into(),
+        message,
+    })?;
     Ok((entry, built))
 }
 
 fn merged(entry: &KernelEntry, raw: &[String]) -> Result<Vec<attn_dsl::Binding>, CliError> {
-    let overrides = raw.iter().map(|s| parse_binding(s)).collect::<Result<Vec<_>, _>>()?;
+    let overrides = raw
+        .iter()
+        .map(|s| parse_binding(s))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(merge_bindings((entry.default_bindings)(), &overrides)?)
 }
 
@@ -66,7 +103,13 @@ fn spinner(msg: String) -> ProgressBar {
     pb
 }
 
-fn compile(ctx: &CliContext, kernel: &str, raw: &[String], arch: Option<&str>, out: &mut dyn Write) -> Result<(), CliError> {
+fn compile(
+    ctx: &CliContext,
+    kernel: &str,
+    raw: &[String],
+    arch: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let (_, built) = build(ctx, kernel, raw)?;
     let arch: Arch = match arch {
         Some(a) => a.parse()?,
@@ -81,7 +124,9 @@ fn compile(ctx: &CliContext, kernel: &str, raw: &[String], arch: Option<&str>, o
     let m = &got.module;
     let from = match &got.outcome {
         CacheOutcome::Hit => "disk cache hit".to_string(),
-        CacheOutcome::Compiled { stored } => format!("compiled{}", if *stored { ", cached" } else { "" }),
+        CacheOutcome::Compiled { stored } => {
+            format!("compiled{}", if *stored { ", cached" } else { "" })
+        }
         CacheOutcome::Rebuilt { why } => format!("rebuilt ({why})"),
         CacheOutcome::Bypassed => "compiled (cache off)".to_string(),
     };
@@ -114,10 +159,19 @@ fn compile(ctx: &CliContext, kernel: &str, raw: &[String], arch: Option<&str>, o
     write(out, &s)
 }
 
-fn run_kernel(ctx: &CliContext, kernel: &str, raw: &[String], force_cpu: bool, out: &mut dyn Write) -> Result<(), CliError> {
+fn run_kernel(
+    ctx: &CliContext,
+    kernel: &str,
+    raw: &[String],
+    force_cpu: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let (entry, built) = build(ctx, kernel, raw)?;
     let bindings = merged(entry, raw)?;
-    let problem = (entry.problem)(&bindings).map_err(|message| CliError::Build { kernel: kernel.into(), message })?;
+    let problem = (entry.problem)(&bindings).map_err(|message| CliError::Build {
+        kernel: kernel.into(),
+        message,
+    })?;
     let want = (entry.reference)(&problem);
     let on_gpu = !force_cpu && CudaDevice::is_available();
     let started = Instant::now();
@@ -131,16 +185,27 @@ fn run_kernel(ctx: &CliContext, kernel: &str, raw: &[String], force_cpu: bool, o
             write(out, "no GPU: running on the CPU executor\n")?;
         }
         let exec = ctx.cpu.as_ref().ok_or_else(|| {
-            CliError::NoCpuPath("the CPU executor is not wired into this build (attn_dsl::interp pending)".into())
+            CliError::NoCpuPath(
+                "the CPU executor is not wired into this build (attn_dsl::interp pending)".into(),
+            )
         })?;
-        let ir = built.ir.as_ref().ok_or_else(|| CliError::NoCpuPath(format!("{kernel} has no IR for the CPU executor")))?;
-        let outputs = run_on_cpu(exec.as_ref(), ir, &problem)
-            .map_err(|m| CliError::Build { kernel: kernel.into(), message: format!("CPU executor: {m}") })?;
+        let ir = built.ir.as_ref().ok_or_else(|| {
+            CliError::NoCpuPath(format!("{kernel} has no IR for the CPU executor"))
+        })?;
+        let outputs = run_on_cpu(exec.as_ref(), ir, &problem).map_err(|m| CliError::Build {
+            kernel: kernel.into(),
+            message: format!("CPU executor: {m}"),
+        })?;
         ("CPU executor".to_string(), outputs)
     };
     let elapsed = started.elapsed();
     let cmp = compare_outputs(&built.key, "vs reference", &got, &want, entry.tolerance)?;
-    let mut s = format!("{} [{}] on {where_}: {:.1} ms\n", built.key, problem.label, elapsed.as_secs_f64() * 1e3);
+    let mut s = format!(
+        "{} [{}] on {where_}: {:.1} ms\n",
+        built.key,
+        problem.label,
+        elapsed.as_secs_f64() * 1e3
+    );
     for c in cmp {
         s.push_str(&format!(
             "  {}: {} elements match the reference (max abs err {:.3e}, max rel err {:.3e})\n",
@@ -164,8 +229,11 @@ fn bench(
     }
     let dev = CudaDevice::new(0)?;
     let stream = dev.default_stream();
-    let names: Vec<String> =
-        if kernels.is_empty() { ctx.registry.names().iter().map(|s| s.to_string()).collect() } else { kernels.to_vec() };
+    let names: Vec<String> = if kernels.is_empty() {
+        ctx.registry.names().iter().map(|s| s.to_string()).collect()
+    } else {
+        kernels.to_vec()
+    };
     let pb = ProgressBar::new((names.len() * (runs + warmup)) as u64);
     if let Ok(style) = ProgressStyle::with_template("{msg:<24} [{bar:30}] {pos}/{len}") {
         pb.set_style(style);
@@ -174,12 +242,24 @@ fn bench(
     for name in &names {
         let entry = ctx.registry.get(name)?;
         // Only the bindings this kernel knows apply to it.
-        let known: Vec<String> = (entry.default_bindings)().iter().map(|b| b.name.clone()).collect();
-        let mine: Vec<String> =
-            raw.iter().filter(|r| r.split_once('=').is_some_and(|(n, _)| known.iter().any(|k| k == n.trim()))).cloned().collect();
+        let known: Vec<String> = (entry.default_bindings)()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        let mine: Vec<String> = raw
+            .iter()
+            .filter(|r| {
+                r.split_once('=')
+                    .is_some_and(|(n, _)| known.iter().any(|k| k == n.trim()))
+            })
+            .cloned()
+            .collect();
         let (_, built) = build(ctx, name, &mine)?;
-        let problem = (entry.problem)(&merged(entry, &mine)?)
-            .map_err(|message| CliError::Build { kernel: name.clone(), message })?;
+        let problem =
+            (entry.problem)(&merged(entry, &mine)?).map_err(|message| CliError::Build {
+                kernel: name.clone(),
+                message,
+            })?;
         let h = handle(&built);
         pb.set_message(format!("{name} (compiling)"));
         h.load(stream.context())?;
@@ -193,10 +273,28 @@ fn bench(
             pb.inc(1);
             dev_problem.launch(&stream, &h)
         })?;
-        results.push(BenchResult::from_runs(name, &built.key, &problem.label, problem.flops, problem.bytes, &times));
+        results.push(BenchResult::from_runs(
+            name,
+            &built.key,
+            &problem.label,
+            problem.flops,
+            problem.bytes,
+            &times,
+        ));
     }
     pb.finish_and_clear();
-    write_json(json, &format!("{} ({})", dev.name(), dev.arch()), &results)
-        .map_err(|source| CliError::Io { path: json.to_path_buf(), source })?;
-    write(out, &format!("{}results written to {}\n", render_table(&results), json.display()))
+    write_json(json, &format!("{} ({})", dev.name(), dev.arch()), &results).map_err(|source| {
+        CliError::Io {
+            path: json.to_path_buf(),
+            source,
+        }
+    })?;
+    write(
+        out,
+        &format!(
+            "{}results written to {}\n",
+            render_table(&results),
+            json.display()
+        ),
+    )
 }

@@ -79,14 +79,24 @@ pub enum CliError {
     Jit(#[from] JitError),
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// Boxed: a mismatch report is large and errors travel through every command.
     #[error(transparent)]
-    Parity(#[from] ParityError),
+    Parity(Box<ParityError>),
     #[error("`attn bench` needs a GPU: {0}")]
     NoGpu(String),
     #[error("{0}")]
     NoCpuPath(String),
     #[error("writing {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl From<ParityError> for CliError {
+    fn from(e: ParityError) -> Self {
+        CliError::Parity(Box::new(e))
+    }
 }
 
 /// What the binary needs besides the command line.

@@ -19,13 +19,22 @@ pub struct Arch {
 pub struct ArchParseError(pub String);
 
 impl Arch {
-    pub const SM_80: Arch = Arch { number: 80, arch_specific: false };
-    pub const SM_90: Arch = Arch { number: 90, arch_specific: false };
+    pub const SM_80: Arch = Arch {
+        number: 80,
+        arch_specific: false,
+    };
+    pub const SM_90: Arch = Arch {
+        number: 90,
+        arch_specific: false,
+    };
 
     /// The arch of a device with compute capability `major.minor`.
     pub fn from_compute_capability(major: i32, minor: i32) -> Arch {
         let number = (major.max(0) as u32) * 10 + minor.max(0) as u32;
-        Arch { number, arch_specific: false }
+        Arch {
+            number,
+            arch_specific: false,
+        }
     }
 
     /// NVRTC option producing a cubin for exactly this arch.
@@ -54,7 +63,10 @@ impl FromStr for Arch {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || ArchParseError(s.to_string());
         let t = s.trim();
-        let t = t.strip_prefix("sm_").or_else(|| t.strip_prefix("compute_")).unwrap_or(t);
+        let t = t
+            .strip_prefix("sm_")
+            .or_else(|| t.strip_prefix("compute_"))
+            .unwrap_or(t);
         let (digits, arch_specific) = match t.strip_suffix('a') {
             Some(d) => (d, true),
             None => (t, false),
@@ -63,7 +75,10 @@ impl FromStr for Arch {
             return Err(bad());
         }
         let number: u32 = digits.parse().map_err(|_| bad())?;
-        Ok(Arch { number, arch_specific })
+        Ok(Arch {
+            number,
+            arch_specific,
+        })
     }
 }
 

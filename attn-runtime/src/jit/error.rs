@@ -14,9 +14,18 @@ pub enum JitError {
     #[error("kernel source for `{entry}` contains a NUL byte at offset {offset}; CUDA source must be NUL-free text")]
     NulInSource { entry: String, offset: usize },
     #[error("NVRTC {version} cannot target {arch}: supported architectures are {supported}")]
-    UnsupportedArch { arch: Arch, version: String, supported: String },
+    UnsupportedArch {
+        arch: Arch,
+        version: String,
+        supported: String,
+    },
     #[error("NVRTC failed to compile `{entry}` for {arch}:\n{}", render(.diagnostics, .log))]
-    Compile { entry: String, arch: Arch, diagnostics: Vec<Diagnostic>, log: String },
+    Compile {
+        entry: String,
+        arch: Arch,
+        diagnostics: Vec<Diagnostic>,
+        log: String,
+    },
     #[error("NVRTC call {call} failed: {message}")]
     Nvrtc { call: &'static str, message: String },
 }
@@ -37,8 +46,11 @@ impl JitError {
 
 /// Errors first, one per line; the raw log when NVRTC said something we could not parse.
 fn render(diagnostics: &[Diagnostic], log: &str) -> String {
-    let errors: Vec<String> =
-        diagnostics.iter().filter(|d| d.severity == Severity::Error).map(|d| format!("  {d}")).collect();
+    let errors: Vec<String> = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| format!("  {d}"))
+        .collect();
     if errors.is_empty() {
         log.trim_end().to_string()
     } else {

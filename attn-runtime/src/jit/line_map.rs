@@ -40,8 +40,16 @@ pub struct Diagnostic {
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.dsl_line {
-            Some(l) => write!(f, "DSL line {l} ({}:{}): {}: {}", self.file, self.cuda_line, self.severity, self.message),
-            None => write!(f, "{}:{}: {}: {}", self.file, self.cuda_line, self.severity, self.message),
+            Some(l) => write!(
+                f,
+                "DSL line {l} ({}:{}): {}: {}",
+                self.file, self.cuda_line, self.severity, self.message
+            ),
+            None => write!(
+                f,
+                "{}:{}: {}: {}",
+                self.file, self.cuda_line, self.severity, self.message
+            ),
         }
     }
 }
@@ -73,13 +81,20 @@ impl LineMap {
     pub fn dsl_line(&self, cuda_line: u32) -> Option<u32> {
         let idx = (cuda_line as usize).checked_sub(1)?;
         // Lines past the end (NVRTC counts a trailing line) keep the last marker.
-        self.dsl.get(idx).copied().unwrap_or_else(|| self.dsl.last().copied().flatten())
+        self.dsl
+            .get(idx)
+            .copied()
+            .unwrap_or_else(|| self.dsl.last().copied().flatten())
     }
 }
 
 /// `// L12: ...` → 12 (leading whitespace allowed; the marker must start the comment).
 fn marker_line(line: &str) -> Option<u32> {
-    let rest = line.trim_start().strip_prefix("//")?.trim_start().strip_prefix('L')?;
+    let rest = line
+        .trim_start()
+        .strip_prefix("//")?
+        .trim_start()
+        .strip_prefix('L')?;
     let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
     if digits.is_empty() || !rest[digits.len()..].starts_with(':') {
         return None;
@@ -93,8 +108,18 @@ pub fn parse_nvrtc_log(log: &str, program_name: &str, map: &LineMap) -> Vec<Diag
     log.lines()
         .filter_map(parse_diagnostic_line)
         .map(|(file, cuda_line, severity, message)| {
-            let dsl_line = if file == program_name { map.dsl_line(cuda_line) } else { None };
-            Diagnostic { file, cuda_line, dsl_line, severity, message }
+            let dsl_line = if file == program_name {
+                map.dsl_line(cuda_line)
+            } else {
+                None
+            };
+            Diagnostic {
+                file,
+                cuda_line,
+                dsl_line,
+                severity,
+                message,
+            }
         })
         .collect()
 }
@@ -117,7 +142,12 @@ fn parse_diagnostic_line(line: &str) -> Option<(String, u32, Severity, String)> 
     } else {
         return None;
     };
-    Some((file, cuda_line, severity, rest[colon + 2..].trim().to_string()))
+    Some((
+        file,
+        cuda_line,
+        severity,
+        rest[colon + 2..].trim().to_string(),
+    ))
 }
 
 #[cfg(test)]
@@ -163,7 +193,9 @@ mod tests {
         assert_eq!(d[0].severity, Severity::Error);
         assert_eq!(d[0].cuda_line, 6);
         assert_eq!(d[0].dsl_line, Some(7));
-        assert!(d[0].to_string().starts_with("DSL line 7 (k.cu:6): error: identifier"));
+        assert!(d[0]
+            .to_string()
+            .starts_with("DSL line 7 (k.cu:6): error: identifier"));
         assert_eq!(d[1].severity, Severity::Warning);
         assert_eq!(d[1].file, "attn_prelude.cuh");
         assert_eq!(d[1].dsl_line, None);

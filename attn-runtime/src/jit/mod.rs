@@ -36,7 +36,12 @@ pub struct CudaSource<'a> {
 impl<'a> CudaSource<'a> {
     /// A source that includes the compiler's own prelude.
     pub fn new(entry: &'a str, source: &'a str) -> Self {
-        CudaSource { entry, source, prelude: PRELUDE, prelude_name: PRELUDE_NAME }
+        CudaSource {
+            entry,
+            source,
+            prelude: PRELUDE,
+            prelude_name: PRELUDE_NAME,
+        }
     }
 
     /// The same source with another prelude (tests, hand-written kernels).
@@ -70,7 +75,10 @@ pub struct JitOptions {
 
 impl JitOptions {
     pub fn new(arch: Arch) -> Self {
-        JitOptions { arch, extra: Vec::new() }
+        JitOptions {
+            arch,
+            extra: Vec::new(),
+        }
     }
 
     /// The options passed to NVRTC, for `target_option` (a cubin or a PTX arch flag).
@@ -164,14 +172,24 @@ pub fn compile(source: &CudaSource<'_>, opts: &JitOptions) -> Result<CompiledMod
     let (target_option, arch_label) = if supported.contains(&opts.arch.number) {
         (opts.arch.cubin_option(), opts.arch.to_string())
     } else {
-        let fallback = supported.iter().copied().filter(|&a| a <= opts.arch.number).max().ok_or_else(|| {
-            JitError::UnsupportedArch {
+        let fallback = supported
+            .iter()
+            .copied()
+            .filter(|&a| a <= opts.arch.number)
+            .max()
+            .ok_or_else(|| JitError::UnsupportedArch {
                 arch: opts.arch,
                 version: version.clone(),
-                supported: supported.iter().map(|a| format!("sm_{a}")).collect::<Vec<_>>().join(", "),
-            }
-        })?;
-        let arch = Arch { number: fallback, arch_specific: false };
+                supported: supported
+                    .iter()
+                    .map(|a| format!("sm_{a}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        let arch = Arch {
+            number: fallback,
+            arch_specific: false,
+        };
         (arch.ptx_option(), format!("compute_{fallback}"))
     };
     let program_name = source.program_name();
@@ -188,7 +206,12 @@ pub fn compile(source: &CudaSource<'_>, opts: &JitOptions) -> Result<CompiledMod
     let log = program.log()?;
     if !ok {
         let diagnostics = parse_nvrtc_log(&log, &program_name, &LineMap::new(source.source));
-        return Err(JitError::Compile { entry: source.entry.to_string(), arch: opts.arch, diagnostics, log });
+        return Err(JitError::Compile {
+            entry: source.entry.to_string(),
+            arch: opts.arch,
+            diagnostics,
+            log,
+        });
     }
     let image = if target_option.contains("compute_") {
         ModuleImage::Ptx(program.ptx()?)

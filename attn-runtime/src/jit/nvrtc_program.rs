@@ -17,15 +17,29 @@ pub(crate) struct NvrtcProgram {
 
 impl NvrtcProgram {
     /// Creates a program named `name` from `source` with `headers` as `(include name, text)`.
-    pub(crate) fn new(name: &str, entry: &str, source: &str, headers: &[(&str, &str)]) -> Result<Self, JitError> {
+    pub(crate) fn new(
+        name: &str,
+        entry: &str,
+        source: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Self, JitError> {
         ensure_loaded()?;
         let cstr = |s: &str| {
-            CString::new(s).map_err(|e| JitError::NulInSource { entry: entry.to_string(), offset: e.nul_position() })
+            CString::new(s).map_err(|e| JitError::NulInSource {
+                entry: entry.to_string(),
+                offset: e.nul_position(),
+            })
         };
         let src = cstr(source)?;
         let prog_name = cstr(name)?;
-        let contents = headers.iter().map(|(_, t)| cstr(t)).collect::<Result<Vec<_>, _>>()?;
-        let names = headers.iter().map(|(n, _)| cstr(n)).collect::<Result<Vec<_>, _>>()?;
+        let contents = headers
+            .iter()
+            .map(|(_, t)| cstr(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let names = headers
+            .iter()
+            .map(|(n, _)| cstr(n))
+            .collect::<Result<Vec<_>, _>>()?;
         let content_ptrs: Vec<*const c_char> = contents.iter().map(|c| c.as_ptr()).collect();
         let name_ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
         let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
@@ -53,7 +67,10 @@ impl NvrtcProgram {
             .iter()
             .map(|o| CString::new(o.as_str()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| JitError::Nvrtc { call: "nvrtcCompileProgram", message: format!("option with NUL: {e}") })?;
+            .map_err(|e| JitError::Nvrtc {
+                call: "nvrtcCompileProgram",
+                message: format!("option with NUL: {e}"),
+            })?;
         let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         // SAFETY: `self.prog` is live; option strings outlive the call.
         let rc = unsafe { sys::nvrtcCompileProgram(self.prog, ptrs.len() as c_int, ptrs.as_ptr()) };
@@ -133,7 +150,9 @@ pub fn nvrtc_version() -> Result<(i32, i32), JitError> {
     ensure_loaded()?;
     let (mut major, mut minor) = (0, 0);
     // SAFETY: writes two ints.
-    check("nvrtcVersion", unsafe { sys::nvrtcVersion(&mut major, &mut minor) })?;
+    check("nvrtcVersion", unsafe {
+        sys::nvrtcVersion(&mut major, &mut minor)
+    })?;
     Ok((major, minor))
 }
 
@@ -142,10 +161,14 @@ pub fn supported_archs() -> Result<Vec<u32>, JitError> {
     ensure_loaded()?;
     let mut n: c_int = 0;
     // SAFETY: writes one int, then `n` ints.
-    check("nvrtcGetNumSupportedArchs", unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) })?;
+    check("nvrtcGetNumSupportedArchs", unsafe {
+        sys::nvrtcGetNumSupportedArchs(&mut n)
+    })?;
     let mut archs = vec![0 as c_int; n.max(0) as usize];
     if n > 0 {
-        check("nvrtcGetSupportedArchs", unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) })?;
+        check("nvrtcGetSupportedArchs", unsafe {
+            sys::nvrtcGetSupportedArchs(archs.as_mut_ptr())
+        })?;
     }
     Ok(archs.into_iter().map(|a| a as u32).collect())
 }

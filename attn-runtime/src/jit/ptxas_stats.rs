@@ -36,7 +36,11 @@ pub fn parse_ptxas_stats(log: &str) -> Vec<KernelStats> {
     let mut current: Option<usize> = None;
     for line in log.lines() {
         if let Some((function, arch)) = compiling_entry(line) {
-            out.push(KernelStats { function, arch, ..KernelStats::default() });
+            out.push(KernelStats {
+                function,
+                arch,
+                ..KernelStats::default()
+            });
             current = Some(out.len() - 1);
         } else if let Some(name) = line.split("Function properties for ").nth(1) {
             let name = name.trim();
@@ -67,7 +71,11 @@ fn compiling_entry(line: &str) -> Option<(String, String)> {
 /// The integer right before `label` in `line` (`..., 12 bytes spill stores` → 12).
 fn number_before(line: &str, label: &str) -> Option<u32> {
     let head = &line[..line.find(label)?];
-    head.split(|c: char| !c.is_ascii_digit()).rev().find(|t| !t.is_empty())?.parse().ok()
+    head.split(|c: char| !c.is_ascii_digit())
+        .rev()
+        .find(|t| !t.is_empty())?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -101,8 +109,18 @@ ptxas info    : Compile time = 3.348 ms\n";
             }
         );
         assert!(!s[0].spills());
-        assert_eq!((s[1].registers, s[1].shared_bytes, s[1].barriers), (255, 0, 0));
-        assert_eq!((s[1].stack_frame_bytes, s[1].spill_store_bytes, s[1].spill_load_bytes), (48, 40, 36));
+        assert_eq!(
+            (s[1].registers, s[1].shared_bytes, s[1].barriers),
+            (255, 0, 0)
+        );
+        assert_eq!(
+            (
+                s[1].stack_frame_bytes,
+                s[1].spill_store_bytes,
+                s[1].spill_load_bytes
+            ),
+            (48, 40, 36)
+        );
         assert!(s[1].spills());
     }
 

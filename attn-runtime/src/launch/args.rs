@@ -5,7 +5,9 @@
 use super::validate::{scalar_type, ArgSummary};
 use attn_dsl::ir::ScalarType;
 use attn_dsl::kernel::{Backend, DslType, ScalarArg};
-use cudarc::driver::{sys::CUdeviceptr, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop};
+use cudarc::driver::{
+    sys::CUdeviceptr, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop,
+};
 
 /// The CUDA backend: typed device views in, one [`KernelArg`] per parameter out.
 pub struct Cuda;
@@ -35,15 +37,28 @@ pub enum KernelArg<'a> {
 impl<'a> KernelArg<'a> {
     /// A read-only buffer (`*const T` parameter).
     pub fn input<T: DslType>(v: CudaView<'a, T>) -> Self {
-        KernelArg::Buffer(DeviceBuffer { elem: T::TYPE, mutable: false, len: v.len(), view: Box::new(ReadView(v)) })
+        KernelArg::Buffer(DeviceBuffer {
+            elem: T::TYPE,
+            mutable: false,
+            len: v.len(),
+            view: Box::new(ReadView(v)),
+        })
     }
     /// A writable buffer (`*mut T` parameter).
     pub fn output<T: DslType>(v: CudaViewMut<'a, T>) -> Self {
-        KernelArg::Buffer(DeviceBuffer { elem: T::TYPE, mutable: true, len: v.len(), view: Box::new(WriteView(v)) })
+        KernelArg::Buffer(DeviceBuffer {
+            elem: T::TYPE,
+            mutable: true,
+            len: v.len(),
+            view: Box::new(WriteView(v)),
+        })
     }
     pub fn summary(&self) -> ArgSummary {
         match self {
-            KernelArg::Buffer(b) => ArgSummary::Buffer { elem: b.elem, mutable: b.mutable },
+            KernelArg::Buffer(b) => ArgSummary::Buffer {
+                elem: b.elem,
+                mutable: b.mutable,
+            },
             KernelArg::Scalar(v) => ArgSummary::Scalar(*v),
         }
     }
@@ -52,7 +67,9 @@ impl<'a> KernelArg<'a> {
 impl std::fmt::Debug for KernelArg<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            KernelArg::Buffer(b) => write!(f, "Buffer({} x {}, mutable: {})", b.len, b.elem, b.mutable),
+            KernelArg::Buffer(b) => {
+                write!(f, "Buffer({} x {}, mutable: {})", b.len, b.elem, b.mutable)
+            }
             KernelArg::Scalar(v) => write!(f, "Scalar({v:?}: {})", scalar_type(v)),
         }
     }
@@ -70,7 +87,10 @@ pub struct DeviceBuffer<'a> {
 impl DeviceBuffer<'_> {
     /// The device address for a launch on `stream`; the guard orders the buffer's other
     /// uses against this launch (cudarc's event tracking) and must drop after the launch.
-    pub(crate) fn device_ptr<'s>(&'s mut self, stream: &'s CudaStream) -> (CUdeviceptr, SyncOnDrop<'s>) {
+    pub(crate) fn device_ptr<'s>(
+        &'s mut self,
+        stream: &'s CudaStream,
+    ) -> (CUdeviceptr, SyncOnDrop<'s>) {
         self.view.raw(stream)
     }
 }

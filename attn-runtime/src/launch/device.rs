@@ -30,10 +30,19 @@ impl CudaDevice {
 
     /// Wraps an existing context (for composing with other cudarc users).
     pub fn from_context(ctx: Arc<CudaContext>) -> Result<Self, LaunchError> {
-        let (major, minor) = ctx.compute_capability().map_err(LaunchError::driver("reading the compute capability"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(LaunchError::driver("reading the compute capability"))?;
         let limits = query_limits(&ctx)?;
-        let name = ctx.name().map_err(LaunchError::driver("reading the device name"))?;
-        Ok(CudaDevice { arch: Arch::from_compute_capability(major, minor), limits, name, ctx })
+        let name = ctx
+            .name()
+            .map_err(LaunchError::driver("reading the device name"))?;
+        Ok(CudaDevice {
+            arch: Arch::from_compute_capability(major, minor),
+            limits,
+            name,
+            ctx,
+        })
     }
 
     /// True when a driver and at least one device are present (never panics).
@@ -58,7 +67,9 @@ impl CudaDevice {
         self.ctx.default_stream()
     }
     pub fn new_stream(&self) -> Result<Arc<CudaStream>, LaunchError> {
-        self.ctx.new_stream().map_err(LaunchError::driver("creating a stream"))
+        self.ctx
+            .new_stream()
+            .map_err(LaunchError::driver("creating a stream"))
     }
 }
 
@@ -74,7 +85,11 @@ pub fn ensure_driver() -> Result<(), LaunchError> {
 
 /// Reads the limits launches are validated against.
 pub(crate) fn query_limits(ctx: &Arc<CudaContext>) -> Result<DeviceLimits, LaunchError> {
-    let get = |a| ctx.attribute(a).map(|v| v.max(0) as u32).map_err(LaunchError::driver("reading device limits"));
+    let get = |a| {
+        ctx.attribute(a)
+            .map(|v| v.max(0) as u32)
+            .map_err(LaunchError::driver("reading device limits"))
+    };
     Ok(DeviceLimits {
         max_grid: [
             get(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,

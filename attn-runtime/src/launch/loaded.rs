@@ -2,7 +2,10 @@
 
 use super::args::{scalar_slot, KernelArg};
 use super::device::query_limits;
-use super::validate::{validate_alignment, validate_args, validate_config, DeviceLimits, LaunchSpec, DEFAULT_SHARED_LIMIT};
+use super::validate::{
+    validate_alignment, validate_args, validate_config, DeviceLimits, LaunchSpec,
+    DEFAULT_SHARED_LIMIT,
+};
 use super::{Grid, LaunchError};
 use crate::cache::{write_entry, CacheOutcome, CachedModule, ModuleCache};
 use crate::jit::{self, Arch, CompiledModule, CudaSource, JitOptions, KernelStats, ModuleImage};
@@ -35,8 +38,14 @@ pub fn process_cache() -> &'static ModuleCache {
 impl LoadedKernel {
     /// Compiles (or loads from the disk cache) and loads `source` into `ctx`, opting into
     /// large dynamic shared memory when `spec` asks for more than 48 KB.
-    pub fn load(ctx: &Arc<CudaContext>, source: &CudaSource<'_>, spec: LaunchSpec) -> Result<Self, LaunchError> {
-        let (major, minor) = ctx.compute_capability().map_err(LaunchError::driver("reading the compute capability"))?;
+    pub fn load(
+        ctx: &Arc<CudaContext>,
+        source: &CudaSource<'_>,
+        spec: LaunchSpec,
+    ) -> Result<Self, LaunchError> {
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(LaunchError::driver("reading the compute capability"))?;
         let opts = JitOptions::new(Arch::from_compute_capability(major, minor));
         let cached = process_cache().get_or_compile(source, &opts)?;
         let limits = query_limits(ctx)?;
@@ -49,21 +58,50 @@ impl LoadedKernel {
             .max(0) as u32;
         let static_shared = func
             .get_attribute(FnAttr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
-            .map_err(LaunchError::driver("reading the kernel's static shared memory"))?
+            .map_err(LaunchError::driver(
+                "reading the kernel's static shared memory",
+            ))?
             .max(0) as u32;
-        let stats = KernelStats { shared_bytes: static_shared, ..stats };
+        let stats = KernelStats {
+            shared_bytes: static_shared,
+            ..stats
+        };
         // Validate the shared-memory budget before asking the driver for it.
         validate_config(&spec, &limits, Grid([1, 1, 1]), static_shared, u32::MAX)?;
         if spec.shared_bytes > DEFAULT_SHARED_LIMIT {
-            func.set_attribute(FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.shared_bytes as i32)
-                .map_err(LaunchError::driver("opting into large dynamic shared memory"))?;
+            func.set_attribute(
+                FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                spec.shared_bytes as i32,
+            )
+            .map_err(LaunchError::driver(
+                "opting into large dynamic shared memory",
+            ))?;
         }
-        Ok(LoadedKernel { func, ctx: ctx.clone(), limits, func_max_threads, spec, stats, outcome })
+        Ok(LoadedKernel {
+            func,
+            ctx: ctx.clone(),
+            limits,
+            func_max_threads,
+            spec,
+            stats,
+            outcome,
+        })
     }
 
     /// Validates and launches on `stream` (which must belong to this kernel's context).
-    pub fn launch(&self, stream: &CudaStream, grid: Grid, mut args: Vec<KernelArg<'_>>) -> Result<(), LaunchError> {
-        validate_config(&self.spec, &self.limits, grid, self.stats.shared_bytes, self.func_max_threads)?;
+    pub fn launch(
+        &self,
+        stream: &CudaStream,
+        grid: Grid,
+        mut args: Vec<KernelArg<'_>>,
+    ) -> Result<(), LaunchError> {
+        validate_config(
+            &self.spec,
+            &self.limits,
+            grid,
+            self.stats.shared_bytes,
+            self.func_max_threads,
+        )?;
         let summaries: Vec<_> = args.iter().map(KernelArg::summary).collect();
         validate_args(&self.spec, &summaries)?;
         // Stable storage: the driver reads each argument through a pointer to its slot.
@@ -80,8 +118,11 @@ impl LoadedKernel {
                 KernelArg::Scalar(v) => slots[i] = scalar_slot(v),
             }
         }
-        let mut params: Vec<*mut c_void> = slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
-        self.ctx.bind_to_thread().map_err(LaunchError::driver("binding the context"))?;
+        let mut params: Vec<*mut c_void> =
+            slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
+        self.ctx
+            .bind_to_thread()
+            .map_err(LaunchError::driver("binding the context"))?;
         // SAFETY: arguments were checked against the kernel's parameters (count, kind,
         // dtype, alignment); the views keep their buffers alive and the guards order
         // this launch against other streams' uses of them.
@@ -122,17 +163,29 @@ fn load_with_rebuild(
                 let _ = write_entry(dir, &cached.key, &module);
             }
             let f = load_image(ctx, &module)?;
-            Ok((f, CacheOutcome::Rebuilt { why: format!("cached image did not load: {e}") }))
+            Ok((
+                f,
+                CacheOutcome::Rebuilt {
+                    why: format!("cached image did not load: {e}"),
+                },
+            ))
         }
     }
 }
 
-fn load_image(ctx: &Arc<CudaContext>, m: &CompiledModule) -> Result<(CudaFunction, KernelStats), LaunchError> {
+fn load_image(
+    ctx: &Arc<CudaContext>,
+    m: &CompiledModule,
+) -> Result<(CudaFunction, KernelStats), LaunchError> {
     let ptx = match &m.image {
         ModuleImage::Cubin(bytes) => Ptx::from_binary(bytes.clone()),
         ModuleImage::Ptx(text) => Ptx::from_src(text.clone()),
     };
-    let module = ctx.load_module(ptx).map_err(LaunchError::driver("loading the module"))?;
-    let func = module.load_function(&m.entry).map_err(LaunchError::driver("finding the entry point"))?;
+    let module = ctx
+        .load_module(ptx)
+        .map_err(LaunchError::driver("loading the module"))?;
+    let func = module
+        .load_function(&m.entry)
+        .map_err(LaunchError::driver("finding the entry point"))?;
     Ok((func, m.entry_stats().cloned().unwrap_or_default()))
 }

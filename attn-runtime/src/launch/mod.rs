@@ -17,6 +17,6 @@ pub use grid::Grid;
 pub use loaded::{process_cache, LoadedKernel};
 pub use slot::{launch, CudaKernelHandle, KernelSlot, TypedKernel};
 pub use validate::{
-    scalar_type, validate_alignment, validate_args, validate_config, ArgSummary, DeviceLimits, LaunchSpec, ParamSpec,
-    BUFFER_ALIGN, DEFAULT_SHARED_LIMIT,
+    scalar_type, validate_alignment, validate_args, validate_config, ArgSummary, DeviceLimits,
+    LaunchSpec, ParamSpec, BUFFER_ALIGN, DEFAULT_SHARED_LIMIT,
 };

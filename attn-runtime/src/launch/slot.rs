@@ -26,7 +26,10 @@ pub struct KernelSlot {
 
 impl KernelSlot {
     pub const fn new() -> Self {
-        KernelSlot { first: OnceLock::new(), others: Mutex::new(Vec::new()) }
+        KernelSlot {
+            first: OnceLock::new(),
+            others: Mutex::new(Vec::new()),
+        }
     }
 
     /// The kernel loaded into `ctx`, loading it with `load` on first use in that context.
@@ -79,18 +82,28 @@ pub struct TypedKernel<K> {
 
 impl<K: Kernel> TypedKernel<K> {
     pub const fn new() -> Self {
-        TypedKernel { slot: KernelSlot::new(), _kernel: PhantomData }
+        TypedKernel {
+            slot: KernelSlot::new(),
+            _kernel: PhantomData,
+        }
     }
 
     /// Launches with the typed argument struct `instantiate!` generated for `K`.
-    pub fn launch<'a>(&self, stream: &Arc<CudaStream>, grid: impl Into<Grid>, args: K::Args<'a, Cuda>) -> Result<(), LaunchError> {
+    pub fn launch<'a>(
+        &self,
+        stream: &Arc<CudaStream>,
+        grid: impl Into<Grid>,
+        args: K::Args<'a, Cuda>,
+    ) -> Result<(), LaunchError> {
         let k = self.load(stream.context())?;
         k.launch(stream, grid.into(), K::marshal::<Cuda>(args))
     }
 
     /// Loads (compiling on first use) into `ctx`.
     pub fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<LoadedKernel>, LaunchError> {
-        self.slot.get_or_load(ctx, || LoadedKernel::load(ctx, &CudaSource::from_info(&K::INFO), spec_of::<K>()))
+        self.slot.get_or_load(ctx, || {
+            LoadedKernel::load(ctx, &CudaSource::from_info(&K::INFO), spec_of::<K>())
+        })
     }
 }
 
@@ -118,7 +131,9 @@ pub fn launch<'a, K: Kernel + 'static>(
 ) -> Result<(), LaunchError> {
     let slot = typed_slot::<K>();
     let ctx = stream.context();
-    let k = slot.get_or_load(ctx, || LoadedKernel::load(ctx, &CudaSource::from_info(&K::INFO), spec_of::<K>()))?;
+    let k = slot.get_or_load(ctx, || {
+        LoadedKernel::load(ctx, &CudaSource::from_info(&K::INFO), spec_of::<K>())
+    })?;
     k.launch(stream, grid.into(), K::marshal::<Cuda>(args))
 }
 
@@ -150,12 +165,20 @@ pub struct CudaKernelHandle {
 
 impl CudaKernelHandle {
     pub fn new(kernel: CudaKernel) -> Self {
-        CudaKernelHandle { kernel, prelude: None, slot: KernelSlot::new() }
+        CudaKernelHandle {
+            kernel,
+            prelude: None,
+            slot: KernelSlot::new(),
+        }
     }
 
     /// A kernel whose source includes `prelude` under the prelude name instead of the compiler's.
     pub fn with_prelude(kernel: CudaKernel, prelude: impl Into<String>) -> Self {
-        CudaKernelHandle { kernel, prelude: Some(prelude.into()), slot: KernelSlot::new() }
+        CudaKernelHandle {
+            kernel,
+            prelude: Some(prelude.into()),
+            slot: KernelSlot::new(),
+        }
     }
 
     pub fn kernel(&self) -> &CudaKernel {
@@ -182,11 +205,18 @@ impl CudaKernelHandle {
 
     /// Loads (compiling on first use) into `ctx`.
     pub fn load(&self, ctx: &Arc<CudaContext>) -> Result<Arc<LoadedKernel>, LaunchError> {
-        self.slot.get_or_load(ctx, || LoadedKernel::load(ctx, &self.source(), self.spec()))
+        self.slot
+            .get_or_load(ctx, || LoadedKernel::load(ctx, &self.source(), self.spec()))
     }
 
     /// Validates `args` against the kernel's parameters and launches.
-    pub fn launch(&self, stream: &Arc<CudaStream>, grid: impl Into<Grid>, args: Vec<KernelArg<'_>>) -> Result<(), LaunchError> {
-        self.load(stream.context())?.launch(stream, grid.into(), args)
+    pub fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        grid: impl Into<Grid>,
+        args: Vec<KernelArg<'_>>,
+    ) -> Result<(), LaunchError> {
+        self.load(stream.context())?
+            .launch(stream, grid.into(), args)
     }
 }

@@ -13,7 +13,10 @@ impl Tolerance {
         Tolerance { atol, rtol }
     }
     /// Exact equality (integer outputs, bit-exact executors).
-    pub const EXACT: Tolerance = Tolerance { atol: 0.0, rtol: 0.0 };
+    pub const EXACT: Tolerance = Tolerance {
+        atol: 0.0,
+        rtol: 0.0,
+    };
 }
 
 /// Statistics of a passing comparison.
@@ -29,13 +32,26 @@ pub struct Comparison {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CompareError {
     #[error("{name}: got {got} elements, the reference has {want}")]
-    Length { name: String, got: usize, want: usize },
+    Length {
+        name: String,
+        got: usize,
+        want: usize,
+    },
     #[error("{name}: the reference itself is not finite at element {index} ({value}); fix the reference or the inputs")]
-    BadReference { name: String, index: usize, value: f64 },
+    BadReference {
+        name: String,
+        index: usize,
+        value: f64,
+    },
     #[error(
         "{name}: {count} of {total} elements never written (still NaN-poisoned or NaN); first at element {first}"
     )]
-    NotANumber { name: String, count: usize, total: usize, first: usize },
+    NotANumber {
+        name: String,
+        count: usize,
+        total: usize,
+        first: usize,
+    },
     #[error(
         "{name}: {count} of {total} elements outside atol {atol:e} + rtol {rtol:e}·|want|; worst element {index}: \
          got {got}, want {want} (abs err {abs_err:e})"
@@ -54,25 +70,56 @@ pub enum CompareError {
 }
 
 /// Compares `got` against `want` element by element.
-pub fn compare(name: &str, got: &[f64], want: &[f64], tol: Tolerance) -> Result<Comparison, CompareError> {
+pub fn compare(
+    name: &str,
+    got: &[f64],
+    want: &[f64],
+    tol: Tolerance,
+) -> Result<Comparison, CompareError> {
     if got.len() != want.len() {
-        return Err(CompareError::Length { name: name.into(), got: got.len(), want: want.len() });
+        return Err(CompareError::Length {
+            name: name.into(),
+            got: got.len(),
+            want: want.len(),
+        });
     }
     if let Some((index, &value)) = want.iter().enumerate().find(|(_, w)| !w.is_finite()) {
-        return Err(CompareError::BadReference { name: name.into(), index, value });
+        return Err(CompareError::BadReference {
+            name: name.into(),
+            index,
+            value,
+        });
     }
-    let nan: Vec<usize> = got.iter().enumerate().filter(|(_, g)| g.is_nan()).map(|(i, _)| i).collect();
+    let nan: Vec<usize> = got
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.is_nan())
+        .map(|(i, _)| i)
+        .collect();
     if let Some(&first) = nan.first() {
-        return Err(CompareError::NotANumber { name: name.into(), count: nan.len(), total: got.len(), first });
+        return Err(CompareError::NotANumber {
+            name: name.into(),
+            count: nan.len(),
+            total: got.len(),
+            first,
+        });
     }
-    let (mut max_abs, mut max_rel, mut fails, mut worst) = (0.0f64, 0.0f64, 0usize, None::<(usize, f64)>);
+    let (mut max_abs, mut max_rel, mut fails, mut worst) =
+        (0.0f64, 0.0f64, 0usize, None::<(usize, f64)>);
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let err = (g - w).abs();
         let bound = tol.atol + tol.rtol * w.abs();
-        // `!(err <= bound)` rather than `err > bound`: infinities and NaN fail.
-        if !(err <= bound) {
+        // Within only when the comparison is defined: infinities and NaN fail.
+        let within = err
+            .partial_cmp(&bound)
+            .is_some_and(|o| o != std::cmp::Ordering::Greater);
+        if !within {
             fails += 1;
-            let excess = if err.is_finite() { err - bound } else { f64::INFINITY };
+            let excess = if err.is_finite() {
+                err - bound
+            } else {
+                f64::INFINITY
+            };
             if worst.is_none_or(|(_, e)| excess > e) {
                 worst = Some((i, excess));
             }
@@ -95,7 +142,12 @@ pub fn compare(name: &str, got: &[f64], want: &[f64], tol: Tolerance) -> Result<
             abs_err: (got[index] - want[index]).abs(),
         });
     }
-    Ok(Comparison { name: name.into(), checked: got.len(), max_abs_err: max_abs, max_rel_err: max_rel })
+    Ok(Comparison {
+        name: name.into(),
+        checked: got.len(),
+        max_abs_err: max_abs,
+        max_rel_err: max_rel,
+    })
 }
 
 #[cfg(test)]
@@ -113,8 +165,24 @@ mod tests {
 
     #[test]
     fn nan_never_passes_even_against_nan() {
-        let e = compare("o", &[1.0, f64::NAN], &[1.0, 2.0], Tolerance::new(f64::INFINITY, 0.0)).expect_err("NaN");
-        assert!(matches!(e, CompareError::NotANumber { count: 1, first: 1, .. }), "{e}");
+        let e = compare(
+            "o",
+            &[1.0, f64::NAN],
+            &[1.0, 2.0],
+            Tolerance::new(f64::INFINITY, 0.0),
+        )
+        .expect_err("NaN");
+        assert!(
+            matches!(
+                e,
+                CompareError::NotANumber {
+                    count: 1,
+                    first: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let e = compare("o", &[f64::NAN], &[f64::NAN], TOL).expect_err("NaN reference");
         assert!(matches!(e, CompareError::BadReference { .. }));
     }
@@ -122,7 +190,9 @@ mod tests {
     #[test]
     fn infinities_and_large_errors_fail_with_the_worst_element() {
         let e = compare("o", &[1.0, 5.0, f64::INFINITY], &[1.0, 2.0, 3.0], TOL).expect_err("off");
-        let CompareError::OutOfTolerance { count, index, .. } = e else { panic!("{e}") };
+        let CompareError::OutOfTolerance { count, index, .. } = e else {
+            panic!("{e}")
+        };
         assert_eq!((count, index), (2, 2));
         assert!(compare("o", &[1.0], &[1.0, 2.0], TOL).is_err());
     }

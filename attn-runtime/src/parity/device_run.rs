@@ -79,16 +79,25 @@ impl DeviceProblem {
             .iter()
             .map(|a| match a {
                 ProblemArg::Input(b) => DeviceData::upload(stream, b).map(Some),
-                ProblemArg::Output { elem, len } => DeviceData::upload(stream, &HostBuffer::poisoned(*elem, *len)).map(Some),
+                ProblemArg::Output { elem, len } => {
+                    DeviceData::upload(stream, &HostBuffer::poisoned(*elem, *len)).map(Some)
+                }
                 ProblemArg::Scalar(_) => Ok(None),
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(up)?;
-        Ok(DeviceProblem { data, problem: problem.clone() })
+        Ok(DeviceProblem {
+            data,
+            problem: problem.clone(),
+        })
     }
 
     /// One launch of `kernel` over the problem's grid.
-    pub fn launch(&mut self, stream: &Arc<CudaStream>, kernel: &CudaKernelHandle) -> Result<(), LaunchError> {
+    pub fn launch(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        kernel: &CudaKernelHandle,
+    ) -> Result<(), LaunchError> {
         let args = self
             .data
             .iter_mut()
@@ -109,13 +118,20 @@ impl DeviceProblem {
             .output_indices()
             .into_iter()
             .filter_map(|i| self.data[i].as_ref())
-            .map(|d| d.download(stream).map_err(LaunchError::driver("downloading outputs")))
+            .map(|d| {
+                d.download(stream)
+                    .map_err(LaunchError::driver("downloading outputs"))
+            })
             .collect()
     }
 }
 
 /// Uploads, launches once, downloads the outputs.
-pub fn run_on_gpu(stream: &Arc<CudaStream>, kernel: &CudaKernelHandle, problem: &Problem) -> Result<Vec<HostBuffer>, LaunchError> {
+pub fn run_on_gpu(
+    stream: &Arc<CudaStream>,
+    kernel: &CudaKernelHandle,
+    problem: &Problem,
+) -> Result<Vec<HostBuffer>, LaunchError> {
     let mut dev = DeviceProblem::upload(stream, problem)?;
     dev.launch(stream, kernel)?;
     dev.outputs(stream)

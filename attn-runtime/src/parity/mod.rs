@@ -17,10 +17,15 @@ use std::sync::Arc;
 
 /// Runs specialized IR on the host (the lead plugs `attn_dsl::interp::run` in here):
 /// `args` arrive with outputs poisoned; the executor writes the output buffers in place.
-pub type CpuExecutor = dyn Fn(&Function, Grid, &mut [HostValue]) -> Result<(), String> + Send + Sync;
+pub type CpuExecutor =
+    dyn Fn(&Function, Grid, &mut [HostValue]) -> Result<(), String> + Send + Sync;
 
 /// Outputs (in argument order) of running `problem` on the CPU executor.
-pub fn run_on_cpu(exec: &CpuExecutor, ir: &Function, problem: &Problem) -> Result<Vec<HostBuffer>, String> {
+pub fn run_on_cpu(
+    exec: &CpuExecutor,
+    ir: &Function,
+    problem: &Problem,
+) -> Result<Vec<HostBuffer>, String> {
     let mut values = problem.host_values();
     exec(ir, problem.grid, &mut values)?;
     Ok(problem
@@ -37,13 +42,24 @@ pub fn run_on_cpu(exec: &CpuExecutor, ir: &Function, problem: &Problem) -> Resul
 #[derive(Debug, thiserror::Error)]
 pub enum ParityError {
     #[error("{case}: GPU run failed: {source}")]
-    Gpu { case: String, source: LaunchError },
+    Gpu {
+        case: String,
+        source: Box<LaunchError>,
+    },
     #[error("{case}: CPU executor failed: {message}")]
     Cpu { case: String, message: String },
     #[error("{case}: the reference returned {got} outputs; the problem has {want}")]
-    OutputCount { case: String, got: usize, want: usize },
+    OutputCount {
+        case: String,
+        got: usize,
+        want: usize,
+    },
     #[error("{case} [{against}]: {source}")]
-    Mismatch { case: String, against: &'static str, source: CompareError },
+    Mismatch {
+        case: String,
+        against: &'static str,
+        source: Box<CompareError>,
+    },
 }
 
 /// Comparisons of one passing case.
@@ -64,14 +80,23 @@ pub fn compare_outputs(
     tol: Tolerance,
 ) -> Result<Vec<Comparison>, ParityError> {
     if got.len() != want.len() {
-        return Err(ParityError::OutputCount { case: case.into(), got: want.len(), want: got.len() });
+        return Err(ParityError::OutputCount {
+            case: case.into(),
+            got: want.len(),
+            want: got.len(),
+        });
     }
     got.iter()
         .zip(want)
         .enumerate()
         .map(|(i, (g, w))| {
-            compare(&format!("output {i}"), &g.to_f64(), w, tol)
-                .map_err(|source| ParityError::Mismatch { case: case.into(), against, source })
+            compare(&format!("output {i}"), &g.to_f64(), w, tol).map_err(|source| {
+                ParityError::Mismatch {
+                    case: case.into(),
+                    against,
+                    source: Box::new(source),
+                }
+            })
         })
         .collect()
 }
@@ -92,17 +117,40 @@ pub struct ParityCase<'a> {
 
 /// Runs `case` on the GPU (and the CPU executor when both it and the IR are given) and
 /// checks every output.
-pub fn check_parity(stream: &Arc<CudaStream>, case: &ParityCase<'_>, cpu: Option<&CpuExecutor>) -> Result<ParityReport, ParityError> {
+pub fn check_parity(
+    stream: &Arc<CudaStream>,
+    case: &ParityCase<'_>,
+    cpu: Option<&CpuExecutor>,
+) -> Result<ParityReport, ParityError> {
     let name = case.name.clone();
     let want = (case.reference)(&case.problem);
-    let gpu = run_on_gpu(stream, case.kernel, &case.problem).map_err(|source| ParityError::Gpu { case: name.clone(), source })?;
+    let gpu =
+        run_on_gpu(stream, case.kernel, &case.problem).map_err(|source| ParityError::Gpu {
+            case: name.clone(),
+            source: Box::new(source),
+        })?;
     let gpu_vs_reference = compare_outputs(&name, "GPU vs reference", &gpu, &want, case.tolerance)?;
     let (mut cpu_vs_reference, mut gpu_vs_cpu) = (Vec::new(), Vec::new());
     if let (Some(exec), Some(ir)) = (cpu, case.ir) {
-        let cpu_out = run_on_cpu(exec, ir, &case.problem).map_err(|message| ParityError::Cpu { case: name.clone(), message })?;
-        cpu_vs_reference = compare_outputs(&name, "CPU vs reference", &cpu_out, &want, case.tolerance)?;
+        let cpu_out = run_on_cpu(exec, ir, &case.problem).map_err(|message| ParityError::Cpu {
+            case: name.clone(),
+            message,
+        })?;
+        cpu_vs_reference =
+            compare_outputs(&name, "CPU vs reference", &cpu_out, &want, case.tolerance)?;
         let cpu_f64: Vec<Vec<f64>> = cpu_out.iter().map(HostBuffer::to_f64).collect();
-        gpu_vs_cpu = compare_outputs(&name, "GPU vs CPU executor", &gpu, &cpu_f64, case.gpu_cpu_tolerance)?;
+        gpu_vs_cpu = compare_outputs(
+            &name,
+            "GPU vs CPU executor",
+            &gpu,
+            &cpu_f64,
+            case.gpu_cpu_tolerance,
+        )?;
     }
-    Ok(ParityReport { case: name, gpu_vs_reference, cpu_vs_reference, gpu_vs_cpu })
+    Ok(ParityReport {
+        case: name,
+        gpu_vs_reference,
+        cpu_vs_reference,
+        gpu_vs_cpu,
+    })
 }

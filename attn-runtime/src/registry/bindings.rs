@@ -10,14 +10,24 @@ pub enum BindingError {
     #[error("unknown constexpr `{name}`; this kernel takes: {known}")]
     Unknown { name: String, known: String },
     #[error("`{name}` is {expected} by default; `{value}` is {got}")]
-    Kind { name: String, expected: &'static str, value: String, got: &'static str },
+    Kind {
+        name: String,
+        expected: &'static str,
+        value: String,
+        got: &'static str,
+    },
 }
 
 /// Parses `NAME=VALUE`: integers, floats, `true`/`false`, dtype names, else a device fn name.
 pub fn parse_binding(s: &str) -> Result<Binding, BindingError> {
-    let (name, value) = s.split_once('=').ok_or_else(|| BindingError::Syntax(s.to_string()))?;
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| BindingError::Syntax(s.to_string()))?;
     let (name, value) = (name.trim(), value.trim());
-    if name.is_empty() || value.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if name.is_empty()
+        || value.is_empty()
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
         return Err(BindingError::Syntax(s.to_string()));
     }
     let v = if let Ok(i) = value.parse::<i64>() {
@@ -46,12 +56,23 @@ fn kind(v: &ConstValue) -> &'static str {
 
 /// `defaults` with `overrides` applied by name; an override must name a default and keep
 /// its kind (an integer may stand for a float).
-pub fn merge_bindings(defaults: Vec<Binding>, overrides: &[Binding]) -> Result<Vec<Binding>, BindingError> {
+pub fn merge_bindings(
+    defaults: Vec<Binding>,
+    overrides: &[Binding],
+) -> Result<Vec<Binding>, BindingError> {
     let mut out = defaults;
     for o in overrides {
-        let known = || out.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ");
+        let known = || {
+            out.iter()
+                .map(|b| b.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let Some(slot) = out.iter().position(|b| b.name == o.name) else {
-            return Err(BindingError::Unknown { name: o.name.clone(), known: known() });
+            return Err(BindingError::Unknown {
+                name: o.name.clone(),
+                known: known(),
+            });
         };
         let value = match (&out[slot].value, &o.value) {
             (ConstValue::Float(_), ConstValue::Int(i)) => ConstValue::Float(*i as f64),
@@ -85,25 +106,59 @@ mod tests {
 
     #[test]
     fn parses_every_value_kind() {
-        assert_eq!(parse_binding("BLOCK=128").map(|b| b.value), Ok(ConstValue::Int(128)));
-        assert_eq!(parse_binding("W=-1").map(|b| b.value), Ok(ConstValue::Int(-1)));
-        assert_eq!(parse_binding("S=0.5").map(|b| b.value), Ok(ConstValue::Float(0.5)));
-        assert_eq!(parse_binding("C=true").map(|b| b.value), Ok(ConstValue::Bool(true)));
-        assert_eq!(parse_binding("T=bf16").map(|b| b.value), Ok(ConstValue::Dtype(ScalarType::Bf16)));
-        assert_eq!(parse_binding("MASK=causal").map(|b| b.value), Ok(ConstValue::Device("causal".into())));
-        assert!(matches!(parse_binding("BLOCK"), Err(BindingError::Syntax(_))));
+        assert_eq!(
+            parse_binding("BLOCK=128").map(|b| b.value),
+            Ok(ConstValue::Int(128))
+        );
+        assert_eq!(
+            parse_binding("W=-1").map(|b| b.value),
+            Ok(ConstValue::Int(-1))
+        );
+        assert_eq!(
+            parse_binding("S=0.5").map(|b| b.value),
+            Ok(ConstValue::Float(0.5))
+        );
+        assert_eq!(
+            parse_binding("C=true").map(|b| b.value),
+            Ok(ConstValue::Bool(true))
+        );
+        assert_eq!(
+            parse_binding("T=bf16").map(|b| b.value),
+            Ok(ConstValue::Dtype(ScalarType::Bf16))
+        );
+        assert_eq!(
+            parse_binding("MASK=causal").map(|b| b.value),
+            Ok(ConstValue::Device("causal".into()))
+        );
+        assert!(matches!(
+            parse_binding("BLOCK"),
+            Err(BindingError::Syntax(_))
+        ));
         assert!(matches!(parse_binding("=3"), Err(BindingError::Syntax(_))));
     }
 
     #[test]
     fn merge_overrides_by_name_and_checks_kind() {
-        let d = vec![Binding::new("BLOCK", ConstValue::Int(256)), Binding::new("SCALE", ConstValue::Float(1.0))];
-        let m = merge_bindings(d.clone(), &[Binding::new("SCALE", ConstValue::Int(2))]).expect("merge");
+        let d = vec![
+            Binding::new("BLOCK", ConstValue::Int(256)),
+            Binding::new("SCALE", ConstValue::Float(1.0)),
+        ];
+        let m =
+            merge_bindings(d.clone(), &[Binding::new("SCALE", ConstValue::Int(2))]).expect("merge");
         assert_eq!(m[1].value, ConstValue::Float(2.0));
         assert_eq!(m[0].value, ConstValue::Int(256));
-        let e = merge_bindings(d.clone(), &[Binding::new("BLOK", ConstValue::Int(1))]).expect_err("typo");
-        assert_eq!(e.to_string(), "unknown constexpr `BLOK`; this kernel takes: BLOCK, SCALE");
-        let e = merge_bindings(d, &[Binding::new("BLOCK", ConstValue::Bool(true))]).expect_err("kind");
-        assert!(e.to_string().contains("`BLOCK` is an integer by default; `true` is a bool"), "{e}");
+        let e = merge_bindings(d.clone(), &[Binding::new("BLOK", ConstValue::Int(1))])
+            .expect_err("typo");
+        assert_eq!(
+            e.to_string(),
+            "unknown constexpr `BLOK`; this kernel takes: BLOCK, SCALE"
+        );
+        let e =
+            merge_bindings(d, &[Binding::new("BLOCK", ConstValue::Bool(true))]).expect_err("kind");
+        assert!(
+            e.to_string()
+                .contains("`BLOCK` is an integer by default; `true` is a bool"),
+            "{e}"
+        );
     }
 }

@@ -76,10 +76,13 @@ impl Registry {
     }
 
     pub fn get(&self, name: &str) -> Result<&KernelEntry, UnknownKernel> {
-        self.entries.iter().find(|e| e.name == name).ok_or_else(|| UnknownKernel {
-            name: name.to_string(),
-            known: self.names().join(", "),
-        })
+        self.entries
+            .iter()
+            .find(|e| e.name == name)
+            .ok_or_else(|| UnknownKernel {
+                name: name.to_string(),
+                known: self.names().join(", "),
+            })
     }
 
     pub fn names(&self) -> Vec<&'static str> {

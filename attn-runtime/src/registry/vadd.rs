@@ -29,7 +29,12 @@ pub(super) fn entry() -> KernelEntry {
     KernelEntry {
         name: "vadd",
         summary: "out = x + y over N f32 elements (hand-written CUDA; built-in smoke kernel)",
-        default_bindings: || vec![Binding::new("BLOCK", ConstValue::Int(256)), Binding::new("N", ConstValue::Int(1_000_003))],
+        default_bindings: || {
+            vec![
+                Binding::new("BLOCK", ConstValue::Int(256)),
+                Binding::new("N", ConstValue::Int(1_000_003)),
+            ]
+        },
         build,
         problem,
         reference,
@@ -41,7 +46,9 @@ pub(super) fn entry() -> KernelEntry {
 fn block(bindings: &[Binding]) -> Result<u32, String> {
     let b = int_binding(bindings, "BLOCK")?;
     if !(32..=1024).contains(&b) || (b as u64).count_ones() != 1 {
-        return Err(format!("BLOCK = {b}: must be a power of two in 32..=1024 (one element per thread)"));
+        return Err(format!(
+            "BLOCK = {b}: must be a power of two in 32..=1024 (one element per thread)"
+        ));
     }
     Ok(b as u32)
 }
@@ -64,16 +71,48 @@ extern "C" __global__ void __launch_bounds__({block}) {entry}(const float* __res
 "#
     );
     let ir = build_ir(&entry, block as usize).map_err(|e| format!("building vadd IR: {e}"))?;
-    let hash = blake3::hash(format!("{source}\0{VADD_PRELUDE}").as_bytes()).to_hex().to_string();
-    let cuda = CudaKernel { entry, source, hash, params: ir.params.clone(), block_threads: block, shared_bytes: 0 };
-    Ok(BuiltKernel { key: format!("vadd<BLOCK={block}>"), cuda, prelude: Some(VADD_PRELUDE.to_string()), ir: Some(ir) })
+    let hash = blake3::hash(format!("{source}\0{VADD_PRELUDE}").as_bytes())
+        .to_hex()
+        .to_string();
+    let cuda = CudaKernel {
+        entry,
+        source,
+        hash,
+        params: ir.params.clone(),
+        block_threads: block,
+        shared_bytes: 0,
+    };
+    Ok(BuiltKernel {
+        key: format!("vadd<BLOCK={block}>"),
+        cuda,
+        prelude: Some(VADD_PRELUDE.to_string()),
+        ir: Some(ir),
+    })
 }
 
 fn build_ir(name: &str, block: usize) -> Result<Function, attn_dsl::ir::IrError> {
     let mut f = Function::new(name, (block / 32) as u32);
-    let x = f.add_param("x", ParamKind::Ptr { elem: ScalarType::F32, mutable: false });
-    let y = f.add_param("y", ParamKind::Ptr { elem: ScalarType::F32, mutable: false });
-    let out = f.add_param("out", ParamKind::Ptr { elem: ScalarType::F32, mutable: true });
+    let x = f.add_param(
+        "x",
+        ParamKind::Ptr {
+            elem: ScalarType::F32,
+            mutable: false,
+        },
+    );
+    let y = f.add_param(
+        "y",
+        ParamKind::Ptr {
+            elem: ScalarType::F32,
+            mutable: false,
+        },
+    );
+    let out = f.add_param(
+        "out",
+        ParamKind::Ptr {
+            elem: ScalarType::F32,
+            mutable: true,
+        },
+    );
     let n = f.add_param("n", ParamKind::Scalar(ScalarType::I32));
     let mut b = Builder::new(&mut f);
     b.loc = Loc { line: 2, col: 5 };
@@ -107,7 +146,11 @@ fn problem(bindings: &[Binding]) -> Result<Problem, String> {
     }
     let len = n as usize;
     let mut rng = SplitMix64(0x5eed_0001);
-    let mut random = |len: usize| (0..len).map(|_| rng.uniform(-4.0, 4.0) as f32).collect::<Vec<f32>>();
+    let mut random = |len: usize| {
+        (0..len)
+            .map(|_| rng.uniform(-4.0, 4.0) as f32)
+            .collect::<Vec<f32>>()
+    };
     let (xs, ys) = (random(len), random(len));
     Ok(Problem {
         label: format!("n={n}"),
@@ -115,7 +158,10 @@ fn problem(bindings: &[Binding]) -> Result<Problem, String> {
         args: vec![
             ProblemArg::Input(HostBuffer::F32(xs)),
             ProblemArg::Input(HostBuffer::F32(ys)),
-            ProblemArg::Output { elem: ScalarType::F32, len },
+            ProblemArg::Output {
+                elem: ScalarType::F32,
+                len,
+            },
             ProblemArg::Scalar(ScalarArg::I32(n as i32)),
         ],
         flops: n as f64,
@@ -159,7 +205,10 @@ mod tests {
 
     #[test]
     fn rejects_bad_block() {
-        let bindings = vec![Binding::new("BLOCK", ConstValue::Int(100)), Binding::new("N", ConstValue::Int(10))];
+        let bindings = vec![
+            Binding::new("BLOCK", ConstValue::Int(100)),
+            Binding::new("N", ConstValue::Int(10)),
+        ];
         let e = build(&bindings).expect_err("not a power of two");
         assert!(e.contains("BLOCK = 100"), "{e}");
     }
