@@ -1,13 +1,13 @@
 //! The disk cache: a second process loads without compiling, an edit invalidates, a
 //! truncated or garbage entry is rebuilt, `ATTN_DSL_CACHE=off` bypasses. NVRTC, no GPU.
 
-mod common_test_kernels;
+mod common;
 
 use attn_runtime::cache::{
     entry_path, CacheConfig, CacheOutcome, ModuleCache, CACHE_DIR_VAR, CACHE_SWITCH_VAR,
 };
 use attn_runtime::jit::{nvrtc_compile_count, Arch, CudaSource, JitOptions};
-use common_test_kernels::{scratch_dir, TEST_PRELUDE, VADD_SRC};
+use common::{scratch_dir, TEST_PRELUDE, VADD_SRC};
 use std::process::Command;
 
 const CHILD_DIR_VAR: &str = "ATTN_TEST_CACHE_CHILD_DIR";

@@ -3,7 +3,7 @@
 //! launches through the `Cuda` backend, event timing.
 #![cfg(feature = "gpu")]
 
-mod common_test_kernels;
+mod common;
 
 use attn_dsl::codegen::CudaKernel;
 use attn_dsl::ir::{ParamKind, ScalarType, ValueId};
@@ -13,7 +13,7 @@ use attn_runtime::launch::{
 };
 use attn_runtime::tensor::Tensor;
 use attn_runtime::timing::EventTimer;
-use common_test_kernels::{TEST_PRELUDE, VADD_SRC};
+use common::{TEST_PRELUDE, VADD_SRC};
 
 fn device() -> CudaDevice {
     CudaDevice::new(0).expect("the gpu feature requires a CUDA device")

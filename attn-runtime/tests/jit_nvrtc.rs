@@ -1,10 +1,10 @@
 //! NVRTC compiles without a GPU: cubins for sm_80/sm_90, PTX fallback, errors on DSL lines,
 //! ptxas statistics. Fails (does not skip) when NVRTC cannot be loaded.
 
-mod common_test_kernels;
+mod common;
 
 use attn_runtime::jit::{compile_for_arch, Arch, CudaSource, JitError, ModuleImage};
-use common_test_kernels::{TEST_PRELUDE, VADD_SRC};
+use common::{TEST_PRELUDE, VADD_SRC};
 
 fn vadd(src: &str) -> CudaSource<'_> {
     CudaSource::new("test_vadd", src).with_prelude(TEST_PRELUDE)
