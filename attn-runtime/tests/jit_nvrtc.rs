@@ -82,3 +82,24 @@ fn nul_in_source_is_rejected() {
         "{err}"
     );
 }
+
+#[test]
+fn every_registered_kernel_compiles_for_sm80_and_sm90() {
+    let registry = attn_runtime::registry::Registry::with_builtins();
+    for entry in registry.entries() {
+        let built = (entry.build)(&(entry.default_bindings)()).expect("build");
+        let src = CudaSource::from_kernel(&built.cuda);
+        let src = match &built.prelude {
+            Some(p) => src.with_prelude(p),
+            None => src,
+        };
+        for arch in [Arch::SM_80, Arch::SM_90] {
+            let m = compile_for_arch(&src, arch)
+                .unwrap_or_else(|e| panic!("{} for {arch}: {e}", built.key));
+            let s = m
+                .entry_stats()
+                .unwrap_or_else(|| panic!("{}: no ptxas stats", built.key));
+            assert!(!s.spills(), "{} spills on {arch}: {s:?}", built.key);
+        }
+    }
+}
