@@ -59,9 +59,12 @@ struct ParsedTemplate {
     kernel_line: u32,
 }
 
+/// Identifies a template: address and length of its `'static` source text, and its kernel.
+type TemplateKey = (usize, usize, &'static str);
+
 thread_local! {
-    /// Parsed templates keyed by the address and length of their `'static` source text.
-    static PARSED: RefCell<Vec<((usize, usize, &'static str), Rc<ParsedTemplate>)>> =
+    /// Parsed templates of this thread (a handful per process: a linear scan is enough).
+    static PARSED: RefCell<Vec<(TemplateKey, Rc<ParsedTemplate>)>> =
         const { RefCell::new(Vec::new()) };
 }
 
