@@ -11,7 +11,8 @@ use crate::definition::to_syn_error;
 use crate::specialization_type::emit_specialization;
 use attn_dsl::driver::compile;
 use attn_dsl::frontend::parse_module;
-use proc_macro2::TokenStream;
+use attn_dsl::DslError;
+use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
@@ -89,7 +90,21 @@ impl Parse for ImplInput {
 /// `__instantiate_impl!`: parse the module, compile the kernel, emit its type.
 pub fn expand_instantiate_impl(input: TokenStream) -> syn::Result<TokenStream> {
     let ImplInput { module, kernel, vis, name, bindings } = syn::parse2(input)?;
-    let module = parse_module(module).map_err(to_syn_error)?;
-    let compiled = compile(&module, &kernel.to_string(), &bindings.0).map_err(to_syn_error)?;
+    let at_instantiation = |e: DslError| to_syn_error(point_call_site_at(e, name.span()));
+    let module = parse_module(module).map_err(at_instantiation)?;
+    let compiled = compile(&module, &kernel.to_string(), &bindings.0).map_err(at_instantiation)?;
     emit_specialization(&vis, &name, &compiled)
+}
+
+/// Errors the compiler reports at `Span::call_site()` (a missing constexpr, a codegen
+/// failure) would point at the kernel's `#[module]` attribute, where the callback macro was
+/// written; they belong to the instantiation, so they are moved to its name.
+fn point_call_site_at(e: DslError, instantiation: Span) -> DslError {
+    let call_site = Span::call_site();
+    let same = |a: Span, b: Span| a.start() == b.start() && a.end() == b.end() && a.file() == b.file();
+    if same(e.span, call_site) {
+        DslError { span: instantiation, ..e }
+    } else {
+        e
+    }
 }
