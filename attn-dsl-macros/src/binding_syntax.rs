@@ -22,7 +22,10 @@ impl Parse for BindingList {
         let mut out = Vec::new();
         for OneBinding(binding, name) in items {
             if seen.insert(binding.name.clone(), ()).is_some() {
-                return Err(syn::Error::new(name.span(), format!("constexpr `{name}` is bound twice")));
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!("constexpr `{name}` is bound twice"),
+                ));
             }
             out.push(binding);
         }
@@ -38,7 +41,11 @@ impl Parse for OneBinding {
         let name: Ident = input.parse()?;
         input.parse::<Token![=]>()?;
         let value = parse_value(input)?;
-        let binding = Binding { name: name.to_string(), value, span: name.span() };
+        let binding = Binding {
+            name: name.to_string(),
+            value,
+            span: name.span(),
+        };
         Ok(OneBinding(binding, name))
     }
 }
@@ -56,19 +63,28 @@ fn parse_value(input: ParseStream) -> syn::Result<ConstValue> {
             None => ConstValue::Device(name),
         });
     }
-    let lit: Lit = input.parse().map_err(|e| syn::Error::new(e.span(), EXPECTED_VALUE))?;
+    let lit: Lit = input
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), EXPECTED_VALUE))?;
     match lit {
         Lit::Int(i) => {
             let magnitude: i128 = i.base10_parse()?;
             let value = if negative { -magnitude } else { magnitude };
             let value = i64::try_from(value).map_err(|_| {
-                syn::Error::new(i.span(), format!("integer constexpr {value} does not fit in i64"))
+                syn::Error::new(
+                    i.span(),
+                    format!("integer constexpr {value} does not fit in i64"),
+                )
             })?;
             Ok(ConstValue::Int(value))
         }
         Lit::Float(f) => {
             let magnitude: f64 = f.base10_parse()?;
-            Ok(ConstValue::Float(if negative { -magnitude } else { magnitude }))
+            Ok(ConstValue::Float(if negative {
+                -magnitude
+            } else {
+                magnitude
+            }))
         }
         Lit::Bool(b) if !negative => Ok(ConstValue::Bool(b.value)),
         other => Err(syn::Error::new(other.span(), EXPECTED_VALUE)),
@@ -86,7 +102,10 @@ mod tests {
 
     #[test]
     fn bindings_parse_every_value_kind() {
-        let got = parse("T = bf16, BLOCK = 128, NEG = -7, S = -0.25, F = 1e-3, C = true, M = causal_mask,").unwrap();
+        let got = parse(
+            "T = bf16, BLOCK = 128, NEG = -7, S = -0.25, F = 1e-3, C = true, M = causal_mask,",
+        )
+        .unwrap();
         assert_eq!(
             got,
             vec![
@@ -100,16 +119,27 @@ mod tests {
             ]
         );
         assert_eq!(parse("").unwrap(), vec![]);
-        assert_eq!(parse("X = -9223372036854775808").unwrap(), vec![("X".into(), ConstValue::Int(i64::MIN))]);
+        assert_eq!(
+            parse("X = -9223372036854775808").unwrap(),
+            vec![("X".into(), ConstValue::Int(i64::MIN))]
+        );
     }
 
     #[test]
     fn bindings_reject_bad_values_and_duplicates() {
         let dup = parse("A = 1, A = 2").err().unwrap().to_string();
         assert_eq!(dup, "constexpr `A` is bound twice");
-        assert!(parse("A = \"x\"").err().unwrap().to_string().starts_with("expected a constexpr value"));
+        assert!(parse("A = \"x\"")
+            .err()
+            .unwrap()
+            .to_string()
+            .starts_with("expected a constexpr value"));
         assert!(parse("A = -true").is_err());
         assert!(parse("A = -bf16").is_err());
-        assert!(parse("A = 9223372036854775808").err().unwrap().to_string().contains("does not fit in i64"));
+        assert!(parse("A = 9223372036854775808")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("does not fit in i64"));
     }
 }

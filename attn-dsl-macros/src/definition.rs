@@ -14,7 +14,10 @@ use syn::{AttrStyle, ItemFn, ItemMod};
 /// functions travel with them.
 pub fn expand_module(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     if let Some(extra) = attr.into_iter().next() {
-        return Err(syn::Error::new(extra.span(), "#[module] takes no arguments; put them on each #[kernel(..)]"));
+        return Err(syn::Error::new(
+            extra.span(),
+            "#[module] takes no arguments; put them on each #[kernel(..)]",
+        ));
     }
     let module: ItemMod = syn::parse2(item.clone())?;
     if module.content.is_none() {
@@ -42,12 +45,19 @@ pub fn expand_kernel(attr: TokenStream, item: TokenStream) -> syn::Result<TokenS
     let func: ItemFn = syn::parse2(item.clone())?;
     // Give the front end the attribute back: it reads num_warps and the require rules there.
     // `Span::call_site()` is the attribute's own span, so rendered lines stay right.
-    let args = if attr.is_empty() { quote!() } else { quote!((#attr)) };
+    let args = if attr.is_empty() {
+        quote!()
+    } else {
+        quote!((#attr))
+    };
     let module_tokens = quote::quote_spanned! {Span::call_site()=> #[kernel #args] #func };
     let parsed = parse_module(module_tokens.clone()).map_err(to_syn_error)?;
     let kernels = kernel_exports(&parsed);
     if kernels.iter().all(|k| k.name != func.sig.ident) {
-        return Err(syn::Error::new(func.sig.ident.span(), "internal error: the front end did not return this kernel"));
+        return Err(syn::Error::new(
+            func.sig.ident.span(),
+            "internal error: the front end did not return this kernel",
+        ));
     }
     Ok(emit_kernel_exports(&module_tokens, &kernels))
 }
@@ -71,7 +81,10 @@ fn kernel_exports(module: &Module) -> Vec<KernelExport> {
         .items
         .iter()
         .filter(|item| item.kind == ItemKind::Kernel)
-        .map(|item| KernelExport { name: item.func.sig.ident.clone(), vis: item.func.vis.clone() })
+        .map(|item| KernelExport {
+            name: item.func.sig.ident.clone(),
+            vis: item.func.vis.clone(),
+        })
         .collect()
 }
 

@@ -43,13 +43,21 @@ impl Parse for Instantiation {
         } else {
             TokenStream::new()
         };
-        Ok(Instantiation { vis, name, path, bindings })
+        Ok(Instantiation {
+            vis,
+            name,
+            path,
+            bindings,
+        })
     }
 }
 
 /// `instantiate!`: one or more `;`-separated instantiations, each forwarded to its kernel.
 pub fn expand_instantiate(input: TokenStream) -> syn::Result<TokenStream> {
-    let list = syn::parse::Parser::parse2(Punctuated::<Instantiation, Token![;]>::parse_terminated, input)?;
+    let list = syn::parse::Parser::parse2(
+        Punctuated::<Instantiation, Token![;]>::parse_terminated,
+        input,
+    )?;
     if list.is_empty() {
         return Err(syn::Error::new(
             proc_macro2::Span::call_site(),
@@ -58,7 +66,14 @@ pub fn expand_instantiate(input: TokenStream) -> syn::Result<TokenStream> {
     }
     Ok(list
         .into_iter()
-        .map(|Instantiation { vis, name, path, bindings }| quote! { #path! { #vis #name { #bindings } } })
+        .map(
+            |Instantiation {
+                 vis,
+                 name,
+                 path,
+                 bindings,
+             }| quote! { #path! { #vis #name { #bindings } } },
+        )
         .collect())
 }
 
@@ -83,13 +98,25 @@ impl Parse for ImplInput {
         let bindings;
         braced!(bindings in input);
         let bindings: BindingList = bindings.parse()?;
-        Ok(ImplInput { module, kernel, vis, name, bindings })
+        Ok(ImplInput {
+            module,
+            kernel,
+            vis,
+            name,
+            bindings,
+        })
     }
 }
 
 /// `__instantiate_impl!`: parse the module, compile the kernel, emit its type.
 pub fn expand_instantiate_impl(input: TokenStream) -> syn::Result<TokenStream> {
-    let ImplInput { module, kernel, vis, name, bindings } = syn::parse2(input)?;
+    let ImplInput {
+        module,
+        kernel,
+        vis,
+        name,
+        bindings,
+    } = syn::parse2(input)?;
     let at_instantiation = |e: DslError| to_syn_error(point_call_site_at(e, name.span()));
     let module = parse_module(module).map_err(at_instantiation)?;
     let compiled = compile(&module, &kernel.to_string(), &bindings.0).map_err(at_instantiation)?;
@@ -101,9 +128,13 @@ pub fn expand_instantiate_impl(input: TokenStream) -> syn::Result<TokenStream> {
 /// written; they belong to the instantiation, so they are moved to its name.
 fn point_call_site_at(e: DslError, instantiation: Span) -> DslError {
     let call_site = Span::call_site();
-    let same = |a: Span, b: Span| a.start() == b.start() && a.end() == b.end() && a.file() == b.file();
+    let same =
+        |a: Span, b: Span| a.start() == b.start() && a.end() == b.end() && a.file() == b.file();
     if same(e.span, call_site) {
-        DslError { span: instantiation, ..e }
+        DslError {
+            span: instantiation,
+            ..e
+        }
     } else {
         e
     }

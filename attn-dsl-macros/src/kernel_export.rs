@@ -66,7 +66,11 @@ fn emit_callback(module_tokens: &TokenStream, kernel: &KernelExport, unique: &st
 fn emit_template(kernel: &KernelExport, source_const: &Ident, line_offset: u32) -> TokenStream {
     let name = kernel.name.to_string();
     let vis = &kernel.vis;
-    let const_name = format_ident!("{}_TEMPLATE", name.to_uppercase(), span = kernel.name.span());
+    let const_name = format_ident!(
+        "{}_TEMPLATE",
+        name.to_uppercase(),
+        span = kernel.name.span()
+    );
     let doc = format!(
         "Run-time template of DSL kernel `{name}`: `{const_name}.specialize(&[(\"CONST\", value), ..])` \
          runs the same compiler as `instantiate!`, with the same error messages."

@@ -51,14 +51,18 @@ pub fn module(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Inside a `#[module]` it is a marker read by the module macro.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    definition::expand_kernel(attr.into(), item.into()).unwrap_or_else(|e| e.to_compile_error()).into()
+    definition::expand_kernel(attr.into(), item.into())
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
 }
 
 /// A DSL device function: inlined into the kernels of its `#[module]`, the only place it
 /// may appear (outside a module it is an error, since nothing could call it).
 #[proc_macro_attribute]
 pub fn device(_attr: TokenStream, item: TokenStream) -> TokenStream {
-    definition::expand_device(item.into()).unwrap_or_else(|e| e.to_compile_error()).into()
+    definition::expand_device(item.into())
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
 }
 
 /// `instantiate!(vis Name = path::to::kernel { CONST = value, .. }; ..)`: specializes the
@@ -67,12 +71,16 @@ pub fn device(_attr: TokenStream, item: TokenStream) -> TokenStream {
 /// dtypes (`bf16 f16 f32 i32 i64 bool`) and `#[device]` function names.
 #[proc_macro]
 pub fn instantiate(input: TokenStream) -> TokenStream {
-    instantiate::expand_instantiate(input.into()).unwrap_or_else(|e| e.to_compile_error()).into()
+    instantiate::expand_instantiate(input.into())
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
 }
 
 /// Hidden: called by a kernel's callback macro with the module's tokens; not public API.
 #[doc(hidden)]
 #[proc_macro]
 pub fn __instantiate_impl(input: TokenStream) -> TokenStream {
-    instantiate::expand_instantiate_impl(input.into()).unwrap_or_else(|e| e.to_compile_error()).into()
+    instantiate::expand_instantiate_impl(input.into())
+        .unwrap_or_else(|e| e.to_compile_error())
+        .into()
 }

@@ -18,15 +18,26 @@ pub struct RenderedSource {
 /// are separated by one space instead, so the text always re-lexes to the same tokens.
 pub fn render_preserving_lines(tokens: &TokenStream) -> RenderedSource {
     let first_line = first_line(tokens.clone()).unwrap_or(1).max(1);
-    let mut writer = Writer { text: String::new(), line: first_line, col: 0, glue_next: true };
+    let mut writer = Writer {
+        text: String::new(),
+        line: first_line,
+        col: 0,
+        glue_next: true,
+    };
     writer.stream(tokens.clone());
     writer.text.push('\n');
-    RenderedSource { text: writer.text, line_offset: (first_line - 1) as u32 }
+    RenderedSource {
+        text: writer.text,
+        line_offset: (first_line - 1) as u32,
+    }
 }
 
 /// The line of the first token that has a real position.
 fn first_line(tokens: TokenStream) -> Option<usize> {
-    tokens.into_iter().map(|t| t.span().start().line).find(|&l| l > 0)
+    tokens
+        .into_iter()
+        .map(|t| t.span().start().line)
+        .find(|&l| l > 0)
 }
 
 /// Appends tokens to `text`, tracking the (file) line and column the text has reached.
@@ -72,7 +83,9 @@ impl Writer {
         }
         let at = span.start();
         let merges_words = word && self.ends_with_word();
-        if is_ahead(at, self.line, self.col) && !(merges_words && at.line == self.line && at.column == self.col) {
+        if is_ahead(at, self.line, self.col)
+            && !(merges_words && at.line == self.line && at.column == self.col)
+        {
             self.move_to(at);
         } else if !self.glue_next || merges_words {
             self.write(" ");
@@ -90,7 +103,10 @@ impl Writer {
     }
 
     fn ends_with_word(&self) -> bool {
-        self.text.chars().last().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '"')
+        self.text
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '"')
     }
 
     fn write(&mut self, s: &str) {
@@ -153,8 +169,16 @@ mod tests {
         let tokens: TokenStream = SAMPLE.parse().unwrap();
         let rendered = render_preserving_lines(&tokens);
         assert_eq!(rendered.line_offset, 3, "first token is on line 4");
-        assert!(rendered.text.starts_with("    #[module]\n"), "{}", rendered.text);
-        let padded = format!("{}{}", "\n".repeat(rendered.line_offset as usize), rendered.text);
+        assert!(
+            rendered.text.starts_with("    #[module]\n"),
+            "{}",
+            rendered.text
+        );
+        let padded = format!(
+            "{}{}",
+            "\n".repeat(rendered.line_offset as usize),
+            rendered.text
+        );
         let reparsed: TokenStream = padded.parse().unwrap();
         assert_eq!(positions(reparsed), positions(tokens));
     }
@@ -174,12 +198,20 @@ mod tests {
     #[test]
     fn render_keeps_joint_punctuation_and_separates_synthesized_tokens() {
         // Tokens from `quote!` carry no positions: they must still re-lex identically.
-        let tokens = quote::quote!(fn f<'a>(x: &'a i32) -> i32 { x <<= 1; a :: b })
-            .into_iter()
-            .chain("let y = 2 ;".parse::<TokenStream>().unwrap())
-            .collect::<TokenStream>();
+        let tokens = quote::quote!(
+            fn f<'a>(x: &'a i32) -> i32 {
+                x <<= 1;
+                a::b
+            }
+        )
+        .into_iter()
+        .chain("let y = 2 ;".parse::<TokenStream>().unwrap())
+        .collect::<TokenStream>();
         let rendered = render_preserving_lines(&tokens);
-        let reparsed: TokenStream = rendered.text.parse().unwrap_or_else(|e| panic!("{e:?}: {}", rendered.text));
+        let reparsed: TokenStream = rendered
+            .text
+            .parse()
+            .unwrap_or_else(|e| panic!("{e:?}: {}", rendered.text));
         assert_eq!(reparsed.to_string(), tokens.to_string());
     }
 }

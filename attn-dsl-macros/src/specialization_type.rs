@@ -9,12 +9,24 @@ use quote::{format_ident, quote};
 use syn::{Ident, Visibility};
 
 /// Emits `vis struct Name;`, `vis struct NameArgs<'a, B>` and `impl Kernel for Name`.
-pub fn emit_specialization(vis: &Visibility, name: &Ident, compiled: &Compiled) -> syn::Result<TokenStream> {
+pub fn emit_specialization(
+    vis: &Visibility,
+    name: &Ident,
+    compiled: &Compiled,
+) -> syn::Result<TokenStream> {
     let args_name = format_ident!("{}Args", name);
     let params = &compiled.cuda.params;
-    let fields = params.iter().map(|p| arg_field(p, name)).collect::<syn::Result<Vec<_>>>()?;
-    let pushes = params.iter().map(marshal_arg).collect::<syn::Result<Vec<_>>>()?;
-    let has_pointer = params.iter().any(|p| matches!(p.kind, ParamKind::Ptr { .. }));
+    let fields = params
+        .iter()
+        .map(|p| arg_field(p, name))
+        .collect::<syn::Result<Vec<_>>>()?;
+    let pushes = params
+        .iter()
+        .map(marshal_arg)
+        .collect::<syn::Result<Vec<_>>>()?;
+    let has_pointer = params
+        .iter()
+        .any(|p| matches!(p.kind, ParamKind::Ptr { .. }));
     // Without a pointer field, 'a and B would be unused: keep them with a marker.
     let marker = (!has_pointer).then(|| {
         quote! {
@@ -100,13 +112,25 @@ fn param_info(p: &Param) -> TokenStream {
 fn arg_field(p: &Param, kernel: &Ident) -> syn::Result<TokenStream> {
     let field = field_ident(&p.name);
     let (ty, doc) = match p.kind {
-        ParamKind::Ptr { elem, mutable: false } => {
+        ParamKind::Ptr {
+            elem,
+            mutable: false,
+        } => {
             let t = rust_type(elem);
-            (quote!(<B as ::attn_dsl::kernel::Backend>::In<'a, #t>), format!("`{}: *const {elem}` (read).", p.name))
+            (
+                quote!(<B as ::attn_dsl::kernel::Backend>::In<'a, #t>),
+                format!("`{}: *const {elem}` (read).", p.name),
+            )
         }
-        ParamKind::Ptr { elem, mutable: true } => {
+        ParamKind::Ptr {
+            elem,
+            mutable: true,
+        } => {
             let t = rust_type(elem);
-            (quote!(<B as ::attn_dsl::kernel::Backend>::Out<'a, #t>), format!("`{}: *mut {elem}` (written).", p.name))
+            (
+                quote!(<B as ::attn_dsl::kernel::Backend>::Out<'a, #t>),
+                format!("`{}: *mut {elem}` (written).", p.name),
+            )
         }
         ParamKind::Scalar(ty) => {
             scalar_arg_variant(ty, &p.name, kernel)?;
@@ -126,7 +150,11 @@ fn marshal_arg(p: &Param) -> syn::Result<TokenStream> {
     Ok(match p.kind {
         ParamKind::Ptr { elem, mutable } => {
             let t = rust_type(elem);
-            let f = if mutable { quote!(output) } else { quote!(input) };
+            let f = if mutable {
+                quote!(output)
+            } else {
+                quote!(input)
+            };
             quote!(#backend::#f::<#t>(args.#field))
         }
         ParamKind::Scalar(ty) => {

@@ -70,8 +70,18 @@ thread_local! {
 
 impl Template {
     /// Used by the generated constants; `source` must be the text the macros rendered.
-    pub const fn new(source: &'static str, kernel: &'static str, file: &'static str, line_offset: u32) -> Self {
-        Template { source, kernel, file, line_offset }
+    pub const fn new(
+        source: &'static str,
+        kernel: &'static str,
+        file: &'static str,
+        line_offset: u32,
+    ) -> Self {
+        Template {
+            source,
+            kernel,
+            file,
+            line_offset,
+        }
     }
 
     /// The module's source text as embedded (without the leading line padding).
@@ -98,15 +108,26 @@ impl Template {
     /// the same pipeline as `instantiate!`; the error message is the compile-time one.
     pub fn specialize(&self, bindings: &[(&str, ConstValue)]) -> Result<Compiled, SpecializeError> {
         let parsed = self.parsed()?;
-        let bindings: Vec<Binding> =
-            bindings.iter().map(|(name, value)| Binding::new(*name, value.clone())).collect();
+        let bindings: Vec<Binding> = bindings
+            .iter()
+            .map(|(name, value)| Binding::new(*name, value.clone()))
+            .collect();
         compile(&parsed.module, self.kernel, &bindings).map_err(|e| self.error(&parsed, e))
     }
 
     /// The module parsed from [`Self::source`], parsed once per thread.
     fn parsed(&self) -> Result<Rc<ParsedTemplate>, SpecializeError> {
-        let key = (self.source.as_ptr() as usize, self.source.len(), self.kernel);
-        if let Some(hit) = PARSED.with(|c| c.borrow().iter().find(|(k, _)| *k == key).map(|(_, p)| p.clone())) {
+        let key = (
+            self.source.as_ptr() as usize,
+            self.source.len(),
+            self.kernel,
+        );
+        if let Some(hit) = PARSED.with(|c| {
+            c.borrow()
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, p)| p.clone())
+        }) {
             return Ok(hit);
         }
         let parsed = Rc::new(self.parse()?);
@@ -119,20 +140,36 @@ impl Template {
         let padded = format!("{}{}", "\n".repeat(self.line_offset as usize), self.source);
         let module = parse_module_str(&padded).map_err(|e| self.plain_error(e.message))?;
         let Some(item) = module.item(self.kernel) else {
-            return Err(self.plain_error(format!("the embedded template has no kernel `{}`", self.kernel)));
+            return Err(self.plain_error(format!(
+                "the embedded template has no kernel `{}`",
+                self.kernel
+            )));
         };
         // Any span of the parsed text works as the anchor: all of them share one source file.
         let anchor = item.func.sig.ident.span();
         let kernel_line = anchor.start().line as u32;
-        Ok(ParsedTemplate { module, anchor, kernel_line })
+        Ok(ParsedTemplate {
+            module,
+            anchor,
+            kernel_line,
+        })
     }
 
     /// Maps a compiler error to its file line: the error's own line when it points into the
     /// template text, the kernel's line when it points at a (run-time) binding.
     fn error(&self, parsed: &ParsedTemplate, e: DslError) -> SpecializeError {
         let in_template = parsed.anchor.join(e.span).is_some();
-        let line = if in_template { e.span.start().line as u32 } else { parsed.kernel_line };
-        SpecializeError { kernel: self.kernel.to_string(), message: e.message, file: self.file.to_string(), line }
+        let line = if in_template {
+            e.span.start().line as u32
+        } else {
+            parsed.kernel_line
+        };
+        SpecializeError {
+            kernel: self.kernel.to_string(),
+            message: e.message,
+            file: self.file.to_string(),
+            line,
+        }
     }
 
     /// An error that belongs to the template as a whole.

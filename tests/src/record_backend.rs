@@ -11,8 +11,16 @@ pub struct RecordBackend;
 /// and length (distinct per argument, so a swap is visible).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Recorded {
-    Input { elem: ScalarType, addr: usize, len: usize },
-    Output { elem: ScalarType, addr: usize, len: usize },
+    Input {
+        elem: ScalarType,
+        addr: usize,
+        len: usize,
+    },
+    Output {
+        elem: ScalarType,
+        addr: usize,
+        len: usize,
+    },
     Scalar(ScalarArg),
 }
 
@@ -22,10 +30,18 @@ impl Backend for RecordBackend {
     type Arg<'a> = Recorded;
 
     fn input<'a, T: DslType>(p: Self::In<'a, T>) -> Self::Arg<'a> {
-        Recorded::Input { elem: T::TYPE, addr: p.as_ptr() as usize, len: p.len() }
+        Recorded::Input {
+            elem: T::TYPE,
+            addr: p.as_ptr() as usize,
+            len: p.len(),
+        }
     }
     fn output<'a, T: DslType>(p: Self::Out<'a, T>) -> Self::Arg<'a> {
-        Recorded::Output { elem: T::TYPE, addr: p.as_ptr() as usize, len: p.len() }
+        Recorded::Output {
+            elem: T::TYPE,
+            addr: p.as_ptr() as usize,
+            len: p.len(),
+        }
     }
     fn scalar<'a>(v: ScalarArg) -> Self::Arg<'a> {
         Recorded::Scalar(v)

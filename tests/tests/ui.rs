@@ -24,7 +24,8 @@ fn require_message_is_identical_at_compile_time_and_run_time() {
         .expect_err("BLOCK = 8 violates `BLOCK >= 16`");
     assert!(err.message.contains("BLOCK must be at least 16"), "{err}");
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/ui/require_violated.stderr");
-    let stderr = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e} (run the ui test first)"));
+    let stderr = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{path}: {e} (run the ui test first)"));
     assert!(
         stderr.contains(&format!("error: {}\n", err.message)),
         "run-time message\n{}\nnot found verbatim in the compile-time diagnostics\n{stderr}",
