@@ -1,4 +1,4 @@
-// `dot` of two tiles whose inner dimensions differ: both shapes are reported.
+// `dot` of [M, K] = [16, 32] by [M, N] = [16, 16]: inner dimensions differ, both shapes are reported.
 use attn_dsl_macros::{instantiate, module};
 
 #[module]
@@ -8,9 +8,10 @@ mod mm {
         let rows = arange::<M>().unsqueeze(1);
         let cols_k = arange::<K>().unsqueeze(0);
         let ta = load(a + rows * K + cols_k);
-        let tb = load(b + rows * K + cols_k);
+        let cols_n = arange::<N>().unsqueeze(0);
+        let tb = load(b + rows * N + cols_n);
         let acc = dot(ta, tb);
-        store(c + rows * N + arange::<N>().unsqueeze(0), acc);
+        store(c + rows * N + cols_n, acc);
     }
 }
 
