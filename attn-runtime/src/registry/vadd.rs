@@ -171,7 +171,7 @@ fn problem(bindings: &[Binding]) -> Result<Problem, String> {
 
 fn reference(p: &Problem) -> Vec<Vec<f64>> {
     let input = |i: usize| match &p.args[i] {
-        ProblemArg::Input(b) => b.to_f64(),
+        ProblemArg::Input(b) => b.to_f64s(),
         _ => Vec::new(),
     };
     let (x, y) = (input(0), input(1));
