@@ -1,0 +1,146 @@
+//! Ops that move elements between threads, through the shared-memory scratch buffer:
+//! `broadcast`, `trans` and `reduce`. Each writes its source tile to scratch in row-major
+//! order between two barriers and then reads what every owned output slot needs. The
+//! barrier before the write protects readers of the previous scratch use; control flow is
+//! uniform (conditions are scalars, identical in every thread), so barriers are legal.
+
+use super::c_types::{reg_type, scratch_type, to_scratch, from_scratch};
+use super::elementwise::binary;
+use super::emitter::Emitter;
+use super::CodegenError;
+use crate::ir::{BinaryOp, Op, ReduceKind, ValueId};
+
+type Res<T> = Result<T, CodegenError>;
+
+impl<'f> Emitter<'f> {
+    /// Opens a scope, declares `sx` (the scratch buffer typed for `x`'s elements) and writes
+    /// tile `x` into it between two barriers. The caller closes the scope.
+    fn stage_tile(&mut self, x: ValueId) -> Res<()> {
+        let elem = self.elem(x);
+        let (st, bytes) = scratch_type(elem);
+        let m = self.map(x);
+        self.need_scratch(m.elems * bytes);
+        let xn = self.name(x)?.to_string();
+        self.w.open("");
+        self.w.line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_smem);"));
+        self.w.line("__syncthreads();");
+        self.w.open_unrolled("s", m.slots());
+        let store = format!("sx[{}] = {};", m.flat("s"), to_scratch(elem, &format!("{xn}[s]")));
+        match m.owned("s") {
+            Some(g) => self.w.line(format!("if ({g}) {store}")),
+            None => self.w.line(store),
+        }
+        self.w.close("");
+        self.w.line("__syncthreads();");
+        Ok(())
+    }
+
+    /// Fills every slot of `res` with `read(flat index expr)` (an index into `sx`).
+    fn gather(&mut self, res: ValueId, name: &str, index: impl Fn(&str) -> String) -> Res<()> {
+        let elem = self.elem(res);
+        let m = self.map(res);
+        self.w.open_unrolled("s", m.slots());
+        self.w.line(format!("const int f = {};", m.flat_clamped("s")));
+        let v = from_scratch(elem, &format!("sx[{}]", index("f")));
+        self.w.line(format!("{name}[s] = {v};"));
+        self.w.close("");
+        Ok(())
+    }
+
+    pub(crate) fn emit_broadcast(&mut self, op: &'f Op) -> Res<()> {
+        let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
+        let src = self.shape(x).to_vec();
+        let dst = self.shape(res).to_vec();
+        if self.f.ty(x).is_scalar() {
+            return self.define_map(res, move |e, s| e.at(x, s));
+        }
+        if src.len() != dst.len() || src.iter().zip(&dst).any(|(&a, &b)| a != b && a != 1) {
+            return Err(CodegenError::Malformed(format!("broadcast {src:?} -> {dst:?}")));
+        }
+        let name = self.define_tile(res);
+        self.stage_tile(x)?;
+        let index = move |f: &str| -> String {
+            // Multi-index of the destination element, with size-1 source dims pinned to 0.
+            let mut terms = Vec::new();
+            let mut stride = 1usize;
+            let mut dst_stride = 1usize;
+            for d in (0..dst.len()).rev() {
+                if src[d] != 1 {
+                    let coord = match (d, dst.len()) {
+                        (0, 1) => f.to_string(),
+                        (0, _) => format!("{f} / {dst_stride}"),
+                        _ => format!("{f} % {}", dst[d]),
+                    };
+                    terms.push(if stride == 1 { format!("({coord})") } else { format!("({coord}) * {stride}") });
+                }
+                stride *= src[d];
+                dst_stride *= dst[d];
+            }
+            if terms.is_empty() { "0".into() } else { terms.join(" + ") }
+        };
+        self.gather(res, &name, index)?;
+        self.w.close("");
+        Ok(())
+    }
+
+    pub(crate) fn emit_trans(&mut self, op: &'f Op) -> Res<()> {
+        let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
+        let (m, n) = match self.shape(x) {
+            [m, n] => (*m, *n),
+            s => return Err(CodegenError::Malformed(format!("trans of shape {s:?}"))),
+        };
+        let name = self.define_tile(res);
+        self.stage_tile(x)?;
+        // res[r][c] (res is n x m) = x[c][r].
+        self.gather(res, &name, move |f| format!("({f} % {m}) * {n} + {f} / {m}"))?;
+        self.w.close("");
+        Ok(())
+    }
+
+    /// Reduction along `axis`, ascending, starting from the first element and rounding to
+    /// the dtype after every step (so bf16 sums round like the CPU executor's).
+    pub(crate) fn emit_reduce(&mut self, op: &'f Op, kind: ReduceKind, axis: usize) -> Res<()> {
+        let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
+        let t = self.scalar(x)?;
+        let elem = self.elem(x);
+        let bop = match kind {
+            ReduceKind::Sum => BinaryOp::Add,
+            ReduceKind::Max => BinaryOp::Max,
+            ReduceKind::Min => BinaryOp::Min,
+        };
+        let combined = binary(bop, t, "acc", &from_scratch(elem, "sx[base + k * stride]"))?;
+        let (count, stride, base): (usize, usize, Box<dyn Fn(&str) -> String>) = match (self.shape(x), axis) {
+            ([n], 0) => (*n, 1, Box::new(|_| "0".into())),
+            ([_, n], 1) => {
+                let n = *n;
+                (n, 1, Box::new(move |f| format!("{f} * {n}")))
+            }
+            ([m, n], 0) => (*m, *n, Box::new(|f| f.to_string())),
+            (s, a) => return Err(CodegenError::Malformed(format!("reduce axis {a} of shape {s:?}"))),
+        };
+        let rt = reg_type(elem);
+        let scalar_out = self.f.ty(res).is_scalar();
+        let name = self.define_tile(res);
+        self.stage_tile(x)?;
+        self.w.line(format!("const int stride = {stride};"));
+        let body = |e: &mut Self, target: String, f: &str| {
+            e.w.line(format!("const int base = {};", base(f)));
+            e.w.line(format!("{rt} acc = {};", from_scratch(elem, "sx[base]")));
+            e.w.line(format!("for (int k = 1; k < {count}; ++k) acc = {combined};"));
+            e.w.line(format!("{target} = acc;"));
+        };
+        if scalar_out {
+            self.w.open("");
+            body(self, name.clone(), "0");
+            self.w.close("");
+        } else {
+            let m = self.map(res);
+            self.w.open_unrolled("s", m.slots());
+            self.w.line(format!("const int f = {};", m.flat_clamped("s")));
+            body(self, format!("{name}[s]"), "f");
+            self.w.close("");
+        }
+        self.w.close("");
+        Ok(())
+    }
+}
