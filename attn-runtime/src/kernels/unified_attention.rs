@@ -1,0 +1,431 @@
+//! Unified attention (spec `unified_attention.md`) written in the DSL: the 2D kernel and the 3D
+//! split-KV kernel share one body (`IS_3D`), plus the segment reduce. The mask and the tile bounds
+//! are `#[device]` functions so that the CPU executor, the GPU and the property tests all see the
+//! same code, and a user variant can replace them (`MASK` / `BOUNDS` constexprs).
+
+use attn_dsl_macros::module;
+
+#[module]
+pub mod unified {
+    /// Index of the sequence owning global q-block `g`: the largest i with
+    /// `cu[i] / BLOCK_Q + i <= g` (spec §1.2), by binary search over `[0, num_seqs)`.
+    #[device]
+    fn find_seq_idx<const BLOCK_Q: i32>(cu_seqlens_q: Ptr, g: i32, num_seqs: i32) -> i32 {
+        let mut lo = 0;
+        let mut hi = num_seqs;
+        while lo < hi - 1 {
+            let mid = (lo + hi) / 2;
+            let start = load(cu_seqlens_q + mid) / BLOCK_Q + mid;
+            if start <= g {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Index of the sequence owning query token `tok` (token mode of the reduce kernel).
+    #[device]
+    fn find_seq_of_token(cu_seqlens_q: Ptr, tok: i32, num_seqs: i32) -> i32 {
+        let mut lo = 0;
+        let mut hi = num_seqs;
+        while lo < hi - 1 {
+            let mid = (lo + hi) / 2;
+            if load(cu_seqlens_q + mid) <= tok {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The attention mask of spec §3.6 for rows `q_abs [M, 1]` and keys `k [1, N]`, with the
+    /// project's explicit `k < L`. `causal` is the sequence's (runtime) causality.
+    #[device]
+    fn vllm_mask<
+        const SLIDING_WINDOW: i32,
+        const CHUNK_LOOKBACK: i32,
+        const CHUNK_SIZE: i32,
+        const USE_R_SWA: bool,
+        const R_SWA_WINDOW: i32,
+        const USE_MM_PREFIX: bool,
+        const USE_MM_QUERY_RANGE: bool,
+        const MM_PREFIX_CLAMP_SW: bool,
+        const MAX_MM_RANGES: i32,
+    >(
+        q_abs: Tile,
+        k: Tile,
+        seq_len: i32,
+        causal: bool,
+        rswa_prefix: i32,
+        mm_ranges: Ptr,
+        q_range_lo: Tile,
+        q_range_hi: Tile,
+    ) -> Tile {
+        let base = select(causal, k <= q_abs, k < seq_len);
+        let mut win = base | !base; // all true, shaped [M, N]
+        if CHUNK_LOOKBACK >= 0 {
+            win = (q_abs / CHUNK_SIZE) - (k / CHUNK_SIZE) <= CHUNK_LOOKBACK;
+        } else if SLIDING_WINDOW > 0 && !USE_R_SWA {
+            win = (q_abs - k < SLIDING_WINDOW) & (causal | (k - q_abs < SLIDING_WINDOW));
+        }
+        let mut allowed = base & win;
+        if USE_R_SWA {
+            allowed = allowed & ((k < rswa_prefix) | (q_abs - k < R_SWA_WINDOW));
+        }
+        if USE_MM_PREFIX {
+            let mut clamp = allowed | !allowed;
+            if MM_PREFIX_CLAMP_SW && SLIDING_WINDOW > 0 {
+                clamp = q_abs - k < SLIDING_WINDOW;
+            }
+            if USE_MM_QUERY_RANGE {
+                let in_range = (q_range_lo < q_range_hi) & (q_range_lo <= k) & (k <= q_range_hi);
+                allowed = allowed | (in_range & clamp);
+            } else {
+                for r in 0..MAX_MM_RANGES {
+                    let s = load(mm_ranges + 2 * r);
+                    let e = load(mm_ranges + 2 * r + 1);
+                    let mm = (s < e) & (s <= q_abs) & (q_abs <= e) & (s <= k) & (k <= e);
+                    allowed = allowed | (mm & clamp);
+                }
+            }
+        }
+        allowed & (k < seq_len)
+    }
+
+    /// Tile-loop bounds of spec §4 for q-block `b` (rows `q_lo..=q_hi`, spill rows excluded):
+    /// `(loop_lo, loop_hi, max_seq_prefix_len)`, loop bounds in tiles, half-open, before 3D scoping.
+    /// Union bounds for clamped MM ranges; right window for bidirectional sequences; chunk lower bound.
+    #[device]
+    fn vllm_bounds<
+        const TILE_SIZE: i32,
+        const BLOCK_Q: i32,
+        const SLIDING_WINDOW: i32,
+        const USE_CAUSAL: bool,
+        const USE_PER_SEQ_CAUSAL: bool,
+        const CHUNK_LOOKBACK: i32,
+        const CHUNK_SIZE: i32,
+        const USE_R_SWA: bool,
+        const USE_MM_PREFIX: bool,
+        const USE_MM_QUERY_RANGE: bool,
+        const MM_PREFIX_CLAMP_SW: bool,
+        const MAX_MM_RANGES: i32,
+    >(
+        context_len: i32,
+        seq_len: i32,
+        qlen: i32,
+        b: i32,
+        causal: bool,
+        mm_ranges: Ptr,
+        q_range_lo: Tile,
+        q_range_hi: Tile,
+        q_abs_rows: Tile,
+        row_valid: Tile,
+    ) -> (i32, i32, i32) {
+        let q_lo = b * BLOCK_Q;
+        let q_hi = min(q_lo + BLOCK_Q - 1, qlen - 1);
+        let mut msp = min(context_len + q_hi + 1, seq_len);
+        if USE_MM_PREFIX || USE_R_SWA || USE_PER_SEQ_CAUSAL || !USE_CAUSAL {
+            msp = seq_len;
+        }
+        let num_tiles = cdiv(msp, TILE_SIZE);
+        let mut tile_start = 0;
+        let mut tile_end = num_tiles;
+        if SLIDING_WINDOW > 0 && !USE_R_SWA && (!USE_MM_PREFIX || MM_PREFIX_CLAMP_SW) {
+            let a_lo = context_len + q_lo;
+            let a_hi = context_len + q_hi;
+            let mut first = a_lo - SLIDING_WINDOW + 1;
+            if CHUNK_LOOKBACK >= 0 {
+                first = (a_lo / CHUNK_SIZE - CHUNK_LOOKBACK) * CHUNK_SIZE;
+            }
+            let mut last = select(causal, a_hi, a_hi + SLIDING_WINDOW - 1);
+            if USE_MM_PREFIX {
+                if USE_MM_QUERY_RANGE {
+                    // Each valid row's own range contains the row, so it intersects the span.
+                    let has = row_valid & (q_range_lo < q_range_hi);
+                    let row_first = max(q_range_lo, q_abs_rows - SLIDING_WINDOW + 1);
+                    let big = 2147483647;
+                    first = min(first, select(has, row_first, big).min(0));
+                    last = max(last, select(has, q_range_hi, -1).max(0));
+                } else {
+                    for r in 0..MAX_MM_RANGES {
+                        let s = load(mm_ranges + 2 * r);
+                        let e = load(mm_ranges + 2 * r + 1);
+                        if (s < e) && (s <= a_hi) && (e >= a_lo) {
+                            first = min(first, max(s, a_lo - SLIDING_WINDOW + 1));
+                            last = max(last, e);
+                        }
+                    }
+                }
+            }
+            last = min(last, seq_len - 1);
+            tile_start = max(0, first) / TILE_SIZE;
+            tile_end = min(last / TILE_SIZE + 1, num_tiles);
+        }
+        (tile_start, tile_end, msp)
+    }
+
+    /// One program per (q-block, kv-head[, segment]): the GQA group of a KV head is processed
+    /// together (rows = BLOCK_Q tokens × NUM_QUERIES_PER_KV heads), each K/V tile loaded once.
+    /// 2D writes normalized outputs; 3D (`IS_3D`) writes unnormalized segment partials.
+    #[kernel(
+        num_warps = 4,
+        require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must be at least 1"),
+        require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
+        require(TILE_SIZE >= 16, "TILE_SIZE must be at least 16 (the MMA needs 16 keys)"),
+        require(BLOCK_M >= 16, "BLOCK_M must be at least 16"),
+        require(BLOCK_M >= NUM_QUERIES_PER_KV, "BLOCK_M must be at least NUM_QUERIES_PER_KV"),
+        require(BLOCK_Q == BLOCK_M / NUM_QUERIES_PER_KV, "BLOCK_Q must equal BLOCK_M / NUM_QUERIES_PER_KV"),
+        require(HEAD_SIZE <= HEAD_SIZE_PADDED, "HEAD_SIZE must not exceed HEAD_SIZE_PADDED"),
+        require(HEAD_SIZE_PADDED < 2 * HEAD_SIZE, "HEAD_SIZE_PADDED must be next_pow2(HEAD_SIZE)"),
+        require(CHUNK_LOOKBACK < 0 || SLIDING_WINDOW > 0, "CHUNK_LOOKBACK needs SLIDING_WINDOW > 0 (the chunk size is derived from it)"),
+        require(CHUNK_LOOKBACK < 0 || CHUNK_SIZE == SLIDING_WINDOW / (CHUNK_LOOKBACK + 1), "CHUNK_SIZE must equal SLIDING_WINDOW / (CHUNK_LOOKBACK + 1)"),
+        require(CHUNK_LOOKBACK < 0 || CHUNK_SIZE > 0, "sliding_window must be > chunk_lookback + 1 (CHUNK_SIZE would be 0)"),
+        require(CHUNK_LOOKBACK < 0 || (USE_CAUSAL && !USE_PER_SEQ_CAUSAL), "chunked attention (CHUNK_LOOKBACK >= 0) needs causal sequences: the chunk test admits every future chunk otherwise"),
+        require(!USE_PER_SEQ_CAUSAL || USE_CAUSAL, "USE_PER_SEQ_CAUSAL needs USE_CAUSAL = true"),
+        require(!MM_PREFIX_CLAMP_SW || USE_MM_PREFIX, "MM_PREFIX_CLAMP_SW needs USE_MM_PREFIX"),
+        require(!MM_PREFIX_CLAMP_SW || SLIDING_WINDOW > 0, "MM_PREFIX_CLAMP_SW needs SLIDING_WINDOW > 0 (the clamp is the window's left edge)"),
+        require(!USE_MM_QUERY_RANGE || USE_MM_PREFIX, "USE_MM_QUERY_RANGE needs USE_MM_PREFIX"),
+        require(!USE_MM_PREFIX || USE_MM_QUERY_RANGE || MAX_MM_RANGES >= 1, "USE_MM_PREFIX with per-sequence ranges needs MAX_MM_RANGES >= 1"),
+        require(!USE_R_SWA || R_SWA_WINDOW > 0, "USE_R_SWA needs R_SWA_WINDOW > 0"),
+        require(!USE_R_SWA || SLIDING_WINDOW == 0, "R-SWA carries its own window; set SLIDING_WINDOW = 0"),
+        require(!USE_R_SWA || CHUNK_LOOKBACK < 0, "USE_R_SWA cannot be combined with chunked attention"),
+        require(!USE_ALIBI_SQRT || USE_ALIBI_SLOPES, "USE_ALIBI_SQRT needs USE_ALIBI_SLOPES"),
+        require(IS_3D || NUM_SEGMENTS == 1, "NUM_SEGMENTS must be 1 in the 2D kernel"),
+        require(!IS_3D || NUM_SEGMENTS >= 2, "the 3D kernel needs NUM_SEGMENTS >= 2"),
+    )]
+    pub fn unified_attention<
+        T,
+        const HEAD_SIZE: i32,
+        const HEAD_SIZE_PADDED: i32,
+        const BLOCK_SIZE: i32,
+        const TILE_SIZE: i32,
+        const BLOCK_M: i32,
+        const BLOCK_Q: i32,
+        const NUM_QUERIES_PER_KV: i32,
+        const SLIDING_WINDOW: i32,
+        const USE_CAUSAL: bool,
+        const USE_PER_SEQ_CAUSAL: bool,
+        const CHUNK_LOOKBACK: i32,
+        const CHUNK_SIZE: i32,
+        const USE_MM_PREFIX: bool,
+        const USE_MM_QUERY_RANGE: bool,
+        const MM_PREFIX_CLAMP_SW: bool,
+        const MAX_MM_RANGES: i32,
+        const USE_R_SWA: bool,
+        const R_SWA_WINDOW: i32,
+        const USE_SOFTCAP: bool,
+        const USE_SINKS: bool,
+        const USE_ALIBI_SLOPES: bool,
+        const USE_ALIBI_SQRT: bool,
+        const IS_3D: bool,
+        const NUM_SEGMENTS: i32,
+    >(
+        q: *const T,
+        k_cache: *const T,
+        v_cache: *const T,
+        out: *mut T,
+        segm_out: *mut f32,
+        segm_max: *mut f32,
+        segm_expsum: *mut f32,
+        cu_seqlens_q: *const i32,
+        seq_lens: *const i32,
+        block_table: *const i32,
+        per_seq_causal: *const i32,
+        mm_prefix_range: *const i32,
+        mm_prefix_query_range: *const i32,
+        rswa_prefix_lens: *const i32,
+        sinks: *const f32,
+        alibi_slopes: *const f32,
+        num_seqs: i32,
+        num_query_heads: i32,
+        softmax_scale: f32,
+        softcap: f32,
+        q_stride0: i64,
+        q_stride1: i64,
+        out_stride0: i64,
+        out_stride1: i64,
+        kv_stride_block: i64,
+        kv_stride_slot: i64,
+        kv_stride_head: i64,
+        block_table_stride: i64,
+    ) {
+        let q_block_global = program_id(0);
+        let kv_head = program_id(1);
+        let seq_idx = find_seq_idx::<BLOCK_Q>(cu_seqlens_q, q_block_global, num_seqs);
+        let q_start = load(cu_seqlens_q + seq_idx);
+        let qlen = load(cu_seqlens_q + seq_idx + 1) - q_start;
+        let b = q_block_global - (q_start / BLOCK_Q + seq_idx);
+        if b * BLOCK_Q >= qlen {
+            return;
+        }
+        let seq_len = load(seq_lens + seq_idx);
+        let context_len = seq_len - qlen;
+        let mut causal = USE_CAUSAL;
+        if USE_PER_SEQ_CAUSAL {
+            causal = load(per_seq_causal + seq_idx) != 0;
+        }
+
+        // Rows: BLOCK_Q tokens × NUM_QUERIES_PER_KV heads; spill rows (spec §1.2) are invalid.
+        let rows = arange::<BLOCK_M>();
+        let t = b * BLOCK_Q + rows / NUM_QUERIES_PER_KV;
+        let h = kv_head * NUM_QUERIES_PER_KV + rows % NUM_QUERIES_PER_KV;
+        let row_valid = (rows < BLOCK_Q * NUM_QUERIES_PER_KV) & (t < qlen) & (h < num_query_heads);
+        let q_abs = context_len + t;
+        let d = arange::<HEAD_SIZE_PADDED>();
+        let d_ok = d < HEAD_SIZE;
+
+        let tok = (q_start + t).cast::<i64>();
+        let q_ptrs = q + (tok * q_stride0 + h.cast::<i64>() * q_stride1).unsqueeze(1) + d.unsqueeze(0);
+        let q_tile = load(q_ptrs, row_valid.unsqueeze(1) & d_ok.unsqueeze(0), 0.0);
+
+        let mut q_range_lo = zeros::<i32>([BLOCK_M]);
+        let mut q_range_hi = zeros::<i32>([BLOCK_M]);
+        if USE_MM_QUERY_RANGE {
+            let tok32 = q_start + t;
+            q_range_lo = load(mm_prefix_query_range + 2 * tok32, row_valid, -1);
+            q_range_hi = load(mm_prefix_query_range + 2 * tok32 + 1, row_valid, -1);
+        }
+        let seq_ranges = mm_prefix_range + seq_idx * (2 * MAX_MM_RANGES);
+        let mut rswa_prefix = 0;
+        if USE_R_SWA {
+            rswa_prefix = load(rswa_prefix_lens + seq_idx);
+        }
+
+        let (tile_lo, tile_hi, msp) = vllm_bounds(
+            context_len, seq_len, qlen, b, causal, seq_ranges, q_range_lo, q_range_hi, q_abs, row_valid,
+        );
+        let mut loop_lo = tile_lo;
+        let mut loop_hi = tile_hi;
+        let mut segment = 0;
+        let mut tiles_per_segment = 0;
+        if IS_3D {
+            segment = program_id(2);
+            tiles_per_segment = cdiv(seq_len, NUM_SEGMENTS * TILE_SIZE);
+            if segment * tiles_per_segment * TILE_SIZE >= seq_len {
+                return;
+            }
+            loop_lo = max(segment * tiles_per_segment, tile_lo);
+            loop_hi = min((segment + 1) * tiles_per_segment, tile_hi);
+        }
+
+        // Online-softmax state (spec §1.4): M = -inf (or the sink), L = 1, acc = 0.
+        let mut m_i = full([BLOCK_M], f32::NEG_INFINITY);
+        if USE_SINKS {
+            if segment == 0 {
+                m_i = load(sinks + h, row_valid, f32::NEG_INFINITY);
+            }
+        }
+        let mut l_i = full([BLOCK_M], 1.0);
+        let mut acc = zeros::<f32>([BLOCK_M, HEAD_SIZE_PADDED]);
+        let mut slope = zeros::<f32>([BLOCK_M]);
+        if USE_ALIBI_SLOPES {
+            slope = load(alibi_slopes + h, row_valid, 0.0);
+        }
+        let bt_row = block_table + seq_idx.cast::<i64>() * block_table_stride;
+        let head_off = kv_head.cast::<i64>() * kv_stride_head;
+
+        for j in loop_lo..loop_hi {
+            let k_pos = j * TILE_SIZE + arange::<TILE_SIZE>();
+            let k_ok = k_pos < msp;
+            // Masked block-table read (DSL rule §1.3): never past the row's used entries.
+            let phys = load(bt_row + k_pos / BLOCK_SIZE, k_ok, 0);
+            let kv_off = phys.cast::<i64>() * kv_stride_block + (k_pos % BLOCK_SIZE).cast::<i64>() * kv_stride_slot + head_off;
+            let k_tile = load(
+                k_cache + kv_off.unsqueeze(0) + d.unsqueeze(1),
+                k_ok.unsqueeze(0) & d_ok.unsqueeze(1),
+                0.0,
+            );
+            let mut s = dot(q_tile, k_tile) * softmax_scale;
+            if USE_SOFTCAP {
+                s = softcap * tanh(s / softcap);
+            }
+            let allowed = vllm_mask(
+                q_abs.unsqueeze(1), k_pos.unsqueeze(0), seq_len, causal, rswa_prefix, seq_ranges,
+                q_range_lo.unsqueeze(1), q_range_hi.unsqueeze(1),
+            ) & row_valid.unsqueeze(1);
+            s = select(allowed, s, f32::NEG_INFINITY);
+            if USE_ALIBI_SLOPES {
+                if USE_ALIBI_SQRT {
+                    let dist = (q_abs.unsqueeze(1) - k_pos.unsqueeze(0)).cast::<f32>();
+                    s = s + select(dist >= 0.0, -slope.unsqueeze(1) * sqrt(max(dist, 0.0)), 0.0);
+                } else {
+                    s = s + slope.unsqueeze(1) * (k_pos.unsqueeze(0) - context_len).cast::<f32>();
+                }
+            }
+            let m_raw = max(m_i, s.max(1));
+            let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+            let p = exp(s - m_new.unsqueeze(1));
+            let alpha = exp(m_i - m_new);
+            l_i = l_i * alpha + p.sum(1);
+            acc = acc * alpha.unsqueeze(1);
+            // Keep -inf for rows with nothing allowed yet, so a later merge weights them 0.
+            m_i = m_raw;
+            // V guard derived from the mask (DSL rule §3.8): only keys some valid row attends.
+            let v_keep = allowed.cast::<i32>().max(0) > 0;
+            let v_tile = load(
+                v_cache + kv_off.unsqueeze(1) + d.unsqueeze(0),
+                (k_ok & v_keep).unsqueeze(1) & d_ok.unsqueeze(0),
+                0.0,
+            );
+            acc = dot(p.cast::<T>(), v_tile, acc);
+        }
+
+        let store_mask = row_valid.unsqueeze(1) & d_ok.unsqueeze(0);
+        if IS_3D {
+            let ws_row = ((q_start + t) * num_query_heads + h) * NUM_SEGMENTS + segment;
+            store(segm_out + (ws_row * HEAD_SIZE_PADDED).unsqueeze(1) + d.unsqueeze(0), acc, store_mask);
+            store(segm_max + ws_row, m_i, row_valid);
+            store(segm_expsum + ws_row, l_i, row_valid);
+        } else {
+            // A row whose every key is masked has L = 0: it outputs zeros, never NaN.
+            let l_safe = select(l_i == 0.0, 1.0, l_i);
+            let o = acc / l_safe.unsqueeze(1);
+            let out_ptrs = out + (tok * out_stride0 + h.cast::<i64>() * out_stride1).unsqueeze(1) + d.unsqueeze(0);
+            store(out_ptrs, o.cast::<T>(), store_mask);
+        }
+    }
+
+    /// Combines the 3D kernel's segment partials (spec §5), grid (T, Hq).
+    #[kernel(num_warps = 4, require(NUM_SEGMENTS >= 2, "the segment reduce needs NUM_SEGMENTS >= 2"))]
+    pub fn reduce_segments<T, const HEAD_SIZE: i32, const HEAD_SIZE_PADDED: i32, const TILE_SIZE: i32, const NUM_SEGMENTS: i32>(
+        out: *mut T,
+        segm_out: *const f32,
+        segm_max: *const f32,
+        segm_expsum: *const f32,
+        cu_seqlens_q: *const i32,
+        seq_lens: *const i32,
+        num_seqs: i32,
+        num_query_heads: i32,
+        out_stride0: i64,
+        out_stride1: i64,
+    ) {
+        let tok = program_id(0);
+        let h = program_id(1);
+        let seq_idx = find_seq_of_token(cu_seqlens_q, tok, num_seqs);
+        let seq_len = load(seq_lens + seq_idx);
+        let tiles_per_segment = cdiv(seq_len, NUM_SEGMENTS * TILE_SIZE);
+        let active = cdiv(seq_len, tiles_per_segment * TILE_SIZE);
+        let seg = arange::<NUM_SEGMENTS>();
+        let seg_ok = seg < active;
+        let base = (tok * num_query_heads + h) * NUM_SEGMENTS;
+        let m_s = load(segm_max + base + seg, seg_ok, f32::NEG_INFINITY);
+        let l_s = load(segm_expsum + base + seg, seg_ok, 0.0);
+        let m_star = m_s.max(0);
+        let w = select(seg_ok & (m_s > f32::NEG_INFINITY), exp(m_s - m_star), 0.0);
+        let e = (l_s * w).sum(0);
+        let d = arange::<HEAD_SIZE_PADDED>();
+        let d_ok = d < HEAD_SIZE;
+        let parts = load(
+            segm_out + ((base + seg) * HEAD_SIZE_PADDED).unsqueeze(1) + d.unsqueeze(0),
+            seg_ok.unsqueeze(1) & d_ok.unsqueeze(0),
+            0.0,
+        );
+        let num = (parts * w.unsqueeze(1)).sum(0);
+        let o = select(e > 0.0, num / select(e > 0.0, e, 1.0), 0.0);
+        let out_ptrs = out + tok.cast::<i64>() * out_stride0 + h.cast::<i64>() * out_stride1 + d;
+        store(out_ptrs, o.cast::<T>(), d_ok);
+    }
+}
