@@ -33,13 +33,10 @@ pub(crate) fn storage_type(s: ScalarType) -> &'static str {
     }
 }
 
-/// The type of a kernel scalar parameter passed by value (16-bit floats as their storage
-/// struct so the launch layout matches `half::bf16`/`half::f16`).
+/// The type of a kernel scalar parameter passed by value: bf16/f16 scalars arrive as f32
+/// (`ScalarArg::F32`) and are rounded on entry, as in the CPU executor.
 pub(crate) fn scalar_param_type(s: ScalarType) -> &'static str {
-    match s {
-        ScalarType::Bf16 | ScalarType::F16 => storage_type(s),
-        _ => scalar_reg_type(s),
-    }
+    scalar_reg_type(s)
 }
 
 /// How an element is kept in the shared-memory scratch buffer: C++ type and size in
@@ -80,7 +77,7 @@ pub(crate) fn round_to(s: ScalarType, expr: String) -> String {
 }
 
 /// The exact C++ spelling of a literal, already rounded to its type as the CPU executor
-/// rounds it (f64 → f32 → bf16/f16 values are rounded once from the f64).
+/// rounds it (f64 → f32 → bf16/f16).
 pub(crate) fn literal(s: Scalar) -> String {
     match s {
         Scalar::Bool(b) => b.to_string(),
@@ -111,12 +108,13 @@ fn i64_literal(v: i64) -> String {
     }
 }
 
-/// Rounds `v` to the float type `t` the way the CPU executor does (one rounding from f64).
+/// Rounds `v` to the float type `t` the way the CPU executor does (to f32, then narrowed).
 pub(crate) fn round_f64(v: f64, t: ScalarType) -> f32 {
+    let x = v as f32;
     match t {
-        ScalarType::Bf16 => half::bf16::from_f64(v).to_f32(),
-        ScalarType::F16 => half::f16::from_f64(v).to_f32(),
-        _ => v as f32,
+        ScalarType::Bf16 => half::bf16::from_f32(x).to_f32(),
+        ScalarType::F16 => half::f16::from_f32(x).to_f32(),
+        _ => x,
     }
 }
 

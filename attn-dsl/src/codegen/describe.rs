@@ -1,6 +1,6 @@
 //! One-line summaries of ops for the `// L<line>: ...` comments of the generated code.
 
-use crate::ir::{Function, Op, OpKind, ValueId};
+use crate::ir::{Function, Op, OpKind, Scalar, ValueId};
 
 fn value(f: &Function, v: ValueId) -> String {
     match &f.value(v).name {
@@ -11,7 +11,11 @@ fn value(f: &Function, v: ValueId) -> String {
 
 fn mnemonic(kind: &OpKind) -> String {
     match kind {
-        OpKind::Const(s) => format!("const {s:?}"),
+        OpKind::Const(s) => match s {
+            Scalar::Int(v, _) => format!("const {v}"),
+            Scalar::Float(v, _) => format!("const {v:?}"),
+            Scalar::Bool(b) => format!("const {b}"),
+        },
         OpKind::ProgramId(a) => format!("program_id({a})"),
         OpKind::NumPrograms(a) => format!("num_programs({a})"),
         OpKind::Arange { n } => format!("arange::<{n}>"),
@@ -41,7 +45,11 @@ fn mnemonic(kind: &OpKind) -> String {
 /// `results = op(operands) : result types`, with DSL names where the IR has them.
 pub(crate) fn describe(f: &Function, op: &Op) -> String {
     let args: Vec<String> = op.operands.iter().map(|&v| value(f, v)).collect();
-    let call = format!("{}({})", mnemonic(&op.kind), args.join(", "));
+    let call = if matches!(op.kind, OpKind::Const(_)) {
+        mnemonic(&op.kind)
+    } else {
+        format!("{}({})", mnemonic(&op.kind), args.join(", "))
+    };
     if op.results.is_empty() {
         return call;
     }

@@ -180,8 +180,9 @@ pub(crate) fn cast(from: ScalarType, to: ScalarType, x: &str) -> String {
         (Bf16 | F16 | F32, Bool) => format!("({x} != 0.0f)"),
         (I32, F32) => format!("__int2float_rn({x})"),
         (I64, F32) => format!("__ll2float_rn({x})"),
-        (I32, Bf16 | F16) => round_to(to, format!("attn_i32_to_f32_odd({x})")),
-        (I64, Bf16 | F16) => round_to(to, format!("attn_i64_to_f32_odd({x})")),
+        // Like the CPU executor: round to f32 first, then narrow.
+        (I32, Bf16 | F16) => round_to(to, format!("__int2float_rn({x})")),
+        (I64, Bf16 | F16) => round_to(to, format!("__ll2float_rn({x})")),
         (I32, I64) => format!("(long long)({x})"),
         (I64, I32) => format!("(int)({x})"),
         (I32 | I64, Bool) => format!("({x} != 0)"),

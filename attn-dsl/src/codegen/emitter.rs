@@ -193,17 +193,15 @@ impl<'f> Emitter<'f> {
         Ok(decls)
     }
 
-    /// 16-bit float scalar parameters arrive as storage structs; registers hold floats.
+    /// 16-bit float scalar parameters arrive as f32 and are rounded once on entry.
     fn emit_scalar_param_conversions(&mut self) {
         for p in &self.f.params {
-            let conv = match p.kind {
-                ParamKind::Scalar(ScalarType::Bf16) => "attn_bf16_bits_to_f32",
-                ParamKind::Scalar(ScalarType::F16) => "attn_f16_bits_to_f32",
-                _ => continue,
+            let ParamKind::Scalar(s @ (ScalarType::Bf16 | ScalarType::F16)) = p.kind else {
+                continue;
             };
             let raw = self.names[p.value.0 as usize].clone().unwrap_or_default();
-            let reg = self.table.claim(&format!("{raw}_f32"));
-            self.w.line(format!("const float {reg} = {conv}({raw}.bits);"));
+            let reg = self.table.claim(&format!("{raw}_{s}"));
+            self.w.line(format!("const float {reg} = {};", super::c_types::round_to(s, raw)));
             self.names[p.value.0 as usize] = Some(reg);
         }
     }

@@ -4,11 +4,11 @@
 //! barrier before the write protects readers of the previous scratch use; control flow is
 //! uniform (conditions are scalars, identical in every thread), so barriers are legal.
 
-use super::c_types::{reg_type, scratch_type, to_scratch, from_scratch};
-use super::elementwise::binary;
+use super::c_types::{from_scratch, reg_type, round_to, scratch_type, to_scratch};
+use super::elementwise::{binary, zero};
 use super::emitter::Emitter;
 use super::CodegenError;
-use crate::ir::{BinaryOp, Op, ReduceKind, ValueId};
+use crate::ir::{BinaryOp, Op, ReduceKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -97,18 +97,25 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// Reduction along `axis`, ascending, starting from the first element and rounding to
-    /// the dtype after every step (so bf16 sums round like the CPU executor's).
+    /// Reduction along `axis` in ascending index order, like the CPU executor: sums start
+    /// from zero and accumulate in f32 (wrapping for integers), rounded to the dtype at the
+    /// end; `max`/`min` start from the first element and ignore NaN.
     pub(crate) fn emit_reduce(&mut self, op: &'f Op, kind: ReduceKind, axis: usize) -> Res<()> {
         let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
         let t = self.scalar(x)?;
         let elem = self.elem(x);
-        let bop = match kind {
-            ReduceKind::Sum => BinaryOp::Add,
-            ReduceKind::Max => BinaryOp::Max,
-            ReduceKind::Min => BinaryOp::Min,
+        let item = from_scratch(elem, "sx[base + k * stride]");
+        // (initial value, first k, combine step, final conversion)
+        let (init, k0, step, finish) = match kind {
+            ReduceKind::Sum if t.is_float() => {
+                ("0.0f".to_string(), 0, binary(BinaryOp::Add, ScalarType::F32, "acc", &item)?, round_to(t, "acc".into()))
+            }
+            ReduceKind::Sum => (zero(elem).to_string(), 0, binary(BinaryOp::Add, t, "acc", &item)?, "acc".into()),
+            ReduceKind::Max | ReduceKind::Min => {
+                let bop = if kind == ReduceKind::Max { BinaryOp::Max } else { BinaryOp::Min };
+                (from_scratch(elem, "sx[base]"), 1, binary(bop, t, "acc", &item)?, "acc".into())
+            }
         };
-        let combined = binary(bop, t, "acc", &from_scratch(elem, "sx[base + k * stride]"))?;
         let (count, stride, base): (usize, usize, Box<dyn Fn(&str) -> String>) = match (self.shape(x), axis) {
             ([n], 0) => (*n, 1, Box::new(|_| "0".into())),
             ([_, n], 1) => {
@@ -125,9 +132,9 @@ impl<'f> Emitter<'f> {
         self.w.line(format!("const int stride = {stride};"));
         let body = |e: &mut Self, target: String, f: &str| {
             e.w.line(format!("const int base = {};", base(f)));
-            e.w.line(format!("{rt} acc = {};", from_scratch(elem, "sx[base]")));
-            e.w.line(format!("for (int k = 1; k < {count}; ++k) acc = {combined};"));
-            e.w.line(format!("{target} = acc;"));
+            e.w.line(format!("{rt} acc = {init};"));
+            e.w.line(format!("for (int k = {k0}; k < {count}; ++k) acc = {step};"));
+            e.w.line(format!("{target} = {finish};"));
         };
         if scalar_out {
             self.w.open("");

@@ -42,20 +42,6 @@ __device__ __forceinline__ float attn_round_f16(float x) {
     return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x));
 }
 
-// Integer -> 16-bit float with a single rounding: convert toward zero to f32, make the result
-// "round to odd" (sticky bit) when inexact, then round to nearest even. Converting with RN twice
-// could round a value just above a bf16 midpoint down to the midpoint and then to even.
-__device__ __forceinline__ float attn_i32_to_f32_odd(int i) {
-    float r = __int2float_rz(i);
-    if (__float2int_rz(r) != i) r = __uint_as_float(__float_as_uint(r) | 1u);
-    return r;
-}
-__device__ __forceinline__ float attn_i64_to_f32_odd(long long i) {
-    float r = __ll2float_rz(i);
-    if (__float2ll_rz(r) != i) r = __uint_as_float(__float_as_uint(r) | 1u);
-    return r;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Global memory. Pointers in registers are `const T*`; stores cast the constness away (only
 // pointers derived from mutable kernel parameters are ever stored through).
