@@ -16,7 +16,10 @@ fn dump_sources() {
     for (label, f) in codegen_common::all_programs() {
         let k = emit_cuda(&f).expect("emit");
         std::fs::write(format!("{dir}/{}.cu", k.entry), &k.source).expect("write source");
-        index.push_str(&format!("{} {} {} {label}\n", k.entry, k.block_threads, k.shared_bytes));
+        index.push_str(&format!(
+            "{} {} {} {label}\n",
+            k.entry, k.block_threads, k.shared_bytes
+        ));
     }
     std::fs::write(format!("{dir}/index.txt"), index).expect("write index");
 }

@@ -14,7 +14,11 @@ fn emission_is_deterministic() {
         let b = emit_cuda(&f.clone()).expect("emit");
         assert_eq!(a.source, b.source, "{label}: two emissions differ");
         assert_eq!(a.hash, b.hash, "{label}");
-        assert_eq!(a.hash, content_hash(&a.source), "{label}: hash is not the content hash");
+        assert_eq!(
+            a.hash,
+            content_hash(&a.source),
+            "{label}: hash is not the content hash"
+        );
         assert_eq!(a.hash.len(), 64, "{label}: hash is not hex blake3");
     }
 }
@@ -26,7 +30,11 @@ fn hash_changes_when_the_ir_changes() {
     assert_ne!(base.hash, wider.hash);
     // Same shapes, one constant changed.
     let mut f = codegen_common::vec_add(128, 4);
-    let c = f.ops.iter_mut().find(|o| matches!(o.kind, OpKind::Const(Scalar::Int(128, _)))).expect("block size constant");
+    let c = f
+        .ops
+        .iter_mut()
+        .find(|o| matches!(o.kind, OpKind::Const(Scalar::Int(128, _))))
+        .expect("block size constant");
     c.kind = OpKind::Const(Scalar::Int(127, attn_dsl::ir::ScalarType::I32));
     let changed = emit_cuda(&f).expect("emit");
     assert_ne!(base.hash, changed.hash);
@@ -55,9 +63,16 @@ fn source_keeps_parameter_names_and_line_comments() {
         "acc_",
         "m_i_",
     ] {
-        assert!(k.source.contains(needle), "missing `{needle}` in:\n{}", k.source);
+        assert!(
+            k.source.contains(needle),
+            "missing `{needle}` in:\n{}",
+            k.source
+        );
     }
-    assert!(!k.source.contains("#include <"), "no system includes allowed");
+    assert!(
+        !k.source.contains("#include <"),
+        "no system includes allowed"
+    );
     assert_eq!(k.params.len(), 6);
     assert_eq!(k.params[0].name, "q");
 }
@@ -84,11 +99,19 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
     // index broadcasts, which need at most m*n*4 bytes: below the dot's own need).
     for (m, k, n) in [(64, 64, 64), (32, 16, 64), (8, 4, 2), (16, 128, 32)] {
         let bf = emit_cuda(&codegen_common::small_dot(Bf16, m, k, n, 4)).expect("emit");
-        assert_eq!(bf.shared_bytes as usize, mma_scratch(m, k, n), "bf16 {m}x{k}x{n}");
+        assert_eq!(
+            bf.shared_bytes as usize,
+            mma_scratch(m, k, n),
+            "bf16 {m}x{k}x{n}"
+        );
         let hf = emit_cuda(&codegen_common::small_dot(F16, m, k, n, 4)).expect("emit");
         assert_eq!(hf.shared_bytes, bf.shared_bytes, "f16 {m}x{k}x{n}");
         let f = emit_cuda(&codegen_common::small_dot(F32, m, k, n, 4)).expect("emit");
-        assert_eq!(f.shared_bytes as usize, (m * k + k * n) * 4, "f32 {m}x{k}x{n}");
+        assert_eq!(
+            f.shared_bytes as usize,
+            (m * k + k * n) * 4,
+            "f32 {m}x{k}x{n}"
+        );
     }
     // 64x64x64 bf16: A 64*72*2 + B 64*72*2 = 18432 > C 64*64*4 = 16384.
     let k = emit_cuda(&codegen_common::small_dot(Bf16, 64, 64, 64, 4)).expect("emit");

@@ -44,11 +44,15 @@ fn nvrtc_compile(k: &CudaKernel, arch: &str, extra: &[&str]) -> Result<Compiled,
     let header_name = CString::new(PRELUDE_NAME).map_err(|e| e.to_string())?;
     let headers = [header.as_ptr()];
     let include_names = [header_name.as_ptr()];
-    let mut opts: Vec<CString> = vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "-lineinfo".into()]
-        .into_iter()
-        .chain(extra.iter().map(|s| s.to_string()))
-        .map(|s| CString::new(s).expect("option without NUL"))
-        .collect();
+    let mut opts: Vec<CString> = vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".into(),
+        "-lineinfo".into(),
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|s| s.to_string()))
+    .map(|s| CString::new(s).expect("option without NUL"))
+    .collect();
     opts.shrink_to_fit();
     let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
@@ -56,7 +60,14 @@ fn nvrtc_compile(k: &CudaKernel, arch: &str, extra: &[&str]) -> Result<Compiled,
     // which is destroyed before they are dropped.
     unsafe {
         check(
-            sys::nvrtcCreateProgram(&mut prog, src.as_ptr(), name.as_ptr(), 1, headers.as_ptr(), include_names.as_ptr()),
+            sys::nvrtcCreateProgram(
+                &mut prog,
+                src.as_ptr(),
+                name.as_ptr(),
+                1,
+                headers.as_ptr(),
+                include_names.as_ptr(),
+            ),
             "nvrtcCreateProgram",
         )?;
         let compiled = sys::nvrtcCompileProgram(prog, opt_ptrs.len() as i32, opt_ptrs.as_ptr());
@@ -81,7 +92,12 @@ fn nvrtc_compile(k: &CudaKernel, arch: &str, extra: &[&str]) -> Result<Compiled,
 fn ptxas_summary(log: &str) -> String {
     log.lines()
         .filter(|l| l.contains("registers") || l.contains("spill"))
-        .map(|l| l.trim().trim_start_matches("ptxas info    :").trim().to_string())
+        .map(|l| {
+            l.trim()
+                .trim_start_matches("ptxas info    :")
+                .trim()
+                .to_string()
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -95,13 +111,25 @@ fn every_program_compiles_for_sm80_and_sm90() {
             match nvrtc_compile(&k, arch, &["--ptxas-options=-v"]) {
                 Ok(c) => {
                     assert!(c.cubin_len > 0, "{label} {arch}: empty cubin");
-                    println!("{label:28} {arch}: smem {:6} B | {}", k.shared_bytes, ptxas_summary(&c.log));
+                    println!(
+                        "{label:28} {arch}: smem {:6} B | {}",
+                        k.shared_bytes,
+                        ptxas_summary(&c.log)
+                    );
                 }
-                Err(log) => failures.push(format!("== {label} ({arch}) ==\n{log}\n--- source ---\n{}", k.source)),
+                Err(log) => failures.push(format!(
+                    "== {label} ({arch}) ==\n{log}\n--- source ---\n{}",
+                    k.source
+                )),
             }
         }
     }
-    assert!(failures.is_empty(), "{} NVRTC failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} NVRTC failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -109,7 +137,9 @@ fn compile_errors_are_reported_not_swallowed() {
     // Guard against a helper that would pass anything: broken source must fail.
     let mut k = emit_cuda(&codegen_common::vec_add(128, 4)).expect("emit");
     k.source.push_str("\nthis is not C++;\n");
-    let err = nvrtc_compile(&k, "sm_80", &[]).err().expect("broken source must not compile");
+    let err = nvrtc_compile(&k, "sm_80", &[])
+        .err()
+        .expect("broken source must not compile");
     assert!(err.contains("NVRTC_ERROR_COMPILATION"), "{err}");
 }
 
@@ -117,7 +147,11 @@ fn compile_errors_are_reported_not_swallowed() {
 fn flash_attention_fits_48k_shared_memory() {
     for (bm, bn, d) in [(16, 32, 64), (64, 64, 128), (32, 64, 128)] {
         let k = emit_cuda(&codegen_common::attention(bm, bn, d, 4)).expect("emit");
-        assert!(k.shared_bytes <= 48 * 1024, "attention {bm}x{bn}x{d}: {} bytes of shared memory", k.shared_bytes);
+        assert!(
+            k.shared_bytes <= 48 * 1024,
+            "attention {bm}x{bn}x{d}: {} bytes of shared memory",
+            k.shared_bytes
+        );
         assert!(k.shared_bytes > 0);
         nvrtc_compile(&k, "sm_90", &[]).unwrap_or_else(|e| panic!("attention {bm}x{bn}x{d}: {e}"));
     }

@@ -125,10 +125,18 @@ fn float_literal(v: f64, t: ScalarType) -> String {
     if x.is_nan() {
         "attn_nan()".into()
     } else if x.is_infinite() {
-        if x > 0.0 { "attn_inf()".into() } else { "(-attn_inf())".into() }
+        if x > 0.0 {
+            "attn_inf()".into()
+        } else {
+            "(-attn_inf())".into()
+        }
     } else {
         let s = format!("{x:?}");
-        if s.starts_with('-') { format!("({s}f)") } else { format!("{s}f") }
+        if s.starts_with('-') {
+            format!("({s}f)")
+        } else {
+            format!("{s}f")
+        }
     }
 }
 
@@ -140,11 +148,19 @@ mod tests {
     fn literals_are_exact_and_typed() {
         assert_eq!(literal(Scalar::Float(0.1, ScalarType::F32)), "0.1f");
         assert_eq!(literal(Scalar::Float(-2.5, ScalarType::F32)), "(-2.5f)");
-        // 0.1 in bf16 is 0.10009765625.
-        assert_eq!(literal(Scalar::Float(0.1, ScalarType::Bf16)), "0.10009765625f");
-        assert_eq!(literal(Scalar::Float(f64::NEG_INFINITY, ScalarType::F32)), "(-attn_inf())");
+        // 0.1 in bf16 is exactly 0.10009765625: the literal must denote that f32.
+        let bf = literal(Scalar::Float(0.1, ScalarType::Bf16));
+        let parsed: f32 = bf.trim_end_matches('f').parse().expect("decimal literal");
+        assert_eq!(parsed, 0.100_097_656_25_f32);
+        assert_eq!(
+            literal(Scalar::Float(f64::NEG_INFINITY, ScalarType::F32)),
+            "(-attn_inf())"
+        );
         assert_eq!(literal(Scalar::Float(1e300, ScalarType::F32)), "attn_inf()");
-        assert_eq!(literal(Scalar::Int(i32::MIN as i64, ScalarType::I32)), "(-2147483647 - 1)");
+        assert_eq!(
+            literal(Scalar::Int(i32::MIN as i64, ScalarType::I32)),
+            "(-2147483647 - 1)"
+        );
         assert_eq!(literal(Scalar::Int(5, ScalarType::I64)), "5LL");
         assert_eq!(literal(Scalar::Bool(true)), "true");
         assert_eq!(literal(Scalar::Float(1e-45, ScalarType::F32)), "1e-45f");

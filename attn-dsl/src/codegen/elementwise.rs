@@ -15,7 +15,10 @@ impl<'f> Emitter<'f> {
     /// Emits any op that is not control flow.
     pub(crate) fn emit_simple(&mut self, op: &'f Op) -> Res<()> {
         match &op.kind {
-            OpKind::Load { has_mask, has_other } => return self.emit_load(op, *has_mask, *has_other),
+            OpKind::Load {
+                has_mask,
+                has_other,
+            } => return self.emit_load(op, *has_mask, *has_other),
             OpKind::Store { has_mask } => return self.emit_store(op, *has_mask),
             OpKind::Broadcast { .. } => return self.emit_broadcast(op),
             OpKind::Trans => return self.emit_trans(op),
@@ -61,11 +64,24 @@ impl<'f> Emitter<'f> {
             OpKind::Cmp(p) => {
                 let (x, y) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
                 let p = cmp_op(*p);
-                self.define_map(res, move |e, s| Ok(format!("({} {p} {})", e.at(x, s)?, e.at(y, s)?)))
+                self.define_map(res, move |e, s| {
+                    Ok(format!("({} {p} {})", e.at(x, s)?, e.at(y, s)?))
+                })
             }
             OpKind::Select => {
-                let (c, x, y) = (Self::operand(op, 0)?, Self::operand(op, 1)?, Self::operand(op, 2)?);
-                self.define_map(res, move |e, s| Ok(format!("({} ? {} : {})", e.at(c, s)?, e.at(x, s)?, e.at(y, s)?)))
+                let (c, x, y) = (
+                    Self::operand(op, 0)?,
+                    Self::operand(op, 1)?,
+                    Self::operand(op, 2)?,
+                );
+                self.define_map(res, move |e, s| {
+                    Ok(format!(
+                        "({} ? {} : {})",
+                        e.at(c, s)?,
+                        e.at(x, s)?,
+                        e.at(y, s)?
+                    ))
+                })
             }
             OpKind::Cast(to) => {
                 let x = Self::operand(op, 0)?;
@@ -75,9 +91,13 @@ impl<'f> Emitter<'f> {
             }
             OpKind::AddPtr => {
                 let (p, o) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
-                self.define_map(res, move |e, s| Ok(format!("({} + {})", e.at(p, s)?, e.at(o, s)?)))
+                self.define_map(res, move |e, s| {
+                    Ok(format!("({} + {})", e.at(p, s)?, e.at(o, s)?))
+                })
             }
-            other => Err(CodegenError::Malformed(format!("{other:?} is not a simple op"))),
+            other => Err(CodegenError::Malformed(format!(
+                "{other:?} is not a simple op"
+            ))),
         }
     }
 }
@@ -87,7 +107,9 @@ fn axis_letter(a: u8) -> Res<char> {
         0 => Ok('x'),
         1 => Ok('y'),
         2 => Ok('z'),
-        _ => Err(CodegenError::Malformed(format!("grid axis {a} out of range 0..3"))),
+        _ => Err(CodegenError::Malformed(format!(
+            "grid axis {a} out of range 0..3"
+        ))),
     }
 }
 
@@ -123,8 +145,8 @@ pub(crate) fn unary(op: UnaryOp, t: ScalarType, x: &str) -> String {
 
 /// `a op b` on element type `t` (also the combiner of reductions).
 pub(crate) fn binary(op: BinaryOp, t: ScalarType, a: &str, b: &str) -> Res<String> {
-    Ok(binary_expr(op, t, a, b)
-        .ok_or_else(|| CodegenError::Unsupported(format!("`{op:?}` on {t} values")))?)
+    binary_expr(op, t, a, b)
+        .ok_or_else(|| CodegenError::Unsupported(format!("`{op:?}` on {t} values")))
 }
 
 fn binary_expr(op: BinaryOp, t: ScalarType, a: &str, b: &str) -> Option<String> {

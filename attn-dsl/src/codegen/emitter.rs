@@ -75,7 +75,9 @@ impl<'f> Emitter<'f> {
 
     /// The scalar type of a number-valued value.
     pub(crate) fn scalar(&self, v: ValueId) -> Result<ScalarType, CodegenError> {
-        self.elem(v).scalar().ok_or_else(|| CodegenError::Unsupported(format!("value %{} is a pointer", v.0)))
+        self.elem(v)
+            .scalar()
+            .ok_or_else(|| CodegenError::Unsupported(format!("value %{} is a pointer", v.0)))
     }
 
     pub(crate) fn shape(&self, v: ValueId) -> &'f [usize] {
@@ -89,13 +91,21 @@ impl<'f> Emitter<'f> {
     /// `v` as seen from register slot `slot`: `name[slot]` for tiles, `name` for scalars.
     pub(crate) fn at(&self, v: ValueId, slot: &str) -> Result<String, CodegenError> {
         let n = self.name(v)?;
-        Ok(if self.f.ty(v).is_scalar() { n.to_string() } else { format!("{n}[{slot}]") })
+        Ok(if self.f.ty(v).is_scalar() {
+            n.to_string()
+        } else {
+            format!("{n}[{slot}]")
+        })
     }
 
     /// The op that defines `v`, if it is not a block argument.
     pub(crate) fn def_op(&self, v: ValueId) -> Option<&'f Op> {
         let f = self.f;
-        self.defs.get(v.0 as usize).copied().flatten().map(|o| f.op(o))
+        self.defs
+            .get(v.0 as usize)
+            .copied()
+            .flatten()
+            .map(|o| f.op(o))
     }
 
     /// Declares the C++ variable of `v` without initializing it.
@@ -157,7 +167,10 @@ impl<'f> Emitter<'f> {
             self.w.line(format!("// {l}"));
         }
         let params = self.emit_param_list()?;
-        self.w.line(format!("extern \"C\" __global__ void __launch_bounds__({}) {entry}(", self.threads));
+        self.w.line(format!(
+            "extern \"C\" __global__ void __launch_bounds__({}) {entry}(",
+            self.threads
+        ));
         for (i, p) in params.iter().enumerate() {
             let sep = if i + 1 == params.len() { "" } else { "," };
             self.w.line(format!("    {p}{sep}"));
@@ -169,7 +182,10 @@ impl<'f> Emitter<'f> {
         if let Some(term) = self.emit_ops(&f.body)? {
             let op = f.op(term);
             if op.kind != OpKind::Return {
-                return Err(CodegenError::Malformed(format!("kernel body ends in {:?}, not Return", op.kind)));
+                return Err(CodegenError::Malformed(format!(
+                    "kernel body ends in {:?}, not Return",
+                    op.kind
+                )));
             }
         }
         self.w.close("");
@@ -183,10 +199,16 @@ impl<'f> Emitter<'f> {
             let name = self.table.claim(&p.name);
             self.names[p.value.0 as usize] = Some(name.clone());
             decls.push(match p.kind {
-                ParamKind::Ptr { elem, mutable: false } => {
+                ParamKind::Ptr {
+                    elem,
+                    mutable: false,
+                } => {
                     format!("const {}* __restrict__ {name}", storage_type(elem))
                 }
-                ParamKind::Ptr { elem, mutable: true } => format!("{}* __restrict__ {name}", storage_type(elem)),
+                ParamKind::Ptr {
+                    elem,
+                    mutable: true,
+                } => format!("{}* __restrict__ {name}", storage_type(elem)),
                 ParamKind::Scalar(s) => format!("{} {name}", scalar_param_type(s)),
             });
         }
@@ -201,7 +223,10 @@ impl<'f> Emitter<'f> {
             };
             let raw = self.names[p.value.0 as usize].clone().unwrap_or_default();
             let reg = self.table.claim(&format!("{raw}_{s}"));
-            self.w.line(format!("const float {reg} = {};", super::c_types::round_to(s, raw)));
+            self.w.line(format!(
+                "const float {reg} = {};",
+                super::c_types::round_to(s, raw)
+            ));
             self.names[p.value.0 as usize] = Some(reg);
         }
     }
@@ -212,7 +237,10 @@ impl<'f> Emitter<'f> {
             let op = self.f.op(o);
             if op.kind.is_terminator() {
                 if i + 1 != b.ops.len() {
-                    return Err(CodegenError::Malformed(format!("{:?} in the middle of a block", op.kind)));
+                    return Err(CodegenError::Malformed(format!(
+                        "{:?} in the middle of a block",
+                        op.kind
+                    )));
                 }
                 return Ok(Some(o));
             }
@@ -232,9 +260,9 @@ impl<'f> Emitter<'f> {
             OpKind::For => self.emit_for(op),
             OpKind::If => self.emit_if(op),
             OpKind::While => self.emit_while(op),
-            OpKind::Condition | OpKind::Yield | OpKind::Return => {
-                Err(CodegenError::Malformed(format!("stray terminator {:?}", op.kind)))
-            }
+            OpKind::Condition | OpKind::Yield | OpKind::Return => Err(CodegenError::Malformed(
+                format!("stray terminator {:?}", op.kind),
+            )),
             _ => self.emit_simple(op),
         }
     }
@@ -261,7 +289,10 @@ impl<'f> Emitter<'f> {
     fn declare_carried(&mut self, prefer: &[ValueId], aliases: &[&[ValueId]]) -> Vec<String> {
         let mut out = Vec::new();
         for (k, &v) in prefer.iter().enumerate() {
-            let named = aliases.iter().filter_map(|a| a.get(k)).find(|x| self.f.value(**x).name.is_some());
+            let named = aliases
+                .iter()
+                .filter_map(|a| a.get(k))
+                .find(|x| self.f.value(**x).name.is_some());
             let src = named.copied().unwrap_or(v);
             let dsl = self.f.value(src).name.clone();
             let name = self.table.value(dsl.as_deref(), v.0);
@@ -286,7 +317,10 @@ impl<'f> Emitter<'f> {
                 targets.len()
             )));
         }
-        let src_names: Vec<String> = sources.iter().map(|&s| self.name(s).map(str::to_string)).collect::<Result<_, _>>()?;
+        let src_names: Vec<String> = sources
+            .iter()
+            .map(|&s| self.name(s).map(str::to_string))
+            .collect::<Result<_, _>>()?;
         let clash = src_names
             .iter()
             .enumerate()
@@ -320,31 +354,51 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    fn region<'a>(op: &'a Op, i: usize) -> Result<&'a Block, CodegenError> {
-        op.regions.get(i).ok_or_else(|| CodegenError::Malformed(format!("{:?} lacks region {i}", op.kind)))
+    fn region(op: &Op, i: usize) -> Result<&Block, CodegenError> {
+        op.regions
+            .get(i)
+            .ok_or_else(|| CodegenError::Malformed(format!("{:?} lacks region {i}", op.kind)))
     }
 
     /// Emits a region and returns its terminator's operands, checking the terminator kind.
     fn emit_region(&mut self, b: &Block, want: OpKind) -> Result<Vec<ValueId>, CodegenError> {
-        let term = self.emit_ops(b)?.ok_or_else(|| CodegenError::Malformed("region without terminator".into()))?;
+        let term = self
+            .emit_ops(b)?
+            .ok_or_else(|| CodegenError::Malformed("region without terminator".into()))?;
         let t = self.f.op(term);
         if t.kind != want {
-            return Err(CodegenError::Malformed(format!("region ends in {:?}, expected {want:?}", t.kind)));
+            return Err(CodegenError::Malformed(format!(
+                "region ends in {:?}, expected {want:?}",
+                t.kind
+            )));
         }
         Ok(t.operands.clone())
     }
 
     fn emit_for(&mut self, op: &'f Op) -> Result<(), CodegenError> {
         let body = Self::region(op, 0)?;
-        let (lo, hi, step) = (Self::operand(op, 0)?, Self::operand(op, 1)?, Self::operand(op, 2)?);
+        let (lo, hi, step) = (
+            Self::operand(op, 0)?,
+            Self::operand(op, 1)?,
+            Self::operand(op, 2)?,
+        );
         let inits = &op.operands[3..];
         let iters = body.args.get(1..).unwrap_or(&[]);
         let carried = self.declare_carried(&op.results, &[&op.results, iters]);
         self.assign_all(&carried, inits)?;
-        let iv = *body.args.first().ok_or_else(|| CodegenError::Malformed("for without induction variable".into()))?;
+        let iv = *body
+            .args
+            .first()
+            .ok_or_else(|| CodegenError::Malformed("for without induction variable".into()))?;
         let ivn = self.bind_new(iv);
-        let (lo, hi, step) = (self.name(lo)?.to_string(), self.name(hi)?.to_string(), self.name(step)?.to_string());
-        self.w.open(format!("for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"));
+        let (lo, hi, step) = (
+            self.name(lo)?.to_string(),
+            self.name(hi)?.to_string(),
+            self.name(step)?.to_string(),
+        );
+        self.w.open(format!(
+            "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
+        ));
         let next = self.emit_region(body, OpKind::Yield)?;
         self.assign_all(&carried, &next)?;
         self.w.close("");
@@ -372,7 +426,9 @@ impl<'f> Emitter<'f> {
         let passed = self.declare_carried(&op.results, &[&op.results, &after.args]);
         self.w.open("while (true)");
         let cond_ops = self.emit_region(before, OpKind::Condition)?;
-        let (c, vars) = cond_ops.split_first().ok_or_else(|| CodegenError::Malformed("empty Condition".into()))?;
+        let (c, vars) = cond_ops
+            .split_first()
+            .ok_or_else(|| CodegenError::Malformed("empty Condition".into()))?;
         self.assign_all(&passed, vars)?;
         let c = self.name(*c)?.to_string();
         self.w.line(format!("if (!{c}) break;"));

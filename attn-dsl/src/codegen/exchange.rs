@@ -22,10 +22,15 @@ impl<'f> Emitter<'f> {
         self.need_scratch(m.elems * bytes);
         let xn = self.name(x)?.to_string();
         self.w.open("");
-        self.w.line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_smem);"));
+        self.w
+            .line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_smem);"));
         self.w.line("__syncthreads();");
         self.w.open_unrolled("s", m.slots());
-        let store = format!("sx[{}] = {};", m.flat("s"), to_scratch(elem, &format!("{xn}[s]")));
+        let store = format!(
+            "sx[{}] = {};",
+            m.flat("s"),
+            to_scratch(elem, &format!("{xn}[s]"))
+        );
         match m.owned("s") {
             Some(g) => self.w.line(format!("if ({g}) {store}")),
             None => self.w.line(store),
@@ -40,7 +45,8 @@ impl<'f> Emitter<'f> {
         let elem = self.elem(res);
         let m = self.map(res);
         self.w.open_unrolled("s", m.slots());
-        self.w.line(format!("const int f = {};", m.flat_clamped("s")));
+        self.w
+            .line(format!("const int f = {};", m.flat_clamped("s")));
         let v = from_scratch(elem, &format!("sx[{}]", index("f")));
         self.w.line(format!("{name}[s] = {v};"));
         self.w.close("");
@@ -55,7 +61,9 @@ impl<'f> Emitter<'f> {
             return self.define_map(res, move |e, s| e.at(x, s));
         }
         if src.len() != dst.len() || src.iter().zip(&dst).any(|(&a, &b)| a != b && a != 1) {
-            return Err(CodegenError::Malformed(format!("broadcast {src:?} -> {dst:?}")));
+            return Err(CodegenError::Malformed(format!(
+                "broadcast {src:?} -> {dst:?}"
+            )));
         }
         let name = self.define_tile(res);
         self.stage_tile(x)?;
@@ -71,12 +79,20 @@ impl<'f> Emitter<'f> {
                         (0, _) => format!("{f} / {dst_stride}"),
                         _ => format!("{f} % {}", dst[d]),
                     };
-                    terms.push(if stride == 1 { format!("({coord})") } else { format!("({coord}) * {stride}") });
+                    terms.push(if stride == 1 {
+                        format!("({coord})")
+                    } else {
+                        format!("({coord}) * {stride}")
+                    });
                 }
                 stride *= src[d];
                 dst_stride *= dst[d];
             }
-            if terms.is_empty() { "0".into() } else { terms.join(" + ") }
+            if terms.is_empty() {
+                "0".into()
+            } else {
+                terms.join(" + ")
+            }
         };
         self.gather(res, &name, index)?;
         self.w.close("");
@@ -92,7 +108,9 @@ impl<'f> Emitter<'f> {
         let name = self.define_tile(res);
         self.stage_tile(x)?;
         // res[r][c] (res is n x m) = x[c][r].
-        self.gather(res, &name, move |f| format!("({f} % {m}) * {n} + {f} / {m}"))?;
+        self.gather(res, &name, move |f| {
+            format!("({f} % {m}) * {n} + {f} / {m}")
+        })?;
         self.w.close("");
         Ok(())
     }
@@ -107,23 +125,47 @@ impl<'f> Emitter<'f> {
         let item = from_scratch(elem, "sx[base + k * stride]");
         // (initial value, first k, combine step, final conversion)
         let (init, k0, step, finish) = match kind {
-            ReduceKind::Sum if t.is_float() => {
-                ("0.0f".to_string(), 0, binary(BinaryOp::Add, ScalarType::F32, "acc", &item)?, round_to(t, "acc".into()))
-            }
-            ReduceKind::Sum => (zero(elem).to_string(), 0, binary(BinaryOp::Add, t, "acc", &item)?, "acc".into()),
+            ReduceKind::Sum if t.is_float() => (
+                "0.0f".to_string(),
+                0,
+                binary(BinaryOp::Add, ScalarType::F32, "acc", &item)?,
+                round_to(t, "acc".into()),
+            ),
+            ReduceKind::Sum => (
+                zero(elem).to_string(),
+                0,
+                binary(BinaryOp::Add, t, "acc", &item)?,
+                "acc".into(),
+            ),
             ReduceKind::Max | ReduceKind::Min => {
-                let bop = if kind == ReduceKind::Max { BinaryOp::Max } else { BinaryOp::Min };
-                (from_scratch(elem, "sx[base]"), 1, binary(bop, t, "acc", &item)?, "acc".into())
+                let bop = if kind == ReduceKind::Max {
+                    BinaryOp::Max
+                } else {
+                    BinaryOp::Min
+                };
+                (
+                    from_scratch(elem, "sx[base]"),
+                    1,
+                    binary(bop, t, "acc", &item)?,
+                    "acc".into(),
+                )
             }
         };
-        let (count, stride, base): (usize, usize, Box<dyn Fn(&str) -> String>) = match (self.shape(x), axis) {
-            ([n], 0) => (*n, 1, Box::new(|_| "0".into())),
-            ([_, n], 1) => {
-                let n = *n;
-                (n, 1, Box::new(move |f| format!("{f} * {n}")))
+        // Reduced elements of output `f`: sx[f * row + k * stride] for k < count.
+        let (count, stride, row) = match (self.shape(x), axis) {
+            ([n], 0) => (*n, 1, 0),
+            ([_, n], 1) => (*n, 1, *n),
+            ([m, n], 0) => (*m, *n, 1),
+            (s, a) => {
+                return Err(CodegenError::Malformed(format!(
+                    "reduce axis {a} of shape {s:?}"
+                )))
             }
-            ([m, n], 0) => (*m, *n, Box::new(|f| f.to_string())),
-            (s, a) => return Err(CodegenError::Malformed(format!("reduce axis {a} of shape {s:?}"))),
+        };
+        let base = move |f: &str| match row {
+            0 => "0".to_string(),
+            1 => f.to_string(),
+            r => format!("{f} * {r}"),
         };
         let rt = reg_type(elem);
         let scalar_out = self.f.ty(res).is_scalar();
@@ -133,7 +175,9 @@ impl<'f> Emitter<'f> {
         let body = |e: &mut Self, target: String, f: &str| {
             e.w.line(format!("const int base = {};", base(f)));
             e.w.line(format!("{rt} acc = {init};"));
-            e.w.line(format!("for (int k = {k0}; k < {count}; ++k) acc = {step};"));
+            e.w.line(format!(
+                "for (int k = {k0}; k < {count}; ++k) acc = {step};"
+            ));
             e.w.line(format!("{target} = {finish};"));
         };
         if scalar_out {
@@ -143,7 +187,8 @@ impl<'f> Emitter<'f> {
         } else {
             let m = self.map(res);
             self.w.open_unrolled("s", m.slots());
-            self.w.line(format!("const int f = {};", m.flat_clamped("s")));
+            self.w
+                .line(format!("const int f = {};", m.flat_clamped("s")));
             body(self, format!("{name}[s]"), "f");
             self.w.close("");
         }

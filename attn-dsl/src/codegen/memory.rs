@@ -13,8 +13,14 @@ impl<'f> Emitter<'f> {
     /// The condition under which slot `s` of an access shaped like operand 0 happens.
     fn access_guard(&self, op: &Op, mask: Option<usize>, s: &str) -> Res<Option<String>> {
         let p = Self::operand(op, 0)?;
-        let own = if self.f.ty(p).is_scalar() { None } else { self.map(p).owned(s) };
-        let m = mask.map(|i| Self::operand(op, i).and_then(|v| self.at(v, s))).transpose()?;
+        let own = if self.f.ty(p).is_scalar() {
+            None
+        } else {
+            self.map(p).owned(s)
+        };
+        let m = mask
+            .map(|i| Self::operand(op, i).and_then(|v| self.at(v, s)))
+            .transpose()?;
         Ok(match (own, m) {
             (Some(o), Some(m)) => Some(format!("{o} && {m}")),
             (Some(c), None) | (None, Some(c)) => Some(c),
@@ -25,7 +31,11 @@ impl<'f> Emitter<'f> {
     pub(crate) fn emit_load(&mut self, op: &'f Op, has_mask: bool, has_other: bool) -> Res<()> {
         let res = Self::result(op)?;
         let p = Self::operand(op, 0)?;
-        let other = if has_other { Some(Self::operand(op, 2)?) } else { None };
+        let other = if has_other {
+            Some(Self::operand(op, 2)?)
+        } else {
+            None
+        };
         let fallback = |e: &Self, s: &str| -> Res<String> {
             match other {
                 Some(o) => e.at(o, s),
@@ -50,7 +60,8 @@ impl<'f> Emitter<'f> {
         let ptr = self.at(p, "s")?;
         match self.access_guard(op, mask, "s")? {
             Some(g) => {
-                self.w.line(format!("{name}[s] = {};", fallback(self, "s")?));
+                self.w
+                    .line(format!("{name}[s] = {};", fallback(self, "s")?));
                 self.w.line(format!("if ({g}) {name}[s] = attn_ld({ptr});"));
             }
             None => self.w.line(format!("{name}[s] = attn_ld({ptr});")),

@@ -76,7 +76,11 @@ pub enum CodegenError {
         "codegen: kernel `{kernel}` needs {needed} bytes of shared memory; at most {limit} bytes \
          (227 KiB) fit one block on any supported GPU"
     )]
-    SharedMemory { kernel: String, needed: usize, limit: usize },
+    SharedMemory {
+        kernel: String,
+        needed: usize,
+        limit: usize,
+    },
 }
 
 /// Emits CUDA for a specialized kernel.

@@ -6,19 +6,79 @@ use std::collections::BTreeSet;
 /// Words a generated identifier must not be: C++ keywords the DSL could plausibly use as
 /// variable names, and the names the prelude and the emitter define.
 const RESERVED: &[&str] = &[
-    "auto", "bool", "break", "case", "char", "class", "const", "continue", "default", "delete",
-    "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline",
-    "int", "long", "new", "operator", "private", "public", "register", "return", "short",
-    "signed", "sizeof", "static", "struct", "switch", "template", "this", "true", "typedef",
-    "union", "unsigned", "using", "virtual", "void", "volatile", "while", "bf16", "f16", "tid",
-    "lane", "warp", "threadIdx", "blockIdx", "blockDim", "gridDim", "min", "max", "abs",
+    "auto",
+    "bool",
+    "break",
+    "case",
+    "char",
+    "class",
+    "const",
+    "continue",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "new",
+    "operator",
+    "private",
+    "public",
+    "register",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "template",
+    "this",
+    "true",
+    "typedef",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "while",
+    "bf16",
+    "f16",
+    "tid",
+    "lane",
+    "warp",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "min",
+    "max",
+    "abs",
 ];
 
 /// Turns any DSL name into a C identifier (ASCII alphanumerics and `_`, not starting with
 /// a digit, never a reserved word and never starting with the prelude's `attn_` prefix).
 pub(crate) fn sanitize(name: &str) -> String {
-    let mut out: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
         out.insert(0, '_');
     }

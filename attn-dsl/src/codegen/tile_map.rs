@@ -16,7 +16,10 @@ pub(crate) struct TileMap {
 
 impl TileMap {
     pub(crate) fn new(shape: &[usize], threads: usize) -> Self {
-        TileMap { elems: shape.iter().product(), threads }
+        TileMap {
+            elems: shape.iter().product(),
+            threads,
+        }
     }
 
     /// Register slots per thread.
@@ -26,7 +29,7 @@ impl TileMap {
 
     /// Whether some thread has an unowned slot (then accesses need [`Self::owned`]).
     pub(crate) fn has_tail(&self) -> bool {
-        self.elems % self.threads != 0
+        !self.elems.is_multiple_of(self.threads)
     }
 
     /// The flat element index of `slot` (a C++ expression).
@@ -40,7 +43,8 @@ impl TileMap {
 
     /// Condition under which this thread owns `slot`, or `None` when it always does.
     pub(crate) fn owned(&self, slot: &str) -> Option<String> {
-        self.has_tail().then(|| format!("{} < {}", self.flat(slot), self.elems))
+        self.has_tail()
+            .then(|| format!("{} < {}", self.flat(slot), self.elems))
     }
 
     /// The flat index of `slot`, clamped into range: safe to read shared memory with.

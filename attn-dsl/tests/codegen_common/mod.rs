@@ -3,15 +3,21 @@
 #![allow(dead_code)]
 
 use attn_dsl::ir::{
-    BinaryOp as B, Builder, CmpPred, Function, IrResult, Loc, ParamKind, ReduceKind, Scalar, ScalarType,
-    ScalarType::*, UnaryOp as U, ValueId,
+    BinaryOp as B, Builder, CmpPred, Function, IrResult, Loc, ParamKind, ReduceKind, Scalar,
+    ScalarType, ScalarType::*, UnaryOp as U, ValueId,
 };
 
 pub fn ptr(elem: ScalarType) -> ParamKind {
-    ParamKind::Ptr { elem, mutable: false }
+    ParamKind::Ptr {
+        elem,
+        mutable: false,
+    }
 }
 pub fn out_ptr(elem: ScalarType) -> ParamKind {
-    ParamKind::Ptr { elem, mutable: true }
+    ParamKind::Ptr {
+        elem,
+        mutable: true,
+    }
 }
 
 fn at(b: &mut Builder, line: u32) {
@@ -75,7 +81,16 @@ pub fn float_zoo(t: ScalarType, block: usize, warps: u32) -> Function {
         let vy = b.load(py, Some(mask), None)?;
         let mut results = vec![];
         at(b, 11);
-        for u in [U::Neg, U::Exp, U::Exp2, U::Log, U::Log2, U::Sqrt, U::Tanh, U::Abs] {
+        for u in [
+            U::Neg,
+            U::Exp,
+            U::Exp2,
+            U::Log,
+            U::Log2,
+            U::Sqrt,
+            U::Tanh,
+            U::Abs,
+        ] {
             results.push(b.unary(u, vx)?);
         }
         at(b, 12);
@@ -83,7 +98,14 @@ pub fn float_zoo(t: ScalarType, block: usize, warps: u32) -> Function {
             results.push(b.binary(op, vx, vy)?);
         }
         at(b, 13);
-        for p in [CmpPred::Eq, CmpPred::Ne, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge] {
+        for p in [
+            CmpPred::Eq,
+            CmpPred::Ne,
+            CmpPred::Lt,
+            CmpPred::Le,
+            CmpPred::Gt,
+            CmpPred::Ge,
+        ] {
             let c = b.cmp(p, vx, vy)?;
             results.push(b.select(c, vx, vy)?);
         }
@@ -141,7 +163,20 @@ pub fn int_zoo(t: ScalarType, block: usize, warps: u32) -> Function {
             acc = b.binary(B::Xor, acc, r)?;
         }
         at(b, 22);
-        for op in [B::Add, B::Sub, B::Mul, B::Div, B::Rem, B::Min, B::Max, B::And, B::Or, B::Xor, B::Shl, B::Shr] {
+        for op in [
+            B::Add,
+            B::Sub,
+            B::Mul,
+            B::Div,
+            B::Rem,
+            B::Min,
+            B::Max,
+            B::And,
+            B::Or,
+            B::Xor,
+            B::Shl,
+            B::Shr,
+        ] {
             let r = b.binary(op, vx, vy)?;
             acc = b.binary(B::Add, acc, r)?;
         }
@@ -167,7 +202,14 @@ fn b_const(b: &mut Builder, v: i64, t: ScalarType) -> ValueId {
 }
 
 /// Pointers `base + rows[:, None] * stride + cols[None, :]` for an `[m, n]` tile.
-fn tile_ptrs(b: &mut Builder, base: ValueId, row0: ValueId, m: usize, n: usize, stride: ValueId) -> IrResult<(ValueId, ValueId, ValueId)> {
+fn tile_ptrs(
+    b: &mut Builder,
+    base: ValueId,
+    row0: ValueId,
+    m: usize,
+    n: usize,
+    stride: ValueId,
+) -> IrResult<(ValueId, ValueId, ValueId)> {
     let r = b.arange(m)?;
     let r = b.binary(B::Add, r, row0)?;
     let c = b.arange(n)?;
@@ -269,7 +311,11 @@ pub fn control_flow(block: usize, warps: u32) -> Function {
             let z = b.const_i32(0);
             let even = b.cmp(CmpPred::Eq, r, z)?;
             at(b, 53);
-            let y = b.if_else(even, |b| Ok(vec![b.binary(B::Mul, s, two)?]), |_| Ok(vec![s]))?;
+            let y = b.if_else(
+                even,
+                |b| Ok(vec![b.binary(B::Mul, s, two)?]),
+                |_| Ok(vec![s]),
+            )?;
             // Swap: (a, b) <- (b, y).
             Ok(vec![it[1], y[0]])
         })?;
@@ -476,7 +522,10 @@ pub fn all_programs() -> Vec<(String, Function)> {
         v.push((format!("float_zoo {t}"), float_zoo(t, 128, 4)));
         v.push((format!("matmul {t} 64x64x32"), matmul(t, 64, 64, 32, 4)));
         v.push((format!("small_dot {t} 8x4x2"), small_dot(t, 8, 4, 2, 1)));
-        v.push((format!("small_dot {t} 32x16x64"), small_dot(t, 32, 16, 64, 2)));
+        v.push((
+            format!("small_dot {t} 32x16x64"),
+            small_dot(t, 32, 16, 64, 2),
+        ));
     }
     for t in [I32, I64] {
         v.push((format!("int_zoo {t}"), int_zoo(t, 32, 1)));
