@@ -172,29 +172,32 @@ pub mod unified {
     /// 2D writes normalized outputs; 3D (`IS_3D`) writes unnormalized segment partials.
     #[kernel(
         num_warps = 4,
-        require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must be at least 1"),
+        require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must equal num_query_heads / num_kv_heads"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
-        require(TILE_SIZE >= 16, "TILE_SIZE must be at least 16 (the MMA needs 16 keys)"),
-        require(BLOCK_M >= 16, "BLOCK_M must be at least 16"),
-        require(BLOCK_M >= NUM_QUERIES_PER_KV, "BLOCK_M must be at least NUM_QUERIES_PER_KV"),
+        require(TILE_SIZE & (TILE_SIZE - 1) == 0, "TILE_SIZE must be a power of two"),
+        require(TILE_SIZE >= 16, "TILE_SIZE must be >= 16"),
+        require(BLOCK_M >= 16 && BLOCK_M & (BLOCK_M - 1) == 0, "BLOCK_M must be a power of two >= 16"),
+        require(BLOCK_M >= NUM_QUERIES_PER_KV, "BLOCK_M must be >= NUM_QUERIES_PER_KV"),
         require(BLOCK_Q == BLOCK_M / NUM_QUERIES_PER_KV, "BLOCK_Q must equal BLOCK_M / NUM_QUERIES_PER_KV"),
-        require(HEAD_SIZE <= HEAD_SIZE_PADDED, "HEAD_SIZE must not exceed HEAD_SIZE_PADDED"),
-        require(HEAD_SIZE_PADDED < 2 * HEAD_SIZE, "HEAD_SIZE_PADDED must be next_pow2(HEAD_SIZE)"),
-        require(CHUNK_LOOKBACK < 0 || SLIDING_WINDOW > 0, "CHUNK_LOOKBACK needs SLIDING_WINDOW > 0 (the chunk size is derived from it)"),
-        require(CHUNK_LOOKBACK < 0 || CHUNK_SIZE == SLIDING_WINDOW / (CHUNK_LOOKBACK + 1), "CHUNK_SIZE must equal SLIDING_WINDOW / (CHUNK_LOOKBACK + 1)"),
-        require(CHUNK_LOOKBACK < 0 || CHUNK_SIZE > 0, "sliding_window must be > chunk_lookback + 1 (CHUNK_SIZE would be 0)"),
-        require(CHUNK_LOOKBACK < 0 || (USE_CAUSAL && !USE_PER_SEQ_CAUSAL), "chunked attention (CHUNK_LOOKBACK >= 0) needs causal sequences: the chunk test admits every future chunk otherwise"),
-        require(!USE_PER_SEQ_CAUSAL || USE_CAUSAL, "USE_PER_SEQ_CAUSAL needs USE_CAUSAL = true"),
-        require(!MM_PREFIX_CLAMP_SW || USE_MM_PREFIX, "MM_PREFIX_CLAMP_SW needs USE_MM_PREFIX"),
-        require(!MM_PREFIX_CLAMP_SW || SLIDING_WINDOW > 0, "MM_PREFIX_CLAMP_SW needs SLIDING_WINDOW > 0 (the clamp is the window's left edge)"),
-        require(!USE_MM_QUERY_RANGE || USE_MM_PREFIX, "USE_MM_QUERY_RANGE needs USE_MM_PREFIX"),
-        require(!USE_MM_PREFIX || USE_MM_QUERY_RANGE || MAX_MM_RANGES >= 1, "USE_MM_PREFIX with per-sequence ranges needs MAX_MM_RANGES >= 1"),
+        require(HEAD_SIZE_PADDED & (HEAD_SIZE_PADDED - 1) == 0, "HEAD_SIZE_PADDED must be a power of two"),
+        require(HEAD_SIZE >= 1 && HEAD_SIZE <= HEAD_SIZE_PADDED, "HEAD_SIZE must be in 1..=HEAD_SIZE_PADDED"),
+        require(SLIDING_WINDOW >= 0, "SLIDING_WINDOW must be >= 0 (0 = off)"),
+        require(CHUNK_LOOKBACK >= -1, "CHUNK_LOOKBACK must be -1 (off) or >= 0"),
         require(!USE_R_SWA || R_SWA_WINDOW > 0, "USE_R_SWA needs R_SWA_WINDOW > 0"),
         require(!USE_R_SWA || SLIDING_WINDOW == 0, "R-SWA carries its own window; set SLIDING_WINDOW = 0"),
-        require(!USE_R_SWA || CHUNK_LOOKBACK < 0, "USE_R_SWA cannot be combined with chunked attention"),
+        require(!USE_R_SWA || CHUNK_LOOKBACK < 0, "USE_R_SWA cannot be combined with CHUNK_LOOKBACK"),
+        require(CHUNK_LOOKBACK < 0 || SLIDING_WINDOW > 0, "CHUNK_LOOKBACK needs SLIDING_WINDOW > 0"),
+        require(CHUNK_LOOKBACK < 0 || SLIDING_WINDOW / (CHUNK_LOOKBACK + 1) > 0, "sliding_window must be > chunk_lookback+1"),
+        require(CHUNK_LOOKBACK < 0 || CHUNK_SIZE == SLIDING_WINDOW / (CHUNK_LOOKBACK + 1), "CHUNK_SIZE must equal SLIDING_WINDOW / (CHUNK_LOOKBACK + 1)"),
+        require(!MM_PREFIX_CLAMP_SW || USE_MM_PREFIX, "MM_PREFIX_CLAMP_SW needs USE_MM_PREFIX"),
+        require(!MM_PREFIX_CLAMP_SW || SLIDING_WINDOW > 0, "MM_PREFIX_CLAMP_SW needs SLIDING_WINDOW > 0"),
+        require(!USE_MM_QUERY_RANGE || USE_MM_PREFIX, "USE_MM_QUERY_RANGE needs USE_MM_PREFIX"),
+        require(!USE_MM_PREFIX || USE_MM_QUERY_RANGE || MAX_MM_RANGES >= 1, "USE_MM_PREFIX with per-sequence ranges needs MAX_MM_RANGES >= 1"),
+        require(CHUNK_LOOKBACK < 0 || (USE_CAUSAL && !USE_PER_SEQ_CAUSAL), "CHUNK_LOOKBACK needs causal attention (USE_CAUSAL and not USE_PER_SEQ_CAUSAL)"),
+        require(!USE_PER_SEQ_CAUSAL || USE_CAUSAL, "USE_PER_SEQ_CAUSAL needs USE_CAUSAL"),
         require(!USE_ALIBI_SQRT || USE_ALIBI_SLOPES, "USE_ALIBI_SQRT needs USE_ALIBI_SLOPES"),
-        require(IS_3D || NUM_SEGMENTS == 1, "NUM_SEGMENTS must be 1 in the 2D kernel"),
-        require(!IS_3D || NUM_SEGMENTS >= 2, "the 3D kernel needs NUM_SEGMENTS >= 2"),
+        require(IS_3D || NUM_SEGMENTS == 1, "NUM_SEGMENTS must be 1 when IS_3D is false"),
+        require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"),
     )]
     pub fn unified_attention<
         T,
@@ -389,7 +392,7 @@ pub mod unified {
     }
 
     /// Combines the 3D kernel's segment partials (spec §5), grid (T, Hq).
-    #[kernel(num_warps = 4, require(NUM_SEGMENTS >= 2, "the segment reduce needs NUM_SEGMENTS >= 2"))]
+    #[kernel(num_warps = 4, require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"))]
     pub fn reduce_segments<T, const HEAD_SIZE: i32, const HEAD_SIZE_PADDED: i32, const TILE_SIZE: i32, const NUM_SEGMENTS: i32>(
         out: *mut T,
         segm_out: *const f32,

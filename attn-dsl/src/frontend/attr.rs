@@ -1,0 +1,108 @@
+//! Arguments of `#[kernel(...)]` / `#[device]`: the launch width and the constexpr rules.
+//!
+//! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, require(COND, "message"), ...)]`,
+//! `#[device]` (no arguments: device functions are inlined and have no launch width).
+
+use super::syn_error;
+use crate::ast::{ItemKind, Require};
+use crate::specialize::DslError;
+use proc_macro2::{Span, TokenStream};
+use syn::parse::{Parse, ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::Token;
+
+/// Warps per program when the attribute does not say.
+pub const DEFAULT_NUM_WARPS: u32 = 4;
+/// Launch widths the back ends support (one to sixteen warps, powers of two).
+pub const ALLOWED_NUM_WARPS: [u32; 5] = [1, 2, 4, 8, 16];
+
+/// The parsed attribute of one item.
+#[derive(Clone)]
+pub struct KernelAttr {
+    pub num_warps: u32,
+    pub requires: Vec<Require>,
+}
+
+/// One comma-separated argument of `#[kernel(...)]`.
+enum AttrArg {
+    NumWarps(u32, Span),
+    Require(Box<Require>),
+}
+
+impl Parse for AttrArg {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let key: syn::Ident = input.call(syn::ext::IdentExt::parse_any)?;
+        match key.to_string().as_str() {
+            "num_warps" => {
+                input.parse::<Token![=]>()?;
+                let lit: syn::LitInt = input.parse()?;
+                let n: u32 = lit.base10_parse()?;
+                if !ALLOWED_NUM_WARPS.contains(&n) {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        format!("num_warps = {n} is not supported; allowed: 1, 2, 4, 8, 16"),
+                    ));
+                }
+                Ok(AttrArg::NumWarps(n, key.span()))
+            }
+            "require" => {
+                let content;
+                syn::parenthesized!(content in input);
+                let cond: syn::Expr = content.parse()?;
+                content.parse::<Token![,]>().map_err(|_| {
+                    syn::Error::new(
+                        cond.span(),
+                        "`require` takes a condition and a message: require(COND, \"message\")",
+                    )
+                })?;
+                let msg: syn::LitStr = content.parse()?;
+                if !content.is_empty() {
+                    content.parse::<Token![,]>()?;
+                }
+                if !content.is_empty() {
+                    return Err(content.error("`require` takes exactly a condition and a message"));
+                }
+                Ok(AttrArg::Require(Box::new(Require { cond, message: msg.value(), span: key.span() })))
+            }
+            other => Err(syn::Error::new(
+                key.span(),
+                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N`, `require(COND, \"message\")`"),
+            )),
+        }
+    }
+}
+
+/// Parses the attribute arguments of an item of `kind`.
+pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslError> {
+    if kind == ItemKind::Device {
+        if let Some(tt) = attr.into_iter().next() {
+            return Err(DslError::new(tt.span(), "#[device] takes no arguments"));
+        }
+        return Ok(KernelAttr {
+            num_warps: DEFAULT_NUM_WARPS,
+            requires: vec![],
+        });
+    }
+    let args = Punctuated::<AttrArg, Token![,]>::parse_terminated
+        .parse2(attr)
+        .map_err(syn_error)?;
+    let mut out = KernelAttr {
+        num_warps: DEFAULT_NUM_WARPS,
+        requires: vec![],
+    };
+    let mut warps_seen = false;
+    for arg in args {
+        match arg {
+            AttrArg::NumWarps(n, span) => {
+                if warps_seen {
+                    return Err(DslError::new(span, "`num_warps` is given twice"));
+                }
+                warps_seen = true;
+                out.num_warps = n;
+            }
+            AttrArg::Require(r) => out.requires.push(*r),
+        }
+    }
+    Ok(out)
+}

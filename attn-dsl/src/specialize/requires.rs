@@ -1,0 +1,67 @@
+//! `require(COND, "message")` rules, evaluated once the constexprs are bound. A violated
+//! rule reports the values it depends on, at the binding that most likely needs changing.
+
+use super::const_eval;
+use super::value::describe_const;
+use super::{Binding, ConstValue, DslError};
+use crate::ast::Item;
+use crate::frontend::expr_idents::value_idents;
+
+/// Fails with the first violated rule of `item`.
+pub(crate) fn check_requires(
+    item: &Item,
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> Result<(), DslError> {
+    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    for r in &item.requires {
+        match const_eval::eval(&r.cond, &lookup)? {
+            ConstValue::Bool(true) => {}
+            ConstValue::Bool(false) => return Err(violation(r, bound, bindings)),
+            other => {
+                return Err(DslError::new(
+                    r.span,
+                    format!(
+                        "`require` condition must be a bool, got {}",
+                        describe_const(&other)
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `require failed: <message>\n  with A = 1, B = true`, at the binding of the first named
+/// constexpr that was bound explicitly (the rule's span when all came from defaults).
+fn violation(
+    r: &crate::ast::Require,
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> DslError {
+    let mut named: Vec<String> = vec![];
+    for id in value_idents(&r.cond) {
+        let n = id.to_string();
+        if !named.contains(&n) {
+            named.push(n);
+        }
+    }
+    let values: Vec<String> = named
+        .iter()
+        .filter_map(|n| {
+            bound
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(k, v)| format!("{k} = {v}"))
+        })
+        .collect();
+    let span = named
+        .iter()
+        .find_map(|n| bindings.iter().find(|b| &b.name == n).map(|b| b.span))
+        .unwrap_or(r.span);
+    let mut message = format!("require failed: {}", r.message);
+    if !values.is_empty() {
+        message.push_str(&format!("\n  with {}", values.join(", ")));
+    }
+    DslError::new(span, message)
+}

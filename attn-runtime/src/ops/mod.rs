@@ -1,0 +1,4 @@
+//! The attention ops built on the DSL kernels, with their host-side metadata.
+
+pub mod mla_dcp;
+pub mod unified_attention;

@@ -1,0 +1,9 @@
+//! Unified attention (spec `unified_attention.md`): varlen, paged-KV attention with
+//! sliding window, multimodal prefix ranges, R-SWA, chunked attention, softcap, sinks,
+//! ALiBi, 2D and 3D paths. This module holds the host-side pieces: the mask predicate,
+//! the tile-loop bounds, the constexpr configuration and the input validation.
+
+pub mod bounds;
+pub mod config;
+pub mod mask;
+pub mod validate;

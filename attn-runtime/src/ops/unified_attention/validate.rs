@@ -1,0 +1,555 @@
+//! Host-side validation of unified-attention op inputs (spec `unified_attention.md` §1.1,
+//! §1.3, §3.5), run before any launch so a bad input is a typed error, never a kernel
+//! that reads out of bounds.
+//!
+//! Works on plain shapes, strides and host copies of the small integer metadata
+//! (`cu_seqlens_q`, `seq_lens`, `block_table`, ranges), so the GPU op and the CPU tests
+//! share it.
+
+use attn_dsl::ir::ScalarType;
+use thiserror::Error;
+
+/// Shape, element strides and dtype of one tensor argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMeta<const N: usize> {
+    pub shape: [usize; N],
+    pub strides: [usize; N],
+    pub dtype: ScalarType,
+}
+
+impl<const N: usize> TensorMeta<N> {
+    /// A contiguous (row-major) tensor.
+    pub fn contiguous(shape: [usize; N], dtype: ScalarType) -> Self {
+        let mut strides = [1usize; N];
+        for i in (0..N.saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * shape[i + 1];
+        }
+        TensorMeta {
+            shape,
+            strides,
+            dtype,
+        }
+    }
+}
+
+/// Everything the op receives, as host-visible metadata.
+#[derive(Clone, Copy, Debug)]
+pub struct UnifiedAttentionInputs<'a> {
+    /// `[T, Hq, D]`.
+    pub q: TensorMeta<3>,
+    /// `[num_blocks, BLOCK_SIZE, Hkv, D]`.
+    pub k: TensorMeta<4>,
+    pub v: TensorMeta<4>,
+    /// `[T, Hq, D]`.
+    pub out: TensorMeta<3>,
+    /// `int32 [S + 1]`.
+    pub cu_seqlens_q: &'a [i32],
+    /// `int32 [S]`.
+    pub seq_lens: &'a [i32],
+    /// `int32 [S, max_blocks]`, row stride `block_table_stride`.
+    pub block_table: &'a [i32],
+    pub block_table_shape: [usize; 2],
+    pub block_table_stride: usize,
+    /// Per-sequence ranges `[S, R, 2]` (flat) with their shape.
+    pub mm_prefix_range: Option<(&'a [i32], [usize; 3])>,
+    /// Per-query ranges `[T, 2]` (flat) with their shape.
+    pub mm_prefix_query_range: Option<(&'a [i32], [usize; 2])>,
+    /// `bool [S]` per-sequence causal flags: only the length matters here.
+    pub per_seq_causal_len: Option<usize>,
+    /// `int32 [S]` R-SWA prefix lengths.
+    pub rswa_prefix_lens: Option<&'a [i32]>,
+    pub sinks_len: Option<usize>,
+    pub alibi_slopes_len: Option<usize>,
+    /// `[Qmax, Qmax]`.
+    pub qq_bias_shape: Option<[usize; 2]>,
+}
+
+/// Why the op refuses its inputs; each message gives the bad value and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum InputError {
+    #[error("{tensor} has shape {got:?}, expected {expected}")]
+    Shape {
+        tensor: &'static str,
+        got: Vec<usize>,
+        expected: String,
+    },
+    #[error("{tensor} has stride {stride} along the head dim; it must be 1 (contiguous D)")]
+    HeadDimStride { tensor: &'static str, stride: usize },
+    #[error("{tensor} has strides {strides:?} that alias or overlap for shape {shape:?}")]
+    OverlappingStrides {
+        tensor: &'static str,
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+    },
+    #[error("{tensor} has dtype {got}, allowed: {allowed}")]
+    Dtype {
+        tensor: &'static str,
+        got: ScalarType,
+        allowed: String,
+    },
+    #[error("num_query_heads {hq} is not a multiple of num_kv_heads {hkv}")]
+    HeadsNotDivisible { hq: usize, hkv: usize },
+    #[error("cu_seqlens_q must have at least one entry (S + 1 with S >= 0), got 0")]
+    CuSeqlensEmpty,
+    #[error("cu_seqlens_q[0] = {got}, it must be 0")]
+    CuSeqlensStart { got: i32 },
+    #[error("cu_seqlens_q decreases at index {index}: {prev} then {next}")]
+    CuSeqlensNotMonotone { index: usize, prev: i32, next: i32 },
+    #[error("cu_seqlens_q ends at {got}, it must end at the token count T = {num_tokens}")]
+    CuSeqlensEnd { got: i32, num_tokens: usize },
+    #[error("{what} has length {got}, expected {expected} (one per {per})")]
+    Length {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+        per: &'static str,
+    },
+    #[error("seq_lens[{seq}] = {seq_len} is below the query length {query_len} of that sequence")]
+    SeqLenBelowQueryLen {
+        seq: usize,
+        seq_len: i32,
+        query_len: i32,
+    },
+    #[error(
+        "block_table is {rows}x{cols} with row stride {stride} but its buffer holds {len} entries"
+    )]
+    BlockTableBuffer {
+        rows: usize,
+        cols: usize,
+        stride: usize,
+        len: usize,
+    },
+    #[error("block_table row {seq} has {cols} entries, sequence needs ceil({seq_len} / {block_size}) = {needed}")]
+    BlockTableRowTooShort {
+        seq: usize,
+        cols: usize,
+        seq_len: i32,
+        block_size: usize,
+        needed: usize,
+    },
+    #[error("block_table[{seq}, {block}] = {got} is outside the cache's blocks [0, {num_blocks})")]
+    BlockIdOutOfRange {
+        seq: usize,
+        block: usize,
+        got: i32,
+        num_blocks: usize,
+    },
+    #[error(
+        "mm range [{start}, {end}] of sequence {seq} is not inclusive and inside [0, {seq_len})"
+    )]
+    RangeOutsideSequence {
+        seq: usize,
+        start: i32,
+        end: i32,
+        seq_len: i32,
+    },
+    #[error("mm ranges of sequence {seq} are unsorted or overlap: [{a0}, {a1}] then [{b0}, {b1}]")]
+    RangesOverlap {
+        seq: usize,
+        a0: i32,
+        a1: i32,
+        b0: i32,
+        b1: i32,
+    },
+    #[error("per-query range row {token} = [{start}, {end}] must be (-1, -1) or contain the token's position {position}")]
+    QueryRangeRow {
+        token: usize,
+        start: i32,
+        end: i32,
+        position: i64,
+    },
+    #[error("rswa_prefix_lens[{seq}] = {got} is negative")]
+    NegativePrefixLen { seq: usize, got: i32 },
+    #[error("qq_bias is {rows}x{cols}; it must be square with at least max query length {max_query_len} rows")]
+    QqBiasShape {
+        rows: usize,
+        cols: usize,
+        max_query_len: usize,
+    },
+}
+
+const FLOAT_DTYPES: &str = "bf16, f16, f32";
+
+/// Checks every input rule; the first violation is returned.
+pub fn validate_inputs(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
+    check_tensors(inp)?;
+    let num_tokens = inp.q.shape[0];
+    let query_lens = check_cu_seqlens(inp.cu_seqlens_q, num_tokens)?;
+    check_seq_lens(inp.seq_lens, &query_lens)?;
+    check_block_table(inp)?;
+    if let Some((data, shape)) = inp.mm_prefix_range {
+        check_sequence_ranges(data, shape, inp.seq_lens)?;
+    }
+    if let Some((data, shape)) = inp.mm_prefix_query_range {
+        check_query_ranges(data, shape, inp.cu_seqlens_q, inp.seq_lens)?;
+    }
+    check_per_sequence_extras(inp)?;
+    check_per_head_extras(inp)?;
+    check_qq_bias(inp.qq_bias_shape, &query_lens)
+}
+
+fn shape_err(tensor: &'static str, got: &[usize], expected: String) -> InputError {
+    InputError::Shape {
+        tensor,
+        got: got.to_vec(),
+        expected,
+    }
+}
+
+fn len_check(
+    what: &'static str,
+    got: usize,
+    expected: usize,
+    per: &'static str,
+) -> Result<(), InputError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(InputError::Length {
+            what,
+            got,
+            expected,
+            per,
+        })
+    }
+}
+
+/// The last dim (D) must be contiguous and no two index tuples may share an address
+/// (checked by sorting non-unit dims by stride: each stride must exceed the extent below it).
+fn check_strides<const N: usize>(
+    tensor: &'static str,
+    t: &TensorMeta<N>,
+) -> Result<(), InputError> {
+    if t.shape[N - 1] > 1 && t.strides[N - 1] != 1 {
+        return Err(InputError::HeadDimStride {
+            tensor,
+            stride: t.strides[N - 1],
+        });
+    }
+    let mut dims: Vec<(usize, usize)> = (0..N)
+        .filter(|&i| t.shape[i] > 1)
+        .map(|i| (t.strides[i], t.shape[i]))
+        .collect();
+    dims.sort_unstable();
+    let mut extent = 1usize;
+    for (stride, size) in dims {
+        if stride < extent {
+            return Err(InputError::OverlappingStrides {
+                tensor,
+                shape: t.shape.to_vec(),
+                strides: t.strides.to_vec(),
+            });
+        }
+        extent = stride.saturating_mul(size);
+    }
+    Ok(())
+}
+
+fn check_float_dtype(tensor: &'static str, got: ScalarType) -> Result<(), InputError> {
+    if got.is_float() {
+        Ok(())
+    } else {
+        Err(InputError::Dtype {
+            tensor,
+            got,
+            allowed: FLOAT_DTYPES.into(),
+        })
+    }
+}
+
+fn check_same_dtype(
+    tensor: &'static str,
+    got: ScalarType,
+    want: ScalarType,
+) -> Result<(), InputError> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(InputError::Dtype {
+            tensor,
+            got,
+            allowed: format!("{want} (the q dtype)"),
+        })
+    }
+}
+
+/// q/k/v/out shapes agree (§1.1), dtypes are one float type, D is contiguous, Hq % Hkv.
+fn check_tensors(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
+    let [_, hq, d] = inp.q.shape;
+    let [nb, bs, hkv, kd] = inp.k.shape;
+    if kd != d || hkv == 0 {
+        return Err(shape_err(
+            "k",
+            &inp.k.shape,
+            format!("[num_blocks, block_size, Hkv >= 1, D = {d}]"),
+        ));
+    }
+    if inp.v.shape != inp.k.shape {
+        return Err(shape_err(
+            "v",
+            &inp.v.shape,
+            format!("{:?} (the k shape)", inp.k.shape),
+        ));
+    }
+    if inp.out.shape != inp.q.shape {
+        return Err(shape_err(
+            "out",
+            &inp.out.shape,
+            format!("{:?} (the q shape)", inp.q.shape),
+        ));
+    }
+    if nb == 0 || bs == 0 {
+        return Err(shape_err(
+            "k",
+            &inp.k.shape,
+            "num_blocks >= 1 and block_size >= 1".into(),
+        ));
+    }
+    if hq % hkv != 0 {
+        return Err(InputError::HeadsNotDivisible { hq, hkv });
+    }
+    check_float_dtype("q", inp.q.dtype)?;
+    check_same_dtype("k", inp.k.dtype, inp.q.dtype)?;
+    check_same_dtype("v", inp.v.dtype, inp.q.dtype)?;
+    check_same_dtype("out", inp.out.dtype, inp.q.dtype)?;
+    check_strides("q", &inp.q)?;
+    check_strides("k", &inp.k)?;
+    check_strides("v", &inp.v)?;
+    check_strides("out", &inp.out)
+}
+
+/// `cu_seqlens_q` starts at 0, never decreases and ends at T; returns the query lengths.
+fn check_cu_seqlens(cu: &[i32], num_tokens: usize) -> Result<Vec<i32>, InputError> {
+    let (&first, &last) = match (cu.first(), cu.last()) {
+        (Some(f), Some(l)) => (f, l),
+        _ => return Err(InputError::CuSeqlensEmpty),
+    };
+    if first != 0 {
+        return Err(InputError::CuSeqlensStart { got: first });
+    }
+    let mut lens = Vec::with_capacity(cu.len() - 1);
+    for (i, w) in cu.windows(2).enumerate() {
+        if w[1] < w[0] {
+            return Err(InputError::CuSeqlensNotMonotone {
+                index: i + 1,
+                prev: w[0],
+                next: w[1],
+            });
+        }
+        lens.push(w[1] - w[0]);
+    }
+    if usize::try_from(last).ok() != Some(num_tokens) {
+        return Err(InputError::CuSeqlensEnd {
+            got: last,
+            num_tokens,
+        });
+    }
+    Ok(lens)
+}
+
+fn check_seq_lens(seq_lens: &[i32], query_lens: &[i32]) -> Result<(), InputError> {
+    len_check("seq_lens", seq_lens.len(), query_lens.len(), "sequence")?;
+    for (seq, (&l, &ql)) in seq_lens.iter().zip(query_lens).enumerate() {
+        if l < ql {
+            return Err(InputError::SeqLenBelowQueryLen {
+                seq,
+                seq_len: l,
+                query_len: ql,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Rows cover `ceil(L / block_size)` blocks and every used id is a block of the cache.
+fn check_block_table(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
+    let [rows, cols] = inp.block_table_shape;
+    let stride = inp.block_table_stride;
+    let len = inp.block_table.len();
+    len_check("block_table rows", rows, inp.seq_lens.len(), "sequence")?;
+    let needed_len = if rows == 0 {
+        0
+    } else {
+        (rows - 1) * stride + cols
+    };
+    if stride < cols || len < needed_len {
+        return Err(InputError::BlockTableBuffer {
+            rows,
+            cols,
+            stride,
+            len,
+        });
+    }
+    let [num_blocks, block_size, _, _] = inp.k.shape;
+    for (seq, &l) in inp.seq_lens.iter().enumerate() {
+        let needed = (l.max(0) as usize).div_ceil(block_size);
+        if needed > cols {
+            return Err(InputError::BlockTableRowTooShort {
+                seq,
+                cols,
+                seq_len: l,
+                block_size,
+                needed,
+            });
+        }
+        for block in 0..needed {
+            let got = inp.block_table[seq * stride + block];
+            if got < 0 || got as usize >= num_blocks {
+                return Err(InputError::BlockIdOutOfRange {
+                    seq,
+                    block,
+                    got,
+                    num_blocks,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `[S, R, 2]` ranges: valid ones (`s < e`) lie inside `[0, L)`, sorted, non-overlapping;
+/// `(0, 0)`-style padding (`s == e`) is ignored as the mask ignores it; `s > e` is an error.
+fn check_sequence_ranges(
+    data: &[i32],
+    shape: [usize; 3],
+    seq_lens: &[i32],
+) -> Result<(), InputError> {
+    let [s, r, two] = shape;
+    if s != seq_lens.len() || two != 2 || data.len() != s * r * 2 {
+        return Err(shape_err(
+            "mm_prefix_range",
+            &shape,
+            format!("[S = {}, R, 2] with {} values", seq_lens.len(), s * r * 2),
+        ));
+    }
+    for (seq, &l) in seq_lens.iter().enumerate() {
+        let row = &data[seq * r * 2..(seq + 1) * r * 2];
+        let mut prev: Option<(i32, i32)> = None;
+        for pair in row.chunks_exact(2) {
+            let (start, end) = (pair[0], pair[1]);
+            if start > end || start < 0 || (start < end && end >= l) {
+                return Err(InputError::RangeOutsideSequence {
+                    seq,
+                    start,
+                    end,
+                    seq_len: l,
+                });
+            }
+            if start == end {
+                continue;
+            }
+            if let Some((a0, a1)) = prev {
+                if start <= a1 {
+                    return Err(InputError::RangesOverlap {
+                        seq,
+                        a0,
+                        a1,
+                        b0: start,
+                        b1: end,
+                    });
+                }
+            }
+            prev = Some((start, end));
+        }
+    }
+    Ok(())
+}
+
+/// `[T, 2]` rows: `(−1, −1)` or an inclusive range inside `[0, L)` containing the
+/// token's absolute position; distinct ranges of one sequence must not overlap.
+fn check_query_ranges(
+    data: &[i32],
+    shape: [usize; 2],
+    cu: &[i32],
+    seq_lens: &[i32],
+) -> Result<(), InputError> {
+    let num_tokens = cu.last().map_or(0, |&t| t.max(0) as usize);
+    if shape != [num_tokens, 2] || data.len() != num_tokens * 2 {
+        return Err(shape_err(
+            "mm_prefix_query_range",
+            &shape,
+            format!("[T = {num_tokens}, 2]"),
+        ));
+    }
+    for (seq, &l) in seq_lens.iter().enumerate() {
+        let (lo, hi) = (cu[seq].max(0) as usize, cu[seq + 1].max(0) as usize);
+        let context = i64::from(l) - (hi - lo) as i64;
+        let mut seen: Vec<(i32, i32)> = Vec::new();
+        for token in lo..hi {
+            let (start, end) = (data[2 * token], data[2 * token + 1]);
+            if (start, end) == (-1, -1) {
+                continue;
+            }
+            let position = context + (token - lo) as i64;
+            let inside = 0 <= start && start <= end && end < l;
+            if !inside || i64::from(start) > position || position > i64::from(end) {
+                return Err(InputError::QueryRangeRow {
+                    token,
+                    start,
+                    end,
+                    position,
+                });
+            }
+            seen.push((start, end));
+        }
+        check_disjoint(seq, seen)?;
+    }
+    Ok(())
+}
+
+fn check_disjoint(seq: usize, mut ranges: Vec<(i32, i32)>) -> Result<(), InputError> {
+    ranges.sort_unstable();
+    ranges.dedup();
+    for w in ranges.windows(2) {
+        if w[1].0 <= w[0].1 {
+            return Err(InputError::RangesOverlap {
+                seq,
+                a0: w[0].0,
+                a1: w[0].1,
+                b0: w[1].0,
+                b1: w[1].1,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_per_sequence_extras(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
+    let s = inp.seq_lens.len();
+    if let Some(n) = inp.per_seq_causal_len {
+        len_check("per-sequence causal flags", n, s, "sequence")?;
+    }
+    if let Some(p) = inp.rswa_prefix_lens {
+        len_check("rswa_prefix_lens", p.len(), s, "sequence")?;
+        if let Some((seq, &got)) = p.iter().enumerate().find(|(_, &v)| v < 0) {
+            return Err(InputError::NegativePrefixLen { seq, got });
+        }
+    }
+    Ok(())
+}
+
+fn check_per_head_extras(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
+    let hq = inp.q.shape[1];
+    if let Some(n) = inp.sinks_len {
+        len_check("sinks", n, hq, "query head")?;
+    }
+    if let Some(n) = inp.alibi_slopes_len {
+        len_check("alibi_slopes", n, hq, "query head")?;
+    }
+    Ok(())
+}
+
+fn check_qq_bias(shape: Option<[usize; 2]>, query_lens: &[i32]) -> Result<(), InputError> {
+    let Some([rows, cols]) = shape else {
+        return Ok(());
+    };
+    let max_query_len = query_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
+    if rows != cols || rows < max_query_len {
+        return Err(InputError::QqBiasShape {
+            rows,
+            cols,
+            max_query_len,
+        });
+    }
+    Ok(())
+}
