@@ -133,6 +133,37 @@ fn every_program_compiles_for_sm80_and_sm90() {
 }
 
 #[test]
+fn dsl_kernels_compile_for_sm80_and_sm90() {
+    let mut failures = Vec::new();
+    for (label, k) in codegen_common::dsl_kernels() {
+        assert!(
+            k.shared_bytes <= 48 * 1024,
+            "{label}: {} bytes of shared memory",
+            k.shared_bytes
+        );
+        for arch in ARCHS {
+            match nvrtc_compile(&k, arch, &["--ptxas-options=-v"]) {
+                Ok(c) => println!(
+                    "{label} {arch}: smem {} B | {}",
+                    k.shared_bytes,
+                    ptxas_summary(&c.log)
+                ),
+                Err(log) => failures.push(format!(
+                    "== {label} ({arch}) ==\n{log}\n--- source ---\n{}",
+                    k.source
+                )),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} NVRTC failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
 fn compile_errors_are_reported_not_swallowed() {
     // Guard against a helper that would pass anything: broken source must fail.
     let mut k = emit_cuda(&codegen_common::vec_add(128, 4)).expect("emit");

@@ -532,3 +532,92 @@ pub fn all_programs() -> Vec<(String, Function)> {
     }
     v
 }
+
+/// The DSL kernels of `tests/kernels/*.rs.txt`, compiled through the whole pipeline
+/// (`driver::compile`: specialize, passes, verify, emit) for several bindings.
+pub fn dsl_kernels() -> Vec<(String, attn_dsl::codegen::CudaKernel)> {
+    use attn_dsl::{Binding, ConstValue};
+    const SOFTMAX: &str = include_str!("../kernels/softmax.rs.txt");
+    const MATMUL: &str = include_str!("../kernels/matmul.rs.txt");
+    const FLASH: &str = include_str!("../kernels/flash_attention.rs.txt");
+    let dt = |s| ConstValue::Dtype(s);
+    let i = ConstValue::Int;
+    let cases: Vec<(&str, &str, Vec<(&str, ConstValue)>)> = vec![
+        ("softmax", SOFTMAX, vec![("T", dt(Bf16)), ("BLOCK", i(128))]),
+        ("softmax", SOFTMAX, vec![("T", dt(F32)), ("BLOCK", i(1024))]),
+        (
+            "matmul",
+            MATMUL,
+            vec![
+                ("T", dt(Bf16)),
+                ("BLOCK_M", i(64)),
+                ("BLOCK_N", i(64)),
+                ("BLOCK_K", i(32)),
+            ],
+        ),
+        (
+            "matmul",
+            MATMUL,
+            vec![
+                ("T", dt(F16)),
+                ("BLOCK_M", i(32)),
+                ("BLOCK_N", i(64)),
+                ("BLOCK_K", i(16)),
+            ],
+        ),
+        (
+            "matmul",
+            MATMUL,
+            vec![
+                ("T", dt(F32)),
+                ("BLOCK_M", i(32)),
+                ("BLOCK_N", i(32)),
+                ("BLOCK_K", i(16)),
+            ],
+        ),
+        (
+            "flash_fwd",
+            FLASH,
+            vec![
+                ("T", dt(Bf16)),
+                ("BLOCK_M", i(64)),
+                ("BLOCK_N", i(64)),
+                ("HEAD_DIM", i(128)),
+                ("CAUSAL", ConstValue::Bool(true)),
+            ],
+        ),
+        (
+            "flash_fwd",
+            FLASH,
+            vec![
+                ("T", dt(F16)),
+                ("BLOCK_M", i(16)),
+                ("BLOCK_N", i(32)),
+                ("HEAD_DIM", i(64)),
+                ("CAUSAL", ConstValue::Bool(false)),
+            ],
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(kernel, src, binds)| {
+            let module = attn_dsl::frontend::parse_module_str(src)
+                .unwrap_or_else(|e| panic!("parse {kernel}: {}", e.message));
+            let b: Vec<Binding> = binds
+                .iter()
+                .map(|(n, v)| Binding::new(*n, v.clone()))
+                .collect();
+            let label = format!(
+                "{kernel}<{}>",
+                binds
+                    .iter()
+                    .map(|(n, v)| format!("{n}={v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            let c = attn_dsl::driver::compile(&module, kernel, &b)
+                .unwrap_or_else(|e| panic!("compile {label}: {}", e.message));
+            (label, c.cuda)
+        })
+        .collect()
+}
