@@ -151,7 +151,7 @@ mod tests {
         // 0.1 in bf16 is exactly 0.10009765625: the literal must denote that f32.
         let bf = literal(Scalar::Float(0.1, ScalarType::Bf16));
         let parsed: f32 = bf.trim_end_matches('f').parse().expect("decimal literal");
-        assert_eq!(parsed, 0.100_097_656_25_f32);
+        assert_eq!(parsed.to_bits(), 0x3DCD_0000, "{bf} is not 0.10009765625");
         assert_eq!(
             literal(Scalar::Float(f64::NEG_INFINITY, ScalarType::F32)),
             "(-attn_inf())"

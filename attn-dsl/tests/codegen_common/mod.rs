@@ -533,6 +533,13 @@ pub fn all_programs() -> Vec<(String, Function)> {
     v
 }
 
+/// (kernel name, module source, constexpr bindings).
+type DslCase = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, attn_dsl::ConstValue)>,
+);
+
 /// The DSL kernels of `tests/kernels/*.rs.txt`, compiled through the whole pipeline
 /// (`driver::compile`: specialize, passes, verify, emit) for several bindings.
 pub fn dsl_kernels() -> Vec<(String, attn_dsl::codegen::CudaKernel)> {
@@ -542,7 +549,7 @@ pub fn dsl_kernels() -> Vec<(String, attn_dsl::codegen::CudaKernel)> {
     const FLASH: &str = include_str!("../kernels/flash_attention.rs.txt");
     let dt = |s| ConstValue::Dtype(s);
     let i = ConstValue::Int;
-    let cases: Vec<(&str, &str, Vec<(&str, ConstValue)>)> = vec![
+    let cases: Vec<DslCase> = vec![
         ("softmax", SOFTMAX, vec![("T", dt(Bf16)), ("BLOCK", i(128))]),
         ("softmax", SOFTMAX, vec![("T", dt(F32)), ("BLOCK", i(1024))]),
         (
