@@ -1,5 +1,15 @@
 //! attn-runtime: NVRTC JIT, content-keyed cache, typed launches, tensors, and the ops.
 
+pub mod bench;
+pub mod cache;
+pub mod cli;
+pub mod jit;
 pub mod kernels;
+pub mod launch;
 pub mod ops;
+pub mod parity;
+pub mod problem;
 pub mod reference;
+pub mod registry;
+pub mod tensor;
+pub mod timing;

@@ -1,0 +1,300 @@
+//! The subcommands. Output goes to a writer so tests can read it.
+
+use super::{CliContext, CliError, Command};
+use crate::bench::{render_table, write_json, BenchResult};
+use crate::cache::{CacheOutcome, ModuleCache};
+use crate::jit::{Arch, JitOptions};
+use crate::launch::{CudaDevice, CudaKernelHandle};
+use crate::parity::{compare_outputs, run_on_cpu, run_on_gpu, DeviceProblem};
+use crate::registry::{merge_bindings, parse_binding, BuiltKernel, KernelEntry};
+use crate::timing::time_runs;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Runs one command, writing its report to `out`.
+pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
+    match cmd {
+        Command::List => list(ctx, out),
+        Command::Emit { kernel, bindings } => {
+            let (_, built) = build(ctx, kernel, bindings)?;
+            write(out, &built.cuda.source)
+        }
+        Command::Compile {
+            kernel,
+            bindings,
+            arch,
+        } => compile(ctx, kernel, bindings, arch.as_deref(), out),
+        Command::Run {
+            kernel,
+            bindings,
+            cpu,
+        } => run_kernel(ctx, kernel, bindings, *cpu, out),
+        Command::Bench {
+            kernels,
+            bindings,
+            runs,
+            warmup,
+            json,
+        } => bench(ctx, kernels, bindings, *runs, *warmup, json, out),
+    }
+}
+
+fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
+    out.write_all(text.as_bytes())
+        .map_err(|source| CliError::Io {
+            path: "<stdout>".into(),
+            source,
+        })
+}
+
+fn list(ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
+    let mut s = String::new();
+    for e in ctx.registry.entries() {
+        let defaults: Vec<String> = (e.default_bindings)()
+            .iter()
+            .map(|b| format!("{}={}", b.name, b.value))
+            .collect();
+        s.push_str(&format!(
+            "{:<12} {}\n{:<12} defaults: {}\n",
+            e.name,
+            e.summary,
+            "",
+            defaults.join(" ")
+        ));
+    }
+    write(out, &s)
+}
+
+/// Looks up `kernel`, merges bindings over its defaults and specializes it.
+fn build<'r>(
+    ctx: &'r CliContext,
+    kernel: &str,
+    raw: &[String],
+) -> Result<(&'r KernelEntry, BuiltKernel), CliError> {
+    let entry = ctx.registry.get(kernel)?;
+    let bindings = merged(entry, raw)?;
+    let built = (entry.build)(&bindings).map_err(|message| CliError::Build {
+        kernel: kernel.into(),
+        message,
+    })?;
+    Ok((entry, built))
+}
+
+fn merged(entry: &KernelEntry, raw: &[String]) -> Result<Vec<attn_dsl::Binding>, CliError> {
+    let overrides = raw
+        .iter()
+        .map(|s| parse_binding(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(merge_bindings((entry.default_bindings)(), &overrides)?)
+}
+
+fn handle(built: &BuiltKernel) -> CudaKernelHandle {
+    match &built.prelude {
+        Some(p) => CudaKernelHandle::with_prelude(built.cuda.clone(), p.clone()),
+        None => CudaKernelHandle::new(built.cuda.clone()),
+    }
+}
+
+fn spinner(msg: String) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_message(msg);
+    pb.enable_steady_tick(Duration::from_millis(100));
+    pb
+}
+
+fn compile(
+    ctx: &CliContext,
+    kernel: &str,
+    raw: &[String],
+    arch: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (_, built) = build(ctx, kernel, raw)?;
+    let arch: Arch = match arch {
+        Some(a) => a.parse()?,
+        None => CudaDevice::new(0).map(|d| d.arch()).unwrap_or(Arch::SM_90),
+    };
+    let h = handle(&built);
+    let pb = spinner(format!("NVRTC: {} for {arch}", built.key));
+    let started = Instant::now();
+    let got = ModuleCache::from_env().get_or_compile(&h.source(), &JitOptions::new(arch));
+    pb.finish_and_clear();
+    let got = got?;
+    let m = &got.module;
+    let from = match &got.outcome {
+        CacheOutcome::Hit => "disk cache hit".to_string(),
+        CacheOutcome::Compiled { stored } => {
+            format!("compiled{}", if *stored { ", cached" } else { "" })
+        }
+        CacheOutcome::Rebuilt { why } => format!("rebuilt ({why})"),
+        CacheOutcome::Bypassed => "compiled (cache off)".to_string(),
+    };
+    let mut s = format!(
+        "{}\n  entry     {}\n  target    {} ({}, {} bytes), NVRTC {}\n  source    {}\n  time      NVRTC {:.1} ms, total {:.1} ms\n  key       {}\n",
+        built.key,
+        m.entry,
+        m.arch_label,
+        m.image.kind(),
+        m.image.len(),
+        m.nvrtc_version,
+        from,
+        m.compile_time.as_secs_f64() * 1e3,
+        started.elapsed().as_secs_f64() * 1e3,
+        got.key,
+    );
+    for st in &m.stats {
+        s.push_str(&format!(
+            "  {}: {} registers, {} B spill stores, {} B spill loads, {} B stack, smem {} B static + {} B dynamic{}\n",
+            st.function,
+            st.registers,
+            st.spill_store_bytes,
+            st.spill_load_bytes,
+            st.stack_frame_bytes,
+            st.shared_bytes,
+            built.cuda.shared_bytes,
+            if st.spills() { "  [SPILLS]" } else { "" }
+        ));
+    }
+    write(out, &s)
+}
+
+fn run_kernel(
+    ctx: &CliContext,
+    kernel: &str,
+    raw: &[String],
+    force_cpu: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (entry, built) = build(ctx, kernel, raw)?;
+    let bindings = merged(entry, raw)?;
+    let problem = (entry.problem)(&bindings).map_err(|message| CliError::Build {
+        kernel: kernel.into(),
+        message,
+    })?;
+    let want = (entry.reference)(&problem);
+    let on_gpu = !force_cpu && CudaDevice::is_available();
+    let started = Instant::now();
+    let (where_, got) = if on_gpu {
+        let dev = CudaDevice::new(0)?;
+        let stream = dev.default_stream();
+        let outputs = run_on_gpu(&stream, &handle(&built), &problem)?;
+        (format!("GPU ({}, {})", dev.name(), dev.arch()), outputs)
+    } else {
+        if !force_cpu {
+            write(out, "no GPU: running on the CPU executor\n")?;
+        }
+        let exec = ctx.cpu.as_ref().ok_or_else(|| {
+            CliError::NoCpuPath(
+                "the CPU executor is not wired into this build (attn_dsl::interp pending)".into(),
+            )
+        })?;
+        let ir = built.ir.as_ref().ok_or_else(|| {
+            CliError::NoCpuPath(format!("{kernel} has no IR for the CPU executor"))
+        })?;
+        let outputs = run_on_cpu(exec.as_ref(), ir, &problem).map_err(|m| CliError::Build {
+            kernel: kernel.into(),
+            message: format!("CPU executor: {m}"),
+        })?;
+        ("CPU executor".to_string(), outputs)
+    };
+    let elapsed = started.elapsed();
+    let cmp = compare_outputs(&built.key, "vs reference", &got, &want, entry.tolerance)?;
+    let mut s = format!(
+        "{} [{}] on {where_}: {:.1} ms\n",
+        built.key,
+        problem.label,
+        elapsed.as_secs_f64() * 1e3
+    );
+    for c in cmp {
+        s.push_str(&format!(
+            "  {}: {} elements match the reference (max abs err {:.3e}, max rel err {:.3e})\n",
+            c.name, c.checked, c.max_abs_err, c.max_rel_err
+        ));
+    }
+    write(out, &s)
+}
+
+fn bench(
+    ctx: &CliContext,
+    kernels: &[String],
+    raw: &[String],
+    runs: usize,
+    warmup: usize,
+    json: &std::path::Path,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    if !CudaDevice::is_available() {
+        return Err(CliError::NoGpu("no CUDA driver or device found".into()));
+    }
+    let dev = CudaDevice::new(0)?;
+    let stream = dev.default_stream();
+    let names: Vec<String> = if kernels.is_empty() {
+        ctx.registry.names().iter().map(|s| s.to_string()).collect()
+    } else {
+        kernels.to_vec()
+    };
+    let pb = ProgressBar::new((names.len() * (runs + warmup)) as u64);
+    if let Ok(style) = ProgressStyle::with_template("{msg:<24} [{bar:30}] {pos}/{len}") {
+        pb.set_style(style);
+    }
+    let mut results = Vec::new();
+    for name in &names {
+        let entry = ctx.registry.get(name)?;
+        // Only the bindings this kernel knows apply to it.
+        let known: Vec<String> = (entry.default_bindings)()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        let mine: Vec<String> = raw
+            .iter()
+            .filter(|r| {
+                r.split_once('=')
+                    .is_some_and(|(n, _)| known.iter().any(|k| k == n.trim()))
+            })
+            .cloned()
+            .collect();
+        let (_, built) = build(ctx, name, &mine)?;
+        let problem =
+            (entry.problem)(&merged(entry, &mine)?).map_err(|message| CliError::Build {
+                kernel: name.clone(),
+                message,
+            })?;
+        let h = handle(&built);
+        pb.set_message(format!("{name} (compiling)"));
+        h.load(stream.context())?;
+        let mut dev_problem = DeviceProblem::upload(&stream, &problem)?;
+        pb.set_message(name.clone());
+        for _ in 0..warmup {
+            dev_problem.launch(&stream, &h)?;
+            pb.inc(1);
+        }
+        let times = time_runs(&stream, runs, || {
+            pb.inc(1);
+            dev_problem.launch(&stream, &h)
+        })?;
+        results.push(BenchResult::from_runs(
+            name,
+            &built.key,
+            &problem.label,
+            problem.flops,
+            problem.bytes,
+            &times,
+        ));
+    }
+    pb.finish_and_clear();
+    write_json(json, &format!("{} ({})", dev.name(), dev.arch()), &results).map_err(|source| {
+        CliError::Io {
+            path: json.to_path_buf(),
+            source,
+        }
+    })?;
+    write(
+        out,
+        &format!(
+            "{}results written to {}\n",
+            render_table(&results),
+            json.display()
+        ),
+    )
+}

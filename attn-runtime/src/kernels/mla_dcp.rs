@@ -1,0 +1,233 @@
+//! MLA decode with decode context parallelism (spec `mla_dcp.md` §9.2) written in the DSL:
+//! the split-KV history pass over the rank's paged latent shard, its reduce straight into the
+//! exchange layout, the current-chunk attention (causal within the chunk), the one LSE combine,
+//! and a V-up fallback (the op uses cuBLAS by default). Partials are `(o, lse)` with a natural-log
+//! f32 LSE; an empty row is `o = 0, lse = -inf`, never NaN (spec §3.2 rule 4).
+
+use attn_dsl_macros::module;
+
+#[module]
+pub mod mla {
+    /// Merges partials `(o [P, 512], lse [P])` of one row (spec §3.2): only finite LSEs count,
+    /// invalid outputs are zeroed before they are weighted, f32 accumulation, one normalization.
+    /// An empty row gives `(0, -inf)`.
+    #[device]
+    fn merge_partials(o: Tile, lse: Tile, present: Tile) -> (Tile, f32) {
+        let valid = present & (lse > f32::NEG_INFINITY) & (lse < f32::INFINITY);
+        let m_raw = select(valid, lse, f32::NEG_INFINITY).max(0);
+        let m = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+        let w = select(valid, exp(lse - m), 0.0);
+        let o_valid = select(valid.unsqueeze(1), o, 0.0);
+        let num = (o_valid * w.unsqueeze(1)).sum(0);
+        let den = w.sum(0);
+        let out = num / select(den == 0.0, 1.0, den);
+        let lse_out = select(den == 0.0, f32::NEG_INFINITY, m + log(select(den == 0.0, 1.0, den)));
+        (out, lse_out)
+    }
+
+    /// Turns an online-softmax state into a normalized partial `(o, lse)`; rows that saw no key
+    /// give `(0, -inf)`.
+    #[device]
+    fn finish_partial(acc: Tile, m_i: Tile, l_i: Tile) -> (Tile, Tile) {
+        let seen = l_i > 0.0;
+        let o = acc / select(seen, l_i, 1.0).unsqueeze(1);
+        let lse = select(seen, m_i + log(select(seen, l_i, 1.0)), f32::NEG_INFINITY);
+        (o, lse)
+    }
+
+    /// History attention, one program per (query token, tile of gathered heads, KV split). Keys
+    /// are the 576-wide latent rows of the rank's shard (512 latent + 64 rope); values are the 512
+    /// latent columns of the same rows. Writes one normalized partial per split.
+    #[kernel(
+        num_warps = 4,
+        require(BLOCK_H >= 16 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be a power of two >= 16"),
+        require(KV_TILE >= 16 && KV_TILE & (KV_TILE - 1) == 0, "KV_TILE must be a power of two >= 16"),
+        require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
+        require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),
+    )]
+    pub fn mla_history<T, const BLOCK_H: i32, const KV_TILE: i32, const BLOCK_SIZE: i32, const NUM_SPLITS: i32>(
+        q_all: *const T,
+        cache: *const T,
+        block_table: *const i32,
+        token_req: *const i32,
+        hist_lens: *const i32,
+        split_out: *mut f32,
+        split_lse: *mut f32,
+        num_tokens: i32,
+        heads_per_rank: i32,
+        num_heads: i32,
+        softmax_scale: f32,
+        block_table_stride: i64,
+        cache_stride_block: i64,
+    ) {
+        let t = program_id(0);
+        let rows = program_id(1) * BLOCK_H + arange::<BLOCK_H>();
+        let split = program_id(2);
+        let row_ok = rows < num_heads;
+        let req = load(token_req + t);
+        let n_hist = load(hist_lens + req);
+        // Gathered head g = p·N + h_loc lives at q_all[p, t, h_loc] (rank-major all-gather).
+        let src_rank = rows / heads_per_rank;
+        let h_loc = rows % heads_per_rank;
+        let q_row = ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576;
+        let dl = arange::<512>();
+        let dr = arange::<64>();
+        let q_lat = load(q_all + q_row.unsqueeze(1) + dl.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let q_pe = load(q_all + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+
+        let tiles = cdiv(n_hist, KV_TILE);
+        let per_split = cdiv(tiles, NUM_SPLITS);
+        let lo = split * per_split;
+        let hi = min(lo + per_split, tiles);
+        let bt_row = block_table + req.cast::<i64>() * block_table_stride;
+        let mut m_i = full([BLOCK_H], f32::NEG_INFINITY);
+        let mut l_i = zeros::<f32>([BLOCK_H]);
+        let mut acc = zeros::<f32>([BLOCK_H, 512]);
+        for j in lo..hi {
+            let keys = j * KV_TILE + arange::<KV_TILE>();
+            let k_ok = keys < n_hist;
+            let phys = load(bt_row + keys / BLOCK_SIZE, k_ok, 0);
+            let key_row = phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
+            let k_lat = load(cache + key_row.unsqueeze(0) + dl.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
+            let k_pe = load(cache + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
+            let s = dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale;
+            let s = select(k_ok.unsqueeze(0), s, f32::NEG_INFINITY);
+            let m_raw = max(m_i, s.max(1));
+            let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+            let p = exp(s - m_new.unsqueeze(1));
+            let alpha = exp(m_i - m_new);
+            l_i = l_i * alpha + p.sum(1);
+            acc = dot(p.cast::<T>(), trans(k_lat), acc * alpha.unsqueeze(1));
+            m_i = m_raw;
+        }
+        let (o, lse) = finish_partial(acc, m_i, l_i);
+        let slot = (t * num_heads + rows) * NUM_SPLITS + split;
+        store(split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0), o, row_ok.unsqueeze(1));
+        store(split_lse + slot, lse, row_ok);
+    }
+
+    /// Merges the history splits of one (token, gathered head) and writes the result straight
+    /// into the exchange send buffer: chunk p = heads [p·N, (p+1)·N) holds `out [N, T, 512]` in
+    /// the activation dtype and `lse [N, T]` f32 (spec §9.1). Grid (T, D·N).
+    #[kernel(num_warps = 4, require(SPLITS_PADDED >= NUM_SPLITS, "SPLITS_PADDED must be >= NUM_SPLITS"))]
+    pub fn mla_history_reduce<T, const NUM_SPLITS: i32, const SPLITS_PADDED: i32>(
+        split_out: *const f32,
+        split_lse: *const f32,
+        send_out: *mut T,
+        send_lse: *mut f32,
+        num_tokens: i32,
+        heads_per_rank: i32,
+        num_heads: i32,
+        chunk_stride_out: i64,
+        chunk_stride_lse: i64,
+        lse_offset: i64,
+    ) {
+        let t = program_id(0);
+        let g = program_id(1);
+        let s = arange::<SPLITS_PADDED>();
+        let present = s < NUM_SPLITS;
+        let slot = (t * num_heads + g) * NUM_SPLITS + s;
+        let dl = arange::<512>();
+        let o_s = load(split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0), present.unsqueeze(1), 0.0);
+        let lse_s = load(split_lse + slot, present, f32::NEG_INFINITY);
+        let (o, lse) = merge_partials(o_s, lse_s, present);
+        let peer = (g / heads_per_rank).cast::<i64>();
+        let row = ((g % heads_per_rank) * num_tokens + t).cast::<i64>();
+        store(send_out + peer * chunk_stride_out + row * 512 + dl, o.cast::<T>());
+        store(send_lse + peer * chunk_stride_lse + lse_offset + row, lse);
+    }
+
+    /// Current-chunk attention for the rank's own heads: query token t of a request whose chunk
+    /// starts at token c0 attends to the chunk's keys c0..=t (causal within the chunk, spec §4.2).
+    #[kernel(
+        num_warps = 4,
+        require(BLOCK_H >= 16 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be a power of two >= 16"),
+        require(MAX_CHUNK >= 16 && MAX_CHUNK & (MAX_CHUNK - 1) == 0, "MAX_CHUNK must be a power of two >= 16"),
+    )]
+    pub fn mla_current<T, const BLOCK_H: i32, const MAX_CHUNK: i32>(
+        q_loc: *const T,
+        cur_kv: *const T,
+        token_req: *const i32,
+        cu_seqlens_q: *const i32,
+        cur_out: *mut T,
+        cur_lse: *mut f32,
+        heads_per_rank: i32,
+        softmax_scale: f32,
+    ) {
+        let t = program_id(0);
+        let h = program_id(1) * BLOCK_H + arange::<BLOCK_H>();
+        let row_ok = h < heads_per_rank;
+        let c0 = load(cu_seqlens_q + load(token_req + t));
+        let keys = c0 + arange::<MAX_CHUNK>();
+        let k_ok = keys <= t;
+        let dl = arange::<512>();
+        let dr = arange::<64>();
+        let q_row = (t * heads_per_rank + h).cast::<i64>() * 576;
+        let q_lat = load(q_loc + q_row.unsqueeze(1) + dl.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let q_pe = load(q_loc + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let key_row = keys.cast::<i64>() * 576;
+        let k_lat = load(cur_kv + key_row.unsqueeze(0) + dl.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
+        let k_pe = load(cur_kv + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
+        let s = select(k_ok.unsqueeze(0), dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale, f32::NEG_INFINITY);
+        let m_i = s.max(1);
+        let p = exp(s - m_i.unsqueeze(1));
+        let l_i = p.sum(1);
+        let acc = dot(p.cast::<T>(), trans(k_lat));
+        let (o, lse) = finish_partial(acc, m_i, l_i);
+        let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
+        store(cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0), o.cast::<T>(), row_ok.unsqueeze(1));
+        store(cur_lse + t * heads_per_rank + h, lse, row_ok);
+    }
+
+    /// The one combine (spec §3.2, §9.2 K_combine): D received history partials of this rank's
+    /// head plus the local current partial → `lat_out [T, N, 512]` in the activation dtype.
+    /// Grid (T, N).
+    #[kernel(num_warps = 4, require(PARTS_PADDED >= DCP_SIZE + 1, "PARTS_PADDED must be >= DCP_SIZE + 1"))]
+    pub fn mla_combine<T, const DCP_SIZE: i32, const PARTS_PADDED: i32>(
+        recv_out: *const T,
+        recv_lse: *const f32,
+        cur_out: *const T,
+        cur_lse: *const f32,
+        lat_out: *mut T,
+        num_tokens: i32,
+        heads_per_rank: i32,
+        chunk_stride_out: i64,
+        chunk_stride_lse: i64,
+        lse_offset: i64,
+    ) {
+        let t = program_id(0);
+        let h = program_id(1);
+        let part = arange::<PARTS_PADDED>();
+        let is_hist = part < DCP_SIZE;
+        let is_cur = part == DCP_SIZE;
+        let dl = arange::<512>();
+        let row = (h * num_tokens + t).cast::<i64>();
+        let src = part.cast::<i64>();
+        let o_hist = load(recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0), is_hist.unsqueeze(1), 0.0);
+        let lse_hist = load(recv_lse + src * chunk_stride_lse + lse_offset + row, is_hist, f32::NEG_INFINITY);
+        let cur_row = (t * heads_per_rank + h).cast::<i64>();
+        let o_cur = load(cur_out + cur_row * 512 + dl.unsqueeze(0) + zeros::<i64>([PARTS_PADDED]).unsqueeze(1), is_cur.unsqueeze(1), 0.0);
+        let lse_cur = load(cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]), is_cur, f32::NEG_INFINITY);
+        let o = select(is_cur.unsqueeze(1), o_cur, o_hist).cast::<f32>();
+        let lse = select(is_cur, lse_cur, lse_hist);
+        let (merged, _lse) = merge_partials(o, lse, is_hist | is_cur);
+        store(lat_out + cur_row * 512 + dl, merged.cast::<T>());
+    }
+
+    /// V-up fallback: `y[t, n, :] = x[t, n, :] · W_UV[n]` for `x [T, N, 512]`, `W_UV [N, 512, 128]`,
+    /// `y [T, N·128]`. Grid (cdiv(T, BLOCK_T), N). The op uses one cuBLAS strided-batched GEMM.
+    #[kernel(num_warps = 4, require(BLOCK_T >= 16, "BLOCK_T must be >= 16"))]
+    pub fn mla_v_up<T, const BLOCK_T: i32>(x: *const T, w_uv: *const T, y: *mut T, num_tokens: i32, heads_per_rank: i32) {
+        let n = program_id(1);
+        let toks = program_id(0) * BLOCK_T + arange::<BLOCK_T>();
+        let ok = toks < num_tokens;
+        let dl = arange::<512>();
+        let dv = arange::<128>();
+        let x_rows = (toks * heads_per_rank + n).cast::<i64>() * 512;
+        let xt = load(x + x_rows.unsqueeze(1) + dl.unsqueeze(0), ok.unsqueeze(1), 0.0);
+        let w = load(w_uv + n.cast::<i64>() * 65536 + (dl * 128).unsqueeze(1) + dv.unsqueeze(0));
+        let yt = dot(xt, w);
+        let y_rows = (toks * heads_per_rank + n).cast::<i64>() * 128;
+        store(y + y_rows.unsqueeze(1) + dv.unsqueeze(0), yt.cast::<T>(), ok.unsqueeze(1));
+    }
+}

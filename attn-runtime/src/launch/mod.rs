@@ -1,0 +1,22 @@
+//! Typed and untyped kernel launches (DESIGN §3.6): a [`Cuda`] backend for `instantiate!`
+//! argument structs, [`launch`] / [`TypedKernel`] for compile-time kernels,
+//! [`CudaKernelHandle`] for run-time specializations, host-side validation first.
+
+mod args;
+mod device;
+mod error;
+mod grid;
+mod loaded;
+mod slot;
+mod validate;
+
+pub use args::{Cuda, DeviceBuffer, KernelArg};
+pub use device::{ensure_driver, CudaDevice};
+pub use error::LaunchError;
+pub use grid::Grid;
+pub use loaded::{process_cache, LoadedKernel};
+pub use slot::{launch, CudaKernelHandle, KernelSlot, TypedKernel};
+pub use validate::{
+    scalar_type, validate_alignment, validate_args, validate_config, ArgSummary, DeviceLimits,
+    LaunchSpec, ParamSpec, BUFFER_ALIGN, DEFAULT_SHARED_LIMIT,
+};
