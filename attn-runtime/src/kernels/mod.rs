@@ -1,0 +1,3 @@
+//! The DSL kernels the runtime ships.
+
+pub mod proof;
