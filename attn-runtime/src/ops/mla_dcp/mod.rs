@@ -1,0 +1,11 @@
+//! MLA decode with decode context parallelism (spec `mla_dcp.md`): the GPU plumbing around the DSL
+//! kernels — V-up as one strided-batched GEMM, the NCCL history exchange and Q all-gather, and the
+//! fork/join stream orchestration.
+
+pub mod act_dtype;
+pub mod ag_rs;
+pub mod chunk_layout;
+pub mod cuda_source;
+pub mod exchange;
+pub mod streams;
+pub mod vup;
