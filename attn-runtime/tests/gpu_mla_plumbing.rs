@@ -82,13 +82,17 @@ fn ulp_rel<E: ActivationElem>() -> f64 {
 
 const TAIL: usize = 37;
 
+/// One V-up implementation: (lat_out, W_UV, y) on the device.
+type VupPath<'a, E> =
+    &'a dyn Fn(&CudaSlice<E>, &CudaSlice<E>, &mut CudaSlice<E>) -> Result<(), VupError>;
+
 /// Runs one V-up path into a NaN-poisoned y with a poisoned tail; returns y (checks the tail).
 fn run_vup<E: ActivationElem>(
     stream: &Arc<CudaStream>,
     s: &VupShape,
     x: &[E],
     w: &[E],
-    path: &dyn Fn(&CudaSlice<E>, &CudaSlice<E>, &mut CudaSlice<E>) -> Result<(), VupError>,
+    path: VupPath<'_, E>,
 ) -> Vec<E> {
     let (_, _, ny) = s.elems().unwrap();
     let dx = stream.clone_htod(x).unwrap();

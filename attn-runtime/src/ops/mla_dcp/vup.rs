@@ -48,6 +48,8 @@ pub enum VupError {
         got: usize,
         expected: usize,
     },
+    #[error("creating the cuBLAS handle for the V-up failed: {source}")]
+    BlasInit { source: CublasError },
     #[error("cuBLAS strided-batched GEMM failed for {shape} ({dtype}): {source}")]
     Blas {
         shape: VupShape,
@@ -238,16 +240,7 @@ pub struct VupGemm {
 impl VupGemm {
     /// Creates the cuBLAS handle bound to `stream` (once; reused by every call).
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, VupError> {
-        let blas = CudaBlas::new(stream.clone()).map_err(|source| VupError::Blas {
-            shape: VupShape {
-                tokens: 0,
-                heads: 0,
-                latent: 0,
-                v_head: 0,
-            },
-            dtype: ActDtype::Bf16,
-            source,
-        })?;
+        let blas = CudaBlas::new(stream.clone()).map_err(|source| VupError::BlasInit { source })?;
         Ok(VupGemm { blas, stream })
     }
 
