@@ -475,3 +475,27 @@ pub mod unified {
         store(out_ptrs, o.cast::<T>(), d_ok);
     }
 }
+
+use crate::kernels::dsl_module::{module_from_source, DslModule, ModuleLoadError};
+
+/// Name of the DSL module above.
+pub const MODULE_NAME: &str = "unified";
+/// The attention kernel (2D and 3D through `IS_3D`).
+pub const ATTENTION_KERNEL: &str = "unified_attention";
+/// The 3D segment combine.
+pub const REDUCE_KERNEL: &str = "reduce_segments";
+/// The default mask device function bound to `MASK` (spec §3.6).
+pub const DEFAULT_MASK: &str = "vllm_mask";
+/// The default tile-bounds device function bound to `BOUNDS` (spec §4).
+pub const DEFAULT_BOUNDS: &str = "vllm_bounds";
+
+/// The unified-attention DSL module (parsed once per thread), for run-time specialization
+/// and for merging a variant's device functions into it.
+///
+/// The one place that knows where the module's text comes from: the `#[module]` macro's
+/// embedded template source, padded back to its file lines so errors name this file's lines.
+pub fn module() -> Result<DslModule, ModuleLoadError> {
+    let t = unified::UNIFIED_ATTENTION_TEMPLATE;
+    let padded = format!("{}{}", "\n".repeat(t.line_offset() as usize), t.source());
+    module_from_source(&padded, t.file())
+}
