@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use attn_dsl::ir::ScalarType;
 use attn_dsl::{specialize, ConstValue};
 use attn_runtime::kernels::bounds_probe::{probe_block, ProbeBlock};
 use attn_runtime::kernels::unified_attention;
@@ -17,7 +18,6 @@ use attn_runtime::ops::unified_attention::config::{
 };
 use attn_runtime::ops::unified_attention::mask::{allowed, SequenceMask};
 use attn_runtime::ops::unified_attention::plan::{attention_bindings, MaskVariant};
-use attn_dsl::ir::ScalarType;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
@@ -118,7 +118,9 @@ fn chunked_non_causal_is_rejected_by_the_kernel() {
     let bindings = attention_bindings(&cfg, ScalarType::Bf16, &MaskVariant::default());
     let err = specialize(module.module(), "unified_attention", &bindings).expect_err("rejected");
     assert!(err.message.contains(MSG_CHUNK_NONCAUSAL), "{}", err.message);
-    assert!(bindings.iter().any(|b| b.name == "MASK" && b.value == ConstValue::Device("vllm_mask".into())));
+    assert!(bindings
+        .iter()
+        .any(|b| b.name == "MASK" && b.value == ConstValue::Device("vllm_mask".into())));
 }
 
 /// Keys probed per row: every generated L is at most this.
@@ -222,7 +224,11 @@ static CASES: AtomicU64 = AtomicU64::new(0);
 
 fn check(case: &Case) -> Result<(), TestCaseError> {
     let cfg = &case.cfg;
-    prop_assert!(cfg.validate().is_ok(), "generator made an invalid config: {:?}", cfg.validate());
+    prop_assert!(
+        cfg.validate().is_ok(),
+        "generator made an invalid config: {:?}",
+        cfg.validate()
+    );
     let rows = case.query_rows();
     let per_query = cfg.use_mm_query_range;
     let context = case.seq_len - case.query_len;
@@ -248,7 +254,11 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         let t = case.q_block * cfg.block_q + row / nq;
         let valid = row < cfg.block_q * nq && t < case.query_len;
         let q = i64::from(context + t);
-        let own = if valid && per_query { &rows[t as usize..t as usize + 1] } else { &case.ranges[..] };
+        let own = if valid && per_query {
+            &rows[t as usize..t as usize + 1]
+        } else {
+            &case.ranges[..]
+        };
         let seq = SequenceMask {
             seq_len: i64::from(case.seq_len),
             causal: case.causal,
@@ -257,19 +267,37 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         };
         for k in 0..KEYS as i32 {
             let want = valid && allowed(&mcfg, &seq, q, i64::from(k));
-            prop_assert_eq!(r.mask[row as usize][k as usize], want, "mask row {} (q {}) key {}", row, q, k);
+            prop_assert_eq!(
+                r.mask[row as usize][k as usize],
+                want,
+                "mask row {} (q {}) key {}",
+                row,
+                q,
+                k
+            );
             if want {
                 prop_assert!(
                     tile * r.loop_lo <= k && k < tile * r.loop_hi && k < r.max_seq_prefix_len,
                     "key {} of row {} (q {}) outside tiles [{}, {}) x {} / msp {}",
-                    k, row, q, r.loop_lo, r.loop_hi, tile, r.max_seq_prefix_len
+                    k,
+                    row,
+                    q,
+                    r.loop_lo,
+                    r.loop_hi,
+                    tile,
+                    r.max_seq_prefix_len
                 );
                 need_lo = need_lo.min(k / tile);
                 need_hi = need_hi.max(k / tile + 1);
             }
         }
     }
-    prop_assert!(r.max_seq_prefix_len <= case.seq_len, "msp {} past L {}", r.max_seq_prefix_len, case.seq_len);
+    prop_assert!(
+        r.max_seq_prefix_len <= case.seq_len,
+        "msp {} past L {}",
+        r.max_seq_prefix_len,
+        case.seq_len
+    );
     // The host transcription of vLLM's bounds (spill rows, constexpr causality) never
     // visits fewer tiles than the DSL bounds: the DSL's range lies inside it.
     let host = compute_tile_loop_bounds(
@@ -292,10 +320,21 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     );
     let (lo, hi) = (i64::from(r.loop_lo), i64::from(r.loop_hi));
     if lo < hi && need_lo <= need_hi {
-        prop_assert!(host.loop_lo <= lo && hi <= host.loop_hi, "DSL [{}, {}) vs host [{}, {})", lo, hi, host.loop_lo, host.loop_hi);
+        prop_assert!(
+            host.loop_lo <= lo && hi <= host.loop_hi,
+            "DSL [{}, {}) vs host [{}, {})",
+            lo,
+            hi,
+            host.loop_lo,
+            host.loop_hi
+        );
     }
     let visited = (hi - lo).max(0) as u64;
-    let needed = if need_lo <= need_hi { (need_hi - need_lo) as u64 } else { 0 };
+    let needed = if need_lo <= need_hi {
+        (need_hi - need_lo) as u64
+    } else {
+        0
+    };
     if visited < (host.loop_hi - host.loop_lo).max(0) as u64 {
         TIGHTER_THAN_HOST.fetch_add(1, Ordering::Relaxed);
     }
@@ -316,7 +355,10 @@ fn dsl_bounds_cover_reference_mask() {
     if let Err(e) = runner.run(&case(), |c| check(&c)) {
         panic!("{e}");
     }
-    let (visited, needed) = (VISITED.load(Ordering::Relaxed), NEEDED.load(Ordering::Relaxed));
+    let (visited, needed) = (
+        VISITED.load(Ordering::Relaxed),
+        NEEDED.load(Ordering::Relaxed),
+    );
     eprintln!(
         "bounds slack over {} cases: {visited} tiles visited, {needed} needed by the mask ({:.1}% extra); \
          DSL range strictly inside vLLM's (host) bounds in {} cases",

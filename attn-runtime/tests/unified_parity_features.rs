@@ -84,15 +84,28 @@ fn clamped_mm_dense_case_both_encodings() {
             }
         }
     }
-    let (with_mm, _) = check_case("clamped MM per-sequence", &data, options, CpuOptions::default());
+    let (with_mm, _) = check_case(
+        "clamped MM per-sequence",
+        &data,
+        options,
+        CpuOptions::default(),
+    );
     let rows = per_query_rows(&data, &ranges, 1);
     let per_query = AttentionOptions {
         mm_ranges: MmRanges::PerQuery(&rows),
         ..options
     };
-    let (with_rows, _) = check_case("clamped MM per-query", &data, per_query, CpuOptions::default());
+    let (with_rows, _) = check_case(
+        "clamped MM per-query",
+        &data,
+        per_query,
+        CpuOptions::default(),
+    );
     let want: Vec<f64> = with_mm.output.iter().map(|&x| f64::from(x)).collect();
-    assert!(max_abs_diff(&with_rows.output, &want) < 1e-6, "encodings disagree");
+    assert!(
+        max_abs_diff(&with_rows.output, &want) < 1e-6,
+        "encodings disagree"
+    );
     // The MM term matters: without ranges the output changes.
     let chunk_only = AttentionOptions {
         mm_ranges: MmRanges::None,
@@ -101,7 +114,10 @@ fn clamped_mm_dense_case_both_encodings() {
     };
     let (without, _) = check_case("chunk only", &data, chunk_only, CpuOptions::default());
     let with: Vec<f64> = with_mm.output.iter().map(|&x| f64::from(x)).collect();
-    assert!(max_abs_diff(&without.output, &with) > 0.05, "MM ranges had no effect");
+    assert!(
+        max_abs_diff(&without.output, &with) > 0.05,
+        "MM ranges had no effect"
+    );
 }
 
 /// §7.3 case 4, reduced: 12 ranges `(8 + 16i, 17 + 16i)`, L = qlen = 208, SW 16, LB 0.
@@ -116,13 +132,23 @@ fn many_ranges_match_in_both_encodings() {
         mm_prefix_clamp_sw: true,
         ..Default::default()
     };
-    check_case("12 ranges per-sequence", &data, options, CpuOptions::default());
+    check_case(
+        "12 ranges per-sequence",
+        &data,
+        options,
+        CpuOptions::default(),
+    );
     let rows = per_query_rows(&data, &ranges, 12);
     let per_query = AttentionOptions {
         mm_ranges: MmRanges::PerQuery(&rows),
         ..options
     };
-    check_case("12 ranges per-query", &data, per_query, CpuOptions::default());
+    check_case(
+        "12 ranges per-query",
+        &data,
+        per_query,
+        CpuOptions::default(),
+    );
 }
 
 /// Unclamped (Gemma3-style) ranges: images override the window; no pruning.
@@ -148,13 +174,23 @@ fn per_sequence_causal_and_non_causal_windows() {
             causality: Causality::PerSequence(&flags),
             ..Default::default()
         };
-        check_case(&format!("per-seq causal SW {window}"), &data, options, CpuOptions::default());
+        check_case(
+            &format!("per-seq causal SW {window}"),
+            &data,
+            options,
+            CpuOptions::default(),
+        );
         let options = AttentionOptions {
             sliding_window: window,
             causality: Causality::NonCausal,
             ..Default::default()
         };
-        check_case(&format!("non-causal SW {window}"), &data, options, CpuOptions::default());
+        check_case(
+            &format!("non-causal SW {window}"),
+            &data,
+            options,
+            CpuOptions::default(),
+        );
     }
 }
 
@@ -183,7 +219,12 @@ fn chunked_local_attention() {
             chunk_lookback: lookback,
             ..Default::default()
         };
-        check_case(&format!("chunked LB {lookback}"), &data, options, CpuOptions::default());
+        check_case(
+            &format!("chunked LB {lookback}"),
+            &data,
+            options,
+            CpuOptions::default(),
+        );
     }
 }
 
@@ -215,8 +256,18 @@ fn alibi_linear_and_sqrt() {
             }),
             ..Default::default()
         };
-        check_case(&format!("ALiBi sqrt={sqrt}"), &data, options, CpuOptions::default());
-        check_case(&format!("ALiBi sqrt={sqrt} 3D"), &decode, options, force_3d());
+        check_case(
+            &format!("ALiBi sqrt={sqrt}"),
+            &data,
+            options,
+            CpuOptions::default(),
+        );
+        check_case(
+            &format!("ALiBi sqrt={sqrt} 3D"),
+            &decode,
+            options,
+            force_3d(),
+        );
     }
 }
 
@@ -254,7 +305,12 @@ fn f16_and_f32_data() {
 #[test]
 fn head_size_not_power_of_two() {
     let data = PagedData::random(&Geometry::new(MIXED, (5, 1), 40), 36);
-    check_case("D 40", &data, AttentionOptions::default(), CpuOptions::default());
+    check_case(
+        "D 40",
+        &data,
+        AttentionOptions::default(),
+        CpuOptions::default(),
+    );
     let decode = PagedData::random(&Geometry::new(DECODE, (5, 1), 40), 37);
     check_case("D 40 3D", &decode, AttentionOptions::default(), force_3d());
 }
@@ -277,6 +333,11 @@ fn nan_past_seq_len_never_reaches_output() {
             causality,
             ..Default::default()
         };
-        check_case(&format!("NaN tail {causality:?}"), &data, options, CpuOptions::default());
+        check_case(
+            &format!("NaN tail {causality:?}"),
+            &data,
+            options,
+            CpuOptions::default(),
+        );
     }
 }

@@ -27,7 +27,8 @@ fn grid(heads: (usize, usize), head_size: usize, seed: u64) {
                     softcap,
                     ..Default::default()
                 };
-                let name = format!("{set} heads {heads:?} D {head_size} SW {window} softcap {softcap:?}");
+                let name =
+                    format!("{set} heads {heads:?} D {head_size} SW {window} softcap {softcap:?}");
                 let (run, _) = check_case(&name, &data, options, CpuOptions::default());
                 assert!(!run.plan.config.is_3d, "{name}: no workspace, so 2D");
                 if set == "decode" {

@@ -65,7 +65,16 @@ pub mod probe {
             q_range_hi = load(query_ranges + 2 * t + 1, row_valid, -1);
         }
         let (lo, hi, msp) = BOUNDS(
-            context_len, seq_len, qlen, b, causal, mm_ranges, q_range_lo, q_range_hi, q_abs, row_valid,
+            context_len,
+            seq_len,
+            qlen,
+            b,
+            causal,
+            mm_ranges,
+            q_range_lo,
+            q_range_hi,
+            q_abs,
+            row_valid,
             mask_aux,
         );
         store(bounds_out, lo);
@@ -73,10 +82,20 @@ pub mod probe {
         store(bounds_out + 2, msp);
         let k = arange::<KEYS>();
         let allowed = MASK(
-            q_abs.unsqueeze(1), k.unsqueeze(0), seq_len, causal, rswa_prefix, mm_ranges,
-            q_range_lo.unsqueeze(1), q_range_hi.unsqueeze(1), mask_aux,
+            q_abs.unsqueeze(1),
+            k.unsqueeze(0),
+            seq_len,
+            causal,
+            rswa_prefix,
+            mm_ranges,
+            q_range_lo.unsqueeze(1),
+            q_range_hi.unsqueeze(1),
+            mask_aux,
         ) & row_valid.unsqueeze(1);
-        store(mask_out + (rows * KEYS).unsqueeze(1) + k.unsqueeze(0), allowed.cast::<i32>());
+        store(
+            mask_out + (rows * KEYS).unsqueeze(1) + k.unsqueeze(0),
+            allowed.cast::<i32>(),
+        );
     }
 }
 
@@ -168,12 +187,19 @@ pub fn probe_block(
         loop_lo: b[0] as i32,
         loop_hi: b[1] as i32,
         max_seq_prefix_len: b[2] as i32,
-        mask: m.chunks(keys.max(1)).map(|r| r.iter().map(|&x| x == 1.0).collect()).collect(),
+        mask: m
+            .chunks(keys.max(1))
+            .map(|r| r.iter().map(|&x| x == 1.0).collect())
+            .collect(),
     })
 }
 
 /// The probe's constexprs: the attention kernel's bindings it declares, plus `KEYS`.
-fn probe_bindings(cfg: &UnifiedAttentionConfig, variant: &MaskVariant, keys: usize) -> Vec<Binding> {
+fn probe_bindings(
+    cfg: &UnifiedAttentionConfig,
+    variant: &MaskVariant,
+    keys: usize,
+) -> Vec<Binding> {
     const NAMES: [&str; 17] = [
         "TILE_SIZE",
         "BLOCK_M",

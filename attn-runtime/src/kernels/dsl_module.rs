@@ -77,7 +77,8 @@ impl DslModule {
             }
             items.push(item.clone());
         }
-        let hash = blake3::hash(format!("{}+{}", self.source_hash, extension.source_hash).as_bytes());
+        let hash =
+            blake3::hash(format!("{}+{}", self.source_hash, extension.source_hash).as_bytes());
         Ok(DslModule {
             module: Rc::new(Module { items }),
             source_hash: hash.to_hex().to_string(),
@@ -112,8 +113,43 @@ pub fn module_text(
         module: module_name.to_string(),
         file: file.to_string(),
     })?;
+    let rest = &file_text[start..];
+    let end = module_end(rest).ok_or_else(|| ModuleLoadError::Parse {
+        file: file.to_string(),
+        line: file_text[..start].matches('\n').count() + 1,
+        message: format!("`mod {module_name}` has no balanced `{{ .. }}` body"),
+    })?;
     let lines_above = file_text[..start].matches('\n').count();
-    Ok(format!("{}{}", "\n".repeat(lines_above), &file_text[start..]))
+    Ok(format!("{}{}", "\n".repeat(lines_above), &rest[..end]))
+}
+
+/// Byte offset just past the module's closing brace in `text` (which starts at `mod`),
+/// found by lexing (so braces in strings and comments do not count).
+fn module_end(text: &str) -> Option<usize> {
+    let tokens: proc_macro2::TokenStream = text.parse().ok()?;
+    let body = tokens.into_iter().find_map(|tt| match tt {
+        proc_macro2::TokenTree::Group(g) if g.delimiter() == proc_macro2::Delimiter::Brace => {
+            Some(g)
+        }
+        _ => None,
+    })?;
+    let end = body.span_close().end();
+    byte_offset(text, end.line, end.column)
+}
+
+/// The byte offset of 1-based `line`, 0-based char `column` in `text`.
+fn byte_offset(text: &str, line: usize, column: usize) -> Option<usize> {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.checked_sub(1)?)
+        .map(str::len)
+        .sum();
+    let line_text = text.get(line_start..)?;
+    let within = line_text
+        .char_indices()
+        .nth(column)
+        .map_or(line_text.len(), |(i, _)| i);
+    Some(line_start + within)
 }
 
 /// Parses `mod <module_name>` of a Rust file's text (see [`module_text`]).
@@ -159,19 +195,22 @@ pub fn module_from_source(text: &str, label: &str) -> Result<DslModule, ModuleLo
 mod tests {
     use super::*;
 
-    const FILE: &str = "//! doc\nuse x::module;\n\n#[module]\npub mod demo {\n    #[device]\n    fn one() -> i32 { 1 }\n}\n";
+    const FILE: &str = "//! doc\nuse x::module;\n\n#[module]\npub mod demo {\n    #[device]\n    fn one() -> i32 { 1 }\n}\n\npub fn rust_after() -> &'static str { \"}\" }\n";
 
     #[test]
     fn module_text_keeps_file_lines() {
         let text = module_text(FILE, "demo", "demo.rs").unwrap();
         assert!(text.starts_with("\n\n\n\npub mod demo"));
-        assert_eq!(text.lines().count(), FILE.lines().count());
+        assert!(text.ends_with("fn one() -> i32 { 1 }\n}"), "{text:?}");
     }
 
     #[test]
     fn missing_module_is_named() {
         let err = module_text(FILE, "other", "demo.rs").unwrap_err();
-        assert_eq!(err.to_string(), "demo.rs: no `mod other { .. }` in the file text");
+        assert_eq!(
+            err.to_string(),
+            "demo.rs: no `mod other { .. }` in the file text"
+        );
     }
 
     #[test]
@@ -179,7 +218,9 @@ mod tests {
         let a = module_from_file_text(FILE, "demo", "a.rs").unwrap();
         let b = module_from_source("#[device] fn one() -> i32 { 2 }", "b.rs").unwrap();
         let err = a.merged_with(&b).err().unwrap();
-        assert!(err.to_string().contains("`one` is defined in both `a.rs` and `b.rs`"));
+        assert!(err
+            .to_string()
+            .contains("`one` is defined in both `a.rs` and `b.rs`"));
     }
 
     #[test]

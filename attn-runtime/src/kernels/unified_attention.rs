@@ -306,7 +306,8 @@ pub mod unified {
         let d_ok = d < HEAD_SIZE;
 
         let tok = (q_start + t).cast::<i64>();
-        let q_ptrs = q + (tok * q_stride0 + h.cast::<i64>() * q_stride1).unsqueeze(1) + d.unsqueeze(0);
+        let q_ptrs =
+            q + (tok * q_stride0 + h.cast::<i64>() * q_stride1).unsqueeze(1) + d.unsqueeze(0);
         let q_tile = load(q_ptrs, row_valid.unsqueeze(1) & d_ok.unsqueeze(0), 0.0);
 
         let mut q_range_lo = zeros::<i32>([BLOCK_M]);
@@ -325,7 +326,16 @@ pub mod unified {
         // The variant's data row for this sequence (MASK / BOUNDS calling convention).
         let seq_aux = mask_aux + seq_idx.cast::<i64>() * mask_aux_stride;
         let (tile_lo, tile_hi, bounds_msp) = BOUNDS(
-            context_len, seq_len, qlen, b, causal, seq_ranges, q_range_lo, q_range_hi, q_abs, row_valid,
+            context_len,
+            seq_len,
+            qlen,
+            b,
+            causal,
+            seq_ranges,
+            q_range_lo,
+            q_range_hi,
+            q_abs,
+            row_valid,
             seq_aux,
         );
         // Never read past L, whatever the bounds function says (NaN tails of the last page).
@@ -365,7 +375,9 @@ pub mod unified {
             let k_ok = k_pos < msp;
             // Masked block-table read (DSL rule §1.3): never past the row's used entries.
             let phys = load(bt_row + k_pos / BLOCK_SIZE, k_ok, 0);
-            let kv_off = phys.cast::<i64>() * kv_stride_block + (k_pos % BLOCK_SIZE).cast::<i64>() * kv_stride_slot + head_off;
+            let kv_off = phys.cast::<i64>() * kv_stride_block
+                + (k_pos % BLOCK_SIZE).cast::<i64>() * kv_stride_slot
+                + head_off;
             let k_tile = load(
                 k_cache + kv_off.unsqueeze(0) + d.unsqueeze(1),
                 k_ok.unsqueeze(0) & d_ok.unsqueeze(1),
@@ -378,9 +390,17 @@ pub mod unified {
             // A key the kernel did not load (k >= MSP) is never attended: its score would
             // be q·0 = 0, not -inf.
             let allowed = MASK(
-                q_abs.unsqueeze(1), k_pos.unsqueeze(0), seq_len, causal, rswa_prefix, seq_ranges,
-                q_range_lo.unsqueeze(1), q_range_hi.unsqueeze(1), seq_aux,
-            ) & row_valid.unsqueeze(1) & k_ok.unsqueeze(0);
+                q_abs.unsqueeze(1),
+                k_pos.unsqueeze(0),
+                seq_len,
+                causal,
+                rswa_prefix,
+                seq_ranges,
+                q_range_lo.unsqueeze(1),
+                q_range_hi.unsqueeze(1),
+                seq_aux,
+            ) & row_valid.unsqueeze(1)
+                & k_ok.unsqueeze(0);
             s = select(allowed, s, f32::NEG_INFINITY);
             if USE_ALIBI_SLOPES {
                 if USE_ALIBI_SQRT {
@@ -422,21 +442,33 @@ pub mod unified {
         let store_mask = row_valid.unsqueeze(1) & d_ok.unsqueeze(0);
         if IS_3D {
             let ws_row = ((q_start + t) * num_query_heads + h) * NUM_SEGMENTS + segment;
-            store(segm_out + (ws_row * HEAD_SIZE_PADDED).unsqueeze(1) + d.unsqueeze(0), acc, store_mask);
+            store(
+                segm_out + (ws_row * HEAD_SIZE_PADDED).unsqueeze(1) + d.unsqueeze(0),
+                acc,
+                store_mask,
+            );
             store(segm_max + ws_row, m_i, row_valid);
             store(segm_expsum + ws_row, l_i, row_valid);
         } else {
             // A row whose every key is masked has L = 0: it outputs zeros, never NaN.
             let l_safe = select(l_i == 0.0, 1.0, l_i);
             let o = acc / l_safe.unsqueeze(1);
-            let out_ptrs = out + (tok * out_stride0 + h.cast::<i64>() * out_stride1).unsqueeze(1) + d.unsqueeze(0);
+            let out_ptrs = out
+                + (tok * out_stride0 + h.cast::<i64>() * out_stride1).unsqueeze(1)
+                + d.unsqueeze(0);
             store(out_ptrs, o.cast::<T>(), store_mask);
         }
     }
 
     /// Combines the 3D kernel's segment partials (spec §5), grid (T, Hq).
     #[kernel(num_warps = 4, require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"))]
-    pub fn reduce_segments<T, const HEAD_SIZE: i32, const HEAD_SIZE_PADDED: i32, const TILE_SIZE: i32, const NUM_SEGMENTS: i32>(
+    pub fn reduce_segments<
+        T,
+        const HEAD_SIZE: i32,
+        const HEAD_SIZE_PADDED: i32,
+        const TILE_SIZE: i32,
+        const NUM_SEGMENTS: i32,
+    >(
         out: *mut T,
         segm_out: *const f32,
         segm_max: *const f32,

@@ -41,9 +41,15 @@ pub fn assert_poison_intact(run: &CpuRun, data: &PagedData, context: &str) {
     for (i, &x) in run.raw_output.iter().enumerate() {
         let in_row = i % run.out_token_stride < row;
         if in_row {
-            assert!(x.is_finite(), "{context}: output element {i} is {x} (unwritten or NaN leaked)");
+            assert!(
+                x.is_finite(),
+                "{context}: output element {i} is {x} (unwritten or NaN leaked)"
+            );
         } else {
-            assert!(x.is_nan(), "{context}: padding element {i} was overwritten with {x}");
+            assert!(
+                x.is_nan(),
+                "{context}: padding element {i} was overwritten with {x}"
+            );
         }
     }
 }

@@ -25,9 +25,7 @@ use super::validate::{validate_inputs, InputError, TensorMeta, UnifiedAttentionI
 use crate::kernels::dsl_module::{module_from_source, DslModule, ModuleLoadError};
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention;
-use crate::reference::unified_attention::{
-    Causality, MmRanges, UnifiedAttentionProblem,
-};
+use crate::reference::unified_attention::{Causality, MmRanges, UnifiedAttentionProblem};
 use crate::reference::Dtype;
 
 /// A user variant: device functions (DSL text) bound to `MASK` / `BOUNDS`, and their data.
@@ -144,10 +142,12 @@ pub fn run_unified_attention_cpu(
     let attention_problem = attention_problem(problem, &dims, options);
     let cfg = choose_config(&attention_problem, options.path)?;
     let shape = launch_shape(problem, &dims, options);
-    let variant = options.variant.map_or_else(MaskVariant::default, |v| MaskVariant {
-        mask: v.mask.to_string(),
-        bounds: v.bounds.to_string(),
-    });
+    let variant = options
+        .variant
+        .map_or_else(MaskVariant::default, |v| MaskVariant {
+            mask: v.mask.to_string(),
+            bounds: v.bounds.to_string(),
+        });
     let plan = plan_launch(&cfg, &shape, options.dtype.scalar_type(), &variant)?;
     let module = kernel_module(options.variant.as_ref())?;
     let mut buffers = host_buffers(problem, &dims, options, &plan);
@@ -198,8 +198,8 @@ impl Dims {
     fn of(p: &UnifiedAttentionProblem<'_>) -> Result<Dims, CpuError> {
         let row = p.num_query_heads * p.head_size;
         let page = p.block_size * p.num_kv_heads * p.head_size;
-        let num_tokens = if row == 0 { 0 } else { p.q.len() / row };
-        let num_blocks = if page == 0 { 0 } else { p.k_cache.len() / page };
+        let num_tokens = p.q.len().checked_div(row).unwrap_or(0);
+        let num_blocks = p.k_cache.len().checked_div(page).unwrap_or(0);
         exact("q", p.q.len(), num_tokens * row)?;
         exact("k_cache", p.k_cache.len(), num_blocks * page)?;
         exact("v_cache", p.v_cache.len(), num_blocks * page)?;
@@ -234,7 +234,11 @@ fn exact(what: &'static str, got: usize, expected: usize) -> Result<(), CpuError
 }
 
 /// The shared host-side input rules (validate.rs), on the logical (unpadded) tensors.
-fn validate(p: &UnifiedAttentionProblem<'_>, dims: &Dims, dtype: ScalarType) -> Result<(), CpuError> {
+fn validate(
+    p: &UnifiedAttentionProblem<'_>,
+    dims: &Dims,
+    dtype: ScalarType,
+) -> Result<(), CpuError> {
     let o = &p.options;
     let q = TensorMeta::contiguous([dims.num_tokens, dims.hq, dims.d], dtype);
     let kv = TensorMeta::contiguous([dims.num_blocks, p.block_size, dims.hkv, dims.d], dtype);
@@ -314,7 +318,11 @@ fn attention_problem(
     }
 }
 
-fn launch_shape(p: &UnifiedAttentionProblem<'_>, dims: &Dims, options: &CpuOptions<'_>) -> LaunchShape {
+fn launch_shape(
+    p: &UnifiedAttentionProblem<'_>,
+    dims: &Dims,
+    options: &CpuOptions<'_>,
+) -> LaunchShape {
     let row = dims.hq * dims.d + options.row_padding;
     let o = &p.options;
     LaunchShape {
@@ -355,8 +363,14 @@ fn host_buffers(
     let mut m: BTreeMap<BufferRole, HostBuffer> = BTreeMap::new();
     m.insert(B::Query, HostBuffer::from_f64s(dtype, &q));
     m.insert(B::KeyCache, HostBuffer::from_f64s(dtype, &f64s(p.k_cache)));
-    m.insert(B::ValueCache, HostBuffer::from_f64s(dtype, &f64s(p.v_cache)));
-    m.insert(B::Output, HostBuffer::from_f64s(dtype, &vec![f64::NAN; dims.num_tokens * padded]));
+    m.insert(
+        B::ValueCache,
+        HostBuffer::from_f64s(dtype, &f64s(p.v_cache)),
+    );
+    m.insert(
+        B::Output,
+        HostBuffer::from_f64s(dtype, &vec![f64::NAN; dims.num_tokens * padded]),
+    );
     m.insert(B::CuSeqlensQ, HostBuffer::I32(p.cu_seqlens_q.to_vec()));
     m.insert(B::SeqLens, HostBuffer::I32(p.seq_lens.to_vec()));
     m.insert(B::BlockTable, HostBuffer::I32(p.block_table.to_vec()));
@@ -367,7 +381,10 @@ fn host_buffers(
         m.insert(B::SegmentExpSum, nan(ws.stats_len()));
     }
     if let Causality::PerSequence(flags) = o.causality {
-        m.insert(B::PerSeqCausal, HostBuffer::I32(flags.iter().map(|&c| i32::from(c)).collect()));
+        m.insert(
+            B::PerSeqCausal,
+            HostBuffer::I32(flags.iter().map(|&c| i32::from(c)).collect()),
+        );
     }
     match o.mm_ranges {
         MmRanges::None => {}
@@ -375,7 +392,10 @@ fn host_buffers(
             m.insert(B::MmPrefixRange, HostBuffer::I32(r.as_flattened().to_vec()));
         }
         MmRanges::PerQuery(r) => {
-            m.insert(B::MmPrefixQueryRange, HostBuffer::I32(r.as_flattened().to_vec()));
+            m.insert(
+                B::MmPrefixQueryRange,
+                HostBuffer::I32(r.as_flattened().to_vec()),
+            );
         }
     }
     if let Some(r) = o.r_swa {
@@ -392,7 +412,11 @@ fn host_buffers(
     }
     if let Some(v) = options.variant {
         // An empty tensor still needs an address: one never-read element.
-        let aux = if v.aux.is_empty() { vec![0] } else { v.aux.to_vec() };
+        let aux = if v.aux.is_empty() {
+            vec![0]
+        } else {
+            v.aux.to_vec()
+        };
         m.insert(B::MaskAux, HostBuffer::I32(aux));
     }
     m

@@ -25,7 +25,9 @@ pub enum PathChoice {
     Heuristic,
     Force2d,
     /// Split-KV with this many segments (a power of two); decode batches only.
-    Force3d { num_segments: i32 },
+    Force3d {
+        num_segments: i32,
+    },
 }
 
 /// The device functions bound to the kernel's `MASK` and `BOUNDS` constexprs.
@@ -247,7 +249,7 @@ pub fn plan_launch(
         softcap: shape.softcap,
         num_sinks: shape.num_sinks,
     })?;
-    let workspace = cfg.is_3d.then(|| SegmentWorkspace {
+    let workspace = cfg.is_3d.then_some(SegmentWorkspace {
         num_tokens: shape.num_tokens,
         num_query_heads: cfg.num_query_heads as usize,
         num_segments: cfg.num_segments as usize,
@@ -359,34 +361,100 @@ fn attention_launch(
         ("cu_seqlens_q", buf(B::CuSeqlensQ)),
         ("seq_lens", buf(B::SeqLens)),
         ("block_table", buf(B::BlockTable)),
-        ("per_seq_causal", opt(cfg.use_per_seq_causal, B::PerSeqCausal, ScalarType::I32)),
-        ("mm_prefix_range", opt(per_seq_ranges, B::MmPrefixRange, ScalarType::I32)),
-        ("mm_prefix_query_range", opt(cfg.use_mm_query_range, B::MmPrefixQueryRange, ScalarType::I32)),
-        ("rswa_prefix_lens", opt(cfg.use_r_swa, B::RswaPrefixLens, ScalarType::I32)),
+        (
+            "per_seq_causal",
+            opt(cfg.use_per_seq_causal, B::PerSeqCausal, ScalarType::I32),
+        ),
+        (
+            "mm_prefix_range",
+            opt(per_seq_ranges, B::MmPrefixRange, ScalarType::I32),
+        ),
+        (
+            "mm_prefix_query_range",
+            opt(
+                cfg.use_mm_query_range,
+                B::MmPrefixQueryRange,
+                ScalarType::I32,
+            ),
+        ),
+        (
+            "rswa_prefix_lens",
+            opt(cfg.use_r_swa, B::RswaPrefixLens, ScalarType::I32),
+        ),
         ("sinks", opt(cfg.use_sinks, B::Sinks, ScalarType::F32)),
-        ("alibi_slopes", opt(cfg.use_alibi_slopes, B::AlibiSlopes, ScalarType::F32)),
+        (
+            "alibi_slopes",
+            opt(cfg.use_alibi_slopes, B::AlibiSlopes, ScalarType::F32),
+        ),
         ("qq_bias", opt(cfg.use_qq_bias, B::QqBias, ScalarType::F32)),
-        ("mask_aux", opt(shape.mask_aux_stride.is_some(), B::MaskAux, ScalarType::I32)),
+        (
+            "mask_aux",
+            opt(shape.mask_aux_stride.is_some(), B::MaskAux, ScalarType::I32),
+        ),
         ("num_seqs", scalar_i32("num_seqs", shape.num_seqs)?),
-        ("num_query_heads", KernelArg::Scalar(ScalarArg::I32(cfg.num_query_heads))),
-        ("softmax_scale", KernelArg::Scalar(ScalarArg::F32(shape.softmax_scale))),
-        ("softcap", KernelArg::Scalar(ScalarArg::F32(if cfg.use_softcap { shape.softcap } else { 0.0 }))),
+        (
+            "num_query_heads",
+            KernelArg::Scalar(ScalarArg::I32(cfg.num_query_heads)),
+        ),
+        (
+            "softmax_scale",
+            KernelArg::Scalar(ScalarArg::F32(shape.softmax_scale)),
+        ),
+        (
+            "softcap",
+            KernelArg::Scalar(ScalarArg::F32(if cfg.use_softcap {
+                shape.softcap
+            } else {
+                0.0
+            })),
+        ),
         ("q_stride0", scalar_i64("q_stride0", shape.q_strides[0])?),
         ("q_stride1", scalar_i64("q_stride1", shape.q_strides[1])?),
-        ("out_stride0", scalar_i64("out_stride0", shape.out_strides[0])?),
-        ("out_stride1", scalar_i64("out_stride1", shape.out_strides[1])?),
-        ("kv_stride_block", scalar_i64("kv_stride_block", shape.kv_strides[0])?),
-        ("kv_stride_slot", scalar_i64("kv_stride_slot", shape.kv_strides[1])?),
-        ("kv_stride_head", scalar_i64("kv_stride_head", shape.kv_strides[2])?),
-        ("block_table_stride", scalar_i64("block_table_stride", shape.block_table_stride)?),
-        ("qq_bias_stride0", scalar_i32("qq_bias_stride0", shape.qq_bias_stride0)?),
-        ("mask_aux_stride", scalar_i64("mask_aux_stride", shape.mask_aux_stride.unwrap_or(0))?),
+        (
+            "out_stride0",
+            scalar_i64("out_stride0", shape.out_strides[0])?,
+        ),
+        (
+            "out_stride1",
+            scalar_i64("out_stride1", shape.out_strides[1])?,
+        ),
+        (
+            "kv_stride_block",
+            scalar_i64("kv_stride_block", shape.kv_strides[0])?,
+        ),
+        (
+            "kv_stride_slot",
+            scalar_i64("kv_stride_slot", shape.kv_strides[1])?,
+        ),
+        (
+            "kv_stride_head",
+            scalar_i64("kv_stride_head", shape.kv_strides[2])?,
+        ),
+        (
+            "block_table_stride",
+            scalar_i64("block_table_stride", shape.block_table_stride)?,
+        ),
+        (
+            "qq_bias_stride0",
+            scalar_i32("qq_bias_stride0", shape.qq_bias_stride0)?,
+        ),
+        (
+            "mask_aux_stride",
+            scalar_i64("mask_aux_stride", shape.mask_aux_stride.unwrap_or(0))?,
+        ),
     ];
     let blocks = total_q_blocks(shape.num_tokens, shape.num_seqs, cfg.block_q);
     let grid = [
         grid_axis(0, blocks)?,
         grid_axis(1, cfg.num_kv_heads.max(0) as usize)?,
-        grid_axis(2, if cfg.is_3d { cfg.num_segments.max(0) as usize } else { 1 })?,
+        grid_axis(
+            2,
+            if cfg.is_3d {
+                cfg.num_segments.max(0) as usize
+            } else {
+                1
+            },
+        )?,
     ];
     Ok(KernelLaunch {
         kernel: ATTENTION_KERNEL,
@@ -412,9 +480,18 @@ fn reduce_launch(
         ("cu_seqlens_q", buf(B::CuSeqlensQ)),
         ("seq_lens", buf(B::SeqLens)),
         ("num_seqs", scalar_i32("num_seqs", shape.num_seqs)?),
-        ("num_query_heads", KernelArg::Scalar(ScalarArg::I32(cfg.num_query_heads))),
-        ("out_stride0", scalar_i64("out_stride0", shape.out_strides[0])?),
-        ("out_stride1", scalar_i64("out_stride1", shape.out_strides[1])?),
+        (
+            "num_query_heads",
+            KernelArg::Scalar(ScalarArg::I32(cfg.num_query_heads)),
+        ),
+        (
+            "out_stride0",
+            scalar_i64("out_stride0", shape.out_strides[0])?,
+        ),
+        (
+            "out_stride1",
+            scalar_i64("out_stride1", shape.out_strides[1])?,
+        ),
     ];
     Ok(KernelLaunch {
         kernel: REDUCE_KERNEL,
