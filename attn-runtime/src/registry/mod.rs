@@ -4,6 +4,7 @@
 //! every path end to end until the DSL lands.
 
 mod bindings;
+mod proof;
 mod vadd;
 
 pub use bindings::{merge_bindings, parse_binding, BindingError};
@@ -60,10 +61,13 @@ impl Registry {
         Registry::default()
     }
 
-    /// The built-in entries (`vadd`).
+    /// The built-in entries: `vadd` and the proof kernels.
     pub fn with_builtins() -> Self {
         let mut r = Registry::new();
         r.register(vadd::entry());
+        for e in proof::entries() {
+            r.register(e);
+        }
         r
     }
 
