@@ -40,6 +40,26 @@ pub struct KernelEntry {
     /// The independent f64 reference: one vector per output.
     pub reference: fn(&Problem) -> Vec<Vec<f64>>,
     pub tolerance: Tolerance,
+    /// Parity cases: each a space-separated `K=V` list applied over the defaults (odd sizes,
+    /// tails, the other branch of a constexpr). The defaults are always a case too.
+    pub cases: &'static [&'static str],
+}
+
+impl KernelEntry {
+    /// The bindings of every parity case: the defaults first, then each of [`Self::cases`].
+    pub fn case_bindings(&self) -> Result<Vec<Vec<Binding>>, String> {
+        let defaults = (self.default_bindings)();
+        let mut all = vec![defaults.clone()];
+        for case in self.cases {
+            let overrides = case
+                .split_whitespace()
+                .map(parse_binding)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{}: case `{case}`: {e}", self.name))?;
+            all.push(merge_bindings(defaults.clone(), &overrides).map_err(|e| format!("{}: {e}", self.name))?);
+        }
+        Ok(all)
+    }
 }
 
 /// The set of named kernels, in registration order (deterministic listings).

@@ -53,10 +53,19 @@ fn size(bindings: &[Binding], name: &str, max: i64) -> Result<usize, String> {
     Ok(v as usize)
 }
 
-fn random_bf16(seed: u64, len: usize, lo: f64, hi: f64) -> HostBuffer {
+/// Uniform random values in [lo, hi) rounded to `dtype` (the kernel's `T`).
+fn random(dtype: ScalarType, seed: u64, len: usize, lo: f64, hi: f64) -> HostBuffer {
     let mut rng = SplitMix64(seed);
     let v: Vec<f64> = (0..len).map(|_| rng.uniform(lo, hi)).collect();
-    HostBuffer::from_f64s(ScalarType::Bf16, &v)
+    HostBuffer::from_f64s(dtype, &v)
+}
+
+/// The element type bound to `T` (bf16 or f16).
+fn dtype(bindings: &[Binding]) -> Result<ScalarType, String> {
+    match bindings.iter().find(|b| b.name == "T").map(|b| &b.value) {
+        Some(ConstValue::Dtype(t @ (ScalarType::Bf16 | ScalarType::F16))) => Ok(*t),
+        other => Err(format!("T must be bf16 or f16, got {other:?}")),
+    }
 }
 
 fn input(p: &Problem, i: usize) -> Vec<f64> {
@@ -94,6 +103,7 @@ fn softmax_entry() -> KernelEntry {
         reference: softmax_reference,
         // Output is bf16 (relative rounding 2^-9) of values <= 1; exp in f32 adds ~1e-7.
         tolerance: Tolerance::new(1e-4, 4e-3),
+        cases: &["ROWS=1 COLS=1", "ROWS=7 COLS=1024", "BLOCK=32 ROWS=33 COLS=31"],
     }
 }
 
@@ -102,12 +112,13 @@ fn softmax_problem(bindings: &[Binding]) -> Result<Problem, String> {
     let rows = size(bindings, "ROWS", 1 << 20)?;
     let cols = size(bindings, "COLS", block)?;
     let len = rows * cols;
+    let t = dtype(bindings)?;
     Ok(Problem {
         label: format!("{rows}x{cols}"),
         grid: Grid::from(rows as u32),
         args: vec![
-            ProblemArg::Input(random_bf16(0x50f7, len, -4.0, 4.0)),
-            ProblemArg::Output { elem: ScalarType::Bf16, len },
+            ProblemArg::Input(random(t, 0x50f7, len, -4.0, 4.0)),
+            ProblemArg::Output { elem: t, len },
             ProblemArg::Scalar(ScalarArg::I32(cols as i32)),
             ProblemArg::Scalar(ScalarArg::I32(cols as i32)),
         ],
@@ -153,6 +164,7 @@ fn matmul_entry() -> KernelEntry {
         reference: matmul_reference,
         // Exact products of bf16 inputs summed in f32: error <= K · 2^-24 · Σ|a·b| ≈ 1e-4 here.
         tolerance: Tolerance::new(2e-4, 1e-5),
+        cases: &["M=1 N=1 K=1", "M=65 N=63 K=33", "T=f16 M=17 N=80 K=48 BLOCK_M=16 BLOCK_N=32 BLOCK_K=16"],
     }
 }
 
@@ -161,13 +173,14 @@ fn matmul_problem(bindings: &[Binding]) -> Result<Problem, String> {
     let m = size(bindings, "M", 1 << 16)?;
     let n = size(bindings, "N", 1 << 16)?;
     let k = size(bindings, "K", 1 << 16)?;
+    let t = dtype(bindings)?;
     let grid = (m.div_ceil(bm.max(1) as usize) as u32, n.div_ceil(bn.max(1) as usize) as u32);
     Ok(Problem {
         label: format!("{m}x{n}x{k}"),
         grid: Grid::from(grid),
         args: vec![
-            ProblemArg::Input(random_bf16(0xa11a, m * k, -1.0, 1.0)),
-            ProblemArg::Input(random_bf16(0xb22b, k * n, -1.0, 1.0)),
+            ProblemArg::Input(random(t, 0xa11a, m * k, -1.0, 1.0)),
+            ProblemArg::Input(random(t, 0xb22b, k * n, -1.0, 1.0)),
             ProblemArg::Output { elem: ScalarType::F32, len: m * n },
             ProblemArg::Scalar(ScalarArg::I32(m as i32)),
             ProblemArg::Scalar(ScalarArg::I32(n as i32)),
@@ -216,6 +229,11 @@ fn flash_entry() -> KernelEntry {
         reference: flash_reference,
         // P is rounded to bf16 before P·V (relative 2^-9 per weight) and the output is bf16.
         tolerance: Tolerance::new(1.5e-2, 1e-2),
+        cases: &[
+            "CAUSAL=false Q_LEN=65 KV_LEN=129",
+            "HEAD_DIM=128 BLOCK_M=16 BLOCK_N=32 Q_LEN=100 KV_LEN=300",
+            "T=f16 HEADS=2 Q_LEN=1 KV_LEN=77",
+        ],
     }
 }
 
@@ -236,14 +254,15 @@ fn flash_problem(bindings: &[Binding]) -> Result<Problem, String> {
     let pairs: usize = (0..q_len)
         .map(|i| (0..kv_len).filter(|&j| visible(causal, i, j, q_len, kv_len)).count())
         .sum();
+    let t = dtype(bindings)?;
     Ok(Problem {
         label: format!("h{heads} q{q_len} kv{kv_len} d{d}{}", if causal { " causal" } else { "" }),
         grid: Grid::from((q_len.div_ceil(bm) as u32, heads as u32)),
         args: vec![
-            ProblemArg::Input(random_bf16(0x9001, heads * q_len * d, -1.0, 1.0)),
-            ProblemArg::Input(random_bf16(0x9002, heads * kv_len * d, -1.0, 1.0)),
-            ProblemArg::Input(random_bf16(0x9003, heads * kv_len * d, -1.0, 1.0)),
-            ProblemArg::Output { elem: ScalarType::Bf16, len: heads * q_len * d },
+            ProblemArg::Input(random(t, 0x9001, heads * q_len * d, -1.0, 1.0)),
+            ProblemArg::Input(random(t, 0x9002, heads * kv_len * d, -1.0, 1.0)),
+            ProblemArg::Input(random(t, 0x9003, heads * kv_len * d, -1.0, 1.0)),
+            ProblemArg::Output { elem: t, len: heads * q_len * d },
             ProblemArg::Scalar(ScalarArg::I32(q_len as i32)),
             ProblemArg::Scalar(ScalarArg::I32(kv_len as i32)),
             ProblemArg::Scalar(ScalarArg::F32(1.0 / (d as f32).sqrt())),
