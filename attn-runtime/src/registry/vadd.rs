@@ -40,6 +40,7 @@ pub(super) fn entry() -> KernelEntry {
         reference,
         // f32 add of f32 inputs is exact to half an ulp of the sum.
         tolerance: Tolerance::new(0.0, 1.2e-7),
+        cases: &["N=1", "N=255", "N=256", "N=257"],
     }
 }
 
