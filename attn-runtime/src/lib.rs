@@ -4,6 +4,7 @@ pub mod bench;
 pub mod cache;
 pub mod cli;
 pub mod jit;
+pub mod kernels;
 pub mod launch;
 pub mod ops;
 pub mod parity;
