@@ -30,7 +30,9 @@ pub fn module() -> Result<Module, MlaKernelError> {
     let start = SOURCE
         .find(marker)
         .ok_or_else(|| MlaKernelError::Parse(format!("no `{marker}` in the kernel file")))?;
-    attn_dsl::frontend::parse_module_str(&SOURCE[start..])
+    // Pad with the lines above so that DSL lines in errors and IR are this file's lines.
+    let text = "\n".repeat(SOURCE[..start].matches('\n').count()) + &SOURCE[start..];
+    attn_dsl::frontend::parse_module_str(&text)
         .map_err(|e| MlaKernelError::Parse(e.message))
 }
 

@@ -3,3 +3,5 @@
 
 pub mod merge;
 pub mod metadata;
+pub mod cpu;
+pub mod plan;
