@@ -182,3 +182,44 @@ pub fn check_outputs(case: &Case, inputs: &Inputs, outs: &[RankOutput]) {
             .unwrap_or_else(|e| panic!("{case:?}: {e}"));
     }
 }
+
+/// `q_hat [T, D·N, 576]` in f64 from rank-major queries `[D, T, N, 576]`, restricted to the
+/// global heads `heads` (in order).
+pub fn gathered_q(case: &Case, queries: &[f32], heads: std::ops::Range<usize>) -> Vec<f64> {
+    let (n, t) = (case.heads as usize, case.tokens());
+    let mut q = Vec::with_capacity(t * heads.len() * QK_WIDTH);
+    for tok in 0..t {
+        for g in heads.clone() {
+            let (r, h) = (g / n, g % n);
+            let src = ((r * t + tok) * n + h) * QK_WIDTH;
+            q.extend(queries[src..src + QK_WIDTH].iter().map(|&x| f64::from(x)));
+        }
+    }
+    q
+}
+
+/// The reference batch over `num_heads` heads with queries `q_hat`.
+pub fn batch<'a>(requests: &'a [MlaRequest<'a>], num_heads: usize, q_hat: Vec<f64>) -> AbsorbedBatch<'a> {
+    let mut cfg = MlaConfig::deepseek_v3();
+    cfg.num_heads = num_heads;
+    AbsorbedBatch { config: cfg, num_heads, q_hat, requests }
+}
+
+pub fn requests<'a>(case: &Case, inputs: &'a Inputs) -> Vec<MlaRequest<'a>> {
+    inputs
+        .latents
+        .iter()
+        .zip(&case.query_lens)
+        .map(|(l, &q)| MlaRequest { latent: l, query_len: q as usize })
+        .collect()
+}
+
+/// Compares partial LSEs: a reference `-inf` (no keys) must be exactly `-inf`; finite ones
+/// within `tol`. NaN never passes.
+pub fn check_lse(name: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{name}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = if w == f64::NEG_INFINITY { g == f64::NEG_INFINITY } else { (g - w).abs() <= tol };
+        assert!(ok, "{name}: element {i}: got {g}, want {w}");
+    }
+}

@@ -220,8 +220,59 @@ pub fn current_kv(plan: &DecodePlan, latents: &[Vec<f32>]) -> Vec<f32> {
     v
 }
 
-/// History pass of `rank` (all D·N gathered heads over its shard) and the reduce into
-/// its `hist_send`.
+/// The split scratch of the history pass: `out [T, D·N, S, 512]`, `lse [T, D·N, S]` (f32).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistorySplits {
+    pub out: HostBuffer,
+    pub lse: HostBuffer,
+}
+
+/// History pass of `rank`: all D·N gathered heads over its shard, one partial per KV split.
+pub fn run_history_splits(
+    plan: &DecodePlan,
+    kernels: &CpuKernels,
+    shard: &RankShard,
+    table: &[i32],
+    rank: u32,
+    q_all: &HostBuffer,
+) -> Result<HistorySplits, CpuDecodeError> {
+    let step = &plan.step;
+    let mut bufs = BTreeMap::new();
+    bufs.insert(BufferRole::QAll, q_all.clone());
+    bufs.insert(BufferRole::LatentCache, shard.cache.clone());
+    bufs.insert(BufferRole::BlockTable, HostBuffer::I32(table.to_vec()));
+    bufs.insert(BufferRole::TokenReq, HostBuffer::I32(step.token_req()));
+    bufs.insert(BufferRole::HistLens, HostBuffer::I32(step.hist_lens(rank)));
+    for r in [BufferRole::SplitOut, BufferRole::SplitLse] {
+        bufs.insert(r, poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)));
+    }
+    run_launch(&kernels.history, &plan.history, &mut bufs)?;
+    Ok(HistorySplits {
+        out: take(&mut bufs, BufferRole::SplitOut),
+        lse: take(&mut bufs, BufferRole::SplitLse),
+    })
+}
+
+/// The reduce of the history splits into this rank's `hist_send`.
+pub fn run_history_reduce(
+    plan: &DecodePlan,
+    kernels: &CpuKernels,
+    splits: HistorySplits,
+) -> Result<ExchangeBuffer, CpuDecodeError> {
+    let mut bufs = BTreeMap::new();
+    bufs.insert(BufferRole::SplitOut, splits.out);
+    bufs.insert(BufferRole::SplitLse, splits.lse);
+    for r in [BufferRole::SendOut, BufferRole::SendLse] {
+        bufs.insert(r, poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)));
+    }
+    run_launch(&kernels.history_reduce, &plan.history_reduce, &mut bufs)?;
+    Ok(ExchangeBuffer {
+        out: take(&mut bufs, BufferRole::SendOut),
+        lse: take(&mut bufs, BufferRole::SendLse),
+    })
+}
+
+/// History pass of `rank` and the reduce into its `hist_send`.
 pub fn run_history(
     plan: &DecodePlan,
     kernels: &CpuKernels,
@@ -230,23 +281,8 @@ pub fn run_history(
     rank: u32,
     q_all: &HostBuffer,
 ) -> Result<ExchangeBuffer, CpuDecodeError> {
-    let step = &plan.step;
-    let len = |r| plan.buffer_len(r).unwrap_or(0);
-    let mut bufs = BTreeMap::new();
-    bufs.insert(BufferRole::QAll, q_all.clone());
-    bufs.insert(BufferRole::LatentCache, shard.cache.clone());
-    bufs.insert(BufferRole::BlockTable, HostBuffer::I32(table.to_vec()));
-    bufs.insert(BufferRole::TokenReq, HostBuffer::I32(step.token_req()));
-    bufs.insert(BufferRole::HistLens, HostBuffer::I32(step.hist_lens(rank)));
-    for r in [BufferRole::SplitOut, BufferRole::SplitLse, BufferRole::SendOut, BufferRole::SendLse] {
-        bufs.insert(r, poisoned(plan.buffer_dtype(r), len(r)));
-    }
-    run_launch(&kernels.history, &plan.history, &mut bufs)?;
-    run_launch(&kernels.history_reduce, &plan.history_reduce, &mut bufs)?;
-    Ok(ExchangeBuffer {
-        out: take(&mut bufs, BufferRole::SendOut),
-        lse: take(&mut bufs, BufferRole::SendLse),
-    })
+    let splits = run_history_splits(plan, kernels, shard, table, rank, q_all)?;
+    run_history_reduce(plan, kernels, splits)
 }
 
 fn copy_range(dst: &mut HostBuffer, src: &HostBuffer, dst_at: usize, src_at: usize, n: usize) {
