@@ -29,7 +29,8 @@ fn check_history(case: &Case, seed: u64) {
     let kernels = CpuKernels::new(&plan).expect("kernels");
     let (table, num_blocks) = block_table(&plan);
     let step = &plan.step;
-    let shards = build_shards(&plan, &step.layout, &inputs.latents, &table, num_blocks).expect("shards");
+    let shards =
+        build_shards(&plan, &step.layout, &inputs.latents, &table, num_blocks).expect("shards");
     let q_all = to_buf(case.dtype, &inputs.queries);
     let reqs = requests(case, &inputs);
     let (d, n, t) = (case.d as usize, case.heads as usize, case.tokens());
@@ -37,7 +38,8 @@ fn check_history(case: &Case, seed: u64) {
     let ex = plan.exchange;
     for (r, shard) in shards.iter().enumerate() {
         let send = run_history(&plan, &kernels, shard, &table, r as u32, &q_all).expect("history");
-        let want = history_partial(&b, f64::from(dsv3_scale()), &step.layout, r as u32).expect("reference");
+        let want = history_partial(&b, f64::from(dsv3_scale()), &step.layout, r as u32)
+            .expect("reference");
         let (out, lse) = (send.out.to_f64s(), send.lse.to_f64s());
         let (mut got_o, mut want_o, mut got_l, mut want_l) = (vec![], vec![], vec![], vec![]);
         for p in 0..d {
@@ -52,8 +54,13 @@ fn check_history(case: &Case, seed: u64) {
             }
         }
         // Empty rows: exactly 0 (not NaN); the reference writes 0 there too.
-        compare(&format!("hist out rank {r}"), &got_o, &want_o, Tolerance::new(1e-2, 2e-2))
-            .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+        compare(
+            &format!("hist out rank {r}"),
+            &got_o,
+            &want_o,
+            Tolerance::new(1e-2, 2e-2),
+        )
+        .unwrap_or_else(|e| panic!("{case:?}: {e}"));
         check_lse(&format!("hist lse rank {r}"), &got_l, &want_l, 2e-3);
     }
 }
@@ -96,14 +103,31 @@ fn current_matches_reference_causal_within_chunk() {
         let (n, t) = (case.heads as usize, case.tokens());
         let reqs = requests(&case, &inputs);
         for r in 0..case.d as usize {
-            let q_loc = to_buf(dtype, &inputs.queries[r * t * n * QK_WIDTH..(r + 1) * t * n * QK_WIDTH]);
+            let q_loc = to_buf(
+                dtype,
+                &inputs.queries[r * t * n * QK_WIDTH..(r + 1) * t * n * QK_WIDTH],
+            );
             let got = run_current(&plan, &kernels, &q_loc, &cur_kv).expect("current");
-            let b = batch(&reqs, n, gathered_q(&case, &inputs.queries, r * n..(r + 1) * n));
+            let b = batch(
+                &reqs,
+                n,
+                gathered_q(&case, &inputs.queries, r * n..(r + 1) * n),
+            );
             let want = current_partial(&b, f64::from(dsv3_scale())).expect("reference");
-            compare("cur out", &got.out.to_f64s(), &want.out, Tolerance::new(1e-2, 2e-2))
-                .unwrap_or_else(|e| panic!("{dtype}: {e}"));
-            compare("cur lse", &got.lse.to_f64s(), &want.lse, Tolerance::new(2e-3, 0.0))
-                .unwrap_or_else(|e| panic!("{dtype}: {e}"));
+            compare(
+                "cur out",
+                &got.out.to_f64s(),
+                &want.out,
+                Tolerance::new(1e-2, 2e-2),
+            )
+            .unwrap_or_else(|e| panic!("{dtype}: {e}"));
+            compare(
+                "cur lse",
+                &got.lse.to_f64s(),
+                &want.lse,
+                Tolerance::new(2e-3, 0.0),
+            )
+            .unwrap_or_else(|e| panic!("{dtype}: {e}"));
         }
     }
 }
@@ -118,13 +142,21 @@ fn combine_case(
 ) -> (ExchangeBuffer, CurrentPartial, Vec<f64>) {
     let dtype = plan.step.dtype;
     let dt = Dtype::from_scalar_type(dtype).expect("float");
-    let (d, n, t) = (plan.step.layout.dcp_size as usize, plan.step.heads_per_rank as usize, plan.num_tokens);
+    let (d, n, t) = (
+        plan.step.layout.dcp_size as usize,
+        plan.step.heads_per_rank as usize,
+        plan.num_tokens,
+    );
     let ex = plan.exchange;
     let mut rng = SplitMix64(seed);
     let mut out = vec![f64::NAN; plan.buffer_len(BufferRole::RecvOut).unwrap_or(0)];
     let mut lse = vec![f64::NAN; plan.buffer_len(BufferRole::RecvLse).unwrap_or(0)];
-    let cur_o: Vec<f64> = (0..t * n * LATENT).map(|_| dt.round(rng.uniform(-1.0, 1.0))).collect();
-    let cur_l: Vec<f64> = (0..t * n).map(|_| (rng.uniform(-lse_range, lse_range) as f32) as f64).collect();
+    let cur_o: Vec<f64> = (0..t * n * LATENT)
+        .map(|_| dt.round(rng.uniform(-1.0, 1.0)))
+        .collect();
+    let cur_l: Vec<f64> = (0..t * n)
+        .map(|_| (rng.uniform(-lse_range, lse_range) as f32) as f64)
+        .collect();
     let mut want = vec![0.0; t * n * LATENT];
     for h in 0..n {
         for tok in 0..t {
@@ -136,7 +168,13 @@ fn combine_case(
                     None => (f64::NAN, (rng.uniform(-lse_range, lse_range) as f32) as f64),
                 };
                 let row: Vec<f64> = (0..LATENT)
-                    .map(|_| if o_val.is_nan() { dt.round(rng.uniform(-1.0, 1.0)) } else { o_val })
+                    .map(|_| {
+                        if o_val.is_nan() {
+                            dt.round(rng.uniform(-1.0, 1.0))
+                        } else {
+                            o_val
+                        }
+                    })
                     .collect();
                 for (l, &x) in row.iter().enumerate() {
                     out[ex.out_index(src, h, tok, l)] = x;
@@ -148,27 +186,46 @@ fn combine_case(
             let cur_row = (tok * n + h) * LATENT;
             parts_o.push(cur_o[cur_row..cur_row + LATENT].to_vec());
             parts_l.push(cur_l[tok * n + h]);
-            let parts: Vec<Partial<'_>> =
-                parts_o.iter().zip(&parts_l).map(|(o, &l)| Partial { out: o, lse: l }).collect();
+            let parts: Vec<Partial<'_>> = parts_o
+                .iter()
+                .zip(&parts_l)
+                .map(|(o, &l)| Partial { out: o, lse: l })
+                .collect();
             merge_partials(&parts, &mut want[cur_row..cur_row + LATENT]).expect("merge");
         }
     }
-    let recv = ExchangeBuffer { out: HostBuffer::from_f64s(dtype, &out), lse: HostBuffer::from_f64s(ScalarType::F32, &lse) };
-    let cur = CurrentPartial { out: HostBuffer::from_f64s(dtype, &cur_o), lse: HostBuffer::from_f64s(ScalarType::F32, &cur_l) };
+    let recv = ExchangeBuffer {
+        out: HostBuffer::from_f64s(dtype, &out),
+        lse: HostBuffer::from_f64s(ScalarType::F32, &lse),
+    };
+    let cur = CurrentPartial {
+        out: HostBuffer::from_f64s(dtype, &cur_o),
+        lse: HostBuffer::from_f64s(ScalarType::F32, &cur_l),
+    };
     (recv, cur, want)
 }
 
 #[test]
 fn combine_matches_f64_merge() {
-    for (d, dtype) in [(1, ScalarType::Bf16), (2, ScalarType::F16), (5, ScalarType::Bf16), (8, ScalarType::Bf16)] {
+    for (d, dtype) in [
+        (1, ScalarType::Bf16),
+        (2, ScalarType::F16),
+        (5, ScalarType::Bf16),
+        (8, ScalarType::Bf16),
+    ] {
         let mut case = Case::new(d, 1, 16, 2, &[40, 3], &[2, 1]);
         case.dtype = dtype;
         let plan = case.plan();
         let kernels = CpuKernels::new(&plan).expect("kernels");
         let (recv, cur, want) = combine_case(&plan, 31 + u64::from(d), 6.0, |_, _| None);
         let got = run_combine(&plan, &kernels, &recv, &cur).expect("combine");
-        compare(&format!("combine D={d}"), &got.to_f64s(), &want, Tolerance::new(8e-3, 8e-3))
-            .unwrap_or_else(|e| panic!("{e}"));
+        compare(
+            &format!("combine D={d}"),
+            &got.to_f64s(),
+            &want,
+            Tolerance::new(8e-3, 8e-3),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -186,8 +243,13 @@ fn combine_invalid_partials_never_leak() {
     };
     let (recv, cur, want) = combine_case(&plan, 41, 4.0, poison);
     let got = run_combine(&plan, &kernels, &recv, &cur).expect("combine");
-    compare("combine with NaN/inf partials", &got.to_f64s(), &want, Tolerance::new(8e-3, 8e-3))
-        .unwrap_or_else(|e| panic!("{e}"));
+    compare(
+        "combine with NaN/inf partials",
+        &got.to_f64s(),
+        &want,
+        Tolerance::new(8e-3, 8e-3),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -198,11 +260,23 @@ fn combine_extreme_lse_beyond_f16_range() {
     let kernels = CpuKernels::new(&plan).expect("kernels");
     let (recv, mut cur, want) = combine_case(&plan, 51, 9e4, |_, _| None);
     let got = run_combine(&plan, &kernels, &recv, &cur).expect("combine");
-    compare("combine |lse| ~ 9e4", &got.to_f64s(), &want, Tolerance::new(2e-3, 2e-3)).unwrap_or_else(|e| panic!("{e}"));
+    compare(
+        "combine |lse| ~ 9e4",
+        &got.to_f64s(),
+        &want,
+        Tolerance::new(2e-3, 2e-3),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     // Sanity: the current part dominates when its lse is far above every history lse.
     cur.lse = HostBuffer::F32(vec![2e5; plan.num_tokens]);
     let got = run_combine(&plan, &kernels, &recv, &cur).expect("combine");
-    compare("current dominates", &got.to_f64s(), &cur.out.to_f64s(), Tolerance::EXACT).unwrap_or_else(|e| panic!("{e}"));
+    compare(
+        "current dominates",
+        &got.to_f64s(),
+        &cur.out.to_f64s(),
+        Tolerance::EXACT,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// §4.4 merge identity in its consistent form for the N-way combine: D history partials with
@@ -236,18 +310,27 @@ fn combine_merge_identity() {
         }
         let mut cur_l = vec![0.0; t * n];
         cur_l[n + 1] = f64::INFINITY;
-        let recv = ExchangeBuffer { out: HostBuffer::from_f64s(ScalarType::Bf16, &out), lse: HostBuffer::from_f64s(ScalarType::F32, &lse) };
+        let recv = ExchangeBuffer {
+            out: HostBuffer::from_f64s(ScalarType::Bf16, &out),
+            lse: HostBuffer::from_f64s(ScalarType::F32, &lse),
+        };
         let cur = CurrentPartial {
             out: HostBuffer::from_f64s(ScalarType::Bf16, &vec![3.0; t * n * LATENT]),
             lse: HostBuffer::from_f64s(ScalarType::F32, &cur_l),
         };
-        let got = run_combine(&plan, &kernels, &recv, &cur).expect("combine").to_f64s();
+        let got = run_combine(&plan, &kernels, &recv, &cur)
+            .expect("combine")
+            .to_f64s();
         let expect = Dtype::Bf16.round((f64::from(d) + 3.0) / (f64::from(d) + 1.0));
         for tok in 0..t {
             for h in 0..n {
                 let want = if h == 1 && tok == 1 { 0.0 } else { expect };
                 let row = &got[(tok * n + h) * LATENT..][..LATENT];
-                assert!(row.iter().all(|&x| x == want), "D={d} t={tok} h={h}: {} != {want}", row[0]);
+                assert!(
+                    row.iter().all(|&x| x == want),
+                    "D={d} t={tok} h={h}: {} != {want}",
+                    row[0]
+                );
             }
         }
     }
@@ -266,14 +349,25 @@ fn v_up_matches_reference() {
         let dt = Dtype::from_scalar_type(dtype).expect("float");
         let mut rng = SplitMix64(61);
         let (n, t) = (3usize, plan.num_tokens);
-        let x: Vec<f64> = (0..t * n * LATENT).map(|_| dt.round(rng.uniform(-1.0, 1.0))).collect();
-        let w: Vec<f32> = (0..n * LATENT * V_HEAD).map(|_| dt.round(rng.uniform(-0.1, 0.1)) as f32).collect();
-        let got = run_v_up(&plan, &kernels, &HostBuffer::from_f64s(dtype, &x), &to_buf(dtype, &w)).expect("v_up");
+        let x: Vec<f64> = (0..t * n * LATENT)
+            .map(|_| dt.round(rng.uniform(-1.0, 1.0)))
+            .collect();
+        let w: Vec<f32> = (0..n * LATENT * V_HEAD)
+            .map(|_| dt.round(rng.uniform(-0.1, 0.1)) as f32)
+            .collect();
+        let got = run_v_up(
+            &plan,
+            &kernels,
+            &HostBuffer::from_f64s(dtype, &x),
+            &to_buf(dtype, &w),
+        )
+        .expect("v_up");
         let mut cfg = attn_runtime::reference::mla::MlaConfig::deepseek_v3();
         cfg.num_heads = n;
         let want = v_up(&cfg, n, &x, &w).expect("reference");
-        compare("v_up", &got.to_f64s(), &want, Tolerance::new(1e-2, 1e-2)).unwrap_or_else(|e| panic!("{dtype}: {e}"));
-        assert_eq!(poisoned(dtype, 1).to_f64s()[0].is_nan(), true);
+        compare("v_up", &got.to_f64s(), &want, Tolerance::new(1e-2, 1e-2))
+            .unwrap_or_else(|e| panic!("{dtype}: {e}"));
+        assert!(poisoned(dtype, 1).to_f64s()[0].is_nan());
     }
 }
 
@@ -287,19 +381,36 @@ fn history_empty_splits_write_zero_and_neg_inf() {
     let plan = case.plan();
     let kernels = CpuKernels::new(&plan).expect("kernels");
     let (table, num_blocks) = block_table(&plan);
-    let shards = build_shards(&plan, &plan.step.layout, &inputs.latents, &table, num_blocks).expect("shards");
+    let shards = build_shards(
+        &plan,
+        &plan.step.layout,
+        &inputs.latents,
+        &table,
+        num_blocks,
+    )
+    .expect("shards");
     let q_all = to_buf(case.dtype, &inputs.queries);
     let mut empty = 0;
     for (r, shard) in shards.iter().enumerate() {
-        let s = run_history_splits(&plan, &kernels, shard, &table, r as u32, &q_all).expect("history");
+        let s =
+            run_history_splits(&plan, &kernels, shard, &table, r as u32, &q_all).expect("history");
         let (out, lse) = (s.out.to_f64s(), s.lse.to_f64s());
         for (i, &l) in lse.iter().enumerate() {
             let row = &out[i * LATENT..(i + 1) * LATENT];
-            assert!(!l.is_nan() && l != f64::INFINITY, "rank {r} split row {i}: lse {l}");
-            assert!(row.iter().all(|x| x.is_finite()), "rank {r} split row {i}: non-finite output");
+            assert!(
+                !l.is_nan() && l != f64::INFINITY,
+                "rank {r} split row {i}: lse {l}"
+            );
+            assert!(
+                row.iter().all(|x| x.is_finite()),
+                "rank {r} split row {i}: non-finite output"
+            );
             if l == f64::NEG_INFINITY {
                 empty += 1;
-                assert!(row.iter().all(|&x| x == 0.0), "rank {r} split row {i}: empty split output not 0");
+                assert!(
+                    row.iter().all(|&x| x == 0.0),
+                    "rank {r} split row {i}: empty split output not 0"
+                );
             }
         }
     }

@@ -32,8 +32,7 @@ pub fn module() -> Result<Module, MlaKernelError> {
         .ok_or_else(|| MlaKernelError::Parse(format!("no `{marker}` in the kernel file")))?;
     // Pad with the lines above so that DSL lines in errors and IR are this file's lines.
     let text = "\n".repeat(SOURCE[..start].matches('\n').count()) + &SOURCE[start..];
-    attn_dsl::frontend::parse_module_str(&text)
-        .map_err(|e| MlaKernelError::Parse(e.message))
+    attn_dsl::frontend::parse_module_str(&text).map_err(|e| MlaKernelError::Parse(e.message))
 }
 
 /// Specializes `kernel` on `bindings` and runs the optimization passes: the IR the CPU
@@ -67,7 +66,11 @@ pub mod mla {
         let num = (o_valid * w.unsqueeze(1)).sum(0);
         let den = w.sum(0);
         let out = num / select(den == 0.0, 1.0, den);
-        let lse_out = select(den == 0.0, f32::NEG_INFINITY, m + log(select(den == 0.0, 1.0, den)));
+        let lse_out = select(
+            den == 0.0,
+            f32::NEG_INFINITY,
+            m + log(select(den == 0.0, 1.0, den)),
+        );
         (out, lse_out)
     }
 
@@ -91,7 +94,13 @@ pub mod mla {
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),
     )]
-    pub fn mla_history<T, const BLOCK_H: i32, const KV_TILE: i32, const BLOCK_SIZE: i32, const NUM_SPLITS: i32>(
+    pub fn mla_history<
+        T,
+        const BLOCK_H: i32,
+        const KV_TILE: i32,
+        const BLOCK_SIZE: i32,
+        const NUM_SPLITS: i32,
+    >(
         q_all: *const T,
         cache: *const T,
         block_table: *const i32,
@@ -118,8 +127,16 @@ pub mod mla {
         let q_row = ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576;
         let dl = arange::<512>();
         let dr = arange::<64>();
-        let q_lat = load(q_all + q_row.unsqueeze(1) + dl.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
-        let q_pe = load(q_all + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let q_lat = load(
+            q_all + q_row.unsqueeze(1) + dl.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
+        let q_pe = load(
+            q_all + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
 
         let tiles = cdiv(n_hist, KV_TILE);
         let per_split = cdiv(tiles, NUM_SPLITS);
@@ -133,9 +150,18 @@ pub mod mla {
             let keys = j * KV_TILE + arange::<KV_TILE>();
             let k_ok = keys < n_hist;
             let phys = load(bt_row + keys / BLOCK_SIZE, k_ok, 0);
-            let key_row = phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
-            let k_lat = load(cache + key_row.unsqueeze(0) + dl.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
-            let k_pe = load(cache + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
+            let key_row =
+                phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
+            let k_lat = load(
+                cache + key_row.unsqueeze(0) + dl.unsqueeze(1),
+                k_ok.unsqueeze(0),
+                0.0,
+            );
+            let k_pe = load(
+                cache + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1),
+                k_ok.unsqueeze(0),
+                0.0,
+            );
             let s = dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale;
             let s = select(k_ok.unsqueeze(0), s, f32::NEG_INFINITY);
             let m_raw = max(m_i, s.max(1));
@@ -148,7 +174,11 @@ pub mod mla {
         }
         let (o, lse) = finish_partial(acc, m_i, l_i);
         let slot = (t * num_heads + rows) * NUM_SPLITS + split;
-        store(split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0), o, row_ok.unsqueeze(1));
+        store(
+            split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
+            o,
+            row_ok.unsqueeze(1),
+        );
         store(split_lse + slot, lse, row_ok);
     }
 
@@ -174,12 +204,19 @@ pub mod mla {
         let present = s < NUM_SPLITS;
         let slot = (t * num_heads + g) * NUM_SPLITS + s;
         let dl = arange::<512>();
-        let o_s = load(split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0), present.unsqueeze(1), 0.0);
+        let o_s = load(
+            split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
+            present.unsqueeze(1),
+            0.0,
+        );
         let lse_s = load(split_lse + slot, present, f32::NEG_INFINITY);
         let (o, lse) = merge_partials(o_s, lse_s, present);
         let peer = (g / heads_per_rank).cast::<i64>();
         let row = ((g % heads_per_rank) * num_tokens + t).cast::<i64>();
-        store(send_out + peer * chunk_stride_out + row * 512 + dl, o.cast::<T>());
+        store(
+            send_out + peer * chunk_stride_out + row * 512 + dl,
+            o.cast::<T>(),
+        );
         store(send_lse + peer * chunk_stride_lse + lse_offset + row, lse);
     }
 
@@ -209,19 +246,43 @@ pub mod mla {
         let dl = arange::<512>();
         let dr = arange::<64>();
         let q_row = (t * heads_per_rank + h).cast::<i64>() * 576;
-        let q_lat = load(q_loc + q_row.unsqueeze(1) + dl.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
-        let q_pe = load(q_loc + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let q_lat = load(
+            q_loc + q_row.unsqueeze(1) + dl.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
+        let q_pe = load(
+            q_loc + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
         let key_row = keys.cast::<i64>() * 576;
-        let k_lat = load(cur_kv + key_row.unsqueeze(0) + dl.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
-        let k_pe = load(cur_kv + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
-        let s = select(k_ok.unsqueeze(0), dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale, f32::NEG_INFINITY);
+        let k_lat = load(
+            cur_kv + key_row.unsqueeze(0) + dl.unsqueeze(1),
+            k_ok.unsqueeze(0),
+            0.0,
+        );
+        let k_pe = load(
+            cur_kv + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1),
+            k_ok.unsqueeze(0),
+            0.0,
+        );
+        let s = select(
+            k_ok.unsqueeze(0),
+            dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale,
+            f32::NEG_INFINITY,
+        );
         let m_i = s.max(1);
         let p = exp(s - m_i.unsqueeze(1));
         let l_i = p.sum(1);
         let acc = dot(p.cast::<T>(), trans(k_lat));
         let (o, lse) = finish_partial(acc, m_i, l_i);
         let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
-        store(cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0), o.cast::<T>(), row_ok.unsqueeze(1));
+        store(
+            cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0),
+            o.cast::<T>(),
+            row_ok.unsqueeze(1),
+        );
         store(cur_lse + t * heads_per_rank + h, lse, row_ok);
     }
 
@@ -249,11 +310,27 @@ pub mod mla {
         let dl = arange::<512>();
         let row = (h * num_tokens + t).cast::<i64>();
         let src = part.cast::<i64>();
-        let o_hist = load(recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0), is_hist.unsqueeze(1), 0.0);
-        let lse_hist = load(recv_lse + src * chunk_stride_lse + lse_offset + row, is_hist, f32::NEG_INFINITY);
+        let o_hist = load(
+            recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0),
+            is_hist.unsqueeze(1),
+            0.0,
+        );
+        let lse_hist = load(
+            recv_lse + src * chunk_stride_lse + lse_offset + row,
+            is_hist,
+            f32::NEG_INFINITY,
+        );
         let cur_row = (t * heads_per_rank + h).cast::<i64>();
-        let o_cur = load(cur_out + cur_row * 512 + dl.unsqueeze(0) + zeros::<i64>([PARTS_PADDED]).unsqueeze(1), is_cur.unsqueeze(1), 0.0);
-        let lse_cur = load(cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]), is_cur, f32::NEG_INFINITY);
+        let o_cur = load(
+            cur_out + cur_row * 512 + dl.unsqueeze(0) + zeros::<i64>([PARTS_PADDED]).unsqueeze(1),
+            is_cur.unsqueeze(1),
+            0.0,
+        );
+        let lse_cur = load(
+            cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]),
+            is_cur,
+            f32::NEG_INFINITY,
+        );
         let o = select(is_cur.unsqueeze(1), o_cur, o_hist).cast::<f32>();
         let lse = select(is_cur, lse_cur, lse_hist);
         let (merged, _lse) = merge_partials(o, lse, is_hist | is_cur);
@@ -263,17 +340,31 @@ pub mod mla {
     /// V-up fallback: `y[t, n, :] = x[t, n, :] · W_UV[n]` for `x [T, N, 512]`, `W_UV [N, 512, 128]`,
     /// `y [T, N·128]`. Grid (cdiv(T, BLOCK_T), N). The op uses one cuBLAS strided-batched GEMM.
     #[kernel(num_warps = 4, require(BLOCK_T >= 16, "BLOCK_T must be >= 16"))]
-    pub fn mla_v_up<T, const BLOCK_T: i32>(x: *const T, w_uv: *const T, y: *mut T, num_tokens: i32, heads_per_rank: i32) {
+    pub fn mla_v_up<T, const BLOCK_T: i32>(
+        x: *const T,
+        w_uv: *const T,
+        y: *mut T,
+        num_tokens: i32,
+        heads_per_rank: i32,
+    ) {
         let n = program_id(1);
         let toks = program_id(0) * BLOCK_T + arange::<BLOCK_T>();
         let ok = toks < num_tokens;
         let dl = arange::<512>();
         let dv = arange::<128>();
         let x_rows = (toks * heads_per_rank + n).cast::<i64>() * 512;
-        let xt = load(x + x_rows.unsqueeze(1) + dl.unsqueeze(0), ok.unsqueeze(1), 0.0);
+        let xt = load(
+            x + x_rows.unsqueeze(1) + dl.unsqueeze(0),
+            ok.unsqueeze(1),
+            0.0,
+        );
         let w = load(w_uv + n.cast::<i64>() * 65536 + (dl * 128).unsqueeze(1) + dv.unsqueeze(0));
         let yt = dot(xt, w);
         let y_rows = (toks * heads_per_rank + n).cast::<i64>() * 128;
-        store(y + y_rows.unsqueeze(1) + dv.unsqueeze(0), yt.cast::<T>(), ok.unsqueeze(1));
+        store(
+            y + y_rows.unsqueeze(1) + dv.unsqueeze(0),
+            yt.cast::<T>(),
+            ok.unsqueeze(1),
+        );
     }
 }

@@ -35,7 +35,14 @@ pub struct Case {
 }
 
 impl Case {
-    pub fn new(d: u32, interleave: u32, block: u32, heads: u32, seq_lens: &[u32], query_lens: &[u32]) -> Self {
+    pub fn new(
+        d: u32,
+        interleave: u32,
+        block: u32,
+        heads: u32,
+        seq_lens: &[u32],
+        query_lens: &[u32],
+    ) -> Self {
         Case {
             d,
             interleave,
@@ -83,7 +90,9 @@ pub struct Inputs {
 }
 
 fn rounded(rng: &mut SplitMix64, dtype: Dtype, n: usize, lo: f64, hi: f64) -> Vec<f32> {
-    (0..n).map(|_| dtype.round(rng.uniform(lo, hi)) as f32).collect()
+    (0..n)
+        .map(|_| dtype.round(rng.uniform(lo, hi)) as f32)
+        .collect()
 }
 
 impl Inputs {
@@ -98,11 +107,19 @@ impl Inputs {
         let (d, n, t) = (case.d as usize, case.heads as usize, case.tokens());
         let queries = rounded(&mut rng, dt, d * t * n * QK_WIDTH, -1.0, 1.0);
         let w_uv = rounded(&mut rng, dt, d * n * LATENT * V_HEAD, -0.1, 0.1);
-        Inputs { latents, queries, w_uv }
+        Inputs {
+            latents,
+            queries,
+            w_uv,
+        }
     }
 
     pub fn sim(&self) -> SimulatedInputs<'_> {
-        SimulatedInputs { latents: &self.latents, queries: &self.queries, w_uv: &self.w_uv }
+        SimulatedInputs {
+            latents: &self.latents,
+            queries: &self.queries,
+            w_uv: &self.w_uv,
+        }
     }
 }
 
@@ -127,11 +144,19 @@ pub fn reference(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
         .latents
         .iter()
         .zip(&case.query_lens)
-        .map(|(l, &q)| MlaRequest { latent: l, query_len: q as usize })
+        .map(|(l, &q)| MlaRequest {
+            latent: l,
+            query_len: q as usize,
+        })
         .collect();
     let mut cfg = MlaConfig::deepseek_v3();
     cfg.num_heads = dn;
-    let batch = AbsorbedBatch { config: cfg, num_heads: dn, q_hat, requests: &requests };
+    let batch = AbsorbedBatch {
+        config: cfg,
+        num_heads: dn,
+        q_hat,
+        requests: &requests,
+    };
     let lat = dense_decode(&batch, f64::from(dsv3_scale())).expect("reference");
     let y = v_up(&cfg, dn, &lat.out, &inputs.w_uv).expect("v_up reference");
     (lat.out, y)
@@ -166,7 +191,8 @@ pub fn values(b: &HostBuffer) -> Vec<f64> {
 pub fn check_case(case: &Case, seed: u64) -> Vec<RankOutput> {
     let inputs = Inputs::random(case, seed);
     let plan = case.plan();
-    let outs = simulate_decode_step(&plan, &inputs.sim()).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+    let outs =
+        simulate_decode_step(&plan, &inputs.sim()).unwrap_or_else(|e| panic!("{case:?}: {e}"));
     check_outputs(case, &inputs, &outs);
     outs
 }
@@ -176,10 +202,20 @@ pub fn check_outputs(case: &Case, inputs: &Inputs, outs: &[RankOutput]) {
     let (lat_tol, y_tol) = tolerances(case.dtype);
     assert_eq!(outs.len(), case.d as usize);
     for (r, o) in outs.iter().enumerate() {
-        compare(&format!("lat_out rank {r}"), &values(&o.lat_out), &rank_slice(&lat_ref, case, r, LATENT), lat_tol)
-            .unwrap_or_else(|e| panic!("{case:?}: {e}"));
-        compare(&format!("y rank {r}"), &values(&o.y), &rank_slice(&y_ref, case, r, V_HEAD), y_tol)
-            .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+        compare(
+            &format!("lat_out rank {r}"),
+            &values(&o.lat_out),
+            &rank_slice(&lat_ref, case, r, LATENT),
+            lat_tol,
+        )
+        .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+        compare(
+            &format!("y rank {r}"),
+            &values(&o.y),
+            &rank_slice(&y_ref, case, r, V_HEAD),
+            y_tol,
+        )
+        .unwrap_or_else(|e| panic!("{case:?}: {e}"));
     }
 }
 
@@ -199,10 +235,19 @@ pub fn gathered_q(case: &Case, queries: &[f32], heads: std::ops::Range<usize>) -
 }
 
 /// The reference batch over `num_heads` heads with queries `q_hat`.
-pub fn batch<'a>(requests: &'a [MlaRequest<'a>], num_heads: usize, q_hat: Vec<f64>) -> AbsorbedBatch<'a> {
+pub fn batch<'a>(
+    requests: &'a [MlaRequest<'a>],
+    num_heads: usize,
+    q_hat: Vec<f64>,
+) -> AbsorbedBatch<'a> {
     let mut cfg = MlaConfig::deepseek_v3();
     cfg.num_heads = num_heads;
-    AbsorbedBatch { config: cfg, num_heads, q_hat, requests }
+    AbsorbedBatch {
+        config: cfg,
+        num_heads,
+        q_hat,
+        requests,
+    }
 }
 
 pub fn requests<'a>(case: &Case, inputs: &'a Inputs) -> Vec<MlaRequest<'a>> {
@@ -210,7 +255,10 @@ pub fn requests<'a>(case: &Case, inputs: &'a Inputs) -> Vec<MlaRequest<'a>> {
         .latents
         .iter()
         .zip(&case.query_lens)
-        .map(|(l, &q)| MlaRequest { latent: l, query_len: q as usize })
+        .map(|(l, &q)| MlaRequest {
+            latent: l,
+            query_len: q as usize,
+        })
         .collect()
 }
 
@@ -219,7 +267,11 @@ pub fn requests<'a>(case: &Case, inputs: &'a Inputs) -> Vec<MlaRequest<'a>> {
 pub fn check_lse(name: &str, got: &[f64], want: &[f64], tol: f64) {
     assert_eq!(got.len(), want.len(), "{name}: length");
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = if w == f64::NEG_INFINITY { g == f64::NEG_INFINITY } else { (g - w).abs() <= tol };
+        let ok = if w == f64::NEG_INFINITY {
+            g == f64::NEG_INFINITY
+        } else {
+            (g - w).abs() <= tol
+        };
         assert!(ok, "{name}: element {i}: got {g}, want {w}");
     }
 }

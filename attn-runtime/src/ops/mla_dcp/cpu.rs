@@ -26,9 +26,16 @@ pub enum CpuDecodeError {
     #[error("running `{kernel}` on the CPU executor: {source}")]
     Exec { kernel: String, source: ExecError },
     #[error("{what} has {got} values, expected {expected}")]
-    Input { what: &'static str, got: usize, expected: usize },
+    Input {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
     #[error("kernel `{kernel}` needs buffer {role:?}, which this stage does not provide")]
-    MissingBuffer { kernel: &'static str, role: BufferRole },
+    MissingBuffer {
+        kernel: &'static str,
+        role: BufferRole,
+    },
 }
 
 /// Host inputs of a simulated step, in f32 (rounded to the activation dtype on upload).
@@ -102,7 +109,11 @@ fn expect_len(what: &'static str, got: usize, expected: usize) -> Result<(), Cpu
     if got == expected {
         Ok(())
     } else {
-        Err(CpuDecodeError::Input { what, got, expected })
+        Err(CpuDecodeError::Input {
+            what,
+            got,
+            expected,
+        })
     }
 }
 
@@ -136,7 +147,10 @@ fn run_launch(
                     kernel: launch.kernel,
                     role,
                 })?;
-                let mutable = matches!(f.params.get(i).map(|p| p.kind), Some(ParamKind::Ptr { mutable: true, .. }));
+                let mutable = matches!(
+                    f.params.get(i).map(|p| p.kind),
+                    Some(ParamKind::Ptr { mutable: true, .. })
+                );
                 if mutable {
                     b.arg_out()
                 } else {
@@ -155,8 +169,14 @@ fn run_launch(
     Ok(())
 }
 
-fn take(bufs: &mut BTreeMap<BufferRole, HostBuffer>, role: BufferRole) -> HostBuffer {
-    bufs.remove(&role).unwrap_or(HostBuffer::F32(Vec::new()))
+/// Takes a stage's output back out of its buffer map.
+fn take(
+    bufs: &mut BTreeMap<BufferRole, HostBuffer>,
+    kernel: &'static str,
+    role: BufferRole,
+) -> Result<HostBuffer, CpuDecodeError> {
+    bufs.remove(&role)
+        .ok_or(CpuDecodeError::MissingBuffer { kernel, role })
 }
 
 /// The shared block table `[batch, stride]`: physical blocks handed out in reverse order
@@ -190,7 +210,8 @@ pub fn build_shards(
     let step = &plan.step;
     expect_len("latents (requests)", latents.len(), step.seq_lens.len())?;
     let b = layout.block_size as usize;
-    let mut caches: Vec<Vec<f64>> = vec![vec![f64::NAN; num_blocks * b * QK_WIDTH]; layout.dcp_size as usize];
+    let mut caches: Vec<Vec<f64>> =
+        vec![vec![f64::NAN; num_blocks * b * QK_WIDTH]; layout.dcp_size as usize];
     let stride = step.block_table_stride;
     for (req, (&s, lat)) in step.seq_lens.iter().zip(latents).enumerate() {
         expect_len("request latent", lat.len(), s as usize * QK_WIDTH)?;
@@ -207,14 +228,20 @@ pub fn build_shards(
     }
     Ok(caches
         .into_iter()
-        .map(|c| RankShard { cache: HostBuffer::from_f64s(step.dtype, &c), num_blocks })
+        .map(|c| RankShard {
+            cache: HostBuffer::from_f64s(step.dtype, &c),
+            num_blocks,
+        })
         .collect())
 }
 
 /// `cur_kv [T, 576]`: the current chunks' latent rows, token order.
 pub fn current_kv(plan: &DecodePlan, latents: &[Vec<f32>]) -> Vec<f32> {
     let mut v = Vec::with_capacity(plan.num_tokens * QK_WIDTH);
-    for (lat, (&s, &q)) in latents.iter().zip(plan.step.seq_lens.iter().zip(&plan.step.query_lens)) {
+    for (lat, (&s, &q)) in latents
+        .iter()
+        .zip(plan.step.seq_lens.iter().zip(&plan.step.query_lens))
+    {
         v.extend_from_slice(&lat[(s - q) as usize * QK_WIDTH..s as usize * QK_WIDTH]);
     }
     v
@@ -244,12 +271,15 @@ pub fn run_history_splits(
     bufs.insert(BufferRole::TokenReq, HostBuffer::I32(step.token_req()));
     bufs.insert(BufferRole::HistLens, HostBuffer::I32(step.hist_lens(rank)));
     for r in [BufferRole::SplitOut, BufferRole::SplitLse] {
-        bufs.insert(r, poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)));
+        bufs.insert(
+            r,
+            poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)),
+        );
     }
     run_launch(&kernels.history, &plan.history, &mut bufs)?;
     Ok(HistorySplits {
-        out: take(&mut bufs, BufferRole::SplitOut),
-        lse: take(&mut bufs, BufferRole::SplitLse),
+        out: take(&mut bufs, plan.history.kernel, BufferRole::SplitOut)?,
+        lse: take(&mut bufs, plan.history.kernel, BufferRole::SplitLse)?,
     })
 }
 
@@ -263,12 +293,15 @@ pub fn run_history_reduce(
     bufs.insert(BufferRole::SplitOut, splits.out);
     bufs.insert(BufferRole::SplitLse, splits.lse);
     for r in [BufferRole::SendOut, BufferRole::SendLse] {
-        bufs.insert(r, poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)));
+        bufs.insert(
+            r,
+            poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)),
+        );
     }
     run_launch(&kernels.history_reduce, &plan.history_reduce, &mut bufs)?;
     Ok(ExchangeBuffer {
-        out: take(&mut bufs, BufferRole::SendOut),
-        lse: take(&mut bufs, BufferRole::SendLse),
+        out: take(&mut bufs, plan.history_reduce.kernel, BufferRole::SendOut)?,
+        lse: take(&mut bufs, plan.history_reduce.kernel, BufferRole::SendLse)?,
     })
 }
 
@@ -287,9 +320,15 @@ pub fn run_history(
 
 fn copy_range(dst: &mut HostBuffer, src: &HostBuffer, dst_at: usize, src_at: usize, n: usize) {
     match (dst, src) {
-        (HostBuffer::Bf16(d), HostBuffer::Bf16(s)) => d[dst_at..dst_at + n].copy_from_slice(&s[src_at..src_at + n]),
-        (HostBuffer::F16(d), HostBuffer::F16(s)) => d[dst_at..dst_at + n].copy_from_slice(&s[src_at..src_at + n]),
-        (HostBuffer::F32(d), HostBuffer::F32(s)) => d[dst_at..dst_at + n].copy_from_slice(&s[src_at..src_at + n]),
+        (HostBuffer::Bf16(d), HostBuffer::Bf16(s)) => {
+            d[dst_at..dst_at + n].copy_from_slice(&s[src_at..src_at + n])
+        }
+        (HostBuffer::F16(d), HostBuffer::F16(s)) => {
+            d[dst_at..dst_at + n].copy_from_slice(&s[src_at..src_at + n])
+        }
+        (HostBuffer::F32(d), HostBuffer::F32(s)) => {
+            d[dst_at..dst_at + n].copy_from_slice(&s[src_at..src_at + n])
+        }
         _ => {}
     }
 }
@@ -297,13 +336,13 @@ fn copy_range(dst: &mut HostBuffer, src: &HostBuffer, dst_at: usize, src_at: usi
 /// The A2A as a permutation of whole chunks: `recv_r[src] = send_src[r]` (bit-exact, like the
 /// byte transport of §9.3).
 pub fn exchange(plan: &DecodePlan, sends: &[ExchangeBuffer]) -> Vec<ExchangeBuffer> {
-    let (so, sl) = (plan.exchange.chunk_stride_out(), plan.exchange.chunk_stride_lse());
+    let (so, sl) = (
+        plan.exchange.chunk_stride_out(),
+        plan.exchange.chunk_stride_lse(),
+    );
     (0..sends.len())
         .map(|r| {
-            let mut recv = sends.get(r).cloned().unwrap_or(ExchangeBuffer {
-                out: HostBuffer::F32(Vec::new()),
-                lse: HostBuffer::F32(Vec::new()),
-            });
+            let mut recv = sends[r].clone();
             for (src, send) in sends.iter().enumerate() {
                 copy_range(&mut recv.out, &send.out, src * so, r * so, so);
                 copy_range(&mut recv.lse, &send.lse, src * sl, r * sl, sl);
@@ -325,14 +364,17 @@ pub fn run_current(
     bufs.insert(BufferRole::QLoc, q_loc.clone());
     bufs.insert(BufferRole::CurKv, cur_kv.clone());
     bufs.insert(BufferRole::TokenReq, HostBuffer::I32(plan.step.token_req()));
-    bufs.insert(BufferRole::CuSeqlensQ, HostBuffer::I32(plan.step.cu_seqlens_q()));
+    bufs.insert(
+        BufferRole::CuSeqlensQ,
+        HostBuffer::I32(plan.step.cu_seqlens_q()),
+    );
     for r in [BufferRole::CurOut, BufferRole::CurLse] {
         bufs.insert(r, poisoned(plan.buffer_dtype(r), len(r)));
     }
     run_launch(&kernels.current, &plan.current, &mut bufs)?;
     Ok(CurrentPartial {
-        out: take(&mut bufs, BufferRole::CurOut),
-        lse: take(&mut bufs, BufferRole::CurLse),
+        out: take(&mut bufs, plan.current.kernel, BufferRole::CurOut)?,
+        lse: take(&mut bufs, plan.current.kernel, BufferRole::CurLse)?,
     })
 }
 
@@ -349,9 +391,12 @@ pub fn run_combine(
     bufs.insert(BufferRole::CurOut, cur.out.clone());
     bufs.insert(BufferRole::CurLse, cur.lse.clone());
     let lat = BufferRole::LatOut;
-    bufs.insert(lat, poisoned(plan.buffer_dtype(lat), plan.buffer_len(lat).unwrap_or(0)));
+    bufs.insert(
+        lat,
+        poisoned(plan.buffer_dtype(lat), plan.buffer_len(lat).unwrap_or(0)),
+    );
     run_launch(&kernels.combine, &plan.combine, &mut bufs)?;
-    Ok(take(&mut bufs, lat))
+    take(&mut bufs, plan.combine.kernel, lat)
 }
 
 /// The V-up fallback kernel: `y [T, N·128]` from `lat_out` and the rank's `w_uv [N, 512, 128]`.
@@ -364,9 +409,12 @@ pub fn run_v_up(
     let mut bufs = BTreeMap::new();
     bufs.insert(BufferRole::LatOut, lat_out.clone());
     bufs.insert(BufferRole::WUv, w_uv.clone());
-    bufs.insert(BufferRole::Y, poisoned(plan.step.dtype, plan.buffer_len(BufferRole::Y).unwrap_or(0)));
+    bufs.insert(
+        BufferRole::Y,
+        poisoned(plan.step.dtype, plan.buffer_len(BufferRole::Y).unwrap_or(0)),
+    );
     run_launch(&kernels.v_up, &plan.v_up, &mut bufs)?;
-    Ok(take(&mut bufs, BufferRole::Y))
+    take(&mut bufs, plan.v_up.kernel, BufferRole::Y)
 }
 
 /// Everything up to the exchange, per rank, and the inputs of the later stages: lets a test
@@ -383,11 +431,26 @@ pub struct SimulatedStep {
 }
 
 /// Runs the history pass, the exchange and the current pass on every simulated rank.
-pub fn simulate_until_combine(plan: &DecodePlan, inputs: &SimulatedInputs<'_>) -> Result<SimulatedStep, CpuDecodeError> {
+pub fn simulate_until_combine(
+    plan: &DecodePlan,
+    inputs: &SimulatedInputs<'_>,
+) -> Result<SimulatedStep, CpuDecodeError> {
     let step = &plan.step;
-    let (d, n, t) = (step.layout.dcp_size as usize, step.heads_per_rank as usize, plan.num_tokens);
-    expect_len("queries [D, T, N, 576]", inputs.queries.len(), d * t * n * QK_WIDTH)?;
-    expect_len("w_uv [D*N, 512, 128]", inputs.w_uv.len(), d * n * LATENT * V_HEAD)?;
+    let (d, n, t) = (
+        step.layout.dcp_size as usize,
+        step.heads_per_rank as usize,
+        plan.num_tokens,
+    );
+    expect_len(
+        "queries [D, T, N, 576]",
+        inputs.queries.len(),
+        d * t * n * QK_WIDTH,
+    )?;
+    expect_len(
+        "w_uv [D*N, 512, 128]",
+        inputs.w_uv.len(),
+        d * n * LATENT * V_HEAD,
+    )?;
     let kernels = CpuKernels::new(plan)?;
     let (table, num_blocks) = block_table(plan);
     let shards = build_shards(plan, &step.layout, inputs.latents, &table, num_blocks)?;
@@ -398,14 +461,24 @@ pub fn simulate_until_combine(plan: &DecodePlan, inputs: &SimulatedInputs<'_>) -
     let mut current = Vec::with_capacity(d);
     let mut w_uv = Vec::with_capacity(d);
     for (r, shard) in shards.iter().enumerate() {
-        sends.push(run_history(plan, &kernels, shard, &table, r as u32, &q_all)?);
-        let q_loc = to_buffer(step.dtype, &inputs.queries[r * t * n * QK_WIDTH..(r + 1) * t * n * QK_WIDTH]);
+        sends.push(run_history(
+            plan, &kernels, shard, &table, r as u32, &q_all,
+        )?);
+        let q_loc = to_buffer(
+            step.dtype,
+            &inputs.queries[r * t * n * QK_WIDTH..(r + 1) * t * n * QK_WIDTH],
+        );
         current.push(run_current(plan, &kernels, &q_loc, &cur_kv)?);
         let w = n * LATENT * V_HEAD;
         w_uv.push(to_buffer(step.dtype, &inputs.w_uv[r * w..(r + 1) * w]));
     }
     let recv = exchange(plan, &sends);
-    Ok(SimulatedStep { kernels, recv, current, w_uv })
+    Ok(SimulatedStep {
+        kernels,
+        recv,
+        current,
+        w_uv,
+    })
 }
 
 /// Runs the combine and the V-up on every rank of a simulated step.
@@ -423,7 +496,10 @@ pub fn finish(plan: &DecodePlan, sim: &SimulatedStep) -> Result<Vec<RankOutput>,
 }
 
 /// The whole decode step on D simulated ranks: each rank's `[T, N·128]` (and its `lat_out`).
-pub fn simulate_decode_step(plan: &DecodePlan, inputs: &SimulatedInputs<'_>) -> Result<Vec<RankOutput>, CpuDecodeError> {
+pub fn simulate_decode_step(
+    plan: &DecodePlan,
+    inputs: &SimulatedInputs<'_>,
+) -> Result<Vec<RankOutput>, CpuDecodeError> {
     let sim = simulate_until_combine(plan, inputs)?;
     finish(plan, &sim)
 }

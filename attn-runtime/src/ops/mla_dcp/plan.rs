@@ -32,14 +32,20 @@ pub const VUP_BLOCK_T: u32 = 16;
 pub enum PlanError {
     #[error("the batch is empty; a decode step needs at least one request")]
     EmptyBatch,
-    #[error("query_lens has {got} entries but seq_lens has {expected}; give one of each per request")]
+    #[error(
+        "query_lens has {got} entries but seq_lens has {expected}; give one of each per request"
+    )]
     BatchLength { got: usize, expected: usize },
     #[error("request {request} has query_len 0; a decode request carries 1..={max} tokens", max = MAX_QUERY_LEN)]
     EmptyQuery { request: usize },
     #[error("request {request} has query_len {query_len} > {max}, the longest current chunk supported", max = MAX_QUERY_LEN)]
     QueryTooLong { request: usize, query_len: u32 },
     #[error("request {request} has query_len {query_len} > seq_len {seq_len}; the chunk is part of the sequence")]
-    QueryLongerThanSequence { request: usize, query_len: u32, seq_len: u32 },
+    QueryLongerThanSequence {
+        request: usize,
+        query_len: u32,
+        seq_len: u32,
+    },
     #[error("heads_per_rank = 0; each rank owns at least one head")]
     NoHeads,
     #[error("block_size = {0} is not a positive multiple of 16")]
@@ -47,7 +53,11 @@ pub enum PlanError {
     #[error("activation dtype {0} is not supported; use bf16 or f16")]
     Dtype(ScalarType),
     #[error("request {request} needs {needed} block-table columns but rows have {stride}")]
-    BlockTableTooNarrow { request: usize, needed: u64, stride: usize },
+    BlockTableTooNarrow {
+        request: usize,
+        needed: u64,
+        stride: usize,
+    },
     #[error("num_sms = 0; give the device's multiprocessor count (or 1 for one split)")]
     NoSms,
     #[error("{what} = {value} overflows the 32-bit index range of the kernels")]
@@ -184,7 +194,14 @@ impl ExchangeLayout {
         let rows = heads * tokens;
         let lse_offset_bytes = round_up(rows * LATENT * elem_bytes, CHUNK_ALIGN);
         let chunk_bytes = round_up(lse_offset_bytes + rows * 4, CHUNK_ALIGN);
-        ExchangeLayout { ranks, heads, tokens, elem_bytes, lse_offset_bytes, chunk_bytes }
+        ExchangeLayout {
+            ranks,
+            heads,
+            tokens,
+            elem_bytes,
+            lse_offset_bytes,
+            chunk_bytes,
+        }
     }
 
     /// Bytes of one padded chunk (what goes to one peer).
@@ -269,7 +286,10 @@ impl DecodeStep {
             return Err(PlanError::EmptyBatch);
         }
         if self.query_lens.len() != self.seq_lens.len() {
-            return Err(PlanError::BatchLength { got: self.query_lens.len(), expected: self.seq_lens.len() });
+            return Err(PlanError::BatchLength {
+                got: self.query_lens.len(),
+                expected: self.seq_lens.len(),
+            });
         }
         if self.heads_per_rank == 0 {
             return Err(PlanError::NoHeads);
@@ -278,7 +298,7 @@ impl DecodeStep {
             return Err(PlanError::NoSms);
         }
         let b = self.layout.block_size;
-        if b == 0 || b % 16 != 0 {
+        if b == 0 || !b.is_multiple_of(16) {
             return Err(PlanError::BlockSize(b));
         }
         if !matches!(self.dtype, ScalarType::Bf16 | ScalarType::F16) {
@@ -289,14 +309,25 @@ impl DecodeStep {
                 return Err(PlanError::EmptyQuery { request });
             }
             if q > MAX_QUERY_LEN {
-                return Err(PlanError::QueryTooLong { request, query_len: q });
+                return Err(PlanError::QueryTooLong {
+                    request,
+                    query_len: q,
+                });
             }
             if q > s {
-                return Err(PlanError::QueryLongerThanSequence { request, query_len: q, seq_len: s });
+                return Err(PlanError::QueryLongerThanSequence {
+                    request,
+                    query_len: q,
+                    seq_len: s,
+                });
             }
             let needed = self.virtual_blocks(s);
             if needed > self.block_table_stride as u64 {
-                return Err(PlanError::BlockTableTooNarrow { request, needed, stride: self.block_table_stride });
+                return Err(PlanError::BlockTableTooNarrow {
+                    request,
+                    needed,
+                    stride: self.block_table_stride,
+                });
             }
         }
         Ok(())
@@ -336,7 +367,10 @@ impl DecodeStep {
         self.seq_lens
             .iter()
             .zip(&self.query_lens)
-            .map(|(&s, &q)| self.layout.n_local(history_len(u64::from(s), u64::from(q)), rank) as i32)
+            .map(|(&s, &q)| {
+                self.layout
+                    .n_local(history_len(u64::from(s), u64::from(q)), rank) as i32
+            })
             .collect()
     }
 
@@ -372,12 +406,16 @@ impl DecodeStep {
         let t_i32 = to_i32("num_tokens", t as u64)?;
         let n_i32 = to_i32("heads_per_rank", u64::from(n))?;
         let dn_i32 = to_i32("dcp_size * heads_per_rank", dn)?;
-        to_i32("num_tokens * gathered heads * 576", t as u64 * dn * QK_WIDTH as u64)?;
+        to_i32(
+            "num_tokens * gathered heads * 576",
+            t as u64 * dn * QK_WIDTH as u64,
+        )?;
         let grid_t = t as u32;
 
         let hist_block_h = next_pow2_at_least(dn.min(64) as u32, 16);
         let head_tiles = dn.div_ceil(u64::from(hist_block_h)) as u32;
-        let num_splits = splits.map_or_else(|| self.num_splits(head_tiles), |s| s.clamp(1, MAX_SPLITS));
+        let num_splits =
+            splits.map_or_else(|| self.num_splits(head_tiles), |s| s.clamp(1, MAX_SPLITS));
         let b = self.layout.block_size;
         // Largest power of two ≤ 64 dividing B: tiles never straddle a physical block.
         let kv_tile = 1u32 << b.trailing_zeros().min(6);
@@ -412,16 +450,18 @@ impl DecodeStep {
                 I64(i64::from(b) * QK_WIDTH as i64),
             ],
         };
-        let exchange_args = [
-            I32(t_i32),
-            I32(n_i32),
-        ];
+        let exchange_args = [I32(t_i32), I32(n_i32)];
         let strides = [
             I64(exchange.chunk_stride_out() as i64),
             I64(exchange.chunk_stride_lse() as i64),
             I64(exchange.lse_offset() as i64),
         ];
-        let mut reduce_args = vec![Buf(R::SplitOut), Buf(R::SplitLse), Buf(R::SendOut), Buf(R::SendLse)];
+        let mut reduce_args = vec![
+            Buf(R::SplitOut),
+            Buf(R::SplitLse),
+            Buf(R::SendOut),
+            Buf(R::SendLse),
+        ];
         reduce_args.extend(exchange_args);
         reduce_args.push(I32(dn_i32));
         reduce_args.extend(strides);
@@ -430,7 +470,10 @@ impl DecodeStep {
             constexprs: vec![
                 dt.clone(),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
-                ("SPLITS_PADDED", ConstValue::Int(next_pow2_at_least(num_splits, 1).into())),
+                (
+                    "SPLITS_PADDED",
+                    ConstValue::Int(next_pow2_at_least(num_splits, 1).into()),
+                ),
             ],
             grid: [grid_t, dn as u32, 1],
             args: reduce_args,
@@ -442,7 +485,10 @@ impl DecodeStep {
             constexprs: vec![
                 dt.clone(),
                 ("BLOCK_H", ConstValue::Int(cur_block_h.into())),
-                ("MAX_CHUNK", ConstValue::Int(next_pow2_at_least(max_q, 16).into())),
+                (
+                    "MAX_CHUNK",
+                    ConstValue::Int(next_pow2_at_least(max_q, 16).into()),
+                ),
             ],
             grid: [grid_t, n.div_ceil(cur_block_h), 1],
             args: vec![
@@ -456,7 +502,13 @@ impl DecodeStep {
                 F32(self.softmax_scale),
             ],
         };
-        let mut combine_args = vec![Buf(R::RecvOut), Buf(R::RecvLse), Buf(R::CurOut), Buf(R::CurLse), Buf(R::LatOut)];
+        let mut combine_args = vec![
+            Buf(R::RecvOut),
+            Buf(R::RecvLse),
+            Buf(R::CurOut),
+            Buf(R::CurLse),
+            Buf(R::LatOut),
+        ];
         combine_args.extend(exchange_args);
         combine_args.extend(strides);
         let combine = KernelLaunch {
@@ -464,7 +516,10 @@ impl DecodeStep {
             constexprs: vec![
                 dt.clone(),
                 ("DCP_SIZE", ConstValue::Int(d.into())),
-                ("PARTS_PADDED", ConstValue::Int(next_pow2_at_least(d + 1, 1).into())),
+                (
+                    "PARTS_PADDED",
+                    ConstValue::Int(next_pow2_at_least(d + 1, 1).into()),
+                ),
             ],
             grid: [grid_t, n, 1],
             args: combine_args,
@@ -473,7 +528,13 @@ impl DecodeStep {
             kernel: "mla_v_up",
             constexprs: vec![dt, ("BLOCK_T", ConstValue::Int(VUP_BLOCK_T.into()))],
             grid: [grid_t.div_ceil(VUP_BLOCK_T), n, 1],
-            args: vec![Buf(R::LatOut), Buf(R::WUv), Buf(R::Y), I32(t_i32), I32(n_i32)],
+            args: vec![
+                Buf(R::LatOut),
+                Buf(R::WUv),
+                Buf(R::Y),
+                I32(t_i32),
+                I32(n_i32),
+            ],
         };
         Ok(DecodePlan {
             step: self.clone(),
@@ -492,14 +553,24 @@ impl DecodeStep {
 impl DecodePlan {
     /// The launches in S0/S1 program order (§9.4): history, reduce, current, combine, V-up.
     pub fn launches(&self) -> [&KernelLaunch; 5] {
-        [&self.history, &self.history_reduce, &self.current, &self.combine, &self.v_up]
+        [
+            &self.history,
+            &self.history_reduce,
+            &self.current,
+            &self.combine,
+            &self.v_up,
+        ]
     }
 
     /// Elements of each buffer role (activation elements, f32 or i32 as the role's dtype),
     /// for a backend that allocates them. `LatentCache` and `BlockTable` belong to the
     /// caller and are `None`.
     pub fn buffer_len(&self, role: BufferRole) -> Option<usize> {
-        let (t, d, n) = (self.num_tokens, self.step.layout.dcp_size as usize, self.step.heads_per_rank as usize);
+        let (t, d, n) = (
+            self.num_tokens,
+            self.step.layout.dcp_size as usize,
+            self.step.heads_per_rank as usize,
+        );
         let s = self.num_splits as usize;
         let batch = self.step.seq_lens.len();
         Some(match role {
