@@ -396,3 +396,21 @@ fn messages_are_identical_from_tokens_and_from_text() {
     let from_tokens = specialize(&module, "k", &[bind("BLOCK", ConstValue::Int(48))]).unwrap_err();
     assert_eq!(from_text.message, from_tokens.message);
 }
+
+#[test]
+fn store_through_const_pointer_is_rejected_at_the_pointer() {
+    let src = "#[kernel]\nfn k(x: *const f32, y: *mut f32) {\n    let offs = arange::<16>();\n    let p = x + offs;\n    store(select(true, p, p), load(y + offs));\n}\n";
+    let e = fail(src, "k", &[]);
+    assert_eq!(
+        e.message,
+        "`store` through `x`, which is declared `*const`; declare it `*mut` to write to it"
+    );
+    assert_eq!(e.span.start().line, line_of(src, "store("));
+}
+
+#[test]
+fn store_through_mut_pointer_is_accepted() {
+    let src = "#[kernel]\nfn k(x: *const f32, y: *mut f32) {\n    let offs = arange::<16>();\n    store(y + offs, load(x + offs));\n}\n";
+    let module = parse_module_str(src).unwrap_or_else(|e| panic!("parse: {}", e.message));
+    assert!(specialize(&module, "k", &[]).is_ok());
+}

@@ -5,79 +5,8 @@
 use crate::launch::Grid;
 use attn_dsl::ir::ScalarType;
 use attn_dsl::kernel::ScalarArg;
-use half::{bf16, f16};
 
-/// A typed host buffer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum HostBuffer {
-    Bf16(Vec<bf16>),
-    F16(Vec<f16>),
-    F32(Vec<f32>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    Bool(Vec<bool>),
-}
-
-/// The value integer outputs are poisoned with (floats get NaN).
-pub const INT_POISON: i64 = -0x2152_4111; // 0xDEADBEEF as i32, sign-extended
-
-impl HostBuffer {
-    pub fn elem(&self) -> ScalarType {
-        match self {
-            HostBuffer::Bf16(_) => ScalarType::Bf16,
-            HostBuffer::F16(_) => ScalarType::F16,
-            HostBuffer::F32(_) => ScalarType::F32,
-            HostBuffer::I32(_) => ScalarType::I32,
-            HostBuffer::I64(_) => ScalarType::I64,
-            HostBuffer::Bool(_) => ScalarType::Bool,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        match self {
-            HostBuffer::Bf16(v) => v.len(),
-            HostBuffer::F16(v) => v.len(),
-            HostBuffer::F32(v) => v.len(),
-            HostBuffer::I32(v) => v.len(),
-            HostBuffer::I64(v) => v.len(),
-            HostBuffer::Bool(v) => v.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Every element as f64 (exact for all element types but i64 beyond 2^53).
-    pub fn to_f64(&self) -> Vec<f64> {
-        match self {
-            HostBuffer::Bf16(v) => v.iter().map(|x| x.to_f64()).collect(),
-            HostBuffer::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
-            HostBuffer::F32(v) => v.iter().map(|&x| x as f64).collect(),
-            HostBuffer::I32(v) => v.iter().map(|&x| x as f64).collect(),
-            HostBuffer::I64(v) => v.iter().map(|&x| x as f64).collect(),
-            HostBuffer::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
-        }
-    }
-
-    /// An output buffer before the kernel runs: NaN for floats, [`INT_POISON`] for
-    /// integers, `true` for bools — so an element the kernel never writes shows up.
-    pub fn poisoned(elem: ScalarType, len: usize) -> HostBuffer {
-        match elem {
-            ScalarType::Bf16 => HostBuffer::Bf16(vec![bf16::NAN; len]),
-            ScalarType::F16 => HostBuffer::F16(vec![f16::NAN; len]),
-            ScalarType::F32 => HostBuffer::F32(vec![f32::NAN; len]),
-            ScalarType::I32 => HostBuffer::I32(vec![INT_POISON as i32; len]),
-            ScalarType::I64 => HostBuffer::I64(vec![INT_POISON; len]),
-            ScalarType::Bool => HostBuffer::Bool(vec![true; len]),
-        }
-    }
-
-    /// Size in bytes (bool as one byte).
-    pub fn num_bytes(&self) -> usize {
-        self.len() * self.elem().size_bytes()
-    }
-}
+pub use attn_dsl::interp::{HostBuffer, INT_POISON};
 
 /// One kernel argument of a problem, in parameter order.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,11 +107,11 @@ mod tests {
     #[test]
     fn poisoned_outputs_are_nan_or_sentinel() {
         assert!(HostBuffer::poisoned(ScalarType::Bf16, 3)
-            .to_f64()
+            .to_f64s()
             .iter()
             .all(|x| x.is_nan()));
         assert!(HostBuffer::poisoned(ScalarType::F32, 3)
-            .to_f64()
+            .to_f64s()
             .iter()
             .all(|x| x.is_nan()));
         assert_eq!(

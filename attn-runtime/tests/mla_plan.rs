@@ -186,3 +186,26 @@ fn invalid_steps_are_typed_errors() {
     .to_string();
     assert!(msg.contains("65") && msg.contains("64"), "{msg}");
 }
+
+/// The plan's exchange layout is the plumbing's `ChunkLayout` (what the NCCL A2A moves), in
+/// element strides.
+#[test]
+fn exchange_layout_agrees_with_chunk_layout() {
+    use attn_runtime::ops::mla_dcp::act_dtype::ActDtype;
+    use attn_runtime::ops::mla_dcp::chunk_layout::ChunkLayout;
+    for (d, n, t) in [(1, 1, 1), (2, 3, 5), (4, 16, 3), (8, 2, 7)] {
+        let c = ChunkLayout::new(d, n, t, 512, ActDtype::Bf16).expect("chunk layout");
+        let e = ExchangeLayout::new(d, n, t, 2);
+        assert_eq!(e.chunk_bytes(), c.chunk_bytes());
+        assert_eq!(e.total_bytes(), c.total_bytes());
+        assert_eq!(e.lse_offset_bytes(), c.lse_offset_in_chunk());
+        assert_eq!(
+            e.out_index(d - 1, n - 1, t - 1, 7) * 2,
+            c.out_byte(d - 1, n - 1, t - 1, 7)
+        );
+        assert_eq!(
+            e.lse_index(d - 1, n - 1, t - 1) * 4,
+            c.lse_byte(d - 1, n - 1, t - 1)
+        );
+    }
+}

@@ -6,6 +6,9 @@ use super::host_slice::{HostSlice, HostSliceMut};
 use crate::ir::ScalarType;
 use half::{bf16, f16};
 
+/// The value integer outputs are poisoned with (0xDEADBEEF as i32, sign-extended).
+pub const INT_POISON: i64 = -0x2152_4111;
+
 /// A typed vector of kernel elements.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostBuffer {
@@ -39,6 +42,24 @@ impl HostBuffer {
 
     pub fn dtype(&self) -> ScalarType {
         self.as_slice().dtype()
+    }
+
+    /// An output buffer before a kernel runs: NaN for floats, [`INT_POISON`] for integers,
+    /// `true` for bools — so an element the kernel never writes shows up in a comparison.
+    pub fn poisoned(dtype: ScalarType, len: usize) -> Self {
+        match dtype {
+            ScalarType::Bf16 => HostBuffer::Bf16(vec![bf16::NAN; len]),
+            ScalarType::F16 => HostBuffer::F16(vec![f16::NAN; len]),
+            ScalarType::F32 => HostBuffer::F32(vec![f32::NAN; len]),
+            ScalarType::I32 => HostBuffer::I32(vec![INT_POISON as i32; len]),
+            ScalarType::I64 => HostBuffer::I64(vec![INT_POISON; len]),
+            ScalarType::Bool => HostBuffer::Bool(vec![true; len]),
+        }
+    }
+
+    /// Size in bytes (bool as one byte).
+    pub fn num_bytes(&self) -> usize {
+        self.len() * self.dtype().size_bytes()
     }
 
     pub fn len(&self) -> usize {

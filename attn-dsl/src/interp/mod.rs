@@ -40,7 +40,7 @@ mod tile;
 pub use cpu_backend::{Cpu, CpuArg};
 pub use error::{Access, ExecError};
 pub use executor::{run_with, ExecOptions, ExecStats};
-pub use host_buffer::HostBuffer;
+pub use host_buffer::{HostBuffer, INT_POISON};
 pub use host_slice::{HostSlice, HostSliceMut};
 
 use crate::ir::{parser::parse_function, Function};

@@ -458,6 +458,14 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         arity("store", args, 2, 3, "ptr, value, mask", span)?;
         let p = self.lower_runtime_arg(&args[0], "store")?;
         let elem = self.pointee(p, "store", args[0].span())?;
+        if let Some(param) = read_only_root(self.b.func, p) {
+            return Err(DslError::new(
+                args[0].span(),
+                format!(
+                    "`store` through `{param}`, which is declared `*const`; declare it `*mut` to write to it"
+                ),
+            ));
+        }
         let v = self.value_for(&args[1], elem, "store")?;
         let mask = match args.get(2) {
             Some(e) => Some(self.mask_arg(e, "store")?),
@@ -567,5 +575,32 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 format!("`.{name}()` needs a tile, got {}", other.kind_name()),
             )),
         }
+    }
+}
+
+/// The read-only (`*const`) kernel parameter a pointer value is derived from, when that is
+/// certain: follows pointer offsets, broadcasts and selects back to an entry argument. A
+/// pointer carried through a loop is not followed (the executor and the runtime still reject
+/// the store).
+fn read_only_root(func: &crate::ir::Function, v: crate::ir::ValueId) -> Option<String> {
+    use crate::ir::{OpKind, ParamKind};
+    if let Some(p) = func.params.iter().find(|p| p.value == v) {
+        return match p.kind {
+            ParamKind::Ptr { mutable: false, .. } => Some(p.name.clone()),
+            _ => None,
+        };
+    }
+    let op = func.ops.iter().find(|op| op.results.contains(&v))?;
+    match op.kind {
+        OpKind::AddPtr
+        | OpKind::Broadcast { .. }
+        | OpKind::Splat { .. }
+        | OpKind::ExpandDims { .. }
+        | OpKind::Trans => read_only_root(func, op.operands[0]),
+        OpKind::Select => {
+            let a = read_only_root(func, op.operands[1])?;
+            read_only_root(func, op.operands[2]).map(|_| a)
+        }
+        _ => None,
     }
 }

@@ -4,53 +4,55 @@
 //! and a V-up fallback (the op uses cuBLAS by default). Partials are `(o, lse)` with a natural-log
 //! f32 LSE; an empty row is `o = 0, lse = -inf`, never NaN (spec §3.2 rule 4).
 
-use attn_dsl::ast::Module;
+use attn_dsl::driver::Compiled;
 use attn_dsl::ir::Function;
-use attn_dsl::{passes, specialize, Binding};
+use attn_dsl::template::Template;
+use attn_dsl::Binding;
 use thiserror::Error;
 
-/// The DSL module below as source text. Until `#[module]` lands in main the module is
-/// compiled out (`cfg(any())`: rustc parses it, nothing expands it) and specialized at run
-/// time from this text; switching to the macro's template is the one line in [`module`].
-const SOURCE: &str = include_str!("mla_dcp.rs");
-
-/// A kernel of the `mla` module failed to parse or specialize.
+/// A kernel of the `mla` module could not be found or specialized.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum MlaKernelError {
-    #[error("the `mla` DSL module does not parse: {0}")]
-    Parse(String),
+    #[error("no kernel `{0}` in the `mla` module; kernels: mla_history, mla_history_reduce, mla_current, mla_combine, mla_v_up")]
+    Unknown(String),
     #[error("specializing `{kernel}` failed: {message}")]
     Specialize { kernel: String, message: String },
 }
 
-/// The parsed `mla` DSL module (the text from `pub mod mla` to the end of this file).
-pub fn module() -> Result<Module, MlaKernelError> {
-    // Built with `concat!` so that this line does not match itself.
-    let marker = concat!("pub mod ", "mla {");
-    let start = SOURCE
-        .find(marker)
-        .ok_or_else(|| MlaKernelError::Parse(format!("no `{marker}` in the kernel file")))?;
-    // Pad with the lines above so that DSL lines in errors and IR are this file's lines.
-    let text = "\n".repeat(SOURCE[..start].matches('\n').count()) + &SOURCE[start..];
-    attn_dsl::frontend::parse_module_str(&text).map_err(|e| MlaKernelError::Parse(e.message))
+/// The run-time template of `kernel` (what `#[module]` embedded for it).
+pub fn template(kernel: &str) -> Result<&'static Template, MlaKernelError> {
+    Ok(match kernel {
+        "mla_history" => &mla::MLA_HISTORY_TEMPLATE,
+        "mla_history_reduce" => &mla::MLA_HISTORY_REDUCE_TEMPLATE,
+        "mla_current" => &mla::MLA_CURRENT_TEMPLATE,
+        "mla_combine" => &mla::MLA_COMBINE_TEMPLATE,
+        "mla_v_up" => &mla::MLA_V_UP_TEMPLATE,
+        other => return Err(MlaKernelError::Unknown(other.to_string())),
+    })
 }
 
-/// Specializes `kernel` on `bindings` and runs the optimization passes: the IR the CPU
-/// executor runs (and, through `codegen::emit_cuda`, what the GPU compiles).
+/// Specializes `kernel` on `bindings` through the same pipeline `instantiate!` runs
+/// (specialize → passes → CUDA): the optimized IR and the CUDA source.
+pub fn compile_kernel(kernel: &str, bindings: &[Binding]) -> Result<Compiled, MlaKernelError> {
+    let consts: Vec<(&str, attn_dsl::ConstValue)> = bindings
+        .iter()
+        .map(|b| (b.name.as_str(), b.value.clone()))
+        .collect();
+    template(kernel)?
+        .specialize(&consts)
+        .map_err(|e| MlaKernelError::Specialize {
+            kernel: kernel.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.
 pub fn specialize_kernel(kernel: &str, bindings: &[Binding]) -> Result<Function, MlaKernelError> {
-    let m = module()?;
-    let mut spec = specialize(&m, kernel, bindings).map_err(|e| MlaKernelError::Specialize {
-        kernel: kernel.to_string(),
-        message: e.message,
-    })?;
-    passes::optimize(&mut spec.ir);
-    Ok(spec.ir)
+    Ok(compile_kernel(kernel, bindings)?.specialized.ir)
 }
 
-#[cfg(any())]
 use attn_dsl_macros::module;
 
-#[cfg(any())]
 #[module]
 pub mod mla {
     /// Merges partials `(o [P, 512], lse [P])` of one row (spec §3.2): only finite LSEs count,

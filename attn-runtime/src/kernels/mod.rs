@@ -1,3 +1,4 @@
-//! The DSL kernels of the ops (DESIGN §2): each file is one `#[module]` of tile programs.
+//! The DSL kernels the runtime ships.
 
 pub mod mla_dcp;
+pub mod proof;

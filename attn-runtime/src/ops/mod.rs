@@ -1,4 +1,5 @@
-//! The attention ops built on the DSL kernels, with their host-side metadata.
+//! The attention ops built on the DSL kernels and on cudarc (cuBLAS, NCCL, streams), with
+//! their host-side metadata.
 
 pub mod mla_dcp;
 pub mod unified_attention;

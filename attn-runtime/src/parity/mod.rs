@@ -4,9 +4,11 @@
 //! reference closure; the proof kernels plug in as data.
 
 mod compare;
+mod cpu_run;
 mod device_run;
 
 pub use compare::{compare, CompareError, Comparison, Tolerance};
+pub use cpu_run::{interp_executor, run_interp};
 pub use device_run::{run_on_gpu, DeviceProblem};
 
 use crate::launch::{CudaKernelHandle, Grid, LaunchError};
@@ -15,7 +17,7 @@ use attn_dsl::ir::Function;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
-/// Runs specialized IR on the host (the lead plugs `attn_dsl::interp::run` in here):
+/// Runs specialized IR on the host ([`interp_executor`] is the CPU executor):
 /// `args` arrive with outputs poisoned; the executor writes the output buffers in place.
 pub type CpuExecutor =
     dyn Fn(&Function, Grid, &mut [HostValue]) -> Result<(), String> + Send + Sync;
@@ -90,7 +92,7 @@ pub fn compare_outputs(
         .zip(want)
         .enumerate()
         .map(|(i, (g, w))| {
-            compare(&format!("output {i}"), &g.to_f64(), w, tol).map_err(|source| {
+            compare(&format!("output {i}"), &g.to_f64s(), w, tol).map_err(|source| {
                 ParityError::Mismatch {
                     case: case.into(),
                     against,
@@ -138,7 +140,7 @@ pub fn check_parity(
         })?;
         cpu_vs_reference =
             compare_outputs(&name, "CPU vs reference", &cpu_out, &want, case.tolerance)?;
-        let cpu_f64: Vec<Vec<f64>> = cpu_out.iter().map(HostBuffer::to_f64).collect();
+        let cpu_f64: Vec<Vec<f64>> = cpu_out.iter().map(HostBuffer::to_f64s).collect();
         gpu_vs_cpu = compare_outputs(
             &name,
             "GPU vs CPU executor",

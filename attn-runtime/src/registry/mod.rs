@@ -4,6 +4,7 @@
 //! every path end to end until the DSL lands.
 
 mod bindings;
+mod proof;
 mod vadd;
 
 pub use bindings::{merge_bindings, parse_binding, BindingError};
@@ -39,6 +40,26 @@ pub struct KernelEntry {
     /// The independent f64 reference: one vector per output.
     pub reference: fn(&Problem) -> Vec<Vec<f64>>,
     pub tolerance: Tolerance,
+    /// Parity cases: each a space-separated `K=V` list applied over the defaults (odd sizes,
+    /// tails, the other branch of a constexpr). The defaults are always a case too.
+    pub cases: &'static [&'static str],
+}
+
+impl KernelEntry {
+    /// The bindings of every parity case: the defaults first, then each of [`Self::cases`].
+    pub fn case_bindings(&self) -> Result<Vec<Vec<Binding>>, String> {
+        let defaults = (self.default_bindings)();
+        let mut all = vec![defaults.clone()];
+        for case in self.cases {
+            let overrides = case
+                .split_whitespace()
+                .map(parse_binding)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{}: case `{case}`: {e}", self.name))?;
+            all.push(merge_bindings(defaults.clone(), &overrides).map_err(|e| format!("{}: {e}", self.name))?);
+        }
+        Ok(all)
+    }
 }
 
 /// The set of named kernels, in registration order (deterministic listings).
@@ -60,10 +81,13 @@ impl Registry {
         Registry::default()
     }
 
-    /// The built-in entries (`vadd`).
+    /// The built-in entries: `vadd` and the proof kernels.
     pub fn with_builtins() -> Self {
         let mut r = Registry::new();
         r.register(vadd::entry());
+        for e in proof::entries() {
+            r.register(e);
+        }
         r
     }
 

@@ -40,6 +40,7 @@ pub(super) fn entry() -> KernelEntry {
         reference,
         // f32 add of f32 inputs is exact to half an ulp of the sum.
         tolerance: Tolerance::new(0.0, 1.2e-7),
+        cases: &["N=1", "N=255", "N=256", "N=257"],
     }
 }
 
@@ -171,7 +172,7 @@ fn problem(bindings: &[Binding]) -> Result<Problem, String> {
 
 fn reference(p: &Problem) -> Vec<Vec<f64>> {
     let input = |i: usize| match &p.args[i] {
-        ProblemArg::Input(b) => b.to_f64(),
+        ProblemArg::Input(b) => b.to_f64s(),
         _ => Vec::new(),
     };
     let (x, y) = (input(0), input(1));

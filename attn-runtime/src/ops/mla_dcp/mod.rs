@@ -1,7 +1,16 @@
-//! MLA decode with decode context parallelism (spec `mla_dcp.md`): the DCP token
-//! sharding metadata and the N-way LSE merge of partial attention outputs.
+//! MLA decode with decode context parallelism (spec `mla_dcp.md`): the DCP token sharding
+//! metadata, the N-way LSE merge, and the GPU plumbing around the DSL kernels — V-up as one
+//! strided-batched GEMM, the NCCL history exchange and Q all-gather, and the fork/join stream
+//! orchestration.
 
+pub mod act_dtype;
+pub mod ag_rs;
+pub mod chunk_layout;
 pub mod cpu;
+pub mod cuda_source;
+pub mod exchange;
 pub mod merge;
 pub mod metadata;
 pub mod plan;
+pub mod streams;
+pub mod vup;

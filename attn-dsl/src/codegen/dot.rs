@@ -1,0 +1,294 @@
+//! `dot(a[M,K], b[K,N], acc[M,N])`.
+//!
+//! bf16/f16 operands go through tensor cores: A is staged row-major and B transposed
+//! (`[N][K]`, so each thread's pair of K-consecutive elements is one 32-bit word) in the
+//! scratch buffer as 16-bit values, zero-padded to multiples of 16 (M, K) and 8 (N), with
+//! rows padded by 8 halves so the fragment loads of a warp hit 32 distinct banks. Warps take
+//! 16×8 output tiles round-robin and run `mma.sync.m16n8k16` over K in ascending 16-steps,
+//! accumulating in f32 registers; the accumulator enters and leaves the fragments through
+//! the scratch buffer (the accumulator and the operands never need scratch at the same
+//! time, so the need is the larger of the two). f32 operands use a plain FMA loop over
+//! staged operands, K ascending, which matches the CPU executor's f32 accumulation exactly.
+
+use super::c_types::to_scratch;
+use super::emitter::Emitter;
+use super::CodegenError;
+use crate::ir::{Op, OpKind, ScalarType, ValueId};
+
+type Res<T> = Result<T, CodegenError>;
+
+/// Geometry of the tensor-core path for one dot.
+struct MmaPlan {
+    m: usize,
+    n: usize,
+    k: usize,
+    /// K padded to 16 (the MMA's K step).
+    kp: usize,
+    /// Row pitch of the staged A and Bᵀ, in 16-bit elements.
+    ld: usize,
+    /// 16×8 output tiles along N, and in total.
+    tiles_n: usize,
+    tiles: usize,
+    /// Byte offset of Bᵀ in the scratch buffer.
+    b_offset: usize,
+    scratch_bytes: usize,
+}
+
+impl MmaPlan {
+    fn new(m: usize, n: usize, k: usize) -> Self {
+        let (mp, np, kp) = (
+            m.next_multiple_of(16),
+            n.next_multiple_of(8),
+            k.next_multiple_of(16),
+        );
+        let ld = kp + 8;
+        let b_offset = (mp * ld * 2).next_multiple_of(16);
+        let operands = b_offset + np * ld * 2;
+        let (tiles_n, tiles) = (np / 8, (mp / 16) * (np / 8));
+        MmaPlan {
+            m,
+            n,
+            k,
+            kp,
+            ld,
+            tiles_n,
+            tiles,
+            b_offset,
+            scratch_bytes: operands.max(m * n * 4),
+        }
+    }
+}
+
+impl<'f> Emitter<'f> {
+    pub(crate) fn emit_dot(&mut self, op: &'f Op) -> Res<()> {
+        let (a, b, acc) = (
+            Self::operand(op, 0)?,
+            Self::operand(op, 1)?,
+            Self::operand(op, 2)?,
+        );
+        let res = Self::result(op)?;
+        let (m, k, n) = match (self.shape(a), self.shape(b)) {
+            ([m, k], [k2, n]) if k == k2 => (*m, *k, *n),
+            (sa, sb) => {
+                return Err(CodegenError::Malformed(format!(
+                    "dot of shapes {sa:?} and {sb:?}"
+                )))
+            }
+        };
+        match self.scalar(a)? {
+            ScalarType::F32 => self.emit_dot_fma(a, b, acc, res, (m, k, n)),
+            t @ (ScalarType::Bf16 | ScalarType::F16) => {
+                self.emit_dot_mma(a, b, acc, res, t, MmaPlan::new(m, n, k))
+            }
+            t => Err(CodegenError::Unsupported(format!(
+                "dot on {t} operands (allowed: bf16, f16, f32)"
+            ))),
+        }
+    }
+
+    /// Writes every owned element of tile `x` to `dst[index(f)]` where `f` is its flat index.
+    fn scatter(
+        &mut self,
+        x: ValueId,
+        dst: &str,
+        index: &str,
+        conv: impl Fn(&str) -> String,
+    ) -> Res<()> {
+        let m = self.map(x);
+        let xn = self.name(x)?.to_string();
+        self.w.open_unrolled("s", m.slots());
+        self.w.line(format!("const int f = {};", m.flat("s")));
+        let st = format!("{dst}[{index}] = {};", conv(&format!("{xn}[s]")));
+        match m.owned("s") {
+            Some(g) => self.w.line(format!("if ({g}) {st}")),
+            None => self.w.line(st),
+        }
+        self.w.close("");
+        Ok(())
+    }
+
+    fn emit_dot_fma(
+        &mut self,
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        res: ValueId,
+        (m, k, n): (usize, usize, usize),
+    ) -> Res<()> {
+        self.need_scratch((m * k + k * n) * 4);
+        let name = self.define_tile(res);
+        let accn = self.name(acc)?.to_string();
+        self.w.open("");
+        self.w
+            .line("float* sa = reinterpret_cast<float*>(attn_smem);");
+        self.w.line(format!("float* sb = sa + {};", m * k));
+        self.w.line("__syncthreads();");
+        self.scatter(a, "sa", "f", str::to_string)?;
+        self.scatter(b, "sb", "f", str::to_string)?;
+        self.w.line("__syncthreads();");
+        let rm = self.map(res);
+        self.w.open_unrolled("s", rm.slots());
+        self.w
+            .line(format!("const int f = {};", rm.flat_clamped("s")));
+        self.w.line(format!("const int r = f / {n}, c = f % {n};"));
+        self.w.line(format!("float sum = {accn}[s];"));
+        self.w.line(format!(
+            "for (int k = 0; k < {k}; ++k) sum = fmaf(sa[r * {k} + k], sb[k * {n} + c], sum);"
+        ));
+        self.w.line(format!("{name}[s] = sum;"));
+        self.w.close("");
+        self.w.close("");
+        Ok(())
+    }
+
+    /// The scalar an accumulator tile was splat from (`dot(a, b)` without `acc`), if any.
+    fn splat_source(&self, acc: ValueId) -> Option<ValueId> {
+        let op = self.def_op(acc)?;
+        matches!(op.kind, OpKind::Splat { .. })
+            .then(|| op.operands.first().copied())
+            .flatten()
+    }
+
+    fn emit_dot_mma(
+        &mut self,
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        res: ValueId,
+        t: ScalarType,
+        p: MmaPlan,
+    ) -> Res<()> {
+        self.need_scratch(p.scratch_bytes);
+        let name = self.define_tile(res);
+        let warps = self.threads / 32;
+        let per_warp = p.tiles.div_ceil(warps);
+        let tile_coords = |w: &mut super::writer::SourceWriter| {
+            w.line(format!("const int tile = warp + j * {warps};"));
+            w.line(format!(
+                "const int r0 = (tile / {}) * 16 + g, c0 = (tile % {}) * 8 + 2 * t4;",
+                p.tiles_n, p.tiles_n
+            ));
+        };
+        self.w.open("");
+        self.w
+            .line("const int warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;");
+        self.w.line(format!("float frag[{per_warp}][4];"));
+        // 1. Accumulator into fragments.
+        if let Some(x) = self.splat_source(acc) {
+            let xn = self.name(x)?.to_string();
+            self.w.open_unrolled("j", per_warp);
+            self.w.line(format!(
+                "frag[j][0] = frag[j][1] = frag[j][2] = frag[j][3] = {xn};"
+            ));
+            self.w.close("");
+        } else {
+            self.w
+                .line("float* sc = reinterpret_cast<float*>(attn_smem);");
+            self.w.line("__syncthreads();");
+            self.scatter(acc, "sc", "f", str::to_string)?;
+            self.w.line("__syncthreads();");
+            self.w.open_unrolled("j", per_warp);
+            tile_coords(&mut self.w);
+            self.w.open_unrolled("q", 4);
+            self.w
+                .line("const int r = r0 + (q >> 1) * 8, c = c0 + (q & 1);");
+            self.w.line(format!(
+                "frag[j][q] = (tile < {} && r < {} && c < {}) ? sc[r * {} + c] : 0.0f;",
+                p.tiles, p.m, p.n, p.n
+            ));
+            self.w.close("");
+            self.w.close("");
+        }
+        // 2. Operands into scratch as 16-bit values, zero-padded.
+        let elem = self.elem(a);
+        self.w
+            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
+        self.w.line(format!(
+            "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_smem + {});",
+            p.b_offset
+        ));
+        self.w.line("__syncthreads();");
+        let (ld, kk, nn) = (p.ld, p.k, p.n);
+        self.scatter(a, "sa", &format!("(f / {kk}) * {ld} + f % {kk}"), |x| {
+            to_scratch(elem, x)
+        })?;
+        self.scatter(b, "sb", &format!("(f % {nn}) * {ld} + f / {nn}"), |x| {
+            to_scratch(elem, x)
+        })?;
+        let (mp, np) = (p.m.next_multiple_of(16), p.n.next_multiple_of(8));
+        for (buf, rows, live_rows) in [("sa", mp, p.m), ("sb", np, p.n)] {
+            if rows > live_rows || p.kp > p.k {
+                self.w.line(format!(
+                    "for (int i = tid; i < {}; i += {}) {{",
+                    rows * p.kp,
+                    self.threads
+                ));
+                self.w.line(format!(
+                    "    const int row = i / {}, k = i % {};",
+                    p.kp, p.kp
+                ));
+                self.w.line(format!(
+                    "    if (row >= {live_rows} || k >= {}) {buf}[row * {ld} + k] = 0;",
+                    p.k
+                ));
+                self.w.line("}");
+            }
+        }
+        self.w.line("__syncthreads();");
+        // 3. Tensor-core loop, K ascending.
+        let mma = if t == ScalarType::Bf16 {
+            "attn_mma_bf16_16816"
+        } else {
+            "attn_mma_f16_16816"
+        };
+        self.w.open_unrolled("j", per_warp);
+        tile_coords(&mut self.w);
+        self.w.open(format!("if (tile < {})", p.tiles));
+        self.w.line(format!(
+            "const unsigned short* pa = sa + r0 * {ld} + 2 * t4;"
+        ));
+        self.w.line(format!(
+            "const unsigned short* pb = sb + ((tile % {}) * 8 + g) * {ld} + 2 * t4;",
+            p.tiles_n
+        ));
+        self.w
+            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
+        let word =
+            |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
+        self.w.line(format!(
+            "{mma}(frag[j], {}, {}, {}, {}, {}, {});",
+            word("pa", "k0".into()),
+            word("pa", format!("{} + k0", 8 * ld)),
+            word("pa", "k0 + 8".into()),
+            word("pa", format!("{} + k0 + 8", 8 * ld)),
+            word("pb", "k0".into()),
+            word("pb", "k0 + 8".into()),
+        ));
+        self.w.close("");
+        self.w.close("");
+        self.w.close("");
+        // 4. Fragments back to the owners of the result.
+        self.w
+            .line("float* sd = reinterpret_cast<float*>(attn_smem);");
+        self.w.line("__syncthreads();");
+        self.w.open_unrolled("j", per_warp);
+        tile_coords(&mut self.w);
+        self.w.open_unrolled("q", 4);
+        self.w
+            .line("const int r = r0 + (q >> 1) * 8, c = c0 + (q & 1);");
+        self.w.line(format!(
+            "if (tile < {} && r < {} && c < {}) sd[r * {} + c] = frag[j][q];",
+            p.tiles, p.m, p.n, p.n
+        ));
+        self.w.close("");
+        self.w.close("");
+        self.w.line("__syncthreads();");
+        let rm = self.map(res);
+        self.w.open_unrolled("s", rm.slots());
+        self.w
+            .line(format!("{name}[s] = sd[{}];", rm.flat_clamped("s")));
+        self.w.close("");
+        self.w.close("");
+        Ok(())
+    }
+}

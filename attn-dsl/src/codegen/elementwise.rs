@@ -1,0 +1,227 @@
+//! Ops computed per element in registers (no data moves between threads): literals, grid
+//! queries, `arange`, splats, unsqueeze, arithmetic, comparisons, select, casts and pointer
+//! offsets. Float results are rounded to their dtype after every op and f32 arithmetic uses
+//! the `__f*_rn` intrinsics, which NVRTC never contracts into FMAs, so results match the CPU
+//! executor bit for bit (transcendentals aside: `expf` & co. are within 2 ulp).
+
+use super::c_types::{literal, round_to};
+use super::emitter::Emitter;
+use super::CodegenError;
+use crate::ir::{BinaryOp, CmpPred, Elem, Op, OpKind, ScalarType, UnaryOp};
+
+type Res<T> = Result<T, CodegenError>;
+
+impl<'f> Emitter<'f> {
+    /// Emits any op that is not control flow.
+    pub(crate) fn emit_simple(&mut self, op: &'f Op) -> Res<()> {
+        match &op.kind {
+            OpKind::Load {
+                has_mask,
+                has_other,
+            } => return self.emit_load(op, *has_mask, *has_other),
+            OpKind::Store { has_mask } => return self.emit_store(op, *has_mask),
+            OpKind::Broadcast { .. } => return self.emit_broadcast(op),
+            OpKind::Trans => return self.emit_trans(op),
+            OpKind::Reduce { kind, axis } => return self.emit_reduce(op, *kind, *axis),
+            OpKind::Dot => return self.emit_dot(op),
+            _ => {}
+        }
+        let res = Self::result(op)?;
+        match &op.kind {
+            OpKind::Const(s) => {
+                let lit = literal(*s);
+                self.define_map(res, move |_, _| Ok(lit.clone()))
+            }
+            OpKind::ProgramId(a) => {
+                let e = format!("(int)blockIdx.{}", axis_letter(*a)?);
+                self.define_map(res, move |_, _| Ok(e.clone()))
+            }
+            OpKind::NumPrograms(a) => {
+                let e = format!("(int)gridDim.{}", axis_letter(*a)?);
+                self.define_map(res, move |_, _| Ok(e.clone()))
+            }
+            OpKind::Arange { .. } => {
+                let m = self.map(res);
+                self.define_map(res, move |_, s| Ok(m.flat(s)))
+            }
+            // Unsqueeze keeps the row-major flat order, hence the distribution: a copy.
+            OpKind::Splat { .. } | OpKind::ExpandDims { .. } => {
+                let x = Self::operand(op, 0)?;
+                self.define_map(res, move |e, s| e.at(x, s))
+            }
+            OpKind::Unary(u) => {
+                let x = Self::operand(op, 0)?;
+                let t = self.scalar(x)?;
+                let u = *u;
+                self.define_map(res, move |e, s| Ok(unary(u, t, &e.at(x, s)?)))
+            }
+            OpKind::Binary(b) => {
+                let (x, y) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
+                let t = self.scalar(x)?;
+                let b = *b;
+                self.define_map(res, move |e, s| binary(b, t, &e.at(x, s)?, &e.at(y, s)?))
+            }
+            OpKind::Cmp(p) => {
+                let (x, y) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
+                let p = cmp_op(*p);
+                self.define_map(res, move |e, s| {
+                    Ok(format!("({} {p} {})", e.at(x, s)?, e.at(y, s)?))
+                })
+            }
+            OpKind::Select => {
+                let (c, x, y) = (
+                    Self::operand(op, 0)?,
+                    Self::operand(op, 1)?,
+                    Self::operand(op, 2)?,
+                );
+                self.define_map(res, move |e, s| {
+                    Ok(format!(
+                        "({} ? {} : {})",
+                        e.at(c, s)?,
+                        e.at(x, s)?,
+                        e.at(y, s)?
+                    ))
+                })
+            }
+            OpKind::Cast(to) => {
+                let x = Self::operand(op, 0)?;
+                let from = self.scalar(x)?;
+                let to = *to;
+                self.define_map(res, move |e, s| Ok(cast(from, to, &e.at(x, s)?)))
+            }
+            OpKind::AddPtr => {
+                let (p, o) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
+                self.define_map(res, move |e, s| {
+                    Ok(format!("({} + {})", e.at(p, s)?, e.at(o, s)?))
+                })
+            }
+            other => Err(CodegenError::Malformed(format!(
+                "{other:?} is not a simple op"
+            ))),
+        }
+    }
+}
+
+fn axis_letter(a: u8) -> Res<char> {
+    match a {
+        0 => Ok('x'),
+        1 => Ok('y'),
+        2 => Ok('z'),
+        _ => Err(CodegenError::Malformed(format!(
+            "grid axis {a} out of range 0..3"
+        ))),
+    }
+}
+
+fn cmp_op(p: CmpPred) -> &'static str {
+    match p {
+        CmpPred::Eq => "==",
+        CmpPred::Ne => "!=",
+        CmpPred::Lt => "<",
+        CmpPred::Le => "<=",
+        CmpPred::Gt => ">",
+        CmpPred::Ge => ">=",
+    }
+}
+
+/// `op x` on element type `t`.
+pub(crate) fn unary(op: UnaryOp, t: ScalarType, x: &str) -> String {
+    let math = |f: &str| round_to(t, format!("{f}({x})"));
+    match op {
+        UnaryOp::Neg if t.is_float() => format!("(-{x})"),
+        UnaryOp::Neg => format!("attn_wneg({x})"),
+        UnaryOp::Not if t == ScalarType::Bool => format!("(!{x})"),
+        UnaryOp::Not => format!("(~{x})"),
+        UnaryOp::Abs if t.is_float() => format!("fabsf({x})"),
+        UnaryOp::Abs => format!("attn_wabs({x})"),
+        UnaryOp::Exp => math("expf"),
+        UnaryOp::Exp2 => math("exp2f"),
+        UnaryOp::Log => math("logf"),
+        UnaryOp::Log2 => math("log2f"),
+        UnaryOp::Sqrt => math("__fsqrt_rn"),
+        UnaryOp::Tanh => math("tanhf"),
+    }
+}
+
+/// `a op b` on element type `t` (also the combiner of reductions).
+pub(crate) fn binary(op: BinaryOp, t: ScalarType, a: &str, b: &str) -> Res<String> {
+    binary_expr(op, t, a, b)
+        .ok_or_else(|| CodegenError::Unsupported(format!("`{op:?}` on {t} values")))
+}
+
+fn binary_expr(op: BinaryOp, t: ScalarType, a: &str, b: &str) -> Option<String> {
+    if t.is_float() {
+        let f = match op {
+            BinaryOp::Add => "__fadd_rn",
+            BinaryOp::Sub => "__fsub_rn",
+            BinaryOp::Mul => "__fmul_rn",
+            BinaryOp::Div => "__fdiv_rn",
+            // Min/max of representable values is representable: no rounding needed.
+            BinaryOp::Min => return Some(format!("fminf({a}, {b})")),
+            BinaryOp::Max => return Some(format!("fmaxf({a}, {b})")),
+            _ => return None,
+        };
+        return Some(round_to(t, format!("{f}({a}, {b})")));
+    }
+    if t == ScalarType::Bool {
+        let o = match op {
+            BinaryOp::And => "&&",
+            BinaryOp::Or => "||",
+            BinaryOp::Xor => "!=",
+            _ => return None,
+        };
+        return Some(format!("({a} {o} {b})"));
+    }
+    let call = |f: &str| format!("{f}({a}, {b})");
+    let infix = |o: &str| format!("({a} {o} {b})");
+    Some(match op {
+        BinaryOp::Add => call("attn_wadd"),
+        BinaryOp::Sub => call("attn_wsub"),
+        BinaryOp::Mul => call("attn_wmul"),
+        BinaryOp::Div => infix("/"),
+        BinaryOp::Rem => infix("%"),
+        BinaryOp::Min => call("attn_min"),
+        BinaryOp::Max => call("attn_max"),
+        BinaryOp::And => infix("&"),
+        BinaryOp::Or => infix("|"),
+        BinaryOp::Xor => infix("^"),
+        BinaryOp::Shl => call("attn_shl"),
+        BinaryOp::Shr => call("attn_shr"),
+    })
+}
+
+/// Converts `x` from `from` to `to` with the CPU executor's rounding rules.
+pub(crate) fn cast(from: ScalarType, to: ScalarType, x: &str) -> String {
+    use ScalarType::*;
+    match (from, to) {
+        _ if from == to => x.to_string(),
+        (Bf16 | F16 | F32, F32) => x.to_string(),
+        (Bf16 | F16 | F32, Bf16 | F16) => round_to(to, x.to_string()),
+        (Bf16 | F16 | F32, I32) => format!("__float2int_rz({x})"),
+        (Bf16 | F16 | F32, I64) => format!("__float2ll_rz({x})"),
+        (Bf16 | F16 | F32, Bool) => format!("({x} != 0.0f)"),
+        (I32, F32) => format!("__int2float_rn({x})"),
+        (I64, F32) => format!("__ll2float_rn({x})"),
+        // Like the CPU executor: round to f32 first, then narrow.
+        (I32, Bf16 | F16) => round_to(to, format!("__int2float_rn({x})")),
+        (I64, Bf16 | F16) => round_to(to, format!("__ll2float_rn({x})")),
+        (I32, I64) => format!("(long long)({x})"),
+        (I64, I32) => format!("(int)({x})"),
+        (I32 | I64, Bool) => format!("({x} != 0)"),
+        (Bool, F32 | Bf16 | F16) => format!("({x} ? 1.0f : 0.0f)"),
+        (Bool, I32) => format!("({x} ? 1 : 0)"),
+        (Bool, I64) => format!("({x} ? 1LL : 0LL)"),
+        _ => x.to_string(),
+    }
+}
+
+/// The zero of an element type (what masked-off loads read when no `other` is given).
+pub(crate) fn zero(e: Elem) -> &'static str {
+    match e {
+        Elem::Scalar(ScalarType::Bool) => "false",
+        Elem::Scalar(ScalarType::I32) => "0",
+        Elem::Scalar(ScalarType::I64) => "0LL",
+        Elem::Scalar(_) => "0.0f",
+        Elem::Ptr(_) => "nullptr",
+    }
+}

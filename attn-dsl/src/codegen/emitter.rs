@@ -1,0 +1,440 @@
+//! The emitter proper: walks the specialized IR in program order and writes one block of
+//! C++ per op, with structured control flow mapped onto C++ loops and ifs.
+
+use super::c_types::{reg_type, scalar_param_type, storage_type};
+use super::names::NameTable;
+use super::tile_map::TileMap;
+use super::writer::SourceWriter;
+use super::CodegenError;
+use crate::ir::{Block, Elem, Function, Op, OpId, OpKind, ParamKind, ScalarType, ValueId};
+
+/// Largest dynamic shared memory any supported GPU grants one block (sm_90: 227 KiB).
+pub(crate) const MAX_SHARED_BYTES: usize = 227 * 1024;
+
+/// State of one emission: the output text, value names and the scratch-memory high-water mark.
+pub(crate) struct Emitter<'f> {
+    pub(crate) f: &'f Function,
+    pub(crate) w: SourceWriter,
+    pub(crate) threads: usize,
+    /// Bytes of dynamic shared memory the ops emitted so far need (max over ops).
+    pub(crate) scratch_bytes: usize,
+    names: Vec<Option<String>>,
+    table: NameTable,
+    /// The op defining each value (None for block arguments).
+    defs: Vec<Option<OpId>>,
+}
+
+impl<'f> Emitter<'f> {
+    pub(crate) fn new(f: &'f Function) -> Result<Self, CodegenError> {
+        if f.num_warps == 0 || f.num_warps > 32 {
+            return Err(CodegenError::NumWarps(f.num_warps));
+        }
+        let mut defs = vec![None; f.values.len()];
+        f.walk(&mut |id, op| {
+            for r in &op.results {
+                defs[r.0 as usize] = Some(id);
+            }
+        });
+        Ok(Emitter {
+            f,
+            w: SourceWriter::default(),
+            threads: 32 * f.num_warps as usize,
+            scratch_bytes: 0,
+            names: vec![None; f.values.len()],
+            table: NameTable::default(),
+            defs,
+        })
+    }
+
+    // ---- values ----
+
+    /// The C++ name of a value that has been defined.
+    pub(crate) fn name(&self, v: ValueId) -> Result<&str, CodegenError> {
+        self.names
+            .get(v.0 as usize)
+            .and_then(|n| n.as_deref())
+            .ok_or(CodegenError::UndefinedValue(v.0))
+    }
+
+    /// Gives `v` a fresh name derived from its DSL name.
+    pub(crate) fn bind_new(&mut self, v: ValueId) -> String {
+        let dsl = self.f.value(v).name.clone();
+        let n = self.table.value(dsl.as_deref(), v.0);
+        self.names[v.0 as usize] = Some(n.clone());
+        n
+    }
+
+    /// Makes `v` another name for an existing C++ variable (loop-carried values).
+    fn alias(&mut self, v: ValueId, name: &str) {
+        self.names[v.0 as usize] = Some(name.to_string());
+    }
+
+    pub(crate) fn elem(&self, v: ValueId) -> Elem {
+        self.f.ty(v).elem
+    }
+
+    /// The scalar type of a number-valued value.
+    pub(crate) fn scalar(&self, v: ValueId) -> Result<ScalarType, CodegenError> {
+        self.elem(v)
+            .scalar()
+            .ok_or_else(|| CodegenError::Unsupported(format!("value %{} is a pointer", v.0)))
+    }
+
+    pub(crate) fn shape(&self, v: ValueId) -> &'f [usize] {
+        &self.f.ty(v).shape
+    }
+
+    pub(crate) fn map(&self, v: ValueId) -> TileMap {
+        TileMap::new(self.shape(v), self.threads)
+    }
+
+    /// `v` as seen from register slot `slot`: `name[slot]` for tiles, `name` for scalars.
+    pub(crate) fn at(&self, v: ValueId, slot: &str) -> Result<String, CodegenError> {
+        let n = self.name(v)?;
+        Ok(if self.f.ty(v).is_scalar() {
+            n.to_string()
+        } else {
+            format!("{n}[{slot}]")
+        })
+    }
+
+    /// The op that defines `v`, if it is not a block argument.
+    pub(crate) fn def_op(&self, v: ValueId) -> Option<&'f Op> {
+        let f = self.f;
+        self.defs
+            .get(v.0 as usize)
+            .copied()
+            .flatten()
+            .map(|o| f.op(o))
+    }
+
+    /// Declares the C++ variable of `v` without initializing it.
+    fn declare(&mut self, v: ValueId, name: &str) {
+        let t = reg_type(self.elem(v));
+        if self.f.ty(v).is_scalar() {
+            self.w.line(format!("{t} {name};"));
+        } else {
+            self.w.line(format!("{t} {name}[{}];", self.map(v).slots()));
+        }
+    }
+
+    /// Defines `res` elementwise: `expr(slot)` gives the value of each owned slot.
+    pub(crate) fn define_map(
+        &mut self,
+        res: ValueId,
+        expr: impl Fn(&Self, &str) -> Result<String, CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let name = self.bind_new(res);
+        let t = reg_type(self.elem(res));
+        if self.f.ty(res).is_scalar() {
+            let e = expr(self, "")?;
+            self.w.line(format!("{t} {name} = {e};"));
+            return Ok(());
+        }
+        let slots = self.map(res).slots();
+        self.w.line(format!("{t} {name}[{slots}];"));
+        if slots == 1 {
+            let e = expr(self, "0")?;
+            self.w.line(format!("{name}[0] = {e};"));
+        } else {
+            let e = expr(self, "s")?;
+            self.w.open_unrolled("s", slots);
+            self.w.line(format!("{name}[s] = {e};"));
+            self.w.close("");
+        }
+        Ok(())
+    }
+
+    /// Declares `res` as a tile to be filled by the caller (who writes the slots itself).
+    pub(crate) fn define_tile(&mut self, res: ValueId) -> String {
+        let name = self.bind_new(res);
+        self.declare(res, &name);
+        name
+    }
+
+    /// Records a bigger scratch need.
+    pub(crate) fn need_scratch(&mut self, bytes: usize) {
+        self.scratch_bytes = self.scratch_bytes.max(bytes);
+    }
+
+    // ---- kernel ----
+
+    /// Emits the whole translation unit.
+    pub(crate) fn emit_kernel(&mut self, entry: &str, header: &str) -> Result<(), CodegenError> {
+        self.w.line(format!("#include \"{}\"", super::PRELUDE_NAME));
+        self.w.line("");
+        for l in header.lines() {
+            self.w.line(format!("// {l}"));
+        }
+        let params = self.emit_param_list()?;
+        self.w.line(format!(
+            "extern \"C\" __global__ void __launch_bounds__({}) {entry}(",
+            self.threads
+        ));
+        for (i, p) in params.iter().enumerate() {
+            let sep = if i + 1 == params.len() { "" } else { "," };
+            self.w.line(format!("    {p}{sep}"));
+        }
+        self.w.open(")");
+        self.w.line("const int tid = threadIdx.x;");
+        self.emit_scalar_param_conversions();
+        let f = self.f;
+        if let Some(term) = self.emit_ops(&f.body)? {
+            let op = f.op(term);
+            if op.kind != OpKind::Return {
+                return Err(CodegenError::Malformed(format!(
+                    "kernel body ends in {:?}, not Return",
+                    op.kind
+                )));
+            }
+        }
+        self.w.close("");
+        Ok(())
+    }
+
+    /// Names the parameters and returns their C++ declarations.
+    fn emit_param_list(&mut self) -> Result<Vec<String>, CodegenError> {
+        let mut decls = Vec::new();
+        for p in &self.f.params {
+            let name = self.table.claim(&p.name);
+            self.names[p.value.0 as usize] = Some(name.clone());
+            decls.push(match p.kind {
+                ParamKind::Ptr {
+                    elem,
+                    mutable: false,
+                } => {
+                    format!("const {}* __restrict__ {name}", storage_type(elem))
+                }
+                ParamKind::Ptr {
+                    elem,
+                    mutable: true,
+                } => format!("{}* __restrict__ {name}", storage_type(elem)),
+                ParamKind::Scalar(s) => format!("{} {name}", scalar_param_type(s)),
+            });
+        }
+        Ok(decls)
+    }
+
+    /// 16-bit float scalar parameters arrive as f32 and are rounded once on entry.
+    fn emit_scalar_param_conversions(&mut self) {
+        for p in &self.f.params {
+            let ParamKind::Scalar(s @ (ScalarType::Bf16 | ScalarType::F16)) = p.kind else {
+                continue;
+            };
+            let raw = self.names[p.value.0 as usize].clone().unwrap_or_default();
+            let reg = self.table.claim(&format!("{raw}_{s}"));
+            self.w.line(format!(
+                "const float {reg} = {};",
+                super::c_types::round_to(s, raw)
+            ));
+            self.names[p.value.0 as usize] = Some(reg);
+        }
+    }
+
+    /// Emits every op of `b` except its terminator, which it returns.
+    pub(crate) fn emit_ops(&mut self, b: &Block) -> Result<Option<OpId>, CodegenError> {
+        for (i, &o) in b.ops.iter().enumerate() {
+            let op = self.f.op(o);
+            if op.kind.is_terminator() {
+                if i + 1 != b.ops.len() {
+                    return Err(CodegenError::Malformed(format!(
+                        "{:?} in the middle of a block",
+                        op.kind
+                    )));
+                }
+                return Ok(Some(o));
+            }
+            self.emit_op(op)?;
+        }
+        Ok(None)
+    }
+
+    fn emit_op(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+        let summary = super::describe::describe(self.f, op);
+        if op.loc.line > 0 {
+            self.w.line(format!("// L{}: {summary}", op.loc.line));
+        } else {
+            self.w.line(format!("// {summary}"));
+        }
+        match &op.kind {
+            OpKind::For => self.emit_for(op),
+            OpKind::If => self.emit_if(op),
+            OpKind::While => self.emit_while(op),
+            OpKind::Condition | OpKind::Yield | OpKind::Return => Err(CodegenError::Malformed(
+                format!("stray terminator {:?}", op.kind),
+            )),
+            _ => self.emit_simple(op),
+        }
+    }
+
+    /// Single result of `op`, or an error naming the op.
+    pub(crate) fn result(op: &Op) -> Result<ValueId, CodegenError> {
+        op.results
+            .first()
+            .copied()
+            .ok_or_else(|| CodegenError::Malformed(format!("{:?} has no result", op.kind)))
+    }
+
+    pub(crate) fn operand(op: &Op, i: usize) -> Result<ValueId, CodegenError> {
+        op.operands
+            .get(i)
+            .copied()
+            .ok_or_else(|| CodegenError::Malformed(format!("{:?} lacks operand {i}", op.kind)))
+    }
+
+    // ---- control flow ----
+
+    /// Declares one variable per carried value (named after `prefer`'s DSL names) and
+    /// aliases every value in `aliases[k]` to the k-th variable.
+    fn declare_carried(&mut self, prefer: &[ValueId], aliases: &[&[ValueId]]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, &v) in prefer.iter().enumerate() {
+            let named = aliases
+                .iter()
+                .filter_map(|a| a.get(k))
+                .find(|x| self.f.value(**x).name.is_some());
+            let src = named.copied().unwrap_or(v);
+            let dsl = self.f.value(src).name.clone();
+            let name = self.table.value(dsl.as_deref(), v.0);
+            self.declare(v, &name);
+            for a in aliases {
+                if let Some(&x) = a.get(k) {
+                    self.alias(x, &name);
+                }
+            }
+            out.push(name);
+        }
+        out
+    }
+
+    /// `targets = sources` as a simultaneous assignment (through temporaries when a
+    /// source is also a target at another position, e.g. `(a, b) = (b, a)`).
+    fn assign_all(&mut self, targets: &[String], sources: &[ValueId]) -> Result<(), CodegenError> {
+        if targets.len() != sources.len() {
+            return Err(CodegenError::Malformed(format!(
+                "{} values yielded to {} loop or branch results",
+                sources.len(),
+                targets.len()
+            )));
+        }
+        let src_names: Vec<String> = sources
+            .iter()
+            .map(|&s| self.name(s).map(str::to_string))
+            .collect::<Result<_, _>>()?;
+        let clash = src_names
+            .iter()
+            .enumerate()
+            .any(|(i, s)| targets.iter().enumerate().any(|(j, t)| i != j && s == t));
+        let mut from = src_names.clone();
+        if clash {
+            for (k, &s) in sources.iter().enumerate() {
+                let tmp = self.table.claim(&format!("{}_next", targets[k]));
+                self.declare(s, &tmp);
+                self.copy(s, &tmp, &src_names[k]);
+                from[k] = tmp;
+            }
+        }
+        for (k, &s) in sources.iter().enumerate() {
+            if targets[k] != from[k] {
+                self.copy(s, &targets[k], &from[k]);
+            }
+        }
+        Ok(())
+    }
+
+    /// `dst = src` for a value shaped like `like`.
+    fn copy(&mut self, like: ValueId, dst: &str, src: &str) {
+        if self.f.ty(like).is_scalar() {
+            self.w.line(format!("{dst} = {src};"));
+        } else {
+            let slots = self.map(like).slots();
+            self.w.open_unrolled("s", slots);
+            self.w.line(format!("{dst}[s] = {src}[s];"));
+            self.w.close("");
+        }
+    }
+
+    fn region(op: &Op, i: usize) -> Result<&Block, CodegenError> {
+        op.regions
+            .get(i)
+            .ok_or_else(|| CodegenError::Malformed(format!("{:?} lacks region {i}", op.kind)))
+    }
+
+    /// Emits a region and returns its terminator's operands, checking the terminator kind.
+    fn emit_region(&mut self, b: &Block, want: OpKind) -> Result<Vec<ValueId>, CodegenError> {
+        let term = self
+            .emit_ops(b)?
+            .ok_or_else(|| CodegenError::Malformed("region without terminator".into()))?;
+        let t = self.f.op(term);
+        if t.kind != want {
+            return Err(CodegenError::Malformed(format!(
+                "region ends in {:?}, expected {want:?}",
+                t.kind
+            )));
+        }
+        Ok(t.operands.clone())
+    }
+
+    fn emit_for(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+        let body = Self::region(op, 0)?;
+        let (lo, hi, step) = (
+            Self::operand(op, 0)?,
+            Self::operand(op, 1)?,
+            Self::operand(op, 2)?,
+        );
+        let inits = &op.operands[3..];
+        let iters = body.args.get(1..).unwrap_or(&[]);
+        let carried = self.declare_carried(&op.results, &[&op.results, iters]);
+        self.assign_all(&carried, inits)?;
+        let iv = *body
+            .args
+            .first()
+            .ok_or_else(|| CodegenError::Malformed("for without induction variable".into()))?;
+        let ivn = self.bind_new(iv);
+        let (lo, hi, step) = (
+            self.name(lo)?.to_string(),
+            self.name(hi)?.to_string(),
+            self.name(step)?.to_string(),
+        );
+        self.w.open(format!(
+            "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
+        ));
+        let next = self.emit_region(body, OpKind::Yield)?;
+        self.assign_all(&carried, &next)?;
+        self.w.close("");
+        Ok(())
+    }
+
+    fn emit_if(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+        let cond = self.name(Self::operand(op, 0)?)?.to_string();
+        let results = self.declare_carried(&op.results, &[&op.results]);
+        self.w.open(format!("if ({cond})"));
+        let tv = self.emit_region(Self::region(op, 0)?, OpKind::Yield)?;
+        self.assign_all(&results, &tv)?;
+        self.w.reopen("} else {");
+        let ev = self.emit_region(Self::region(op, 1)?, OpKind::Yield)?;
+        self.assign_all(&results, &ev)?;
+        self.w.close("");
+        Ok(())
+    }
+
+    fn emit_while(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+        let before = Self::region(op, 0)?;
+        let after = Self::region(op, 1)?;
+        let carried = self.declare_carried(&before.args, &[&before.args]);
+        self.assign_all(&carried, &op.operands)?;
+        let passed = self.declare_carried(&op.results, &[&op.results, &after.args]);
+        self.w.open("while (true)");
+        let cond_ops = self.emit_region(before, OpKind::Condition)?;
+        let (c, vars) = cond_ops
+            .split_first()
+            .ok_or_else(|| CodegenError::Malformed("empty Condition".into()))?;
+        self.assign_all(&passed, vars)?;
+        let c = self.name(*c)?.to_string();
+        self.w.line(format!("if (!{c}) break;"));
+        let next = self.emit_region(after, OpKind::Yield)?;
+        self.assign_all(&carried, &next)?;
+        self.w.close("");
+        Ok(())
+    }
+}

@@ -1,0 +1,93 @@
+//! Global-memory loads and stores. A lane touches memory only when the thread owns the
+//! slot and its mask is true; masked-off lanes of a load take `other` (or zero) without
+//! dereferencing their pointer, so out-of-bounds addresses under a false mask are safe.
+
+use super::elementwise::zero;
+use super::emitter::Emitter;
+use super::CodegenError;
+use crate::ir::Op;
+
+type Res<T> = Result<T, CodegenError>;
+
+impl<'f> Emitter<'f> {
+    /// The condition under which slot `s` of an access shaped like operand 0 happens.
+    fn access_guard(&self, op: &Op, mask: Option<usize>, s: &str) -> Res<Option<String>> {
+        let p = Self::operand(op, 0)?;
+        let own = if self.f.ty(p).is_scalar() {
+            None
+        } else {
+            self.map(p).owned(s)
+        };
+        let m = mask
+            .map(|i| Self::operand(op, i).and_then(|v| self.at(v, s)))
+            .transpose()?;
+        Ok(match (own, m) {
+            (Some(o), Some(m)) => Some(format!("{o} && {m}")),
+            (Some(c), None) | (None, Some(c)) => Some(c),
+            (None, None) => None,
+        })
+    }
+
+    pub(crate) fn emit_load(&mut self, op: &'f Op, has_mask: bool, has_other: bool) -> Res<()> {
+        let res = Self::result(op)?;
+        let p = Self::operand(op, 0)?;
+        let other = if has_other {
+            Some(Self::operand(op, 2)?)
+        } else {
+            None
+        };
+        let fallback = |e: &Self, s: &str| -> Res<String> {
+            match other {
+                Some(o) => e.at(o, s),
+                None => Ok(zero(e.elem(res)).to_string()),
+            }
+        };
+        let mask = has_mask.then_some(1);
+        if self.f.ty(res).is_scalar() {
+            let name = self.bind_new(res);
+            let t = super::c_types::reg_type(self.elem(res));
+            let ptr = self.at(p, "")?;
+            let e = match self.access_guard(op, mask, "")? {
+                Some(g) => format!("({g}) ? attn_ld({ptr}) : {}", fallback(self, "")?),
+                None => format!("attn_ld({ptr})"),
+            };
+            self.w.line(format!("{t} {name} = {e};"));
+            return Ok(());
+        }
+        let name = self.define_tile(res);
+        let slots = self.map(res).slots();
+        self.w.open_unrolled("s", slots);
+        let ptr = self.at(p, "s")?;
+        match self.access_guard(op, mask, "s")? {
+            Some(g) => {
+                self.w
+                    .line(format!("{name}[s] = {};", fallback(self, "s")?));
+                self.w.line(format!("if ({g}) {name}[s] = attn_ld({ptr});"));
+            }
+            None => self.w.line(format!("{name}[s] = attn_ld({ptr});")),
+        }
+        self.w.close("");
+        Ok(())
+    }
+
+    pub(crate) fn emit_store(&mut self, op: &'f Op, has_mask: bool) -> Res<()> {
+        let (p, v) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
+        let mask = has_mask.then_some(2);
+        let scalar = self.f.ty(p).is_scalar();
+        let s = if scalar { "" } else { "s" };
+        let st = format!("attn_st({}, {});", self.at(p, s)?, self.at(v, s)?);
+        let guarded = match self.access_guard(op, mask, s)? {
+            Some(g) => format!("if ({g}) {st}"),
+            None => st,
+        };
+        if scalar {
+            // Every thread stores the same value: its own later loads then see it.
+            self.w.line(guarded);
+        } else {
+            self.w.open_unrolled("s", self.map(p).slots());
+            self.w.line(guarded);
+            self.w.close("");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,137 @@
+// attn-dsl prelude: device helpers used by generated kernels.
+// Self-contained on purpose (no system includes, no cuda_fp16.h / cuda_bf16.h): NVRTC receives it as
+// an in-memory header, so kernels compile the same everywhere without a CUDA toolkit install.
+#pragma once
+
+// ---------------------------------------------------------------------------------------------
+// 16-bit float storage types. Their memory layout matches Rust's `half::bf16` / `half::f16`.
+// In registers, bf16/f16 values live in `float`s that hold an exactly representable value
+// (arithmetic is done in f32 and rounded back after every op, like the CPU executor).
+// ---------------------------------------------------------------------------------------------
+struct __align__(2) bf16 {
+    unsigned short bits;
+};
+struct __align__(2) f16 {
+    unsigned short bits;
+};
+
+__device__ __forceinline__ float attn_bf16_bits_to_f32(unsigned short b) {
+    return __uint_as_float(((unsigned)b) << 16);
+}
+__device__ __forceinline__ unsigned short attn_f32_to_bf16_bits(float x) {
+    unsigned short r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float attn_f16_bits_to_f32(unsigned short b) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(b));
+    return r;
+}
+__device__ __forceinline__ unsigned short attn_f32_to_f16_bits(float x) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+/// Rounds an f32 to the nearest bf16 (ties to even) and returns it as f32.
+__device__ __forceinline__ float attn_round_bf16(float x) {
+    return attn_bf16_bits_to_f32(attn_f32_to_bf16_bits(x));
+}
+/// Rounds an f32 to the nearest f16 (ties to even) and returns it as f32.
+__device__ __forceinline__ float attn_round_f16(float x) {
+    return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global memory. Pointers in registers are `const T*`; stores cast the constness away (only
+// pointers derived from mutable kernel parameters are ever stored through).
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ float attn_ld(const bf16* p) { return attn_bf16_bits_to_f32(p->bits); }
+__device__ __forceinline__ float attn_ld(const f16* p) { return attn_f16_bits_to_f32(p->bits); }
+__device__ __forceinline__ float attn_ld(const float* p) { return *p; }
+__device__ __forceinline__ int attn_ld(const int* p) { return *p; }
+__device__ __forceinline__ long long attn_ld(const long long* p) { return *p; }
+__device__ __forceinline__ bool attn_ld(const bool* p) { return *p; }
+
+__device__ __forceinline__ void attn_st(const bf16* p, float v) {
+    const_cast<bf16*>(p)->bits = attn_f32_to_bf16_bits(v);
+}
+__device__ __forceinline__ void attn_st(const f16* p, float v) {
+    const_cast<f16*>(p)->bits = attn_f32_to_f16_bits(v);
+}
+__device__ __forceinline__ void attn_st(const float* p, float v) { *const_cast<float*>(p) = v; }
+__device__ __forceinline__ void attn_st(const int* p, int v) { *const_cast<int*>(p) = v; }
+__device__ __forceinline__ void attn_st(const long long* p, long long v) {
+    *const_cast<long long*>(p) = v;
+}
+__device__ __forceinline__ void attn_st(const bool* p, bool v) { *const_cast<bool*>(p) = v; }
+
+// ---------------------------------------------------------------------------------------------
+// Integer arithmetic wraps (two's complement), as in the CPU executor; done in unsigned
+// arithmetic because signed overflow is undefined in C++. Shift amounts are taken modulo the
+// bit width (like Rust's wrapping shifts); `>>` on signed values is arithmetic.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ int attn_wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+__device__ __forceinline__ int attn_wsub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
+__device__ __forceinline__ int attn_wmul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
+__device__ __forceinline__ int attn_wneg(int a) { return (int)(0u - (unsigned)a); }
+__device__ __forceinline__ int attn_wabs(int a) { return a < 0 ? attn_wneg(a) : a; }
+__device__ __forceinline__ int attn_shl(int a, int b) { return (int)((unsigned)a << (b & 31)); }
+__device__ __forceinline__ int attn_shr(int a, int b) { return a >> (b & 31); }
+__device__ __forceinline__ long long attn_wadd(long long a, long long b) {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+}
+__device__ __forceinline__ long long attn_wsub(long long a, long long b) {
+    return (long long)((unsigned long long)a - (unsigned long long)b);
+}
+__device__ __forceinline__ long long attn_wmul(long long a, long long b) {
+    return (long long)((unsigned long long)a * (unsigned long long)b);
+}
+__device__ __forceinline__ long long attn_wneg(long long a) {
+    return (long long)(0ull - (unsigned long long)a);
+}
+__device__ __forceinline__ long long attn_wabs(long long a) { return a < 0 ? attn_wneg(a) : a; }
+__device__ __forceinline__ long long attn_shl(long long a, long long b) {
+    return (long long)((unsigned long long)a << (b & 63));
+}
+__device__ __forceinline__ long long attn_shr(long long a, long long b) { return a >> (b & 63); }
+__device__ __forceinline__ int attn_min(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int attn_max(int a, int b) { return a > b ? a : b; }
+__device__ __forceinline__ long long attn_min(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long attn_max(long long a, long long b) { return a > b ? a : b; }
+
+// ---------------------------------------------------------------------------------------------
+// Float constants that have no literal spelling.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ float attn_inf() { return __uint_as_float(0x7f800000u); }
+__device__ __forceinline__ float attn_nan() { return __uint_as_float(0x7fc00000u); }
+
+// ---------------------------------------------------------------------------------------------
+// Tensor cores: D = A·B + C with A 16x16 (row), B 16x8 (col), f32 accumulators, per warp.
+// Fragment ownership (g = lane / 4, t = lane % 4), two 16-bit values per 32-bit register,
+// lower address in the low half:
+//   a0: A[g][2t..2t+1]   a1: A[g+8][2t..2t+1]   a2: A[g][2t+8..]   a3: A[g+8][2t+8..]
+//   b0: B[2t..2t+1][g]   b1: B[2t+8..2t+9][g]
+//   c0,c1: C[g][2t], C[g][2t+1]    c2,c3: C[g+8][2t], C[g+8][2t+1]
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void attn_mma_bf16_16816(float (&c)[4], unsigned a0, unsigned a1,
+                                                    unsigned a2, unsigned a3, unsigned b0,
+                                                    unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void attn_mma_f16_16816(float (&c)[4], unsigned a0, unsigned a1,
+                                                   unsigned a2, unsigned a3, unsigned b0,
+                                                   unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/// Dynamic shared memory: one scratch buffer reused by every op that moves data between threads.
+extern __shared__ __align__(16) unsigned char attn_smem[];

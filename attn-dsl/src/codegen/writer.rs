@@ -1,0 +1,56 @@
+//! An indented text buffer: the emitter appends whole lines, nesting is explicit.
+
+/// Accumulates CUDA source one line at a time with four-space indentation.
+#[derive(Default)]
+pub(crate) struct SourceWriter {
+    text: String,
+    depth: usize,
+}
+
+impl SourceWriter {
+    /// Appends one line at the current depth (an empty `line` gives an empty line).
+    pub(crate) fn line(&mut self, line: impl AsRef<str>) {
+        let line = line.as_ref();
+        if !line.is_empty() {
+            for _ in 0..self.depth {
+                self.text.push_str("    ");
+            }
+            self.text.push_str(line);
+        }
+        self.text.push('\n');
+    }
+
+    /// Appends `head {` and indents what follows.
+    pub(crate) fn open(&mut self, head: impl AsRef<str>) {
+        let head = head.as_ref();
+        if head.is_empty() {
+            self.line("{");
+        } else {
+            self.line(format!("{head} {{"));
+        }
+        self.depth += 1;
+    }
+
+    /// Closes the innermost `{` with `}` followed by `tail` (e.g. ` else {`).
+    pub(crate) fn close(&mut self, tail: &str) {
+        self.depth = self.depth.saturating_sub(1);
+        self.line(format!("}}{tail}"));
+    }
+
+    /// Closes the innermost block and opens the next one on the same line (`} else {`).
+    pub(crate) fn reopen(&mut self, line: &str) {
+        self.depth = self.depth.saturating_sub(1);
+        self.line(line);
+        self.depth += 1;
+    }
+
+    /// Emits `#pragma unroll` + a counted loop header over `0..n` and opens its body.
+    pub(crate) fn open_unrolled(&mut self, var: &str, n: usize) {
+        self.line("#pragma unroll");
+        self.open(format!("for (int {var} = 0; {var} < {n}; ++{var})"));
+    }
+
+    pub(crate) fn finish(self) -> String {
+        self.text
+    }
+}

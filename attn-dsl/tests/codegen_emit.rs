@@ -1,0 +1,140 @@
+//! Properties of the emitted source that need no compiler: determinism, content hash,
+//! readability (DSL parameter names, line comments) and the shared-memory report.
+
+mod codegen_common;
+
+use attn_dsl::codegen::{content_hash, emit_cuda, CodegenError};
+use attn_dsl::ir::ScalarType::{Bf16, F16, F32};
+use attn_dsl::ir::{Function, OpKind, Scalar};
+
+#[test]
+fn emission_is_deterministic() {
+    for (label, f) in codegen_common::all_programs() {
+        let a = emit_cuda(&f).expect("emit");
+        let b = emit_cuda(&f.clone()).expect("emit");
+        assert_eq!(a.source, b.source, "{label}: two emissions differ");
+        assert_eq!(a.hash, b.hash, "{label}");
+        assert_eq!(
+            a.hash,
+            content_hash(&a.source),
+            "{label}: hash is not the content hash"
+        );
+        assert_eq!(a.hash.len(), 64, "{label}: hash is not hex blake3");
+    }
+}
+
+#[test]
+fn hash_changes_when_the_ir_changes() {
+    let base = emit_cuda(&codegen_common::vec_add(128, 4)).expect("emit");
+    let wider = emit_cuda(&codegen_common::vec_add(256, 4)).expect("emit");
+    assert_ne!(base.hash, wider.hash);
+    // Same shapes, one constant changed.
+    let mut f = codegen_common::vec_add(128, 4);
+    let c = f
+        .ops
+        .iter_mut()
+        .find(|o| matches!(o.kind, OpKind::Const(Scalar::Int(128, _))))
+        .expect("block size constant");
+    c.kind = OpKind::Const(Scalar::Int(127, attn_dsl::ir::ScalarType::I32));
+    let changed = emit_cuda(&f).expect("emit");
+    assert_ne!(base.hash, changed.hash);
+    assert_ne!(base.source, changed.source);
+    // Warps change the launch shape and the code.
+    let warps = emit_cuda(&codegen_common::vec_add(128, 2)).expect("emit");
+    assert_ne!(base.hash, warps.hash);
+}
+
+#[test]
+fn source_keeps_parameter_names_and_line_comments() {
+    let k = emit_cuda(&codegen_common::attention(16, 32, 64, 4)).expect("emit");
+    assert_eq!(k.entry, "attention_16x32x64");
+    assert_eq!(k.block_threads, 128);
+    for needle in [
+        "#include \"attn_prelude.cuh\"",
+        "extern \"C\" __global__ void __launch_bounds__(128) attention_16x32x64(",
+        "const bf16* __restrict__ q,",
+        "bf16* __restrict__ o,",
+        "int seq_len,",
+        "float softmax_scale",
+        "// L80: ",
+        "// L84: ",
+        "// L88: ",
+        "attn_mma_bf16_16816(",
+        "acc_",
+        "m_i_",
+    ] {
+        assert!(
+            k.source.contains(needle),
+            "missing `{needle}` in:\n{}",
+            k.source
+        );
+    }
+    assert!(
+        !k.source.contains("#include <"),
+        "no system includes allowed"
+    );
+    assert_eq!(k.params.len(), 6);
+    assert_eq!(k.params[0].name, "q");
+}
+
+#[test]
+fn no_shared_memory_without_data_exchange() {
+    let k = emit_cuda(&codegen_common::vec_add(1024, 4)).expect("emit");
+    assert_eq!(k.shared_bytes, 0);
+    assert!(!k.source.contains("__syncthreads"));
+}
+
+/// Bytes the tensor-core dot stages: A as [M16][K16 + 8] and Bᵀ as [N8][K16 + 8] 16-bit
+/// values (B at a 16-byte boundary), or the f32 accumulator [M][N], whichever is larger.
+fn mma_scratch(m: usize, k: usize, n: usize) -> usize {
+    let pad = |x: usize, to: usize| x.div_ceil(to) * to;
+    let a = pad(pad(m, 16) * (pad(k, 16) + 8) * 2, 16);
+    let b = pad(n, 8) * (pad(k, 16) + 8) * 2;
+    (a + b).max(m * n * 4)
+}
+
+#[test]
+fn shared_bytes_of_a_dot_kernel_is_exact() {
+    // Only the dot exchanges data in these (loads/stores are per element, except the
+    // index broadcasts, which need at most m*n*4 bytes: below the dot's own need).
+    for (m, k, n) in [(64, 64, 64), (32, 16, 64), (8, 4, 2), (16, 128, 32)] {
+        let bf = emit_cuda(&codegen_common::small_dot(Bf16, m, k, n, 4)).expect("emit");
+        assert_eq!(
+            bf.shared_bytes as usize,
+            mma_scratch(m, k, n),
+            "bf16 {m}x{k}x{n}"
+        );
+        let hf = emit_cuda(&codegen_common::small_dot(F16, m, k, n, 4)).expect("emit");
+        assert_eq!(hf.shared_bytes, bf.shared_bytes, "f16 {m}x{k}x{n}");
+        let f = emit_cuda(&codegen_common::small_dot(F32, m, k, n, 4)).expect("emit");
+        assert_eq!(
+            f.shared_bytes as usize,
+            (m * k + k * n) * 4,
+            "f32 {m}x{k}x{n}"
+        );
+    }
+    // 64x64x64 bf16: A 64*72*2 + B 64*72*2 = 18432 > C 64*64*4 = 16384.
+    let k = emit_cuda(&codegen_common::small_dot(Bf16, 64, 64, 64, 4)).expect("emit");
+    assert_eq!(k.shared_bytes, 18432);
+}
+
+#[test]
+fn oversized_shared_memory_is_an_error() {
+    let f: Function = codegen_common::small_dot(F32, 128, 256, 128, 4);
+    match emit_cuda(&f) {
+        Err(CodegenError::SharedMemory { needed, limit, .. }) => {
+            assert_eq!(needed, (128 * 256 + 256 * 128) * 4);
+            assert_eq!(limit, 227 * 1024);
+        }
+        other => panic!("expected a shared-memory error, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_warp_count_is_an_error() {
+    let mut f = codegen_common::vec_add(128, 4);
+    f.num_warps = 0;
+    assert_eq!(emit_cuda(&f), Err(CodegenError::NumWarps(0)));
+    f.num_warps = 33;
+    assert_eq!(emit_cuda(&f), Err(CodegenError::NumWarps(33)));
+}
