@@ -4,6 +4,53 @@
 //! and a V-up fallback (the op uses cuBLAS by default). Partials are `(o, lse)` with a natural-log
 //! f32 LSE; an empty row is `o = 0, lse = -inf`, never NaN (spec §3.2 rule 4).
 
+use attn_dsl::driver::Compiled;
+use attn_dsl::ir::Function;
+use attn_dsl::template::Template;
+use attn_dsl::Binding;
+use thiserror::Error;
+
+/// A kernel of the `mla` module could not be found or specialized.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum MlaKernelError {
+    #[error("no kernel `{0}` in the `mla` module; kernels: mla_history, mla_history_reduce, mla_current, mla_combine, mla_v_up")]
+    Unknown(String),
+    #[error("specializing `{kernel}` failed: {message}")]
+    Specialize { kernel: String, message: String },
+}
+
+/// The run-time template of `kernel` (what `#[module]` embedded for it).
+pub fn template(kernel: &str) -> Result<&'static Template, MlaKernelError> {
+    Ok(match kernel {
+        "mla_history" => &mla::MLA_HISTORY_TEMPLATE,
+        "mla_history_reduce" => &mla::MLA_HISTORY_REDUCE_TEMPLATE,
+        "mla_current" => &mla::MLA_CURRENT_TEMPLATE,
+        "mla_combine" => &mla::MLA_COMBINE_TEMPLATE,
+        "mla_v_up" => &mla::MLA_V_UP_TEMPLATE,
+        other => return Err(MlaKernelError::Unknown(other.to_string())),
+    })
+}
+
+/// Specializes `kernel` on `bindings` through the same pipeline `instantiate!` runs
+/// (specialize → passes → CUDA): the optimized IR and the CUDA source.
+pub fn compile_kernel(kernel: &str, bindings: &[Binding]) -> Result<Compiled, MlaKernelError> {
+    let consts: Vec<(&str, attn_dsl::ConstValue)> = bindings
+        .iter()
+        .map(|b| (b.name.as_str(), b.value.clone()))
+        .collect();
+    template(kernel)?
+        .specialize(&consts)
+        .map_err(|e| MlaKernelError::Specialize {
+            kernel: kernel.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.
+pub fn specialize_kernel(kernel: &str, bindings: &[Binding]) -> Result<Function, MlaKernelError> {
+    Ok(compile_kernel(kernel, bindings)?.specialized.ir)
+}
+
 use attn_dsl_macros::module;
 
 #[module]
@@ -21,7 +68,11 @@ pub mod mla {
         let num = (o_valid * w.unsqueeze(1)).sum(0);
         let den = w.sum(0);
         let out = num / select(den == 0.0, 1.0, den);
-        let lse_out = select(den == 0.0, f32::NEG_INFINITY, m + log(select(den == 0.0, 1.0, den)));
+        let lse_out = select(
+            den == 0.0,
+            f32::NEG_INFINITY,
+            m + log(select(den == 0.0, 1.0, den)),
+        );
         (out, lse_out)
     }
 
@@ -45,7 +96,13 @@ pub mod mla {
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),
     )]
-    pub fn mla_history<T, const BLOCK_H: i32, const KV_TILE: i32, const BLOCK_SIZE: i32, const NUM_SPLITS: i32>(
+    pub fn mla_history<
+        T,
+        const BLOCK_H: i32,
+        const KV_TILE: i32,
+        const BLOCK_SIZE: i32,
+        const NUM_SPLITS: i32,
+    >(
         q_all: *const T,
         cache: *const T,
         block_table: *const i32,
@@ -72,8 +129,16 @@ pub mod mla {
         let q_row = ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576;
         let dl = arange::<512>();
         let dr = arange::<64>();
-        let q_lat = load(q_all + q_row.unsqueeze(1) + dl.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
-        let q_pe = load(q_all + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let q_lat = load(
+            q_all + q_row.unsqueeze(1) + dl.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
+        let q_pe = load(
+            q_all + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
 
         let tiles = cdiv(n_hist, KV_TILE);
         let per_split = cdiv(tiles, NUM_SPLITS);
@@ -87,9 +152,18 @@ pub mod mla {
             let keys = j * KV_TILE + arange::<KV_TILE>();
             let k_ok = keys < n_hist;
             let phys = load(bt_row + keys / BLOCK_SIZE, k_ok, 0);
-            let key_row = phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
-            let k_lat = load(cache + key_row.unsqueeze(0) + dl.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
-            let k_pe = load(cache + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
+            let key_row =
+                phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
+            let k_lat = load(
+                cache + key_row.unsqueeze(0) + dl.unsqueeze(1),
+                k_ok.unsqueeze(0),
+                0.0,
+            );
+            let k_pe = load(
+                cache + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1),
+                k_ok.unsqueeze(0),
+                0.0,
+            );
             let s = dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale;
             let s = select(k_ok.unsqueeze(0), s, f32::NEG_INFINITY);
             let m_raw = max(m_i, s.max(1));
@@ -102,7 +176,11 @@ pub mod mla {
         }
         let (o, lse) = finish_partial(acc, m_i, l_i);
         let slot = (t * num_heads + rows) * NUM_SPLITS + split;
-        store(split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0), o, row_ok.unsqueeze(1));
+        store(
+            split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
+            o,
+            row_ok.unsqueeze(1),
+        );
         store(split_lse + slot, lse, row_ok);
     }
 
@@ -128,12 +206,19 @@ pub mod mla {
         let present = s < NUM_SPLITS;
         let slot = (t * num_heads + g) * NUM_SPLITS + s;
         let dl = arange::<512>();
-        let o_s = load(split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0), present.unsqueeze(1), 0.0);
+        let o_s = load(
+            split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
+            present.unsqueeze(1),
+            0.0,
+        );
         let lse_s = load(split_lse + slot, present, f32::NEG_INFINITY);
         let (o, lse) = merge_partials(o_s, lse_s, present);
         let peer = (g / heads_per_rank).cast::<i64>();
         let row = ((g % heads_per_rank) * num_tokens + t).cast::<i64>();
-        store(send_out + peer * chunk_stride_out + row * 512 + dl, o.cast::<T>());
+        store(
+            send_out + peer * chunk_stride_out + row * 512 + dl,
+            o.cast::<T>(),
+        );
         store(send_lse + peer * chunk_stride_lse + lse_offset + row, lse);
     }
 
@@ -163,19 +248,43 @@ pub mod mla {
         let dl = arange::<512>();
         let dr = arange::<64>();
         let q_row = (t * heads_per_rank + h).cast::<i64>() * 576;
-        let q_lat = load(q_loc + q_row.unsqueeze(1) + dl.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
-        let q_pe = load(q_loc + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let q_lat = load(
+            q_loc + q_row.unsqueeze(1) + dl.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
+        let q_pe = load(
+            q_loc + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
         let key_row = keys.cast::<i64>() * 576;
-        let k_lat = load(cur_kv + key_row.unsqueeze(0) + dl.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
-        let k_pe = load(cur_kv + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1), k_ok.unsqueeze(0), 0.0);
-        let s = select(k_ok.unsqueeze(0), dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale, f32::NEG_INFINITY);
+        let k_lat = load(
+            cur_kv + key_row.unsqueeze(0) + dl.unsqueeze(1),
+            k_ok.unsqueeze(0),
+            0.0,
+        );
+        let k_pe = load(
+            cur_kv + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1),
+            k_ok.unsqueeze(0),
+            0.0,
+        );
+        let s = select(
+            k_ok.unsqueeze(0),
+            dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale,
+            f32::NEG_INFINITY,
+        );
         let m_i = s.max(1);
         let p = exp(s - m_i.unsqueeze(1));
         let l_i = p.sum(1);
         let acc = dot(p.cast::<T>(), trans(k_lat));
         let (o, lse) = finish_partial(acc, m_i, l_i);
         let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
-        store(cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0), o.cast::<T>(), row_ok.unsqueeze(1));
+        store(
+            cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0),
+            o.cast::<T>(),
+            row_ok.unsqueeze(1),
+        );
         store(cur_lse + t * heads_per_rank + h, lse, row_ok);
     }
 
@@ -203,11 +312,27 @@ pub mod mla {
         let dl = arange::<512>();
         let row = (h * num_tokens + t).cast::<i64>();
         let src = part.cast::<i64>();
-        let o_hist = load(recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0), is_hist.unsqueeze(1), 0.0);
-        let lse_hist = load(recv_lse + src * chunk_stride_lse + lse_offset + row, is_hist, f32::NEG_INFINITY);
+        let o_hist = load(
+            recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0),
+            is_hist.unsqueeze(1),
+            0.0,
+        );
+        let lse_hist = load(
+            recv_lse + src * chunk_stride_lse + lse_offset + row,
+            is_hist,
+            f32::NEG_INFINITY,
+        );
         let cur_row = (t * heads_per_rank + h).cast::<i64>();
-        let o_cur = load(cur_out + cur_row * 512 + dl.unsqueeze(0) + zeros::<i64>([PARTS_PADDED]).unsqueeze(1), is_cur.unsqueeze(1), 0.0);
-        let lse_cur = load(cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]), is_cur, f32::NEG_INFINITY);
+        let o_cur = load(
+            cur_out + cur_row * 512 + dl.unsqueeze(0) + zeros::<i64>([PARTS_PADDED]).unsqueeze(1),
+            is_cur.unsqueeze(1),
+            0.0,
+        );
+        let lse_cur = load(
+            cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]),
+            is_cur,
+            f32::NEG_INFINITY,
+        );
         let o = select(is_cur.unsqueeze(1), o_cur, o_hist).cast::<f32>();
         let lse = select(is_cur, lse_cur, lse_hist);
         let (merged, _lse) = merge_partials(o, lse, is_hist | is_cur);
@@ -217,17 +342,31 @@ pub mod mla {
     /// V-up fallback: `y[t, n, :] = x[t, n, :] · W_UV[n]` for `x [T, N, 512]`, `W_UV [N, 512, 128]`,
     /// `y [T, N·128]`. Grid (cdiv(T, BLOCK_T), N). The op uses one cuBLAS strided-batched GEMM.
     #[kernel(num_warps = 4, require(BLOCK_T >= 16, "BLOCK_T must be >= 16"))]
-    pub fn mla_v_up<T, const BLOCK_T: i32>(x: *const T, w_uv: *const T, y: *mut T, num_tokens: i32, heads_per_rank: i32) {
+    pub fn mla_v_up<T, const BLOCK_T: i32>(
+        x: *const T,
+        w_uv: *const T,
+        y: *mut T,
+        num_tokens: i32,
+        heads_per_rank: i32,
+    ) {
         let n = program_id(1);
         let toks = program_id(0) * BLOCK_T + arange::<BLOCK_T>();
         let ok = toks < num_tokens;
         let dl = arange::<512>();
         let dv = arange::<128>();
         let x_rows = (toks * heads_per_rank + n).cast::<i64>() * 512;
-        let xt = load(x + x_rows.unsqueeze(1) + dl.unsqueeze(0), ok.unsqueeze(1), 0.0);
+        let xt = load(
+            x + x_rows.unsqueeze(1) + dl.unsqueeze(0),
+            ok.unsqueeze(1),
+            0.0,
+        );
         let w = load(w_uv + n.cast::<i64>() * 65536 + (dl * 128).unsqueeze(1) + dv.unsqueeze(0));
         let yt = dot(xt, w);
         let y_rows = (toks * heads_per_rank + n).cast::<i64>() * 128;
-        store(y + y_rows.unsqueeze(1) + dv.unsqueeze(0), yt.cast::<T>(), ok.unsqueeze(1));
+        store(
+            y + y_rows.unsqueeze(1) + dv.unsqueeze(0),
+            yt.cast::<T>(),
+            ok.unsqueeze(1),
+        );
     }
 }

@@ -6,9 +6,11 @@
 pub mod act_dtype;
 pub mod ag_rs;
 pub mod chunk_layout;
+pub mod cpu;
 pub mod cuda_source;
 pub mod exchange;
 pub mod merge;
 pub mod metadata;
+pub mod plan;
 pub mod streams;
 pub mod vup;

@@ -1,0 +1,610 @@
+//! Launch plan of one MLA-DCP decode step (spec `mla_dcp.md` §9.1–§9.2), independent of the
+//! backend: which kernels run, on which constexpr bindings and grids, with which arguments, and
+//! how the history exchange buffers are laid out. The CPU simulation (`cpu.rs`) and the GPU op
+//! (`op.rs`) execute the same plan, so the only thing they differ in is where buffers live.
+
+use super::metadata::{history_len, DcpLayout};
+use attn_dsl::ir::ScalarType;
+use attn_dsl::{Binding, ConstValue};
+use thiserror::Error;
+
+/// L: latent width of a partial output row (the value width of the absorbed decode).
+pub const LATENT: usize = 512;
+/// L + R: width of an absorbed query / latent cache row.
+pub const QK_WIDTH: usize = 576;
+/// V: per-head width of the V-up output.
+pub const V_HEAD: usize = 128;
+/// Alignment of each part of an exchange chunk and of each chunk, in bytes (§9.1).
+pub const CHUNK_ALIGN: usize = 256;
+/// Upper bound on KV splits of the history pass (bounds the split scratch).
+pub const MAX_SPLITS: u32 = 64;
+/// Fewest local history keys worth a split of their own: below this, the reduce and the
+/// extra partial cost more than the parallelism buys (the local-length threshold of §9.2).
+pub const MIN_KEYS_PER_SPLIT: u64 = 256;
+/// Longest current chunk (MTP / speculative tokens per request) the current kernel takes in
+/// one tile.
+pub const MAX_QUERY_LEN: u32 = 64;
+/// Tokens per program of the V-up fallback kernel.
+pub const VUP_BLOCK_T: u32 = 16;
+
+/// A decode step the plan cannot be built for.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum PlanError {
+    #[error("the batch is empty; a decode step needs at least one request")]
+    EmptyBatch,
+    #[error(
+        "query_lens has {got} entries but seq_lens has {expected}; give one of each per request"
+    )]
+    BatchLength { got: usize, expected: usize },
+    #[error("request {request} has query_len 0; a decode request carries 1..={max} tokens", max = MAX_QUERY_LEN)]
+    EmptyQuery { request: usize },
+    #[error("request {request} has query_len {query_len} > {max}, the longest current chunk supported", max = MAX_QUERY_LEN)]
+    QueryTooLong { request: usize, query_len: u32 },
+    #[error("request {request} has query_len {query_len} > seq_len {seq_len}; the chunk is part of the sequence")]
+    QueryLongerThanSequence {
+        request: usize,
+        query_len: u32,
+        seq_len: u32,
+    },
+    #[error("heads_per_rank = 0; each rank owns at least one head")]
+    NoHeads,
+    #[error("block_size = {0} is not a positive multiple of 16")]
+    BlockSize(u32),
+    #[error("activation dtype {0} is not supported; use bf16 or f16")]
+    Dtype(ScalarType),
+    #[error("request {request} needs {needed} block-table columns but rows have {stride}")]
+    BlockTableTooNarrow {
+        request: usize,
+        needed: u64,
+        stride: usize,
+    },
+    #[error("num_sms = 0; give the device's multiprocessor count (or 1 for one split)")]
+    NoSms,
+    #[error("{what} = {value} overflows the 32-bit index range of the kernels")]
+    Overflow { what: &'static str, value: u64 },
+}
+
+/// What a decode step is: the batch, the DCP geometry and the model side (spec §2, §9).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecodeStep {
+    /// q_len_b: current-chunk tokens of each request (1 + MTP/speculative tokens).
+    pub query_lens: Vec<u32>,
+    /// S_b: total length of each request, history plus the current chunk.
+    pub seq_lens: Vec<u32>,
+    /// D, I and B of §2.2.
+    pub layout: DcpLayout,
+    /// N: heads owned by one rank (the history pass sees D·N gathered heads).
+    pub heads_per_rank: u32,
+    /// Activation dtype of queries, cache, partial outputs and V-up (bf16 or f16).
+    pub dtype: ScalarType,
+    /// Softmax scale of the full 576-wide product (§1.2).
+    pub softmax_scale: f32,
+    /// Columns of one block-table row (max virtual blocks per request).
+    pub block_table_stride: usize,
+    /// Multiprocessors of the device: drives the split count (any value ≥ 1 on the CPU).
+    pub num_sms: u32,
+}
+
+/// The buffers a plan's kernels read and write, by role. A backend maps each to its storage;
+/// on the GPU `SendOut`/`SendLse` (and `RecvOut`/`RecvLse`) are two typed views of one byte
+/// buffer laid out by [`ExchangeLayout`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BufferRole {
+    /// `q_all [D, T, N, 576]`, rank-major all-gather of the queries.
+    QAll,
+    /// `q_loc [T, N, 576]`, this rank's queries.
+    QLoc,
+    /// `cache [num_blocks, B, 576]`, this rank's paged latent shard.
+    LatentCache,
+    /// `block_table [batch, stride]` i32.
+    BlockTable,
+    /// `token_req [T]` i32: the request of each token.
+    TokenReq,
+    /// `cu_seqlens_q [batch + 1]` i32: first token of each request.
+    CuSeqlensQ,
+    /// `hist_lens [batch]` i32: this rank's local history lengths.
+    HistLens,
+    /// `cur_kv [T, 576]`, the current chunk's latent rows (replicated).
+    CurKv,
+    /// Split scratch `[T, D·N, S, 512]` f32.
+    SplitOut,
+    /// Split scratch `[T, D·N, S]` f32.
+    SplitLse,
+    /// `hist_send` outputs (activation dtype view).
+    SendOut,
+    /// `hist_send` LSEs (f32 view).
+    SendLse,
+    /// `hist_recv` outputs (activation dtype view).
+    RecvOut,
+    /// `hist_recv` LSEs (f32 view).
+    RecvLse,
+    /// `cur_out [T, N, 512]`.
+    CurOut,
+    /// `cur_lse [T, N]` f32.
+    CurLse,
+    /// `lat_out [T, N, 512]`, the combine output.
+    LatOut,
+    /// `w_uv [N, 512, 128]`, this rank's heads.
+    WUv,
+    /// `y [T, N·128]`.
+    Y,
+}
+
+/// One kernel argument: a buffer by role or a scalar by value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PlanArg {
+    Buffer(BufferRole),
+    I32(i32),
+    I64(i64),
+    F32(f32),
+}
+
+/// One kernel launch: the kernel of the `mla` module, its constexprs, grid and arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelLaunch {
+    pub kernel: &'static str,
+    /// Constexpr bindings in declaration order.
+    pub constexprs: Vec<(&'static str, ConstValue)>,
+    /// `[x, y, z]`, x fastest.
+    pub grid: [u32; 3],
+    pub args: Vec<PlanArg>,
+}
+
+impl KernelLaunch {
+    /// The constexprs as specializer bindings.
+    pub fn bindings(&self) -> Vec<Binding> {
+        self.constexprs
+            .iter()
+            .map(|(n, v)| Binding::new(*n, v.clone()))
+            .collect()
+    }
+
+    /// `kernel<NAME=value,...>`, for reports and specialization caches.
+    pub fn key(&self) -> String {
+        let b: Vec<String> = self
+            .constexprs
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        format!("{}<{}>", self.kernel, b.join(","))
+    }
+}
+
+/// Layout of `hist_send` / `hist_recv` (§9.1): D chunks; chunk p = { out `[N, T, 512]` in the
+/// activation dtype, lse `[N, T]` f32 }, the lse part starting on a 256 B boundary and each
+/// chunk padded to a 256 B multiple, so the exchange moves raw bytes and keeps the f32 LSE bits.
+/// Same arithmetic as the plumbing branch's `chunk_layout::ChunkLayout`; the kernels take it as
+/// element strides of the two typed views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExchangeLayout {
+    pub ranks: usize,
+    pub heads: usize,
+    pub tokens: usize,
+    pub elem_bytes: usize,
+    lse_offset_bytes: usize,
+    chunk_bytes: usize,
+}
+
+fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+impl ExchangeLayout {
+    pub fn new(ranks: usize, heads: usize, tokens: usize, elem_bytes: usize) -> Self {
+        let rows = heads * tokens;
+        let lse_offset_bytes = round_up(rows * LATENT * elem_bytes, CHUNK_ALIGN);
+        let chunk_bytes = round_up(lse_offset_bytes + rows * 4, CHUNK_ALIGN);
+        ExchangeLayout {
+            ranks,
+            heads,
+            tokens,
+            elem_bytes,
+            lse_offset_bytes,
+            chunk_bytes,
+        }
+    }
+
+    /// Bytes of one padded chunk (what goes to one peer).
+    pub fn chunk_bytes(&self) -> usize {
+        self.chunk_bytes
+    }
+
+    /// Bytes of the whole buffer.
+    pub fn total_bytes(&self) -> usize {
+        self.chunk_bytes * self.ranks
+    }
+
+    /// Byte offset of the lse part inside a chunk.
+    pub fn lse_offset_bytes(&self) -> usize {
+        self.lse_offset_bytes
+    }
+
+    /// Chunk stride in activation elements (the `*T` view).
+    pub fn chunk_stride_out(&self) -> usize {
+        self.chunk_bytes / self.elem_bytes
+    }
+
+    /// Chunk stride in f32 elements (the `*f32` view).
+    pub fn chunk_stride_lse(&self) -> usize {
+        self.chunk_bytes / 4
+    }
+
+    /// Offset of the lse part in f32 elements from its chunk's start.
+    pub fn lse_offset(&self) -> usize {
+        self.lse_offset_bytes / 4
+    }
+
+    /// Element index of `out[h, t, l]` of chunk p in the activation view.
+    pub fn out_index(&self, p: usize, h: usize, t: usize, l: usize) -> usize {
+        p * self.chunk_stride_out() + (h * self.tokens + t) * LATENT + l
+    }
+
+    /// Element index of `lse[h, t]` of chunk p in the f32 view.
+    pub fn lse_index(&self, p: usize, h: usize, t: usize) -> usize {
+        p * self.chunk_stride_lse() + self.lse_offset() + h * self.tokens + t
+    }
+}
+
+/// Everything one rank launches for a decode step, in stream order, plus the host metadata
+/// arrays the kernels read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecodePlan {
+    pub step: DecodeStep,
+    /// T: tokens of the step (Σ q_len_b).
+    pub num_tokens: usize,
+    /// KV splits of the history pass.
+    pub num_splits: u32,
+    pub exchange: ExchangeLayout,
+    /// `mla_history`: split-KV attention of all D·N gathered heads over the rank's shard.
+    pub history: KernelLaunch,
+    /// `mla_history_reduce`: merges the splits into `hist_send`.
+    pub history_reduce: KernelLaunch,
+    /// `mla_current`: causal chunk attention of the rank's own heads (side stream).
+    pub current: KernelLaunch,
+    /// `mla_combine`: D received history partials + the current part → `lat_out`.
+    pub combine: KernelLaunch,
+    /// `mla_v_up`: the V-up fallback kernel (the GPU op prefers cuBLAS).
+    pub v_up: KernelLaunch,
+}
+
+fn next_pow2_at_least(x: u32, floor: u32) -> u32 {
+    x.max(floor).next_power_of_two()
+}
+
+fn to_i32(what: &'static str, v: u64) -> Result<i32, PlanError> {
+    i32::try_from(v).map_err(|_| PlanError::Overflow { what, value: v })
+}
+
+fn dtype_binding(t: ScalarType) -> (&'static str, ConstValue) {
+    ("T", ConstValue::Dtype(t))
+}
+
+impl DecodeStep {
+    /// Checks the batch and geometry against what the kernels support.
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if self.seq_lens.is_empty() {
+            return Err(PlanError::EmptyBatch);
+        }
+        if self.query_lens.len() != self.seq_lens.len() {
+            return Err(PlanError::BatchLength {
+                got: self.query_lens.len(),
+                expected: self.seq_lens.len(),
+            });
+        }
+        if self.heads_per_rank == 0 {
+            return Err(PlanError::NoHeads);
+        }
+        if self.num_sms == 0 {
+            return Err(PlanError::NoSms);
+        }
+        let b = self.layout.block_size;
+        if b == 0 || !b.is_multiple_of(16) {
+            return Err(PlanError::BlockSize(b));
+        }
+        if !matches!(self.dtype, ScalarType::Bf16 | ScalarType::F16) {
+            return Err(PlanError::Dtype(self.dtype));
+        }
+        for (request, (&q, &s)) in self.query_lens.iter().zip(&self.seq_lens).enumerate() {
+            if q == 0 {
+                return Err(PlanError::EmptyQuery { request });
+            }
+            if q > MAX_QUERY_LEN {
+                return Err(PlanError::QueryTooLong {
+                    request,
+                    query_len: q,
+                });
+            }
+            if q > s {
+                return Err(PlanError::QueryLongerThanSequence {
+                    request,
+                    query_len: q,
+                    seq_len: s,
+                });
+            }
+            let needed = self.virtual_blocks(s);
+            if needed > self.block_table_stride as u64 {
+                return Err(PlanError::BlockTableTooNarrow {
+                    request,
+                    needed,
+                    stride: self.block_table_stride,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Block-table columns a request of total length `s` uses: ⌈s / (B·D)⌉ (§2.2).
+    pub fn virtual_blocks(&self, s: u32) -> u64 {
+        u64::from(s).div_ceil(u64::from(self.layout.block_size) * u64::from(self.layout.dcp_size))
+    }
+
+    /// T = Σ q_len_b.
+    pub fn num_tokens(&self) -> usize {
+        self.query_lens.iter().map(|&q| q as usize).sum()
+    }
+
+    /// `token_req[t]`: the request of token t (tokens are the requests' chunks in order).
+    pub fn token_req(&self) -> Vec<i32> {
+        let mut v = Vec::with_capacity(self.num_tokens());
+        for (b, &q) in self.query_lens.iter().enumerate() {
+            v.extend(std::iter::repeat_n(b as i32, q as usize));
+        }
+        v
+    }
+
+    /// `cu_seqlens_q`: `[0, q_0, q_0 + q_1, ...]` (batch + 1 entries).
+    pub fn cu_seqlens_q(&self) -> Vec<i32> {
+        let mut v = vec![0i32];
+        for &q in &self.query_lens {
+            let last = *v.last().unwrap_or(&0);
+            v.push(last + q as i32);
+        }
+        v
+    }
+
+    /// `cp_history_seq_len` of `rank` (§2.3): `n_local(S_b − q_len_b, rank)`.
+    pub fn hist_lens(&self, rank: u32) -> Vec<i32> {
+        self.seq_lens
+            .iter()
+            .zip(&self.query_lens)
+            .map(|(&s, &q)| {
+                self.layout
+                    .n_local(history_len(u64::from(s), u64::from(q)), rank) as i32
+            })
+            .collect()
+    }
+
+    /// KV splits of the history pass (§9.2), the same on every rank so that one
+    /// specialization serves all of them:
+    /// - FlashMLA-like occupancy: enough splits that `T · head_tiles · splits` fills the SMs
+    ///   once (`num_sm_parts = SMs / ⌈programs without splits⌉`);
+    /// - local-length threshold: no split gets fewer than [`MIN_KEYS_PER_SPLIT`] keys of the
+    ///   longest local history (rank 0 holds the most: `n_local` is non-increasing in r);
+    /// - at most [`MAX_SPLITS`], at least 1.
+    pub fn num_splits(&self, head_tiles: u32) -> u32 {
+        let programs = (self.num_tokens() as u64 * u64::from(head_tiles)).max(1);
+        let occupancy = u64::from(self.num_sms).div_ceil(programs);
+        let longest = self.hist_lens(0).into_iter().max().unwrap_or(0) as u64;
+        let by_length = longest.div_ceil(MIN_KEYS_PER_SPLIT).max(1);
+        occupancy.min(by_length).clamp(1, u64::from(MAX_SPLITS)) as u32
+    }
+
+    /// Builds the plan (same for every rank: per-rank data lives in the buffers).
+    pub fn plan(&self) -> Result<DecodePlan, PlanError> {
+        self.validate()?;
+        self.plan_with_splits(None)
+    }
+
+    /// Like [`DecodeStep::plan`] with the split count forced (tests, tuning); clamped to
+    /// `1..=MAX_SPLITS`.
+    pub fn plan_with_splits(&self, splits: Option<u32>) -> Result<DecodePlan, PlanError> {
+        self.validate()?;
+        let t = self.num_tokens();
+        let d = self.layout.dcp_size;
+        let n = self.heads_per_rank;
+        let dn = u64::from(d) * u64::from(n);
+        let t_i32 = to_i32("num_tokens", t as u64)?;
+        let n_i32 = to_i32("heads_per_rank", u64::from(n))?;
+        let dn_i32 = to_i32("dcp_size * heads_per_rank", dn)?;
+        to_i32(
+            "num_tokens * gathered heads * 576",
+            t as u64 * dn * QK_WIDTH as u64,
+        )?;
+        let grid_t = t as u32;
+
+        let hist_block_h = next_pow2_at_least(dn.min(64) as u32, 16);
+        let head_tiles = dn.div_ceil(u64::from(hist_block_h)) as u32;
+        let num_splits =
+            splits.map_or_else(|| self.num_splits(head_tiles), |s| s.clamp(1, MAX_SPLITS));
+        let b = self.layout.block_size;
+        // Largest power of two ≤ 64 dividing B: tiles never straddle a physical block.
+        let kv_tile = 1u32 << b.trailing_zeros().min(6);
+        let exchange = ExchangeLayout::new(d as usize, n as usize, t, 2);
+        let dt = dtype_binding(self.dtype);
+        use BufferRole as R;
+        use PlanArg::{Buffer as Buf, F32, I32, I64};
+
+        let history = KernelLaunch {
+            kernel: "mla_history",
+            constexprs: vec![
+                dt.clone(),
+                ("BLOCK_H", ConstValue::Int(hist_block_h.into())),
+                ("KV_TILE", ConstValue::Int(kv_tile.into())),
+                ("BLOCK_SIZE", ConstValue::Int(b.into())),
+                ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
+            ],
+            grid: [grid_t, head_tiles, num_splits],
+            args: vec![
+                Buf(R::QAll),
+                Buf(R::LatentCache),
+                Buf(R::BlockTable),
+                Buf(R::TokenReq),
+                Buf(R::HistLens),
+                Buf(R::SplitOut),
+                Buf(R::SplitLse),
+                I32(t_i32),
+                I32(n_i32),
+                I32(dn_i32),
+                F32(self.softmax_scale),
+                I64(self.block_table_stride as i64),
+                I64(i64::from(b) * QK_WIDTH as i64),
+            ],
+        };
+        let exchange_args = [I32(t_i32), I32(n_i32)];
+        let strides = [
+            I64(exchange.chunk_stride_out() as i64),
+            I64(exchange.chunk_stride_lse() as i64),
+            I64(exchange.lse_offset() as i64),
+        ];
+        let mut reduce_args = vec![
+            Buf(R::SplitOut),
+            Buf(R::SplitLse),
+            Buf(R::SendOut),
+            Buf(R::SendLse),
+        ];
+        reduce_args.extend(exchange_args);
+        reduce_args.push(I32(dn_i32));
+        reduce_args.extend(strides);
+        let history_reduce = KernelLaunch {
+            kernel: "mla_history_reduce",
+            constexprs: vec![
+                dt.clone(),
+                ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
+                (
+                    "SPLITS_PADDED",
+                    ConstValue::Int(next_pow2_at_least(num_splits, 1).into()),
+                ),
+            ],
+            grid: [grid_t, dn as u32, 1],
+            args: reduce_args,
+        };
+        let max_q = self.query_lens.iter().copied().max().unwrap_or(1);
+        let cur_block_h = next_pow2_at_least(n.min(64), 16);
+        let current = KernelLaunch {
+            kernel: "mla_current",
+            constexprs: vec![
+                dt.clone(),
+                ("BLOCK_H", ConstValue::Int(cur_block_h.into())),
+                (
+                    "MAX_CHUNK",
+                    ConstValue::Int(next_pow2_at_least(max_q, 16).into()),
+                ),
+            ],
+            grid: [grid_t, n.div_ceil(cur_block_h), 1],
+            args: vec![
+                Buf(R::QLoc),
+                Buf(R::CurKv),
+                Buf(R::TokenReq),
+                Buf(R::CuSeqlensQ),
+                Buf(R::CurOut),
+                Buf(R::CurLse),
+                I32(n_i32),
+                F32(self.softmax_scale),
+            ],
+        };
+        let mut combine_args = vec![
+            Buf(R::RecvOut),
+            Buf(R::RecvLse),
+            Buf(R::CurOut),
+            Buf(R::CurLse),
+            Buf(R::LatOut),
+        ];
+        combine_args.extend(exchange_args);
+        combine_args.extend(strides);
+        let combine = KernelLaunch {
+            kernel: "mla_combine",
+            constexprs: vec![
+                dt.clone(),
+                ("DCP_SIZE", ConstValue::Int(d.into())),
+                (
+                    "PARTS_PADDED",
+                    ConstValue::Int(next_pow2_at_least(d + 1, 1).into()),
+                ),
+            ],
+            grid: [grid_t, n, 1],
+            args: combine_args,
+        };
+        let v_up = KernelLaunch {
+            kernel: "mla_v_up",
+            constexprs: vec![dt, ("BLOCK_T", ConstValue::Int(VUP_BLOCK_T.into()))],
+            grid: [grid_t.div_ceil(VUP_BLOCK_T), n, 1],
+            args: vec![
+                Buf(R::LatOut),
+                Buf(R::WUv),
+                Buf(R::Y),
+                I32(t_i32),
+                I32(n_i32),
+            ],
+        };
+        Ok(DecodePlan {
+            step: self.clone(),
+            num_tokens: t,
+            num_splits,
+            exchange,
+            history,
+            history_reduce,
+            current,
+            combine,
+            v_up,
+        })
+    }
+}
+
+impl DecodePlan {
+    /// The launches in S0/S1 program order (§9.4): history, reduce, current, combine, V-up.
+    pub fn launches(&self) -> [&KernelLaunch; 5] {
+        [
+            &self.history,
+            &self.history_reduce,
+            &self.current,
+            &self.combine,
+            &self.v_up,
+        ]
+    }
+
+    /// Elements of each buffer role (activation elements, f32 or i32 as the role's dtype),
+    /// for a backend that allocates them. `LatentCache` and `BlockTable` belong to the
+    /// caller and are `None`.
+    pub fn buffer_len(&self, role: BufferRole) -> Option<usize> {
+        let (t, d, n) = (
+            self.num_tokens,
+            self.step.layout.dcp_size as usize,
+            self.step.heads_per_rank as usize,
+        );
+        let s = self.num_splits as usize;
+        let batch = self.step.seq_lens.len();
+        Some(match role {
+            BufferRole::QAll => d * t * n * QK_WIDTH,
+            BufferRole::QLoc => t * n * QK_WIDTH,
+            BufferRole::LatentCache | BufferRole::BlockTable => return None,
+            BufferRole::TokenReq => t,
+            BufferRole::CuSeqlensQ => batch + 1,
+            BufferRole::HistLens => batch,
+            BufferRole::CurKv => t * QK_WIDTH,
+            BufferRole::SplitOut => t * d * n * s * LATENT,
+            BufferRole::SplitLse => t * d * n * s,
+            BufferRole::SendOut | BufferRole::RecvOut => d * self.exchange.chunk_stride_out(),
+            BufferRole::SendLse | BufferRole::RecvLse => d * self.exchange.chunk_stride_lse(),
+            BufferRole::CurOut | BufferRole::LatOut => t * n * LATENT,
+            BufferRole::CurLse => t * n,
+            BufferRole::WUv => n * LATENT * V_HEAD,
+            BufferRole::Y => t * n * V_HEAD,
+        })
+    }
+
+    /// Element type of each buffer role.
+    pub fn buffer_dtype(&self, role: BufferRole) -> ScalarType {
+        match role {
+            BufferRole::BlockTable
+            | BufferRole::TokenReq
+            | BufferRole::CuSeqlensQ
+            | BufferRole::HistLens => ScalarType::I32,
+            BufferRole::SplitOut
+            | BufferRole::SplitLse
+            | BufferRole::SendLse
+            | BufferRole::RecvLse
+            | BufferRole::CurLse => ScalarType::F32,
+            _ => self.step.dtype,
+        }
+    }
+}

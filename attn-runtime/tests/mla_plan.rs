@@ -1,0 +1,211 @@
+//! The MLA-DCP launch plan: validation errors, metadata arrays, grids, the split heuristic and
+//! the exchange layout (spec §9.1–§9.2).
+
+use attn_dsl::ir::ScalarType;
+use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
+use attn_runtime::ops::mla_dcp::plan::{
+    DecodeStep, ExchangeLayout, PlanArg, PlanError, MAX_SPLITS, MIN_KEYS_PER_SPLIT,
+};
+
+fn step(d: u32, q: &[u32], s: &[u32]) -> DecodeStep {
+    DecodeStep {
+        query_lens: q.to_vec(),
+        seq_lens: s.to_vec(),
+        layout: DcpLayout::new(d, 8, 64).expect("layout"),
+        heads_per_rank: 16,
+        dtype: ScalarType::Bf16,
+        softmax_scale: 0.135,
+        block_table_stride: 64,
+        num_sms: 132,
+    }
+}
+
+#[test]
+fn metadata_arrays() {
+    let s = step(2, &[1, 4, 2], &[100, 20, 2]);
+    assert_eq!(s.token_req(), vec![0, 1, 1, 1, 1, 2, 2]);
+    assert_eq!(s.cu_seqlens_q(), vec![0, 1, 5, 7]);
+    // History 99, 16, 0 split over D = 2, I = 8: §2.3 closed form.
+    assert_eq!(s.hist_lens(0), vec![51, 8, 0]);
+    assert_eq!(s.hist_lens(1), vec![48, 8, 0]);
+}
+
+#[test]
+fn grids_and_bindings() {
+    let p = step(8, &[2, 1], &[4000, 10]).plan().expect("plan");
+    assert_eq!(p.num_tokens, 3);
+    // 128 gathered heads in tiles of 64.
+    assert_eq!(p.history.grid[..2], [3, 2]);
+    assert_eq!(p.history.grid[2], p.num_splits);
+    assert_eq!(p.history_reduce.grid, [3, 128, 1]);
+    assert_eq!(p.current.grid, [3, 1, 1]);
+    assert_eq!(p.combine.grid, [3, 16, 1]);
+    assert_eq!(p.v_up.grid, [1, 16, 1]);
+    assert_eq!(
+        p.combine.key(),
+        "mla_combine<T=bf16,DCP_SIZE=8,PARTS_PADDED=16>"
+    );
+    assert_eq!(p.history.args.len(), 13);
+    assert!(p.history.args.contains(&PlanArg::I64(64 * 576)));
+}
+
+#[test]
+fn split_heuristic_occupancy_and_length() {
+    // Long history, few programs: occupancy-bound (132 SMs / (1 token · 2 head tiles) = 66 → 64).
+    let mut long = step(8, &[1], &[1 << 20]);
+    long.block_table_stride = 4096;
+    let p = long.plan().expect("plan");
+    assert_eq!(p.num_splits, MAX_SPLITS);
+    // Short local history: length-bound, one split.
+    let p = step(8, &[1], &[8 * MIN_KEYS_PER_SPLIT as u32])
+        .plan()
+        .expect("plan");
+    assert_eq!(p.num_splits, 1);
+    // Many tokens fill the machine already.
+    let q = vec![1; 200];
+    let s = vec![100_000; 200];
+    let mut st = step(2, &q, &s);
+    st.block_table_stride = 1000;
+    assert_eq!(st.plan().expect("plan").num_splits, 1);
+    // Forced counts are clamped.
+    assert_eq!(
+        step(2, &[1], &[10])
+            .plan_with_splits(Some(0))
+            .expect("plan")
+            .num_splits,
+        1
+    );
+}
+
+#[test]
+fn exchange_layout_offsets() {
+    // N = 16, T = 3, bf16: out = 16·3·512·2 = 49152 B, lse 192 B → chunk 49408 B.
+    let e = ExchangeLayout::new(4, 16, 3, 2);
+    assert_eq!(e.lse_offset_bytes(), 49152);
+    assert_eq!(e.chunk_bytes(), 49408);
+    assert_eq!(e.total_bytes(), 4 * 49408);
+    assert_eq!(e.chunk_stride_out(), 49408 / 2);
+    assert_eq!(e.lse_index(1, 2, 1), 49408 / 4 + 49152 / 4 + 2 * 3 + 1);
+    assert_eq!(e.out_index(1, 0, 2, 5), 49408 / 2 + 2 * 512 + 5);
+    let odd = ExchangeLayout::new(2, 1, 1, 2);
+    assert_eq!((odd.lse_offset_bytes(), odd.chunk_bytes()), (1024, 1280));
+}
+
+#[test]
+fn invalid_steps_are_typed_errors() {
+    let ok = step(2, &[1], &[10]);
+    let cases: Vec<(DecodeStep, PlanError)> = vec![
+        (
+            DecodeStep {
+                query_lens: vec![],
+                seq_lens: vec![],
+                ..ok.clone()
+            },
+            PlanError::EmptyBatch,
+        ),
+        (
+            DecodeStep {
+                query_lens: vec![1, 1],
+                ..ok.clone()
+            },
+            PlanError::BatchLength {
+                got: 2,
+                expected: 1,
+            },
+        ),
+        (
+            DecodeStep {
+                query_lens: vec![0],
+                ..ok.clone()
+            },
+            PlanError::EmptyQuery { request: 0 },
+        ),
+        (
+            DecodeStep {
+                query_lens: vec![65],
+                seq_lens: vec![70],
+                ..ok.clone()
+            },
+            PlanError::QueryTooLong {
+                request: 0,
+                query_len: 65,
+            },
+        ),
+        (
+            DecodeStep {
+                query_lens: vec![11],
+                ..ok.clone()
+            },
+            PlanError::QueryLongerThanSequence {
+                request: 0,
+                query_len: 11,
+                seq_len: 10,
+            },
+        ),
+        (
+            DecodeStep {
+                heads_per_rank: 0,
+                ..ok.clone()
+            },
+            PlanError::NoHeads,
+        ),
+        (
+            DecodeStep {
+                dtype: ScalarType::F32,
+                ..ok.clone()
+            },
+            PlanError::Dtype(ScalarType::F32),
+        ),
+        (
+            DecodeStep {
+                num_sms: 0,
+                ..ok.clone()
+            },
+            PlanError::NoSms,
+        ),
+        (
+            DecodeStep {
+                seq_lens: vec![10_000],
+                block_table_stride: 4,
+                ..ok.clone()
+            },
+            PlanError::BlockTableTooNarrow {
+                request: 0,
+                needed: 79,
+                stride: 4,
+            },
+        ),
+    ];
+    for (s, want) in cases {
+        assert_eq!(s.plan(), Err(want.clone()), "{want}");
+    }
+    let msg = PlanError::QueryTooLong {
+        request: 3,
+        query_len: 65,
+    }
+    .to_string();
+    assert!(msg.contains("65") && msg.contains("64"), "{msg}");
+}
+
+/// The plan's exchange layout is the plumbing's `ChunkLayout` (what the NCCL A2A moves), in
+/// element strides.
+#[test]
+fn exchange_layout_agrees_with_chunk_layout() {
+    use attn_runtime::ops::mla_dcp::act_dtype::ActDtype;
+    use attn_runtime::ops::mla_dcp::chunk_layout::ChunkLayout;
+    for (d, n, t) in [(1, 1, 1), (2, 3, 5), (4, 16, 3), (8, 2, 7)] {
+        let c = ChunkLayout::new(d, n, t, 512, ActDtype::Bf16).expect("chunk layout");
+        let e = ExchangeLayout::new(d, n, t, 2);
+        assert_eq!(e.chunk_bytes(), c.chunk_bytes());
+        assert_eq!(e.total_bytes(), c.total_bytes());
+        assert_eq!(e.lse_offset_bytes(), c.lse_offset_in_chunk());
+        assert_eq!(
+            e.out_index(d - 1, n - 1, t - 1, 7) * 2,
+            c.out_byte(d - 1, n - 1, t - 1, 7)
+        );
+        assert_eq!(
+            e.lse_index(d - 1, n - 1, t - 1) * 4,
+            c.lse_byte(d - 1, n - 1, t - 1)
+        );
+    }
+}

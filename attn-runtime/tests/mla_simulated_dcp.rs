@@ -1,0 +1,114 @@
+//! The whole MLA-DCP decode step on D simulated ranks (spec §9.5) against the dense f64
+//! reference: full causal absorbed attention over all S_b keys, then per-head W_UV. Each rank's
+//! `[T, N·128]` must equal the reference's slice for heads `[r·N, (r+1)·N)`.
+
+mod mla_support;
+
+use attn_dsl::interp::HostBuffer;
+use attn_dsl::ir::ScalarType;
+use attn_runtime::ops::mla_dcp::cpu::{finish, simulate_until_combine};
+use attn_runtime::ops::mla_dcp::plan::LATENT;
+use mla_support::{check_case, check_outputs, Case, Inputs};
+
+/// Ragged batch with mixed q_len {1, 2, 4}: one long request, one shorter than D·I for the
+/// larger geometries (empty shards), one with no history at all.
+fn ragged(d: u32, i: u32, b: u32) -> Case {
+    Case::new(d, i, b, 2, &[260, 7, 2], &[1, 4, 2])
+}
+
+#[test]
+fn d1_d2_block64_all_interleaves() {
+    for d in [1, 2] {
+        for i in [1, 8, 64] {
+            check_case(&ragged(d, i, 64), u64::from(d * 100 + i));
+        }
+    }
+}
+
+#[test]
+fn d4_block64_all_interleaves() {
+    for i in [1, 8, 64] {
+        check_case(&ragged(4, i, 64), u64::from(400 + i));
+    }
+}
+
+#[test]
+fn d8_block64_all_interleaves() {
+    for i in [1, 8, 64] {
+        check_case(&ragged(8, i, 64), u64::from(800 + i));
+    }
+}
+
+#[test]
+fn block16_all_dcp_sizes() {
+    for (d, i) in [(1, 16), (2, 1), (4, 8), (8, 16)] {
+        check_case(&ragged(d, i, 16), u64::from(1600 + d * 10 + i));
+    }
+}
+
+#[test]
+fn empty_shards_and_zero_history() {
+    // S_b < D·I everywhere: most ranks hold nothing; request 1 is all current chunk.
+    check_case(&Case::new(8, 8, 64, 1, &[5, 4, 12], &[1, 4, 2]), 7);
+    check_case(&Case::new(4, 64, 64, 3, &[3, 70], &[2, 1]), 8);
+    // N = 16 heads per rank (DSV3 at TP8), one rank.
+    check_case(&Case::new(1, 1, 16, 16, &[40], &[2]), 9);
+}
+
+#[test]
+fn forced_splits_and_heuristic() {
+    let mut c = Case::new(2, 8, 16, 2, &[300, 40], &[2, 1]);
+    c.splits = Some(3);
+    check_case(&c, 9);
+    let mut c = Case::new(1, 1, 16, 2, &[300, 40], &[2, 1]);
+    c.num_sms = 132;
+    assert!(
+        c.plan().num_splits > 1,
+        "the heuristic must split a 298-key history on 132 SMs"
+    );
+    check_case(&c, 10);
+}
+
+#[test]
+fn f16_activations() {
+    let mut c = Case::new(4, 8, 16, 2, &[150, 3], &[2, 1]);
+    c.dtype = ScalarType::F16;
+    check_case(&c, 11);
+}
+
+/// NaN and ±∞ written into received partials of ranks with *empty* shards (whose true LSE is
+/// −∞, so any value there must contribute nothing) never reach the output.
+#[test]
+fn nan_and_inf_in_empty_partials_never_leak() {
+    let case = Case::new(4, 8, 16, 2, &[20, 3], &[1, 2]);
+    let inputs = Inputs::random(&case, 12);
+    let plan = case.plan();
+    let mut sim = simulate_until_combine(&plan, &inputs.sim()).expect("simulate");
+    let ex = plan.exchange;
+    let (n, t) = (2, plan.num_tokens);
+    let mut tampered = 0;
+    for recv in sim.recv.iter_mut() {
+        let mut lse = recv.lse.to_f64s();
+        let mut out = recv.out.to_f64s();
+        for src in 0..4 {
+            for h in 0..n {
+                for tok in 0..t {
+                    let at = ex.lse_index(src, h, tok);
+                    if lse[at] == f64::NEG_INFINITY {
+                        lse[at] = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY][tampered % 3];
+                        for l in 0..LATENT {
+                            out[ex.out_index(src, h, tok, l)] =
+                                if l % 2 == 0 { f64::NAN } else { f64::INFINITY };
+                        }
+                        tampered += 1;
+                    }
+                }
+            }
+        }
+        recv.lse = HostBuffer::from_f64s(ScalarType::F32, &lse);
+        recv.out = HostBuffer::from_f64s(case.dtype, &out);
+    }
+    assert!(tampered > 0, "the case must have empty-shard partials");
+    let outs = finish(&plan, &sim).expect("finish");
+    check_outputs(&case, &inputs, &outs);
+}
