@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 /// Runs one command, writing its report to `out`.
 pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
     match cmd {
+        Command::Demo => demo(ctx, out),
+        Command::Masks(args) => masks(args, out),
         Command::List => list(ctx, out),
         Command::Emit { kernel, bindings } => {
             let (_, built) = build(ctx, kernel, bindings)?;
@@ -297,4 +299,56 @@ fn bench(
             json.display()
         ),
     )
+}
+
+fn masks(args: &super::masks::MasksArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let bar = spinner("probing the DSL bounds of every q-block on the CPU executor".into());
+    let pic = super::masks::picture(args).map_err(|message| CliError::Build {
+        kernel: "unified_attention".into(),
+        message,
+    })?;
+    bar.finish_and_clear();
+    write(out, &super::masks::ascii(&pic, args.cols))?;
+    if let Some(dir) = args.svg.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| CliError::Io { path: dir.into(), source })?;
+    }
+    std::fs::write(&args.svg, super::masks::svg(&pic)).map_err(|source| CliError::Io {
+        path: args.svg.clone(),
+        source,
+    })?;
+    write(out, &format!("SVG written to {}\n", args.svg.display()))
+}
+
+/// The main job of the README: every registered kernel against its reference, then the
+/// seed geometry of spec §4 (Gemma4 sliding layer, one image range wider than the window).
+fn demo(ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
+    let where_ = if CudaDevice::is_available() {
+        let dev = CudaDevice::new(0)?;
+        format!("on the GPU ({}, {})", dev.name(), dev.arch())
+    } else {
+        "on the CPU executor (no GPU found)".to_string()
+    };
+    write(out, &format!("attn demo: running {where_}\n\n"))?;
+    for entry in ctx.registry.entries() {
+        run_kernel(ctx, entry.name, &[], false, out)?;
+    }
+    write(
+        out,
+        "\nunified attention, Gemma4 sliding layer (L 4096, SW 1024, image [1024, 2303] clamped):\n",
+    )?;
+    let args = super::masks::MasksArgs {
+        seq_len: 4096,
+        query_len: None,
+        window: 1024,
+        q_heads: 16,
+        kv_heads: 8,
+        head_size: 256,
+        ranges: vec![[1024, 2303]],
+        no_clamp: false,
+        bidirectional: false,
+        chunk_lookback: -1,
+        cols: 64,
+        svg: "device-out/demo-masks.svg".into(),
+    };
+    masks(&args, out)
 }

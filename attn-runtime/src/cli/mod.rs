@@ -3,6 +3,7 @@
 //! registry (and, once available, the CPU executor hook) and calls [`main_with`].
 
 mod commands;
+pub mod masks;
 
 use crate::jit::{ArchParseError, JitError};
 use crate::launch::LaunchError;
@@ -23,6 +24,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The demo: every registered kernel checked against its reference (GPU if present, else
+    /// the CPU executor), then the unified-attention seed geometry's mask and visited tiles.
+    Demo,
+    /// Draw a unified-attention mask and the tiles its bounds visit (ASCII + SVG).
+    Masks(masks::MasksArgs),
     /// List the registered kernels and their default bindings.
     List,
     /// Print the generated CUDA of a kernel specialization.
