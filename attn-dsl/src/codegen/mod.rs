@@ -34,6 +34,7 @@ mod emitter;
 mod exchange;
 mod memory;
 mod names;
+mod recompute;
 pub mod tile_map;
 mod writer;
 
