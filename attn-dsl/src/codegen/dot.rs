@@ -251,6 +251,7 @@ impl<'f> Emitter<'f> {
             "const unsigned short* pb = sb + ((tile % {}) * 8 + g) * {ld} + 2 * t4;",
             p.tiles_n
         ));
+        self.w.line("#pragma unroll");
         self.w
             .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         let word =

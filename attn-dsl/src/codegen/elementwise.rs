@@ -67,7 +67,9 @@ impl<'f> Emitter<'f> {
             // Unsqueeze keeps the row-major flat order, hence the distribution: a copy.
             OpKind::Splat { .. } | OpKind::ExpandDims { .. } => arg(0),
             OpKind::Unary(u) => Ok(unary(*u, self.scalar(Self::operand(op, 0)?)?, &arg(0)?)),
-            OpKind::Binary(b) => binary(*b, self.scalar(Self::operand(op, 0)?)?, &arg(0)?, &arg(1)?),
+            OpKind::Binary(b) => {
+                binary(*b, self.scalar(Self::operand(op, 0)?)?, &arg(0)?, &arg(1)?)
+            }
             OpKind::Cmp(p) => Ok(format!("({} {} {})", arg(0)?, cmp_op(*p), arg(1)?)),
             OpKind::Select => Ok(format!("({} ? {} : {})", arg(0)?, arg(1)?, arg(2)?)),
             OpKind::Cast(to) => Ok(cast(self.scalar(Self::operand(op, 0)?)?, *to, &arg(0)?)),

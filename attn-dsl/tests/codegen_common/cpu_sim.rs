@@ -65,7 +65,9 @@ fn main_source(k: &CudaKernel) -> String {
     for (i, p) in k.params.iter().enumerate() {
         match p.kind {
             ParamKind::Ptr { elem, .. } => {
-                decl.push_str(&format!("    std::vector<unsigned char> a{i} = read_blob(in);\n"));
+                decl.push_str(&format!(
+                    "    std::vector<unsigned char> a{i} = read_blob(in);\n"
+                ));
                 call.push(format!("({}*)a{i}.data()", c_storage_type(elem)));
                 write.push_str(&format!("    write_blob(out, a{i});\n"));
             }
@@ -157,7 +159,14 @@ fn build(k: &CudaKernel) -> Result<PathBuf, String> {
     std::fs::write(dir.join("main.cpp"), main_source(k)).map_err(|e| e.to_string())?;
     let tmp = dir.join(format!("sim.tmp{}", std::process::id()));
     let out = Command::new("g++")
-        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", "-o"])
+        .args([
+            "-std=c++20",
+            "-O1",
+            "-ffp-contract=off",
+            "-pthread",
+            "-w",
+            "-o",
+        ])
         .arg(&tmp)
         .arg(dir.join("main.cpp"))
         .current_dir(&dir)
@@ -217,8 +226,14 @@ pub fn run(k: &CudaKernel, grid: [u32; 3], args: &mut [SimArg]) -> Result<(), St
     let bin = build(k)?;
     let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
     let tag = format!("{}_{:?}", std::process::id(), std::thread::current().id());
-    let tag: String = tag.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-    let (inp, outp) = (dir.join(format!("in_{tag}")), dir.join(format!("out_{tag}")));
+    let tag: String = tag
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let (inp, outp) = (
+        dir.join(format!("in_{tag}")),
+        dir.join(format!("out_{tag}")),
+    );
     let mut blob = Vec::new();
     for g in grid {
         blob.extend_from_slice(&g.to_le_bytes());
@@ -270,5 +285,7 @@ pub fn run_interp(f: &Function, grid: [u32; 3], args: &mut [SimArg]) -> Result<(
             (SimArg::Buf(b), _) => b.arg_in(),
         })
         .collect();
-    interp::run(f, grid, cpu).map(|_| ()).map_err(|e| e.to_string())
+    interp::run(f, grid, cpu)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
