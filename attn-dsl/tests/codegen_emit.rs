@@ -138,3 +138,32 @@ fn bad_warp_count_is_an_error() {
     f.num_warps = 33;
     assert_eq!(emit_cuda(&f), Err(CodegenError::NumWarps(33)));
 }
+
+/// `x[r * 64 + c]` copied through a 2-D pointer tile made by broadcasting `arange` rows and
+/// columns: the index tiles are recomputed per element, so no data moves between threads.
+#[test]
+fn broadcast_of_an_index_tile_needs_no_barrier() {
+    use attn_dsl::ir::{BinaryOp, Builder, Function};
+    let mut f = Function::new("copy2d", 4);
+    let x = f.add_param("x", codegen_common::ptr(F32));
+    let y = f.add_param("y", codegen_common::out_ptr(F32));
+    let mut b = Builder::new(&mut f);
+    let r = b.arange(32).expect("arange");
+    let c = b.arange(64).expect("arange");
+    let r2 = b.expand_dims(r, 1).expect("unsqueeze");
+    let c2 = b.expand_dims(c, 0).expect("unsqueeze");
+    let r2 = b.broadcast(r2, &[32, 64]).expect("broadcast");
+    let c2 = b.broadcast(c2, &[32, 64]).expect("broadcast");
+    let w = b.const_i32(64);
+    let rw = b.binary(BinaryOp::Mul, r2, w).expect("mul");
+    let off = b.binary(BinaryOp::Add, rw, c2).expect("add");
+    let px = b.add_ptr(x, off).expect("ptr");
+    let py = b.add_ptr(y, off).expect("ptr");
+    let v = b.load(px, None, None).expect("load");
+    b.store(py, v, None).expect("store");
+    b.finish();
+    let k = emit_cuda(&f).expect("emit");
+    assert!(!k.source.contains("__syncthreads"), "{}", k.source);
+    assert_eq!(k.shared_bytes, 0);
+    assert!(k.source.contains("recomputed where used"), "{}", k.source);
+}

@@ -95,10 +95,10 @@ impl<'f> Emitter<'f> {
         conv: impl Fn(&str) -> String,
     ) -> Res<()> {
         let m = self.map(x);
-        let xn = self.name(x)?.to_string();
+        let xs = self.at(x, "s")?;
         self.w.open_unrolled("s", m.slots());
         self.w.line(format!("const int f = {};", m.flat("s")));
-        let st = format!("{dst}[{index}] = {};", conv(&format!("{xn}[s]")));
+        let st = format!("{dst}[{index}] = {};", conv(&xs));
         match m.owned("s") {
             Some(g) => self.w.line(format!("if ({g}) {st}")),
             None => self.w.line(st),
@@ -117,7 +117,7 @@ impl<'f> Emitter<'f> {
     ) -> Res<()> {
         self.need_scratch((m * k + k * n) * 4);
         let name = self.define_tile(res);
-        let accn = self.name(acc)?.to_string();
+        let acc_s = self.at(acc, "s")?;
         self.w.open("");
         self.w
             .line("float* sa = reinterpret_cast<float*>(attn_smem);");
@@ -131,7 +131,7 @@ impl<'f> Emitter<'f> {
         self.w
             .line(format!("const int f = {};", rm.flat_clamped("s")));
         self.w.line(format!("const int r = f / {n}, c = f % {n};"));
-        self.w.line(format!("float sum = {accn}[s];"));
+        self.w.line(format!("float sum = {acc_s};"));
         self.w.line(format!(
             "for (int k = 0; k < {k}; ++k) sum = fmaf(sa[r * {k} + k], sb[k * {n} + c], sum);"
         ));
@@ -251,6 +251,7 @@ impl<'f> Emitter<'f> {
             "const unsigned short* pb = sb + ((tile % {}) * 8 + g) * {ld} + 2 * t4;",
             p.tiles_n
         ));
+        self.w.line("#pragma unroll");
         self.w
             .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         let word =

@@ -7,7 +7,7 @@
 use super::c_types::{literal, round_to};
 use super::emitter::Emitter;
 use super::CodegenError;
-use crate::ir::{BinaryOp, CmpPred, Elem, Op, OpKind, ScalarType, UnaryOp};
+use crate::ir::{BinaryOp, CmpPred, Elem, Op, OpKind, ScalarType, UnaryOp, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -40,61 +40,40 @@ impl<'f> Emitter<'f> {
                 let e = format!("(int)gridDim.{}", axis_letter(*a)?);
                 self.define_map(res, move |_, _| Ok(e.clone()))
             }
-            OpKind::Arange { .. } => {
+            _ => {
+                if self.try_defer(op, res)? {
+                    return Ok(());
+                }
                 let m = self.map(res);
-                self.define_map(res, move |_, s| Ok(m.flat(s)))
+                self.define_map(res, move |e, s| {
+                    e.element_expr(op, &m.flat(s), &|v| e.at(v, s))
+                })
             }
+        }
+    }
+
+    /// The value of one element of `op`'s result, given its flat index `flat` and the same
+    /// element of each operand (`operand`), for the ops that need no other element:
+    /// `arange`, splats, `unsqueeze`, arithmetic, comparisons, select, casts, pointer offsets.
+    pub(crate) fn element_expr(
+        &self,
+        op: &Op,
+        flat: &str,
+        operand: &dyn Fn(ValueId) -> Res<String>,
+    ) -> Res<String> {
+        let arg = |i: usize| Self::operand(op, i).and_then(operand);
+        match &op.kind {
+            OpKind::Arange { .. } => Ok(flat.to_string()),
             // Unsqueeze keeps the row-major flat order, hence the distribution: a copy.
-            OpKind::Splat { .. } | OpKind::ExpandDims { .. } => {
-                let x = Self::operand(op, 0)?;
-                self.define_map(res, move |e, s| e.at(x, s))
-            }
-            OpKind::Unary(u) => {
-                let x = Self::operand(op, 0)?;
-                let t = self.scalar(x)?;
-                let u = *u;
-                self.define_map(res, move |e, s| Ok(unary(u, t, &e.at(x, s)?)))
-            }
+            OpKind::Splat { .. } | OpKind::ExpandDims { .. } => arg(0),
+            OpKind::Unary(u) => Ok(unary(*u, self.scalar(Self::operand(op, 0)?)?, &arg(0)?)),
             OpKind::Binary(b) => {
-                let (x, y) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
-                let t = self.scalar(x)?;
-                let b = *b;
-                self.define_map(res, move |e, s| binary(b, t, &e.at(x, s)?, &e.at(y, s)?))
+                binary(*b, self.scalar(Self::operand(op, 0)?)?, &arg(0)?, &arg(1)?)
             }
-            OpKind::Cmp(p) => {
-                let (x, y) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
-                let p = cmp_op(*p);
-                self.define_map(res, move |e, s| {
-                    Ok(format!("({} {p} {})", e.at(x, s)?, e.at(y, s)?))
-                })
-            }
-            OpKind::Select => {
-                let (c, x, y) = (
-                    Self::operand(op, 0)?,
-                    Self::operand(op, 1)?,
-                    Self::operand(op, 2)?,
-                );
-                self.define_map(res, move |e, s| {
-                    Ok(format!(
-                        "({} ? {} : {})",
-                        e.at(c, s)?,
-                        e.at(x, s)?,
-                        e.at(y, s)?
-                    ))
-                })
-            }
-            OpKind::Cast(to) => {
-                let x = Self::operand(op, 0)?;
-                let from = self.scalar(x)?;
-                let to = *to;
-                self.define_map(res, move |e, s| Ok(cast(from, to, &e.at(x, s)?)))
-            }
-            OpKind::AddPtr => {
-                let (p, o) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
-                self.define_map(res, move |e, s| {
-                    Ok(format!("({} + {})", e.at(p, s)?, e.at(o, s)?))
-                })
-            }
+            OpKind::Cmp(p) => Ok(format!("({} {} {})", arg(0)?, cmp_op(*p), arg(1)?)),
+            OpKind::Select => Ok(format!("({} ? {} : {})", arg(0)?, arg(1)?, arg(2)?)),
+            OpKind::Cast(to) => Ok(cast(self.scalar(Self::operand(op, 0)?)?, *to, &arg(0)?)),
+            OpKind::AddPtr => Ok(format!("({} + {})", arg(0)?, arg(1)?)),
             other => Err(CodegenError::Malformed(format!(
                 "{other:?} is not a simple op"
             ))),

@@ -22,6 +22,8 @@ pub(crate) struct Emitter<'f> {
     table: NameTable,
     /// The op defining each value (None for block arguments).
     defs: Vec<Option<OpId>>,
+    /// Tiles recomputed at each use instead of stored (see [`super::recompute`]).
+    deferred: Vec<bool>,
 }
 
 impl<'f> Emitter<'f> {
@@ -43,6 +45,7 @@ impl<'f> Emitter<'f> {
             names: vec![None; f.values.len()],
             table: NameTable::default(),
             defs,
+            deferred: vec![false; f.values.len()],
         })
     }
 
@@ -88,8 +91,22 @@ impl<'f> Emitter<'f> {
         TileMap::new(self.shape(v), self.threads)
     }
 
-    /// `v` as seen from register slot `slot`: `name[slot]` for tiles, `name` for scalars.
+    pub(crate) fn is_deferred(&self, v: ValueId) -> bool {
+        self.deferred.get(v.0 as usize).copied().unwrap_or(false)
+    }
+
+    pub(crate) fn set_deferred(&mut self, v: ValueId, on: bool) {
+        if let Some(d) = self.deferred.get_mut(v.0 as usize) {
+            *d = on;
+        }
+    }
+
+    /// `v` as seen from register slot `slot`: `name[slot]` for tiles, `name` for scalars,
+    /// the element's expression for deferred tiles.
     pub(crate) fn at(&self, v: ValueId, slot: &str) -> Result<String, CodegenError> {
+        if self.is_deferred(v) {
+            return self.expr_at(v, &self.map(v).flat(slot));
+        }
         let n = self.name(v)?;
         Ok(if self.f.ty(v).is_scalar() {
             n.to_string()
@@ -284,14 +301,21 @@ impl<'f> Emitter<'f> {
 
     // ---- control flow ----
 
-    /// Declares one variable per carried value (named after `prefer`'s DSL names) and
-    /// aliases every value in `aliases[k]` to the k-th variable.
-    fn declare_carried(&mut self, prefer: &[ValueId], aliases: &[&[ValueId]]) -> Vec<String> {
+    /// Declares one variable per carried value (named after the first DSL name among
+    /// `aliases[..][k]` and `hints[k]`) and aliases every value in `aliases[k]` to the k-th
+    /// variable.
+    fn declare_carried(
+        &mut self,
+        prefer: &[ValueId],
+        aliases: &[&[ValueId]],
+        hints: &[ValueId],
+    ) -> Vec<String> {
         let mut out = Vec::new();
         for (k, &v) in prefer.iter().enumerate() {
             let named = aliases
                 .iter()
                 .filter_map(|a| a.get(k))
+                .chain(hints.get(k))
                 .find(|x| self.f.value(**x).name.is_some());
             let src = named.copied().unwrap_or(v);
             let dsl = self.f.value(src).name.clone();
@@ -317,33 +341,61 @@ impl<'f> Emitter<'f> {
                 targets.len()
             )));
         }
-        let src_names: Vec<String> = sources
+        // Deferred tiles have no variable, so they never alias a target.
+        let src_names: Vec<Option<String>> = sources
             .iter()
-            .map(|&s| self.name(s).map(str::to_string))
+            .map(|&s| {
+                if self.is_deferred(s) {
+                    Ok(None)
+                } else {
+                    self.name(s).map(|n| Some(n.to_string()))
+                }
+            })
             .collect::<Result<_, _>>()?;
-        let clash = src_names
-            .iter()
-            .enumerate()
-            .any(|(i, s)| targets.iter().enumerate().any(|(j, t)| i != j && s == t));
+        let clash = src_names.iter().enumerate().any(|(i, s)| {
+            targets
+                .iter()
+                .enumerate()
+                .any(|(j, t)| i != j && s.as_deref() == Some(t.as_str()))
+        });
         let mut from = src_names.clone();
         if clash {
             for (k, &s) in sources.iter().enumerate() {
                 let tmp = self.table.claim(&format!("{}_next", targets[k]));
                 self.declare(s, &tmp);
-                self.copy(s, &tmp, &src_names[k]);
-                from[k] = tmp;
+                self.copy(s, &tmp)?;
+                from[k] = Some(tmp);
             }
         }
         for (k, &s) in sources.iter().enumerate() {
-            if targets[k] != from[k] {
-                self.copy(s, &targets[k], &from[k]);
+            match &from[k] {
+                Some(n) if *n == targets[k] => {}
+                Some(n) => {
+                    let n = n.clone();
+                    self.copy_var(s, &targets[k], &n)
+                }
+                None => self.copy(s, &targets[k])?,
             }
         }
         Ok(())
     }
 
-    /// `dst = src` for a value shaped like `like`.
-    fn copy(&mut self, like: ValueId, dst: &str, src: &str) {
+    /// `dst = v` for every owned element (`v` may be deferred).
+    fn copy(&mut self, v: ValueId, dst: &str) -> Result<(), CodegenError> {
+        if self.f.ty(v).is_scalar() {
+            let e = self.at(v, "")?;
+            self.w.line(format!("{dst} = {e};"));
+        } else {
+            let e = self.at(v, "s")?;
+            self.w.open_unrolled("s", self.map(v).slots());
+            self.w.line(format!("{dst}[s] = {e};"));
+            self.w.close("");
+        }
+        Ok(())
+    }
+
+    /// `dst = src` between two variables shaped like `like`.
+    fn copy_var(&mut self, like: ValueId, dst: &str, src: &str) {
         if self.f.ty(like).is_scalar() {
             self.w.line(format!("{dst} = {src};"));
         } else {
@@ -384,7 +436,7 @@ impl<'f> Emitter<'f> {
         );
         let inits = &op.operands[3..];
         let iters = body.args.get(1..).unwrap_or(&[]);
-        let carried = self.declare_carried(&op.results, &[&op.results, iters]);
+        let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
         self.assign_all(&carried, inits)?;
         let iv = *body
             .args
@@ -407,7 +459,7 @@ impl<'f> Emitter<'f> {
 
     fn emit_if(&mut self, op: &'f Op) -> Result<(), CodegenError> {
         let cond = self.name(Self::operand(op, 0)?)?.to_string();
-        let results = self.declare_carried(&op.results, &[&op.results]);
+        let results = self.declare_carried(&op.results, &[&op.results], &[]);
         self.w.open(format!("if ({cond})"));
         let tv = self.emit_region(Self::region(op, 0)?, OpKind::Yield)?;
         self.assign_all(&results, &tv)?;
@@ -421,9 +473,9 @@ impl<'f> Emitter<'f> {
     fn emit_while(&mut self, op: &'f Op) -> Result<(), CodegenError> {
         let before = Self::region(op, 0)?;
         let after = Self::region(op, 1)?;
-        let carried = self.declare_carried(&before.args, &[&before.args]);
+        let carried = self.declare_carried(&before.args, &[&before.args], &op.operands);
         self.assign_all(&carried, &op.operands)?;
-        let passed = self.declare_carried(&op.results, &[&op.results, &after.args]);
+        let passed = self.declare_carried(&op.results, &[&op.results, &after.args], &[]);
         self.w.open("while (true)");
         let cond_ops = self.emit_region(before, OpKind::Condition)?;
         let (c, vars) = cond_ops

@@ -7,6 +7,7 @@
 use super::c_types::{from_scratch, reg_type, round_to, scratch_type, to_scratch};
 use super::elementwise::{binary, zero};
 use super::emitter::Emitter;
+use super::recompute::broadcast_source_index;
 use super::CodegenError;
 use crate::ir::{BinaryOp, Op, ReduceKind, ScalarType, ValueId};
 
@@ -20,7 +21,6 @@ impl<'f> Emitter<'f> {
         let (st, bytes) = scratch_type(elem);
         let m = self.map(x);
         self.need_scratch(m.elems * bytes);
-        let xn = self.name(x)?.to_string();
         self.w.open("");
         self.w
             .line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_smem);"));
@@ -29,7 +29,7 @@ impl<'f> Emitter<'f> {
         let store = format!(
             "sx[{}] = {};",
             m.flat("s"),
-            to_scratch(elem, &format!("{xn}[s]"))
+            to_scratch(elem, &self.at(x, "s")?)
         );
         match m.owned("s") {
             Some(g) => self.w.line(format!("if ({g}) {store}")),
@@ -55,45 +55,14 @@ impl<'f> Emitter<'f> {
 
     pub(crate) fn emit_broadcast(&mut self, op: &'f Op) -> Res<()> {
         let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
-        let src = self.shape(x).to_vec();
-        let dst = self.shape(res).to_vec();
-        if self.f.ty(x).is_scalar() {
-            return self.define_map(res, move |e, s| e.at(x, s));
+        if self.try_defer(op, res)? {
+            return Ok(());
         }
-        if src.len() != dst.len() || src.iter().zip(&dst).any(|(&a, &b)| a != b && a != 1) {
-            return Err(CodegenError::Malformed(format!(
-                "broadcast {src:?} -> {dst:?}"
-            )));
-        }
+        let (src, dst) = (self.shape(x).to_vec(), self.shape(res).to_vec());
+        broadcast_source_index(&src, &dst, "f")?;
         let name = self.define_tile(res);
         self.stage_tile(x)?;
-        let index = move |f: &str| -> String {
-            // Multi-index of the destination element, with size-1 source dims pinned to 0.
-            let mut terms = Vec::new();
-            let mut stride = 1usize;
-            let mut dst_stride = 1usize;
-            for d in (0..dst.len()).rev() {
-                if src[d] != 1 {
-                    let coord = match (d, dst.len()) {
-                        (0, 1) => f.to_string(),
-                        (0, _) => format!("{f} / {dst_stride}"),
-                        _ => format!("{f} % {}", dst[d]),
-                    };
-                    terms.push(if stride == 1 {
-                        format!("({coord})")
-                    } else {
-                        format!("({coord}) * {stride}")
-                    });
-                }
-                stride *= src[d];
-                dst_stride *= dst[d];
-            }
-            if terms.is_empty() {
-                "0".into()
-            } else {
-                terms.join(" + ")
-            }
-        };
+        let index = move |f: &str| broadcast_source_index(&src, &dst, f).unwrap_or_default();
         self.gather(res, &name, index)?;
         self.w.close("");
         Ok(())

@@ -8,7 +8,11 @@
 //! - A tile is spread over the threads cyclically by its row-major flat index (see
 //!   [`tile_map`]) in fully unrolled register arrays; elementwise ops, loads, stores,
 //!   `arange`, splats and `unsqueeze` never move data between threads.
-//! - `broadcast`, `trans`, `reduce` and `dot` exchange data through one dynamic
+//! - Index, pointer and mask tiles (pure functions of the element's coordinates and of
+//!   scalars: `arange`, splats, `unsqueeze`, `broadcast` and elementwise ops over them) get
+//!   no registers: each consumer recomputes the element it needs (see `recompute`), so
+//!   their broadcasts cost integer arithmetic, not a shared-memory round trip.
+//! - `broadcast` of other tiles, `trans`, `reduce` and `dot` exchange data through one dynamic
 //!   shared-memory scratch buffer (`attn_smem`), sized to the largest need of any such op
 //!   ([`CudaKernel::shared_bytes`]) and guarded by barriers before and after every write.
 //! - `dot` on bf16/f16 runs `mma.sync.m16n8k16` with f32 accumulation (see [`dot`]).
@@ -34,6 +38,7 @@ mod emitter;
 mod exchange;
 mod memory;
 mod names;
+mod recompute;
 pub mod tile_map;
 mod writer;
 

@@ -2,6 +2,8 @@
 //! `OpKind` (and every unary/binary/compare/reduce variant) on every dtype that allows it.
 #![allow(dead_code)]
 
+pub mod cpu_sim;
+
 use attn_dsl::ir::{
     BinaryOp as B, Builder, CmpPred, Function, IrResult, Loc, ParamKind, ReduceKind, Scalar,
     ScalarType, ScalarType::*, UnaryOp as U, ValueId,

@@ -1,0 +1,187 @@
+// Host stand-in for attn_prelude.cuh: lets g++ run an emitted kernel on the CPU, one
+// std::thread per CUDA thread, so the emitter's data movement (shared memory, barriers,
+// warp exchanges, mma fragments) is checked against the CPU executor without a GPU.
+// Numerics follow the device helpers: round-to-nearest-even conversions, no FMA contraction
+// (compile with -ffp-contract=off), mma as an f32 FMA chain over k ascending.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+struct attn_dim3 {
+    unsigned x, y, z;
+};
+extern thread_local attn_dim3 threadIdx;
+extern thread_local attn_dim3 blockIdx;
+extern attn_dim3 gridDim;
+extern attn_dim3 blockDim;
+extern std::barrier<>* attn_block_barrier;
+extern std::barrier<>* attn_warp_barriers[32];
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __restrict__
+#define __align__(n) alignas(n)
+
+inline void __syncthreads() { attn_block_barrier->arrive_and_wait(); }
+inline void attn_warp_sync() { attn_warp_barriers[threadIdx.x / 32]->arrive_and_wait(); }
+
+struct alignas(2) bf16 {
+    unsigned short bits;
+};
+struct alignas(2) f16 {
+    unsigned short bits;
+};
+
+inline float __uint_as_float(unsigned u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline unsigned attn_float_bits(float f) {
+    unsigned u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline int __float2int_rz(float x) {
+    if (std::isnan(x)) return 0;
+    if (x >= 2147483647.0f) return 2147483647;
+    if (x <= -2147483648.0f) return (-2147483647 - 1);
+    return (int)x;
+}
+inline long long __float2ll_rz(float x) {
+    if (std::isnan(x)) return 0;
+    if (x >= 9.2233720368547758e18f) return 9223372036854775807LL;
+    if (x <= -9.2233720368547758e18f) return (-9223372036854775807LL - 1LL);
+    return (long long)x;
+}
+inline float __int2float_rn(int x) { return (float)x; }
+inline float __ll2float_rn(long long x) { return (float)x; }
+
+inline float attn_bf16_bits_to_f32(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
+inline unsigned short attn_f32_to_bf16_bits(float x) {
+    unsigned u = attn_float_bits(x);
+    if (std::isnan(x)) return (unsigned short)((u >> 16) | 0x40);
+    unsigned lsb = (u >> 16) & 1;
+    return (unsigned short)((u + 0x7fff + lsb) >> 16);
+}
+inline float attn_f16_bits_to_f32(unsigned short b) {
+    _Float16 h;
+    std::memcpy(&h, &b, 2);
+    return (float)h;
+}
+inline unsigned short attn_f32_to_f16_bits(float x) {
+    _Float16 h = (_Float16)x;
+    unsigned short b;
+    std::memcpy(&b, &h, 2);
+    return b;
+}
+inline float attn_round_bf16(float x) { return attn_bf16_bits_to_f32(attn_f32_to_bf16_bits(x)); }
+inline float attn_round_f16(float x) { return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x)); }
+
+inline float attn_ld(const bf16* p) { return attn_bf16_bits_to_f32(p->bits); }
+inline float attn_ld(const f16* p) { return attn_f16_bits_to_f32(p->bits); }
+inline float attn_ld(const float* p) { return *p; }
+inline int attn_ld(const int* p) { return *p; }
+inline long long attn_ld(const long long* p) { return *p; }
+inline bool attn_ld(const bool* p) { return *p; }
+inline void attn_st(const bf16* p, float v) { const_cast<bf16*>(p)->bits = attn_f32_to_bf16_bits(v); }
+inline void attn_st(const f16* p, float v) { const_cast<f16*>(p)->bits = attn_f32_to_f16_bits(v); }
+inline void attn_st(const float* p, float v) { *const_cast<float*>(p) = v; }
+inline void attn_st(const int* p, int v) { *const_cast<int*>(p) = v; }
+inline void attn_st(const long long* p, long long v) { *const_cast<long long*>(p) = v; }
+inline void attn_st(const bool* p, bool v) { *const_cast<bool*>(p) = v; }
+
+inline int attn_wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+inline int attn_wsub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
+inline int attn_wmul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
+inline int attn_wneg(int a) { return (int)(0u - (unsigned)a); }
+inline int attn_wabs(int a) { return a < 0 ? attn_wneg(a) : a; }
+inline int attn_shl(int a, int b) { return (int)((unsigned)a << (b & 31)); }
+inline int attn_shr(int a, int b) { return a >> (b & 31); }
+inline long long attn_wadd(long long a, long long b) {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+}
+inline long long attn_wsub(long long a, long long b) {
+    return (long long)((unsigned long long)a - (unsigned long long)b);
+}
+inline long long attn_wmul(long long a, long long b) {
+    return (long long)((unsigned long long)a * (unsigned long long)b);
+}
+inline long long attn_wneg(long long a) { return (long long)(0ull - (unsigned long long)a); }
+inline long long attn_wabs(long long a) { return a < 0 ? attn_wneg(a) : a; }
+inline long long attn_shl(long long a, long long b) {
+    return (long long)((unsigned long long)a << (b & 63));
+}
+inline long long attn_shr(long long a, long long b) { return a >> (b & 63); }
+inline int attn_min(int a, int b) { return a < b ? a : b; }
+inline int attn_max(int a, int b) { return a > b ? a : b; }
+inline long long attn_min(long long a, long long b) { return a < b ? a : b; }
+inline long long attn_max(long long a, long long b) { return a > b ? a : b; }
+inline float attn_inf() { return __uint_as_float(0x7f800000u); }
+inline float attn_nan() { return __uint_as_float(0x7fc00000u); }
+
+// Warp exchange: every lane publishes, all wait, every lane reads, all wait again.
+struct attn_lane_regs {
+    unsigned a[4], b[2];
+    float f;
+};
+extern attn_lane_regs attn_warp_regs[32][32];
+
+inline float attn_shfl_xor(float v, int mask) {
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    attn_warp_regs[w][lane].f = v;
+    attn_warp_sync();
+    float r = attn_warp_regs[w][lane ^ mask].f;
+    attn_warp_sync();
+    return r;
+}
+
+template <bool BF16>
+inline void attn_mma_emulated(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                              unsigned b0, unsigned b1) {
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    attn_lane_regs& me = attn_warp_regs[w][lane];
+    me.a[0] = a0, me.a[1] = a1, me.a[2] = a2, me.a[3] = a3, me.b[0] = b0, me.b[1] = b1;
+    attn_warp_sync();
+    auto half_at = [](unsigned word, int hi) -> float {
+        unsigned short h = (unsigned short)(hi ? word >> 16 : word & 0xffff);
+        return BF16 ? attn_bf16_bits_to_f32(h) : attn_f16_bits_to_f32(h);
+    };
+    auto A = [&](int r, int k) {
+        const attn_lane_regs& o = attn_warp_regs[w][(r % 8) * 4 + (k % 8) / 2];
+        return half_at(o.a[(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+    };
+    auto B = [&](int k, int n) {
+        const attn_lane_regs& o = attn_warp_regs[w][n * 4 + (k % 8) / 2];
+        return half_at(o.b[k >= 8 ? 1 : 0], k % 2);
+    };
+    const int g = lane / 4, t = lane % 4;
+    float out[4];
+    for (int q = 0; q < 4; ++q) {
+        const int r = g + (q >> 1) * 8, n = 2 * t + (q & 1);
+        float acc = c[q];
+        for (int k = 0; k < 16; ++k) acc = std::fma(A(r, k), B(k, n), acc);
+        out[q] = acc;
+    }
+    attn_warp_sync();
+    for (int q = 0; q < 4; ++q) c[q] = out[q];
+}
+inline void attn_mma_bf16_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                unsigned b0, unsigned b1) {
+    attn_mma_emulated<true>(c, a0, a1, a2, a3, b0, b1);
+}
+inline void attn_mma_f16_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                               unsigned b0, unsigned b1) {
+    attn_mma_emulated<false>(c, a0, a1, a2, a3, b0, b1);
+}
+
+extern unsigned char attn_smem[];
