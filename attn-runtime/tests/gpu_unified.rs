@@ -44,7 +44,13 @@ fn gpu_lock() -> MutexGuard<'static, ()> {
 }
 
 /// A §7.1 data set, its cache spread over `NUM_BLOCKS` blocks.
-fn dataset(seqs: &[(usize, usize)], heads: (usize, usize), d: usize, dtype: Dtype, seed: u64) -> PagedData {
+fn dataset(
+    seqs: &[(usize, usize)],
+    heads: (usize, usize),
+    d: usize,
+    dtype: Dtype,
+    seed: u64,
+) -> PagedData {
     let mut data = PagedData::random(&Geometry::new(seqs, heads, d).dtype(dtype), seed);
     spread_blocks(&mut data, NUM_BLOCKS, seed ^ 0x5EED);
     data
@@ -66,7 +72,10 @@ fn run_cases<T: TestDtype>(
         let name = format!("{label} {name}");
         let (got, report) = run_case(ctx, &mut batch, data, f, &name);
         assert_eq!(report.config.is_3d, *is_3d, "{name}: path");
-        assert_eq!(report.compiled, 0, "{name}: precompiled, so nothing compiles");
+        assert_eq!(
+            report.compiled, 0,
+            "{name}: precompiled, so nothing compiles"
+        );
         check(&name, &report, &got, want);
     }
 }
@@ -219,7 +228,12 @@ fn both_encodings(label: &str, data: &PagedData, ranges: &[[i32; 2]], r: usize, 
     let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), data);
     precompile(&ctx, &mut batch, data, &cases[..2]);
     let (a, report) = run_case(&ctx, &mut batch, data, &cases[0], label);
-    check(&format!("{label} per-sequence ranges"), &report, &a, &wants[0]);
+    check(
+        &format!("{label} per-sequence ranges"),
+        &report,
+        &a,
+        &wants[0],
+    );
     let (b, report) = run_case(&ctx, &mut batch, data, &cases[1], label);
     check(&format!("{label} per-query ranges"), &report, &b, &wants[1]);
     let a64: Vec<f64> = a.iter().map(|&x| f64::from(x)).collect();
@@ -231,7 +245,10 @@ fn both_encodings(label: &str, data: &PagedData, ranges: &[[i32; 2]], r: usize, 
         Tolerance::new(1e-5, 0.0),
     );
     let without = max_abs_diff(&a, &wants[2]);
-    assert!(without > 0.05, "{label}: ranges had no effect (max diff {without})");
+    assert!(
+        without > 0.05,
+        "{label}: ranges had no effect (max diff {without})"
+    );
 }
 
 /// Spec §7.3 test 3 at full size: qlens [384, 96], kvlens [384, 320], ranges
@@ -330,7 +347,9 @@ fn fully_masked_rows_are_zero() {
     let data = dataset(&[(48, 48), (1, 37)], (4, 2), 64, Dtype::Bf16, 1200);
     let qmax = 48;
     let mut rng = Rng::new(1201);
-    let mut bias: Vec<f32> = (0..qmax * qmax).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
+    let mut bias: Vec<f32> = (0..qmax * qmax)
+        .map(|_| rng.uniform(-1.0, 1.0) as f32)
+        .collect();
     let masked_rows = [0usize, 7, 31];
     for &t in &masked_rows {
         bias[t * qmax..(t + 1) * qmax].fill(f32::NEG_INFINITY);
@@ -377,7 +396,10 @@ fn nan_in_pages_past_seq_len_never_reaches_output() {
     let causalities = [
         ("causal", HostCausality::Causal),
         ("non-causal", HostCausality::NonCausal),
-        ("per-seq", HostCausality::PerSequence(vec![true, false, true])),
+        (
+            "per-seq",
+            HostCausality::PerSequence(vec![true, false, true]),
+        ),
     ];
     for (label, data, paths) in [
         ("prefill", &prefill, &[(PathChoice::Force2d, false)][..]),
@@ -419,17 +441,18 @@ fn steady_state_calls_compile_and_allocate_nothing() {
     let want = reference(&data.problem(Features::default().reference_options(Dtype::Bf16)))
         .expect("reference");
     let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
-    for (path, is_3d) in [
-        (PathChoice::Force2d, false),
-        (PathChoice::Heuristic, true),
-    ] {
+    for (path, is_3d) in [(PathChoice::Force2d, false), (PathChoice::Heuristic, true)] {
         let f = Features {
             path,
             ..Default::default()
         };
         let (_, first) = run_case(&ctx, &mut batch, &data, &f, "steady-state first");
         assert_eq!(first.config.is_3d, is_3d);
-        assert_eq!(first.compiled, if is_3d { 2 } else { 1 }, "attention (+ reduce) compiled once");
+        assert_eq!(
+            first.compiled,
+            if is_3d { 2 } else { 1 },
+            "attention (+ reduce) compiled once"
+        );
         let compiled = ctx.compiled_count();
         ctx.stream().synchronize().expect("sync");
         let free_before = free_device_memory(&ctx);
@@ -441,7 +464,11 @@ fn steady_state_calls_compile_and_allocate_nothing() {
             assert_eq!(r.attention.key, first.attention.key);
         }
         ctx.stream().synchronize().expect("sync");
-        assert_eq!(free_device_memory(&ctx), free_before, "a steady-state call allocated");
+        assert_eq!(
+            free_device_memory(&ctx),
+            free_before,
+            "a steady-state call allocated"
+        );
         assert_eq!(ctx.compiled_count(), compiled);
         let out = batch.output("steady-state");
         check(
@@ -486,13 +513,25 @@ fn invalid_inputs_are_typed_errors() {
         let mut args = batch.args(&data);
         args.seq_lens.host = &data.seq_lens[..2];
         let e = unified_attention(&ctx, &mut args).expect_err("host copy shorter than device");
-        assert!(matches!(e, AttnError::HostDeviceMismatch { what: "seq_lens", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                AttnError::HostDeviceMismatch {
+                    what: "seq_lens",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
     {
         let mut args = batch.args(&data);
         args.path = PathChoice::Force3d { num_segments: 16 };
         let e = unified_attention(&ctx, &mut args).expect_err("3 tokens, workspace for 1");
-        assert!(matches!(e, AttnError::WorkspaceTooSmall { tokens: 3, .. }), "{e}");
+        assert!(
+            matches!(e, AttnError::WorkspaceTooSmall { tokens: 3, .. }),
+            "{e}"
+        );
     }
     {
         let mut args = batch.args(&data);
@@ -504,8 +543,9 @@ fn invalid_inputs_are_typed_errors() {
         );
     }
     let dev = ctx.device().clone();
-    let no_ws = UnifiedAttentionContext::new(&dev, dev.default_stream(), ContextOptions::two_d_only())
-        .expect("context");
+    let no_ws =
+        UnifiedAttentionContext::new(&dev, dev.default_stream(), ContextOptions::two_d_only())
+            .expect("context");
     {
         let mut args = batch.args(&data);
         args.path = PathChoice::Force3d { num_segments: 16 };
@@ -514,5 +554,8 @@ fn invalid_inputs_are_typed_errors() {
     }
     // Nothing above launched: the output is still all poison.
     let raw = ctx.stream().clone_dtoh(&batch.out).expect("download");
-    assert!(raw.iter().all(|x| x.to_f32().is_nan()), "a rejected call wrote output");
+    assert!(
+        raw.iter().all(|x| x.to_f32().is_nan()),
+        "a rejected call wrote output"
+    );
 }

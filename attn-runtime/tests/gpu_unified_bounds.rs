@@ -14,7 +14,14 @@ use attn_runtime::ops::unified_attention::mask::{allowed, SequenceMask};
 use attn_runtime::ops::unified_attention::plan::MaskVariant;
 
 /// A 2D configuration with clamped MM over `max_ranges` ranges.
-fn config(tile: i32, nqpkv: i32, window: i32, use_causal: bool, per_seq: bool, max_ranges: i32) -> UnifiedAttentionConfig {
+fn config(
+    tile: i32,
+    nqpkv: i32,
+    window: i32,
+    use_causal: bool,
+    per_seq: bool,
+    max_ranges: i32,
+) -> UnifiedAttentionConfig {
     let block_m = block_m_for(nqpkv);
     let cfg = UnifiedAttentionConfig {
         block_size: 16,
@@ -86,16 +93,27 @@ fn probe_on_gpu(cfg: &UnifiedAttentionConfig, block: &ProbeBlock<'_>, keys: usiz
     let block_m = cfg.block_m as usize;
     let mut bounds = up(&[i32::MIN; 3]);
     let mut mask = up(&vec![-1; block_m * keys]);
-    let mut args: Vec<KernelArg<'_>> = inputs.iter().map(|b| KernelArg::input(b.as_view())).collect();
+    let mut args: Vec<KernelArg<'_>> = inputs
+        .iter()
+        .map(|b| KernelArg::input(b.as_view()))
+        .collect();
     args.push(KernelArg::output(bounds.as_view_mut()));
     args.push(KernelArg::output(mask.as_view_mut()));
-    handle.launch(&stream, [1, 1, 1], args).expect("launch probe");
+    handle
+        .launch(&stream, [1, 1, 1], args)
+        .expect("launch probe");
     let b = stream.clone_dtoh(&bounds).expect("download bounds");
     let m = stream.clone_dtoh(&mask).expect("download mask");
-    assert!(m.iter().all(|&x| x == 0 || x == 1), "mask entries must be written 0/1");
+    assert!(
+        m.iter().all(|&x| x == 0 || x == 1),
+        "mask entries must be written 0/1"
+    );
     GpuProbe {
         bounds: (b[0], b[1], b[2]),
-        mask: m.chunks(keys).map(|r| r.iter().map(|&x| x == 1).collect()).collect(),
+        mask: m
+            .chunks(keys)
+            .map(|r| r.iter().map(|&x| x == 1).collect())
+            .collect(),
     }
 }
 
@@ -123,8 +141,14 @@ fn seed(use_causal: bool, per_seq: Option<bool>, range: [i32; 2]) -> (i32, i32, 
         (cpu.loop_lo, cpu.loop_hi, cpu.max_seq_prefix_len),
         "GPU and CPU executor disagree on the bounds"
     );
-    assert_eq!(gpu.mask, cpu.mask, "GPU and CPU executor disagree on the mask");
-    println!("UNIFIED bounds causal={use_causal} per_seq={per_seq:?} range={range:?} -> {:?}", gpu.bounds);
+    assert_eq!(
+        gpu.mask, cpu.mask,
+        "GPU and CPU executor disagree on the mask"
+    );
+    println!(
+        "UNIFIED bounds causal={use_causal} per_seq={per_seq:?} range={range:?} -> {:?}",
+        gpu.bounds
+    );
     gpu.bounds
 }
 
@@ -184,11 +208,17 @@ fn gpu_mask_matches_reference_and_bounds_cover_it() {
                 if want {
                     allowed_pairs += 1;
                     let tile = k as i32 / cfg.tile_size;
-                    assert!(lo <= tile && tile < hi, "key {k} (tile {tile}) outside [{lo}, {hi})");
+                    assert!(
+                        lo <= tile && tile < hi,
+                        "key {k} (tile {tile}) outside [{lo}, {hi})"
+                    );
                 }
             }
         }
         assert!(allowed_pairs > 0, "the probed block must see some keys");
-        println!("UNIFIED bounds mask causal={use_causal} b={b} -> {:?}", gpu.bounds);
+        println!(
+            "UNIFIED bounds mask causal={use_causal} b={b} -> {:?}",
+            gpu.bounds
+        );
     }
 }

@@ -67,7 +67,11 @@ impl TestDtype for f16 {
 
 /// The device, its default stream, and a context with a 3D workspace for up to
 /// `max_tokens` decode tokens of up to `max_heads` heads × `max_head_size`.
-pub fn context(max_tokens: usize, max_heads: usize, max_head_size: usize) -> UnifiedAttentionContext {
+pub fn context(
+    max_tokens: usize,
+    max_heads: usize,
+    max_head_size: usize,
+) -> UnifiedAttentionContext {
     let dev = CudaDevice::new(0).expect("the gpu feature requires a CUDA device");
     let options = ContextOptions {
         split_kv: Some(SplitKvWorkspace {
@@ -90,7 +94,10 @@ pub fn context(max_tokens: usize, max_heads: usize, max_head_size: usize) -> Uni
 pub fn spread_blocks(data: &mut PagedData, num_blocks: usize, seed: u64) {
     let page = data.block_size * data.num_kv_heads * data.head_size;
     let old = data.k_cache.len() / page;
-    assert!(num_blocks >= old, "cannot spread {old} blocks into {num_blocks}");
+    assert!(
+        num_blocks >= old,
+        "cannot spread {old} blocks into {num_blocks}"
+    );
     let mut rng = Rng::new(seed);
     let mut ids: Vec<usize> = (0..num_blocks).collect();
     for i in (1..ids.len()).rev() {
@@ -99,8 +106,10 @@ pub fn spread_blocks(data: &mut PagedData, num_blocks: usize, seed: u64) {
     let mut k = vec![f32::NAN; num_blocks * page];
     let mut v = vec![f32::NAN; num_blocks * page];
     for (from, &to) in ids.iter().take(old).enumerate() {
-        k[to * page..(to + 1) * page].copy_from_slice(&data.k_cache[from * page..(from + 1) * page]);
-        v[to * page..(to + 1) * page].copy_from_slice(&data.v_cache[from * page..(from + 1) * page]);
+        k[to * page..(to + 1) * page]
+            .copy_from_slice(&data.k_cache[from * page..(from + 1) * page]);
+        v[to * page..(to + 1) * page]
+            .copy_from_slice(&data.v_cache[from * page..(from + 1) * page]);
     }
     for e in &mut data.block_table {
         *e = ids[*e as usize] as i32;
@@ -246,8 +255,9 @@ impl<T: TestDtype> DeviceBatch<T> {
             num_kv_heads: data.num_kv_heads,
             head_size: d,
         };
-        let cache = PagedKvCache::from_host(stream, geometry, &conv(&data.k_cache), &conv(&data.v_cache))
-            .expect("upload cache");
+        let cache =
+            PagedKvCache::from_host(stream, geometry, &conv(&data.k_cache), &conv(&data.v_cache))
+                .expect("upload cache");
         let up = |v: &[i32]| stream.clone_htod(v).expect("upload metadata");
         DeviceBatch {
             q: stream.clone_htod(&q).expect("upload q"),
@@ -311,10 +321,16 @@ impl<T: TestDtype> DeviceBatch<T> {
         let mut valid = Vec::with_capacity(self.layout.num_tokens * row);
         for (i, &x) in raw.iter().enumerate() {
             if i % self.layout.token_stride < row {
-                assert!(x.is_finite(), "{context}: out element {i} is {x} (unwritten or NaN leaked)");
+                assert!(
+                    x.is_finite(),
+                    "{context}: out element {i} is {x} (unwritten or NaN leaked)"
+                );
                 valid.push(x);
             } else {
-                assert!(x.is_nan(), "{context}: padding element {i} was overwritten with {x}");
+                assert!(
+                    x.is_nan(),
+                    "{context}: padding element {i} was overwritten with {x}"
+                );
             }
         }
         valid
