@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use attn_dsl::codegen::{emit_cuda, CodegenError};
+use attn_dsl::codegen::{emit_cuda, CodegenError, CudaKernel};
 use attn_dsl::ir::{Param, ParamKind, ScalarType};
 use attn_dsl::kernel::DslType;
 use attn_dsl::{Binding, ConstValue};
@@ -29,7 +29,7 @@ use super::validate::{validate_inputs, InputError};
 use crate::kernels::dsl_module::ModuleLoadError;
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention;
-use crate::launch::{CudaDevice, CudaKernelHandle, Grid, KernelArg, LaunchError};
+use crate::launch::{scalar_type, CudaDevice, CudaKernelHandle, Grid, KernelArg, LaunchError};
 
 /// Why a GPU unified-attention call did not run.
 #[derive(Debug, Error)]
@@ -86,7 +86,7 @@ pub enum AttnError {
     },
     #[error("the 3D path was chosen but the context has no split-KV workspace (ContextOptions::workspace is None)")]
     NoWorkspace,
-    #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}`")]
+    #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}` (or an argument of another kind)")]
     ParamOrder {
         kernel: String,
         index: usize,
@@ -429,25 +429,69 @@ impl Job {
 
     /// Specializes (cached IR) and emits CUDA; the handle compiles on its first `load`.
     fn build(&self, key: &str) -> Result<CudaKernelHandle, AttnError> {
-        let module = unified_attention::module()?;
         let bindings: Vec<Binding> = self
             .bindings
             .iter()
             .map(|(n, v)| Binding::new(n.clone(), v.clone()))
             .collect();
-        let f = specialize_cached(&module, self.kernel, &bindings).map_err(|e| {
-            AttnError::Specialize {
-                kernel: self.kernel.to_string(),
-                line: e.span.start().line,
-                message: e.message,
-            }
-        })?;
-        let cuda = emit_cuda(&f).map_err(|source| AttnError::Codegen {
-            key: key.to_string(),
-            source,
-        })?;
-        Ok(CudaKernelHandle::new(cuda))
+        Ok(CudaKernelHandle::new(emit(self.kernel, &bindings, key)?))
     }
+}
+
+/// The CUDA the op launches for `launch` (specialization cached per process).
+pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
+    emit(launch.kernel, &launch.bindings, &launch_key(launch))
+}
+
+fn emit(kernel: &str, bindings: &[Binding], key: &str) -> Result<CudaKernel, AttnError> {
+    let module = unified_attention::module()?;
+    let f = specialize_cached(&module, kernel, bindings).map_err(|e| AttnError::Specialize {
+        kernel: kernel.to_string(),
+        line: e.span.start().line,
+        message: e.message,
+    })?;
+    emit_cuda(&f).map_err(|source| AttnError::Codegen {
+        key: key.to_string(),
+        source,
+    })
+}
+
+/// Checks the plan's arguments against the specialized kernel's parameters: same names
+/// in the same order, every `*mut` parameter given a buffer the op lets kernels write
+/// (output, workspace), stand-ins and scalars of the parameter's type. Host only, so CI runs it.
+pub fn check_launch_params(launch: &KernelLaunch, params: &[Param]) -> Result<(), AttnError> {
+    if params.len() != launch.args.len() {
+        return Err(order_error(
+            launch,
+            params,
+            params.len().min(launch.args.len()),
+        ));
+    }
+    for (index, ((name, arg), param)) in launch.args.iter().zip(params).enumerate() {
+        let fits = match (arg, param.kind) {
+            // A writable buffer may sit on a `*const` parameter (the reduce reads the
+            // workspace); an input never on a `*mut` one.
+            (PlanArg::Buffer(role), ParamKind::Ptr { mutable, .. }) => !mutable || writes(*role),
+            (PlanArg::Dummy(t), ParamKind::Ptr { elem, .. }) => elem == *t,
+            (PlanArg::Scalar(v), ParamKind::Scalar(t)) => scalar_type(v) == t,
+            _ => false,
+        };
+        if param.name != *name || !fits {
+            return Err(order_error(launch, params, index));
+        }
+    }
+    Ok(())
+}
+
+/// Roles the op writes.
+fn writes(role: BufferRole) -> bool {
+    matches!(
+        role,
+        BufferRole::Output
+            | BufferRole::SegmentOutput
+            | BufferRole::SegmentMax
+            | BufferRole::SegmentExpSum
+    )
 }
 
 /// Runs unified attention: validates, plans, compiles on first use, launches the attention
@@ -519,9 +563,7 @@ fn resolve_args<'b, T: DslType + DeviceRepr>(
     buffers: &'b mut ContextBuffers,
 ) -> Result<Vec<KernelArg<'b>>, AttnError> {
     use BufferRole as B;
-    if params.len() != launch.args.len() {
-        return Err(order_error(launch, params, launch.args.len()));
-    }
+    check_launch_params(launch, params)?;
     let UnifiedAttentionArgs {
         q,
         out,
@@ -561,10 +603,7 @@ fn resolve_args<'b, T: DslType + DeviceRepr>(
     ]
     .into_iter();
     let mut resolved = Vec::with_capacity(params.len());
-    for (index, ((name, arg), param)) in launch.args.iter().zip(params).enumerate() {
-        if param.name != *name {
-            return Err(order_error(launch, params, index));
-        }
+    for ((name, arg), param) in launch.args.iter().zip(params) {
         let missing = || AttnError::MissingBuffer {
             kernel: launch.kernel.to_string(),
             param: (*name).to_string(),
