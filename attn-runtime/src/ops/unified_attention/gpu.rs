@@ -373,17 +373,25 @@ impl UnifiedAttentionContext {
     }
 
     /// The loaded handle of `launch`'s specialization, compiling it on first use.
-    fn kernel(&self, launch: &KernelLaunch) -> Result<(Arc<CudaKernelHandle>, bool), AttnError> {
+    fn kernel(&self, launch: &KernelLaunch) -> Result<ResolvedKernel, AttnError> {
         let key = launch_key(launch);
         let mut kernels = lock(&self.kernels);
         if let Some(h) = kernels.get(&key) {
-            return Ok((h.clone(), false));
+            return Ok(ResolvedKernel {
+                handle: h.clone(),
+                key,
+                compiled: false,
+            });
         }
         let handle = Job::of(launch).build(&key)?;
         handle.load(self.stream.context())?;
         let handle = Arc::new(handle);
-        kernels.insert(key, handle.clone());
-        Ok((handle, true))
+        kernels.insert(key.clone(), handle.clone());
+        Ok(ResolvedKernel {
+            handle,
+            key,
+            compiled: true,
+        })
     }
 
     fn buffers(&self) -> MutexGuard<'_, ContextBuffers> {
@@ -512,30 +520,44 @@ pub fn run_plan<T: DslType + DeviceRepr>(
     plan: &LaunchPlan,
     args: &mut UnifiedAttentionArgs<'_, T>,
 ) -> Result<LaunchReport, AttnError> {
-    let (attention, compiled_attention) = ctx.kernel(&plan.attention)?;
-    let reduce = plan.reduce.as_ref().map(|r| ctx.kernel(r)).transpose()?;
-    let mut buffers = ctx.buffers();
-    launch(ctx, &attention, &plan.attention, args, &mut buffers)?;
-    if let (Some(launch_plan), Some((handle, _))) = (&plan.reduce, &reduce) {
-        launch(ctx, handle, launch_plan, args, &mut buffers)?;
-    }
-    let report = |h: &CudaKernelHandle, l: &KernelLaunch| LaunchedKernel {
-        key: launch_key(l),
-        cuda_hash: h.kernel().hash.clone(),
-        grid: l.grid,
-        block_threads: h.kernel().block_threads,
-        shared_bytes: h.kernel().shared_bytes,
+    let attention = ctx.kernel(&plan.attention)?;
+    let reduce = match &plan.reduce {
+        Some(l) => Some((l, ctx.kernel(l)?)),
+        None => None,
     };
+    let mut buffers = ctx.buffers();
+    launch(ctx, &attention.handle, &plan.attention, args, &mut buffers)?;
+    if let Some((l, r)) = &reduce {
+        launch(ctx, &r.handle, l, args, &mut buffers)?;
+    }
     Ok(LaunchReport {
         config: plan.config,
-        attention: report(&attention, &plan.attention),
-        reduce: match (&plan.reduce, &reduce) {
-            (Some(l), Some((h, _))) => Some(report(h, l)),
-            _ => None,
-        },
-        compiled: usize::from(compiled_attention)
-            + usize::from(reduce.as_ref().is_some_and(|(_, c)| *c)),
+        compiled: usize::from(attention.compiled)
+            + usize::from(reduce.as_ref().is_some_and(|(_, r)| r.compiled)),
+        attention: attention.report(&plan.attention),
+        reduce: reduce.map(|(l, r)| r.report(l)),
     })
+}
+
+/// A specialization's handle as one call found it.
+struct ResolvedKernel {
+    handle: Arc<CudaKernelHandle>,
+    key: String,
+    /// Whether this call compiled it.
+    compiled: bool,
+}
+
+impl ResolvedKernel {
+    fn report(self, launch: &KernelLaunch) -> LaunchedKernel {
+        let k = self.handle.kernel();
+        LaunchedKernel {
+            cuda_hash: k.hash.clone(),
+            grid: launch.grid,
+            block_threads: k.block_threads,
+            shared_bytes: k.shared_bytes,
+            key: self.key,
+        }
+    }
 }
 
 /// One launch of the plan; a grid with a zero extent (no tokens) launches nothing.
