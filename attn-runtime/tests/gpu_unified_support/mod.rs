@@ -65,7 +65,7 @@ impl TestDtype for f16 {
     }
 }
 
-/// The device, its default stream, and a context with a 3D workspace for up to
+/// A context on device 0 (default stream) with a 3D workspace for up to
 /// `max_tokens` decode tokens of up to `max_heads` heads × `max_head_size`.
 pub fn context(
     max_tokens: usize,
