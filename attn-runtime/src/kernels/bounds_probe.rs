@@ -195,7 +195,7 @@ pub fn probe_block(
 }
 
 /// The probe's constexprs: the attention kernel's bindings it declares, plus `KEYS`.
-fn probe_bindings(
+pub fn probe_bindings(
     cfg: &UnifiedAttentionConfig,
     variant: &MaskVariant,
     keys: usize,

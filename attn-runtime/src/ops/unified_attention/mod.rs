@@ -2,11 +2,15 @@
 //! sliding window, multimodal prefix ranges, R-SWA, chunked attention, softcap, sinks,
 //! ALiBi, 2D and 3D paths. This module holds the host-side pieces: the mask predicate,
 //! the tile-loop bounds, the constexpr configuration and the input validation; the launch
-//! plan shared by the backends; and the CPU-executor backend.
+//! plan shared by the backends; the CPU-executor backend; and the GPU op (paged cache,
+//! call arguments, context and launch).
 
+pub mod args;
 pub mod bounds;
 pub mod config;
 pub mod cpu;
+pub mod gpu;
 pub mod mask;
+pub mod paged_cache;
 pub mod plan;
 pub mod validate;

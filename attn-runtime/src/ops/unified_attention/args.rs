@@ -1,0 +1,359 @@
+//! The arguments of one GPU unified-attention call (DESIGN §3.7, spec §1.1): device views
+//! named as vLLM names them, plus host copies of the small integer metadata the host
+//! validates before launching (a bad block table is a typed error, never a wild read).
+//!
+//! Build it with [`UnifiedAttentionArgs::new`] (the required inputs) and struct-update
+//! syntax for the extras:
+//! `UnifiedAttentionArgs { sliding_window: 1024, ..UnifiedAttentionArgs::new(..) }`.
+
+use attn_dsl::kernel::DslType;
+use cudarc::driver::{CudaView, CudaViewMut};
+
+use super::config::{AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, SplitKvWorkspace};
+use super::gpu::AttnError;
+use super::paged_cache::PagedKvCache;
+use super::plan::{LaunchShape, PathChoice};
+use super::validate::{TensorMeta, UnifiedAttentionInputs};
+use crate::tensor::extent;
+
+/// How a `[T, H, D]` token tensor (q or out) lies in its buffer: D contiguous, token and
+/// head strides in elements (a row may be padded, e.g. q sliced out of a fused QKV).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenLayout {
+    pub num_tokens: usize,
+    pub num_heads: usize,
+    pub head_size: usize,
+    /// Elements between consecutive tokens.
+    pub token_stride: usize,
+    /// Elements between consecutive heads of one token.
+    pub head_stride: usize,
+}
+
+impl TokenLayout {
+    /// Densely packed `[T, H, D]`.
+    pub fn contiguous(num_tokens: usize, num_heads: usize, head_size: usize) -> Self {
+        TokenLayout {
+            num_tokens,
+            num_heads,
+            head_size,
+            token_stride: num_heads * head_size,
+            head_stride: head_size,
+        }
+    }
+
+    pub fn shape(&self) -> [usize; 3] {
+        [self.num_tokens, self.num_heads, self.head_size]
+    }
+
+    pub fn strides(&self) -> [usize; 3] {
+        [self.token_stride, self.head_stride, 1]
+    }
+
+    /// Elements the buffer must hold for every index to be in bounds.
+    pub fn required_len(&self) -> usize {
+        extent(&self.shape(), &self.strides())
+    }
+}
+
+/// A token tensor: a device buffer (view) and its layout.
+#[derive(Debug)]
+pub struct Tokens<V> {
+    pub data: V,
+    pub layout: TokenLayout,
+}
+
+/// Integer metadata on the device, with the host copy the validation reads. Both must hold
+/// the same values; only the lengths can be (and are) compared cheaply.
+#[derive(Debug)]
+pub struct Metadata<'a> {
+    pub device: CudaView<'a, i32>,
+    pub host: &'a [i32],
+}
+
+/// `causal` of §1.1: a flag, or an `i32 [S]` tensor of per-sequence flags (nonzero = causal).
+#[derive(Debug)]
+pub enum Causal<'a> {
+    Causal,
+    NonCausal,
+    PerSequence(CudaView<'a, i32>),
+}
+
+/// Multimodal bidirectional ranges (§3.5) in either encoding of §9.4.
+#[derive(Debug)]
+pub enum MmPrefixRanges<'a> {
+    None,
+    /// `int32 [S, R, 2]` inclusive ranges, padded with `(0, 0)`; `max_ranges` = R.
+    PerSequence {
+        ranges: Metadata<'a>,
+        max_ranges: usize,
+    },
+    /// `int32 [T, 2]`: each query token's range, or `(−1, −1)`.
+    PerQuery(Metadata<'a>),
+}
+
+/// R-SWA (§3.3): window R and `int32 [S]` prefix lengths P.
+#[derive(Debug)]
+pub struct Rswa<'a> {
+    pub window: i32,
+    pub prefix_lens: Metadata<'a>,
+}
+
+/// ALiBi (§1.4 step 4): `f32 [Hq]` slopes, linear or sqrt variant.
+#[derive(Debug)]
+pub struct AlibiSlopes<'a> {
+    pub slopes: CudaView<'a, f32>,
+    pub sqrt: bool,
+}
+
+/// Query×query additive bias `f32 [rows, stride0]` (§1.1 `qq_bias`).
+#[derive(Debug)]
+pub struct QqBias<'a> {
+    pub values: CudaView<'a, f32>,
+    pub stride0: usize,
+}
+
+/// Everything one unified-attention call reads and writes.
+#[derive(Debug)]
+pub struct UnifiedAttentionArgs<'a, T> {
+    /// `[T, Hq, D]` queries, varlen-packed.
+    pub q: Tokens<CudaView<'a, T>>,
+    /// `[T, Hq, D]` output (caller-owned; only valid rows and `d < D` are written).
+    pub out: Tokens<CudaViewMut<'a, T>>,
+    /// Paged K and V `[num_blocks, block_size, Hkv, D]`.
+    pub cache: &'a PagedKvCache<T>,
+    /// `int32 [S + 1]` query starts (`query_start_loc`).
+    pub cu_seqlens_q: Metadata<'a>,
+    /// `int32 [S]` KV lengths (`seqused_k`).
+    pub seq_lens: Metadata<'a>,
+    /// `int32 [S, block_table_stride]`.
+    pub block_table: Metadata<'a>,
+    pub block_table_stride: usize,
+    pub softmax_scale: f32,
+    /// SW = `1 + window_size.left`, 0 = off (see `config::sliding_window_from_left`).
+    pub sliding_window: i32,
+    pub causal: Causal<'a>,
+    /// LB, −1 = off; chunk size `⌊SW / (LB + 1)⌋` (§3.4).
+    pub chunk_lookback: i32,
+    pub mm_prefix_ranges: MmPrefixRanges<'a>,
+    /// Gemma4: AND each MM term with the window's left edge and keep tile pruning.
+    pub mm_prefix_clamp_sliding_window: bool,
+    pub rswa: Option<Rswa<'a>>,
+    /// `c · tanh(s / c)`; `Some(c)` needs `c > 0`.
+    pub softcap: Option<f32>,
+    /// `f32 [Hq]` per-head sink logits.
+    pub sinks: Option<CudaView<'a, f32>>,
+    pub alibi_slopes: Option<AlibiSlopes<'a>>,
+    pub qq_bias: Option<QqBias<'a>>,
+    /// 2D / 3D override; [`PathChoice::Heuristic`] applies §6 with the context's split-KV settings.
+    pub path: PathChoice,
+}
+
+impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
+    /// The required inputs, causal, scale `D^-0.5`, every extra off.
+    pub fn new(
+        q: Tokens<CudaView<'a, T>>,
+        out: Tokens<CudaViewMut<'a, T>>,
+        cache: &'a PagedKvCache<T>,
+        cu_seqlens_q: Metadata<'a>,
+        seq_lens: Metadata<'a>,
+        block_table: Metadata<'a>,
+        block_table_stride: usize,
+    ) -> Self {
+        let d = q.layout.head_size.max(1);
+        UnifiedAttentionArgs {
+            q,
+            out,
+            cache,
+            cu_seqlens_q,
+            seq_lens,
+            block_table,
+            block_table_stride,
+            softmax_scale: 1.0 / (d as f32).sqrt(),
+            sliding_window: 0,
+            causal: Causal::Causal,
+            chunk_lookback: -1,
+            mm_prefix_ranges: MmPrefixRanges::None,
+            mm_prefix_clamp_sliding_window: false,
+            rswa: None,
+            softcap: None,
+            sinks: None,
+            alibi_slopes: None,
+            qq_bias: None,
+            path: PathChoice::Heuristic,
+        }
+    }
+
+    /// S.
+    pub fn num_seqs(&self) -> usize {
+        self.cu_seqlens_q.host.len().saturating_sub(1)
+    }
+
+    /// Longest query of the batch (from the host copy of `cu_seqlens_q`).
+    pub fn max_seqlen_q(&self) -> usize {
+        self.cu_seqlens_q
+            .host
+            .windows(2)
+            .map(|w| (w[1] - w[0]).max(0) as usize)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Host/device consistency of every buffer: metadata lengths agree, q/out buffers hold
+    /// their layouts. (Values are validated by `validate::validate_inputs`.)
+    pub fn check_buffers(&self) -> Result<(), AttnError> {
+        let mut metadata = vec![
+            ("cu_seqlens_q", &self.cu_seqlens_q),
+            ("seq_lens", &self.seq_lens),
+            ("block_table", &self.block_table),
+        ];
+        match &self.mm_prefix_ranges {
+            MmPrefixRanges::None => {}
+            MmPrefixRanges::PerSequence { ranges, .. } => {
+                metadata.push(("mm_prefix_range", ranges))
+            }
+            MmPrefixRanges::PerQuery(rows) => metadata.push(("mm_prefix_query_range", rows)),
+        }
+        if let Some(r) = &self.rswa {
+            metadata.push(("rswa_prefix_lens", &r.prefix_lens));
+        }
+        for (what, m) in metadata {
+            if m.host.len() != m.device.len() {
+                return Err(AttnError::HostDeviceMismatch {
+                    what,
+                    host: m.host.len(),
+                    device: m.device.len(),
+                });
+            }
+        }
+        for (what, len, layout) in [
+            ("q", self.q.data.len(), &self.q.layout),
+            ("out", self.out.data.len(), &self.out.layout),
+        ] {
+            let needed = layout.required_len();
+            if len < needed {
+                return Err(AttnError::BufferTooSmall { what, len, needed });
+            }
+        }
+        Ok(())
+    }
+
+    /// The host-visible view `validate::validate_inputs` checks.
+    pub fn inputs(&self) -> UnifiedAttentionInputs<'_> {
+        let meta = |l: &TokenLayout| TensorMeta {
+            shape: l.shape(),
+            strides: l.strides(),
+            dtype: T::TYPE,
+        };
+        let rows = self.num_seqs();
+        let (seq_ranges, query_ranges) = match &self.mm_prefix_ranges {
+            MmPrefixRanges::None => (None, None),
+            MmPrefixRanges::PerSequence { ranges, max_ranges } => {
+                (Some((ranges.host, [rows, *max_ranges, 2])), None)
+            }
+            MmPrefixRanges::PerQuery(r) => (None, Some((r.host, [r.host.len() / 2, 2]))),
+        };
+        let cache = self.cache.meta();
+        UnifiedAttentionInputs {
+            q: meta(&self.q.layout),
+            k: cache,
+            v: cache,
+            out: meta(&self.out.layout),
+            cu_seqlens_q: self.cu_seqlens_q.host,
+            seq_lens: self.seq_lens.host,
+            block_table: self.block_table.host,
+            block_table_shape: [rows, self.block_table_stride],
+            block_table_stride: self.block_table_stride,
+            mm_prefix_range: seq_ranges,
+            mm_prefix_query_range: query_ranges,
+            per_seq_causal_len: match &self.causal {
+                Causal::PerSequence(f) => Some(f.len()),
+                _ => None,
+            },
+            rswa_prefix_lens: self.rswa.as_ref().map(|r| r.prefix_lens.host),
+            sinks_len: self.sinks.as_ref().map(CudaView::len),
+            alibi_slopes_len: self.alibi_slopes.as_ref().map(|a| a.slopes.len()),
+            qq_bias_shape: self
+                .qq_bias
+                .as_ref()
+                .map(|b| [b.values.len() / b.stride0.max(1), b.stride0]),
+        }
+    }
+
+    /// The §6 view: geometry and enabled features.
+    pub fn attention_problem(&self, split_kv: Option<SplitKvWorkspace>) -> AttentionProblem {
+        let g = self.cache.geometry();
+        let as_i32 = |x: usize| i32::try_from(x).unwrap_or(i32::MAX);
+        AttentionProblem {
+            num_query_heads: as_i32(self.q.layout.num_heads),
+            num_kv_heads: as_i32(g.num_kv_heads),
+            head_size: as_i32(self.q.layout.head_size),
+            block_size: as_i32(g.block_size),
+            kv_elem_bytes: as_i32(T::TYPE.size_bytes()),
+            sliding_window: self.sliding_window,
+            causal: match self.causal {
+                Causal::Causal => CausalMode::Causal,
+                Causal::NonCausal => CausalMode::NonCausal,
+                Causal::PerSequence(_) => CausalMode::PerSequence,
+            },
+            chunk_lookback: self.chunk_lookback,
+            mm: match &self.mm_prefix_ranges {
+                MmPrefixRanges::None => MmRangeEncoding::None,
+                MmPrefixRanges::PerSequence { max_ranges, .. } => MmRangeEncoding::PerSequence {
+                    max_ranges: as_i32(*max_ranges),
+                },
+                MmPrefixRanges::PerQuery(_) => MmRangeEncoding::PerQuery,
+            },
+            mm_prefix_clamp_sw: self.mm_prefix_clamp_sliding_window,
+            r_swa_window: self.rswa.as_ref().map(|r| r.window),
+            softcap: self.softcap.unwrap_or(0.0),
+            use_sinks: self.sinks.is_some(),
+            alibi: match &self.alibi_slopes {
+                None => AlibiMode::None,
+                Some(a) if a.sqrt => AlibiMode::Sqrt,
+                Some(_) => AlibiMode::Linear,
+            },
+            use_qq_bias: self.qq_bias.is_some(),
+            max_seqlen_q: as_i32(self.max_seqlen_q()),
+            num_seqs: as_i32(self.num_seqs()),
+            split_kv,
+            batch_invariant: false,
+        }
+    }
+
+    /// Sizes, strides and scalars of the launch plan.
+    pub fn launch_shape(&self) -> LaunchShape {
+        LaunchShape {
+            num_tokens: self.q.layout.num_tokens,
+            num_seqs: self.num_seqs(),
+            max_seqlen_q: self.max_seqlen_q(),
+            q_strides: [self.q.layout.token_stride, self.q.layout.head_stride],
+            out_strides: [self.out.layout.token_stride, self.out.layout.head_stride],
+            kv_strides: self.cache.geometry().strides(),
+            block_table_stride: self.block_table_stride,
+            qq_bias_stride0: self.qq_bias.as_ref().map_or(0, |b| b.stride0),
+            mask_aux_stride: None,
+            softmax_scale: self.softmax_scale,
+            softcap: self.softcap.unwrap_or(0.0),
+            num_sinks: self.sinks.as_ref().map_or(0, CudaView::len),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_layouts_know_their_extent() {
+        let l = TokenLayout::contiguous(3, 4, 8);
+        assert_eq!(l.strides(), [32, 8, 1]);
+        assert_eq!(l.required_len(), 96);
+        let padded = TokenLayout {
+            token_stride: 40,
+            ..l
+        };
+        // Last token starts at 80 and spans 32 elements.
+        assert_eq!(padded.required_len(), 112);
+        assert_eq!(TokenLayout::contiguous(0, 4, 8).required_len(), 0);
+    }
+}

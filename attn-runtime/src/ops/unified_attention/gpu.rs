@@ -1,0 +1,737 @@
+//! Unified attention on the GPU (DESIGN §3.6–3.7): validate on the host, plan (the same
+//! [`LaunchPlan`] the CPU executor runs), look up or compile the specialization, map the
+//! plan's buffer roles to device pointers, launch the attention kernel and, on the 3D path,
+//! the segment reduce — all on the context's stream.
+//!
+//! Everything beyond the inputs lives in a [`UnifiedAttentionContext`] created once: the
+//! stream, compiled kernel handles keyed by specialization, stand-in buffers for absent
+//! optional inputs and the split-KV workspace. A call for an already-compiled
+//! specialization allocates no device memory, so steady-state calls can be graph-captured.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use attn_dsl::codegen::{emit_cuda, CodegenError, CudaKernel};
+use attn_dsl::ir::{Param, ParamKind, ScalarType};
+use attn_dsl::kernel::DslType;
+use attn_dsl::{Binding, ConstValue};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError};
+use thiserror::Error;
+
+use super::args::{Causal, MmPrefixRanges, UnifiedAttentionArgs};
+use super::config::{seq_threshold_3d, ConfigError, SplitKvWorkspace, UnifiedAttentionConfig};
+use super::plan::{
+    choose_config, plan_launch, BufferRole, KernelArg as PlanArg, KernelLaunch, LaunchPlan,
+    MaskVariant, PlanError,
+};
+use super::validate::{validate_inputs, InputError};
+use crate::kernels::dsl_module::ModuleLoadError;
+use crate::kernels::specialization_cache::specialize_cached;
+use crate::kernels::unified_attention;
+use crate::launch::{scalar_type, CudaDevice, CudaKernelHandle, Grid, KernelArg, LaunchError};
+
+/// Why a GPU unified-attention call did not run.
+#[derive(Debug, Error)]
+pub enum AttnError {
+    #[error("invalid input: {0}")]
+    Input(#[from] InputError),
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("no launch plan: {0}")]
+    Plan(#[from] PlanError),
+    #[error("loading the DSL module: {0}")]
+    Module(#[from] ModuleLoadError),
+    #[error("specializing `{kernel}` (line {line}): {message}")]
+    Specialize {
+        kernel: String,
+        line: usize,
+        message: String,
+    },
+    #[error("emitting CUDA for {key}: {source}")]
+    Codegen {
+        key: String,
+        #[source]
+        source: CodegenError,
+    },
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error(
+        "{what}: the host copy has {host} values but the device buffer {device}; the host copy \
+         must mirror the device data"
+    )]
+    HostDeviceMismatch {
+        what: &'static str,
+        host: usize,
+        device: usize,
+    },
+    #[error("{what} buffer holds {len} elements; its layout reaches element {needed}")]
+    BufferTooSmall {
+        what: &'static str,
+        len: usize,
+        needed: usize,
+    },
+    #[error(
+        "the 3D path needs a split-KV workspace of {needed} f32 values ({tokens} tokens x \
+         {heads} heads x {segments} segments x {padded} padded head size) but the context holds \
+         {capacity}; size ContextOptions::workspace for it"
+    )]
+    WorkspaceTooSmall {
+        needed: usize,
+        capacity: usize,
+        tokens: usize,
+        heads: usize,
+        segments: usize,
+        padded: usize,
+    },
+    #[error("the 3D path was chosen but the context has no split-KV workspace (ContextOptions::workspace is None)")]
+    NoWorkspace,
+    #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}` (or an argument of another kind)")]
+    ParamOrder {
+        kernel: String,
+        index: usize,
+        param: String,
+        planned: String,
+    },
+    #[error("kernel `{kernel}` parameter `{param}`: the call provides no buffer for it (or the plan names it twice)")]
+    MissingBuffer { kernel: String, param: String },
+    #[error("CUDA driver call failed while {during}: {source}")]
+    Driver {
+        during: &'static str,
+        #[source]
+        source: DriverError,
+    },
+    #[error("a kernel compile worker panicked while compiling {key}")]
+    WorkerPanicked { key: String },
+}
+
+fn driver(during: &'static str) -> impl FnOnce(DriverError) -> AttnError {
+    move |source| AttnError::Driver { during, source }
+}
+
+/// Capacity of the split-KV workspace `[tokens, Hq, NSEG, Dp]` (f32) the context allocates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkspaceCapacity {
+    /// Largest token count a 3D call may have (decode: one token per sequence).
+    pub max_tokens: usize,
+    pub max_query_heads: usize,
+    /// Largest head size (padded to a power of two for the layout).
+    pub max_head_size: usize,
+    pub max_segments: usize,
+}
+
+impl WorkspaceCapacity {
+    /// Elements of `segm_max` / `segm_expsum`.
+    pub fn stats_len(&self) -> usize {
+        self.max_tokens * self.max_query_heads * self.max_segments
+    }
+    /// Elements of `segm_output`.
+    pub fn output_len(&self) -> usize {
+        self.stats_len() * self.max_head_size.next_power_of_two()
+    }
+}
+
+/// What a context is created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// The §6 heuristic's split-KV settings (`None`: the heuristic always picks 2D).
+    pub split_kv: Option<SplitKvWorkspace>,
+    /// The 3D workspace to preallocate (`None`: 3D calls fail with [`AttnError::NoWorkspace`]).
+    pub workspace: Option<WorkspaceCapacity>,
+}
+
+impl ContextOptions {
+    /// vLLM's backend defaults for one layer geometry: `seq_threshold_3D = 128 / Hkv`,
+    /// 16 segments, a workspace for that many decode tokens.
+    pub fn vllm_defaults(num_query_heads: usize, num_kv_heads: usize, head_size: usize) -> Self {
+        let threshold = seq_threshold_3d(i32::try_from(num_kv_heads).unwrap_or(i32::MAX));
+        ContextOptions {
+            split_kv: Some(SplitKvWorkspace {
+                seq_threshold_3d: threshold,
+                num_segments: 16,
+            }),
+            workspace: Some(WorkspaceCapacity {
+                max_tokens: threshold.max(1) as usize,
+                max_query_heads: num_query_heads,
+                max_head_size: head_size,
+                max_segments: 16,
+            }),
+        }
+    }
+
+    /// 2D only: no heuristic 3D, no workspace.
+    pub fn two_d_only() -> Self {
+        ContextOptions {
+            split_kv: None,
+            workspace: None,
+        }
+    }
+}
+
+/// The three f32 buffers of the 3D path (or 4-element stand-ins for 2D launches, whose
+/// kernel declares them `*mut` but never touches them).
+struct SegmentBuffers {
+    output: CudaSlice<f32>,
+    max: CudaSlice<f32>,
+    expsum: CudaSlice<f32>,
+}
+
+impl SegmentBuffers {
+    fn zeros(stream: &Arc<CudaStream>, stats: usize, output: usize) -> Result<Self, AttnError> {
+        let alloc = |n: usize| {
+            stream
+                .alloc_zeros::<f32>(n.max(4))
+                .map_err(driver("allocating the split-KV workspace"))
+        };
+        Ok(SegmentBuffers {
+            output: alloc(output)?,
+            max: alloc(stats)?,
+            expsum: alloc(stats)?,
+        })
+    }
+}
+
+/// Device buffers the context owns and launches write through `&self` (hence the mutex).
+struct ContextBuffers {
+    workspace: Option<SegmentBuffers>,
+    workspace_dummies: SegmentBuffers,
+    /// Stand-in for absent read-only f32 inputs (sinks, ALiBi, qq_bias).
+    dummy_f32: CudaSlice<f32>,
+    /// Stand-in for absent read-only i32 inputs (ranges, per-sequence flags, ...).
+    dummy_i32: CudaSlice<i32>,
+}
+
+/// One launched kernel, for the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchedKernel {
+    /// `kernel<NAME=value,...>`: the specialization key.
+    pub key: String,
+    /// Content hash of the generated CUDA.
+    pub cuda_hash: String,
+    pub grid: [u32; 3],
+    pub block_threads: u32,
+    pub shared_bytes: u32,
+}
+
+/// What one call chose and launched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchReport {
+    pub config: UnifiedAttentionConfig,
+    pub attention: LaunchedKernel,
+    /// The 3D segment reduce.
+    pub reduce: Option<LaunchedKernel>,
+    /// Specializations this call had to compile (0 in steady state).
+    pub compiled: usize,
+}
+
+impl LaunchReport {
+    /// `2D` or `3D`.
+    pub fn path_name(&self) -> &'static str {
+        if self.config.is_3d {
+            "3D"
+        } else {
+            "2D"
+        }
+    }
+}
+
+/// Reusable state of the GPU op: stream, compiled specializations, stand-in buffers and
+/// the split-KV workspace. Create once per device (and layer family), call many times.
+pub struct UnifiedAttentionContext {
+    device: CudaDevice,
+    stream: Arc<CudaStream>,
+    options: ContextOptions,
+    kernels: Mutex<BTreeMap<String, Arc<CudaKernelHandle>>>,
+    buffers: Mutex<ContextBuffers>,
+}
+
+impl UnifiedAttentionContext {
+    /// Allocates the workspace and stand-ins on `stream` (which must belong to `device`).
+    pub fn new(
+        device: &CudaDevice,
+        stream: Arc<CudaStream>,
+        options: ContextOptions,
+    ) -> Result<Self, AttnError> {
+        let workspace = options
+            .workspace
+            .map(|w| SegmentBuffers::zeros(&stream, w.stats_len(), w.output_len()))
+            .transpose()?;
+        let buffers = ContextBuffers {
+            workspace,
+            workspace_dummies: SegmentBuffers::zeros(&stream, 4, 4)?,
+            dummy_f32: stream
+                .alloc_zeros(4)
+                .map_err(driver("allocating stand-in buffers"))?,
+            dummy_i32: stream
+                .alloc_zeros(4)
+                .map_err(driver("allocating stand-in buffers"))?,
+        };
+        Ok(UnifiedAttentionContext {
+            device: device.clone(),
+            stream,
+            options,
+            kernels: Mutex::new(BTreeMap::new()),
+            buffers: Mutex::new(buffers),
+        })
+    }
+
+    pub fn device(&self) -> &CudaDevice {
+        &self.device
+    }
+    /// The stream every launch of this context goes to.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+    pub fn options(&self) -> &ContextOptions {
+        &self.options
+    }
+
+    /// Number of specializations compiled and loaded so far.
+    pub fn compiled_count(&self) -> usize {
+        lock(&self.kernels).len()
+    }
+
+    /// Validates a call and plans it, without launching (host only).
+    pub fn plan<T: DslType>(
+        &self,
+        args: &UnifiedAttentionArgs<'_, T>,
+    ) -> Result<LaunchPlan, AttnError> {
+        args.check_buffers()?;
+        validate_inputs(&args.inputs())?;
+        let cfg = choose_config(&args.attention_problem(self.options.split_kv), args.path)?;
+        let plan = plan_launch(&cfg, &args.launch_shape(), T::TYPE, &MaskVariant::default())?;
+        if let Some(ws) = plan.workspace {
+            let cap = self.options.workspace.ok_or(AttnError::NoWorkspace)?;
+            let fits = ws.output_len() <= cap.output_len() && ws.stats_len() <= cap.stats_len();
+            if !fits {
+                return Err(AttnError::WorkspaceTooSmall {
+                    needed: ws.output_len(),
+                    capacity: cap.output_len(),
+                    tokens: ws.num_tokens,
+                    heads: ws.num_query_heads,
+                    segments: ws.num_segments,
+                    padded: ws.head_size_padded,
+                });
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Compiles (NVRTC, or the disk cache) every specialization the plans need that is not
+    /// loaded yet, on up to `threads` threads; returns how many were compiled. Tests and
+    /// benches call it to pay compile time once, in parallel, before timing or checking.
+    pub fn precompile(&self, plans: &[LaunchPlan], threads: usize) -> Result<usize, AttnError> {
+        let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
+        {
+            let loaded = lock(&self.kernels);
+            for launch in plans
+                .iter()
+                .flat_map(|p| std::iter::once(&p.attention).chain(&p.reduce))
+            {
+                let key = launch_key(launch);
+                if !loaded.contains_key(&key) {
+                    jobs.entry(key).or_insert_with(|| Job::of(launch));
+                }
+            }
+        }
+        let jobs: Vec<(String, Job)> = jobs.into_iter().collect();
+        let next = AtomicUsize::new(0);
+        let done: Mutex<Vec<(String, Result<CudaKernelHandle, AttnError>)>> = Mutex::new(vec![]);
+        let workers = threads.clamp(1, jobs.len().max(1));
+        let ctx = self.stream.context();
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((key, job)) = jobs.get(i) else { break };
+                    let built = job.build(key).and_then(|h| {
+                        h.load(ctx)?;
+                        Ok(h)
+                    });
+                    lock(&done).push((key.clone(), built));
+                });
+            }
+        });
+        let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+        if done.len() != jobs.len() {
+            let finished: Vec<&String> = done.iter().map(|(k, _)| k).collect();
+            let key = jobs
+                .iter()
+                .map(|(k, _)| k)
+                .find(|k| !finished.contains(k))
+                .cloned()
+                .unwrap_or_default();
+            return Err(AttnError::WorkerPanicked { key });
+        }
+        let mut kernels = lock(&self.kernels);
+        let mut compiled = 0;
+        for (key, built) in done {
+            kernels.insert(key, Arc::new(built?));
+            compiled += 1;
+        }
+        Ok(compiled)
+    }
+
+    /// The loaded handle of `launch`'s specialization, compiling it on first use.
+    fn kernel(&self, launch: &KernelLaunch) -> Result<ResolvedKernel, AttnError> {
+        let key = launch_key(launch);
+        let mut kernels = lock(&self.kernels);
+        if let Some(h) = kernels.get(&key) {
+            return Ok(ResolvedKernel {
+                handle: h.clone(),
+                key,
+                compiled: false,
+            });
+        }
+        let handle = Job::of(launch).build(&key)?;
+        handle.load(self.stream.context())?;
+        let handle = Arc::new(handle);
+        kernels.insert(key.clone(), handle.clone());
+        Ok(ResolvedKernel {
+            handle,
+            key,
+            compiled: true,
+        })
+    }
+
+    fn buffers(&self) -> MutexGuard<'_, ContextBuffers> {
+        lock(&self.buffers)
+    }
+}
+
+/// A poisoned lock only means another thread panicked after a complete insert; the map
+/// and the buffers are still consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `kernel<NAME=value,...>`: the module is the shipped one, so kernel and bindings
+/// identify the specialization.
+pub fn launch_key(launch: &KernelLaunch) -> String {
+    let b: Vec<String> = launch
+        .bindings
+        .iter()
+        .map(|b| format!("{}={}", b.name, b.value))
+        .collect();
+    format!("{}<{}>", launch.kernel, b.join(","))
+}
+
+/// A specialization to build, in a form that can cross threads (bindings carry spans,
+/// which cannot).
+struct Job {
+    kernel: &'static str,
+    bindings: Vec<(String, ConstValue)>,
+}
+
+impl Job {
+    fn of(launch: &KernelLaunch) -> Job {
+        Job {
+            kernel: launch.kernel,
+            bindings: launch
+                .bindings
+                .iter()
+                .map(|b| (b.name.clone(), b.value.clone()))
+                .collect(),
+        }
+    }
+
+    /// Specializes (cached IR) and emits CUDA; the handle compiles on its first `load`.
+    fn build(&self, key: &str) -> Result<CudaKernelHandle, AttnError> {
+        let bindings: Vec<Binding> = self
+            .bindings
+            .iter()
+            .map(|(n, v)| Binding::new(n.clone(), v.clone()))
+            .collect();
+        Ok(CudaKernelHandle::new(emit(self.kernel, &bindings, key)?))
+    }
+}
+
+/// The CUDA the op launches for `launch` (specialization cached per process).
+pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
+    emit(launch.kernel, &launch.bindings, &launch_key(launch))
+}
+
+fn emit(kernel: &str, bindings: &[Binding], key: &str) -> Result<CudaKernel, AttnError> {
+    let module = unified_attention::module()?;
+    let f = specialize_cached(&module, kernel, bindings).map_err(|e| AttnError::Specialize {
+        kernel: kernel.to_string(),
+        line: e.span.start().line,
+        message: e.message,
+    })?;
+    emit_cuda(&f).map_err(|source| AttnError::Codegen {
+        key: key.to_string(),
+        source,
+    })
+}
+
+/// Checks the plan's arguments against the specialized kernel's parameters: same names
+/// in the same order, every `*mut` parameter given a buffer the op lets kernels write
+/// (output, workspace), stand-ins and scalars of the parameter's type. Host only, so CI runs it.
+pub fn check_launch_params(launch: &KernelLaunch, params: &[Param]) -> Result<(), AttnError> {
+    if params.len() != launch.args.len() {
+        return Err(order_error(
+            launch,
+            params,
+            params.len().min(launch.args.len()),
+        ));
+    }
+    for (index, ((name, arg), param)) in launch.args.iter().zip(params).enumerate() {
+        let fits = match (arg, param.kind) {
+            // A writable buffer may sit on a `*const` parameter (the reduce reads the
+            // workspace); an input never on a `*mut` one.
+            (PlanArg::Buffer(role), ParamKind::Ptr { mutable, .. }) => !mutable || writes(*role),
+            (PlanArg::Dummy(t), ParamKind::Ptr { elem, .. }) => elem == *t,
+            (PlanArg::Scalar(v), ParamKind::Scalar(t)) => scalar_type(v) == t,
+            _ => false,
+        };
+        if param.name != *name || !fits {
+            return Err(order_error(launch, params, index));
+        }
+    }
+    Ok(())
+}
+
+/// Roles the op writes.
+fn writes(role: BufferRole) -> bool {
+    matches!(
+        role,
+        BufferRole::Output
+            | BufferRole::SegmentOutput
+            | BufferRole::SegmentMax
+            | BufferRole::SegmentExpSum
+    )
+}
+
+/// Runs unified attention: validates, plans, compiles on first use, launches the attention
+/// kernel and (3D) the segment reduce on the context's stream. `args` is `&mut` because it
+/// holds the output view. Returns what was chosen.
+pub fn unified_attention<T: DslType + DeviceRepr>(
+    ctx: &UnifiedAttentionContext,
+    args: &mut UnifiedAttentionArgs<'_, T>,
+) -> Result<LaunchReport, AttnError> {
+    let plan = ctx.plan(args)?;
+    run_plan(ctx, &plan, args)
+}
+
+/// Launches an already validated plan (from [`UnifiedAttentionContext::plan`] on the same
+/// `args`): benches use it to keep host-side validation out of the timed loop.
+pub fn run_plan<T: DslType + DeviceRepr>(
+    ctx: &UnifiedAttentionContext,
+    plan: &LaunchPlan,
+    args: &mut UnifiedAttentionArgs<'_, T>,
+) -> Result<LaunchReport, AttnError> {
+    let attention = ctx.kernel(&plan.attention)?;
+    let reduce = match &plan.reduce {
+        Some(l) => Some((l, ctx.kernel(l)?)),
+        None => None,
+    };
+    let mut buffers = ctx.buffers();
+    launch(ctx, &attention.handle, &plan.attention, args, &mut buffers)?;
+    if let Some((l, r)) = &reduce {
+        launch(ctx, &r.handle, l, args, &mut buffers)?;
+    }
+    Ok(LaunchReport {
+        config: plan.config,
+        compiled: usize::from(attention.compiled)
+            + usize::from(reduce.as_ref().is_some_and(|(_, r)| r.compiled)),
+        attention: attention.report(&plan.attention),
+        reduce: reduce.map(|(l, r)| r.report(l)),
+    })
+}
+
+/// A specialization's handle as one call found it.
+struct ResolvedKernel {
+    handle: Arc<CudaKernelHandle>,
+    key: String,
+    /// Whether this call compiled it.
+    compiled: bool,
+}
+
+impl ResolvedKernel {
+    fn report(self, launch: &KernelLaunch) -> LaunchedKernel {
+        let k = self.handle.kernel();
+        LaunchedKernel {
+            cuda_hash: k.hash.clone(),
+            grid: launch.grid,
+            block_threads: k.block_threads,
+            shared_bytes: k.shared_bytes,
+            key: self.key,
+        }
+    }
+}
+
+/// One launch of the plan; a grid with a zero extent (no tokens) launches nothing.
+fn launch<T: DslType + DeviceRepr>(
+    ctx: &UnifiedAttentionContext,
+    handle: &CudaKernelHandle,
+    launch: &KernelLaunch,
+    args: &mut UnifiedAttentionArgs<'_, T>,
+    buffers: &mut ContextBuffers,
+) -> Result<(), AttnError> {
+    if launch.grid.contains(&0) {
+        return Ok(());
+    }
+    let kernel_args = resolve_args(launch, &handle.kernel().params, args, buffers)?;
+    handle.launch(&ctx.stream, Grid(launch.grid), kernel_args)?;
+    Ok(())
+}
+
+/// Turns the plan's roles into device arguments, checking the parameter order against the
+/// specialized kernel. Each writable buffer is handed out at most once.
+fn resolve_args<'b, T: DslType + DeviceRepr>(
+    launch: &KernelLaunch,
+    params: &[Param],
+    args: &'b mut UnifiedAttentionArgs<'_, T>,
+    buffers: &'b mut ContextBuffers,
+) -> Result<Vec<KernelArg<'b>>, AttnError> {
+    use BufferRole as B;
+    check_launch_params(launch, params)?;
+    let UnifiedAttentionArgs {
+        q,
+        out,
+        cache,
+        cu_seqlens_q,
+        seq_lens,
+        block_table,
+        causal,
+        mm_prefix_ranges,
+        rswa,
+        sinks,
+        alibi_slopes,
+        qq_bias,
+        ..
+    } = args;
+    let cache = &**cache;
+    let ContextBuffers {
+        workspace,
+        workspace_dummies,
+        dummy_f32,
+        dummy_i32,
+    } = buffers;
+    let (dummy_f32, dummy_i32) = (&*dummy_f32, &*dummy_i32);
+    let mut out = Some(out.data.slice_mut(..));
+    let (mut segm_out, mut segm_max, mut segm_expsum) = match workspace {
+        Some(w) => (
+            Some(w.output.slice_mut(..)),
+            Some(w.max.slice_mut(..)),
+            Some(w.expsum.slice_mut(..)),
+        ),
+        None => (None, None, None),
+    };
+    let mut writable_dummies = [
+        &mut workspace_dummies.output,
+        &mut workspace_dummies.max,
+        &mut workspace_dummies.expsum,
+    ]
+    .into_iter();
+    let mut resolved = Vec::with_capacity(params.len());
+    for ((name, arg), param) in launch.args.iter().zip(params) {
+        let missing = || AttnError::MissingBuffer {
+            kernel: launch.kernel.to_string(),
+            param: (*name).to_string(),
+        };
+        let writable = matches!(param.kind, ParamKind::Ptr { mutable: true, .. });
+        let karg = match *arg {
+            PlanArg::Scalar(v) => KernelArg::Scalar(v),
+            PlanArg::Dummy(ScalarType::F32) if writable => {
+                KernelArg::output(writable_dummies.next().ok_or_else(missing)?.slice_mut(..))
+            }
+            PlanArg::Dummy(ScalarType::F32) => KernelArg::input(dummy_f32.as_view()),
+            PlanArg::Dummy(ScalarType::I32) => KernelArg::input(dummy_i32.as_view()),
+            PlanArg::Dummy(_) => return Err(missing()),
+            PlanArg::Buffer(role) => match role {
+                B::Query => KernelArg::input(q.data.slice(..)),
+                B::KeyCache => KernelArg::input(cache.k()),
+                B::ValueCache => KernelArg::input(cache.v()),
+                B::Output => KernelArg::output(out.take().ok_or_else(missing)?),
+                B::SegmentOutput => {
+                    KernelArg::output(segm_out.take().ok_or(AttnError::NoWorkspace)?)
+                }
+                B::SegmentMax => KernelArg::output(segm_max.take().ok_or(AttnError::NoWorkspace)?),
+                B::SegmentExpSum => {
+                    KernelArg::output(segm_expsum.take().ok_or(AttnError::NoWorkspace)?)
+                }
+                B::CuSeqlensQ => KernelArg::input(cu_seqlens_q.device.slice(..)),
+                B::SeqLens => KernelArg::input(seq_lens.device.slice(..)),
+                B::BlockTable => KernelArg::input(block_table.device.slice(..)),
+                B::PerSeqCausal => match causal {
+                    Causal::PerSequence(flags) => KernelArg::input(flags.slice(..)),
+                    _ => return Err(missing()),
+                },
+                B::MmPrefixRange => match mm_prefix_ranges {
+                    MmPrefixRanges::PerSequence { ranges, .. } => {
+                        KernelArg::input(ranges.device.slice(..))
+                    }
+                    _ => return Err(missing()),
+                },
+                B::MmPrefixQueryRange => match mm_prefix_ranges {
+                    MmPrefixRanges::PerQuery(rows) => KernelArg::input(rows.device.slice(..)),
+                    _ => return Err(missing()),
+                },
+                B::RswaPrefixLens => KernelArg::input(
+                    rswa.as_ref()
+                        .ok_or_else(missing)?
+                        .prefix_lens
+                        .device
+                        .slice(..),
+                ),
+                B::Sinks => KernelArg::input(sinks.as_ref().ok_or_else(missing)?.slice(..)),
+                B::AlibiSlopes => {
+                    KernelArg::input(alibi_slopes.as_ref().ok_or_else(missing)?.slopes.slice(..))
+                }
+                B::QqBias => {
+                    KernelArg::input(qq_bias.as_ref().ok_or_else(missing)?.values.slice(..))
+                }
+                // User mask variants run on the CPU executor only for now.
+                B::MaskAux => return Err(missing()),
+            },
+        };
+        resolved.push(karg);
+    }
+    Ok(resolved)
+}
+
+fn order_error(launch: &KernelLaunch, params: &[Param], index: usize) -> AttnError {
+    AttnError::ParamOrder {
+        kernel: launch.kernel.to_string(),
+        index,
+        param: params
+            .get(index)
+            .map_or_else(|| "<none>".to_string(), |p| p.name.clone()),
+        planned: launch.args.get(index).map_or_else(
+            || "<end of arguments>".to_string(),
+            |(n, _)| (*n).to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_capacity_pads_the_head_size() {
+        let c = WorkspaceCapacity {
+            max_tokens: 8,
+            max_query_heads: 4,
+            max_head_size: 96,
+            max_segments: 16,
+        };
+        assert_eq!(c.stats_len(), 8 * 4 * 16);
+        assert_eq!(c.output_len(), 8 * 4 * 16 * 128);
+    }
+
+    #[test]
+    fn vllm_defaults_follow_the_backend_constants() {
+        let o = ContextOptions::vllm_defaults(32, 8, 128);
+        assert_eq!(
+            o.split_kv,
+            Some(SplitKvWorkspace {
+                seq_threshold_3d: 16,
+                num_segments: 16
+            })
+        );
+        assert_eq!(o.workspace.map(|w| w.max_tokens), Some(16));
+        assert_eq!(ContextOptions::two_d_only().workspace, None);
+    }
+}

@@ -1,0 +1,312 @@
+//! The paged KV cache of unified attention (spec §1.1, §1.3; DESIGN §3.7): K and V pages
+//! `[num_blocks, block_size, Hkv, D]` on the GPU, owned together with their geometry, so
+//! a block table can be checked against the cache it indexes before any launch.
+
+use attn_dsl::kernel::DslType;
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, ValidAsZeroBits};
+use std::sync::Arc;
+use thiserror::Error;
+
+use super::validate::{InputError, TensorMeta};
+
+/// Shape of a paged cache: `num_blocks` pages of `block_size` token slots, each slot
+/// holding `num_kv_heads × head_size` contiguous elements (NHD layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheGeometry {
+    pub num_blocks: usize,
+    pub block_size: usize,
+    pub num_kv_heads: usize,
+    pub head_size: usize,
+}
+
+impl CacheGeometry {
+    /// `[num_blocks, block_size, Hkv, D]`.
+    pub fn shape(&self) -> [usize; 4] {
+        [
+            self.num_blocks,
+            self.block_size,
+            self.num_kv_heads,
+            self.head_size,
+        ]
+    }
+
+    /// Element strides `[block, slot, head]` (D is contiguous), as the kernel takes them.
+    pub fn strides(&self) -> [usize; 3] {
+        let head = self.head_size;
+        let slot = self.num_kv_heads * head;
+        [self.block_size * slot, slot, head]
+    }
+
+    /// Elements of one of K or V.
+    pub fn elements(&self) -> usize {
+        self.num_blocks * self.block_size * self.num_kv_heads * self.head_size
+    }
+
+    /// Element offset of `(block, slot, head, 0)`.
+    pub fn offset(&self, block: usize, slot: usize, head: usize) -> usize {
+        let [b, s, h] = self.strides();
+        block * b + slot * s + head * h
+    }
+
+    /// Every extent at least 1 and the spec's `BLOCK_SIZE % 16 == 0` (§2.1 rule 2).
+    pub fn check(&self) -> Result<(), PagedCacheError> {
+        let ok = self.num_blocks > 0
+            && self.num_kv_heads > 0
+            && self.head_size > 0
+            && self.block_size > 0
+            && self.block_size.is_multiple_of(16);
+        if ok {
+            Ok(())
+        } else {
+            Err(PagedCacheError::Geometry { geometry: *self })
+        }
+    }
+}
+
+/// Why a cache could not be built.
+#[derive(Debug, Error)]
+pub enum PagedCacheError {
+    #[error(
+        "cache geometry {geometry:?} is invalid: every extent must be >= 1 and block_size a \
+         multiple of 16"
+    )]
+    Geometry { geometry: CacheGeometry },
+    #[error("{which} holds {got} elements; geometry {geometry:?} needs {expected}")]
+    Length {
+        which: &'static str,
+        got: usize,
+        expected: usize,
+        geometry: CacheGeometry,
+    },
+    #[error("CUDA driver call failed while {during}: {source}")]
+    Driver {
+        during: &'static str,
+        source: DriverError,
+    },
+}
+
+fn driver(during: &'static str) -> impl FnOnce(DriverError) -> PagedCacheError {
+    move |source| PagedCacheError::Driver { during, source }
+}
+
+/// The GPU K and V pages of one attention layer, with their geometry.
+#[derive(Debug)]
+pub struct PagedKvCache<T> {
+    k: CudaSlice<T>,
+    v: CudaSlice<T>,
+    geometry: CacheGeometry,
+}
+
+impl<T: DslType + DeviceRepr> PagedKvCache<T> {
+    /// Wraps K and V buffers allocated elsewhere (e.g. filled on the GPU), checking sizes.
+    pub fn from_slices(
+        geometry: CacheGeometry,
+        k: CudaSlice<T>,
+        v: CudaSlice<T>,
+    ) -> Result<Self, PagedCacheError> {
+        geometry.check()?;
+        let expected = geometry.elements();
+        for (which, got) in [("k", k.len()), ("v", v.len())] {
+            if got != expected {
+                return Err(PagedCacheError::Length {
+                    which,
+                    got,
+                    expected,
+                    geometry,
+                });
+            }
+        }
+        Ok(PagedKvCache { k, v, geometry })
+    }
+
+    /// Uploads host pages (row-major `[num_blocks, block_size, Hkv, D]`).
+    pub fn from_host(
+        stream: &Arc<CudaStream>,
+        geometry: CacheGeometry,
+        k: &[T],
+        v: &[T],
+    ) -> Result<Self, PagedCacheError> {
+        geometry.check()?;
+        let expected = geometry.elements();
+        for (which, got) in [("k", k.len()), ("v", v.len())] {
+            if got != expected {
+                return Err(PagedCacheError::Length {
+                    which,
+                    got,
+                    expected,
+                    geometry,
+                });
+            }
+        }
+        let k = stream.clone_htod(k).map_err(driver("uploading K pages"))?;
+        let v = stream.clone_htod(v).map_err(driver("uploading V pages"))?;
+        Self::from_slices(geometry, k, v)
+    }
+}
+
+impl<T: DslType + DeviceRepr + ValidAsZeroBits> PagedKvCache<T> {
+    /// A zero-filled cache (to be written by a KV-append kernel or `k_mut`/`v_mut`).
+    pub fn zeros(
+        stream: &Arc<CudaStream>,
+        geometry: CacheGeometry,
+    ) -> Result<Self, PagedCacheError> {
+        geometry.check()?;
+        let n = geometry.elements();
+        let k = stream
+            .alloc_zeros(n)
+            .map_err(driver("allocating K pages"))?;
+        let v = stream
+            .alloc_zeros(n)
+            .map_err(driver("allocating V pages"))?;
+        Self::from_slices(geometry, k, v)
+    }
+}
+
+impl<T: DslType> PagedKvCache<T> {
+    pub fn geometry(&self) -> CacheGeometry {
+        self.geometry
+    }
+
+    /// The K pages (a kernel input).
+    pub fn k(&self) -> CudaView<'_, T> {
+        self.k.as_view()
+    }
+
+    /// The V pages (a kernel input).
+    pub fn v(&self) -> CudaView<'_, T> {
+        self.v.as_view()
+    }
+
+    /// The K buffer itself, for writers (KV append, test fills).
+    pub fn k_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.k
+    }
+
+    /// The V buffer itself, for writers.
+    pub fn v_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.v
+    }
+
+    /// Shape, strides and dtype of K (and V), for the op's input validation.
+    pub fn meta(&self) -> TensorMeta<4> {
+        TensorMeta::contiguous(self.geometry.shape(), T::TYPE)
+    }
+
+    /// Checks a block table (`[S, ≥ cols]` with row stride `row_stride`) against this
+    /// cache: each row covers `ceil(seq_lens[s] / block_size)` blocks and every used
+    /// entry names a block of the cache. Entries past a sequence's last block are not read.
+    pub fn check_block_table(
+        &self,
+        block_table: &[i32],
+        row_stride: usize,
+        seq_lens: &[i32],
+    ) -> Result<(), InputError> {
+        check_block_table(&self.geometry, block_table, row_stride, seq_lens)
+    }
+}
+
+/// [`PagedKvCache::check_block_table`] on a bare geometry.
+pub fn check_block_table(
+    geometry: &CacheGeometry,
+    block_table: &[i32],
+    row_stride: usize,
+    seq_lens: &[i32],
+) -> Result<(), InputError> {
+    let rows = seq_lens.len();
+    if block_table.len() < rows * row_stride {
+        return Err(InputError::BlockTableBuffer {
+            rows,
+            cols: row_stride,
+            stride: row_stride,
+            len: block_table.len(),
+        });
+    }
+    let bs = geometry.block_size.max(1);
+    for (seq, &l) in seq_lens.iter().enumerate() {
+        let needed = (l.max(0) as usize).div_ceil(bs);
+        if needed > row_stride {
+            return Err(InputError::BlockTableRowTooShort {
+                seq,
+                cols: row_stride,
+                seq_len: l,
+                block_size: bs,
+                needed,
+            });
+        }
+        for block in 0..needed {
+            let got = block_table[seq * row_stride + block];
+            if got < 0 || got as usize >= geometry.num_blocks {
+                return Err(InputError::BlockIdOutOfRange {
+                    seq,
+                    block,
+                    got,
+                    num_blocks: geometry.num_blocks,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: CacheGeometry = CacheGeometry {
+        num_blocks: 8,
+        block_size: 16,
+        num_kv_heads: 2,
+        head_size: 4,
+    };
+
+    #[test]
+    fn strides_follow_the_nhd_layout() {
+        assert_eq!(G.strides(), [128, 8, 4]);
+        assert_eq!(G.elements(), 1024);
+        assert_eq!(G.offset(3, 5, 1), 3 * 128 + 5 * 8 + 4);
+        assert!(G.check().is_ok());
+        let bad = CacheGeometry {
+            block_size: 24,
+            ..G
+        };
+        assert!(
+            bad.check().is_err(),
+            "block size 24 is not a multiple of 16"
+        );
+    }
+
+    #[test]
+    fn block_tables_are_checked_against_the_cache() {
+        // Two sequences: 17 tokens (2 blocks), 16 tokens (1 block); stride 3.
+        let table = [7, 0, -5, 2, 99, 99];
+        assert!(check_block_table(&G, &table, 3, &[17, 16]).is_ok());
+        let e = check_block_table(&G, &table, 3, &[17, 17]).expect_err("99 is no block");
+        assert!(
+            matches!(
+                e,
+                InputError::BlockIdOutOfRange {
+                    seq: 1,
+                    block: 1,
+                    got: 99,
+                    num_blocks: 8
+                }
+            ),
+            "{e}"
+        );
+        let e = check_block_table(&G, &table, 3, &[49, 1]).expect_err("49 tokens need 4 blocks");
+        assert!(
+            matches!(e, InputError::BlockTableRowTooShort { needed: 4, .. }),
+            "{e}"
+        );
+        let e = check_block_table(&G, &table[..4], 3, &[1, 1]).expect_err("short buffer");
+        assert!(
+            matches!(e, InputError::BlockTableBuffer { len: 4, .. }),
+            "{e}"
+        );
+        let e = check_block_table(&G, &[-1, 0], 1, &[16, 0]).expect_err("negative id");
+        assert!(
+            matches!(e, InputError::BlockIdOutOfRange { got: -1, .. }),
+            "{e}"
+        );
+    }
+}

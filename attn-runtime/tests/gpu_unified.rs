@@ -1,0 +1,561 @@
+//! GPU parity of the unified-attention op (feature `gpu`) against the f64 reference and the
+//! CPU executor: the spec §7.1 grid at full sizes (bf16, num_blocks 2048, 2D and 3D), the
+//! §7.3 clamped-MM dense case and the 60-range case in both range encodings, head sizes
+//! 64/96/512, f16, fully masked rows, NaN in pages past L, poisoned outputs, steady-state
+//! calls that compile and allocate nothing, and typed errors for bad inputs.
+//!
+//! Each case prints `UNIFIED <case> path=<2D|3D> tile=<..> max_abs=<..>`. Tests hold one lock
+//! so device-memory measurements are not disturbed; compiles and references run in parallel
+//! inside each test.
+#![cfg(feature = "gpu")]
+
+mod gpu_unified_support;
+mod unified_common;
+
+use std::sync::{Mutex, MutexGuard};
+
+use attn_runtime::ops::unified_attention::config::{ConfigError, MSG_CHUNK_WITHOUT_WINDOW};
+use attn_runtime::ops::unified_attention::cpu::{run_unified_attention_cpu, CpuOptions};
+use attn_runtime::ops::unified_attention::gpu::{
+    launch_key, unified_attention, AttnError, ContextOptions, UnifiedAttentionContext,
+};
+use attn_runtime::ops::unified_attention::plan::PathChoice;
+use attn_runtime::ops::unified_attention::validate::InputError;
+use attn_runtime::parity::Tolerance;
+use attn_runtime::reference::unified_attention::unified_attention as reference;
+use attn_runtime::reference::Dtype;
+use gpu_unified_support::{
+    check, check_with, context, precompile, references, run_case, spread_blocks, DeviceBatch,
+    Features, HostCausality, HostMm, TestDtype,
+};
+use half::{bf16, f16};
+use unified_common::{max_abs_diff, Geometry, PagedData, Rng};
+
+/// §7.1 `seq_lens` sets: mixed prefill/decode and pure decode.
+const MIXED: &[(usize, usize)] = &[(1, 1328), (5, 18), (129, 463)];
+const DECODE: &[(usize, usize)] = &[(1, 523), (1, 37), (1, 2011)];
+/// §7.1 `num_blocks` (the 32768 variant only changes offsets, not the kernel path).
+const NUM_BLOCKS: usize = 2048;
+
+/// One test at a time on the GPU (see the module doc).
+fn gpu_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A §7.1 data set, its cache spread over `NUM_BLOCKS` blocks.
+fn dataset(
+    seqs: &[(usize, usize)],
+    heads: (usize, usize),
+    d: usize,
+    dtype: Dtype,
+    seed: u64,
+) -> PagedData {
+    let mut data = PagedData::random(&Geometry::new(seqs, heads, d).dtype(dtype), seed);
+    spread_blocks(&mut data, NUM_BLOCKS, seed ^ 0x5EED);
+    data
+}
+
+/// Runs `cases` on one data set: parallel references and compiles, then each case on
+/// the GPU against its reference; `expect_3d[i]` pins the path the case must take.
+fn run_cases<T: TestDtype>(
+    ctx: &UnifiedAttentionContext,
+    label: &str,
+    data: &PagedData,
+    cases: &[(String, Features, bool)],
+) {
+    let features: Vec<Features> = cases.iter().map(|(_, f, _)| f.clone()).collect();
+    let wants = references(data, &features);
+    let mut batch = DeviceBatch::<T>::upload(ctx.stream(), data);
+    precompile(ctx, &mut batch, data, &features);
+    for ((name, f, is_3d), want) in cases.iter().zip(&wants) {
+        let name = format!("{label} {name}");
+        let (got, report) = run_case(ctx, &mut batch, data, f, &name);
+        assert_eq!(report.config.is_3d, *is_3d, "{name}: path");
+        assert_eq!(
+            report.compiled, 0,
+            "{name}: precompiled, so nothing compiles"
+        );
+        check(&name, &report, &got, want);
+    }
+}
+
+/// The §7.1 grid for one `seq_lens` set and head configuration: D 128/256, SW
+/// none/64/128/256, softcap none/50; decode batches also through the 3D path.
+fn main_grid(set: &str, seqs: &[(usize, usize)], heads: (usize, usize), seed: u64) {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 256);
+    let decode = seqs.iter().all(|&(q, _)| q == 1);
+    for d in [128, 256] {
+        let data = dataset(seqs, heads, d, Dtype::Bf16, seed + d as u64);
+        let mut cases = vec![];
+        for sw in [0, 64, 128, 256] {
+            for softcap in [None, Some(50.0)] {
+                let f = Features {
+                    sliding_window: sw,
+                    softcap,
+                    path: PathChoice::Force2d,
+                    ..Default::default()
+                };
+                let name = format!("{set} heads={heads:?} D={d} SW={sw} softcap={softcap:?}");
+                if decode {
+                    // §6: threshold 8 ≥ 3 sequences, pure decode ⇒ the heuristic picks 3D.
+                    let heuristic = Features {
+                        path: PathChoice::Heuristic,
+                        ..f.clone()
+                    };
+                    cases.push((format!("{name} 3D"), heuristic, true));
+                }
+                cases.push((name, f, false));
+            }
+        }
+        run_cases::<bf16>(&ctx, "grid", &data, &cases);
+    }
+}
+
+#[test]
+fn grid_mixed_heads_4_4() {
+    main_grid("mixed", MIXED, (4, 4), 100);
+}
+
+#[test]
+fn grid_mixed_heads_8_2() {
+    main_grid("mixed", MIXED, (8, 2), 200);
+}
+
+#[test]
+fn grid_mixed_heads_5_1_spill_rows() {
+    main_grid("mixed", MIXED, (5, 1), 300);
+}
+
+#[test]
+fn grid_decode_heads_4_4() {
+    main_grid("decode", DECODE, (4, 4), 400);
+}
+
+#[test]
+fn grid_decode_heads_8_2() {
+    main_grid("decode", DECODE, (8, 2), 500);
+}
+
+#[test]
+fn grid_decode_heads_5_1_spill_rows() {
+    main_grid("decode", DECODE, (5, 1), 600);
+}
+
+/// GPU and CPU executor run the same specialization (same key) and agree; both match
+/// the reference. Small shapes: the executor interprets every program instance.
+#[test]
+fn gpu_matches_cpu_executor_on_small_shapes() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 128);
+    let split_kv = ctx.options().split_kv;
+    for (set, seqs) in [
+        ("mixed-small", &[(1, 130), (5, 18), (29, 63)][..]),
+        ("decode-small", &[(1, 123), (1, 37), (1, 211)][..]),
+    ] {
+        let data = dataset(seqs, (8, 2), 64, Dtype::Bf16, 700);
+        let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
+        for (sw, softcap) in [(0, None), (32, Some(50.0))] {
+            let f = Features {
+                sliding_window: sw,
+                softcap,
+                ..Default::default()
+            };
+            let name = format!("cpu-vs-gpu {set} SW={sw} softcap={softcap:?}");
+            let (got, report) = run_case(&ctx, &mut batch, &data, &f, &name);
+            let problem = data.problem(f.reference_options(Dtype::Bf16));
+            let cpu = run_unified_attention_cpu(
+                &problem,
+                &CpuOptions {
+                    dtype: Dtype::Bf16,
+                    path: f.path,
+                    split_kv,
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("{name}: CPU executor: {e}"));
+            assert_eq!(
+                launch_key(&cpu.plan.attention),
+                report.attention.key,
+                "{name}: both backends run one specialization"
+            );
+            let want = reference(&problem).expect("reference");
+            check(&format!("{name} gpu-vs-ref"), &report, &got, &want);
+            let cpu_out: Vec<f64> = cpu.output.iter().map(|&x| f64::from(x)).collect();
+            check(&format!("{name} gpu-vs-cpu"), &report, &got, &cpu_out);
+        }
+    }
+}
+
+/// Per-query `[T, 2]` rows equivalent to per-sequence ranges `[S, R, 2]`.
+fn per_query_rows(data: &PagedData, ranges: &[[i32; 2]], r: usize) -> Vec<[i32; 2]> {
+    let mut rows = vec![];
+    for s in 0..data.seq_lens.len() {
+        let qlen = data.cu_seqlens_q[s + 1] - data.cu_seqlens_q[s];
+        let context = data.seq_lens[s] - qlen;
+        for t in 0..qlen {
+            let q = context + t;
+            let hit = ranges[s * r..(s + 1) * r]
+                .iter()
+                .find(|&&[a, b]| a < b && a <= q && q <= b);
+            rows.push(hit.copied().unwrap_or([-1, -1]));
+        }
+    }
+    rows
+}
+
+/// Runs clamped-MM `features` in both encodings: each matches the reference, the two agree
+/// to 1e-5, and dropping the ranges changes the result (the MM term matters).
+fn both_encodings(label: &str, data: &PagedData, ranges: &[[i32; 2]], r: usize, base: Features) {
+    let ctx = context(8, 8, 128);
+    let per_seq = Features {
+        mm: HostMm::PerSequence(ranges.to_vec(), r),
+        clamp: true,
+        ..base.clone()
+    };
+    let per_query = Features {
+        mm: HostMm::PerQuery(per_query_rows(data, ranges, r)),
+        ..per_seq.clone()
+    };
+    let chunk_only = Features {
+        mm: HostMm::None,
+        clamp: false,
+        ..base
+    };
+    let cases = [per_seq, per_query, chunk_only];
+    let wants = references(data, &cases);
+    let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), data);
+    precompile(&ctx, &mut batch, data, &cases[..2]);
+    let (a, report) = run_case(&ctx, &mut batch, data, &cases[0], label);
+    check(
+        &format!("{label} per-sequence ranges"),
+        &report,
+        &a,
+        &wants[0],
+    );
+    let (b, report) = run_case(&ctx, &mut batch, data, &cases[1], label);
+    check(&format!("{label} per-query ranges"), &report, &b, &wants[1]);
+    let a64: Vec<f64> = a.iter().map(|&x| f64::from(x)).collect();
+    check_with(
+        &format!("{label} per-query vs per-sequence"),
+        &report,
+        &b,
+        &a64,
+        Tolerance::new(1e-5, 0.0),
+    );
+    let without = max_abs_diff(&a, &wants[2]);
+    assert!(
+        without > 0.05,
+        "{label}: ranges had no effect (max diff {without})"
+    );
+}
+
+/// Spec §7.3 test 3 at full size: qlens [384, 96], kvlens [384, 320], ranges
+/// [(32, 351)] and [(160, 287)], SW 128, LB 0 (C = 128), heads 4/2, D 128, clamp on.
+#[test]
+fn clamped_mm_dense_case_full_size() {
+    let _gpu = gpu_lock();
+    let data = dataset(&[(384, 384), (96, 320)], (4, 2), 128, Dtype::Bf16, 800);
+    let base = Features {
+        sliding_window: 128,
+        chunk_lookback: 0,
+        ..Default::default()
+    };
+    both_encodings("clamped-mm-7.3", &data, &[[32, 351], [160, 287]], 1, base);
+}
+
+/// Spec §7.3 test 4: L = qlen = 1024, 60 ranges (8 + 16i, 17 + 16i), SW 128, LB 0.
+#[test]
+fn sixty_ranges_l1024() {
+    let _gpu = gpu_lock();
+    let data = dataset(&[(1024, 1024)], (4, 2), 128, Dtype::Bf16, 900);
+    let ranges: Vec<[i32; 2]> = (0..60).map(|i| [8 + 16 * i, 17 + 16 * i]).collect();
+    let base = Features {
+        sliding_window: 128,
+        chunk_lookback: 0,
+        ..Default::default()
+    };
+    both_encodings("60-ranges", &data, &ranges, 60, base);
+}
+
+/// D 64, 96 (non-power-of-two: padded lanes), 512 (Gemma4 global layers: 16/2, no window).
+#[test]
+fn head_sizes_64_96_512() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 16, 512);
+    for (d, heads, windows) in [
+        (64, (8, 2), &[0, 128][..]),
+        (96, (8, 2), &[0, 128][..]),
+        (512, (16, 2), &[0][..]),
+    ] {
+        for (set, seqs) in [("mixed", MIXED), ("decode", DECODE)] {
+            let data = dataset(seqs, heads, d, Dtype::Bf16, 1000 + d as u64);
+            let mut cases = vec![];
+            for &sw in windows {
+                let f = Features {
+                    sliding_window: sw,
+                    path: PathChoice::Force2d,
+                    ..Default::default()
+                };
+                let name = format!("head-size {set} heads={heads:?} D={d} SW={sw}");
+                if set == "decode" {
+                    let f3 = Features {
+                        path: PathChoice::Heuristic,
+                        ..f.clone()
+                    };
+                    cases.push((format!("{name} 3D"), f3, true));
+                }
+                cases.push((name, f, false));
+            }
+            run_cases::<bf16>(&ctx, "D", &data, &cases);
+        }
+    }
+}
+
+/// f16 inputs through 2D and 3D.
+#[test]
+fn f16_mixed_and_decode() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 128);
+    for (set, seqs) in [("mixed", MIXED), ("decode", DECODE)] {
+        let data = dataset(seqs, (8, 2), 128, Dtype::F16, 1100);
+        let f = Features {
+            sliding_window: 64,
+            softcap: Some(50.0),
+            path: PathChoice::Force2d,
+            ..Default::default()
+        };
+        let mut cases = vec![(format!("{set} SW=64 softcap=50"), f.clone(), false)];
+        if set == "decode" {
+            let f3 = Features {
+                path: PathChoice::Heuristic,
+                ..f
+            };
+            cases.push((format!("{set} SW=64 softcap=50 3D"), f3, true));
+        }
+        run_cases::<f16>(&ctx, "f16", &data, &cases);
+    }
+}
+
+/// A row whose every allowed key carries a −∞ `qq_bias` has no probability mass: the
+/// kernel must output exactly 0 for it (never NaN), like the reference.
+#[test]
+fn fully_masked_rows_are_zero() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 128);
+    let data = dataset(&[(48, 48), (1, 37)], (4, 2), 64, Dtype::Bf16, 1200);
+    let qmax = 48;
+    let mut rng = Rng::new(1201);
+    let mut bias: Vec<f32> = (0..qmax * qmax)
+        .map(|_| rng.uniform(-1.0, 1.0) as f32)
+        .collect();
+    let masked_rows = [0usize, 7, 31];
+    for &t in &masked_rows {
+        bias[t * qmax..(t + 1) * qmax].fill(f32::NEG_INFINITY);
+    }
+    let f = Features {
+        qq_bias: Some((bias, qmax)),
+        ..Default::default()
+    };
+    let want = reference(&data.problem(f.reference_options(Dtype::Bf16))).expect("reference");
+    let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
+    let (got, report) = run_case(&ctx, &mut batch, &data, &f, "fully-masked");
+    check("fully-masked rows (qq_bias -inf)", &report, &got, &want);
+    let row = data.num_query_heads * data.head_size;
+    for &t in &masked_rows {
+        assert!(
+            got[t * row..(t + 1) * row].iter().all(|&x| x == 0.0),
+            "token {t}: a fully masked row must be exactly 0"
+        );
+    }
+    assert!(
+        got[row..2 * row].iter().any(|&x| x != 0.0),
+        "token 1 is not masked and must not be 0"
+    );
+}
+
+/// Every cache slot past L holds NaN (tails of last pages, unused blocks); no causality,
+/// window or path may read it into the output.
+#[test]
+fn nan_in_pages_past_seq_len_never_reaches_output() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 128);
+    let prefill = dataset(&[(3, 37), (1, 21), (16, 16)], (4, 2), 64, Dtype::Bf16, 1300);
+    let decode = dataset(&[(1, 37), (1, 21), (1, 50)], (4, 2), 64, Dtype::Bf16, 1301);
+    for data in [&prefill, &decode] {
+        let page = data.block_size * data.num_kv_heads * data.head_size;
+        let tail = |s: usize| {
+            let l = data.seq_lens[s] as usize;
+            let phys = data.block_table[s * data.block_table_stride + l / data.block_size] as usize;
+            data.k_cache[phys * page + (l % data.block_size) * data.num_kv_heads * data.head_size]
+                .is_nan()
+        };
+        assert!(tail(0) && tail(1), "fixture must plant NaN right after L");
+    }
+    let causalities = [
+        ("causal", HostCausality::Causal),
+        ("non-causal", HostCausality::NonCausal),
+        (
+            "per-seq",
+            HostCausality::PerSequence(vec![true, false, true]),
+        ),
+    ];
+    for (label, data, paths) in [
+        ("prefill", &prefill, &[(PathChoice::Force2d, false)][..]),
+        (
+            "decode",
+            &decode,
+            &[
+                (PathChoice::Force2d, false),
+                (PathChoice::Force3d { num_segments: 4 }, true),
+            ][..],
+        ),
+    ] {
+        let mut cases = vec![];
+        for (cname, causality) in &causalities {
+            for sw in [0, 8] {
+                for &(path, is_3d) in paths {
+                    let f = Features {
+                        sliding_window: sw,
+                        causality: causality.clone(),
+                        path,
+                        ..Default::default()
+                    };
+                    let p = if is_3d { "3D" } else { "2D" };
+                    cases.push((format!("{label} {cname} SW={sw} {p}"), f, is_3d));
+                }
+            }
+        }
+        run_cases::<bf16>(&ctx, "nan-tail", data, &cases);
+    }
+}
+
+/// After the first call compiled the specializations, further calls compile nothing and
+/// allocate no device memory, on both paths.
+#[test]
+fn steady_state_calls_compile_and_allocate_nothing() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 128);
+    let data = dataset(DECODE, (8, 2), 128, Dtype::Bf16, 1400);
+    let want = reference(&data.problem(Features::default().reference_options(Dtype::Bf16)))
+        .expect("reference");
+    let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
+    for (path, is_3d) in [(PathChoice::Force2d, false), (PathChoice::Heuristic, true)] {
+        let f = Features {
+            path,
+            ..Default::default()
+        };
+        let (_, first) = run_case(&ctx, &mut batch, &data, &f, "steady-state first");
+        assert_eq!(first.config.is_3d, is_3d);
+        assert_eq!(
+            first.compiled,
+            if is_3d { 2 } else { 1 },
+            "attention (+ reduce) compiled once"
+        );
+        let compiled = ctx.compiled_count();
+        ctx.stream().synchronize().expect("sync");
+        let free_before = free_device_memory(&ctx);
+        for i in 0..5 {
+            let mut args = batch.args(&data);
+            args.path = path;
+            let r = unified_attention(&ctx, &mut args).expect("steady-state call");
+            assert_eq!(r.compiled, 0, "call {i} compiled something");
+            assert_eq!(r.attention.key, first.attention.key);
+        }
+        ctx.stream().synchronize().expect("sync");
+        assert_eq!(
+            free_device_memory(&ctx),
+            free_before,
+            "a steady-state call allocated"
+        );
+        assert_eq!(ctx.compiled_count(), compiled);
+        let out = batch.output("steady-state");
+        check(
+            &format!("steady-state decode {}", first.path_name()),
+            &first,
+            &out,
+            &want,
+        );
+    }
+}
+
+fn free_device_memory(ctx: &UnifiedAttentionContext) -> usize {
+    ctx.stream().context().bind_to_thread().expect("bind");
+    cudarc::driver::result::mem_get_info().expect("mem info").0
+}
+
+/// Bad inputs are typed errors before any launch.
+#[test]
+fn invalid_inputs_are_typed_errors() {
+    let _gpu = gpu_lock();
+    let ctx = context(1, 8, 128);
+    let data = dataset(DECODE, (8, 2), 128, Dtype::Bf16, 1500);
+    let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
+
+    let mut bad_table = data.block_table.clone();
+    bad_table[0] = NUM_BLOCKS as i32;
+    {
+        let mut args = batch.args(&data);
+        args.block_table.host = &bad_table;
+        let e = unified_attention(&ctx, &mut args).expect_err("block id past the cache");
+        assert!(
+            matches!(e, AttnError::Input(InputError::BlockIdOutOfRange { got, .. }) if got == NUM_BLOCKS as i32),
+            "{e}"
+        );
+    }
+    let e = batch
+        .cache
+        .check_block_table(&bad_table, data.block_table_stride, &data.seq_lens)
+        .expect_err("the cache checks tables too");
+    assert!(matches!(e, InputError::BlockIdOutOfRange { .. }), "{e}");
+    {
+        let mut args = batch.args(&data);
+        args.seq_lens.host = &data.seq_lens[..2];
+        let e = unified_attention(&ctx, &mut args).expect_err("host copy shorter than device");
+        assert!(
+            matches!(
+                e,
+                AttnError::HostDeviceMismatch {
+                    what: "seq_lens",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    {
+        let mut args = batch.args(&data);
+        args.path = PathChoice::Force3d { num_segments: 16 };
+        let e = unified_attention(&ctx, &mut args).expect_err("3 tokens, workspace for 1");
+        assert!(
+            matches!(e, AttnError::WorkspaceTooSmall { tokens: 3, .. }),
+            "{e}"
+        );
+    }
+    {
+        let mut args = batch.args(&data);
+        args.chunk_lookback = 0;
+        let e = unified_attention(&ctx, &mut args).expect_err("chunking needs a window");
+        assert!(
+            matches!(e, AttnError::Config(ConfigError { rule, .. }) if rule == MSG_CHUNK_WITHOUT_WINDOW),
+            "{e}"
+        );
+    }
+    let dev = ctx.device().clone();
+    let no_ws =
+        UnifiedAttentionContext::new(&dev, dev.default_stream(), ContextOptions::two_d_only())
+            .expect("context");
+    {
+        let mut args = batch.args(&data);
+        args.path = PathChoice::Force3d { num_segments: 16 };
+        let e = unified_attention(&no_ws, &mut args).expect_err("no workspace");
+        assert!(matches!(e, AttnError::NoWorkspace), "{e}");
+    }
+    // Nothing above launched: the output is still all poison.
+    let raw = ctx.stream().clone_dtoh(&batch.out).expect("download");
+    assert!(
+        raw.iter().all(|x| x.to_f32().is_nan()),
+        "a rejected call wrote output"
+    );
+}

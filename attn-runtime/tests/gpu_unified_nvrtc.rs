@@ -1,0 +1,145 @@
+//! Host-only checks of the GPU op's launches, so CI (NVRTC, no GPU) catches what would
+//! otherwise fail only on the GPU host: for plans covering every optional buffer and both
+//! paths, the emitted kernel's parameters line up with the plan's arguments (names, order,
+//! writable buffers on `*mut` parameters, stand-in and scalar types), and NVRTC compiles
+//! the attention and reduce specializations for sm_90.
+
+use attn_dsl::ir::ScalarType;
+use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions};
+use attn_runtime::ops::unified_attention::config::{
+    AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding,
+};
+use attn_runtime::ops::unified_attention::gpu::{check_launch_params, emit_launch, launch_key};
+use attn_runtime::ops::unified_attention::plan::{
+    choose_config, plan_launch, BufferRole, KernelArg, LaunchPlan, LaunchShape, MaskVariant,
+    PathChoice,
+};
+
+fn problem(heads: (i32, i32), head_size: i32, max_seqlen_q: i32) -> AttentionProblem {
+    AttentionProblem {
+        num_query_heads: heads.0,
+        num_kv_heads: heads.1,
+        head_size,
+        block_size: 16,
+        kv_elem_bytes: 2,
+        sliding_window: 0,
+        causal: CausalMode::Causal,
+        chunk_lookback: -1,
+        mm: MmRangeEncoding::None,
+        mm_prefix_clamp_sw: false,
+        r_swa_window: None,
+        softcap: 0.0,
+        use_sinks: false,
+        alibi: AlibiMode::None,
+        use_qq_bias: false,
+        max_seqlen_q,
+        num_seqs: 3,
+        split_kv: None,
+        batch_invariant: false,
+    }
+}
+
+fn plan(p: &AttentionProblem, path: PathChoice) -> LaunchPlan {
+    let cfg = choose_config(p, path).expect("valid configuration");
+    let (hq, d) = (p.num_query_heads as usize, p.head_size as usize);
+    let shape = LaunchShape {
+        num_tokens: 40,
+        num_seqs: 3,
+        max_seqlen_q: p.max_seqlen_q as usize,
+        q_strides: [hq * d + 8, d],
+        out_strides: [hq * d + 8, d],
+        kv_strides: [
+            16 * p.num_kv_heads as usize * d,
+            p.num_kv_heads as usize * d,
+            d,
+        ],
+        block_table_stride: 64,
+        qq_bias_stride0: if p.use_qq_bias { 40 } else { 0 },
+        mask_aux_stride: None,
+        softmax_scale: 0.125,
+        softcap: p.softcap,
+        num_sinks: if p.use_sinks { hq } else { 0 },
+    };
+    plan_launch(&cfg, &shape, ScalarType::Bf16, &MaskVariant::default()).expect("plan")
+}
+
+/// Emits every launch of `plan`, checks its parameters, optionally compiles it.
+fn check_plan(label: &str, plan: &LaunchPlan, nvrtc: bool) {
+    for launch in std::iter::once(&plan.attention).chain(&plan.reduce) {
+        let key = launch_key(launch);
+        let cuda = emit_launch(launch).unwrap_or_else(|e| panic!("{label}: {key}: {e}"));
+        check_launch_params(launch, &cuda.params).unwrap_or_else(|e| panic!("{label}: {e}"));
+        if nvrtc {
+            let m = compile(
+                &CudaSource::from_kernel(&cuda),
+                &JitOptions::new(Arch::from_compute_capability(9, 0)),
+            )
+            .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
+            println!("{label}: {} compiled: {:?}", launch.kernel, m.entry_stats());
+        }
+    }
+}
+
+#[test]
+fn two_d_plan_with_window_and_softcap_compiles() {
+    let p = AttentionProblem {
+        sliding_window: 64,
+        softcap: 50.0,
+        ..problem((8, 2), 128, 129)
+    };
+    let plan = plan(&p, PathChoice::Heuristic);
+    assert!(!plan.config.is_3d && plan.reduce.is_none());
+    check_plan("2D SW 64 softcap 50", &plan, true);
+}
+
+#[test]
+fn three_d_plan_with_padded_head_size_compiles_with_its_reduce() {
+    let plan = plan(
+        &problem((5, 1), 96, 1),
+        PathChoice::Force3d { num_segments: 16 },
+    );
+    assert!(plan.config.is_3d && plan.reduce.is_some());
+    let roles: Vec<KernelArg> = plan.attention.args.iter().map(|(_, a)| *a).collect();
+    for role in [
+        BufferRole::SegmentOutput,
+        BufferRole::SegmentMax,
+        BufferRole::SegmentExpSum,
+    ] {
+        assert!(
+            roles.contains(&KernelArg::Buffer(role)),
+            "3D writes {role:?}"
+        );
+    }
+    check_plan("3D D 96", &plan, true);
+}
+
+/// Every optional input on (and both range encodings): the parameter check covers the
+/// role of each buffer the GPU op maps.
+#[test]
+fn every_optional_buffer_lines_up_with_its_parameter() {
+    let extras = AttentionProblem {
+        causal: CausalMode::PerSequence,
+        r_swa_window: Some(64),
+        use_sinks: true,
+        alibi: AlibiMode::Sqrt,
+        use_qq_bias: true,
+        ..problem((4, 2), 64, 40)
+    };
+    check_plan("extras", &plan(&extras, PathChoice::Heuristic), false);
+    for (mm, label) in [
+        (
+            MmRangeEncoding::PerSequence { max_ranges: 3 },
+            "per-sequence ranges",
+        ),
+        (MmRangeEncoding::PerQuery, "per-query ranges"),
+    ] {
+        let p = AttentionProblem {
+            sliding_window: 128,
+            chunk_lookback: 0,
+            mm,
+            mm_prefix_clamp_sw: true,
+            ..problem((4, 2), 64, 40)
+        };
+        check_plan(label, &plan(&p, PathChoice::Heuristic), false);
+    }
+}
