@@ -994,3 +994,79 @@ pub fn simulated_decode<E: DecodeElem>(
     }
     Ok(reports)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::metadata::DcpLayout;
+    use super::*;
+    use crate::jit::{compile_for_arch, Arch, CudaSource};
+    use attn_dsl::ir::ScalarType;
+
+    /// The plan of the L-row bench for `batch` requests of `ctx_len` tokens on one rank.
+    fn bench_step(batch: usize, ctx_len: u32, d: u32, heads: u32) -> DecodeStep {
+        let layout = DcpLayout::new(d, 1, 64).unwrap();
+        DecodeStep {
+            query_lens: vec![1; batch],
+            seq_lens: vec![ctx_len; batch],
+            layout,
+            heads_per_rank: heads,
+            dtype: ScalarType::Bf16,
+            softmax_scale: 0.135,
+            block_table_stride: layout.max_blocks_per_request(u64::from(ctx_len)) as usize,
+            num_sms: 132,
+        }
+    }
+
+    /// Every specialization the benches launch compiles with NVRTC for sm_90 (NVRTC must be
+    /// loadable: scripts/nvrtc-env; no GPU needed), including the AG+RS combine; prints the
+    /// ptxas registers and spills of each. Ignored by default: NVRTC takes minutes on these
+    /// (spill-heavy) kernels; run with `-- --ignored bench_specializations`.
+    #[test]
+    #[ignore]
+    fn bench_specializations_compile_for_sm90() {
+        let arch = Arch::from_compute_capability(9, 0);
+        let mut seen = std::collections::BTreeSet::new();
+        for (batch, len, d, n) in [(1, 32768, 1, 128), (32, 8192, 2, 64), (128, 4096, 1, 128)] {
+            let plan = bench_step(batch, len, d, n).plan().unwrap();
+            let combine_one = MlaDcpContext::<half::bf16>::combine_one_launch(&plan);
+            for l in plan.launches().into_iter().chain([&combine_one]) {
+                if !seen.insert(l.key()) {
+                    continue;
+                }
+                let c = compile_kernel(l.kernel, &l.bindings()).unwrap();
+                let m = compile_for_arch(&CudaSource::from_kernel(&c.cuda), arch)
+                    .unwrap_or_else(|e| panic!("{}: {e}", l.key()));
+                println!("{}: {:?}", l.key(), m.entry_stats());
+            }
+        }
+    }
+
+    #[test]
+    fn ag_rs_glue_compiles_for_sm80_and_sm90() {
+        for arch in ["sm_80", "sm_90"] {
+            super::super::cuda_source::compile_for_arch("agrs_glue", &ag_rs_glue_source(), arch)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    #[test]
+    fn the_ag_rs_combine_merges_one_chunk() {
+        let plan = bench_step(3, 500, 2, 4).plan().unwrap();
+        let l = MlaDcpContext::<half::bf16>::combine_one_launch(&plan);
+        assert!(l.key().contains("DCP_SIZE=1") && l.key().contains("PARTS_PADDED=2"));
+        let one = ExchangeLayout::new(1, 4, 3, 2);
+        let tail: Vec<PlanArg> = l.args[l.args.len() - 3..].to_vec();
+        assert_eq!(
+            tail,
+            vec![
+                PlanArg::I64(one.chunk_stride_out() as i64),
+                PlanArg::I64(one.chunk_stride_lse() as i64),
+                PlanArg::I64(one.lse_offset() as i64)
+            ]
+        );
+        assert_eq!(
+            l.args[..l.args.len() - 3],
+            plan.combine.args[..l.args.len() - 3]
+        );
+    }
+}
