@@ -11,6 +11,7 @@ pub mod cuda_source;
 pub mod exchange;
 pub mod merge;
 pub mod metadata;
+pub mod op;
 pub mod plan;
 pub mod streams;
 pub mod vup;

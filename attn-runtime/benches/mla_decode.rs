@@ -1,0 +1,346 @@
+//! The L rows of `specs/performance.md` (DeepSeek-V3 absorbed MLA decode, bf16, page 64, q_len 1)
+//! through the whole MLA-DCP op (feature `gpu`, one GPU): dcp = 1 (all heads on the GPU, no
+//! exchange) and dcp = 2 as ONE rank's work (D·N = 128 gathered heads over the rank's half of the
+//! context, N = 64 own heads, the exchange replaced by a device copy of the same bytes).
+//!
+//! Per row it prints
+//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> hist=<us> reduce=<us> exchange=<us>
+//! current=<us> combine=<us> vup=<us> gather=<us> splits=<n>` (medians of 20 event-timed steps;
+//! FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes / 4.3e12,
+//! FLOPs / 790e12)), writes `device-out/mla_decode.json`, and runs criterion on the step.
+//! Caches, queries and weights are filled on the GPU (a hash kernel), not uploaded.
+
+use attn_runtime::bench::measurement::CudaEventTime;
+use attn_runtime::bench::{render_table, write_json, BenchResult};
+use attn_runtime::launch::CudaDevice;
+use attn_runtime::ops::mla_dcp::cuda_source::{self, HALF_CONVERSIONS};
+use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
+use attn_runtime::ops::mla_dcp::op::{
+    compile_launches, mla_dcp_decode, ExchangeMode, MlaDcpConfig, MlaDcpContext, MlaDcpDecodeArgs,
+    StageTimes,
+};
+use attn_runtime::ops::mla_dcp::plan::{DecodeStep, QK_WIDTH};
+use attn_runtime::reference::mla::MlaConfig;
+use criterion::{Criterion, Throughput};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use half::bf16;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const BLOCK: u32 = 64;
+const PROFILED_RUNS: usize = 20;
+
+/// One L row: `batch × ctx`, `heads` query heads in the whole model, split over `dcp` ranks.
+#[derive(Clone, Copy, Debug)]
+struct Row {
+    batch: usize,
+    ctx: u32,
+    heads: u32,
+    dcp: u32,
+}
+
+impl Row {
+    fn name(&self) -> String {
+        format!(
+            "{}x{} h{} dcp{}",
+            self.batch, self.ctx, self.heads, self.dcp
+        )
+    }
+    fn local_len(&self) -> f64 {
+        f64::from(self.ctx) / f64::from(self.dcp)
+    }
+    /// 2·B·H·L·(576 + 512) with H the gathered heads (all of them) and L per GPU.
+    fn flops(&self) -> f64 {
+        2.0 * self.batch as f64 * f64::from(self.heads) * self.local_len() * 1088.0
+    }
+    /// B·L·1152: the latent cache read once.
+    fn bytes(&self) -> f64 {
+        self.batch as f64 * self.local_len() * 1152.0
+    }
+    fn layout(&self) -> DcpLayout {
+        DcpLayout::new(self.dcp, 1, BLOCK).expect("layout")
+    }
+    fn heads_per_rank(&self) -> u32 {
+        self.heads / self.dcp
+    }
+    fn step(&self, num_sms: u32) -> DecodeStep {
+        let layout = self.layout();
+        DecodeStep {
+            query_lens: vec![1; self.batch],
+            seq_lens: vec![self.ctx; self.batch],
+            layout,
+            heads_per_rank: self.heads_per_rank(),
+            dtype: attn_dsl::ir::ScalarType::Bf16,
+            softmax_scale: MlaConfig::deepseek_v3().softmax_scale() as f32,
+            block_table_stride: self.blocks_per_request(),
+            num_sms,
+        }
+    }
+    fn blocks_per_request(&self) -> usize {
+        self.layout().max_blocks_per_request(u64::from(self.ctx)) as usize
+    }
+}
+
+const ROWS: [Row; 7] = [
+    Row {
+        batch: 1,
+        ctx: 32768,
+        heads: 128,
+        dcp: 1,
+    },
+    Row {
+        batch: 1,
+        ctx: 32768,
+        heads: 128,
+        dcp: 2,
+    },
+    Row {
+        batch: 32,
+        ctx: 8192,
+        heads: 128,
+        dcp: 1,
+    },
+    Row {
+        batch: 32,
+        ctx: 8192,
+        heads: 128,
+        dcp: 2,
+    },
+    Row {
+        batch: 128,
+        ctx: 4096,
+        heads: 128,
+        dcp: 1,
+    },
+    Row {
+        batch: 128,
+        ctx: 4096,
+        heads: 128,
+        dcp: 2,
+    },
+    Row {
+        batch: 128,
+        ctx: 32768,
+        heads: 16,
+        dcp: 1,
+    },
+];
+
+const FILL_SOURCE: &str = r#"
+extern "C" __global__ void fill_bf16(unsigned short* p, long long n, unsigned int seed, float scale) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (; i < n; i += stride) {
+        unsigned int x = (unsigned int)i * 2654435761u ^ (unsigned int)(i >> 32) ^ seed;
+        x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
+        float u = (float)(x >> 8) * (1.0f / 16777216.0f);
+        p[i] = f32_to_bf16((2.0f * u - 1.0f) * scale);
+    }
+}
+"#;
+
+/// Fills device buffers with hashed uniform values in `[-scale, scale)`.
+struct Filler {
+    func: CudaFunction,
+    stream: Arc<CudaStream>,
+}
+
+impl Filler {
+    fn new(stream: &Arc<CudaStream>) -> Self {
+        let src = format!("{HALF_CONVERSIONS}\n{FILL_SOURCE}");
+        let module = cuda_source::load_module(stream.context(), "bench_fill", &src).expect("fill");
+        Filler {
+            func: cuda_source::load_function(&module, "fill_bf16").expect("fill_bf16"),
+            stream: stream.clone(),
+        }
+    }
+
+    fn alloc(&self, n: usize, seed: u32, scale: f32) -> CudaSlice<bf16> {
+        let mut buf = self.stream.alloc_zeros::<bf16>(n.max(1)).expect("alloc");
+        let len = n as i64;
+        let cfg = LaunchConfig {
+            grid_dim: (4 * 132, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.func);
+        b.arg(&mut buf).arg(&len).arg(&seed).arg(&scale);
+        // SAFETY: (unsigned short*, long long, unsigned, float) matches `fill_bf16`; buf holds n.
+        unsafe { b.launch(cfg) }.expect("fill launch");
+        buf
+    }
+}
+
+/// A row's device inputs.
+struct RowInputs {
+    cache: CudaSlice<bf16>,
+    table: CudaSlice<i32>,
+    q_loc: CudaSlice<bf16>,
+    q_all: CudaSlice<bf16>,
+    cur_kv: CudaSlice<bf16>,
+    w_uv: CudaSlice<bf16>,
+    query_lens: Vec<u32>,
+    seq_lens: Vec<u32>,
+    stride: usize,
+}
+
+impl RowInputs {
+    fn new(row: &Row, stream: &Arc<CudaStream>, fill: &Filler) -> Self {
+        let (b, n, d) = (row.batch, row.heads_per_rank() as usize, row.dcp as usize);
+        let stride = row.blocks_per_request();
+        let num_blocks = b * stride + 1;
+        // Block 0 is never used; request r's blocks are 1 + r·stride ...
+        let table: Vec<i32> = (0..b * stride).map(|i| 1 + i as i32).collect();
+        RowInputs {
+            cache: fill.alloc(num_blocks * BLOCK as usize * QK_WIDTH, 1, 1.0),
+            table: stream.clone_htod(&table).expect("table"),
+            q_loc: fill.alloc(b * n * QK_WIDTH, 2, 1.0),
+            q_all: fill.alloc(d * b * n * QK_WIDTH, 3, 1.0),
+            cur_kv: fill.alloc(b * QK_WIDTH, 4, 1.0),
+            w_uv: fill.alloc(n * 512 * 128, 5, 0.05),
+            query_lens: vec![1; b],
+            seq_lens: vec![row.ctx; b],
+            stride,
+        }
+    }
+
+    fn args(&self) -> MlaDcpDecodeArgs<'_, bf16> {
+        MlaDcpDecodeArgs {
+            query_lens: &self.query_lens,
+            seq_lens: &self.seq_lens,
+            q_loc: self.q_loc.as_view(),
+            q_all: Some(self.q_all.as_view()),
+            cur_kv: self.cur_kv.as_view(),
+            cache: self.cache.as_view(),
+            block_table: self.table.as_view(),
+            block_table_stride: self.stride,
+            w_uv: self.w_uv.as_view(),
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Median of each stage over `runs`.
+fn median_times(runs: &[StageTimes]) -> StageTimes {
+    let m = |f: fn(&StageTimes) -> f64| median(runs.iter().map(f).collect());
+    StageTimes {
+        total_us: m(|t| t.total_us),
+        gather_us: m(|t| t.gather_us),
+        history_us: m(|t| t.history_us),
+        reduce_us: m(|t| t.reduce_us),
+        exchange_us: m(|t| t.exchange_us),
+        current_us: m(|t| t.current_us),
+        combine_us: m(|t| t.combine_us),
+        vup_us: m(|t| t.vup_us),
+    }
+}
+
+fn bench_row(
+    c: &mut Criterion<CudaEventTime>,
+    dev: &CudaDevice,
+    main: &Arc<CudaStream>,
+    fill: &Filler,
+    row: &Row,
+) -> BenchResult {
+    let inputs = RowInputs::new(row, main, fill);
+    let mut config = MlaDcpConfig::new(
+        row.layout(),
+        0,
+        row.heads_per_rank(),
+        MlaConfig::deepseek_v3().softmax_scale() as f32,
+        row.batch,
+        row.batch,
+    );
+    config.exchange = if row.dcp == 1 {
+        ExchangeMode::A2a
+    } else {
+        ExchangeMode::Loopback
+    };
+    config.profile = true;
+    let mut ctx = MlaDcpContext::new(dev, main.clone(), config, None).expect("context");
+    let args = inputs.args();
+    let report = mla_dcp_decode(&mut ctx, &args).expect("first step");
+    main.synchronize().expect("first step ran");
+    let mut runs = Vec::with_capacity(PROFILED_RUNS);
+    for _ in 0..PROFILED_RUNS {
+        mla_dcp_decode(&mut ctx, &args).expect("step");
+        runs.push(ctx.stage_times().expect("stage times"));
+    }
+    let t = median_times(&runs);
+    let total_ms: Vec<f64> = runs.iter().map(|r| r.total_us * 1e-3).collect();
+    let result = BenchResult::from_runs(
+        "mla_dcp_decode",
+        &ctx.kernel_keys().join(" "),
+        &row.name(),
+        row.flops(),
+        row.bytes(),
+        &total_ms,
+    );
+    println!(
+        "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} hist={:.1} reduce={:.1} \
+         exchange={:.1} current={:.1} combine={:.1} vup={:.1} gather={:.1} splits={}",
+        row.name(),
+        t.total_us,
+        result.tflops,
+        result.gbps,
+        result.percent_of_floor,
+        t.history_us,
+        t.reduce_us,
+        t.exchange_us,
+        t.current_us,
+        t.combine_us,
+        t.vup_us,
+        t.gather_us,
+        report.num_splits
+    );
+    let mut group = c.benchmark_group("mla_decode");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(row.flops() as u64));
+    group.bench_function(row.name(), |b| {
+        b.iter(|| mla_dcp_decode(&mut ctx, &args).expect("step"))
+    });
+    group.finish();
+    result
+}
+
+/// Compiles every row's specializations up front, in parallel (NVRTC dominates a cold run).
+fn precompile(dev: &CudaDevice) {
+    let sms = dev.limits().sm_count.max(1);
+    let plans: Vec<_> = ROWS
+        .iter()
+        .map(|r| r.step(sms).plan().expect("plan"))
+        .collect();
+    let launches = plans.iter().flat_map(|p| p.launches());
+    let n = compile_launches(dev, launches).expect("precompile").len();
+    println!("precompiled {n} specializations");
+}
+
+fn main() {
+    let dev = CudaDevice::new(0).expect("benches need a CUDA device");
+    let main = dev.new_stream().expect("stream");
+    let mut c = Criterion::default()
+        .with_measurement(CudaEventTime::new(main.clone()))
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    precompile(&dev);
+    let fill = Filler::new(&main);
+    let results: Vec<BenchResult> = ROWS
+        .iter()
+        .map(|row| bench_row(&mut c, &dev, &main, &fill, row))
+        .collect();
+    print!("{}", render_table(&results));
+    if let Err(e) = write_json(
+        Path::new("device-out/mla_decode.json"),
+        dev.name(),
+        &results,
+    ) {
+        eprintln!("could not write device-out/mla_decode.json: {e}");
+    }
+    c.final_summary();
+}

@@ -1,0 +1,1130 @@
+//! The MLA-DCP decode op on the GPU (spec `mla_dcp.md` §9): one [`MlaDcpContext`] per rank owns
+//! the streams, the compiled DSL kernels, cuBLAS, the optional NCCL communicator and every buffer
+//! of the token bucket; [`mla_dcp_decode`] enqueues one layer's step in the §9.4 order:
+//!
+//! 1. S0 (main): upload the step metadata if it changed → record **E_q** (the caller's `q_loc`
+//!    and `cur_kv` are ready on S0);
+//! 2. S1 (side): wait E_q → `mla_current` (the rank's heads, causal within the chunk) → record
+//!    **current_attn_done**;
+//! 3. S0: Q all-gather (NCCL; the caller's `q_all` in the simulated modes) → `mla_history` →
+//!    `mla_history_reduce` into `hist_send` → exchange (A2A, or AG+RS) → wait current_attn_done →
+//!    `mla_combine` → V-up (cuBLAS by default) into the context's `y [T, N·128]`.
+//!
+//! Buffers that cross streams (`cur_out`, `cur_lse`, the metadata) live in the context, so they
+//! outlive every stream that uses them; the next call's E_q is recorded after this call's combine
+//! on S0, which orders the side stream's rewrite of `cur_out` after its last reader (§9.4 WAR).
+//! Steady-state calls (same batch shape as the previous call, e.g. every layer of a decode step)
+//! allocate no device memory, copy nothing from the host and compile nothing.
+//!
+//! D ranks simulated on one GPU run through [`simulated_decode`] (D contexts sharing one main
+//! stream; the exchange is `simulate_a2a`); the stage functions
+//! ([`MlaDcpContext::enqueue_until_exchange`], [`MlaDcpContext::enqueue_exchange`],
+//! [`MlaDcpContext::enqueue_after_exchange`]) expose the same steps one by one.
+
+mod ag_rs_glue;
+mod buffers;
+mod config;
+mod error;
+mod stage_timing;
+
+pub use ag_rs_glue::{ag_rs_glue_source, AG_RS_GLUE_SOURCE};
+pub use config::{ExchangeMode, MlaDcpConfig, StreamOptions, VupPath};
+pub use error::MlaError;
+pub use stage_timing::StageTimes;
+
+use super::act_dtype::ActivationElem;
+use super::ag_rs::{ag_rs_rank, AgRsBuffers, LseCorrection};
+use super::chunk_layout::ChunkLayout;
+use super::exchange::{a2a_rank, all_gather_rank, simulate_a2a, SelfChunk};
+use super::plan::{
+    BufferRole, DecodePlan, DecodeStep, ExchangeLayout, KernelLaunch, PlanArg, LATENT, QK_WIDTH,
+    V_HEAD,
+};
+use super::streams::{ForkJoin, SpinKernel};
+use super::vup::{VupFallback, VupGemm, VupShape};
+use crate::jit::JitOptions;
+use crate::kernels::mla_dcp::compile_kernel;
+use crate::launch::{process_cache, CudaDevice, CudaKernelHandle, KernelArg, LaunchError};
+use ag_rs_glue::AgRsGlue;
+use attn_dsl::kernel::{DslType, ScalarArg};
+use attn_dsl::ConstValue;
+use buffers::DecodeBuffers;
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice};
+use cudarc::nccl::{Comm, NcclType};
+use stage_timing::{Mark, StageEvents};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The activation element types the op runs on (bf16, f16): device-representable, a DSL
+/// type for the generated kernels, and an NCCL type for the Q all-gather.
+pub trait DecodeElem: ActivationElem + DslType + NcclType {}
+
+impl<E: ActivationElem + DslType + NcclType> DecodeElem for E {}
+
+/// The inputs of one decode call on one rank. Everything is read-only; the result lands in the
+/// context ([`MlaDcpContext::output`]).
+#[derive(Debug)]
+pub struct MlaDcpDecodeArgs<'a, E> {
+    /// q_len_b of each request (1 + speculative tokens).
+    pub query_lens: &'a [u32],
+    /// S_b of each request: history plus the current chunk (global, not per rank).
+    pub seq_lens: &'a [u32],
+    /// `q_loc [T, N, 576]`: this rank's absorbed queries (ql ⊕ q_pe), written on the main stream.
+    pub q_loc: CudaView<'a, E>,
+    /// `q_all [D, T, N, 576]` (rank-major): only in the Simulated and Loopback modes, where no
+    /// all-gather runs.
+    pub q_all: Option<CudaView<'a, E>>,
+    /// `cur_kv [T, 576]`: the current chunks' latent rows (kv_c ⊕ k_pe), replicated on all ranks.
+    pub cur_kv: CudaView<'a, E>,
+    /// This rank's paged latent shard `[num_blocks, B, 576]`.
+    pub cache: CudaView<'a, E>,
+    /// `[batch, block_table_stride]` i32, shared by all ranks (§2.2).
+    pub block_table: CudaView<'a, i32>,
+    pub block_table_stride: usize,
+    /// `W_UV [N, 512, 128]` of this rank's heads.
+    pub w_uv: CudaView<'a, E>,
+}
+
+/// What one call chose and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchReport {
+    /// T = Σ q_len.
+    pub num_tokens: usize,
+    /// KV splits of the history pass.
+    pub num_splits: u32,
+    pub exchange: ExchangeMode,
+    pub vup: VupPath,
+    /// Whether the step metadata changed and was uploaded (false in steady state).
+    pub metadata_uploaded: bool,
+    /// Kernel specializations compiled by this call (0 in steady state).
+    pub kernels_compiled: usize,
+}
+
+/// Where the enqueue sequence of the current call stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Idle,
+    HistoryDone,
+    Exchanged,
+}
+
+/// The kernels and layouts of one batch shape, kept until the shape changes.
+struct StepState {
+    plan: DecodePlan,
+    chunk: ChunkLayout,
+    history: Arc<CudaKernelHandle>,
+    reduce: Arc<CudaKernelHandle>,
+    current: Arc<CudaKernelHandle>,
+    combine: Arc<CudaKernelHandle>,
+    v_up: Arc<CudaKernelHandle>,
+    /// AG+RS mode: the combine of the merged history (one "rank") with the current part.
+    combine_one: Option<(KernelLaunch, Arc<CudaKernelHandle>)>,
+}
+
+impl StepState {
+    fn matches<E>(&self, args: &MlaDcpDecodeArgs<'_, E>) -> bool {
+        let s = &self.plan.step;
+        s.query_lens == args.query_lens
+            && s.seq_lens == args.seq_lens
+            && s.block_table_stride == args.block_table_stride
+    }
+}
+
+/// The AG+RS parity mode's kernels and workspace.
+struct AgRsState {
+    correction: LseCorrection,
+    glue: AgRsGlue,
+    bufs: AgRsBuffers,
+}
+
+/// One rank's decode machinery, created once and reused by every layer and step.
+pub struct MlaDcpContext<E> {
+    config: MlaDcpConfig,
+    device: CudaDevice,
+    fork_join: ForkJoin,
+    comm: Option<Comm>,
+    kernels: BTreeMap<String, Arc<CudaKernelHandle>>,
+    bufs: DecodeBuffers<E>,
+    vup_gemm: VupGemm,
+    vup_hand: Option<VupFallback>,
+    ag_rs: Option<AgRsState>,
+    spin: Option<SpinKernel>,
+    events: Option<StageEvents>,
+    step: Option<StepState>,
+    stage: Stage,
+}
+
+fn check_len(buffer: &'static str, got: usize, needed: usize, shape: &str) -> Result<(), MlaError> {
+    if got >= needed {
+        Ok(())
+    } else {
+        Err(MlaError::BufferTooSmall {
+            buffer,
+            got,
+            needed,
+            shape: shape.to_string(),
+        })
+    }
+}
+
+fn check_device(buffer: &'static str, got: usize, expected: usize) -> Result<(), MlaError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(MlaError::WrongDevice {
+            buffer,
+            got,
+            expected,
+        })
+    }
+}
+
+fn same_stream(a: &CudaStream, b: &CudaStream) -> bool {
+    a.cu_stream() == b.cu_stream()
+}
+
+/// Kernel arguments by buffer role for one launch.
+type RoleViews<'a> = BTreeMap<BufferRole, KernelArg<'a>>;
+
+/// Launches `launch` on `stream` with its buffers taken from `views`.
+fn launch_plan(
+    handle: &CudaKernelHandle,
+    stream: &Arc<CudaStream>,
+    launch: &KernelLaunch,
+    mut views: RoleViews<'_>,
+) -> Result<(), MlaError> {
+    let mut args = Vec::with_capacity(launch.args.len());
+    for a in &launch.args {
+        args.push(match *a {
+            PlanArg::Buffer(role) => views.remove(&role).ok_or(MlaError::StageOrder {
+                stage: launch.kernel,
+                why: "a buffer of the plan has no binding (internal error)",
+            })?,
+            PlanArg::I32(v) => KernelArg::Scalar(ScalarArg::I32(v)),
+            PlanArg::I64(v) => KernelArg::Scalar(ScalarArg::I64(v)),
+            PlanArg::F32(v) => KernelArg::Scalar(ScalarArg::F32(v)),
+        });
+    }
+    handle.launch(stream, launch.grid, args)?;
+    Ok(())
+}
+
+/// A section of the metadata buffer as a read-only kernel argument.
+fn meta_arg(meta: &CudaSlice<i32>, at: usize, len: usize) -> KernelArg<'_> {
+    KernelArg::input(meta.slice(at..at + len.max(1)))
+}
+
+/// `buf` viewed as `len` elements of the activation dtype (a byte exchange buffer).
+fn as_act<E>(buf: &CudaSlice<u8>) -> Result<CudaView<'_, E>, MlaError> {
+    let len = buf.len() / std::mem::size_of::<E>();
+    // SAFETY: bf16/f16/f32 accept every bit pattern; `len` elements fit in the buffer.
+    unsafe { buf.transmute::<E>(len) }.ok_or(MlaError::StageOrder {
+        stage: "exchange view",
+        why: "the typed view does not fit the byte buffer (internal error)",
+    })
+}
+
+fn as_act_mut<E>(buf: &mut CudaSlice<u8>) -> Result<CudaViewMut<'_, E>, MlaError> {
+    let len = buf.len() / std::mem::size_of::<E>();
+    // SAFETY: as in `as_act`.
+    unsafe { buf.transmute_mut::<E>(len) }.ok_or(MlaError::StageOrder {
+        stage: "exchange view",
+        why: "the typed view does not fit the byte buffer (internal error)",
+    })
+}
+
+impl<E: DecodeElem> MlaDcpContext<E> {
+    /// Builds rank `config.dcp_rank`'s context on `main` (S0): creates the side stream and the
+    /// fork/join events, cuBLAS on S0, and every buffer of the bucket. With a communicator, it
+    /// must be rank `dcp_rank` of `dcp_size` and live on `main`.
+    pub fn new(
+        device: &CudaDevice,
+        main: Arc<CudaStream>,
+        config: MlaDcpConfig,
+        comm: Option<Comm>,
+    ) -> Result<Self, MlaError> {
+        Self::check_config(&config, comm.as_ref(), &main)?;
+        let fork_join = ForkJoin::new(main.clone())?.with_join_mode(config.streams.join_mode);
+        let num_sms = device.limits().sm_count.max(1) as usize;
+        let bufs = DecodeBuffers::new(&main, &config, num_sms)?;
+        let vup_gemm = VupGemm::new(main.clone())?;
+        let vup_hand = match config.vup {
+            VupPath::HandWritten => Some(VupFallback::new(main.clone())?),
+            _ => None,
+        };
+        let ag_rs = match config.exchange {
+            ExchangeMode::AgRs => {
+                let layout = ChunkLayout::new(
+                    config.dcp_size(),
+                    config.heads(),
+                    config.max_tokens,
+                    LATENT,
+                    E::DTYPE,
+                )?;
+                Some(AgRsState {
+                    correction: LseCorrection::new(&main)?,
+                    glue: AgRsGlue::new(&main)?,
+                    bufs: AgRsBuffers::new(&main, &layout)?,
+                })
+            }
+            _ => None,
+        };
+        let spin = match config.streams.side_delay_cycles {
+            Some(_) => Some(SpinKernel::new(&main)?),
+            None => None,
+        };
+        let events = if config.profile {
+            Some(StageEvents::new(&main)?)
+        } else {
+            None
+        };
+        Ok(MlaDcpContext {
+            config,
+            device: device.clone(),
+            fork_join,
+            comm,
+            kernels: BTreeMap::new(),
+            bufs,
+            vup_gemm,
+            vup_hand,
+            ag_rs,
+            spin,
+            events,
+            step: None,
+            stage: Stage::Idle,
+        })
+    }
+
+    fn check_config(
+        config: &MlaDcpConfig,
+        comm: Option<&Comm>,
+        main: &Arc<CudaStream>,
+    ) -> Result<(), MlaError> {
+        let d = config.layout.dcp_size;
+        if config.dcp_rank >= d {
+            return Err(MlaError::Rank {
+                rank: config.dcp_rank,
+                dcp_size: d,
+            });
+        }
+        for (what, v) in [
+            ("heads_per_rank", config.heads()),
+            ("max_tokens", config.max_tokens),
+            ("max_batch", config.max_batch),
+        ] {
+            if v == 0 {
+                return Err(MlaError::ZeroCapacity { what });
+            }
+        }
+        let needs_comm = match config.exchange {
+            ExchangeMode::A2a => d > 1,
+            ExchangeMode::AgRs => true,
+            ExchangeMode::Simulated | ExchangeMode::Loopback => false,
+        };
+        match comm {
+            None if needs_comm => Err(MlaError::NeedsComm {
+                mode: config.exchange,
+                dcp_size: d,
+            }),
+            Some(c) if c.rank() != config.dcp_rank as usize || c.world_size() != d as usize => {
+                Err(MlaError::CommGeometry {
+                    got_rank: c.rank(),
+                    got_world: c.world_size(),
+                    rank: config.dcp_rank,
+                    dcp_size: d,
+                })
+            }
+            Some(c) if !same_stream(&c.stream(), main) => Err(MlaError::CommStream),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn config(&self) -> &MlaDcpConfig {
+        &self.config
+    }
+
+    /// S0.
+    pub fn main_stream(&self) -> &Arc<CudaStream> {
+        self.fork_join.main()
+    }
+
+    /// S1.
+    pub fn side_stream(&self) -> &Arc<CudaStream> {
+        self.fork_join.side()
+    }
+
+    /// Tokens of the last call (0 before the first).
+    pub fn num_tokens(&self) -> usize {
+        self.step.as_ref().map_or(0, |s| s.plan.num_tokens)
+    }
+
+    /// The plan of the last call.
+    pub fn plan(&self) -> Option<&DecodePlan> {
+        self.step.as_ref().map(|s| &s.plan)
+    }
+
+    /// `y [T, N·128]` of the last call (valid once the main stream has passed the V-up).
+    pub fn output(&self) -> CudaView<'_, E> {
+        let n = self.num_tokens() * self.config.heads() * V_HEAD;
+        self.bufs.y.slice(0..n)
+    }
+
+    /// `lat_out [T, N, 512]`, the combine output of the last call.
+    pub fn latent_output(&self) -> CudaView<'_, E> {
+        let n = self.num_tokens() * self.config.heads() * LATENT;
+        self.bufs.lat_out.slice(0..n)
+    }
+
+    /// The specialization keys compiled so far, sorted.
+    pub fn kernel_keys(&self) -> Vec<String> {
+        self.kernels.keys().cloned().collect()
+    }
+
+    /// Device time of each stage of the last call (needs `profile = true`; waits for it).
+    pub fn stage_times(&self) -> Result<StageTimes, MlaError> {
+        self.events.as_ref().ok_or(MlaError::NotProfiling)?.times()
+    }
+
+    fn mark(&self, mark: Mark, stream: &CudaStream) -> Result<(), MlaError> {
+        match &self.events {
+            Some(e) => e.record(mark, stream),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks the caller's buffers against the call's shape and the context's device.
+    fn check_args(&self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
+        let t: usize = args.query_lens.iter().map(|&q| q as usize).sum();
+        let batch = args.seq_lens.len().max(args.query_lens.len());
+        if t > self.config.max_tokens {
+            return Err(MlaError::OverCapacity {
+                what: "query tokens",
+                got: t,
+                max: self.config.max_tokens,
+            });
+        }
+        if batch > self.config.max_batch {
+            return Err(MlaError::OverCapacity {
+                what: "requests",
+                got: batch,
+                max: self.config.max_batch,
+            });
+        }
+        let (d, n) = (self.config.dcp_size(), self.config.heads());
+        let block_elems = self.config.layout.block_size as usize * QK_WIDTH;
+        if args.cache.is_empty() || args.cache.len() % block_elems != 0 {
+            return Err(MlaError::CacheShape {
+                len: args.cache.len(),
+                block_elems,
+            });
+        }
+        check_len("q_loc", args.q_loc.len(), t * n * QK_WIDTH, "[T, N, 576]")?;
+        check_len("cur_kv", args.cur_kv.len(), t * QK_WIDTH, "[T, 576]")?;
+        check_len(
+            "block_table",
+            args.block_table.len(),
+            batch * args.block_table_stride,
+            "[batch, block_table_stride]",
+        )?;
+        check_len(
+            "w_uv",
+            args.w_uv.len(),
+            n * LATENT * V_HEAD,
+            "[N, 512, 128]",
+        )?;
+        let needs_q_all = matches!(
+            self.config.exchange,
+            ExchangeMode::Simulated | ExchangeMode::Loopback
+        );
+        let dev = self.device.context().ordinal();
+        if needs_q_all {
+            let q_all = args.q_all.as_ref().ok_or(MlaError::NeedsQAll {
+                mode: self.config.exchange,
+            })?;
+            check_len("q_all", q_all.len(), d * t * n * QK_WIDTH, "[D, T, N, 576]")?;
+            check_device("q_all", q_all.stream().context().ordinal(), dev)?;
+        }
+        for (name, ord) in [
+            ("q_loc", args.q_loc.stream().context().ordinal()),
+            ("cur_kv", args.cur_kv.stream().context().ordinal()),
+            ("cache", args.cache.stream().context().ordinal()),
+            ("block_table", args.block_table.stream().context().ordinal()),
+            ("w_uv", args.w_uv.stream().context().ordinal()),
+        ] {
+            check_device(name, ord, dev)?;
+        }
+        Ok(())
+    }
+
+    /// The handle of `launch`'s specialization (compiled by [`Self::compile_new`] before).
+    fn handle(&self, launch: &KernelLaunch) -> Result<Arc<CudaKernelHandle>, MlaError> {
+        self.kernels
+            .get(&launch.key())
+            .cloned()
+            .ok_or(MlaError::StageOrder {
+                stage: launch.kernel,
+                why: "the specialization was not compiled (internal error)",
+            })
+    }
+
+    /// Compiles the specializations of `launches` this context has not seen yet (NVRTC runs in
+    /// parallel threads), loads them, and returns how many were new.
+    fn compile_new(&mut self, launches: &[&KernelLaunch]) -> Result<usize, MlaError> {
+        let mut new: BTreeMap<String, &KernelLaunch> = BTreeMap::new();
+        for l in launches {
+            let key = l.key();
+            if !self.kernels.contains_key(&key) {
+                new.insert(key, l);
+            }
+        }
+        let fresh = compile_launches(&self.device, new.values().copied())?;
+        let count = fresh.len();
+        for (key, handle) in fresh {
+            handle.load(self.device.context())?;
+            self.kernels.insert(key, Arc::new(handle));
+        }
+        Ok(count)
+    }
+
+    /// The AG+RS combine: the plan's combine with one "rank" (the merged history).
+    fn combine_one_launch(plan: &DecodePlan) -> KernelLaunch {
+        let one = ExchangeLayout::new(1, plan.exchange.heads, plan.num_tokens, 2);
+        let mut l = plan.combine.clone();
+        for (name, v) in l.constexprs.iter_mut() {
+            match *name {
+                "DCP_SIZE" => *v = ConstValue::Int(1),
+                "PARTS_PADDED" => *v = ConstValue::Int(2),
+                _ => {}
+            }
+        }
+        let n = l.args.len();
+        l.args[n - 3] = PlanArg::I64(one.chunk_stride_out() as i64);
+        l.args[n - 2] = PlanArg::I64(one.chunk_stride_lse() as i64);
+        l.args[n - 1] = PlanArg::I64(one.lse_offset() as i64);
+        l
+    }
+
+    /// Plans the call (or reuses the previous plan when the batch shape is unchanged), compiles
+    /// new specializations and uploads the metadata. Returns (uploaded, compiled).
+    fn prepare(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(bool, usize), MlaError> {
+        if self.step.as_ref().is_some_and(|s| s.matches(args)) {
+            return Ok((false, 0));
+        }
+        let step = DecodeStep {
+            query_lens: args.query_lens.to_vec(),
+            seq_lens: args.seq_lens.to_vec(),
+            layout: self.config.layout,
+            heads_per_rank: self.config.heads_per_rank,
+            dtype: E::TYPE,
+            softmax_scale: self.config.softmax_scale,
+            block_table_stride: args.block_table_stride,
+            num_sms: self.device.limits().sm_count.max(1),
+        };
+        let mut plan = step.plan_with_splits(self.config.forced_splits)?;
+        let cap = self.bufs.split_slots / plan.num_tokens.max(1);
+        if plan.num_splits as usize > cap {
+            plan = step.plan_with_splits(Some(cap.max(1) as u32))?;
+        }
+        let chunk = ChunkLayout::new(
+            self.config.dcp_size(),
+            self.config.heads(),
+            plan.num_tokens,
+            LATENT,
+            E::DTYPE,
+        )?;
+        let combine_one = match self.config.exchange {
+            ExchangeMode::AgRs => Some(Self::combine_one_launch(&plan)),
+            _ => None,
+        };
+        let mut launches: Vec<&KernelLaunch> = plan.launches().to_vec();
+        launches.extend(combine_one.as_ref());
+        let compiled = self.compile_new(&launches)?;
+        let combine_one = match combine_one {
+            Some(l) => {
+                let h = self.handle(&l)?;
+                Some((l, h))
+            }
+            None => None,
+        };
+        let state = StepState {
+            history: self.handle(&plan.history)?,
+            reduce: self.handle(&plan.history_reduce)?,
+            current: self.handle(&plan.current)?,
+            combine: self.handle(&plan.combine)?,
+            v_up: self.handle(&plan.v_up)?,
+            combine_one,
+            chunk,
+            plan,
+        };
+        self.upload_metadata(&state.plan)?;
+        self.step = Some(state);
+        Ok((true, compiled))
+    }
+
+    /// token_req, cu_seqlens_q and this rank's history lengths → the device, through the pinned
+    /// staging buffer, on the main stream (before E_q, so the side stream sees them).
+    fn upload_metadata(&mut self, plan: &DecodePlan) -> Result<(), MlaError> {
+        let m = self.bufs.meta_layout;
+        let host = self
+            .bufs
+            .meta_host
+            .as_mut_slice()
+            .map_err(MlaError::driver("waiting for the previous metadata upload"))?;
+        let step = &plan.step;
+        for (dst, src) in [
+            (m.token_req, step.token_req()),
+            (m.cu_seqlens_q, step.cu_seqlens_q()),
+            (m.hist_lens, step.hist_lens(self.config.dcp_rank)),
+        ] {
+            host[dst..dst + src.len()].copy_from_slice(&src);
+        }
+        self.fork_join
+            .main()
+            .memcpy_htod(&self.bufs.meta_host, &mut self.bufs.meta)
+            .map_err(MlaError::driver("uploading the step metadata"))
+    }
+
+    /// Steps 1–3 up to the exchange: metadata, fork, the current part on S1, the all-gather,
+    /// the history pass and its reduce into `hist_send` on S0.
+    pub fn enqueue_until_exchange(
+        &mut self,
+        args: &MlaDcpDecodeArgs<'_, E>,
+    ) -> Result<LaunchReport, MlaError> {
+        self.stage = Stage::Idle;
+        self.check_args(args)?;
+        let (metadata_uploaded, kernels_compiled) = self.prepare(args)?;
+        let main = self.fork_join.main().clone();
+        self.mark(Mark::Start, &main)?;
+        self.fork_join.fork()?;
+        self.enqueue_current(args)?;
+        self.enqueue_gather(args)?;
+        self.mark(Mark::Gathered, &main)?;
+        self.enqueue_history(args)?;
+        self.stage = Stage::HistoryDone;
+        let plan = self.plan().ok_or(MlaError::StageOrder {
+            stage: "enqueue_until_exchange",
+            why: "no plan after prepare (internal error)",
+        })?;
+        Ok(LaunchReport {
+            num_tokens: plan.num_tokens,
+            num_splits: plan.num_splits,
+            exchange: self.config.exchange,
+            vup: self.config.vup,
+            metadata_uploaded,
+            kernels_compiled,
+        })
+    }
+
+    fn state(&self, stage: &'static str) -> Result<&StepState, MlaError> {
+        self.step.as_ref().ok_or(MlaError::StageOrder {
+            stage,
+            why: "no step has been prepared; call enqueue_until_exchange first",
+        })
+    }
+
+    /// S1: [spin] → `mla_current` (E_q was recorded by the fork).
+    fn enqueue_current(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
+        let side = self.fork_join.side().clone();
+        if let (Some(spin), Some(cycles)) = (&self.spin, self.config.streams.side_delay_cycles) {
+            spin.launch(&side, cycles)?;
+        }
+        self.mark(Mark::CurrentStart, &side)?;
+        let st = self.state("current")?;
+        let (launch, handle) = (st.plan.current.clone(), st.current.clone());
+        let (t, batch) = (st.plan.num_tokens, st.plan.step.seq_lens.len());
+        let m = self.bufs.meta_layout;
+        let mut v = RoleViews::new();
+        v.insert(BufferRole::QLoc, KernelArg::input(args.q_loc.slice(..)));
+        v.insert(BufferRole::CurKv, KernelArg::input(args.cur_kv.slice(..)));
+        v.insert(
+            BufferRole::TokenReq,
+            meta_arg(&self.bufs.meta, m.token_req, t),
+        );
+        v.insert(
+            BufferRole::CuSeqlensQ,
+            meta_arg(&self.bufs.meta, m.cu_seqlens_q, batch + 1),
+        );
+        v.insert(
+            BufferRole::CurOut,
+            KernelArg::output(self.bufs.cur_out.as_view_mut()),
+        );
+        v.insert(
+            BufferRole::CurLse,
+            KernelArg::output(self.bufs.cur_lse.as_view_mut()),
+        );
+        launch_plan(&handle, &side, &launch, v)?;
+        self.mark(Mark::CurrentEnd, &side)
+    }
+
+    /// S0: the Q all-gather into `q_all` (NCCL modes with D > 1).
+    fn enqueue_gather(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
+        let t = self.num_tokens();
+        let n_loc = t * self.config.heads() * QK_WIDTH;
+        let (Some(comm), Some(q_all)) = (&self.comm, self.bufs.q_all.as_mut()) else {
+            return Ok(());
+        };
+        let d = self.config.dcp_size();
+        all_gather_rank(
+            comm,
+            &args.q_loc.slice(0..n_loc),
+            &mut q_all.slice_mut(0..d * n_loc),
+        )?;
+        Ok(())
+    }
+
+    /// S0: `mla_history` over the shard, then `mla_history_reduce` into `hist_send`.
+    fn enqueue_history(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
+        let main = self.fork_join.main().clone();
+        let st = self.state("history")?;
+        let (history, reduce) = (st.plan.history.clone(), st.plan.history_reduce.clone());
+        let (h_hist, h_reduce) = (st.history.clone(), st.reduce.clone());
+        let (t, batch) = (st.plan.num_tokens, st.plan.step.seq_lens.len());
+        let m = self.bufs.meta_layout;
+        let q_all = match (&args.q_all, &self.bufs.q_all) {
+            (Some(q), _) if self.comm.is_none() => KernelArg::input(q.slice(..)),
+            (_, Some(q)) => KernelArg::input(q.as_view()),
+            // D = 1 without a gather: the gathered queries are this rank's own.
+            _ => KernelArg::input(args.q_loc.slice(..)),
+        };
+        let mut v = RoleViews::new();
+        v.insert(BufferRole::QAll, q_all);
+        v.insert(
+            BufferRole::LatentCache,
+            KernelArg::input(args.cache.slice(..)),
+        );
+        v.insert(
+            BufferRole::BlockTable,
+            KernelArg::input(args.block_table.slice(..)),
+        );
+        v.insert(
+            BufferRole::TokenReq,
+            meta_arg(&self.bufs.meta, m.token_req, t),
+        );
+        v.insert(
+            BufferRole::HistLens,
+            meta_arg(&self.bufs.meta, m.hist_lens, batch),
+        );
+        v.insert(
+            BufferRole::SplitOut,
+            KernelArg::output(self.bufs.split_out.as_view_mut()),
+        );
+        v.insert(
+            BufferRole::SplitLse,
+            KernelArg::output(self.bufs.split_lse.as_view_mut()),
+        );
+        launch_plan(&h_hist, &main, &history, v)?;
+        self.mark(Mark::History, &main)?;
+
+        let b = &mut self.bufs;
+        let send_lse = b.send_lse.get_mut().ok_or(MlaError::StageOrder {
+            stage: "history reduce",
+            why: "the f32 view of hist_send is gone (internal error)",
+        })?;
+        let mut v = RoleViews::new();
+        v.insert(
+            BufferRole::SplitOut,
+            KernelArg::input(b.split_out.as_view()),
+        );
+        v.insert(
+            BufferRole::SplitLse,
+            KernelArg::input(b.split_lse.as_view()),
+        );
+        v.insert(
+            BufferRole::SendOut,
+            KernelArg::output(as_act_mut::<E>(&mut b.hist_send)?),
+        );
+        v.insert(
+            BufferRole::SendLse,
+            KernelArg::output(send_lse.as_view_mut()),
+        );
+        launch_plan(&h_reduce, &main, &reduce, v)?;
+        self.mark(Mark::Reduced, &main)
+    }
+
+    /// The exchange of one rank (A2a, AgRs, Loopback); the Simulated exchange runs over all
+    /// contexts in [`simulated_exchange`].
+    pub fn enqueue_exchange(&mut self) -> Result<(), MlaError> {
+        if self.stage != Stage::HistoryDone {
+            return Err(MlaError::StageOrder {
+                stage: "enqueue_exchange",
+                why: "the history of this call has not been enqueued",
+            });
+        }
+        let main = self.fork_join.main().clone();
+        let chunk = self.state("exchange")?.chunk;
+        let total = chunk.total_bytes();
+        match self.config.exchange {
+            ExchangeMode::Simulated => {
+                return Err(MlaError::NotSingleRank {
+                    mode: ExchangeMode::Simulated,
+                })
+            }
+            ExchangeMode::A2a => {
+                if let Some(comm) = &self.comm {
+                    let b = &mut self.bufs;
+                    a2a_rank(
+                        comm,
+                        &chunk,
+                        &b.hist_send.slice(0..total),
+                        &mut b.hist_recv.slice_mut(0..total),
+                        SelfChunk::Copy,
+                    )?;
+                }
+            }
+            ExchangeMode::Loopback => {
+                let b = &mut self.bufs;
+                main.memcpy_dtod(
+                    &b.hist_send.slice(0..total),
+                    &mut b.hist_recv.slice_mut(0..total),
+                )
+                .map_err(MlaError::driver(
+                    "copying hist_send to hist_recv (loopback)",
+                ))?;
+            }
+            ExchangeMode::AgRs => self.enqueue_ag_rs(&chunk)?,
+        }
+        self.mark(Mark::Exchanged, &main)?;
+        self.stage = Stage::Exchanged;
+        Ok(())
+    }
+
+    /// AG+RS: pack to the gathered layout, all-gather the LSEs + correct + reduce-scatter,
+    /// unpack the merged history into the one-chunk buffer the combine reads.
+    fn enqueue_ag_rs(&mut self, chunk: &ChunkLayout) -> Result<(), MlaError> {
+        let main = self.fork_join.main().clone();
+        let dcp_size = self.config.layout.dcp_size;
+        let (Some(comm), Some(st), Some(ws)) =
+            (&self.comm, self.ag_rs.as_mut(), self.bufs.ag_rs.as_mut())
+        else {
+            return Err(MlaError::NeedsComm {
+                mode: ExchangeMode::AgRs,
+                dcp_size,
+            });
+        };
+        st.glue
+            .pack(&main, chunk, &self.bufs.hist_send, &mut ws.out, &mut ws.lse)?;
+        ag_rs_rank(
+            comm,
+            &st.correction,
+            chunk,
+            &ws.out.as_view(),
+            &ws.lse.as_view(),
+            &mut st.bufs,
+        )?;
+        let one = ChunkLayout::new(1, chunk.heads, chunk.tokens, LATENT, E::DTYPE)?;
+        st.glue.unpack::<E>(
+            &main,
+            &one,
+            &st.bufs.merged_out,
+            &st.bufs.merged_lse,
+            &mut ws.recv,
+        )
+    }
+
+    /// Step 3 after the exchange: join (wait current_attn_done), combine, V-up into `y`.
+    pub fn enqueue_after_exchange(
+        &mut self,
+        args: &MlaDcpDecodeArgs<'_, E>,
+    ) -> Result<(), MlaError> {
+        if self.stage != Stage::Exchanged {
+            return Err(MlaError::StageOrder {
+                stage: "enqueue_after_exchange",
+                why: "the exchange of this call has not been enqueued",
+            });
+        }
+        let main = self.fork_join.main().clone();
+        self.fork_join.join()?;
+        self.enqueue_combine()?;
+        self.mark(Mark::Combined, &main)?;
+        self.enqueue_vup(args)?;
+        self.mark(Mark::VupDone, &main)?;
+        self.stage = Stage::Idle;
+        Ok(())
+    }
+
+    fn enqueue_combine(&mut self) -> Result<(), MlaError> {
+        let main = self.fork_join.main().clone();
+        let st = self.state("combine")?;
+        let (launch, handle) = match &st.combine_one {
+            Some((l, h)) => (l.clone(), h.clone()),
+            None => (st.plan.combine.clone(), st.combine.clone()),
+        };
+        let b = &mut self.bufs;
+        let recv: &CudaSlice<u8> = match (self.config.exchange, &b.ag_rs) {
+            (ExchangeMode::AgRs, Some(ws)) => &ws.recv,
+            // D = 1 over A2A exchanges nothing: the own chunk is the whole buffer.
+            (ExchangeMode::A2a, _) if self.comm.is_none() => &b.hist_send,
+            _ => &b.hist_recv,
+        };
+        let mut v = RoleViews::new();
+        v.insert(BufferRole::RecvOut, KernelArg::input(as_act::<E>(recv)?));
+        v.insert(BufferRole::RecvLse, KernelArg::input(as_act::<f32>(recv)?));
+        v.insert(BufferRole::CurOut, KernelArg::input(b.cur_out.as_view()));
+        v.insert(BufferRole::CurLse, KernelArg::input(b.cur_lse.as_view()));
+        v.insert(
+            BufferRole::LatOut,
+            KernelArg::output(b.lat_out.as_view_mut()),
+        );
+        launch_plan(&handle, &main, &launch, v)
+    }
+
+    fn enqueue_vup(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
+        let main = self.fork_join.main().clone();
+        let st = self.state("V-up")?;
+        let t = st.plan.num_tokens;
+        let (launch, handle) = (st.plan.v_up.clone(), st.v_up.clone());
+        let shape = VupShape::deepseek_v3(t, self.config.heads())?;
+        let b = &mut self.bufs;
+        let w = args.w_uv.slice(..);
+        match (self.config.vup, &self.vup_hand) {
+            (VupPath::Cublas, _) => self.vup_gemm.run(&shape, &b.lat_out, &w, &mut b.y)?,
+            (VupPath::HandWritten, Some(f)) => f.run(&shape, &b.lat_out, &w, &mut b.y)?,
+            _ => {
+                let mut v = RoleViews::new();
+                v.insert(BufferRole::LatOut, KernelArg::input(b.lat_out.as_view()));
+                v.insert(BufferRole::WUv, KernelArg::input(w));
+                v.insert(BufferRole::Y, KernelArg::output(b.y.as_view_mut()));
+                launch_plan(&handle, &main, &launch, v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Specializes `launches` (the DSL pipeline) and runs NVRTC for `device`'s arch on all of them
+/// in parallel threads, filling the process's disk cache; returns one unloaded handle per
+/// distinct specialization key. Benchmarks call it once for every plan they will run, so the
+/// first decode calls find their modules compiled.
+pub fn compile_launches<'l>(
+    device: &CudaDevice,
+    launches: impl IntoIterator<Item = &'l KernelLaunch>,
+) -> Result<Vec<(String, CudaKernelHandle)>, MlaError> {
+    let mut kernels: BTreeMap<String, CudaKernelHandle> = BTreeMap::new();
+    for l in launches {
+        if let std::collections::btree_map::Entry::Vacant(e) = kernels.entry(l.key()) {
+            let c = compile_kernel(l.kernel, &l.bindings())?;
+            e.insert(CudaKernelHandle::new(c.cuda));
+        }
+    }
+    let opts = JitOptions::new(device.arch());
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = kernels
+            .values()
+            .map(|h| {
+                s.spawn(|| {
+                    process_cache()
+                        .get_or_compile(&h.source(), &opts)
+                        .map(|_| ())
+                })
+            })
+            .collect();
+        for job in jobs {
+            job.join()
+                .map_err(|_| MlaError::StageOrder {
+                    stage: "parallel NVRTC compile",
+                    why: "a compile thread panicked",
+                })?
+                .map_err(LaunchError::from)?;
+        }
+        Ok::<(), MlaError>(())
+    })?;
+    Ok(kernels.into_iter().collect())
+}
+
+/// One decode step of one rank (A2a, AgRs or Loopback exchange): everything of §9.4, enqueued
+/// on the context's streams; the result is [`MlaDcpContext::output`]. Every rank of the
+/// communicator must call it for the same step.
+pub fn mla_dcp_decode<E: DecodeElem>(
+    ctx: &mut MlaDcpContext<E>,
+    args: &MlaDcpDecodeArgs<'_, E>,
+) -> Result<LaunchReport, MlaError> {
+    if ctx.config.exchange == ExchangeMode::Simulated {
+        return Err(MlaError::NotSingleRank {
+            mode: ExchangeMode::Simulated,
+        });
+    }
+    let report = ctx.enqueue_until_exchange(args)?;
+    ctx.enqueue_exchange()?;
+    ctx.enqueue_after_exchange(args)?;
+    Ok(report)
+}
+
+/// Checks that `ctxs` are the D ranks of one simulated step, in rank order, on one main stream.
+fn check_simulated<E: DecodeElem>(
+    ctxs: &[MlaDcpContext<E>],
+    args_len: Option<usize>,
+) -> Result<(), MlaError> {
+    let d = ctxs
+        .first()
+        .map_or(0, |c| c.config.layout.dcp_size as usize);
+    if ctxs.len() != d || d == 0 {
+        return Err(MlaError::RankCount {
+            what: "contexts",
+            got: ctxs.len(),
+            expected: d,
+        });
+    }
+    if let Some(n) = args_len.filter(|&n| n != d) {
+        return Err(MlaError::RankCount {
+            what: "argument sets",
+            got: n,
+            expected: d,
+        });
+    }
+    let first = &ctxs[0];
+    for (index, c) in ctxs.iter().enumerate() {
+        if c.config.exchange != ExchangeMode::Simulated {
+            return Err(MlaError::Mismatch {
+                what: "the exchange mode (all must be Simulated)",
+            });
+        }
+        if c.config.dcp_rank as usize != index {
+            return Err(MlaError::RankOrder {
+                index,
+                got: c.config.dcp_rank,
+            });
+        }
+        if c.config.layout != first.config.layout
+            || c.config.heads_per_rank != first.config.heads_per_rank
+        {
+            return Err(MlaError::Mismatch {
+                what: "the DCP layout or heads_per_rank",
+            });
+        }
+        if !same_stream(c.main_stream(), first.main_stream()) {
+            return Err(MlaError::SharedStream { index });
+        }
+    }
+    Ok(())
+}
+
+/// The simulated A2A over all D contexts: `recv_r[src] = send_src[r]` on the shared main stream.
+pub fn simulated_exchange<E: DecodeElem>(ctxs: &mut [MlaDcpContext<E>]) -> Result<(), MlaError> {
+    check_simulated(ctxs, None)?;
+    let chunk = ctxs[0].state("simulated exchange")?.chunk;
+    for c in ctxs.iter() {
+        if c.stage != Stage::HistoryDone || c.state("simulated exchange")?.chunk != chunk {
+            return Err(MlaError::StageOrder {
+                stage: "simulated_exchange",
+                why: "every rank must have enqueued the history of the same step",
+            });
+        }
+    }
+    let main = ctxs[0].main_stream().clone();
+    let total = chunk.total_bytes();
+    let mut sends = Vec::with_capacity(ctxs.len());
+    let mut recvs = Vec::with_capacity(ctxs.len());
+    for c in ctxs.iter_mut() {
+        let DecodeBuffers {
+            hist_send,
+            hist_recv,
+            ..
+        } = &mut c.bufs;
+        sends.push(hist_send.slice(0..total));
+        recvs.push(hist_recv.slice_mut(0..total));
+    }
+    simulate_a2a(&main, &chunk, &sends, &mut recvs)?;
+    drop(recvs);
+    drop(sends);
+    for c in ctxs.iter_mut() {
+        c.mark(Mark::Exchanged, &main)?;
+        c.stage = Stage::Exchanged;
+    }
+    Ok(())
+}
+
+/// One decode step of D ranks simulated on one GPU (spec §9.5): `ctxs[r]` and `args[r]` are
+/// rank r's (Simulated mode, one shared main stream, rank order). Each rank's result is its
+/// context's [`MlaDcpContext::output`].
+pub fn simulated_decode<E: DecodeElem>(
+    ctxs: &mut [MlaDcpContext<E>],
+    args: &[MlaDcpDecodeArgs<'_, E>],
+) -> Result<Vec<LaunchReport>, MlaError> {
+    check_simulated(ctxs, Some(args.len()))?;
+    let reports = ctxs
+        .iter_mut()
+        .zip(args)
+        .map(|(c, a)| c.enqueue_until_exchange(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    simulated_exchange(ctxs)?;
+    for (c, a) in ctxs.iter_mut().zip(args) {
+        c.enqueue_after_exchange(a)?;
+    }
+    Ok(reports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::metadata::DcpLayout;
+    use super::*;
+    use crate::jit::{compile_for_arch, Arch, CudaSource};
+    use attn_dsl::ir::ScalarType;
+
+    /// The plan of the L-row bench for `batch` requests of `ctx_len` tokens on one rank.
+    fn bench_step(batch: usize, ctx_len: u32, d: u32, heads: u32) -> DecodeStep {
+        let layout = DcpLayout::new(d, 1, 64).unwrap();
+        DecodeStep {
+            query_lens: vec![1; batch],
+            seq_lens: vec![ctx_len; batch],
+            layout,
+            heads_per_rank: heads,
+            dtype: ScalarType::Bf16,
+            softmax_scale: 0.135,
+            block_table_stride: layout.max_blocks_per_request(u64::from(ctx_len)) as usize,
+            num_sms: 132,
+        }
+    }
+
+    /// Every specialization the benches launch compiles with NVRTC for sm_90 (NVRTC must be
+    /// loadable: scripts/nvrtc-env; no GPU needed), including the AG+RS combine; prints the
+    /// ptxas registers and spills of each. Ignored by default: NVRTC takes minutes on these
+    /// (spill-heavy) kernels; run with `-- --ignored bench_specializations`.
+    #[test]
+    #[ignore]
+    fn bench_specializations_compile_for_sm90() {
+        let arch = Arch::from_compute_capability(9, 0);
+        let mut seen = std::collections::BTreeSet::new();
+        for (batch, len, d, n) in [(1, 32768, 1, 128), (32, 8192, 2, 64), (128, 4096, 1, 128)] {
+            let plan = bench_step(batch, len, d, n).plan().unwrap();
+            let combine_one = MlaDcpContext::<half::bf16>::combine_one_launch(&plan);
+            for l in plan.launches().into_iter().chain([&combine_one]) {
+                if !seen.insert(l.key()) {
+                    continue;
+                }
+                let c = compile_kernel(l.kernel, &l.bindings()).unwrap();
+                let m = compile_for_arch(&CudaSource::from_kernel(&c.cuda), arch)
+                    .unwrap_or_else(|e| panic!("{}: {e}", l.key()));
+                println!("{}: {:?}", l.key(), m.entry_stats());
+            }
+        }
+    }
+
+    #[test]
+    fn ag_rs_glue_compiles_for_sm80_and_sm90() {
+        for arch in ["sm_80", "sm_90"] {
+            super::super::cuda_source::compile_for_arch("agrs_glue", &ag_rs_glue_source(), arch)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    #[test]
+    fn the_ag_rs_combine_merges_one_chunk() {
+        let plan = bench_step(3, 500, 2, 4).plan().unwrap();
+        let l = MlaDcpContext::<half::bf16>::combine_one_launch(&plan);
+        assert!(l.key().contains("DCP_SIZE=1") && l.key().contains("PARTS_PADDED=2"));
+        let one = ExchangeLayout::new(1, 4, 3, 2);
+        let tail: Vec<PlanArg> = l.args[l.args.len() - 3..].to_vec();
+        assert_eq!(
+            tail,
+            vec![
+                PlanArg::I64(one.chunk_stride_out() as i64),
+                PlanArg::I64(one.chunk_stride_lse() as i64),
+                PlanArg::I64(one.lse_offset() as i64)
+            ]
+        );
+        assert_eq!(
+            l.args[..l.args.len() - 3],
+            plan.combine.args[..l.args.len() - 3]
+        );
+    }
+}

@@ -1,0 +1,241 @@
+//! The device buffers of one rank, allocated once for the context's token bucket (spec §9.1) so
+//! that steady-state calls allocate nothing and a CUDA graph would see fixed addresses. Every float
+//! buffer starts NaN-poisoned (bytes 0xFF), so an element a kernel forgets to write shows up.
+
+use super::super::act_dtype::ActivationElem;
+use super::super::chunk_layout::ChunkLayout;
+use super::super::plan::{LATENT, MAX_SPLITS, QK_WIDTH, V_HEAD};
+use super::config::{ExchangeMode, MlaDcpConfig};
+use super::error::MlaError;
+use cudarc::driver::{result, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice};
+use std::sync::Arc;
+
+/// i32 elements per 16 bytes: every metadata section starts on a 16-byte boundary, as the
+/// launch validation requires of every buffer argument.
+const I32_ALIGN: usize = 4;
+
+fn pad(n: usize) -> usize {
+    n.div_ceil(I32_ALIGN) * I32_ALIGN
+}
+
+/// Where `token_req`, `cu_seqlens_q` and `hist_lens` live inside the one metadata buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MetaLayout {
+    pub token_req: usize,
+    pub cu_seqlens_q: usize,
+    pub hist_lens: usize,
+    pub total: usize,
+}
+
+impl MetaLayout {
+    pub fn new(max_tokens: usize, max_batch: usize) -> Self {
+        let cu_seqlens_q = pad(max_tokens);
+        let hist_lens = cu_seqlens_q + pad(max_batch + 1);
+        MetaLayout {
+            token_req: 0,
+            cu_seqlens_q,
+            hist_lens,
+            total: hist_lens + pad(max_batch),
+        }
+    }
+}
+
+/// Block height of the history pass for D·N gathered heads (the plan's rule).
+pub(crate) fn history_block_h(gathered_heads: usize) -> usize {
+    gathered_heads.clamp(1, 64).next_power_of_two().max(16)
+}
+
+/// (token, split) pairs the split scratch holds. The plan's heuristic gives at most
+/// ⌈SMs / (T · head_tiles)⌉ splits, so T · splits ≤ T + ⌈SMs / head_tiles⌉; a forced count S
+/// needs T · S.
+pub(crate) fn split_slots(config: &MlaDcpConfig, num_sms: usize) -> usize {
+    let t = config.max_tokens;
+    let max = MAX_SPLITS as usize;
+    match config.forced_splits {
+        Some(s) => t * (s as usize).clamp(1, max),
+        None => {
+            let dn = config.gathered_heads();
+            let tiles = dn.div_ceil(history_block_h(dn));
+            (t + num_sms.div_ceil(tiles)).min(t * max)
+        }
+    }
+}
+
+/// An f32 view of a byte buffer owned elsewhere: the history reduce writes the partial outputs
+/// (activation dtype) and the LSEs (f32) of one exchange buffer, so it needs two mutable typed
+/// views of the same allocation at once, which cudarc's borrow rules cannot give. The alias is
+/// never freed (dropping it leaks the handle, not the memory), and it is only used on the stream
+/// that owns the buffer, so stream order keeps it coherent with the owner.
+pub(crate) struct F32Alias {
+    view: Option<CudaSlice<f32>>,
+}
+
+impl F32Alias {
+    /// # Safety
+    /// `owner` must outlive the alias and be used only on `stream` while the alias is in use.
+    unsafe fn new(stream: &Arc<CudaStream>, owner: &CudaSlice<u8>) -> Self {
+        let (ptr, _guard) = owner.device_ptr(stream);
+        // SAFETY: `ptr` is a live allocation of `owner.len()` bytes; the caller keeps it alive.
+        let view = unsafe { stream.upgrade_device_ptr::<f32>(ptr, owner.len() / 4) };
+        F32Alias { view: Some(view) }
+    }
+
+    pub fn get_mut(&mut self) -> Option<&mut CudaSlice<f32>> {
+        self.view.as_mut()
+    }
+}
+
+impl Drop for F32Alias {
+    fn drop(&mut self) {
+        if let Some(v) = self.view.take() {
+            // Forget the handle without freeing: the owner frees the memory.
+            let _ = v.leak();
+        }
+    }
+}
+
+/// Workspace of the AG+RS parity mode (allocated only in that mode).
+pub(crate) struct AgRsWorkspace<E> {
+    /// `[T, D·N, 512]`: the history partials in the gathered-head layout AG+RS expects.
+    pub out: CudaSlice<E>,
+    /// `[T, D·N]` f32.
+    pub lse: CudaSlice<f32>,
+    /// One-chunk exchange buffer holding the merged history of this rank's heads, which the
+    /// combine (DCP_SIZE = 1) merges with the current part.
+    pub recv: CudaSlice<u8>,
+}
+
+/// Every buffer one rank's decode step reads or writes, besides the caller's inputs.
+pub(crate) struct DecodeBuffers<E> {
+    pub meta_layout: MetaLayout,
+    /// `token_req | cu_seqlens_q | hist_lens` (i32).
+    pub meta: CudaSlice<i32>,
+    /// Pinned staging of `meta`, so the upload is a true async copy.
+    pub meta_host: PinnedHostSlice<i32>,
+    /// `q_all [D, T, N, 576]`: the all-gather target (NCCL modes with D > 1 only).
+    pub q_all: Option<CudaSlice<E>>,
+    /// Split scratch `[T, D·N, S, 512]` f32 and `[T, D·N, S]` f32.
+    pub split_out: CudaSlice<f32>,
+    pub split_lse: CudaSlice<f32>,
+    pub split_slots: usize,
+    pub hist_send: CudaSlice<u8>,
+    /// Declared after `hist_send`: never outlives it.
+    pub send_lse: F32Alias,
+    pub hist_recv: CudaSlice<u8>,
+    pub cur_out: CudaSlice<E>,
+    pub cur_lse: CudaSlice<f32>,
+    pub lat_out: CudaSlice<E>,
+    pub y: CudaSlice<E>,
+    pub ag_rs: Option<AgRsWorkspace<E>>,
+}
+
+/// Fills `buf` with 0xFF bytes (NaN for bf16, f16 and f32; −1 for i32) on `stream`.
+pub(crate) fn poison<T, B: DevicePtrMut<T>>(
+    stream: &Arc<CudaStream>,
+    buf: &mut B,
+) -> Result<(), MlaError> {
+    let bytes = buf.num_bytes();
+    let (ptr, _guard) = buf.device_ptr_mut(stream);
+    // SAFETY: `ptr` addresses `bytes` bytes of a live allocation of this context.
+    unsafe { result::memset_d8_async(ptr, 0xFF, bytes, stream.cu_stream()) }
+        .map_err(MlaError::driver("poisoning a fresh buffer"))
+}
+
+fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> Result<CudaSlice<T>, MlaError> {
+    let mut s = stream
+        .alloc_zeros::<T>(len.max(1))
+        .map_err(MlaError::driver("allocating the decode buffers"))?;
+    poison(stream, &mut s)?;
+    Ok(s)
+}
+
+impl<E: ActivationElem> DecodeBuffers<E> {
+    /// Allocates every buffer for `config`'s bucket on `stream`'s device.
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        config: &MlaDcpConfig,
+        num_sms: usize,
+    ) -> Result<Self, MlaError> {
+        let (t, d, n) = (config.max_tokens, config.dcp_size(), config.heads());
+        let dn = config.gathered_heads();
+        let meta_layout = MetaLayout::new(t, config.max_batch);
+        let meta = alloc::<i32>(stream, meta_layout.total)?;
+        // SAFETY: pinned memory is plain host memory; it is fully written before every upload.
+        let meta_host = unsafe { stream.context().alloc_pinned::<i32>(meta_layout.total) }
+            .map_err(MlaError::driver("allocating the pinned metadata staging"))?;
+        let gathers = matches!(config.exchange, ExchangeMode::A2a | ExchangeMode::AgRs) && d > 1;
+        let q_all = if gathers {
+            Some(alloc::<E>(stream, d * t * n * QK_WIDTH)?)
+        } else {
+            None
+        };
+        let split_slots = split_slots(config, num_sms);
+        let chunk = ChunkLayout::new(d, n, t, LATENT, E::DTYPE)?;
+        let hist_send = alloc::<u8>(stream, chunk.total_bytes())?;
+        // SAFETY: `send_lse` is declared after `hist_send` in this struct (dropped first) and
+        // both are used only on the main stream.
+        let send_lse = unsafe { F32Alias::new(stream, &hist_send) };
+        let ag_rs = if config.exchange == ExchangeMode::AgRs {
+            let one = ChunkLayout::new(1, n, t, LATENT, E::DTYPE)?;
+            Some(AgRsWorkspace {
+                out: alloc::<E>(stream, t * dn * LATENT)?,
+                lse: alloc::<f32>(stream, t * dn)?,
+                recv: alloc::<u8>(stream, one.total_bytes())?,
+            })
+        } else {
+            None
+        };
+        Ok(DecodeBuffers {
+            meta_layout,
+            meta,
+            meta_host,
+            q_all,
+            split_out: alloc::<f32>(stream, split_slots * dn * LATENT)?,
+            split_lse: alloc::<f32>(stream, split_slots * dn)?,
+            split_slots,
+            hist_send,
+            send_lse,
+            hist_recv: alloc::<u8>(stream, chunk.total_bytes())?,
+            cur_out: alloc::<E>(stream, t * n * LATENT)?,
+            cur_lse: alloc::<f32>(stream, t * n)?,
+            lat_out: alloc::<E>(stream, t * n * LATENT)?,
+            y: alloc::<E>(stream, t * n * V_HEAD)?,
+            ag_rs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::metadata::DcpLayout;
+    use super::*;
+
+    #[test]
+    fn meta_sections_are_16_byte_aligned() {
+        let m = MetaLayout::new(5, 3);
+        assert_eq!(
+            (m.token_req, m.cu_seqlens_q, m.hist_lens, m.total),
+            (0, 8, 12, 16)
+        );
+        let m = MetaLayout::new(128, 128);
+        assert_eq!((m.cu_seqlens_q, m.hist_lens, m.total), (128, 260, 388));
+    }
+
+    #[test]
+    fn split_slots_cover_the_heuristic_and_forced_counts() {
+        let layout = DcpLayout::new(1, 1, 64).unwrap();
+        let mut c = MlaDcpConfig::new(layout, 0, 128, 0.1, 128, 128);
+        // D·N = 128 → BLOCK_H 64, 2 head tiles: 128 + 66.
+        assert_eq!(split_slots(&c, 132), 194);
+        c.max_tokens = 1;
+        assert_eq!(split_slots(&c, 132), 64, "capped at MAX_SPLITS per token");
+        c.forced_splits = Some(3);
+        assert_eq!(split_slots(&c, 132), 3);
+        assert_eq!(history_block_h(2), 16);
+        assert_eq!(history_block_h(128), 64);
+        assert_eq!(history_block_h(40), 64);
+    }
+}

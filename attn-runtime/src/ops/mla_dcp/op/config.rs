@@ -1,0 +1,117 @@
+//! What an [`super::MlaDcpContext`] is built for: the DCP geometry of this rank, the model side,
+//! the token bucket its buffers are sized for, and the choices of the step (exchange, V-up path).
+
+use super::super::metadata::DcpLayout;
+use super::super::streams::JoinMode;
+
+/// How the history partials reach the rank that owns their heads (spec §9.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExchangeMode {
+    /// Grouped ncclSend/ncclRecv of raw bytes (the preferred path); D = 1 needs no communicator.
+    A2a,
+    /// vLLM's all-gather of the LSEs + correction + reduce-scatter, then a 2-way merge with the
+    /// current part: the cross-checking mode. Needs a communicator.
+    AgRs,
+    /// D ranks simulated on one GPU: the caller provides `q_all` and the exchange is
+    /// [`super::simulated_exchange`] over all D contexts (sharing one main stream).
+    Simulated,
+    /// Benchmark stand-in for one rank: the caller provides `q_all`, and the exchange is a
+    /// device copy `hist_recv = hist_send` (the same bytes an A2A moves, no wire). The result is
+    /// only meaningful for D = 1.
+    Loopback,
+}
+
+/// Which implementation projects the merged latent through W_UV (spec §6, §9.2 step 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum VupPath {
+    /// One cuBLAS strided-batched GEMM (§6.2).
+    Cublas,
+    /// The DSL kernel `mla_v_up` of the plan.
+    DslKernel,
+    /// The hand-written CUDA fallback of `vup.rs`.
+    HandWritten,
+}
+
+/// Debug knobs of the stream orchestration, for the ordering tests only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// [`JoinMode::SkipJoinUnsafe`] removes the main stream's wait on current_attn_done.
+    pub join_mode: JoinMode,
+    /// Spin this many SM cycles on the side stream before the current-chunk attention.
+    pub side_delay_cycles: Option<i64>,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            join_mode: JoinMode::Join,
+            side_delay_cycles: None,
+        }
+    }
+}
+
+/// Everything fixed for the lifetime of a context (one per rank and token bucket).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MlaDcpConfig {
+    /// D, I and B of the token sharding (§2.2).
+    pub layout: DcpLayout,
+    /// r: this rank in `0..D`.
+    pub dcp_rank: u32,
+    /// N: heads this rank owns (the history pass runs D·N gathered heads).
+    pub heads_per_rank: u32,
+    /// Softmax scale of the 576-wide product (§1.2; from the model config).
+    pub softmax_scale: f32,
+    /// Token bucket: the most query tokens (Σ q_len) one call may carry.
+    pub max_tokens: usize,
+    /// The most requests one call may carry.
+    pub max_batch: usize,
+    pub exchange: ExchangeMode,
+    pub vup: VupPath,
+    /// Forces the history split count (tests, tuning); `None` uses the plan's heuristic.
+    pub forced_splits: Option<u32>,
+    /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
+    pub profile: bool,
+    pub streams: StreamOptions,
+}
+
+impl MlaDcpConfig {
+    /// A config with the defaults of the op: A2A exchange, cuBLAS V-up, heuristic splits, no
+    /// profiling.
+    pub fn new(
+        layout: DcpLayout,
+        dcp_rank: u32,
+        heads_per_rank: u32,
+        softmax_scale: f32,
+        max_tokens: usize,
+        max_batch: usize,
+    ) -> Self {
+        MlaDcpConfig {
+            layout,
+            dcp_rank,
+            heads_per_rank,
+            softmax_scale,
+            max_tokens,
+            max_batch,
+            exchange: ExchangeMode::A2a,
+            vup: VupPath::Cublas,
+            forced_splits: None,
+            profile: false,
+            streams: StreamOptions::default(),
+        }
+    }
+
+    /// D.
+    pub fn dcp_size(&self) -> usize {
+        self.layout.dcp_size as usize
+    }
+
+    /// N.
+    pub fn heads(&self) -> usize {
+        self.heads_per_rank as usize
+    }
+
+    /// D·N: heads of the history pass.
+    pub fn gathered_heads(&self) -> usize {
+        self.dcp_size() * self.heads()
+    }
+}

@@ -1,0 +1,102 @@
+//! Per-stage device timing of a decode step (for the L-row benchmarks): timing-enabled events
+//! recorded on the main stream between the stages and on the side stream around the current-chunk
+//! attention. Only a context built with `profile = true` creates and records them.
+
+use super::error::MlaError;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaStream};
+use std::sync::Arc;
+
+/// Where an event is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Mark {
+    /// Main stream, before the fork.
+    Start,
+    /// Main stream, after the Q all-gather.
+    Gathered,
+    /// Main stream, after the split-KV history pass.
+    History,
+    /// Main stream, after the reduce into `hist_send`.
+    Reduced,
+    /// Main stream, after the exchange.
+    Exchanged,
+    /// Main stream, after the join and the combine.
+    Combined,
+    /// Main stream, after the V-up (end of the step).
+    VupDone,
+    /// Side stream, before the current-chunk attention.
+    CurrentStart,
+    /// Side stream, after it.
+    CurrentEnd,
+}
+
+const MARKS: usize = 9;
+
+/// Device microseconds of each stage of the last profiled call.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    /// Fork to the end of the V-up (the whole step on the main stream).
+    pub total_us: f64,
+    pub gather_us: f64,
+    pub history_us: f64,
+    pub reduce_us: f64,
+    pub exchange_us: f64,
+    /// On the side stream (overlapped with gather, history, reduce and exchange).
+    pub current_us: f64,
+    /// Includes the main stream's wait on current_attn_done.
+    pub combine_us: f64,
+    pub vup_us: f64,
+}
+
+/// The events of one context.
+pub(crate) struct StageEvents {
+    events: Vec<CudaEvent>,
+}
+
+impl StageEvents {
+    pub fn new(stream: &Arc<CudaStream>) -> Result<Self, MlaError> {
+        let events = (0..MARKS)
+            .map(|_| {
+                stream
+                    .context()
+                    .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(MlaError::driver("creating a stage timing event"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(StageEvents { events })
+    }
+
+    pub fn record(&self, mark: Mark, stream: &CudaStream) -> Result<(), MlaError> {
+        self.events[mark as usize]
+            .record(stream)
+            .map_err(MlaError::driver("recording a stage timing event"))
+    }
+
+    fn us(&self, from: Mark, to: Mark) -> Result<f64, MlaError> {
+        let ms = self.events[from as usize]
+            .elapsed_ms(&self.events[to as usize])
+            .map_err(MlaError::driver("reading a stage timing event"))?;
+        Ok(f64::from(ms) * 1e3)
+    }
+
+    /// Waits for the step's last event and reads every interval.
+    pub fn times(&self) -> Result<StageTimes, MlaError> {
+        self.events[Mark::VupDone as usize]
+            .synchronize()
+            .map_err(MlaError::driver("waiting for the stage timing events"))?;
+        self.events[Mark::CurrentEnd as usize]
+            .synchronize()
+            .map_err(MlaError::driver("waiting for the stage timing events"))?;
+        use Mark::*;
+        Ok(StageTimes {
+            total_us: self.us(Start, VupDone)?,
+            gather_us: self.us(Start, Gathered)?,
+            history_us: self.us(Gathered, History)?,
+            reduce_us: self.us(History, Reduced)?,
+            exchange_us: self.us(Reduced, Exchanged)?,
+            current_us: self.us(CurrentStart, CurrentEnd)?,
+            combine_us: self.us(Exchanged, Combined)?,
+            vup_us: self.us(Combined, VupDone)?,
+        })
+    }
+}
