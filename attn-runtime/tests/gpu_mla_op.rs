@@ -27,8 +27,11 @@ use mla_op_support::{check_vs_reference, from_elems, DeviceInputs, Outputs};
 use mla_support::{dsv3_scale, Case, Inputs};
 use std::sync::Arc;
 
-/// ~25 ms at H200 clocks: the side stream is still spinning when an unordered combine runs.
-const SPIN_CYCLES: i64 = 50_000_000;
+/// ~2 s at H200 clocks: longer than everything the host does between the fork and the
+/// combine of the first step (kernel loads, cache lookups), so without the join the combine
+/// runs while the side stream still spins. (25 ms was not: the first run on the H200 saw no
+/// race because loading the five kernels took longer than the spin.)
+const SPIN_CYCLES: i64 = 4_000_000_000;
 
 fn device() -> CudaDevice {
     CudaDevice::new(0).expect("a CUDA device (feature `gpu` requires one)")
