@@ -12,6 +12,7 @@
 
 use super::c_types::to_scratch;
 use super::emitter::Emitter;
+use super::tile_map::{MmaMap, TileMap};
 use super::CodegenError;
 use crate::ir::{Op, OpKind, ScalarType, ValueId};
 
@@ -78,7 +79,11 @@ impl<'f> Emitter<'f> {
         match self.scalar(a)? {
             ScalarType::F32 => self.emit_dot_fma(a, b, acc, res, (m, k, n)),
             t @ (ScalarType::Bf16 | ScalarType::F16) => {
-                self.emit_dot_mma(a, b, acc, res, t, MmaPlan::new(m, n, k))
+                let plan = MmaPlan::new(m, n, k);
+                match self.fragment_map(acc, res) {
+                    Some(map) => self.emit_dot_in_fragments(a, b, acc, res, t, plan, map),
+                    None => self.emit_dot_mma(a, b, acc, res, t, plan),
+                }
             }
             t => Err(CodegenError::Unsupported(format!(
                 "dot on {t} operands (allowed: bf16, f16, f32)"
@@ -99,7 +104,7 @@ impl<'f> Emitter<'f> {
         self.w.open_unrolled("s", m.slots());
         self.w.line(format!("const int f = {};", m.flat("s")));
         let st = format!("{dst}[{index}] = {};", conv(&xs));
-        match m.owned("s") {
+        match m.writer("s") {
             Some(g) => self.w.line(format!("if ({g}) {st}")),
             None => self.w.line(st),
         }
@@ -117,7 +122,7 @@ impl<'f> Emitter<'f> {
     ) -> Res<()> {
         self.need_scratch((m * k + k * n) * 4);
         let name = self.define_tile(res);
-        let acc_s = self.at(acc, "s")?;
+        let acc_s = self.at_in(acc, self.map(res), "s")?;
         self.w.open("");
         self.w
             .line("float* sa = reinterpret_cast<float*>(attn_smem);");
@@ -200,47 +205,9 @@ impl<'f> Emitter<'f> {
             self.w.close("");
         }
         // 2. Operands into scratch as 16-bit values, zero-padded.
-        let elem = self.elem(a);
-        self.w
-            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
-        self.w.line(format!(
-            "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_smem + {});",
-            p.b_offset
-        ));
-        self.w.line("__syncthreads();");
-        let (ld, kk, nn) = (p.ld, p.k, p.n);
-        self.scatter(a, "sa", &format!("(f / {kk}) * {ld} + f % {kk}"), |x| {
-            to_scratch(elem, x)
-        })?;
-        self.scatter(b, "sb", &format!("(f % {nn}) * {ld} + f / {nn}"), |x| {
-            to_scratch(elem, x)
-        })?;
-        let (mp, np) = (p.m.next_multiple_of(16), p.n.next_multiple_of(8));
-        for (buf, rows, live_rows) in [("sa", mp, p.m), ("sb", np, p.n)] {
-            if rows > live_rows || p.kp > p.k {
-                self.w.line(format!(
-                    "for (int i = tid; i < {}; i += {}) {{",
-                    rows * p.kp,
-                    self.threads
-                ));
-                self.w.line(format!(
-                    "    const int row = i / {}, k = i % {};",
-                    p.kp, p.kp
-                ));
-                self.w.line(format!(
-                    "    if (row >= {live_rows} || k >= {}) {buf}[row * {ld} + k] = 0;",
-                    p.k
-                ));
-                self.w.line("}");
-            }
-        }
-        self.w.line("__syncthreads();");
+        self.stage_operands(a, b, &p)?;
         // 3. Tensor-core loop, K ascending.
-        let mma = if t == ScalarType::Bf16 {
-            "attn_mma_bf16_16816"
-        } else {
-            "attn_mma_f16_16816"
-        };
+        let (mma, ld) = (mma_fn(t), p.ld);
         self.w.open_unrolled("j", per_warp);
         tile_coords(&mut self.w);
         self.w.open(format!("if (tile < {})", p.tiles));
@@ -288,6 +255,140 @@ impl<'f> Emitter<'f> {
         self.w.open_unrolled("s", rm.slots());
         self.w
             .line(format!("{name}[s] = sd[{}];", rm.flat_clamped("s")));
+        self.w.close("");
+        self.w.close("");
+        Ok(())
+    }
+}
+
+/// The prelude's `mma.sync` wrapper for operands of type `t`.
+fn mma_fn(t: ScalarType) -> &'static str {
+    if t == ScalarType::Bf16 {
+        "attn_mma_bf16_16816"
+    } else {
+        "attn_mma_f16_16816"
+    }
+}
+
+impl<'f> Emitter<'f> {
+    /// Writes A row-major and B transposed into the scratch buffer as 16-bit values,
+    /// zero-padded to the MMA tile, between two barriers (declares `sa` and `sb`).
+    fn stage_operands(&mut self, a: ValueId, b: ValueId, p: &MmaPlan) -> Res<()> {
+        let elem = self.elem(a);
+        self.w
+            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
+        self.w.line(format!(
+            "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_smem + {});",
+            p.b_offset
+        ));
+        self.w.line("__syncthreads();");
+        let (ld, kk, nn) = (p.ld, p.k, p.n);
+        self.scatter(a, "sa", &format!("(f / {kk}) * {ld} + f % {kk}"), |x| {
+            to_scratch(elem, x)
+        })?;
+        self.scatter(b, "sb", &format!("(f % {nn}) * {ld} + f / {nn}"), |x| {
+            to_scratch(elem, x)
+        })?;
+        let (mp, np) = (p.m.next_multiple_of(16), p.n.next_multiple_of(8));
+        for (buf, rows, live_rows) in [("sa", mp, p.m), ("sb", np, p.n)] {
+            if rows > live_rows || p.kp > p.k {
+                self.w.line(format!(
+                    "for (int i = tid; i < {}; i += {}) {{",
+                    rows * p.kp,
+                    self.threads
+                ));
+                self.w.line(format!(
+                    "    const int row = i / {}, k = i % {};",
+                    p.kp, p.kp
+                ));
+                self.w.line(format!(
+                    "    if (row >= {live_rows} || k >= {}) {buf}[row * {ld} + k] = 0;",
+                    p.k
+                ));
+                self.w.line("}");
+            }
+        }
+        self.w.line("__syncthreads();");
+        Ok(())
+    }
+
+    /// The `Mma` distribution of `res` when the accumulator can live in its registers as
+    /// fragments: `res` is an `Mma` tile with more than one column and `acc` has the same
+    /// distribution (or is a splat or recomputed tile, readable in any distribution).
+    fn fragment_map(&self, acc: ValueId, res: ValueId) -> Option<MmaMap> {
+        let TileMap::Mma(map) = self.map(res) else {
+            return None;
+        };
+        let acc_ok = self.is_deferred(acc)
+            || self.splat_source(acc).is_some()
+            || self.map(acc) == TileMap::Mma(map);
+        (!map.is_rows() && acc_ok).then_some(map)
+    }
+
+    /// `dot` whose accumulator and result are `Mma` fragments in registers: the result
+    /// starts as a copy of the accumulator, each warp runs `mma.sync` on its own 16-row
+    /// slabs over every 8-column tile, K ascending, and nothing leaves the registers. Only
+    /// the operands go through the scratch buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_dot_in_fragments(
+        &mut self,
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        res: ValueId,
+        t: ScalarType,
+        p: MmaPlan,
+        map: MmaMap,
+    ) -> Res<()> {
+        self.need_scratch(p.b_offset + p.n.next_multiple_of(8) * p.ld * 2);
+        let init = match self.splat_source(acc) {
+            Some(x) => self.name(x)?.to_string(),
+            None => self.at_in(acc, TileMap::Mma(map), "s")?,
+        };
+        let name = self.define_tile(res);
+        self.w.open_unrolled("s", map.slots());
+        self.w.line(format!("{name}[s] = {init};"));
+        self.w.close("");
+        self.w.open("");
+        self.stage_operands(a, b, &p)?;
+        let (ld, warps, tiles_n) = (p.ld, map.warps, map.tiles_n);
+        self.w.open_unrolled("j", map.slabs_per_warp);
+        self.w
+            .line(format!("const int slab = attn_warp + j * {warps};"));
+        let guarded = !map.slabs.is_multiple_of(warps);
+        if guarded {
+            self.w.open(format!("if (slab < {})", map.slabs));
+        }
+        self.w.line(format!(
+            "const unsigned short* pa = sa + (slab * 16 + attn_g) * {ld} + 2 * attn_t4;"
+        ));
+        self.w.line("#pragma unroll");
+        self.w
+            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
+        let word =
+            |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
+        self.w.line(format!(
+            "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
+            word("pa", "k0".into()),
+            word("pa", format!("{} + k0", 8 * ld)),
+            word("pa", "k0 + 8".into()),
+            word("pa", format!("{} + k0 + 8", 8 * ld)),
+        ));
+        self.w.open_unrolled("nt", tiles_n);
+        self.w.line(format!(
+            "const unsigned short* pb = sb + (nt * 8 + attn_g) * {ld} + 2 * attn_t4;"
+        ));
+        self.w.line(format!(
+            "{}(&{name}[(j * {tiles_n} + nt) * 4], a0, a1, a2, a3, {}, {});",
+            mma_fn(t),
+            word("pb", "k0".into()),
+            word("pb", "k0 + 8".into()),
+        ));
+        self.w.close("");
+        self.w.close("");
+        if guarded {
+            self.w.close("");
+        }
         self.w.close("");
         self.w.close("");
         Ok(())

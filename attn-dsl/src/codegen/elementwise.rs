@@ -45,8 +45,9 @@ impl<'f> Emitter<'f> {
                     return Ok(());
                 }
                 let m = self.map(res);
+                self.convert_operands(op, m)?;
                 self.define_map(res, move |e, s| {
-                    e.element_expr(op, &m.flat(s), &|v| e.at(v, s))
+                    e.element_expr(op, &m.flat(s), &|v| e.at_in(v, m, s))
                 })
             }
         }

@@ -36,13 +36,15 @@ mod dot;
 mod elementwise;
 mod emitter;
 mod exchange;
+mod fragment_ops;
 mod memory;
+mod mma_map;
 mod names;
 mod recompute;
 pub mod tile_map;
 mod writer;
 
-use crate::ir::{Function, Param};
+use crate::ir::{Function, Layout, Param};
 
 /// Generated CUDA for one specialization, ready for NVRTC.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,7 +91,24 @@ pub enum CodegenError {
 }
 
 /// Emits CUDA for a specialized kernel.
+///
+/// Tiles whose layout is still unassigned (IR built by hand, not through
+/// [`crate::passes::optimize`]) get the layout pass's layouts first, so the emitted code is
+/// the same whichever way the IR arrived.
 pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
+    let unassigned = f
+        .values
+        .iter()
+        .any(|v| !v.ty.is_scalar() && v.ty.layout == Layout::Unassigned);
+    if unassigned {
+        let mut laid_out = f.clone();
+        crate::passes::layout::run(&mut laid_out);
+        return emit_laid_out(&laid_out);
+    }
+    emit_laid_out(f)
+}
+
+fn emit_laid_out(f: &Function) -> Result<CudaKernel, CodegenError> {
     let mut em = emitter::Emitter::new(f)?;
     let entry = names::sanitize(&f.name);
     let header = format!(

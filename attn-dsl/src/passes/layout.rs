@@ -11,14 +11,19 @@
 //! `Slice { dim, parent }` of that group's layout, so row statistics line up with the rows
 //! they summarize; other rank-1 groups get a rank-1 `Blocked` layout.
 //!
+//! A rank-2 group holding the result of a bf16/f16 `dot` gets `Mma { warps_per_cta:
+//! [num_warps, 1] }` instead: the accumulator stays in `mma.sync` fragments, and everything
+//! elementwise-connected to it (loop-carried accumulators, scores, probabilities, masks)
+//! computes in place; its row reductions become `Slice(1, Mma)` row vectors.
+//!
 //! When one rank-1 group has several slice constraints that disagree, the first in program
 //! order wins, and the back end converts at the other `reduce`/`expand_dims` sites, as it does
-//! for elementwise operands whose groups differ. This pass only produces `Blocked` and
-//! `Slice`; later back-end passes introduce `Mma` (accumulators of `dot`), `DotOperand` (its
-//! register operands) and `Shared` (staged, swizzled buffers).
+//! for elementwise operands whose groups differ. This pass produces `Blocked`, `Mma` and
+//! `Slice`; later back-end passes may introduce `DotOperand` (register operands of `dot`)
+//! and `Shared` (staged, swizzled buffers).
 
 use super::axis_info::{analyze, AxisAnalysis};
-use crate::ir::{Block, BlockedLayout, Function, Layout, Op, OpKind, ValueId};
+use crate::ir::{Block, BlockedLayout, Function, Layout, Op, OpKind, ScalarType, ValueId};
 
 /// Assigns a layout to every tile value reachable from the body of `f`.
 pub fn run(f: &mut Function) {
@@ -95,6 +100,12 @@ struct Groups {
     slices: Vec<SliceConstraint>,
     /// Pointer tiles that loads and stores access memory through.
     accessed: Vec<bool>,
+    /// Results of tensor-core `dot`s (bf16/f16 operands): their groups get `Mma`.
+    mma_results: Vec<bool>,
+    /// Index tiles: pure functions of element coordinates and scalars (`arange`, splats and
+    /// elementwise ops, broadcasts and unsqueezes of index tiles), like the CUDA emitter's
+    /// recomputed tiles.
+    index: Vec<bool>,
 }
 
 impl Groups {
@@ -104,7 +115,14 @@ impl Groups {
             seen: vec![false; n],
             slices: vec![],
             accessed: vec![false; n],
+            mma_results: vec![false; n],
+            index: vec![false; n],
         }
+    }
+
+    /// Whether `v` is a scalar or an index tile (see [`Groups::index`]).
+    fn is_index(&self, f: &Function, v: ValueId) -> bool {
+        f.ty(v).is_scalar() || self.index[v.0 as usize]
     }
 
     fn find(&mut self, v: u32) -> u32 {
@@ -163,6 +181,32 @@ impl Groups {
         for &v in &all {
             self.union_all(f, &[v]);
         }
+        let coordinate_op = matches!(
+            op.kind,
+            OpKind::Arange { .. }
+                | OpKind::Splat { .. }
+                | OpKind::ExpandDims { .. }
+                | OpKind::Broadcast { .. }
+                | OpKind::Unary(_)
+                | OpKind::Binary(_)
+                | OpKind::Cmp(_)
+                | OpKind::Select
+                | OpKind::Cast(_)
+                | OpKind::AddPtr
+        );
+        if coordinate_op && op.operands.iter().all(|&v| self.is_index(f, v)) {
+            for &r in &op.results {
+                self.index[r.0 as usize] = true;
+            }
+        }
+        // Index tiles join no group through elementwise ops: they are recomputed per element
+        // in whatever layout their consumer uses, so sharing one (say the row mask of a load
+        // and of a store) must not tie unrelated data tiles to one layout.
+        let data: Vec<ValueId> = all
+            .iter()
+            .copied()
+            .filter(|&v| !self.is_index(f, v))
+            .collect();
         match &op.kind {
             OpKind::Unary(_)
             | OpKind::Binary(_)
@@ -170,12 +214,21 @@ impl Groups {
             | OpKind::Select
             | OpKind::Cast(_)
             | OpKind::AddPtr
-            | OpKind::Broadcast { .. } => self.union_all(f, &all),
+            | OpKind::Broadcast { .. } => self.union_all(f, &data),
             OpKind::Load { .. } | OpKind::Store { .. } => {
+                // The pointer joins the data it accesses: it decides the vector width.
                 self.accessed[op.operands[0].0 as usize] = true;
-                self.union_all(f, &all)
+                let mut vs = data;
+                vs.push(op.operands[0]);
+                self.union_all(f, &vs)
             }
-            OpKind::Dot => self.union_all(f, &[op.operands[2], op.results[0]]),
+            OpKind::Dot => {
+                let a = f.ty(op.operands[0]).elem.scalar();
+                if matches!(a, Some(ScalarType::Bf16 | ScalarType::F16)) {
+                    self.mma_results[op.results[0].0 as usize] = true;
+                }
+                self.union_all(f, &[op.operands[2], op.results[0]])
+            }
             OpKind::Reduce { axis, .. } if f.ty(op.operands[0]).rank() == 2 => {
                 self.slices.push(SliceConstraint {
                     child: op.results[0],
@@ -274,6 +327,13 @@ impl Groups {
                     };
                 }
             }
+        }
+        // Tensor-core accumulators and everything elementwise-connected to them live in
+        // mma fragments; warps own whole 16-row slabs, so row reductions stay in a quad.
+        if rank == 2 && members.iter().any(|&v| self.mma_results[v]) {
+            return Layout::Mma {
+                warps_per_cta: [f.num_warps.max(1), 1],
+            };
         }
         // The largest member decides how threads spread; the pointers that loads and stores
         // access decide the fast axis and the vector width (the narrowest access wins).
