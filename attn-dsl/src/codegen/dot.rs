@@ -19,14 +19,14 @@ use crate::ir::{Op, OpKind, ScalarType, ValueId};
 type Res<T> = Result<T, CodegenError>;
 
 /// Geometry of the tensor-core path for one dot.
-struct MmaPlan {
-    m: usize,
-    n: usize,
-    k: usize,
+pub(crate) struct MmaPlan {
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
     /// K padded to 16 (the MMA's K step).
-    kp: usize,
+    pub(crate) kp: usize,
     /// Row pitch of the staged A and Bᵀ, in 16-bit elements.
-    ld: usize,
+    pub(crate) ld: usize,
     /// 16×8 output tiles along N, and in total.
     tiles_n: usize,
     tiles: usize,
@@ -36,7 +36,7 @@ struct MmaPlan {
 }
 
 impl MmaPlan {
-    fn new(m: usize, n: usize, k: usize) -> Self {
+    pub(crate) fn new(m: usize, n: usize, k: usize) -> Self {
         let (mp, np, kp) = (
             m.next_multiple_of(16),
             n.next_multiple_of(8),
@@ -147,7 +147,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// The scalar an accumulator tile was splat from (`dot(a, b)` without `acc`), if any.
-    fn splat_source(&self, acc: ValueId) -> Option<ValueId> {
+    pub(crate) fn splat_source(&self, acc: ValueId) -> Option<ValueId> {
         let op = self.def_op(acc)?;
         matches!(op.kind, OpKind::Splat { .. })
             .then(|| op.operands.first().copied())
@@ -205,7 +205,7 @@ impl<'f> Emitter<'f> {
             self.w.close("");
         }
         // 2. Operands into scratch as 16-bit values, zero-padded.
-        self.stage_operands(a, b, &p)?;
+        self.stage_operands(Some(a), b, &p)?;
         // 3. Tensor-core loop, K ascending.
         let (mma, ld) = (mma_fn(t), p.ld);
         self.w.open_unrolled("j", per_warp);
@@ -272,50 +272,63 @@ fn mma_fn(t: ScalarType) -> &'static str {
 
 impl<'f> Emitter<'f> {
     /// Writes A row-major and B transposed into the scratch buffer as 16-bit values,
-    /// zero-padded to the MMA tile, between two barriers (declares `sa` and `sb`).
-    fn stage_operands(&mut self, a: ValueId, b: ValueId, p: &MmaPlan) -> Res<()> {
-        let elem = self.elem(a);
-        self.w
-            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
+    /// zero-padded to the MMA tile, between two barriers (declares `sa` and `sb`). `a` is
+    /// `None` when the dot reads A from fragments held in registers.
+    fn stage_operands(&mut self, a: Option<ValueId>, b: ValueId, p: &MmaPlan) -> Res<()> {
+        if a.is_some() {
+            self.w
+                .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
+        }
         self.w.line(format!(
             "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_smem + {});",
             p.b_offset
         ));
         self.w.line("__syncthreads();");
-        let (ld, kk, nn) = (p.ld, p.k, p.n);
-        self.scatter(a, "sa", &format!("(f / {kk}) * {ld} + f % {kk}"), |x| {
-            to_scratch(elem, x)
-        })?;
+        if let Some(a) = a {
+            self.stage_a(a, p)?;
+        }
+        let (ld, nn, elem) = (p.ld, p.n, self.elem(b));
         self.scatter(b, "sb", &format!("(f % {nn}) * {ld} + f / {nn}"), |x| {
             to_scratch(elem, x)
         })?;
-        let (mp, np) = (p.m.next_multiple_of(16), p.n.next_multiple_of(8));
-        for (buf, rows, live_rows) in [("sa", mp, p.m), ("sb", np, p.n)] {
-            if rows > live_rows || p.kp > p.k {
-                self.w.line(format!(
-                    "for (int i = tid; i < {}; i += {}) {{",
-                    rows * p.kp,
-                    self.threads
-                ));
-                self.w.line(format!(
-                    "    const int row = i / {}, k = i % {};",
-                    p.kp, p.kp
-                ));
-                self.w.line(format!(
-                    "    if (row >= {live_rows} || k >= {}) {buf}[row * {ld} + k] = 0;",
-                    p.k
-                ));
-                self.w.line("}");
-            }
-        }
+        self.zero_padding("sb", p.n.next_multiple_of(8), p.n, p);
         self.w.line("__syncthreads();");
         Ok(())
+    }
+
+    /// Writes A (`[m, k]`) row-major into `sa`, zero-padded to 16 rows and 16 columns.
+    pub(crate) fn stage_a(&mut self, a: ValueId, p: &MmaPlan) -> Res<()> {
+        let (ld, kk, elem) = (p.ld, p.k, self.elem(a));
+        self.scatter(a, "sa", &format!("(f / {kk}) * {ld} + f % {kk}"), |x| {
+            to_scratch(elem, x)
+        })?;
+        self.zero_padding("sa", p.m.next_multiple_of(16), p.m, p);
+        Ok(())
+    }
+
+    /// Zeroes the padding rows (`live_rows..rows`) and columns (`k..kp`) of a staged operand.
+    fn zero_padding(&mut self, buf: &str, rows: usize, live_rows: usize, p: &MmaPlan) {
+        if rows == live_rows && p.kp == p.k {
+            return;
+        }
+        self.w.line(format!(
+            "for (int i = tid; i < {}; i += {}) {{",
+            rows * p.kp,
+            self.threads
+        ));
+        self.w
+            .line(format!("    const int row = i / {}, k = i % {};", p.kp, p.kp));
+        self.w.line(format!(
+            "    if (row >= {live_rows} || k >= {}) {buf}[row * {} + k] = 0;",
+            p.k, p.ld
+        ));
+        self.w.line("}");
     }
 
     /// The `Mma` distribution of `res` when the accumulator can live in its registers as
     /// fragments: `res` is an `Mma` tile with more than one column and `acc` has the same
     /// distribution (or is a splat or recomputed tile, readable in any distribution).
-    fn fragment_map(&self, acc: ValueId, res: ValueId) -> Option<MmaMap> {
+    pub(crate) fn fragment_map(&self, acc: ValueId, res: ValueId) -> Option<MmaMap> {
         let TileMap::Mma(map) = self.map(res) else {
             return None;
         };
@@ -350,7 +363,8 @@ impl<'f> Emitter<'f> {
         self.w.line(format!("{name}[s] = {init};"));
         self.w.close("");
         self.w.open("");
-        self.stage_operands(a, b, &p)?;
+        let held_a = self.held_a_fragments(a);
+        self.stage_operands(if held_a.is_some() { None } else { Some(a) }, b, &p)?;
         let (ld, warps, tiles_n) = (p.ld, map.warps, map.tiles_n);
         self.w.open_unrolled("j", map.slabs_per_warp);
         self.w
@@ -359,21 +373,31 @@ impl<'f> Emitter<'f> {
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
-        self.w.line(format!(
-            "const unsigned short* pa = sa + (slab * 16 + attn_g) * {ld} + 2 * attn_t4;"
-        ));
+        if held_a.is_none() {
+            self.w.line(format!(
+                "const unsigned short* pa = sa + (slab * 16 + attn_g) * {ld} + 2 * attn_t4;"
+            ));
+        }
         self.w.line("#pragma unroll");
         self.w
             .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         let word =
             |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
-        self.w.line(format!(
-            "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
-            word("pa", "k0".into()),
-            word("pa", format!("{} + k0", 8 * ld)),
-            word("pa", "k0 + 8".into()),
-            word("pa", format!("{} + k0 + 8", 8 * ld)),
-        ));
+        match &held_a {
+            Some(frag) => {
+                let at = format!("{frag}[(j * {} + k0 / 16) * 4", p.kp / 16);
+                self.w.line(format!(
+                    "const unsigned a0 = {at}], a1 = {at} + 1], a2 = {at} + 2], a3 = {at} + 3];"
+                ));
+            }
+            None => self.w.line(format!(
+                "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
+                word("pa", "k0".into()),
+                word("pa", format!("{} + k0", 8 * ld)),
+                word("pa", "k0 + 8".into()),
+                word("pa", format!("{} + k0 + 8", 8 * ld)),
+            )),
+        }
         self.w.open_unrolled("nt", tiles_n);
         self.w.line(format!(
             "const unsigned short* pb = sb + (nt * 8 + attn_g) * {ld} + 2 * attn_t4;"

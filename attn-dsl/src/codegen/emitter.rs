@@ -27,6 +27,11 @@ pub(crate) struct Emitter<'f> {
     /// Operands of the op being emitted that were converted to its distribution, and the
     /// arrays that hold them (cleared after every op).
     converted: std::collections::BTreeMap<u32, String>,
+    /// Loads that may be fused into a dot's operand staging, and those that were.
+    stageable: Vec<bool>,
+    fused: Vec<bool>,
+    /// Loop-invariant A operands held as mma fragments, and their register arrays.
+    held_a: std::collections::BTreeMap<u32, String>,
 }
 
 impl<'f> Emitter<'f> {
@@ -50,6 +55,9 @@ impl<'f> Emitter<'f> {
             defs,
             deferred: vec![false; f.values.len()],
             converted: Default::default(),
+            stageable: super::staged_load::find_stageable_loads(f),
+            fused: vec![false; f.values.len()],
+            held_a: Default::default(),
         })
     }
 
@@ -127,6 +135,25 @@ impl<'f> Emitter<'f> {
         self.deferred.get(v.0 as usize).copied().unwrap_or(false)
     }
 
+    pub(crate) fn is_stageable(&self, v: ValueId) -> bool {
+        self.stageable.get(v.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// The register array holding `a` as A fragments, if a loop around this point holds it.
+    pub(crate) fn held_a_fragments(&self, a: ValueId) -> Option<String> {
+        self.held_a.get(&a.0).cloned()
+    }
+
+    pub(crate) fn hold_a(&mut self, a: ValueId, frag: String) {
+        self.held_a.insert(a.0, frag);
+    }
+
+    pub(crate) fn set_fused(&mut self, v: ValueId) {
+        if let Some(d) = self.fused.get_mut(v.0 as usize) {
+            *d = true;
+        }
+    }
+
     pub(crate) fn set_deferred(&mut self, v: ValueId, on: bool) {
         if let Some(d) = self.deferred.get_mut(v.0 as usize) {
             *d = on;
@@ -137,10 +164,13 @@ impl<'f> Emitter<'f> {
     /// the element's expression for deferred tiles.
     pub(crate) fn at(&self, v: ValueId, slot: &str) -> Result<String, CodegenError> {
         if self.is_deferred(v) {
-            return self.expr_at(v, &self.map(v).flat(slot));
+            return self.expr_at(v, &self.map(v).index(slot));
         }
         if let Some(n) = self.converted.get(&v.0) {
             return Ok(format!("{n}[{slot}]"));
+        }
+        if self.fused.get(v.0 as usize).copied().unwrap_or(false) {
+            return self.staged_load_expr(v, slot);
         }
         let n = self.name(v)?;
         Ok(if self.f.ty(v).is_scalar() {
@@ -163,7 +193,7 @@ impl<'f> Emitter<'f> {
             return Ok(self.name(v)?.to_string());
         }
         if self.is_deferred(v) {
-            return self.expr_at(v, &map.flat(slot));
+            return self.expr_at(v, &map.index(slot));
         }
         if let Some(n) = self.converted.get(&v.0) {
             return Ok(format!("{n}[{slot}]"));
@@ -509,6 +539,7 @@ impl<'f> Emitter<'f> {
             Self::operand(op, 1)?,
             Self::operand(op, 2)?,
         );
+        let held = self.hold_invariant_a_operands(body)?;
         let inits = &op.operands[3..];
         let iters = body.args.get(1..).unwrap_or(&[]);
         let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
@@ -529,6 +560,9 @@ impl<'f> Emitter<'f> {
         let next = self.emit_region(body, OpKind::Yield)?;
         self.assign_all(&carried, &next)?;
         self.w.close("");
+        for a in held {
+            self.held_a.remove(&a.0);
+        }
         Ok(())
     }
 

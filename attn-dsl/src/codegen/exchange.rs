@@ -7,7 +7,8 @@
 use super::c_types::{from_scratch, reg_type, round_to, scratch_type, to_scratch};
 use super::elementwise::{binary, zero};
 use super::emitter::Emitter;
-use super::recompute::broadcast_source_index;
+use super::elem_index::ElemIndex;
+use super::recompute::check_broadcast;
 use super::tile_map::TileMap;
 use super::CodegenError;
 use crate::ir::{BinaryOp, Elem, Op, ReduceKind, ScalarType, ValueId};
@@ -89,10 +90,14 @@ impl<'f> Emitter<'f> {
             return Ok(());
         }
         let (src, dst) = (self.shape(x).to_vec(), self.shape(res).to_vec());
-        broadcast_source_index(&src, &dst, "f")?;
+        check_broadcast(&src, &dst)?;
         let name = self.define_tile(res);
         self.stage_tile(x)?;
-        let index = move |f: &str| broadcast_source_index(&src, &dst, f).unwrap_or_default();
+        let index = move |f: &str| {
+            ElemIndex::Flat(f.to_string())
+                .broadcast_source(&src, &dst)
+                .flat(&src)
+        };
         self.gather(res, &name, index)?;
         self.w.close("");
         Ok(())

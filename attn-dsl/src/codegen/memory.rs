@@ -73,6 +73,9 @@ impl<'f> Emitter<'f> {
             self.w.line(format!("{t} {name} = {e};"));
             return Ok(());
         }
+        if self.try_fuse_load(op, res) {
+            return Ok(());
+        }
         self.convert_operands(op, self.map(res))?;
         let name = self.define_tile(res);
         let slots = self.map(res).slots();
@@ -88,6 +91,49 @@ impl<'f> Emitter<'f> {
         }
         self.w.close("");
         Ok(())
+    }
+
+    /// Leaves a load whose only user is a later dot's operand staging to that staging (see
+    /// [`super::staged_load`]) when its mask and `other` need no registers; returns whether
+    /// it did.
+    fn try_fuse_load(&mut self, op: &Op, res: ValueId) -> bool {
+        let operands_free = op.operands[1..]
+            .iter()
+            .all(|&v| self.f.ty(v).is_scalar() || self.is_deferred(v));
+        if !self.is_stageable(res) || !operands_free {
+            return false;
+        }
+        self.set_fused(res);
+        self.w
+            .line("// (read from global memory by the dot's operand staging)");
+        true
+    }
+
+    /// Slot `slot` of a tile load `op` as one expression (`other` where masked or unowned).
+    pub(crate) fn load_element(&self, op: &Op, slot: &str) -> Res<String> {
+        let res = Self::result(op)?;
+        let map = self.map(res);
+        let ptr = self.at_in(Self::operand(op, 0)?, map, slot)?;
+        let (has_mask, other) = match op.kind {
+            OpKind::Load {
+                has_mask,
+                has_other,
+            } => (
+                has_mask,
+                if has_other {
+                    self.at_in(Self::operand(op, 2)?, map, slot)?
+                } else {
+                    zero(self.elem(res)).to_string()
+                },
+            ),
+            _ => return Err(CodegenError::Malformed("load_element of a non-load".into())),
+        };
+        Ok(
+            match self.access_guard(op, has_mask.then_some(1), slot, false)? {
+                Some(g) => format!("(({g}) ? attn_ld({ptr}) : {other})"),
+                None => format!("attn_ld({ptr})"),
+            },
+        )
     }
 
     pub(crate) fn emit_store(&mut self, op: &'f Op, has_mask: bool) -> Res<()> {

@@ -33,6 +33,7 @@
 mod c_types;
 mod describe;
 mod dot;
+mod elem_index;
 mod elementwise;
 mod emitter;
 mod exchange;
@@ -40,7 +41,9 @@ mod fragment_ops;
 mod memory;
 mod mma_map;
 mod names;
+mod operand_fragments;
 mod recompute;
+mod staged_load;
 pub mod tile_map;
 mod writer;
 

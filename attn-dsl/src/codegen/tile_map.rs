@@ -11,6 +11,7 @@
 //! [`TileMap::flat`], whatever the distribution; ops that move data between threads read the
 //! distribution to decide whether a shuffle, a register copy or shared memory does it.
 
+use super::elem_index::ElemIndex;
 pub(crate) use super::mma_map::MmaMap;
 use crate::ir::Layout;
 
@@ -101,6 +102,17 @@ impl TileMap {
         match self {
             TileMap::Cyclic(c) => c.flat(slot),
             TileMap::Mma(m) => m.flat(slot),
+        }
+    }
+
+    /// The element `slot` holds: coordinates for `Mma` tiles, the flat index otherwise.
+    pub(crate) fn index(&self, slot: &str) -> ElemIndex {
+        match self {
+            TileMap::Cyclic(c) => ElemIndex::Flat(c.flat(slot)),
+            TileMap::Mma(m) => ElemIndex::Coords {
+                row: m.row(slot),
+                col: m.col(slot),
+            },
         }
     }
 
