@@ -91,7 +91,8 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// Writes every owned element of tile `x` to `dst[index(f)]` where `f` is its flat index.
+    /// Writes every owned element of tile `x` to `dst[index]`, where `index` is an
+    /// expression in the element's row `r` and column `c`.
     fn scatter(
         &mut self,
         x: ValueId,
@@ -101,8 +102,9 @@ impl<'f> Emitter<'f> {
     ) -> Res<()> {
         let m = self.map(x);
         let xs = self.at(x, "s")?;
+        let (r, c) = m.index("s").coords(self.shape(x));
         self.w.open_unrolled("s", m.slots());
-        self.w.line(format!("const int f = {};", m.flat("s")));
+        self.w.line(format!("const int r = {r}, c = {c};"));
         let st = format!("{dst}[{index}] = {};", conv(&xs));
         match m.writer("s") {
             Some(g) => self.w.line(format!("if ({g}) {st}")),
@@ -128,8 +130,8 @@ impl<'f> Emitter<'f> {
             .line("float* sa = reinterpret_cast<float*>(attn_smem);");
         self.w.line(format!("float* sb = sa + {};", m * k));
         self.w.line("__syncthreads();");
-        self.scatter(a, "sa", "f", str::to_string)?;
-        self.scatter(b, "sb", "f", str::to_string)?;
+        self.scatter(a, "sa", &format!("r * {k} + c"), str::to_string)?;
+        self.scatter(b, "sb", &format!("r * {n} + c"), str::to_string)?;
         self.w.line("__syncthreads();");
         let rm = self.map(res);
         self.w.open_unrolled("s", rm.slots());
@@ -190,7 +192,7 @@ impl<'f> Emitter<'f> {
             self.w
                 .line("float* sc = reinterpret_cast<float*>(attn_smem);");
             self.w.line("__syncthreads();");
-            self.scatter(acc, "sc", "f", str::to_string)?;
+            self.scatter(acc, "sc", &format!("r * {} + c", p.n), str::to_string)?;
             self.w.line("__syncthreads();");
             self.w.open_unrolled("j", per_warp);
             tile_coords(&mut self.w);
@@ -287,8 +289,8 @@ impl<'f> Emitter<'f> {
         if let Some(a) = a {
             self.stage_a(a, p)?;
         }
-        let (ld, nn, elem) = (p.ld, p.n, self.elem(b));
-        self.scatter(b, "sb", &format!("(f % {nn}) * {ld} + f / {nn}"), |x| {
+        let (ld, elem) = (p.ld, self.elem(b));
+        self.scatter(b, "sb", &format!("c * {ld} + r"), |x| {
             to_scratch(elem, x)
         })?;
         self.zero_padding("sb", p.n.next_multiple_of(8), p.n, p);
@@ -298,8 +300,8 @@ impl<'f> Emitter<'f> {
 
     /// Writes A (`[m, k]`) row-major into `sa`, zero-padded to 16 rows and 16 columns.
     pub(crate) fn stage_a(&mut self, a: ValueId, p: &MmaPlan) -> Res<()> {
-        let (ld, kk, elem) = (p.ld, p.k, self.elem(a));
-        self.scatter(a, "sa", &format!("(f / {kk}) * {ld} + f % {kk}"), |x| {
+        let (ld, elem) = (p.ld, self.elem(a));
+        self.scatter(a, "sa", &format!("r * {ld} + c"), |x| {
             to_scratch(elem, x)
         })?;
         self.zero_padding("sa", p.m.next_multiple_of(16), p.m, p);

@@ -16,20 +16,50 @@ pub(crate) use super::mma_map::MmaMap;
 use crate::ir::Layout;
 
 /// The cyclic distribution of one tile over `threads` threads: thread `tid` owns the
-/// elements `f = tid + s·T` for slots `s = 0..ceil(E/T)`. When `E` is not a multiple of `T`,
-/// the last slot of some threads is unowned: its value is never stored, and shared-memory
-/// reads clamp the index into range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// elements at walk positions `w = tid + s·T` for slots `s = 0..ceil(E/T)`. The walk runs
+/// row-major (consecutive threads own consecutive elements of a row), or column-major for
+/// tiles whose `Blocked` layout makes the row axis the contiguous one (a transposed K tile),
+/// so global accesses coalesce either way. When `E` is not a multiple of `T`, the last slot of
+/// some threads is unowned: its value is never stored, and shared-memory reads clamp the
+/// index into range.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct CyclicMap {
     pub(crate) elems: usize,
     pub(crate) threads: usize,
+    /// Rows and columns (rank 1: `[n]` is `n` rows of one column).
+    rows: usize,
+    cols: usize,
+    /// Whether the walk runs down the columns (only for tiles with more than one of each).
+    col_major: bool,
 }
 
+/// Two maps are equal when every slot holds the same element: row-major walks only depend on
+/// the element count, column-major ones on the shape too.
+impl PartialEq for CyclicMap {
+    fn eq(&self, o: &Self) -> bool {
+        let same_walk = match (self.col_major, o.col_major) {
+            (false, false) => true,
+            (true, true) => (self.rows, self.cols) == (o.rows, o.cols),
+            _ => false,
+        };
+        self.elems == o.elems && self.threads == o.threads && same_walk
+    }
+}
+impl Eq for CyclicMap {}
+
 impl CyclicMap {
-    pub(crate) fn new(shape: &[usize], threads: usize) -> Self {
+    pub(crate) fn new(shape: &[usize], threads: usize, col_major: bool) -> Self {
+        let (rows, cols) = match shape {
+            [r, c] => (*r, *c),
+            [n] => (*n, 1),
+            _ => (1, 1),
+        };
         CyclicMap {
             elems: shape.iter().product(),
             threads,
+            rows,
+            cols,
+            col_major: col_major && rows > 1 && cols > 1,
         }
     }
 
@@ -41,7 +71,8 @@ impl CyclicMap {
         !self.elems.is_multiple_of(self.threads)
     }
 
-    fn flat(&self, slot: &str) -> String {
+    /// Walk position of `slot`.
+    fn walk(&self, slot: &str) -> String {
         if self.slots() == 1 {
             "tid".into()
         } else {
@@ -49,9 +80,65 @@ impl CyclicMap {
         }
     }
 
+    /// (position along the walk's fast axis, along its slow axis) of `slot`, split without
+    /// a runtime division by the slot where the block's thread count allows.
+    fn walk_coords(&self, slot: &str) -> (String, String) {
+        let (t, fast_len) = (
+            self.threads,
+            if self.col_major { self.rows } else { self.cols },
+        );
+        if fast_len == 1 {
+            return ("0".into(), self.walk(slot));
+        }
+        if self.slots() == 1 {
+            return (format!("(tid % {fast_len})"), format!("(tid / {fast_len})"));
+        }
+        if t.is_multiple_of(fast_len) {
+            return (
+                format!("(tid % {fast_len})"),
+                format!("(tid / {fast_len} + {slot} * {})", t / fast_len),
+            );
+        }
+        if fast_len.is_multiple_of(t) {
+            let per = fast_len / t;
+            return (
+                format!("(tid + ({slot} % {per}) * {t})"),
+                format!("({slot} / {per})"),
+            );
+        }
+        let w = self.walk(slot);
+        (format!("({w} % {fast_len})"), format!("({w} / {fast_len})"))
+    }
+
+    fn coords(&self, slot: &str) -> (String, String) {
+        let (fast, slow) = self.walk_coords(slot);
+        if self.col_major {
+            (fast, slow)
+        } else {
+            (slow, fast)
+        }
+    }
+
+    fn flat(&self, slot: &str) -> String {
+        if self.col_major {
+            let (r, c) = self.coords(slot);
+            format!("({r} * {} + {c})", self.cols)
+        } else {
+            self.walk(slot)
+        }
+    }
+
+    fn index(&self, slot: &str) -> ElemIndex {
+        if self.cols == 1 && !self.col_major {
+            return ElemIndex::Flat(self.walk(slot));
+        }
+        let (row, col) = self.coords(slot);
+        ElemIndex::Coords { row, col }
+    }
+
     fn owned(&self, slot: &str) -> Option<String> {
         self.has_tail()
-            .then(|| format!("{} < {}", self.flat(slot), self.elems))
+            .then(|| format!("{} < {}", self.walk(slot), self.elems))
     }
 }
 
@@ -63,9 +150,9 @@ pub(crate) enum TileMap {
 }
 
 impl TileMap {
-    /// The cyclic distribution (what every tile used before layouts reached the emitter).
+    /// The row-major cyclic distribution.
     pub(crate) fn new(shape: &[usize], threads: usize) -> Self {
-        TileMap::Cyclic(CyclicMap::new(shape, threads))
+        TileMap::Cyclic(CyclicMap::new(shape, threads, false))
     }
 
     /// The distribution of a tile of `shape` with IR layout `layout`: `Mma` for rank-2 tiles
@@ -76,6 +163,9 @@ impl TileMap {
             (Layout::Mma { .. }, [m, n]) => TileMap::Mma(MmaMap::new(*m, *n, warps)),
             (Layout::Slice { dim: 1, parent }, [m]) if matches!(**parent, Layout::Mma { .. }) => {
                 TileMap::Mma(MmaMap::new(*m, 1, warps))
+            }
+            (Layout::Blocked(b), [_, _]) => {
+                TileMap::Cyclic(CyclicMap::new(shape, threads, b.order.first() == Some(&0)))
             }
             _ => TileMap::new(shape, threads),
         }
@@ -108,7 +198,7 @@ impl TileMap {
     /// The element `slot` holds: coordinates for `Mma` tiles, the flat index otherwise.
     pub(crate) fn index(&self, slot: &str) -> ElemIndex {
         match self {
-            TileMap::Cyclic(c) => ElemIndex::Flat(c.flat(slot)),
+            TileMap::Cyclic(c) => c.index(slot),
             TileMap::Mma(m) => ElemIndex::Coords {
                 row: m.row(slot),
                 col: m.col(slot),
@@ -164,6 +254,75 @@ mod tests {
         assert_eq!(m.slots(), 4);
         assert_eq!(m.owned("s").as_deref(), Some("(tid + s * 64) < 200"));
         assert_eq!(m.writer("s"), m.owned("s"));
+    }
+
+    /// Every element is owned by exactly one (thread, slot), and `index` and `flat` agree.
+    #[test]
+    fn cyclic_walks_cover_every_element_once() {
+        for (shape, threads, col_major) in [
+            (vec![128, 64], 128, true),
+            (vec![64, 128], 128, false),
+            (vec![3, 5], 32, true),
+            (vec![16, 256], 64, false),
+            (vec![200], 64, false),
+            (vec![48, 24], 64, true),
+        ] {
+            let m = CyclicMap::new(&shape, threads, col_major);
+            let cols = if shape.len() == 2 { shape[1] } else { 1 };
+            let mut seen = vec![0; m.elems];
+            for tid in 0..threads {
+                for s in 0..m.slots() {
+                    let eval = |e: &str| eval_expr(&e.replace("tid", &tid.to_string()).replace('s', &s.to_string()));
+                    let w = eval(&m.walk("s"));
+                    if w >= m.elems as i64 {
+                        continue;
+                    }
+                    let (r, c) = m.coords("s");
+                    let flat = eval(&r) * cols as i64 + eval(&c);
+                    assert_eq!(flat, eval(&m.flat("s")), "{shape:?}");
+                    seen[flat as usize] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{shape:?} {col_major}: {seen:?}");
+        }
+    }
+
+    /// Evaluates the `+ - * / %` integer expressions the maps produce.
+    fn eval_expr(e: &str) -> i64 {
+        fn parse(t: &[char], i: &mut usize, prec: u8) -> i64 {
+            let mut v = atom(t, i);
+            loop {
+                let op = match t.get(*i) {
+                    Some(&c @ ('+' | '-')) if prec == 0 => c,
+                    Some(&c @ ('*' | '/' | '%')) => c,
+                    _ => return v,
+                };
+                *i += 1;
+                let rhs = if op == '+' || op == '-' { parse(t, i, 1) } else { atom(t, i) };
+                v = match op {
+                    '+' => v + rhs,
+                    '-' => v - rhs,
+                    '*' => v * rhs,
+                    '/' => v / rhs,
+                    _ => v % rhs,
+                };
+            }
+        }
+        fn atom(t: &[char], i: &mut usize) -> i64 {
+            if t[*i] == '(' {
+                *i += 1;
+                let v = parse(t, i, 0);
+                *i += 1;
+                return v;
+            }
+            let start = *i;
+            while *i < t.len() && t[*i].is_ascii_digit() {
+                *i += 1;
+            }
+            t[start..*i].iter().collect::<String>().parse().expect("number")
+        }
+        let t: Vec<char> = e.chars().filter(|c| !c.is_whitespace()).collect();
+        parse(&t, &mut 0, 0)
     }
 
     #[test]
