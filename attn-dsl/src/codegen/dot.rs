@@ -290,9 +290,7 @@ impl<'f> Emitter<'f> {
             self.stage_a(a, p)?;
         }
         let (ld, elem) = (p.ld, self.elem(b));
-        self.scatter(b, "sb", &format!("c * {ld} + r"), |x| {
-            to_scratch(elem, x)
-        })?;
+        self.scatter(b, "sb", &format!("c * {ld} + r"), |x| to_scratch(elem, x))?;
         self.zero_padding("sb", p.n.next_multiple_of(8), p.n, p);
         self.w.line("__syncthreads();");
         Ok(())
@@ -301,9 +299,7 @@ impl<'f> Emitter<'f> {
     /// Writes A (`[m, k]`) row-major into `sa`, zero-padded to 16 rows and 16 columns.
     pub(crate) fn stage_a(&mut self, a: ValueId, p: &MmaPlan) -> Res<()> {
         let (ld, elem) = (p.ld, self.elem(a));
-        self.scatter(a, "sa", &format!("r * {ld} + c"), |x| {
-            to_scratch(elem, x)
-        })?;
+        self.scatter(a, "sa", &format!("r * {ld} + c"), |x| to_scratch(elem, x))?;
         self.zero_padding("sa", p.m.next_multiple_of(16), p.m, p);
         Ok(())
     }
@@ -318,8 +314,10 @@ impl<'f> Emitter<'f> {
             rows * p.kp,
             self.threads
         ));
-        self.w
-            .line(format!("    const int row = i / {}, k = i % {};", p.kp, p.kp));
+        self.w.line(format!(
+            "    const int row = i / {}, k = i % {};",
+            p.kp, p.kp
+        ));
         self.w.line(format!(
             "    if (row >= {live_rows} || k >= {}) {buf}[row * {} + k] = 0;",
             p.k, p.ld

@@ -5,9 +5,9 @@
 //! uniform (conditions are scalars, identical in every thread), so barriers are legal.
 
 use super::c_types::{from_scratch, reg_type, round_to, scratch_type, to_scratch};
+use super::elem_index::ElemIndex;
 use super::elementwise::{binary, zero};
 use super::emitter::Emitter;
-use super::elem_index::ElemIndex;
 use super::recompute::check_broadcast;
 use super::tile_map::TileMap;
 use super::CodegenError;

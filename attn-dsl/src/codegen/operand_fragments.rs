@@ -33,8 +33,7 @@ impl<'f> Emitter<'f> {
                 self.f.ty(a).elem.scalar(),
                 Some(ScalarType::Bf16 | ScalarType::F16)
             );
-            if inside[a.0 as usize] || !stored || !sixteen || self.held_a_fragments(a).is_some()
-            {
+            if inside[a.0 as usize] || !stored || !sixteen || self.held_a_fragments(a).is_some() {
                 continue;
             }
             let (Some(map), [m, k], [_, n]) =

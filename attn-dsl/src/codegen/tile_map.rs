@@ -272,7 +272,12 @@ mod tests {
             let mut seen = vec![0; m.elems];
             for tid in 0..threads {
                 for s in 0..m.slots() {
-                    let eval = |e: &str| eval_expr(&e.replace("tid", &tid.to_string()).replace('s', &s.to_string()));
+                    let eval = |e: &str| {
+                        eval_expr(
+                            &e.replace("tid", &tid.to_string())
+                                .replace('s', &s.to_string()),
+                        )
+                    };
                     let w = eval(&m.walk("s"));
                     if w >= m.elems as i64 {
                         continue;
@@ -283,7 +288,10 @@ mod tests {
                     seen[flat as usize] += 1;
                 }
             }
-            assert!(seen.iter().all(|&n| n == 1), "{shape:?} {col_major}: {seen:?}");
+            assert!(
+                seen.iter().all(|&n| n == 1),
+                "{shape:?} {col_major}: {seen:?}"
+            );
         }
     }
 
@@ -298,7 +306,11 @@ mod tests {
                     _ => return v,
                 };
                 *i += 1;
-                let rhs = if op == '+' || op == '-' { parse(t, i, 1) } else { atom(t, i) };
+                let rhs = if op == '+' || op == '-' {
+                    parse(t, i, 1)
+                } else {
+                    atom(t, i)
+                };
                 v = match op {
                     '+' => v + rhs,
                     '-' => v - rhs,
@@ -319,7 +331,11 @@ mod tests {
             while *i < t.len() && t[*i].is_ascii_digit() {
                 *i += 1;
             }
-            t[start..*i].iter().collect::<String>().parse().expect("number")
+            t[start..*i]
+                .iter()
+                .collect::<String>()
+                .parse()
+                .expect("number")
         }
         let t: Vec<char> = e.chars().filter(|c| !c.is_whitespace()).collect();
         parse(&t, &mut 0, 0)
