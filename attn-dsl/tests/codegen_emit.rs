@@ -167,3 +167,33 @@ fn broadcast_of_an_index_tile_needs_no_barrier() {
     assert_eq!(k.shared_bytes, 0);
     assert!(k.source.contains("recomputed where used"), "{}", k.source);
 }
+
+/// The flash-attention inner loop keeps scores, row statistics, probabilities and the
+/// accumulator in mma fragments: shared memory only stages the K and V operands (two barriers
+/// each), Q is held as A fragments from before the loop, P is repacked into A fragments in
+/// registers, row reductions are quad shuffles, and nothing needs a layout conversion.
+#[test]
+fn attention_inner_loop_stays_in_registers() {
+    let kernels = codegen_common::dsl_kernels();
+    let (label, k) = kernels
+        .iter()
+        .find(|(l, _)| l.starts_with("flash_fwd<T=Dtype(Bf16)"))
+        .expect("bf16 flash kernel");
+    let start = k.source.find("for (int start").expect("key loop");
+    let body = &k.source[start..];
+    let before = &k.source[..start];
+    assert_eq!(body.matches("__syncthreads").count(), 4, "{label}:\n{body}");
+    for needle in [
+        "attn_shfl_xor(acc, 1)",
+        "attn_shfl_xor(acc, 2)",
+        "attn_pack_bf16(",
+        "q_tile",
+        "register read",
+    ] {
+        assert!(body.contains(needle), "{label}: no `{needle}` in:\n{body}");
+    }
+    assert!(before.contains("held as mma fragments"), "{label}");
+    for absent in ["float* sx", "layout conversion", "sa[", "float sum"] {
+        assert!(!body.contains(absent), "{label}: `{absent}` in:\n{body}");
+    }
+}

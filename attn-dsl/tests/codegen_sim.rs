@@ -164,9 +164,13 @@ fn dsl_flash_attention_matches_the_executor() {
     use attn_dsl::{Binding, ConstValue};
     const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
     let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
-    for (bm, bn, d, causal) in [(64, 64, 64, true), (16, 32, 64, false)] {
+    for (t, bm, bn, d, causal) in [
+        (ScalarType::Bf16, 64, 64, 64, true),
+        (ScalarType::Bf16, 16, 32, 64, false),
+        (ScalarType::F16, 32, 16, 32, true),
+    ] {
         let binds = [
-            Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
+            Binding::new("T", ConstValue::Dtype(t)),
             Binding::new("BLOCK_M", ConstValue::Int(bm)),
             Binding::new("BLOCK_N", ConstValue::Int(bn)),
             Binding::new("HEAD_DIM", ConstValue::Int(d)),
@@ -176,15 +180,15 @@ fn dsl_flash_attention_matches_the_executor() {
         let (heads, seq) = (2usize, 75usize);
         let n = heads * seq * d as usize;
         let args = vec![
-            input(ScalarType::Bf16, n, 10),
-            input(ScalarType::Bf16, n, 11),
-            input(ScalarType::Bf16, n, 12),
-            output(ScalarType::Bf16, n),
+            input(t, n, 10),
+            input(t, n, 11),
+            input(t, n, 12),
+            output(t, n),
             i32s(seq as i32),
             SimArg::Scalar(ScalarArg::F32(0.125)),
         ];
         let grid = [seq.div_ceil(bm as usize) as u32, heads as u32, 1];
-        let label = format!("flash_fwd {bm}x{bn}x{d} causal={causal}");
+        let label = format!("flash_fwd {t} {bm}x{bn}x{d} causal={causal}");
         check(&label, &c.specialized.ir, grid, args, 2e-2);
     }
 }

@@ -338,6 +338,16 @@ impl<'f> Emitter<'f> {
         (!map.is_rows() && acc_ok).then_some(map)
     }
 
+    /// The `Mma` distribution of A when its accumulator-layout fragments can be repacked into
+    /// A fragments in registers: same rows and warps as the result, K a multiple of 16.
+    fn repackable_a(&self, a: ValueId, res: &MmaMap, p: &MmaPlan) -> Option<MmaMap> {
+        let TileMap::Mma(am) = self.map(a) else {
+            return None;
+        };
+        let fits = !am.is_rows() && am.m == res.m && am.warps == res.warps && p.k == p.kp;
+        fits.then_some(am)
+    }
+
     /// `dot` whose accumulator and result are `Mma` fragments in registers: the result
     /// starts as a copy of the accumulator, each warp runs `mma.sync` on its own 16-row
     /// slabs over every 8-column tile, K ascending, and nothing leaves the registers. Only
@@ -364,7 +374,9 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.open("");
         let held_a = self.held_a_fragments(a);
-        self.stage_operands(if held_a.is_some() { None } else { Some(a) }, b, &p)?;
+        let repacked = self.repackable_a(a, &map, &p);
+        let staged = held_a.is_none() && repacked.is_none();
+        self.stage_operands(staged.then_some(a), b, &p)?;
         let (ld, warps, tiles_n) = (p.ld, map.warps, map.tiles_n);
         self.w.open_unrolled("j", map.slabs_per_warp);
         self.w
@@ -373,7 +385,7 @@ impl<'f> Emitter<'f> {
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
-        if held_a.is_none() {
+        if staged {
             self.w.line(format!(
                 "const unsigned short* pa = sa + (slab * 16 + attn_g) * {ld} + 2 * attn_t4;"
             ));
@@ -383,14 +395,38 @@ impl<'f> Emitter<'f> {
             .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         let word =
             |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
-        match &held_a {
-            Some(frag) => {
+        match (&held_a, repacked) {
+            (Some(frag), _) => {
                 let at = format!("{frag}[(j * {} + k0 / 16) * 4", p.kp / 16);
                 self.w.line(format!(
                     "const unsigned a0 = {at}], a1 = {at} + 1], a2 = {at} + 2], a3 = {at} + 3];"
                 ));
             }
-            None => self.w.line(format!(
+            (None, Some(am)) => {
+                // The accumulator fragments of column tiles 2kk and 2kk + 1 of `a` are exactly
+                // the A fragment of K step kk: pack pairs of them into 16-bit pairs.
+                let pack = if t == ScalarType::Bf16 {
+                    "attn_pack_bf16"
+                } else {
+                    "attn_pack_f16"
+                };
+                let mut words = Vec::new();
+                for (tile, q) in [(0, 0), (0, 2), (1, 0), (1, 2)] {
+                    let slot = |dq: usize| {
+                        format!("(j * {} + k0 / 8 + {tile}) * 4 + {}", am.tiles_n, q + dq)
+                    };
+                    words.push(format!(
+                        "{pack}({}, {})",
+                        self.at(a, &slot(0))?,
+                        self.at(a, &slot(1))?
+                    ));
+                }
+                self.w.line(format!(
+                    "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
+                    words[0], words[1], words[2], words[3]
+                ));
+            }
+            (None, None) => self.w.line(format!(
                 "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
                 word("pa", "k0".into()),
                 word("pa", format!("{} + k0", 8 * ld)),

@@ -169,5 +169,16 @@ __device__ __forceinline__ bool attn_shfl_xor(bool v, int m) {
     return __shfl_xor_sync(0xffffffffu, (int)v, m) != 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Two 16-bit floats (held in f32 registers, already rounded) packed into one 32-bit mma
+// operand register, `lo` in the low half: accumulator fragments become A fragments this way.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned attn_pack_bf16(float lo, float hi) {
+    return (unsigned)attn_f32_to_bf16_bits(lo) | ((unsigned)attn_f32_to_bf16_bits(hi) << 16);
+}
+__device__ __forceinline__ unsigned attn_pack_f16(float lo, float hi) {
+    return (unsigned)attn_f32_to_f16_bits(lo) | ((unsigned)attn_f32_to_f16_bits(hi) << 16);
+}
+
 /// Dynamic shared memory: one scratch buffer reused by every op that moves data between threads.
 extern __shared__ __align__(16) unsigned char attn_smem[];

@@ -196,4 +196,11 @@ inline void attn_mma_f16_16816(float* c, unsigned a0, unsigned a1, unsigned a2, 
     attn_mma_emulated<false>(*reinterpret_cast<float(*)[4]>(c), a0, a1, a2, a3, b0, b1);
 }
 
+inline unsigned attn_pack_bf16(float lo, float hi) {
+    return (unsigned)attn_f32_to_bf16_bits(lo) | ((unsigned)attn_f32_to_bf16_bits(hi) << 16);
+}
+inline unsigned attn_pack_f16(float lo, float hi) {
+    return (unsigned)attn_f32_to_f16_bits(lo) | ((unsigned)attn_f32_to_f16_bits(hi) << 16);
+}
+
 extern unsigned char attn_smem[];
