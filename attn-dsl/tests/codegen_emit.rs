@@ -85,12 +85,18 @@ fn no_shared_memory_without_data_exchange() {
 }
 
 /// Bytes the tensor-core dot stages: A as [M16][K16 + 8] and Bᵀ as [N8][K16 + 8] 16-bit
-/// values (B at a 16-byte boundary). The accumulator stays in registers (`Mma` fragments).
-fn mma_scratch(m: usize, k: usize, n: usize) -> usize {
+/// values (B at a 16-byte boundary). With a 16-row slab for each of the `warps` warps the
+/// accumulator stays in registers (`Mma` fragments); otherwise it also passes through the
+/// scratch buffer as f32 [M][N].
+fn mma_scratch(m: usize, k: usize, n: usize, warps: usize) -> usize {
     let pad = |x: usize, to: usize| x.div_ceil(to) * to;
     let a = pad(pad(m, 16) * (pad(k, 16) + 8) * 2, 16);
     let b = pad(n, 8) * (pad(k, 16) + 8) * 2;
-    a + b
+    if m.div_ceil(16) >= warps {
+        a + b
+    } else {
+        (a + b).max(m * n * 4)
+    }
 }
 
 #[test]
@@ -101,7 +107,7 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
         let bf = emit_cuda(&codegen_common::small_dot(Bf16, m, k, n, 4)).expect("emit");
         assert_eq!(
             bf.shared_bytes as usize,
-            mma_scratch(m, k, n),
+            mma_scratch(m, k, n, 4),
             "bf16 {m}x{k}x{n}"
         );
         let hf = emit_cuda(&codegen_common::small_dot(F16, m, k, n, 4)).expect("emit");

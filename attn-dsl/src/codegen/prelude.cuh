@@ -114,27 +114,8 @@ __device__ __forceinline__ float attn_nan() { return __uint_as_float(0x7fc00000u
 //   b0: B[2t..2t+1][g]   b1: B[2t+8..2t+9][g]
 //   c0,c1: C[g][2t], C[g][2t+1]    c2,c3: C[g+8][2t], C[g+8][2t+1]
 // ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ void attn_mma_bf16_16816(float (&c)[4], unsigned a0, unsigned a1,
-                                                    unsigned a2, unsigned a3, unsigned b0,
-                                                    unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void attn_mma_f16_16816(float (&c)[4], unsigned a0, unsigned a1,
-                                                   unsigned a2, unsigned a3, unsigned b0,
-                                                   unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/// The same on the 4 consecutive accumulators `c[0..4]` of a fragment held in a flat register
-/// array (the `Mma` distribution stores fragment (slab, column tile) at `c + 4 * index`).
+// The accumulators are `c[0..4]`: a `float[4]` fragment, or 4 consecutive slots of a flat
+// register array (the `Mma` distribution stores fragment (slab, column tile) at `c + 4 * index`).
 __device__ __forceinline__ void attn_mma_bf16_16816(float* c, unsigned a0, unsigned a1, unsigned a2,
                                                     unsigned a3, unsigned b0, unsigned b1) {
     asm volatile(

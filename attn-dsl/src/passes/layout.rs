@@ -11,8 +11,8 @@
 //! `Slice { dim, parent }` of that group's layout, so row statistics line up with the rows
 //! they summarize; other rank-1 groups get a rank-1 `Blocked` layout.
 //!
-//! A rank-2 group holding the result of a bf16/f16 `dot` gets `Mma { warps_per_cta:
-//! [num_warps, 1] }` instead: the accumulator stays in `mma.sync` fragments, and everything
+//! A rank-2 group holding the result of a bf16/f16 `dot` with at least one 16-row slab per
+//! warp gets `Mma { warps_per_cta: [num_warps, 1] }` instead: the accumulator stays in `mma.sync` fragments, and everything
 //! elementwise-connected to it (loop-carried accumulators, scores, probabilities, masks)
 //! computes in place; its row reductions become `Slice(1, Mma)` row vectors.
 //!
@@ -224,7 +224,11 @@ impl Groups {
             }
             OpKind::Dot => {
                 let a = f.ty(op.operands[0]).elem.scalar();
-                if matches!(a, Some(ScalarType::Bf16 | ScalarType::F16)) {
+                // Every warp must own at least one 16-row slab: with fewer rows the warps
+                // would idle and the few that work would hold the whole tile.
+                let rows = f.ty(op.results[0]).shape.first().copied().unwrap_or(0);
+                let slabs_cover_warps = rows.div_ceil(16) >= f.num_warps.max(1) as usize;
+                if matches!(a, Some(ScalarType::Bf16 | ScalarType::F16)) && slabs_cover_warps {
                     self.mma_results[op.results[0].0 as usize] = true;
                 }
                 self.union_all(f, &[op.operands[2], op.results[0]])

@@ -178,15 +178,6 @@ inline void attn_mma_emulated(float (&c)[4], unsigned a0, unsigned a1, unsigned 
     attn_warp_sync();
     for (int q = 0; q < 4; ++q) c[q] = out[q];
 }
-inline void attn_mma_bf16_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                unsigned b0, unsigned b1) {
-    attn_mma_emulated<true>(c, a0, a1, a2, a3, b0, b1);
-}
-inline void attn_mma_f16_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                               unsigned b0, unsigned b1) {
-    attn_mma_emulated<false>(c, a0, a1, a2, a3, b0, b1);
-}
-
 inline void attn_mma_bf16_16816(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                 unsigned b0, unsigned b1) {
     attn_mma_emulated<true>(*reinterpret_cast<float(*)[4]>(c), a0, a1, a2, a3, b0, b1);
