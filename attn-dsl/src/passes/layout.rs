@@ -515,6 +515,86 @@ mod tests {
         assert_eq!(bl.size_per_thread, vec![4, 1]);
     }
 
+    /// `s = dot(a, b)` on bf16 `[m, 32] x [32, 64]`, then a row max and `s - max[:, None]`
+    /// stored through a pointer tile that shares its row offsets with the load of `a`.
+    fn dot_rows(m: usize, warps: u32) -> (Function, ValueId, ValueId, ValueId, ValueId) {
+        let mut f = Function::new("k", warps);
+        let x = f.add_param(
+            "x",
+            ParamKind::Ptr {
+                elem: ScalarType::Bf16,
+                mutable: false,
+            },
+        );
+        let y = f.add_param(
+            "y",
+            ParamKind::Ptr {
+                elem: ScalarType::F32,
+                mutable: true,
+            },
+        );
+        let mut b = Builder::new(&mut f);
+        let rows = b.arange(m).unwrap();
+        let cols = b.arange(32).unwrap();
+        let r = b.expand_dims(rows, 1).unwrap();
+        let c = b.expand_dims(cols, 0).unwrap();
+        let w = b.const_i32(32);
+        let rw = b.binary(BinaryOp::Mul, r, w).unwrap();
+        let off = b.binary(BinaryOp::Add, rw, c).unwrap();
+        let pa = b.add_ptr(x, off).unwrap();
+        let a = b.load(pa, None, None).unwrap();
+        let kb = b.arange(32).unwrap();
+        let nb = b.arange(64).unwrap();
+        let k2 = b.expand_dims(kb, 1).unwrap();
+        let n2 = b.expand_dims(nb, 0).unwrap();
+        let w64 = b.const_i32(64);
+        let kw = b.binary(BinaryOp::Mul, k2, w64).unwrap();
+        let offb = b.binary(BinaryOp::Add, kw, n2).unwrap();
+        let pb = b.add_ptr(x, offb).unwrap();
+        let bt = b.load(pb, None, None).unwrap();
+        let s = b.dot(a, bt, None).unwrap();
+        let mx = b.reduce(ReduceKind::Max, s, 1).unwrap();
+        let mc = b.expand_dims(mx, 1).unwrap();
+        let d = b.binary(BinaryOp::Sub, s, mc).unwrap();
+        // The store's row offsets are the same value as the load of `a`'s.
+        let rw64 = b.binary(BinaryOp::Mul, r, w64).unwrap();
+        let offy = b.binary(BinaryOp::Add, rw64, n2).unwrap();
+        let py = b.add_ptr(y, offy).unwrap();
+        b.store(py, d, None).unwrap();
+        b.finish();
+        (f, a, s, mx, d)
+    }
+
+    #[test]
+    fn dot_results_get_mma_and_their_row_reductions_slices() {
+        let (mut f, a, s, mx, d) = dot_rows(64, 4);
+        run(&mut f);
+        verify(&f).unwrap_or_else(|e| panic!("{e}\n{}", print_function(&f)));
+        let mma = Layout::Mma {
+            warps_per_cta: [4, 1],
+        };
+        assert_eq!(f.ty(s).layout, mma);
+        assert_eq!(f.ty(d).layout, mma);
+        assert_eq!(
+            f.ty(mx).layout,
+            Layout::Slice {
+                dim: 1,
+                parent: Box::new(mma.clone())
+            }
+        );
+        // The A tile shares only index tiles with the stored result: it keeps a blocked
+        // layout for its own (coalesced) load.
+        assert!(
+            matches!(f.ty(a).layout, Layout::Blocked(_)),
+            "{}",
+            print_function(&f)
+        );
+        // Fewer 16-row slabs than warps: no Mma.
+        let (mut f, _, s, _, _) = dot_rows(32, 4);
+        run(&mut f);
+        assert!(matches!(f.ty(s).layout, Layout::Blocked(_)));
+    }
+
     #[test]
     fn loop_carried_values_share_one_layout() {
         let mut f = fixture_loop();
