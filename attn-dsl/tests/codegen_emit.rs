@@ -85,12 +85,18 @@ fn no_shared_memory_without_data_exchange() {
 }
 
 /// Bytes the tensor-core dot stages: A as [M16][K16 + 8] and Bᵀ as [N8][K16 + 8] 16-bit
-/// values (B at a 16-byte boundary), or the f32 accumulator [M][N], whichever is larger.
-fn mma_scratch(m: usize, k: usize, n: usize) -> usize {
+/// values (B at a 16-byte boundary). With a 16-row slab for each of the `warps` warps the
+/// accumulator stays in registers (`Mma` fragments); otherwise it also passes through the
+/// scratch buffer as f32 [M][N].
+fn mma_scratch(m: usize, k: usize, n: usize, warps: usize) -> usize {
     let pad = |x: usize, to: usize| x.div_ceil(to) * to;
     let a = pad(pad(m, 16) * (pad(k, 16) + 8) * 2, 16);
     let b = pad(n, 8) * (pad(k, 16) + 8) * 2;
-    (a + b).max(m * n * 4)
+    if m.div_ceil(16) >= warps {
+        a + b
+    } else {
+        (a + b).max(m * n * 4)
+    }
 }
 
 #[test]
@@ -101,7 +107,7 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
         let bf = emit_cuda(&codegen_common::small_dot(Bf16, m, k, n, 4)).expect("emit");
         assert_eq!(
             bf.shared_bytes as usize,
-            mma_scratch(m, k, n),
+            mma_scratch(m, k, n, 4),
             "bf16 {m}x{k}x{n}"
         );
         let hf = emit_cuda(&codegen_common::small_dot(F16, m, k, n, 4)).expect("emit");
@@ -113,7 +119,7 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
             "f32 {m}x{k}x{n}"
         );
     }
-    // 64x64x64 bf16: A 64*72*2 + B 64*72*2 = 18432 > C 64*64*4 = 16384.
+    // 64x64x64 bf16: A 64*72*2 + B 64*72*2 = 18432.
     let k = emit_cuda(&codegen_common::small_dot(Bf16, 64, 64, 64, 4)).expect("emit");
     assert_eq!(k.shared_bytes, 18432);
 }
@@ -166,4 +172,34 @@ fn broadcast_of_an_index_tile_needs_no_barrier() {
     assert!(!k.source.contains("__syncthreads"), "{}", k.source);
     assert_eq!(k.shared_bytes, 0);
     assert!(k.source.contains("recomputed where used"), "{}", k.source);
+}
+
+/// The flash-attention inner loop keeps scores, row statistics, probabilities and the
+/// accumulator in mma fragments: shared memory only stages the K and V operands (two barriers
+/// each), Q is held as A fragments from before the loop, P is repacked into A fragments in
+/// registers, row reductions are quad shuffles, and nothing needs a layout conversion.
+#[test]
+fn attention_inner_loop_stays_in_registers() {
+    let kernels = codegen_common::dsl_kernels();
+    let (label, k) = kernels
+        .iter()
+        .find(|(l, _)| l.starts_with("flash_fwd<T=Dtype(Bf16)"))
+        .expect("bf16 flash kernel");
+    let start = k.source.find("for (int start").expect("key loop");
+    let body = &k.source[start..];
+    let before = &k.source[..start];
+    assert_eq!(body.matches("__syncthreads").count(), 4, "{label}:\n{body}");
+    for needle in [
+        "attn_shfl_xor(acc, 1)",
+        "attn_shfl_xor(acc, 2)",
+        "attn_pack_bf16(",
+        "q_tile",
+        "register read",
+    ] {
+        assert!(body.contains(needle), "{label}: no `{needle}` in:\n{body}");
+    }
+    assert!(before.contains("held as mma fragments"), "{label}");
+    for absent in ["float* sx", "layout conversion", "sa[", "float sum"] {
+        assert!(!body.contains(absent), "{label}: `{absent}` in:\n{body}");
+    }
 }

@@ -37,9 +37,21 @@ fn output(t: ScalarType, n: usize) -> SimArg {
 /// Runs `f` both ways and compares every buffer: `|got - want| <= tol * (1 + |want|)`,
 /// NaN never equal to anything (poisoned outputs must be written by both).
 fn check(label: &str, f: &Function, grid: [u32; 3], args: Vec<SimArg>, tol: f64) {
+    check_each(label, f, grid, args, |_| tol);
+}
+
+/// [`check`] with a tolerance per argument index; returns the simulator's buffers (or
+/// nothing when g++ is missing).
+fn check_each(
+    label: &str,
+    f: &Function,
+    grid: [u32; 3],
+    args: Vec<SimArg>,
+    tol: impl Fn(usize) -> f64,
+) -> Option<Vec<Vec<f64>>> {
     if !cpu_sim::have_gxx() {
         eprintln!("skipping {label}: no g++");
-        return;
+        return None;
     }
     let k = emit_cuda(f).unwrap_or_else(|e| panic!("{label}: emit: {e}"));
     let mut want = args.clone();
@@ -53,13 +65,21 @@ fn check(label: &str, f: &Function, grid: [u32; 3], args: Vec<SimArg>, tol: f64)
         let (g, w) = (g.to_f64s(), w.to_f64s());
         assert_eq!(g.len(), w.len());
         for (j, (a, b)) in g.iter().zip(&w).enumerate() {
-            let ok = (a - b).abs() <= tol * (1.0 + b.abs());
+            let ok = (a - b).abs() <= tol(i) * (1.0 + b.abs());
             assert!(
                 ok,
                 "{label}: argument {i} element {j}: sim {a}, executor {b}"
             );
         }
     }
+    Some(
+        got.iter()
+            .map(|a| match a {
+                SimArg::Buf(b) => b.to_f64s(),
+                SimArg::Scalar(_) => vec![],
+            })
+            .collect(),
+    )
 }
 
 fn i32s(v: i32) -> SimArg {
@@ -144,9 +164,13 @@ fn dsl_flash_attention_matches_the_executor() {
     use attn_dsl::{Binding, ConstValue};
     const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
     let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
-    for (bm, bn, d, causal) in [(64, 64, 64, true), (16, 32, 64, false)] {
+    for (t, bm, bn, d, causal) in [
+        (ScalarType::Bf16, 64, 64, 64, true),
+        (ScalarType::Bf16, 16, 32, 64, false),
+        (ScalarType::F16, 32, 16, 32, true),
+    ] {
         let binds = [
-            Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
+            Binding::new("T", ConstValue::Dtype(t)),
             Binding::new("BLOCK_M", ConstValue::Int(bm)),
             Binding::new("BLOCK_N", ConstValue::Int(bn)),
             Binding::new("HEAD_DIM", ConstValue::Int(d)),
@@ -156,15 +180,83 @@ fn dsl_flash_attention_matches_the_executor() {
         let (heads, seq) = (2usize, 75usize);
         let n = heads * seq * d as usize;
         let args = vec![
-            input(ScalarType::Bf16, n, 10),
-            input(ScalarType::Bf16, n, 11),
-            input(ScalarType::Bf16, n, 12),
-            output(ScalarType::Bf16, n),
+            input(t, n, 10),
+            input(t, n, 11),
+            input(t, n, 12),
+            output(t, n),
             i32s(seq as i32),
             SimArg::Scalar(ScalarArg::F32(0.125)),
         ];
         let grid = [seq.div_ceil(bm as usize) as u32, heads as u32, 1];
-        let label = format!("flash_fwd {bm}x{bn}x{d} causal={causal}");
+        let label = format!("flash_fwd {t} {bm}x{bn}x{d} causal={causal}");
         check(&label, &c.specialized.ir, grid, args, 2e-2);
+    }
+}
+
+/// Row reductions, row broadcasts and a layout conversion on `Mma` fragments with tails
+/// (rows < 16 per slab, columns < 8, two slabs per warp, a warp without its second slab)
+/// against the executor, and
+/// the reductions against the simulator's own `s`: `max`/`min` and the i32 reductions must be
+/// exact, the f32 sum (a tree over the quad instead of an ascending sum) close.
+#[test]
+fn mma_fragment_row_ops_match_the_executor() {
+    for (t, m, k, n, w) in [
+        (ScalarType::Bf16, 8, 2, 4, 1),
+        (ScalarType::Bf16, 32, 32, 16, 2),
+        (ScalarType::F16, 64, 16, 8, 2),
+        (ScalarType::Bf16, 64, 16, 16, 3),
+        (ScalarType::Bf16, 16, 16, 64, 1),
+        // Fewer slabs than warps: not Mma (cyclic fallback), same results.
+        (ScalarType::Bf16, 16, 16, 32, 4),
+    ] {
+        let f = codegen_common::mma_rows(t, m, k, n, w);
+        let args = vec![
+            input(t, m * k, 20),
+            input(t, k * n, 21),
+            input(ScalarType::F32, m, 22),
+            input(ScalarType::F32, m * n, 23),
+            output(ScalarType::F32, m * n),
+            output(ScalarType::F32, m),
+            output(ScalarType::F32, m),
+            output(ScalarType::F32, m),
+            output(ScalarType::I32, m),
+            output(ScalarType::I32, m),
+            output(ScalarType::F32, m * n),
+            output(ScalarType::F32, m * n),
+        ];
+        let label = format!("mma_rows {t} {m}x{k}x{n}/{w}w");
+        // s (dot) 1e-5; the f32 row sum and the softmax 1e-5 (reduction order); y exact.
+        let tol = |i: usize| if i == 11 { 0.0 } else { 1e-5 };
+        let Some(got) = check_each(&label, &f, [1, 1, 1], args, tol) else {
+            return;
+        };
+        let s = &got[4];
+        for r in 0..m {
+            let row = &s[r * n..(r + 1) * n];
+            let max = row.iter().cloned().fold(f64::NAN, f64::max);
+            let min = row.iter().cloned().fold(f64::NAN, f64::min);
+            assert_eq!(got[5][r], max, "{label}: row {r} max");
+            assert_eq!(got[6][r], min, "{label}: row {r} min");
+            let q: Vec<i64> = row
+                .iter()
+                .map(|&x| (x as f32 * 8.0) as i32 as i64)
+                .collect();
+            assert_eq!(
+                got[8][r] as i64,
+                q.iter().sum::<i64>(),
+                "{label}: row {r} isum"
+            );
+            assert_eq!(
+                got[9][r] as i64,
+                *q.iter().max().expect("row"),
+                "{label}: row {r} imax"
+            );
+            let e: f64 = row.iter().map(|&x| ((x - max) as f32).exp() as f64).sum();
+            assert!(
+                (got[7][r] - e).abs() <= 1e-5 * e,
+                "{label}: row {r} sum {} vs {e}",
+                got[7][r]
+            );
+        }
     }
 }

@@ -12,20 +12,21 @@
 
 use super::c_types::to_scratch;
 use super::emitter::Emitter;
+use super::tile_map::{MmaMap, TileMap};
 use super::CodegenError;
 use crate::ir::{Op, OpKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
 /// Geometry of the tensor-core path for one dot.
-struct MmaPlan {
-    m: usize,
-    n: usize,
-    k: usize,
+pub(crate) struct MmaPlan {
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
     /// K padded to 16 (the MMA's K step).
-    kp: usize,
+    pub(crate) kp: usize,
     /// Row pitch of the staged A and Bᵀ, in 16-bit elements.
-    ld: usize,
+    pub(crate) ld: usize,
     /// 16×8 output tiles along N, and in total.
     tiles_n: usize,
     tiles: usize,
@@ -35,7 +36,7 @@ struct MmaPlan {
 }
 
 impl MmaPlan {
-    fn new(m: usize, n: usize, k: usize) -> Self {
+    pub(crate) fn new(m: usize, n: usize, k: usize) -> Self {
         let (mp, np, kp) = (
             m.next_multiple_of(16),
             n.next_multiple_of(8),
@@ -78,7 +79,11 @@ impl<'f> Emitter<'f> {
         match self.scalar(a)? {
             ScalarType::F32 => self.emit_dot_fma(a, b, acc, res, (m, k, n)),
             t @ (ScalarType::Bf16 | ScalarType::F16) => {
-                self.emit_dot_mma(a, b, acc, res, t, MmaPlan::new(m, n, k))
+                let plan = MmaPlan::new(m, n, k);
+                match self.fragment_map(acc, res) {
+                    Some(map) => self.emit_dot_in_fragments(a, b, acc, res, t, plan, map),
+                    None => self.emit_dot_mma(a, b, acc, res, t, plan),
+                }
             }
             t => Err(CodegenError::Unsupported(format!(
                 "dot on {t} operands (allowed: bf16, f16, f32)"
@@ -86,7 +91,8 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// Writes every owned element of tile `x` to `dst[index(f)]` where `f` is its flat index.
+    /// Writes every owned element of tile `x` to `dst[index]`, where `index` is an
+    /// expression in the element's row `r` and column `c`.
     fn scatter(
         &mut self,
         x: ValueId,
@@ -96,10 +102,11 @@ impl<'f> Emitter<'f> {
     ) -> Res<()> {
         let m = self.map(x);
         let xs = self.at(x, "s")?;
+        let (r, c) = m.index("s").coords(self.shape(x));
         self.w.open_unrolled("s", m.slots());
-        self.w.line(format!("const int f = {};", m.flat("s")));
+        self.w.line(format!("const int r = {r}, c = {c};"));
         let st = format!("{dst}[{index}] = {};", conv(&xs));
-        match m.owned("s") {
+        match m.writer("s") {
             Some(g) => self.w.line(format!("if ({g}) {st}")),
             None => self.w.line(st),
         }
@@ -117,14 +124,14 @@ impl<'f> Emitter<'f> {
     ) -> Res<()> {
         self.need_scratch((m * k + k * n) * 4);
         let name = self.define_tile(res);
-        let acc_s = self.at(acc, "s")?;
+        let acc_s = self.at_in(acc, self.map(res), "s")?;
         self.w.open("");
         self.w
             .line("float* sa = reinterpret_cast<float*>(attn_smem);");
         self.w.line(format!("float* sb = sa + {};", m * k));
         self.w.line("__syncthreads();");
-        self.scatter(a, "sa", "f", str::to_string)?;
-        self.scatter(b, "sb", "f", str::to_string)?;
+        self.scatter(a, "sa", &format!("r * {k} + c"), str::to_string)?;
+        self.scatter(b, "sb", &format!("r * {n} + c"), str::to_string)?;
         self.w.line("__syncthreads();");
         let rm = self.map(res);
         self.w.open_unrolled("s", rm.slots());
@@ -142,7 +149,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// The scalar an accumulator tile was splat from (`dot(a, b)` without `acc`), if any.
-    fn splat_source(&self, acc: ValueId) -> Option<ValueId> {
+    pub(crate) fn splat_source(&self, acc: ValueId) -> Option<ValueId> {
         let op = self.def_op(acc)?;
         matches!(op.kind, OpKind::Splat { .. })
             .then(|| op.operands.first().copied())
@@ -185,7 +192,7 @@ impl<'f> Emitter<'f> {
             self.w
                 .line("float* sc = reinterpret_cast<float*>(attn_smem);");
             self.w.line("__syncthreads();");
-            self.scatter(acc, "sc", "f", str::to_string)?;
+            self.scatter(acc, "sc", &format!("r * {} + c", p.n), str::to_string)?;
             self.w.line("__syncthreads();");
             self.w.open_unrolled("j", per_warp);
             tile_coords(&mut self.w);
@@ -200,47 +207,9 @@ impl<'f> Emitter<'f> {
             self.w.close("");
         }
         // 2. Operands into scratch as 16-bit values, zero-padded.
-        let elem = self.elem(a);
-        self.w
-            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
-        self.w.line(format!(
-            "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_smem + {});",
-            p.b_offset
-        ));
-        self.w.line("__syncthreads();");
-        let (ld, kk, nn) = (p.ld, p.k, p.n);
-        self.scatter(a, "sa", &format!("(f / {kk}) * {ld} + f % {kk}"), |x| {
-            to_scratch(elem, x)
-        })?;
-        self.scatter(b, "sb", &format!("(f % {nn}) * {ld} + f / {nn}"), |x| {
-            to_scratch(elem, x)
-        })?;
-        let (mp, np) = (p.m.next_multiple_of(16), p.n.next_multiple_of(8));
-        for (buf, rows, live_rows) in [("sa", mp, p.m), ("sb", np, p.n)] {
-            if rows > live_rows || p.kp > p.k {
-                self.w.line(format!(
-                    "for (int i = tid; i < {}; i += {}) {{",
-                    rows * p.kp,
-                    self.threads
-                ));
-                self.w.line(format!(
-                    "    const int row = i / {}, k = i % {};",
-                    p.kp, p.kp
-                ));
-                self.w.line(format!(
-                    "    if (row >= {live_rows} || k >= {}) {buf}[row * {ld} + k] = 0;",
-                    p.k
-                ));
-                self.w.line("}");
-            }
-        }
-        self.w.line("__syncthreads();");
+        self.stage_operands(Some(a), b, &p)?;
         // 3. Tensor-core loop, K ascending.
-        let mma = if t == ScalarType::Bf16 {
-            "attn_mma_bf16_16816"
-        } else {
-            "attn_mma_f16_16816"
-        };
+        let (mma, ld) = (mma_fn(t), p.ld);
         self.w.open_unrolled("j", per_warp);
         tile_coords(&mut self.w);
         self.w.open(format!("if (tile < {})", p.tiles));
@@ -288,6 +257,198 @@ impl<'f> Emitter<'f> {
         self.w.open_unrolled("s", rm.slots());
         self.w
             .line(format!("{name}[s] = sd[{}];", rm.flat_clamped("s")));
+        self.w.close("");
+        self.w.close("");
+        Ok(())
+    }
+}
+
+/// The prelude's `mma.sync` wrapper for operands of type `t`.
+fn mma_fn(t: ScalarType) -> &'static str {
+    if t == ScalarType::Bf16 {
+        "attn_mma_bf16_16816"
+    } else {
+        "attn_mma_f16_16816"
+    }
+}
+
+impl<'f> Emitter<'f> {
+    /// Writes A row-major and B transposed into the scratch buffer as 16-bit values,
+    /// zero-padded to the MMA tile, between two barriers (declares `sa` and `sb`). `a` is
+    /// `None` when the dot reads A from fragments held in registers.
+    fn stage_operands(&mut self, a: Option<ValueId>, b: ValueId, p: &MmaPlan) -> Res<()> {
+        if a.is_some() {
+            self.w
+                .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
+        }
+        self.w.line(format!(
+            "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_smem + {});",
+            p.b_offset
+        ));
+        self.w.line("__syncthreads();");
+        if let Some(a) = a {
+            self.stage_a(a, p)?;
+        }
+        let (ld, elem) = (p.ld, self.elem(b));
+        self.scatter(b, "sb", &format!("c * {ld} + r"), |x| to_scratch(elem, x))?;
+        self.zero_padding("sb", p.n.next_multiple_of(8), p.n, p);
+        self.w.line("__syncthreads();");
+        Ok(())
+    }
+
+    /// Writes A (`[m, k]`) row-major into `sa`, zero-padded to 16 rows and 16 columns.
+    pub(crate) fn stage_a(&mut self, a: ValueId, p: &MmaPlan) -> Res<()> {
+        let (ld, elem) = (p.ld, self.elem(a));
+        self.scatter(a, "sa", &format!("r * {ld} + c"), |x| to_scratch(elem, x))?;
+        self.zero_padding("sa", p.m.next_multiple_of(16), p.m, p);
+        Ok(())
+    }
+
+    /// Zeroes the padding rows (`live_rows..rows`) and columns (`k..kp`) of a staged operand.
+    fn zero_padding(&mut self, buf: &str, rows: usize, live_rows: usize, p: &MmaPlan) {
+        if rows == live_rows && p.kp == p.k {
+            return;
+        }
+        self.w.line(format!(
+            "for (int i = tid; i < {}; i += {}) {{",
+            rows * p.kp,
+            self.threads
+        ));
+        self.w.line(format!(
+            "    const int row = i / {}, k = i % {};",
+            p.kp, p.kp
+        ));
+        self.w.line(format!(
+            "    if (row >= {live_rows} || k >= {}) {buf}[row * {} + k] = 0;",
+            p.k, p.ld
+        ));
+        self.w.line("}");
+    }
+
+    /// The `Mma` distribution of `res` when the accumulator can live in its registers as
+    /// fragments: `res` is an `Mma` tile with more than one column and `acc` has the same
+    /// distribution (or is a splat or recomputed tile, readable in any distribution).
+    pub(crate) fn fragment_map(&self, acc: ValueId, res: ValueId) -> Option<MmaMap> {
+        let TileMap::Mma(map) = self.map(res) else {
+            return None;
+        };
+        let acc_ok = self.is_deferred(acc)
+            || self.splat_source(acc).is_some()
+            || self.map(acc) == TileMap::Mma(map);
+        (!map.is_rows() && acc_ok).then_some(map)
+    }
+
+    /// The `Mma` distribution of A when its accumulator-layout fragments can be repacked into
+    /// A fragments in registers: same rows and warps as the result, K a multiple of 16.
+    fn repackable_a(&self, a: ValueId, res: &MmaMap, p: &MmaPlan) -> Option<MmaMap> {
+        let TileMap::Mma(am) = self.map(a) else {
+            return None;
+        };
+        let fits = !am.is_rows() && am.m == res.m && am.warps == res.warps && p.k == p.kp;
+        fits.then_some(am)
+    }
+
+    /// `dot` whose accumulator and result are `Mma` fragments in registers: the result
+    /// starts as a copy of the accumulator, each warp runs `mma.sync` on its own 16-row
+    /// slabs over every 8-column tile, K ascending, and nothing leaves the registers. Only
+    /// the operands go through the scratch buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_dot_in_fragments(
+        &mut self,
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        res: ValueId,
+        t: ScalarType,
+        p: MmaPlan,
+        map: MmaMap,
+    ) -> Res<()> {
+        self.need_scratch(p.b_offset + p.n.next_multiple_of(8) * p.ld * 2);
+        let init = match self.splat_source(acc) {
+            Some(x) => self.name(x)?.to_string(),
+            None => self.at_in(acc, TileMap::Mma(map), "s")?,
+        };
+        let name = self.define_tile(res);
+        self.w.open_unrolled("s", map.slots());
+        self.w.line(format!("{name}[s] = {init};"));
+        self.w.close("");
+        self.w.open("");
+        let held_a = self.held_a_fragments(a);
+        let repacked = self.repackable_a(a, &map, &p);
+        let staged = held_a.is_none() && repacked.is_none();
+        self.stage_operands(staged.then_some(a), b, &p)?;
+        let (ld, warps, tiles_n) = (p.ld, map.warps, map.tiles_n);
+        self.w.open_unrolled("j", map.slabs_per_warp);
+        self.w
+            .line(format!("const int slab = attn_warp + j * {warps};"));
+        let guarded = !map.slabs.is_multiple_of(warps);
+        if guarded {
+            self.w.open(format!("if (slab < {})", map.slabs));
+        }
+        if staged {
+            self.w.line(format!(
+                "const unsigned short* pa = sa + (slab * 16 + attn_g) * {ld} + 2 * attn_t4;"
+            ));
+        }
+        self.w.line("#pragma unroll");
+        self.w
+            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
+        let word =
+            |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
+        match (&held_a, repacked) {
+            (Some(frag), _) => {
+                let at = format!("{frag}[(j * {} + k0 / 16) * 4", p.kp / 16);
+                self.w.line(format!(
+                    "const unsigned a0 = {at}], a1 = {at} + 1], a2 = {at} + 2], a3 = {at} + 3];"
+                ));
+            }
+            (None, Some(am)) => {
+                // The accumulator fragments of column tiles 2kk and 2kk + 1 of `a` are exactly
+                // the A fragment of K step kk: pack pairs of them into 16-bit pairs.
+                let pack = if t == ScalarType::Bf16 {
+                    "attn_pack_bf16"
+                } else {
+                    "attn_pack_f16"
+                };
+                let mut words = Vec::new();
+                for (tile, q) in [(0, 0), (0, 2), (1, 0), (1, 2)] {
+                    let slot = |dq: usize| {
+                        format!("(j * {} + k0 / 8 + {tile}) * 4 + {}", am.tiles_n, q + dq)
+                    };
+                    words.push(format!(
+                        "{pack}({}, {})",
+                        self.at(a, &slot(0))?,
+                        self.at(a, &slot(1))?
+                    ));
+                }
+                self.w.line(format!(
+                    "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
+                    words[0], words[1], words[2], words[3]
+                ));
+            }
+            (None, None) => self.w.line(format!(
+                "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
+                word("pa", "k0".into()),
+                word("pa", format!("{} + k0", 8 * ld)),
+                word("pa", "k0 + 8".into()),
+                word("pa", format!("{} + k0 + 8", 8 * ld)),
+            )),
+        }
+        self.w.open_unrolled("nt", tiles_n);
+        self.w.line(format!(
+            "const unsigned short* pb = sb + (nt * 8 + attn_g) * {ld} + 2 * attn_t4;"
+        ));
+        self.w.line(format!(
+            "{}(&{name}[(j * {tiles_n} + nt) * 4], a0, a1, a2, a3, {}, {});",
+            mma_fn(t),
+            word("pb", "k0".into()),
+            word("pb", "k0 + 8".into()),
+        ));
+        self.w.close("");
+        self.w.close("");
+        if guarded {
+            self.w.close("");
+        }
         self.w.close("");
         self.w.close("");
         Ok(())

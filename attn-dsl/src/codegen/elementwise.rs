@@ -5,6 +5,7 @@
 //! executor bit for bit (transcendentals aside: `expf` & co. are within 2 ulp).
 
 use super::c_types::{literal, round_to};
+use super::elem_index::ElemIndex;
 use super::emitter::Emitter;
 use super::CodegenError;
 use crate::ir::{BinaryOp, CmpPred, Elem, Op, OpKind, ScalarType, UnaryOp, ValueId};
@@ -45,27 +46,42 @@ impl<'f> Emitter<'f> {
                     return Ok(());
                 }
                 let m = self.map(res);
+                self.convert_operands(op, m)?;
                 self.define_map(res, move |e, s| {
-                    e.element_expr(op, &m.flat(s), &|v| e.at(v, s))
+                    // Stored operands share the result's slot (converted if need be);
+                    // recomputed ones are evaluated at the element they contribute.
+                    e.element_expr(op, &m.index(s), &|v, at| {
+                        if e.is_deferred(v) {
+                            e.expr_at(v, at)
+                        } else {
+                            e.at_in(v, m, s)
+                        }
+                    })
                 })
             }
         }
     }
 
-    /// The value of one element of `op`'s result, given its flat index `flat` and the same
-    /// element of each operand (`operand`), for the ops that need no other element:
-    /// `arange`, splats, `unsqueeze`, arithmetic, comparisons, select, casts, pointer offsets.
+    /// The value of one element of `op`'s result, given its index `at` and a way to read an
+    /// operand at the element the result's element needs (`operand(value, index)`), for the
+    /// ops that need no other element: `arange`, splats, `unsqueeze`, arithmetic,
+    /// comparisons, select, casts, pointer offsets.
     pub(crate) fn element_expr(
         &self,
         op: &Op,
-        flat: &str,
-        operand: &dyn Fn(ValueId) -> Res<String>,
+        at: &ElemIndex,
+        operand: &dyn Fn(ValueId, &ElemIndex) -> Res<String>,
     ) -> Res<String> {
-        let arg = |i: usize| Self::operand(op, i).and_then(operand);
+        let arg = |i: usize| Self::operand(op, i).and_then(|v| operand(v, at));
+        let res = Self::result(op)?;
         match &op.kind {
-            OpKind::Arange { .. } => Ok(flat.to_string()),
-            // Unsqueeze keeps the row-major flat order, hence the distribution: a copy.
-            OpKind::Splat { .. } | OpKind::ExpandDims { .. } => arg(0),
+            OpKind::Arange { .. } => Ok(at.flat(self.shape(res))),
+            OpKind::Splat { .. } => arg(0),
+            OpKind::ExpandDims { axis } if self.shape(res).len() == 2 => {
+                let x = Self::operand(op, 0)?;
+                operand(x, &at.squeezed(self.shape(res), *axis))
+            }
+            OpKind::ExpandDims { .. } => arg(0),
             OpKind::Unary(u) => Ok(unary(*u, self.scalar(Self::operand(op, 0)?)?, &arg(0)?)),
             OpKind::Binary(b) => {
                 binary(*b, self.scalar(Self::operand(op, 0)?)?, &arg(0)?, &arg(1)?)

@@ -24,6 +24,14 @@ pub(crate) struct Emitter<'f> {
     defs: Vec<Option<OpId>>,
     /// Tiles recomputed at each use instead of stored (see [`super::recompute`]).
     deferred: Vec<bool>,
+    /// Operands of the op being emitted that were converted to its distribution, and the
+    /// arrays that hold them (cleared after every op).
+    converted: std::collections::BTreeMap<u32, String>,
+    /// Loads that may be fused into a dot's operand staging, and those that were.
+    stageable: Vec<bool>,
+    fused: Vec<bool>,
+    /// Loop-invariant A operands held as mma fragments, and their register arrays.
+    held_a: std::collections::BTreeMap<u32, String>,
 }
 
 impl<'f> Emitter<'f> {
@@ -46,6 +54,10 @@ impl<'f> Emitter<'f> {
             table: NameTable::default(),
             defs,
             deferred: vec![false; f.values.len()],
+            converted: Default::default(),
+            stageable: super::staged_load::find_stageable_loads(f),
+            fused: vec![false; f.values.len()],
+            held_a: Default::default(),
         })
     }
 
@@ -65,6 +77,24 @@ impl<'f> Emitter<'f> {
         let n = self.table.value(dsl.as_deref(), v.0);
         self.names[v.0 as usize] = Some(n.clone());
         n
+    }
+
+    /// A fresh C++ identifier derived from `base` (for emitter temporaries).
+    pub(crate) fn fresh_name(&mut self, base: &str) -> String {
+        self.table.claim(base)
+    }
+
+    /// Converts every stored tile operand of `op` whose distribution differs from `want`
+    /// (the distribution the op works in), for the duration of the op.
+    pub(crate) fn convert_operands(&mut self, op: &Op, want: TileMap) -> Result<(), CodegenError> {
+        for &v in &op.operands {
+            let stored = !self.f.ty(v).is_scalar() && !self.is_deferred(v);
+            if stored && self.map(v) != want && !self.converted.contains_key(&v.0) {
+                let n = self.convert(v, want)?;
+                self.converted.insert(v.0, n);
+            }
+        }
+        Ok(())
     }
 
     /// Makes `v` another name for an existing C++ variable (loop-carried values).
@@ -87,12 +117,41 @@ impl<'f> Emitter<'f> {
         &self.f.ty(v).shape
     }
 
+    /// How `v`'s elements are spread over the threads (from its layout).
     pub(crate) fn map(&self, v: ValueId) -> TileMap {
-        TileMap::new(self.shape(v), self.threads)
+        let t = self.f.ty(v);
+        TileMap::for_layout(&t.layout, &t.shape, self.threads)
+    }
+
+    /// Whether any tile uses the `Mma` distribution (its lane coordinates are then defined
+    /// once at the top of the kernel).
+    fn uses_mma(&self) -> bool {
+        self.f.values.iter().enumerate().any(|(i, v)| {
+            !v.ty.is_scalar() && matches!(self.map(ValueId(i as u32)), TileMap::Mma(_))
+        })
     }
 
     pub(crate) fn is_deferred(&self, v: ValueId) -> bool {
         self.deferred.get(v.0 as usize).copied().unwrap_or(false)
+    }
+
+    pub(crate) fn is_stageable(&self, v: ValueId) -> bool {
+        self.stageable.get(v.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// The register array holding `a` as A fragments, if a loop around this point holds it.
+    pub(crate) fn held_a_fragments(&self, a: ValueId) -> Option<String> {
+        self.held_a.get(&a.0).cloned()
+    }
+
+    pub(crate) fn hold_a(&mut self, a: ValueId, frag: String) {
+        self.held_a.insert(a.0, frag);
+    }
+
+    pub(crate) fn set_fused(&mut self, v: ValueId) {
+        if let Some(d) = self.fused.get_mut(v.0 as usize) {
+            *d = true;
+        }
     }
 
     pub(crate) fn set_deferred(&mut self, v: ValueId, on: bool) {
@@ -105,7 +164,13 @@ impl<'f> Emitter<'f> {
     /// the element's expression for deferred tiles.
     pub(crate) fn at(&self, v: ValueId, slot: &str) -> Result<String, CodegenError> {
         if self.is_deferred(v) {
-            return self.expr_at(v, &self.map(v).flat(slot));
+            return self.expr_at(v, &self.map(v).index(slot));
+        }
+        if let Some(n) = self.converted.get(&v.0) {
+            return Ok(format!("{n}[{slot}]"));
+        }
+        if self.fused.get(v.0 as usize).copied().unwrap_or(false) {
+            return self.staged_load_expr(v, slot);
         }
         let n = self.name(v)?;
         Ok(if self.f.ty(v).is_scalar() {
@@ -113,6 +178,34 @@ impl<'f> Emitter<'f> {
         } else {
             format!("{n}[{slot}]")
         })
+    }
+
+    /// `v` as seen from register slot `slot` of distribution `map` (the distribution of the
+    /// op being emitted): recomputed tiles are evaluated at that slot's element; stored tiles
+    /// must be in `map` already (see [`Self::convert_operands`]).
+    pub(crate) fn at_in(
+        &self,
+        v: ValueId,
+        map: TileMap,
+        slot: &str,
+    ) -> Result<String, CodegenError> {
+        if self.f.ty(v).is_scalar() {
+            return Ok(self.name(v)?.to_string());
+        }
+        if self.is_deferred(v) {
+            return self.expr_at(v, &map.index(slot));
+        }
+        if let Some(n) = self.converted.get(&v.0) {
+            return Ok(format!("{n}[{slot}]"));
+        }
+        if self.map(v) != map {
+            return Err(CodegenError::Malformed(format!(
+                "%{} is held as {:?} but read as {map:?} without a conversion",
+                v.0,
+                self.map(v)
+            )));
+        }
+        Ok(format!("{}[{slot}]", self.name(v)?))
     }
 
     /// The op that defines `v`, if it is not a block argument.
@@ -194,6 +287,14 @@ impl<'f> Emitter<'f> {
         }
         self.w.open(")");
         self.w.line("const int tid = threadIdx.x;");
+        if self.uses_mma() {
+            self.w.line(
+                "// mma fragment coordinates: warp, row group g = lane / 4, column pair t4 = lane % 4",
+            );
+            self.w.line(
+                "const int attn_warp = tid / 32, attn_g = (tid % 32) / 4, attn_t4 = tid % 4;",
+            );
+        }
         self.emit_scalar_param_conversions();
         let f = self.f;
         if let Some(term) = self.emit_ops(&f.body)? {
@@ -280,7 +381,11 @@ impl<'f> Emitter<'f> {
             OpKind::Condition | OpKind::Yield | OpKind::Return => Err(CodegenError::Malformed(
                 format!("stray terminator {:?}", op.kind),
             )),
-            _ => self.emit_simple(op),
+            _ => {
+                let r = self.emit_simple(op);
+                self.converted.clear();
+                r
+            }
         }
     }
 
@@ -434,6 +539,7 @@ impl<'f> Emitter<'f> {
             Self::operand(op, 1)?,
             Self::operand(op, 2)?,
         );
+        let held = self.hold_invariant_a_operands(body)?;
         let inits = &op.operands[3..];
         let iters = body.args.get(1..).unwrap_or(&[]);
         let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
@@ -454,6 +560,9 @@ impl<'f> Emitter<'f> {
         let next = self.emit_region(body, OpKind::Yield)?;
         self.assign_all(&carried, &next)?;
         self.w.close("");
+        for a in held {
+            self.held_a.remove(&a.0);
+        }
         Ok(())
     }
 

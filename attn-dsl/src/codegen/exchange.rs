@@ -5,11 +5,13 @@
 //! uniform (conditions are scalars, identical in every thread), so barriers are legal.
 
 use super::c_types::{from_scratch, reg_type, round_to, scratch_type, to_scratch};
+use super::elem_index::ElemIndex;
 use super::elementwise::{binary, zero};
 use super::emitter::Emitter;
-use super::recompute::broadcast_source_index;
+use super::recompute::check_broadcast;
+use super::tile_map::TileMap;
 use super::CodegenError;
-use crate::ir::{BinaryOp, Op, ReduceKind, ScalarType, ValueId};
+use crate::ir::{BinaryOp, Elem, Op, ReduceKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -20,7 +22,7 @@ impl<'f> Emitter<'f> {
         let elem = self.elem(x);
         let (st, bytes) = scratch_type(elem);
         let m = self.map(x);
-        self.need_scratch(m.elems * bytes);
+        self.need_scratch(m.elems() * bytes);
         self.w.open("");
         self.w
             .line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_smem);"));
@@ -31,7 +33,7 @@ impl<'f> Emitter<'f> {
             m.flat("s"),
             to_scratch(elem, &self.at(x, "s")?)
         );
-        match m.owned("s") {
+        match m.writer("s") {
             Some(g) => self.w.line(format!("if ({g}) {store}")),
             None => self.w.line(store),
         }
@@ -42,8 +44,18 @@ impl<'f> Emitter<'f> {
 
     /// Fills every slot of `res` with `read(flat index expr)` (an index into `sx`).
     fn gather(&mut self, res: ValueId, name: &str, index: impl Fn(&str) -> String) -> Res<()> {
-        let elem = self.elem(res);
-        let m = self.map(res);
+        self.gather_into(self.elem(res), self.map(res), name, index)
+    }
+
+    /// Fills every slot of register array `name` (elements `elem`, distribution `m`) with
+    /// `read(flat index expr)` (an index into `sx`).
+    fn gather_into(
+        &mut self,
+        elem: Elem,
+        m: TileMap,
+        name: &str,
+        index: impl Fn(&str) -> String,
+    ) -> Res<()> {
         self.w.open_unrolled("s", m.slots());
         self.w
             .line(format!("const int f = {};", m.flat_clamped("s")));
@@ -53,16 +65,39 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
+    /// `convert_layout`: copies tile `v` into a new register array in distribution `want`
+    /// through the scratch buffer and returns the array's name. Used where two layouts meet
+    /// (an operand whose distribution differs from the one its consumer works in).
+    pub(crate) fn convert(&mut self, v: ValueId, want: TileMap) -> Res<String> {
+        let elem = self.elem(v);
+        let base = format!("{}_cvt", self.name(v)?);
+        let name = self.fresh_name(&base);
+        self.w.line(format!(
+            "// (layout conversion of {} through shared memory)",
+            self.name(v)?
+        ));
+        self.w
+            .line(format!("{} {name}[{}];", reg_type(elem), want.slots()));
+        self.stage_tile(v)?;
+        self.gather_into(elem, want, &name, |f| f.to_string())?;
+        self.w.close("");
+        Ok(name)
+    }
+
     pub(crate) fn emit_broadcast(&mut self, op: &'f Op) -> Res<()> {
         let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
-        if self.try_defer(op, res)? {
+        if self.try_defer(op, res)? || self.try_broadcast_rows(x, res)? {
             return Ok(());
         }
         let (src, dst) = (self.shape(x).to_vec(), self.shape(res).to_vec());
-        broadcast_source_index(&src, &dst, "f")?;
+        check_broadcast(&src, &dst)?;
         let name = self.define_tile(res);
         self.stage_tile(x)?;
-        let index = move |f: &str| broadcast_source_index(&src, &dst, f).unwrap_or_default();
+        let index = move |f: &str| {
+            ElemIndex::Flat(f.to_string())
+                .broadcast_source(&src, &dst)
+                .flat(&src)
+        };
         self.gather(res, &name, index)?;
         self.w.close("");
         Ok(())
@@ -88,6 +123,9 @@ impl<'f> Emitter<'f> {
     /// from zero and accumulate in f32 (wrapping for integers), rounded to the dtype at the
     /// end; `max`/`min` start from the first element and ignore NaN.
     pub(crate) fn emit_reduce(&mut self, op: &'f Op, kind: ReduceKind, axis: usize) -> Res<()> {
+        if self.try_reduce_rows(op, kind, axis)? {
+            return Ok(());
+        }
         let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
         let t = self.scalar(x)?;
         let elem = self.elem(x);

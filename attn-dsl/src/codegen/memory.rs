@@ -4,28 +4,47 @@
 
 use super::elementwise::zero;
 use super::emitter::Emitter;
+use super::tile_map::TileMap;
 use super::CodegenError;
-use crate::ir::Op;
+use crate::ir::{Op, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
 impl<'f> Emitter<'f> {
-    /// The condition under which slot `s` of an access shaped like operand 0 happens.
-    fn access_guard(&self, op: &Op, mask: Option<usize>, s: &str) -> Res<Option<String>> {
-        let p = Self::operand(op, 0)?;
-        let own = if self.f.ty(p).is_scalar() {
-            None
-        } else {
-            self.map(p).owned(s)
+    /// The condition under which slot `s` of an access shaped like operand 0 happens: the
+    /// slot holds an element (loads) or this thread is its one writer (stores), and the
+    /// mask is true.
+    fn access_guard(
+        &self,
+        op: &Op,
+        mask: Option<usize>,
+        s: &str,
+        store: bool,
+    ) -> Res<Option<String>> {
+        let access = self.access_map(op)?;
+        let own = match (self.f.ty(access.0).is_scalar(), store) {
+            (true, _) => None,
+            (false, false) => access.1.owned(s),
+            (false, true) => access.1.writer(s),
         };
         let m = mask
-            .map(|i| Self::operand(op, i).and_then(|v| self.at(v, s)))
+            .map(|i| Self::operand(op, i).and_then(|v| self.at_in(v, access.1, s)))
             .transpose()?;
         Ok(match (own, m) {
             (Some(o), Some(m)) => Some(format!("{o} && {m}")),
             (Some(c), None) | (None, Some(c)) => Some(c),
             (None, None) => None,
         })
+    }
+
+    /// The value whose distribution an access runs in (the loaded result, or the stored
+    /// pointer) and that distribution.
+    fn access_map(&self, op: &Op) -> Res<(ValueId, TileMap)> {
+        let v = match op.kind {
+            OpKind::Load { .. } => Self::result(op)?,
+            _ => Self::operand(op, 0)?,
+        };
+        Ok((v, self.map(v)))
     }
 
     pub(crate) fn emit_load(&mut self, op: &'f Op, has_mask: bool, has_other: bool) -> Res<()> {
@@ -38,7 +57,7 @@ impl<'f> Emitter<'f> {
         };
         let fallback = |e: &Self, s: &str| -> Res<String> {
             match other {
-                Some(o) => e.at(o, s),
+                Some(o) => e.at_in(o, e.map(res), s),
                 None => Ok(zero(e.elem(res)).to_string()),
             }
         };
@@ -47,18 +66,22 @@ impl<'f> Emitter<'f> {
             let name = self.bind_new(res);
             let t = super::c_types::reg_type(self.elem(res));
             let ptr = self.at(p, "")?;
-            let e = match self.access_guard(op, mask, "")? {
+            let e = match self.access_guard(op, mask, "", false)? {
                 Some(g) => format!("({g}) ? attn_ld({ptr}) : {}", fallback(self, "")?),
                 None => format!("attn_ld({ptr})"),
             };
             self.w.line(format!("{t} {name} = {e};"));
             return Ok(());
         }
+        if self.try_fuse_load(op, res) {
+            return Ok(());
+        }
+        self.convert_operands(op, self.map(res))?;
         let name = self.define_tile(res);
         let slots = self.map(res).slots();
         self.w.open_unrolled("s", slots);
-        let ptr = self.at(p, "s")?;
-        match self.access_guard(op, mask, "s")? {
+        let ptr = self.at_in(p, self.map(res), "s")?;
+        match self.access_guard(op, mask, "s", false)? {
             Some(g) => {
                 self.w
                     .line(format!("{name}[s] = {};", fallback(self, "s")?));
@@ -70,13 +93,68 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
+    /// Leaves a load whose only user is a later dot's operand staging to that staging (see
+    /// [`super::staged_load`]) when its mask and `other` need no registers; returns whether
+    /// it did.
+    fn try_fuse_load(&mut self, op: &Op, res: ValueId) -> bool {
+        let operands_free = op.operands[1..]
+            .iter()
+            .all(|&v| self.f.ty(v).is_scalar() || self.is_deferred(v));
+        if !self.is_stageable(res) || !operands_free {
+            return false;
+        }
+        self.set_fused(res);
+        self.w
+            .line("// (read from global memory by the dot's operand staging)");
+        true
+    }
+
+    /// Slot `slot` of a tile load `op` as one expression (`other` where masked or unowned).
+    pub(crate) fn load_element(&self, op: &Op, slot: &str) -> Res<String> {
+        let res = Self::result(op)?;
+        let map = self.map(res);
+        let ptr = self.at_in(Self::operand(op, 0)?, map, slot)?;
+        let (has_mask, other) = match op.kind {
+            OpKind::Load {
+                has_mask,
+                has_other,
+            } => (
+                has_mask,
+                if has_other {
+                    self.at_in(Self::operand(op, 2)?, map, slot)?
+                } else {
+                    zero(self.elem(res)).to_string()
+                },
+            ),
+            _ => return Err(CodegenError::Malformed("load_element of a non-load".into())),
+        };
+        Ok(
+            match self.access_guard(op, has_mask.then_some(1), slot, false)? {
+                Some(g) => format!("(({g}) ? attn_ld({ptr}) : {other})"),
+                None => format!("attn_ld({ptr})"),
+            },
+        )
+    }
+
     pub(crate) fn emit_store(&mut self, op: &'f Op, has_mask: bool) -> Res<()> {
         let (p, v) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
         let mask = has_mask.then_some(2);
         let scalar = self.f.ty(p).is_scalar();
+        if !scalar {
+            self.convert_operands(op, self.map(p))?;
+        }
         let s = if scalar { "" } else { "s" };
-        let st = format!("attn_st({}, {});", self.at(p, s)?, self.at(v, s)?);
-        let guarded = match self.access_guard(op, mask, s)? {
+        let pm = self.map(p);
+        let st = if scalar {
+            format!("attn_st({}, {});", self.at(p, s)?, self.at(v, s)?)
+        } else {
+            format!(
+                "attn_st({}, {});",
+                self.at_in(p, pm, s)?,
+                self.at_in(v, pm, s)?
+            )
+        };
+        let guarded = match self.access_guard(op, mask, s, true)? {
             Some(g) => format!("if ({g}) {st}"),
             None => st,
         };

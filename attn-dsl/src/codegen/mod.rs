@@ -4,27 +4,46 @@
 //! # Execution model of the generated code
 //! - A program instance is one thread block of `32 · num_warps` threads.
 //! - Scalars are replicated: every thread computes them, so control flow (which only ever
-//!   branches on scalars) is uniform and `__syncthreads()` is legal anywhere.
-//! - A tile is spread over the threads cyclically by its row-major flat index (see
-//!   [`tile_map`]) in fully unrolled register arrays; elementwise ops, loads, stores,
-//!   `arange`, splats and `unsqueeze` never move data between threads.
+//!   branches on scalars) is uniform and `__syncthreads()` / full-warp shuffles are legal
+//!   anywhere.
+//! - A tile lives in fully unrolled register arrays, spread over the threads by its layout
+//!   (see [`tile_map`]): `Blocked` tiles cyclically (consecutive threads own consecutive
+//!   elements along the contiguous axis), `Mma` tiles as `mma.sync.m16n8k16` accumulator
+//!   fragments with every warp owning whole 16-row slabs, and `Slice(1, Mma)` row vectors
+//!   held by the four lanes of the quad that holds the row. Every op that needs no other
+//!   element works slot by slot in the distribution of its result.
 //! - Index, pointer and mask tiles (pure functions of the element's coordinates and of
 //!   scalars: `arange`, splats, `unsqueeze`, `broadcast` and elementwise ops over them) get
-//!   no registers: each consumer recomputes the element it needs (see `recompute`), so
-//!   their broadcasts cost integer arithmetic, not a shared-memory round trip.
-//! - `broadcast` of other tiles, `trans`, `reduce` and `dot` exchange data through one dynamic
-//!   shared-memory scratch buffer (`attn_smem`), sized to the largest need of any such op
-//!   ([`CudaKernel::shared_bytes`]) and guarded by barriers before and after every write.
-//! - `dot` on bf16/f16 runs `mma.sync.m16n8k16` with f32 accumulation (see [`dot`]).
+//!   no registers: each consumer recomputes the element it needs (see `recompute`), in
+//!   whatever distribution the consumer has, so their broadcasts cost integer arithmetic.
+//! - On `Mma` fragments, row reductions are an in-lane fold plus two quad shuffles,
+//!   broadcasting a row vector over its fragment's columns is a register read, and
+//!   `unsqueeze` of a row vector is a copy (see `fragment_ops`): the attention inner loop
+//!   (scores, running max and sum, probabilities, rescaled accumulator) never leaves the
+//!   registers except for the operand staging of its two dots.
+//! - `dot` on bf16/f16 runs `mma.sync.m16n8k16` with f32 accumulation (see [`dot`]). When its
+//!   result is an `Mma` tile the accumulator *is* the fragment array; A and B are staged in
+//!   shared memory. A tile loaded only to be a dot operand is read from global memory by the
+//!   staging loop itself (`staged_load`), and an A operand defined outside a loop is staged
+//!   once and held as A fragments in registers across the loop (`operand_fragments`).
+//! - Other exchanges (`broadcast` of stored tiles other than row vectors, `trans`, reductions
+//!   outside the fragment layout, and layout conversions where two distributions meet) go
+//!   through one dynamic shared-memory scratch buffer (`attn_smem`), sized to the largest need
+//!   of any op ([`CudaKernel::shared_bytes`]) and guarded by barriers before and after every
+//!   write.
 //!
 //! # Numerics (the CPU executor's rules)
 //! bf16/f16 values live in f32 registers and are rounded (nearest even) after every op;
 //! f32 `+ - * /` and `sqrt` use the `__f*_rn` intrinsics so NVRTC's default FMA contraction
 //! cannot change results; integer arithmetic wraps; shifts take their amount modulo the
 //! width; `min`/`max` return the non-NaN operand (`fminf`/`fmaxf`); float→int casts truncate
-//! and saturate (NaN → 0); reductions run in ascending index order from the first element.
+//! and saturate (NaN → 0). Reductions through shared memory run in ascending index order from
+//! the first element, like the executor. Row reductions of `Mma` fragments run in tree order:
+//! each lane folds its columns of the row (column tiles ascending, then the tile's two
+//! columns), then lanes combine with `xor 1` and `xor 2`; `max`/`min` (NaN-ignoring, started
+//! from NaN) and integer sums are still exact, f32 sums agree with the executor to rounding.
 //! Transcendentals are the CUDA `expf`/`logf`/... (≤ 2 ulp), and tensor-core dots sum each
-//! 16-wide K step in hardware order, so those two are close to, not identical with, the CPU.
+//! 16-wide K step in hardware order, so those are close to, not identical with, the CPU.
 //!
 //! Global-memory writes of one program are not ordered against its other threads' reads of
 //! the same addresses (no kernel needs that: each program reads its inputs and writes
@@ -33,16 +52,21 @@
 mod c_types;
 mod describe;
 mod dot;
+mod elem_index;
 mod elementwise;
 mod emitter;
 mod exchange;
+mod fragment_ops;
 mod memory;
+mod mma_map;
 mod names;
+mod operand_fragments;
 mod recompute;
+mod staged_load;
 pub mod tile_map;
 mod writer;
 
-use crate::ir::{Function, Param};
+use crate::ir::{Function, Layout, Param};
 
 /// Generated CUDA for one specialization, ready for NVRTC.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,7 +113,24 @@ pub enum CodegenError {
 }
 
 /// Emits CUDA for a specialized kernel.
+///
+/// Tiles whose layout is still unassigned (IR built by hand, not through
+/// [`crate::passes::optimize`]) get the layout pass's layouts first, so the emitted code is
+/// the same whichever way the IR arrived.
 pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
+    let unassigned = f
+        .values
+        .iter()
+        .any(|v| !v.ty.is_scalar() && v.ty.layout == Layout::Unassigned);
+    if unassigned {
+        let mut laid_out = f.clone();
+        crate::passes::layout::run(&mut laid_out);
+        return emit_laid_out(&laid_out);
+    }
+    emit_laid_out(f)
+}
+
+fn emit_laid_out(f: &Function) -> Result<CudaKernel, CodegenError> {
     let mut em = emitter::Emitter::new(f)?;
     let entry = names::sanitize(&f.name);
     let header = format!(

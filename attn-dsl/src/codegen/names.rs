@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 /// Words a generated identifier must not be: C++ keywords the DSL could plausibly use as
-/// variable names, and the names the prelude and the emitter define.
+/// variable names, and the names the prelude and the emitter define. (Values are always
+/// named `<dsl name>_<id>`, so in practice this renames kernel parameters: `c` → `c_`.)
 const RESERVED: &[&str] = &[
     "auto",
     "bool",
@@ -64,6 +65,25 @@ const RESERVED: &[&str] = &[
     "min",
     "max",
     "abs",
+    // Locals of the emitter whose scope contains expressions over kernel parameters (slot
+    // and fragment loops, scatter coordinates, staging buffers, reduction accumulators): a
+    // parameter of the same name would be shadowed there.
+    "s",
+    "r",
+    "c",
+    "f",
+    "j",
+    "nt",
+    "sa",
+    "sb",
+    "sc",
+    "sd",
+    "sx",
+    "acc",
+    "sum",
+    "g",
+    "t4",
+    "frag",
 ];
 
 /// Turns any DSL name into a C identifier (ASCII alphanumerics and `_`, not starting with
@@ -108,7 +128,7 @@ impl NameTable {
     /// Names SSA value `id`: `<dsl name>_<id>` when the DSL named it, else `v<id>`.
     pub(crate) fn value(&mut self, dsl_name: Option<&str>, id: u32) -> String {
         match dsl_name {
-            Some(n) if !n.is_empty() => self.claim(&format!("{}_{id}", sanitize(n))),
+            Some(n) if !n.is_empty() => self.claim(&format!("{n}_{id}")),
             _ => self.claim(&format!("v{id}")),
         }
     }

@@ -114,23 +114,51 @@ __device__ __forceinline__ float attn_nan() { return __uint_as_float(0x7fc00000u
 //   b0: B[2t..2t+1][g]   b1: B[2t+8..2t+9][g]
 //   c0,c1: C[g][2t], C[g][2t+1]    c2,c3: C[g+8][2t], C[g+8][2t+1]
 // ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ void attn_mma_bf16_16816(float (&c)[4], unsigned a0, unsigned a1,
-                                                    unsigned a2, unsigned a3, unsigned b0,
-                                                    unsigned b1) {
+// The accumulators are `c[0..4]`: a `float[4]` fragment, or 4 consecutive slots of a flat
+// register array (the `Mma` distribution stores fragment (slab, column tile) at `c + 4 * index`).
+__device__ __forceinline__ void attn_mma_bf16_16816(float* c, unsigned a0, unsigned a1, unsigned a2,
+                                                    unsigned a3, unsigned b0, unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ void attn_mma_f16_16816(float (&c)[4], unsigned a0, unsigned a1,
-                                                   unsigned a2, unsigned a3, unsigned b0,
-                                                   unsigned b1) {
+__device__ __forceinline__ void attn_mma_f16_16816(float* c, unsigned a0, unsigned a1, unsigned a2,
+                                                   unsigned a3, unsigned b0, unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp shuffles (all 32 lanes take part: control flow is uniform). Row reductions of mma
+// fragments combine the 4 lanes of a quad with xor 1 and xor 2.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ float attn_shfl_xor(float v, int m) {
+    return __shfl_xor_sync(0xffffffffu, v, m);
+}
+__device__ __forceinline__ int attn_shfl_xor(int v, int m) {
+    return __shfl_xor_sync(0xffffffffu, v, m);
+}
+__device__ __forceinline__ long long attn_shfl_xor(long long v, int m) {
+    return __shfl_xor_sync(0xffffffffu, v, m);
+}
+__device__ __forceinline__ bool attn_shfl_xor(bool v, int m) {
+    return __shfl_xor_sync(0xffffffffu, (int)v, m) != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two 16-bit floats (held in f32 registers, already rounded) packed into one 32-bit mma
+// operand register, `lo` in the low half: accumulator fragments become A fragments this way.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned attn_pack_bf16(float lo, float hi) {
+    return (unsigned)attn_f32_to_bf16_bits(lo) | ((unsigned)attn_f32_to_bf16_bits(hi) << 16);
+}
+__device__ __forceinline__ unsigned attn_pack_f16(float lo, float hi) {
+    return (unsigned)attn_f32_to_f16_bits(lo) | ((unsigned)attn_f32_to_f16_bits(hi) << 16);
 }
 
 /// Dynamic shared memory: one scratch buffer reused by every op that moves data between threads.

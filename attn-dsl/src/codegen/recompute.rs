@@ -9,6 +9,7 @@
 //! NVRTC far less code. Expressions longer than [`MAX_EXPR_CHARS`] are materialized instead,
 //! so deeply shared index DAGs cannot blow up the source.
 
+use super::elem_index::ElemIndex;
 use super::emitter::Emitter;
 use super::CodegenError;
 use crate::ir::{Op, OpKind, ValueId};
@@ -43,7 +44,7 @@ impl<'f> Emitter<'f> {
             return Ok(false);
         }
         self.set_deferred(res, true);
-        let probe = self.expr_at(res, &self.map(res).flat("s"))?;
+        let probe = self.expr_at(res, &self.map(res).index("s"))?;
         if probe.len() > MAX_EXPR_CHARS {
             self.set_deferred(res, false);
             return Ok(false);
@@ -52,9 +53,8 @@ impl<'f> Emitter<'f> {
         Ok(true)
     }
 
-    /// The C++ expression of element `flat` (a flat row-major index expression) of `v`,
-    /// which must be a scalar or a deferred tile.
-    pub(crate) fn expr_at(&self, v: ValueId, flat: &str) -> Res<String> {
+    /// The C++ expression of element `at` of `v`, which must be a scalar or a deferred tile.
+    pub(crate) fn expr_at(&self, v: ValueId, at: &ElemIndex) -> Res<String> {
         if self.f.ty(v).is_scalar() {
             return Ok(self.name(v)?.to_string());
         }
@@ -65,46 +65,21 @@ impl<'f> Emitter<'f> {
         if let OpKind::Broadcast { .. } = op.kind {
             let x = Self::operand(op, 0)?;
             if self.f.ty(x).is_scalar() {
-                return self.expr_at(x, flat);
+                return self.expr_at(x, at);
             }
-            let index = broadcast_source_index(self.shape(x), self.shape(v), flat)?;
-            return self.expr_at(x, &index);
+            check_broadcast(self.shape(x), self.shape(v))?;
+            return self.expr_at(x, &at.broadcast_source(self.shape(x), self.shape(v)));
         }
-        self.element_expr(op, flat, &|x| self.expr_at(x, flat))
+        self.element_expr(op, at, &|x, i| self.expr_at(x, i))
     }
 }
 
-/// Flat index into a `src`-shaped tile of the element that `broadcast` copies to flat index
-/// `f` (an expression) of the `dst`-shaped result: size-1 source dims are pinned to 0.
-pub(crate) fn broadcast_source_index(src: &[usize], dst: &[usize], f: &str) -> Res<String> {
+/// Checks that `broadcast` from `src` to `dst` only repeats size-1 dims of the same rank.
+pub(crate) fn check_broadcast(src: &[usize], dst: &[usize]) -> Res<()> {
     if src.len() != dst.len() || src.iter().zip(dst).any(|(&a, &b)| a != b && a != 1) {
         return Err(CodegenError::Malformed(format!(
             "broadcast {src:?} -> {dst:?}"
         )));
     }
-    let mut terms = Vec::new();
-    let mut stride = 1usize;
-    let mut dst_stride = 1usize;
-    for d in (0..dst.len()).rev() {
-        if src[d] != 1 {
-            let coord = match (d, dst.len()) {
-                (0, 1) => f.to_string(),
-                (0, _) => format!("{f} / {dst_stride}"),
-                _ if d + 1 == dst.len() => format!("{f} % {}", dst[d]),
-                _ => format!("({f} / {dst_stride}) % {}", dst[d]),
-            };
-            terms.push(if stride == 1 {
-                format!("({coord})")
-            } else {
-                format!("({coord}) * {stride}")
-            });
-        }
-        stride *= src[d];
-        dst_stride *= dst[d];
-    }
-    Ok(if terms.is_empty() {
-        "0".into()
-    } else {
-        format!("({})", terms.join(" + "))
-    })
+    Ok(())
 }

@@ -11,14 +11,19 @@
 //! `Slice { dim, parent }` of that group's layout, so row statistics line up with the rows
 //! they summarize; other rank-1 groups get a rank-1 `Blocked` layout.
 //!
+//! A rank-2 group holding the result of a bf16/f16 `dot` with at least one 16-row slab per
+//! warp gets `Mma { warps_per_cta: [num_warps, 1] }` instead: the accumulator stays in `mma.sync` fragments, and everything
+//! elementwise-connected to it (loop-carried accumulators, scores, probabilities, masks)
+//! computes in place; its row reductions become `Slice(1, Mma)` row vectors.
+//!
 //! When one rank-1 group has several slice constraints that disagree, the first in program
 //! order wins, and the back end converts at the other `reduce`/`expand_dims` sites, as it does
-//! for elementwise operands whose groups differ. This pass only produces `Blocked` and
-//! `Slice`; later back-end passes introduce `Mma` (accumulators of `dot`), `DotOperand` (its
-//! register operands) and `Shared` (staged, swizzled buffers).
+//! for elementwise operands whose groups differ. This pass produces `Blocked`, `Mma` and
+//! `Slice`; later back-end passes may introduce `DotOperand` (register operands of `dot`)
+//! and `Shared` (staged, swizzled buffers).
 
 use super::axis_info::{analyze, AxisAnalysis};
-use crate::ir::{Block, BlockedLayout, Function, Layout, Op, OpKind, ValueId};
+use crate::ir::{Block, BlockedLayout, Function, Layout, Op, OpKind, ScalarType, ValueId};
 
 /// Assigns a layout to every tile value reachable from the body of `f`.
 pub fn run(f: &mut Function) {
@@ -95,6 +100,12 @@ struct Groups {
     slices: Vec<SliceConstraint>,
     /// Pointer tiles that loads and stores access memory through.
     accessed: Vec<bool>,
+    /// Results of tensor-core `dot`s (bf16/f16 operands): their groups get `Mma`.
+    mma_results: Vec<bool>,
+    /// Index tiles: pure functions of element coordinates and scalars (`arange`, splats and
+    /// elementwise ops, broadcasts and unsqueezes of index tiles), like the CUDA emitter's
+    /// recomputed tiles.
+    index: Vec<bool>,
 }
 
 impl Groups {
@@ -104,7 +115,14 @@ impl Groups {
             seen: vec![false; n],
             slices: vec![],
             accessed: vec![false; n],
+            mma_results: vec![false; n],
+            index: vec![false; n],
         }
+    }
+
+    /// Whether `v` is a scalar or an index tile (see [`Groups::index`]).
+    fn is_index(&self, f: &Function, v: ValueId) -> bool {
+        f.ty(v).is_scalar() || self.index[v.0 as usize]
     }
 
     fn find(&mut self, v: u32) -> u32 {
@@ -163,6 +181,32 @@ impl Groups {
         for &v in &all {
             self.union_all(f, &[v]);
         }
+        let coordinate_op = matches!(
+            op.kind,
+            OpKind::Arange { .. }
+                | OpKind::Splat { .. }
+                | OpKind::ExpandDims { .. }
+                | OpKind::Broadcast { .. }
+                | OpKind::Unary(_)
+                | OpKind::Binary(_)
+                | OpKind::Cmp(_)
+                | OpKind::Select
+                | OpKind::Cast(_)
+                | OpKind::AddPtr
+        );
+        if coordinate_op && op.operands.iter().all(|&v| self.is_index(f, v)) {
+            for &r in &op.results {
+                self.index[r.0 as usize] = true;
+            }
+        }
+        // Index tiles join no group through elementwise ops: they are recomputed per element
+        // in whatever layout their consumer uses, so sharing one (say the row mask of a load
+        // and of a store) must not tie unrelated data tiles to one layout.
+        let data: Vec<ValueId> = all
+            .iter()
+            .copied()
+            .filter(|&v| !self.is_index(f, v))
+            .collect();
         match &op.kind {
             OpKind::Unary(_)
             | OpKind::Binary(_)
@@ -170,12 +214,25 @@ impl Groups {
             | OpKind::Select
             | OpKind::Cast(_)
             | OpKind::AddPtr
-            | OpKind::Broadcast { .. } => self.union_all(f, &all),
+            | OpKind::Broadcast { .. } => self.union_all(f, &data),
             OpKind::Load { .. } | OpKind::Store { .. } => {
+                // The pointer joins the data it accesses: it decides the vector width.
                 self.accessed[op.operands[0].0 as usize] = true;
-                self.union_all(f, &all)
+                let mut vs = data;
+                vs.push(op.operands[0]);
+                self.union_all(f, &vs)
             }
-            OpKind::Dot => self.union_all(f, &[op.operands[2], op.results[0]]),
+            OpKind::Dot => {
+                let a = f.ty(op.operands[0]).elem.scalar();
+                // Every warp must own at least one 16-row slab: with fewer rows the warps
+                // would idle and the few that work would hold the whole tile.
+                let rows = f.ty(op.results[0]).shape.first().copied().unwrap_or(0);
+                let slabs_cover_warps = rows.div_ceil(16) >= f.num_warps.max(1) as usize;
+                if matches!(a, Some(ScalarType::Bf16 | ScalarType::F16)) && slabs_cover_warps {
+                    self.mma_results[op.results[0].0 as usize] = true;
+                }
+                self.union_all(f, &[op.operands[2], op.results[0]])
+            }
             OpKind::Reduce { axis, .. } if f.ty(op.operands[0]).rank() == 2 => {
                 self.slices.push(SliceConstraint {
                     child: op.results[0],
@@ -274,6 +331,13 @@ impl Groups {
                     };
                 }
             }
+        }
+        // Tensor-core accumulators and everything elementwise-connected to them live in
+        // mma fragments; warps own whole 16-row slabs, so row reductions stay in a quad.
+        if rank == 2 && members.iter().any(|&v| self.mma_results[v]) {
+            return Layout::Mma {
+                warps_per_cta: [f.num_warps.max(1), 1],
+            };
         }
         // The largest member decides how threads spread; the pointers that loads and stores
         // access decide the fast axis and the vector width (the narrowest access wins).
@@ -449,6 +513,86 @@ mod tests {
         let bl = blocked_of(f.ty(v)).clone();
         assert_eq!(bl.order, vec![0, 1]);
         assert_eq!(bl.size_per_thread, vec![4, 1]);
+    }
+
+    /// `s = dot(a, b)` on bf16 `[m, 32] x [32, 64]`, then a row max and `s - max[:, None]`
+    /// stored through a pointer tile that shares its row offsets with the load of `a`.
+    fn dot_rows(m: usize, warps: u32) -> (Function, ValueId, ValueId, ValueId, ValueId) {
+        let mut f = Function::new("k", warps);
+        let x = f.add_param(
+            "x",
+            ParamKind::Ptr {
+                elem: ScalarType::Bf16,
+                mutable: false,
+            },
+        );
+        let y = f.add_param(
+            "y",
+            ParamKind::Ptr {
+                elem: ScalarType::F32,
+                mutable: true,
+            },
+        );
+        let mut b = Builder::new(&mut f);
+        let rows = b.arange(m).unwrap();
+        let cols = b.arange(32).unwrap();
+        let r = b.expand_dims(rows, 1).unwrap();
+        let c = b.expand_dims(cols, 0).unwrap();
+        let w = b.const_i32(32);
+        let rw = b.binary(BinaryOp::Mul, r, w).unwrap();
+        let off = b.binary(BinaryOp::Add, rw, c).unwrap();
+        let pa = b.add_ptr(x, off).unwrap();
+        let a = b.load(pa, None, None).unwrap();
+        let kb = b.arange(32).unwrap();
+        let nb = b.arange(64).unwrap();
+        let k2 = b.expand_dims(kb, 1).unwrap();
+        let n2 = b.expand_dims(nb, 0).unwrap();
+        let w64 = b.const_i32(64);
+        let kw = b.binary(BinaryOp::Mul, k2, w64).unwrap();
+        let offb = b.binary(BinaryOp::Add, kw, n2).unwrap();
+        let pb = b.add_ptr(x, offb).unwrap();
+        let bt = b.load(pb, None, None).unwrap();
+        let s = b.dot(a, bt, None).unwrap();
+        let mx = b.reduce(ReduceKind::Max, s, 1).unwrap();
+        let mc = b.expand_dims(mx, 1).unwrap();
+        let d = b.binary(BinaryOp::Sub, s, mc).unwrap();
+        // The store's row offsets are the same value as the load of `a`'s.
+        let rw64 = b.binary(BinaryOp::Mul, r, w64).unwrap();
+        let offy = b.binary(BinaryOp::Add, rw64, n2).unwrap();
+        let py = b.add_ptr(y, offy).unwrap();
+        b.store(py, d, None).unwrap();
+        b.finish();
+        (f, a, s, mx, d)
+    }
+
+    #[test]
+    fn dot_results_get_mma_and_their_row_reductions_slices() {
+        let (mut f, a, s, mx, d) = dot_rows(64, 4);
+        run(&mut f);
+        verify(&f).unwrap_or_else(|e| panic!("{e}\n{}", print_function(&f)));
+        let mma = Layout::Mma {
+            warps_per_cta: [4, 1],
+        };
+        assert_eq!(f.ty(s).layout, mma);
+        assert_eq!(f.ty(d).layout, mma);
+        assert_eq!(
+            f.ty(mx).layout,
+            Layout::Slice {
+                dim: 1,
+                parent: Box::new(mma.clone())
+            }
+        );
+        // The A tile shares only index tiles with the stored result: it keeps a blocked
+        // layout for its own (coalesced) load.
+        assert!(
+            matches!(f.ty(a).layout, Layout::Blocked(_)),
+            "{}",
+            print_function(&f)
+        );
+        // Fewer 16-row slabs than warps: no Mma.
+        let (mut f, _, s, _, _) = dot_rows(32, 4);
+        run(&mut f);
+        assert!(matches!(f.ty(s).layout, Layout::Blocked(_)));
     }
 
     #[test]

@@ -630,3 +630,78 @@ pub fn dsl_kernels() -> Vec<(String, attn_dsl::codegen::CudaKernel)> {
         })
         .collect()
 }
+
+/// Row statistics of a tensor-core product `s = a · b` (`[m, k] · [k, n]`, one program),
+/// computed in the `Mma` fragment layout: f32 `max`/`min`/`sum` row reductions (quad
+/// shuffles), an i32 tile in the same layout with `sum`/`max` row reductions, a softmax with
+/// its row broadcasts, a loaded row vector added in the fragment layout (`bias`), and the same
+/// vector added to a plain loaded tile (`x`), whose unsqueeze then needs a layout conversion.
+/// Outputs: `s`, `rmax`, `rmin`, `rsum`, `isum`, `imax`, `p`, `y = x + bias[:, None]`.
+pub fn mma_rows(t: ScalarType, m: usize, k: usize, n: usize, warps: u32) -> Function {
+    let mut f = Function::new(format!("mma_rows_{t}_{m}x{k}x{n}"), warps);
+    let a = f.add_param("a", ptr(t));
+    let bp = f.add_param("b", ptr(t));
+    let bias = f.add_param("bias", ptr(F32));
+    let x = f.add_param("x", ptr(F32));
+    let outs: Vec<ValueId> = [
+        ("s", F32),
+        ("rmax", F32),
+        ("rmin", F32),
+        ("rsum", F32),
+        ("isum", I32),
+        ("imax", I32),
+        ("p", F32),
+        ("y", F32),
+    ]
+    .into_iter()
+    .map(|(name, t)| f.add_param(name, out_ptr(t)))
+    .collect();
+    build(&mut f, |b| {
+        at(b, 90);
+        let zero = b.const_i32(0);
+        let kv = b.const_i32(k as i64);
+        let nv = b.const_i32(n as i64);
+        let (pa, _, _) = tile_ptrs(b, a, zero, m, k, kv)?;
+        let (pb, _, _) = tile_ptrs(b, bp, zero, k, n, nv)?;
+        let (pmn, _, _) = tile_ptrs(b, x, zero, m, n, nv)?;
+        let va = b.load(pa, None, None)?;
+        let vb = b.load(pb, None, None)?;
+        let rows = b.arange(m)?;
+        let pbias = b.add_ptr(bias, rows)?;
+        let vbias = b.load(pbias, None, None)?;
+        at(b, 91);
+        let s = b.dot(va, vb, None)?;
+        let col = b.expand_dims(vbias, 1)?;
+        let s = b.binary(B::Add, s, col)?;
+        b.set_name(s, "s");
+        at(b, 92);
+        let mx = b.reduce(ReduceKind::Max, s, 1)?;
+        let mn = b.reduce(ReduceKind::Min, s, 1)?;
+        let mxc = b.expand_dims(mx, 1)?;
+        let e = b.binary(B::Sub, s, mxc)?;
+        let e = b.unary(U::Exp, e)?;
+        let sum = b.reduce(ReduceKind::Sum, e, 1)?;
+        let sumc = b.expand_dims(sum, 1)?;
+        let p = b.binary(B::Div, e, sumc)?;
+        at(b, 93);
+        let eight = b.const_f32(8.0);
+        let q = b.binary(B::Mul, s, eight)?;
+        let q = b.cast(q, I32)?;
+        let isum = b.reduce(ReduceKind::Sum, q, 1)?;
+        let imax = b.reduce(ReduceKind::Max, q, 1)?;
+        at(b, 94);
+        let vx = b.load(pmn, None, None)?;
+        let col2 = b.expand_dims(vbias, 1)?;
+        let y = b.binary(B::Add, vx, col2)?;
+        at(b, 95);
+        for (i, v) in [s, mx, mn, sum, isum, imax, p, y].into_iter().enumerate() {
+            let ptrs = if b.ty(v).rank() == 2 {
+                tile_ptrs(b, outs[i], zero, m, n, nv)?.0
+            } else {
+                b.add_ptr(outs[i], rows)?
+            };
+            b.store(ptrs, v, None)?;
+        }
+        Ok(())
+    })
+}

@@ -133,14 +133,17 @@ inline float attn_nan() { return __uint_as_float(0x7fc00000u); }
 struct attn_lane_regs {
     unsigned a[4], b[2];
     float f;
+    unsigned long long bits;
 };
 extern attn_lane_regs attn_warp_regs[32][32];
 
-inline float attn_shfl_xor(float v, int mask) {
+template <class T>
+inline T attn_shfl_xor(T v, int mask) {
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    attn_warp_regs[w][lane].f = v;
+    std::memcpy(&attn_warp_regs[w][lane].bits, &v, sizeof(T));
     attn_warp_sync();
-    float r = attn_warp_regs[w][lane ^ mask].f;
+    T r;
+    std::memcpy(&r, &attn_warp_regs[w][lane ^ mask].bits, sizeof(T));
     attn_warp_sync();
     return r;
 }
@@ -175,13 +178,20 @@ inline void attn_mma_emulated(float (&c)[4], unsigned a0, unsigned a1, unsigned 
     attn_warp_sync();
     for (int q = 0; q < 4; ++q) c[q] = out[q];
 }
-inline void attn_mma_bf16_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+inline void attn_mma_bf16_16816(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                 unsigned b0, unsigned b1) {
-    attn_mma_emulated<true>(c, a0, a1, a2, a3, b0, b1);
+    attn_mma_emulated<true>(*reinterpret_cast<float(*)[4]>(c), a0, a1, a2, a3, b0, b1);
 }
-inline void attn_mma_f16_16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+inline void attn_mma_f16_16816(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                unsigned b0, unsigned b1) {
-    attn_mma_emulated<false>(c, a0, a1, a2, a3, b0, b1);
+    attn_mma_emulated<false>(*reinterpret_cast<float(*)[4]>(c), a0, a1, a2, a3, b0, b1);
+}
+
+inline unsigned attn_pack_bf16(float lo, float hi) {
+    return (unsigned)attn_f32_to_bf16_bits(lo) | ((unsigned)attn_f32_to_bf16_bits(hi) << 16);
+}
+inline unsigned attn_pack_f16(float lo, float hi) {
+    return (unsigned)attn_f32_to_f16_bits(lo) | ((unsigned)attn_f32_to_f16_bits(hi) << 16);
 }
 
 extern unsigned char attn_smem[];

@@ -1,0 +1,116 @@
+//! Ops on `Mma` fragments that never leave the registers: broadcasting a row vector over the
+//! columns of its fragment (each lane already holds the rows it needs) and reducing the rows
+//! of a fragment into its row vector (an in-thread fold and two quad shuffles).
+//!
+//! Row-reduction order: each lane folds its own elements of the row (column tiles
+//! ascending, the two columns of a tile ascending), then the four lanes of the quad combine
+//! pairwise (`xor 1`, then `xor 2`), so a row sum is a tree over lanes of in-lane sums, not the
+//! CPU executor's ascending sum: f32 sums agree to rounding, not bit for bit. `max`/`min`
+//! start from NaN, which `fmaxf`/`fminf` ignore, so they equal the executor's result exactly.
+
+use super::c_types::{reg_type, round_to};
+use super::elementwise::binary;
+use super::emitter::Emitter;
+use super::tile_map::TileMap;
+use super::CodegenError;
+use crate::ir::{BinaryOp, Op, ReduceKind, ScalarType, ValueId};
+
+type Res<T> = Result<T, CodegenError>;
+
+impl<'f> Emitter<'f> {
+    /// Emits `broadcast(x) -> res` as register reads when `x` is the row vector of `res`'s
+    /// fragment (`[m, 1]` → `[m, n]` in `Mma`); returns whether it did.
+    pub(crate) fn try_broadcast_rows(&mut self, x: ValueId, res: ValueId) -> Res<bool> {
+        let (TileMap::Mma(xm), TileMap::Mma(rm)) = (self.map(x), self.map(res)) else {
+            return Ok(false);
+        };
+        if self.f.ty(x).is_scalar() || !rm.has_row_vector(&xm) {
+            return Ok(false);
+        }
+        self.w
+            .line("// (row vector over its fragment's columns: a register read)");
+        let src = rm.row_slot_of("s");
+        self.define_map(res, move |e, _| e.at(x, &src))?;
+        Ok(true)
+    }
+
+    /// Emits `reduce(x, axis 1) -> res` in registers when `res` is the row vector of `x`'s
+    /// fragment; returns whether it did.
+    pub(crate) fn try_reduce_rows(
+        &mut self,
+        op: &'f Op,
+        kind: ReduceKind,
+        axis: usize,
+    ) -> Res<bool> {
+        let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
+        let (TileMap::Mma(xm), TileMap::Mma(rm)) = (self.map(x), self.map(res)) else {
+            return Ok(false);
+        };
+        if axis != 1 || self.f.ty(res).rank() != 1 || !xm.has_row_vector(&rm) {
+            return Ok(false);
+        }
+        let t = self.scalar(x)?;
+        let (init, acc_t, finish) = reduce_rule(kind, t)?;
+        let bop = match kind {
+            ReduceKind::Sum => BinaryOp::Add,
+            ReduceKind::Max => BinaryOp::Max,
+            ReduceKind::Min => BinaryOp::Min,
+        };
+        let rt = reg_type(self.elem(x));
+        let name = self.define_tile(res);
+        self.w
+            .line("// (row reduction: in-lane fold, then the quad's xor-1 and xor-2 shuffles)");
+        self.w.open_unrolled("r", rm.slots());
+        self.w.line(format!("{rt} acc = {init};"));
+        self.w.open_unrolled("nt", xm.tiles_n);
+        self.w.open_unrolled("c", 2);
+        self.w.line(format!(
+            "const int s = ((r / 2) * {} + nt) * 4 + (r & 1) * 2 + c;",
+            xm.tiles_n
+        ));
+        let step = format!("acc = {};", binary(bop, acc_t, "acc", &self.at(x, "s")?)?);
+        match xm.col_guard("s") {
+            Some(g) => self.w.line(format!("if ({g}) {step}")),
+            None => self.w.line(step),
+        }
+        self.w.close("");
+        self.w.close("");
+        for lanes in [1, 2] {
+            let other = format!("attn_shfl_xor(acc, {lanes})");
+            self.w
+                .line(format!("acc = {};", binary(bop, acc_t, "acc", &other)?));
+        }
+        self.w
+            .line(format!("{name}[r] = {};", finish("acc".into())));
+        self.w.close("");
+        Ok(true)
+    }
+}
+
+/// A conversion applied to the final accumulator of a reduction.
+type Finish = Box<dyn Fn(String) -> String>;
+
+/// (identity, accumulator type, final conversion) of a reduction over elements of type `t`:
+/// float sums accumulate in f32 and round once at the end, like the CPU executor.
+fn reduce_rule(kind: ReduceKind, t: ScalarType) -> Res<(String, ScalarType, Finish)> {
+    let keep: Finish = Box::new(|x| x);
+    Ok(match (kind, t) {
+        (ReduceKind::Sum, t) if t.is_float() => (
+            "0.0f".into(),
+            ScalarType::F32,
+            Box::new(move |x| round_to(t, x)),
+        ),
+        (ReduceKind::Sum, ScalarType::I32) => ("0".into(), t, keep),
+        (ReduceKind::Sum, ScalarType::I64) => ("0LL".into(), t, keep),
+        (ReduceKind::Max | ReduceKind::Min, t) if t.is_float() => ("attn_nan()".into(), t, keep),
+        (ReduceKind::Max, ScalarType::I32) => ("(-2147483647 - 1)".into(), t, keep),
+        (ReduceKind::Min, ScalarType::I32) => ("2147483647".into(), t, keep),
+        (ReduceKind::Max, ScalarType::I64) => ("(-9223372036854775807LL - 1LL)".into(), t, keep),
+        (ReduceKind::Min, ScalarType::I64) => ("9223372036854775807LL".into(), t, keep),
+        (k, t) => {
+            return Err(CodegenError::Unsupported(format!(
+                "{k:?} reduction of {t} values (allowed: bf16, f16, f32, i32, i64)"
+            )))
+        }
+    })
+}

@@ -1,0 +1,222 @@
+//! The `Mma` distribution: a tile `[m, n]` held as `mma.sync.m16n8k16` accumulator fragments.
+//!
+//! Rows are cut into 16-row slabs; warp `w` owns slabs `w, w + W, w + 2W, ...` (W warps) over
+//! all `n` columns, cut into 8-column tiles. Within a slab, lane `(g, t) = (lane / 4, lane % 4)`
+//! holds rows `g` and `g + 8` at columns `2t, 2t + 1` of every column tile, so slot
+//! `s = (j · tiles_n + nt) · 4 + q` (slab `j` of the warp, column tile `nt`, fragment register
+//! `q`) is row `16 · (w + jW) + g + 8 · (q >> 1)`, column `8 · nt + 2t + (q & 1)`: the four
+//! slots of one `(j, nt)` are exactly the `float c[4]` operand of one `mma.sync`.
+//!
+//! A tile with one column (`n == 1`: a row vector `[m]` in `Slice(1, Mma)` or its unsqueezed
+//! `[m, 1]`) is held by all four lanes of a quad: slot `s = 2j + h` is row
+//! `16 · (w + jW) + g + 8h`. Row reductions of a fragment then end in the lanes that hold the
+//! row, broadcasting a row vector back over the columns is a register read, and unsqueeze is
+//! a copy. Elements past `m` rows or `n` columns (padding to 16 and 8) are unowned.
+
+/// Geometry of one tile in the `Mma` distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MmaMap {
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    pub(crate) warps: usize,
+    /// 16-row slabs of the tile, and per warp (rounded up).
+    pub(crate) slabs: usize,
+    pub(crate) slabs_per_warp: usize,
+    /// 8-column tiles (1 for row vectors).
+    pub(crate) tiles_n: usize,
+}
+
+impl MmaMap {
+    pub(crate) fn new(m: usize, n: usize, warps: usize) -> Self {
+        let warps = warps.max(1);
+        let slabs = m.div_ceil(16).max(1);
+        MmaMap {
+            m,
+            n,
+            warps,
+            slabs,
+            slabs_per_warp: slabs.div_ceil(warps),
+            tiles_n: n.div_ceil(8).max(1),
+        }
+    }
+
+    /// Whether this is a quad-replicated row vector (one column).
+    pub(crate) fn is_rows(&self) -> bool {
+        self.n == 1
+    }
+
+    /// Slots per fragment row group: 4 registers per (slab, column tile), or 2 rows per slab.
+    fn per_slab(&self) -> usize {
+        if self.is_rows() {
+            2
+        } else {
+            4 * self.tiles_n
+        }
+    }
+
+    pub(crate) fn slots(&self) -> usize {
+        self.slabs_per_warp * self.per_slab()
+    }
+
+    /// The warp's slab index of slab slot group `j` (an expression).
+    fn slab(&self, j: &str) -> String {
+        if self.slabs_per_warp == 1 {
+            "attn_warp".into()
+        } else {
+            format!("(attn_warp + {j} * {})", self.warps)
+        }
+    }
+
+    /// Row of `slot` (an expression).
+    pub(crate) fn row(&self, slot: &str) -> String {
+        let j = format!("({slot} / {})", self.per_slab());
+        let half = if self.is_rows() {
+            format!("({slot} & 1)")
+        } else {
+            format!("(({slot} >> 1) & 1)")
+        };
+        format!("({} * 16 + attn_g + {half} * 8)", self.slab(&j))
+    }
+
+    /// Column of `slot` (an expression; `0` for row vectors).
+    pub(crate) fn col(&self, slot: &str) -> String {
+        if self.is_rows() {
+            return "0".into();
+        }
+        if self.tiles_n == 1 {
+            format!("(2 * attn_t4 + ({slot} & 1))")
+        } else {
+            format!(
+                "((({slot} / 4) % {}) * 8 + 2 * attn_t4 + ({slot} & 1))",
+                self.tiles_n
+            )
+        }
+    }
+
+    pub(crate) fn flat(&self, slot: &str) -> String {
+        if self.is_rows() {
+            self.row(slot)
+        } else {
+            format!("({} * {} + {})", self.row(slot), self.n, self.col(slot))
+        }
+    }
+
+    fn rows_exact(&self) -> bool {
+        self.m == self.slabs_per_warp * self.warps * 16
+    }
+
+    fn cols_exact(&self) -> bool {
+        self.is_rows() || self.n.is_multiple_of(8)
+    }
+
+    /// Whether every slot of every thread is a real element.
+    pub(crate) fn always_in_range(&self) -> bool {
+        self.rows_exact() && self.cols_exact()
+    }
+
+    /// Condition under which `slot` is a real element (`None`: always).
+    pub(crate) fn owned(&self, slot: &str) -> Option<String> {
+        let mut c = Vec::new();
+        if !self.rows_exact() {
+            c.push(format!("{} < {}", self.row(slot), self.m));
+        }
+        if !self.cols_exact() {
+            c.push(format!("{} < {}", self.col(slot), self.n));
+        }
+        (!c.is_empty()).then(|| c.join(" && "))
+    }
+
+    /// Condition under which `slot`'s column is inside the tile (`None`: always).
+    pub(crate) fn col_guard(&self, slot: &str) -> Option<String> {
+        (!self.cols_exact()).then(|| format!("{} < {}", self.col(slot), self.n))
+    }
+
+    /// Condition under which this lane writes `slot` to memory: owned, and for row vectors
+    /// only the first lane of the quad.
+    pub(crate) fn writer(&self, slot: &str) -> Option<String> {
+        let mut c: Vec<String> = self.owned(slot).into_iter().collect();
+        if self.is_rows() {
+            c.push("attn_t4 == 0".into());
+        }
+        (!c.is_empty()).then(|| c.join(" && "))
+    }
+
+    /// The slot of the row vector (`n == 1` map with the same rows) holding the row of
+    /// fragment slot `slot` of this map.
+    pub(crate) fn row_slot_of(&self, slot: &str) -> String {
+        format!("(({slot} / {}) * 2 + (({slot} >> 1) & 1))", self.per_slab())
+    }
+
+    /// Whether `rows` is the row vector of this fragment's rows (same rows, same warps).
+    pub(crate) fn has_row_vector(&self, rows: &MmaMap) -> bool {
+        rows.is_rows() && !self.is_rows() && rows.m == self.m && rows.warps == self.warps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Evaluates the map for every (warp, lane, slot) and checks that the owned slots cover
+    /// every element exactly once (fragments) or exactly once per quad lane (row vectors).
+    fn coverage(m: usize, n: usize, warps: usize) {
+        let map = MmaMap::new(m, n, warps);
+        let mut seen = vec![0usize; m * n];
+        for warp in 0..warps {
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                for s in 0..map.slots() {
+                    let j = s / map.per_slab();
+                    let slab = warp + j * warps;
+                    let (row, col) = if map.is_rows() {
+                        (slab * 16 + g + (s & 1) * 8, 0)
+                    } else {
+                        let nt = (s / 4) % map.tiles_n;
+                        (slab * 16 + g + ((s >> 1) & 1) * 8, nt * 8 + 2 * t + (s & 1))
+                    };
+                    if row < m && col < n {
+                        seen[row * n + col] += 1;
+                    }
+                }
+            }
+        }
+        let want = if map.is_rows() { 4 } else { 1 };
+        assert!(seen.iter().all(|&c| c == want), "{m}x{n}/{warps}: {seen:?}");
+    }
+
+    #[test]
+    fn every_element_has_its_owners() {
+        for (m, n, w) in [
+            (64, 64, 4),
+            (16, 32, 4),
+            (64, 1, 4),
+            (70, 50, 4),
+            (8, 4, 2),
+            (128, 8, 4),
+            (48, 24, 2),
+            (33, 1, 2),
+        ] {
+            coverage(m, n, w);
+        }
+    }
+
+    #[test]
+    fn expressions_and_guards() {
+        let f = MmaMap::new(64, 64, 4);
+        assert_eq!(f.slots(), 32);
+        assert_eq!(f.owned("s"), None);
+        assert_eq!(
+            f.flat("s"),
+            "((attn_warp * 16 + attn_g + ((s >> 1) & 1) * 8) * 64 + (((s / 4) % 8) * 8 + 2 * attn_t4 + (s & 1)))"
+        );
+        let r = MmaMap::new(64, 1, 4);
+        assert_eq!(r.slots(), 2);
+        assert_eq!(r.writer("s").as_deref(), Some("attn_t4 == 0"));
+        assert!(f.has_row_vector(&r));
+        let tail = MmaMap::new(70, 50, 4);
+        assert_eq!(tail.slabs_per_warp, 2);
+        assert!(tail
+            .owned("s")
+            .is_some_and(|c| c.contains("< 70") && c.contains("< 50")));
+    }
+}
