@@ -98,7 +98,7 @@ fn parity(
 
 /// Document ids `[S, stride]`: contiguous documents of random lengths, then padding (−1).
 fn doc_ids(seq_lens: &[i32], stride: usize, seed: u64, padding: usize) -> Vec<i32> {
-    let mut rng = unified_common::Rng::new(seed);
+    let mut rng = unified_common::seeded(seed);
     let mut ids = vec![-1; seq_lens.len() * stride];
     for (s, &l) in seq_lens.iter().enumerate() {
         let real = (l as usize).saturating_sub(padding);
