@@ -488,6 +488,20 @@ fn non_absorbed(cfg: &MlaConfig, d: &MlaData, scale: f64) -> Vec<f64> {
     out
 }
 
+/// The 3-head absorbed batch of `data`'s queries over `reqs`.
+fn absorbed_batch<'a>(
+    cfg: &MlaConfig,
+    data: &MlaData,
+    reqs: &'a [MlaRequest<'a>],
+) -> AbsorbedBatch<'a> {
+    AbsorbedBatch {
+        config: *cfg,
+        num_heads: 3,
+        q_hat: absorb_queries(cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap(),
+        requests: reqs,
+    }
+}
+
 fn assert_close(a: &[f64], b: &[f64], tol: f64) {
     assert_eq!(a.len(), b.len());
     for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
@@ -503,13 +517,7 @@ fn absorbed_decode_with_v_up_equals_non_absorbed_attention() {
     let cfg = small_config();
     let data = mla_data(&cfg, &[(9, 1), (5, 2), (4, 4)], 17);
     let reqs = requests(&data);
-    let q_hat = absorb_queries(&cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap();
-    let batch = AbsorbedBatch {
-        config: cfg,
-        num_heads: 3,
-        q_hat,
-        requests: &reqs,
-    };
+    let batch = absorbed_batch(&cfg, &data, &reqs);
     let scale = cfg.softmax_scale();
     let lat = dense_decode(&batch, scale).unwrap();
     let y = v_up(&cfg, 3, &lat.out, &data.w_uv).unwrap();
@@ -524,13 +532,7 @@ fn dcp_split_and_merge_equals_dense_decode() {
     let cfg = small_config();
     let data = mla_data(&cfg, &[(130, 1), (3, 2), (4, 4), (70, 4), (1, 1)], 29);
     let reqs = requests(&data);
-    let q_hat = absorb_queries(&cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap();
-    let batch = AbsorbedBatch {
-        config: cfg,
-        num_heads: 3,
-        q_hat,
-        requests: &reqs,
-    };
+    let batch = absorbed_batch(&cfg, &data, &reqs);
     let scale = cfg.softmax_scale();
     let dense = dense_decode(&batch, scale).unwrap();
     for d in [1u32, 2, 4, 8] {
@@ -554,13 +556,7 @@ fn current_part_is_causal_within_the_chunk() {
     let cfg = small_config();
     let data = mla_data(&cfg, &[(4, 4)], 3);
     let reqs = requests(&data);
-    let q_hat = absorb_queries(&cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap();
-    let batch = AbsorbedBatch {
-        config: cfg,
-        num_heads: 3,
-        q_hat,
-        requests: &reqs,
-    };
+    let batch = absorbed_batch(&cfg, &data, &reqs);
     let cur = current_partial(&batch, 0.1).unwrap();
     // Token 0 of the chunk sees only its own key: o = its latent, ℓ = its score.
     for h in 0..3 {

@@ -191,6 +191,21 @@ fn run_stage(
     Ok(bufs)
 }
 
+/// [`run_stage`] of a stage whose outputs are one partial: its `(out, lse)` buffers.
+fn run_partial_stage(
+    plan: &DecodePlan,
+    f: &Function,
+    launch: &KernelLaunch,
+    inputs: impl IntoIterator<Item = (BufferRole, HostBuffer)>,
+    [out, lse]: [BufferRole; 2],
+) -> Result<(HostBuffer, HostBuffer), CpuDecodeError> {
+    let mut bufs = run_stage(plan, f, launch, inputs, &[out, lse])?;
+    Ok((
+        take(&mut bufs, launch.kernel, out)?,
+        take(&mut bufs, launch.kernel, lse)?,
+    ))
+}
+
 /// Takes a stage's output back out of its buffer map.
 fn take(
     bufs: &mut BTreeMap<BufferRole, HostBuffer>,
@@ -294,11 +309,8 @@ pub fn run_history_splits(
         (BufferRole::HistLens, HostBuffer::I32(step.hist_lens(rank))),
     ];
     let outputs = [BufferRole::SplitOut, BufferRole::SplitLse];
-    let mut bufs = run_stage(plan, &kernels.history, &plan.history, inputs, &outputs)?;
-    Ok(HistorySplits {
-        out: take(&mut bufs, plan.history.kernel, BufferRole::SplitOut)?,
-        lse: take(&mut bufs, plan.history.kernel, BufferRole::SplitLse)?,
-    })
+    let (out, lse) = run_partial_stage(plan, &kernels.history, &plan.history, inputs, outputs)?;
+    Ok(HistorySplits { out, lse })
 }
 
 /// The reduce of the history splits into this rank's `hist_send`.
@@ -313,11 +325,8 @@ pub fn run_history_reduce(
     ];
     let outputs = [BufferRole::SendOut, BufferRole::SendLse];
     let (f, launch) = (&kernels.history_reduce, &plan.history_reduce);
-    let mut bufs = run_stage(plan, f, launch, inputs, &outputs)?;
-    Ok(ExchangeBuffer {
-        out: take(&mut bufs, plan.history_reduce.kernel, BufferRole::SendOut)?,
-        lse: take(&mut bufs, plan.history_reduce.kernel, BufferRole::SendLse)?,
-    })
+    let (out, lse) = run_partial_stage(plan, f, launch, inputs, outputs)?;
+    Ok(ExchangeBuffer { out, lse })
 }
 
 /// History pass of `rank` and the reduce into its `hist_send`.
@@ -384,11 +393,8 @@ pub fn run_current(
         ),
     ];
     let outputs = [BufferRole::CurOut, BufferRole::CurLse];
-    let mut bufs = run_stage(plan, &kernels.current, &plan.current, inputs, &outputs)?;
-    Ok(CurrentPartial {
-        out: take(&mut bufs, plan.current.kernel, BufferRole::CurOut)?,
-        lse: take(&mut bufs, plan.current.kernel, BufferRole::CurLse)?,
-    })
+    let (out, lse) = run_partial_stage(plan, &kernels.current, &plan.current, inputs, outputs)?;
+    Ok(CurrentPartial { out, lse })
 }
 
 /// The combine: D received history partials + the current partial → `lat_out [T, N, 512]`.
