@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use attn_runtime::bench::measurement::CudaEventTime;
+use attn_runtime::bench::measurement::{criterion_on_device0, CudaEventTime};
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::unified_attention::args::{
     Metadata, MmPrefixRanges, TokenLayout, Tokens, UnifiedAttentionArgs,
@@ -405,14 +405,9 @@ fn bench_unified(c: &mut Criterion<CudaEventTime>) {
     group.finish();
 }
 
-fn config() -> Criterion<CudaEventTime> {
-    let dev = CudaDevice::new(0).expect("benches need a CUDA device");
-    Criterion::default().with_measurement(CudaEventTime::new(dev.default_stream()))
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = criterion_on_device0();
     targets = bench_unified
 }
 criterion_main!(benches);
