@@ -10,6 +10,31 @@ pub fn at(b: &mut Builder, line: u32, col: u32) {
     b.loc = Loc { line, col };
 }
 
+/// Adds a pointer parameter to `elem` (read-only unless `mutable`).
+fn ptr_param(f: &mut Function, name: &str, elem: ScalarType, mutable: bool) -> ValueId {
+    f.add_param(name, ParamKind::Ptr { elem, mutable })
+}
+
+/// Every comparison predicate.
+const CMP_PREDS: [CmpPred; 6] = [
+    CmpPred::Eq,
+    CmpPred::Ne,
+    CmpPred::Lt,
+    CmpPred::Le,
+    CmpPred::Gt,
+    CmpPred::Ge,
+];
+
+/// The binary ops defined on floats.
+const FLOAT_BINARY_OPS: [BinaryOp; 6] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Min,
+    BinaryOp::Max,
+];
+
 /// One program using every op kind, every scalar kind, nested `for`/`if`/`while` with
 /// carried values, duplicate and odd value names, and source locations.
 pub fn kitchen_sink() -> Function {
@@ -19,20 +44,8 @@ pub fn kitchen_sink() -> Function {
 fn build_kitchen_sink() -> IrResult<Function> {
     use ScalarType::*;
     let mut f = Function::new("sink_1a2b3c4d", 4);
-    let x = f.add_param(
-        "x",
-        ParamKind::Ptr {
-            elem: Bf16,
-            mutable: false,
-        },
-    );
-    let out = f.add_param(
-        "out",
-        ParamKind::Ptr {
-            elem: F32,
-            mutable: true,
-        },
-    );
+    let x = ptr_param(&mut f, "x", Bf16, false);
+    let out = ptr_param(&mut f, "out", F32, true);
     let n = f.add_param("n", ParamKind::Scalar(I32));
     let big = f.add_param("big", ParamKind::Scalar(I64));
     let flag = f.add_param("flag", ParamKind::Scalar(Bool));
@@ -92,14 +105,7 @@ fn build_kitchen_sink() -> IrResult<Function> {
     let nb = b.unary(UnaryOp::Not, flag)?;
     let ni = b.unary(UnaryOp::Not, idx)?;
     // Every binary op.
-    for op in [
-        BinaryOp::Add,
-        BinaryOp::Sub,
-        BinaryOp::Mul,
-        BinaryOp::Div,
-        BinaryOp::Min,
-        BinaryOp::Max,
-    ] {
+    for op in FLOAT_BINARY_OPS {
         v = b.binary(op, v, tiny)?;
     }
     let mut w = ni;
@@ -118,14 +124,7 @@ fn build_kitchen_sink() -> IrResult<Function> {
     let _ = bigger;
     // Every comparison, select, cast, reductions, explicit splat/broadcast.
     let mut conds: Vec<ValueId> = vec![];
-    for p in [
-        CmpPred::Eq,
-        CmpPred::Ne,
-        CmpPred::Lt,
-        CmpPred::Le,
-        CmpPred::Gt,
-        CmpPred::Ge,
-    ] {
+    for p in CMP_PREDS {
         conds.push(b.cmp(p, v, ninf)?);
     }
     let sel = b.select(conds[2], v, nan)?;
@@ -204,20 +203,8 @@ pub fn softmax_kernel() -> Function {
 fn build_softmax() -> IrResult<Function> {
     use ScalarType::*;
     let mut f = Function::new("softmax_1a2b3c4d", 4);
-    let x = f.add_param(
-        "x",
-        ParamKind::Ptr {
-            elem: Bf16,
-            mutable: false,
-        },
-    );
-    let out = f.add_param(
-        "out",
-        ParamKind::Ptr {
-            elem: Bf16,
-            mutable: true,
-        },
-    );
+    let x = ptr_param(&mut f, "x", Bf16, false);
+    let out = ptr_param(&mut f, "out", Bf16, true);
     let n = f.add_param("n", ParamKind::Scalar(I32));
     let mut b = Builder::new(&mut f);
     at(&mut b, 12, 5);
@@ -263,20 +250,8 @@ pub type Step = (u8, u16, u16, i64);
 pub fn random_program(steps: &[Step], tile: bool) -> Function {
     use ScalarType::*;
     let mut f = Function::new("rand", 4);
-    let out_i = f.add_param(
-        "out_i",
-        ParamKind::Ptr {
-            elem: I32,
-            mutable: true,
-        },
-    );
-    let out_f = f.add_param(
-        "out_f",
-        ParamKind::Ptr {
-            elem: F32,
-            mutable: true,
-        },
-    );
+    let out_i = ptr_param(&mut f, "out_i", I32, true);
+    let out_f = ptr_param(&mut f, "out_f", F32, true);
     let a = f.add_param("a", ParamKind::Scalar(I32));
     let bb = f.add_param("b", ParamKind::Scalar(I32));
     let x = f.add_param("x", ParamKind::Scalar(F32));
@@ -306,22 +281,8 @@ pub fn random_program(steps: &[Step], tile: bool) -> Function {
             BinaryOp::Shl,
             BinaryOp::Shr,
         ];
-        let float_ops = [
-            BinaryOp::Add,
-            BinaryOp::Sub,
-            BinaryOp::Mul,
-            BinaryOp::Div,
-            BinaryOp::Min,
-            BinaryOp::Max,
-        ];
-        let preds = [
-            CmpPred::Eq,
-            CmpPred::Ne,
-            CmpPred::Lt,
-            CmpPred::Le,
-            CmpPred::Gt,
-            CmpPred::Ge,
-        ];
+        let float_ops = FLOAT_BINARY_OPS;
+        let preds = CMP_PREDS;
         let r: IrResult<()> = (|| {
             match code % 10 {
                 0 => ints.push(b.const_i32(lit)),

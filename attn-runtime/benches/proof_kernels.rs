@@ -1,7 +1,7 @@
 //! Criterion benches of the registered kernels with CUDA-event timing (feature `gpu`).
 //! Throughput is reported as GB/s (compulsory bytes); `attn bench` prints % of the floor.
 
-use attn_runtime::bench::measurement::CudaEventTime;
+use attn_runtime::bench::measurement::{criterion_on_device0, CudaEventTime};
 use attn_runtime::launch::{CudaDevice, CudaKernelHandle};
 use attn_runtime::parity::DeviceProblem;
 use attn_runtime::registry::Registry;
@@ -29,14 +29,9 @@ fn bench_registered(c: &mut Criterion<CudaEventTime>) {
     group.finish();
 }
 
-fn config() -> Criterion<CudaEventTime> {
-    let dev = CudaDevice::new(0).expect("benches need a CUDA device");
-    Criterion::default().with_measurement(CudaEventTime::new(dev.default_stream()))
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = criterion_on_device0();
     targets = bench_registered
 }
 criterion_main!(benches);

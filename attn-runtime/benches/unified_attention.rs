@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use attn_runtime::bench::measurement::CudaEventTime;
+use attn_runtime::bench::measurement::{criterion_on_device0, CudaEventTime};
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::unified_attention::args::{
     Metadata, MmPrefixRanges, TokenLayout, Tokens, UnifiedAttentionArgs,
@@ -28,6 +28,7 @@ use attn_runtime::ops::unified_attention::gpu::{
 use attn_runtime::ops::unified_attention::mask::{allowed, MaskConfig, SequenceMask};
 use attn_runtime::ops::unified_attention::paged_cache::{CacheGeometry, PagedKvCache};
 use attn_runtime::ops::unified_attention::plan::PathChoice;
+use attn_runtime::problem::SplitMix64;
 use attn_runtime::timing::EventTimer;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use cudarc::driver::{CudaSlice, CudaStream};
@@ -213,15 +214,9 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
     std::thread::scope(|s| {
         for (i, part) in v.chunks_mut(chunk).enumerate() {
             s.spawn(move || {
-                let mut state = seed ^ (i as u64).wrapping_mul(0xA076_1D64_78BD_642F);
+                let mut rng = SplitMix64(seed ^ (i as u64).wrapping_mul(0xA076_1D64_78BD_642F));
                 for x in part {
-                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    z ^= z >> 31;
-                    let u = (z >> 40) as f32 / (1u64 << 24) as f32;
-                    *x = bf16::from_f32(2.0 * u - 1.0);
+                    *x = bf16::from_f64(rng.uniform(-1.0, 1.0));
                 }
             });
         }
@@ -256,12 +251,9 @@ impl Prepared {
         let stride = blocks.iter().copied().max().unwrap_or(1);
         // A scattered (not sequential) page order, as a serving cache has.
         let mut order: Vec<i32> = (0..num_blocks as i32).collect();
-        let mut state = 0x51u64;
+        let mut rng = SplitMix64(0x51);
         for i in (1..order.len()).rev() {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            order.swap(i, (state >> 33) as usize % (i + 1));
+            order.swap(i, rng.below(i + 1));
         }
         let mut table = vec![0i32; row.seqs.len() * stride];
         let mut next = 0;
@@ -413,14 +405,9 @@ fn bench_unified(c: &mut Criterion<CudaEventTime>) {
     group.finish();
 }
 
-fn config() -> Criterion<CudaEventTime> {
-    let dev = CudaDevice::new(0).expect("benches need a CUDA device");
-    Criterion::default().with_measurement(CudaEventTime::new(dev.default_stream()))
-}
-
 criterion_group! {
     name = benches;
-    config = config();
+    config = criterion_on_device0();
     targets = bench_unified
 }
 criterion_main!(benches);

@@ -11,5 +11,6 @@ pub mod parity;
 pub mod problem;
 pub mod reference;
 pub mod registry;
+pub mod split_mix64;
 pub mod tensor;
 pub mod timing;

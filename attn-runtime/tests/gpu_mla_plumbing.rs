@@ -12,44 +12,19 @@ use attn_runtime::ops::mla_dcp::cuda_source;
 use attn_runtime::ops::mla_dcp::exchange::{simulate_a2a, ExchangeError};
 use attn_runtime::ops::mla_dcp::streams::{ForkJoin, JoinMode, SpinKernel};
 use attn_runtime::ops::mla_dcp::vup::{VupError, VupFallback, VupGemm, VupShape};
+use attn_runtime::problem::SplitMix64;
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, CudaViewMut, LaunchConfig, PushKernelArg,
 };
 use half::{bf16, f16};
 use std::sync::Arc;
 
-/// xorshift64*: deterministic inputs without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [-1, 1), never exactly 0.
-    fn sym(&mut self) -> f32 {
-        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        let x = 2.0 * u - 1.0;
-        if x == 0.0 {
-            0.5
-        } else {
-            x
-        }
-    }
-}
+mod mla_partials;
+use mla_partials::{merge_f64, random_act, random_partials};
 
 fn stream0() -> Arc<CudaStream> {
     let ctx = CudaContext::new(0).expect("a CUDA device (feature `gpu` requires one)");
     ctx.new_stream().expect("a stream")
-}
-
-fn random_act<E: ActivationElem>(rng: &mut Rng, n: usize, scale: f32) -> Vec<E> {
-    (0..n).map(|_| E::from_f32(rng.sym() * scale)).collect()
 }
 
 /// y[t, n·V + v] = Σ_l x[t, n, l] · W[n, l, v] in f64, plus Σ |x·w| for the error bound.
@@ -138,7 +113,7 @@ fn vup_case<E: ActivationElem>(
     let stream = stream0();
     let s = VupShape::new(tokens, heads, latent, v_head).unwrap();
     let (nx, nw, _) = s.elems().unwrap();
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix64(seed);
     let x: Vec<E> = random_act(&mut rng, nx, 1.0);
     let w: Vec<E> = random_act(&mut rng, nw, 1.0 / (latent as f32).sqrt());
     let reference = vup_reference(&s, &x, &w);
@@ -234,52 +209,10 @@ fn vup_undersized_buffers_are_typed_errors() {
     );
 }
 
-/// f64 merge of §3.2 for one row: (normalized output, lse*), invalid = non-finite lse.
-fn merge_f64(parts: &[(Vec<f64>, f64)], width: usize) -> (Vec<f64>, f64) {
-    let valid: Vec<&(Vec<f64>, f64)> = parts.iter().filter(|(_, l)| l.is_finite()).collect();
-    if valid.is_empty() {
-        return (vec![0.0; width], f64::NEG_INFINITY);
-    }
-    let m = valid
-        .iter()
-        .map(|(_, l)| *l)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let sum: f64 = valid.iter().map(|(_, l)| (l - m).exp()).sum();
-    let mut o = vec![0.0; width];
-    for (out, l) in valid {
-        let wgt = (l - m).exp() / sum;
-        for (acc, v) in o.iter_mut().zip(out) {
-            *acc += wgt * v;
-        }
-    }
-    (o, m + sum.ln())
-}
-
-/// Partials of D virtual ranks: out `[T, D·N, L]` and lse `[T, D·N]` per rank, with an empty
-/// shard (lse −∞, out NaN) for rank D−1 on token 0 when D > 1.
-fn random_partials<E: ActivationElem>(rng: &mut Rng, c: &ChunkLayout) -> Vec<(Vec<E>, Vec<f32>)> {
-    let dn = c.ranks * c.heads;
-    (0..c.ranks)
-        .map(|r| {
-            let mut out: Vec<E> = random_act(rng, c.tokens * dn * c.latent, 2.0);
-            let mut lse: Vec<f32> = (0..c.tokens * dn).map(|_| 4.0 * rng.sym() + 1.0).collect();
-            if c.ranks > 1 && r == c.ranks - 1 {
-                for g in 0..dn {
-                    lse[g] = f32::NEG_INFINITY;
-                    for l in 0..c.latent {
-                        out[g * c.latent + l] = E::from_f32(f32::NAN);
-                    }
-                }
-            }
-            (out, lse)
-        })
-        .collect()
-}
-
 fn simulated_exchange_case(d: usize) {
     let stream = stream0();
     let c = ChunkLayout::new(d, 3, 2, 64, ActDtype::Bf16).unwrap();
-    let mut rng = Rng::new(10 + d as u64);
+    let mut rng = SplitMix64(10 + d as u64);
     let parts = random_partials::<bf16>(&mut rng, &c);
     let sends_host: Vec<Vec<u8>> = parts
         .iter()
@@ -384,7 +317,7 @@ fn simulated_exchange_errors_are_typed() {
 fn ag_rs_correction_case<E: ActivationElem>(d: usize, seed: u64) {
     let stream = stream0();
     let c = ChunkLayout::new(d, 2, 3, 32, E::DTYPE).unwrap();
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix64(seed);
     let parts = random_partials::<E>(&mut rng, &c);
     let s = AgRsSizes::of(&c);
     let lse_all: Vec<f32> = parts.iter().flat_map(|(_, l)| l.iter().copied()).collect();

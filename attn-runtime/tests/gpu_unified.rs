@@ -29,7 +29,7 @@ use gpu_unified_support::{
     Features, HostCausality, HostMm, TestDtype,
 };
 use half::{bf16, f16};
-use unified_common::{max_abs_diff, Geometry, PagedData, Rng};
+use unified_common::{max_abs_diff, per_query_rows, seeded, Geometry, PagedData};
 
 /// §7.1 `seq_lens` sets: mixed prefill/decode and pure decode.
 const MIXED: &[(usize, usize)] = &[(1, 1328), (5, 18), (129, 463)];
@@ -188,23 +188,6 @@ fn gpu_matches_cpu_executor_on_small_shapes() {
     }
 }
 
-/// Per-query `[T, 2]` rows equivalent to per-sequence ranges `[S, R, 2]`.
-fn per_query_rows(data: &PagedData, ranges: &[[i32; 2]], r: usize) -> Vec<[i32; 2]> {
-    let mut rows = vec![];
-    for s in 0..data.seq_lens.len() {
-        let qlen = data.cu_seqlens_q[s + 1] - data.cu_seqlens_q[s];
-        let context = data.seq_lens[s] - qlen;
-        for t in 0..qlen {
-            let q = context + t;
-            let hit = ranges[s * r..(s + 1) * r]
-                .iter()
-                .find(|&&[a, b]| a < b && a <= q && q <= b);
-            rows.push(hit.copied().unwrap_or([-1, -1]));
-        }
-    }
-    rows
-}
-
 /// Runs clamped-MM `features` in both encodings: each matches the reference, the two agree
 /// to 1e-5, and dropping the ranges changes the result (the MM term matters).
 fn both_encodings(label: &str, data: &PagedData, ranges: &[[i32; 2]], r: usize, base: Features) {
@@ -346,7 +329,7 @@ fn fully_masked_rows_are_zero() {
     let ctx = context(8, 8, 128);
     let data = dataset(&[(48, 48), (1, 37)], (4, 2), 64, Dtype::Bf16, 1200);
     let qmax = 48;
-    let mut rng = Rng::new(1201);
+    let mut rng = seeded(1201);
     let mut bias: Vec<f32> = (0..qmax * qmax)
         .map(|_| rng.uniform(-1.0, 1.0) as f32)
         .collect();

@@ -9,53 +9,12 @@ use attn_runtime::kernels::bounds_probe::{probe_bindings, probe_block, probe_mod
 use attn_runtime::kernels::specialization_cache::specialize_cached;
 use attn_runtime::kernels::unified_attention;
 use attn_runtime::launch::{CudaDevice, CudaKernelHandle, KernelArg};
-use attn_runtime::ops::unified_attention::config::{block_m_for, UnifiedAttentionConfig};
+use attn_runtime::ops::unified_attention::config::UnifiedAttentionConfig;
 use attn_runtime::ops::unified_attention::mask::{allowed, SequenceMask};
 use attn_runtime::ops::unified_attention::plan::MaskVariant;
 
-/// A 2D configuration with clamped MM over `max_ranges` ranges.
-fn config(
-    tile: i32,
-    nqpkv: i32,
-    window: i32,
-    use_causal: bool,
-    per_seq: bool,
-    max_ranges: i32,
-) -> UnifiedAttentionConfig {
-    let block_m = block_m_for(nqpkv);
-    let cfg = UnifiedAttentionConfig {
-        block_size: 16,
-        tile_size: tile,
-        block_m,
-        block_q: block_m / nqpkv,
-        head_size: 64,
-        head_size_padded: 64,
-        num_query_heads: nqpkv,
-        num_kv_heads: 1,
-        num_queries_per_kv: nqpkv,
-        kv_elem_bytes: 2,
-        sliding_window: window,
-        use_causal,
-        use_per_seq_causal: per_seq,
-        chunk_lookback: -1,
-        chunk_size: 0,
-        use_mm_prefix: true,
-        use_mm_query_range: false,
-        max_mm_ranges: max_ranges,
-        mm_prefix_clamp_sw: true,
-        use_r_swa: false,
-        r_swa_window: 0,
-        use_softcap: false,
-        use_sinks: false,
-        use_alibi_slopes: false,
-        use_alibi_sqrt: false,
-        use_qq_bias: false,
-        is_3d: false,
-        num_segments: 1,
-    };
-    cfg.validate().expect("valid probe configuration");
-    cfg
-}
+mod bounds_common;
+use bounds_common::{clamped_mm, plain_config, seed_block, seed_config};
 
 /// What the GPU probe returned: `(lo, hi, msp)` and `mask[row][k]`.
 struct GpuProbe {
@@ -120,19 +79,9 @@ fn probe_on_gpu(cfg: &UnifiedAttentionConfig, block: &ProbeBlock<'_>, keys: usiz
 /// Spec §4 seed geometry: context 0, L = qlen = 4096, b = 140 (rows 1120..1127), BLOCK_Q 8,
 /// nqpkv 2, TILE 32, W 1024, clamped MM, MAX_MM_RANGES 2 (second range padding).
 fn seed(use_causal: bool, per_seq: Option<bool>, range: [i32; 2]) -> (i32, i32, i32) {
-    let cfg = config(32, 2, 1024, use_causal, per_seq.is_some(), 2);
+    let cfg = seed_config(use_causal, per_seq);
     let ranges = [range, [0, 0]];
-    let block = ProbeBlock {
-        context_len: 0,
-        seq_len: 4096,
-        query_len: 4096,
-        q_block: 140,
-        causal: per_seq.unwrap_or(use_causal),
-        rswa_prefix_len: 0,
-        mm_ranges: &ranges,
-        query_ranges: &[],
-        mask_aux: &[],
-    };
+    let block = seed_block(use_causal, per_seq, &ranges);
     let gpu = probe_on_gpu(&cfg, &block, 16);
     let module = unified_attention::module().expect("module");
     let cpu = probe_block(&module, &cfg, &MaskVariant::default(), &block, 16).expect("CPU probe");
@@ -175,7 +124,11 @@ fn gpu_mask_matches_reference_and_bounds_cover_it() {
     // Keys probed (a power of two for `arange`); keys ≥ L = 100 must come out masked.
     const KEYS: usize = 128;
     for (use_causal, b) in [(true, 2), (false, 3)] {
-        let cfg = config(16, 2, 16, use_causal, false, 2);
+        let cfg = UnifiedAttentionConfig {
+            use_causal,
+            ..clamped_mm(plain_config(16, 2, 16, 64), 2)
+        };
+        cfg.validate().expect("valid probe configuration");
         let ranges = [[8, 40], [60, 90]];
         let block = ProbeBlock {
             context_len: 16,

@@ -17,25 +17,9 @@ use attn_runtime::ops::unified_attention::plan::{
 
 fn problem(heads: (i32, i32), head_size: i32, max_seqlen_q: i32) -> AttentionProblem {
     AttentionProblem {
-        num_query_heads: heads.0,
-        num_kv_heads: heads.1,
-        head_size,
-        block_size: 16,
-        kv_elem_bytes: 2,
-        sliding_window: 0,
-        causal: CausalMode::Causal,
-        chunk_lookback: -1,
-        mm: MmRangeEncoding::None,
-        mm_prefix_clamp_sw: false,
-        r_swa_window: None,
-        softcap: 0.0,
-        use_sinks: false,
-        alibi: AlibiMode::None,
-        use_qq_bias: false,
         max_seqlen_q,
         num_seqs: 3,
-        split_kv: None,
-        batch_invariant: false,
+        ..AttentionProblem::dense_causal(heads.0, heads.1, head_size)
     }
 }
 

@@ -7,8 +7,8 @@ mod mla_support;
 use attn_dsl::interp::HostBuffer;
 use attn_dsl::ir::ScalarType;
 use attn_runtime::ops::mla_dcp::cpu::{
-    block_table, build_shards, current_kv, poisoned, run_combine, run_current, run_history,
-    run_history_splits, run_v_up, CpuKernels, CurrentPartial, ExchangeBuffer,
+    current_kv, poisoned, run_combine, run_current, run_history, run_history_splits, run_v_up,
+    to_buffer, CpuKernels, CurrentPartial, ExchangeBuffer,
 };
 use attn_runtime::ops::mla_dcp::merge::{merge_partials, Partial};
 use attn_runtime::ops::mla_dcp::plan::{BufferRole, DecodePlan, LATENT, QK_WIDTH, V_HEAD};
@@ -16,29 +16,24 @@ use attn_runtime::parity::{compare, Tolerance};
 use attn_runtime::problem::SplitMix64;
 use attn_runtime::reference::mla::{current_partial, history_partial, v_up};
 use attn_runtime::reference::Dtype;
-use mla_support::{batch, check_lse, dsv3_scale, gathered_q, requests, Case, Inputs};
-
-fn to_buf(dtype: ScalarType, v: &[f32]) -> HostBuffer {
-    HostBuffer::from_f64s(dtype, &v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>())
-}
+use mla_support::{
+    batch, check_lse, dsv3_scale, gathered_q, requests, table_and_shards, Case, Inputs,
+};
 
 /// History + reduce of every rank vs `history_partial`, read back through the chunk layout.
 fn check_history(case: &Case, seed: u64) {
     let inputs = Inputs::random(case, seed);
     let plan = case.plan();
     let kernels = CpuKernels::new(&plan).expect("kernels");
-    let (table, num_blocks) = block_table(&plan);
-    let step = &plan.step;
-    let shards =
-        build_shards(&plan, &step.layout, &inputs.latents, &table, num_blocks).expect("shards");
-    let q_all = to_buf(case.dtype, &inputs.queries);
+    let (table, shards) = table_and_shards(&plan, &inputs);
+    let q_all = to_buffer(case.dtype, &inputs.queries);
     let reqs = requests(case, &inputs);
     let (d, n, t) = (case.d as usize, case.heads as usize, case.tokens());
     let b = batch(&reqs, d * n, gathered_q(case, &inputs.queries, 0..d * n));
     let ex = plan.exchange;
     for (r, shard) in shards.iter().enumerate() {
         let send = run_history(&plan, &kernels, shard, &table, r as u32, &q_all).expect("history");
-        let want = history_partial(&b, f64::from(dsv3_scale()), &step.layout, r as u32)
+        let want = history_partial(&b, f64::from(dsv3_scale()), &plan.step.layout, r as u32)
             .expect("reference");
         let (out, lse) = (send.out.to_f64s(), send.lse.to_f64s());
         let (mut got_o, mut want_o, mut got_l, mut want_l) = (vec![], vec![], vec![], vec![]);
@@ -99,11 +94,11 @@ fn current_matches_reference_causal_within_chunk() {
         let inputs = Inputs::random(&case, 21);
         let plan = case.plan();
         let kernels = CpuKernels::new(&plan).expect("kernels");
-        let cur_kv = to_buf(dtype, &current_kv(&plan, &inputs.latents));
+        let cur_kv = to_buffer(dtype, &current_kv(&plan, &inputs.latents));
         let (n, t) = (case.heads as usize, case.tokens());
         let reqs = requests(&case, &inputs);
         for r in 0..case.d as usize {
-            let q_loc = to_buf(
+            let q_loc = to_buffer(
                 dtype,
                 &inputs.queries[r * t * n * QK_WIDTH..(r + 1) * t * n * QK_WIDTH],
             );
@@ -359,7 +354,7 @@ fn v_up_matches_reference() {
             &plan,
             &kernels,
             &HostBuffer::from_f64s(dtype, &x),
-            &to_buf(dtype, &w),
+            &to_buffer(dtype, &w),
         )
         .expect("v_up");
         let mut cfg = attn_runtime::reference::mla::MlaConfig::deepseek_v3();
@@ -380,16 +375,8 @@ fn history_empty_splits_write_zero_and_neg_inf() {
     let inputs = Inputs::random(&case, 15);
     let plan = case.plan();
     let kernels = CpuKernels::new(&plan).expect("kernels");
-    let (table, num_blocks) = block_table(&plan);
-    let shards = build_shards(
-        &plan,
-        &plan.step.layout,
-        &inputs.latents,
-        &table,
-        num_blocks,
-    )
-    .expect("shards");
-    let q_all = to_buf(case.dtype, &inputs.queries);
+    let (table, shards) = table_and_shards(&plan, &inputs);
+    let q_all = to_buffer(case.dtype, &inputs.queries);
     let mut empty = 0;
     for (r, shard) in shards.iter().enumerate() {
         let s =

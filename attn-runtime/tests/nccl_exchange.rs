@@ -11,10 +11,14 @@ use attn_runtime::ops::mla_dcp::chunk_layout::ChunkLayout;
 use attn_runtime::ops::mla_dcp::exchange::{
     a2a_rank, a2a_single_process, all_gather_single_process, ExchangeError, SelfChunk,
 };
+use attn_runtime::problem::SplitMix64;
 use cudarc::driver::{CudaContext, CudaSlice, CudaViewMut};
 use cudarc::nccl::{Comm, Id};
 use half::bf16;
 use std::sync::Mutex;
+
+mod mla_partials;
+use mla_partials::{merge_f64, random_partials};
 
 /// NCCL communicators of concurrently running tests would contend for the same GPUs.
 static GPUS: Mutex<()> = Mutex::new(());
@@ -24,33 +28,6 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 const D: usize = 2;
-
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| (self.next_u64() >> 56) as u8).collect()
-    }
-    /// Uniform in [-1, 1), never exactly 0.
-    fn sym(&mut self) -> f32 {
-        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        let x = 2.0 * u - 1.0;
-        if x == 0.0 {
-            0.5
-        } else {
-            x
-        }
-    }
-}
 
 fn comms() -> Vec<Comm> {
     let n = CudaContext::device_count().expect("CUDA driver");
@@ -95,7 +72,7 @@ fn a2a_single_process_moves_exactly_the_permuted_bytes() {
         .into_iter()
         .enumerate()
     {
-        let mut rng = Rng::new(100 + k as u64);
+        let mut rng = SplitMix64(100 + k as u64);
         let sends_host: Vec<Vec<u8>> = (0..D).map(|_| rng.bytes(c.total_bytes())).collect();
         let sends: Vec<CudaSlice<u8>> = comms
             .iter()
@@ -136,7 +113,7 @@ fn a2a_rank_one_thread_per_gpu() {
             std::thread::spawn(move || {
                 let stream = CudaContext::new(r).unwrap().new_stream().unwrap();
                 let comm = Comm::from_rank(stream.clone(), r, D, id).expect("NCCL init from rank");
-                let send_host = Rng::new(200 + r as u64).bytes(c.total_bytes());
+                let send_host = SplitMix64(200 + r as u64).bytes(c.total_bytes());
                 let send = stream.clone_htod(&send_host).unwrap();
                 let mut recv = stream.clone_htod(&vec![POISON; c.total_bytes()]).unwrap();
                 a2a_rank(
@@ -160,9 +137,13 @@ fn all_gather_of_q_is_rank_major() {
     let _g = lock();
     let comms = comms();
     let per_rank = 3 * 16 * 576;
-    let mut rng = Rng::new(300);
+    let mut rng = SplitMix64(300);
     let q_host: Vec<Vec<bf16>> = (0..D)
-        .map(|_| (0..per_rank).map(|_| bf16::from_f32(rng.sym())).collect())
+        .map(|_| {
+            (0..per_rank)
+                .map(|_| bf16::from_f32(rng.nonzero_unit_f32()))
+                .collect()
+        })
         .collect();
     let q_loc: Vec<CudaSlice<bf16>> = comms
         .iter()
@@ -194,27 +175,6 @@ fn all_gather_of_q_is_rank_major() {
     }
 }
 
-/// f64 merge of §3.2 for one row: (normalized output, lse*), invalid = non-finite lse.
-fn merge_f64(parts: &[(Vec<f64>, f64)], width: usize) -> Vec<f64> {
-    let valid: Vec<&(Vec<f64>, f64)> = parts.iter().filter(|(_, l)| l.is_finite()).collect();
-    let mut o = vec![0.0; width];
-    if valid.is_empty() {
-        return o;
-    }
-    let m = valid
-        .iter()
-        .map(|(_, l)| *l)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let sum: f64 = valid.iter().map(|(_, l)| (l - m).exp()).sum();
-    for (out, l) in valid {
-        let w = (l - m).exp() / sum;
-        for (acc, v) in o.iter_mut().zip(out) {
-            *acc += w * v;
-        }
-    }
-    o
-}
-
 #[test]
 fn ag_rs_matches_the_f64_merge_and_the_a2a_path() {
     let _g = lock();
@@ -222,21 +182,9 @@ fn ag_rs_matches_the_f64_merge_and_the_a2a_path() {
     let c = ChunkLayout::new(D, 4, 3, 64, ActDtype::Bf16).unwrap();
     let (n, t_, l_) = (c.heads, c.tokens, c.latent);
     let dn = D * n;
-    let mut rng = Rng::new(400);
+    let mut rng = SplitMix64(400);
     // Rank 1 has an empty shard for token 0: lse −∞ and a NaN output that must not leak.
-    let parts: Vec<(Vec<bf16>, Vec<f32>)> = (0..D)
-        .map(|r| {
-            let mut out: Vec<bf16> = (0..t_ * dn * l_)
-                .map(|_| bf16::from_f32(2.0 * rng.sym()))
-                .collect();
-            let mut lse: Vec<f32> = (0..t_ * dn).map(|_| 3.0 * rng.sym()).collect();
-            if r == 1 {
-                lse[..dn].fill(f32::NEG_INFINITY);
-                out[..dn * l_].fill(bf16::NAN);
-            }
-            (out, lse)
-        })
-        .collect();
+    let parts = random_partials::<bf16>(&mut rng, &c);
     // AG+RS.
     let corrections: Vec<LseCorrection> = comms
         .iter()
@@ -309,8 +257,8 @@ fn ag_rs_matches_the_f64_merge_and_the_a2a_path() {
                         )
                     })
                     .collect();
-                let want = merge_f64(&reference, l_);
-                let a2a = merge_f64(&via_a2a, l_);
+                let (want, _) = merge_f64(&reference, l_);
+                let (a2a, _) = merge_f64(&via_a2a, l_);
                 for x in 0..l_ {
                     let got = merged[(t * n + h) * l_ + x] as f64;
                     assert!(

@@ -4,48 +4,15 @@
 use attn_runtime::ops::unified_attention::bounds::{
     compute_tile_loop_bounds, tiles_per_segment, BlockGeometry, BlockMmRanges, TileLoopBounds,
 };
-use attn_runtime::ops::unified_attention::config::{
-    block_m_for, UnifiedAttentionConfig, MSG_CHUNK_NONCAUSAL,
-};
+use attn_runtime::ops::unified_attention::config::{UnifiedAttentionConfig, MSG_CHUNK_NONCAUSAL};
 use attn_runtime::ops::unified_attention::mask::{allowed, SequenceMask};
+use attn_runtime::problem::SplitMix64;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 
-/// A 2D config with the given knobs; everything else as in the PR #53147 test.
-fn seed_config(nqpkv: i32, tile: i32, w: i32) -> UnifiedAttentionConfig {
-    let block_m = block_m_for(nqpkv);
-    UnifiedAttentionConfig {
-        block_size: 16,
-        tile_size: tile,
-        block_m,
-        block_q: block_m / nqpkv,
-        head_size: 256,
-        head_size_padded: 256,
-        num_query_heads: nqpkv,
-        num_kv_heads: 1,
-        num_queries_per_kv: nqpkv,
-        kv_elem_bytes: 2,
-        sliding_window: w,
-        use_causal: true,
-        use_per_seq_causal: false,
-        chunk_lookback: -1,
-        chunk_size: 0,
-        use_mm_prefix: false,
-        use_mm_query_range: false,
-        max_mm_ranges: 0,
-        mm_prefix_clamp_sw: false,
-        use_r_swa: false,
-        r_swa_window: 0,
-        use_softcap: false,
-        use_sinks: false,
-        use_alibi_slopes: false,
-        use_alibi_sqrt: false,
-        use_qq_bias: false,
-        is_3d: false,
-        num_segments: 1,
-    }
-}
+mod bounds_common;
+use bounds_common::{clamped_mm, per_query_rows, plain_config};
 
 fn seed_geometry() -> BlockGeometry {
     BlockGeometry {
@@ -63,23 +30,16 @@ fn bounds_of(cfg: &UnifiedAttentionConfig, ranges: &[[i32; 2]]) -> TileLoopBound
     compute_tile_loop_bounds(cfg, &seed_geometry(), BlockMmRanges::PerSequence(ranges))
 }
 
-fn clamped_mm(mut cfg: UnifiedAttentionConfig) -> UnifiedAttentionConfig {
-    cfg.use_mm_prefix = true;
-    cfg.mm_prefix_clamp_sw = true;
-    cfg.max_mm_ranges = 2;
-    cfg
-}
-
 #[test]
 fn seed_causal_clamped_mm_is_3_to_72() {
-    let cfg = clamped_mm(seed_config(2, 32, 1024));
+    let cfg = clamped_mm(plain_config(32, 2, 1024, 256), 2);
     let b = bounds_of(&cfg, &[[1024, 2303], [0, 0]]);
     assert_eq!((b.loop_lo, b.loop_hi, b.max_seq_prefix_len), (3, 72, 4096));
 }
 
 #[test]
 fn seed_noncausal_clamped_mm_is_3_to_68() {
-    let mut cfg = clamped_mm(seed_config(2, 32, 1024));
+    let mut cfg = clamped_mm(plain_config(32, 2, 1024, 256), 2);
     cfg.use_causal = false;
     let b = bounds_of(&cfg, &[[1024, 1500], [0, 0]]);
     assert_eq!((b.loop_lo, b.loop_hi, b.max_seq_prefix_len), (3, 68, 4096));
@@ -87,7 +47,7 @@ fn seed_noncausal_clamped_mm_is_3_to_68() {
 
 #[test]
 fn seed_per_seq_causal_clamped_mm_is_3_to_68() {
-    let mut cfg = clamped_mm(seed_config(2, 32, 1024));
+    let mut cfg = clamped_mm(plain_config(32, 2, 1024, 256), 2);
     cfg.use_per_seq_causal = true;
     let b = bounds_of(&cfg, &[[1024, 1500], [0, 0]]);
     assert_eq!((b.loop_lo, b.loop_hi, b.max_seq_prefix_len), (3, 68, 4096));
@@ -95,7 +55,7 @@ fn seed_per_seq_causal_clamped_mm_is_3_to_68() {
 
 #[test]
 fn seed_unclamped_mm_disables_pruning() {
-    let mut cfg = clamped_mm(seed_config(2, 32, 1024));
+    let mut cfg = clamped_mm(plain_config(32, 2, 1024, 256), 2);
     cfg.mm_prefix_clamp_sw = false;
     let b = bounds_of(&cfg, &[[1024, 2303], [0, 0]]);
     assert_eq!((b.loop_lo, b.loop_hi), (0, 128));
@@ -103,7 +63,7 @@ fn seed_unclamped_mm_disables_pruning() {
 
 #[test]
 fn seed_per_query_encoding_matches_per_sequence() {
-    let mut cfg = clamped_mm(seed_config(2, 32, 1024));
+    let mut cfg = clamped_mm(plain_config(32, 2, 1024, 256), 2);
     cfg.use_mm_query_range = true;
     let rows: Vec<[i32; 2]> = (0..4096)
         .map(|t| {
@@ -120,7 +80,7 @@ fn seed_per_query_encoding_matches_per_sequence() {
 
 #[test]
 fn seed_plain_causal_window_prunes_to_query_span() {
-    let cfg = seed_config(2, 32, 1024);
+    let cfg = plain_config(32, 2, 1024, 256);
     let b = bounds_of(&cfg, &[]);
     // first = 1120 − 1023 = 97 → tile 3; last = 1127 → tile 35; MSP = 1128.
     assert_eq!((b.loop_lo, b.loop_hi, b.max_seq_prefix_len), (3, 36, 1128));
@@ -176,21 +136,9 @@ fn knobs() -> impl Strategy<Value = Knobs> {
     )
 }
 
-/// Small deterministic generator for the range layout (so the knobs stay shrinkable).
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, n: i64) -> i64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as i64
-    }
-}
-
 /// Up to `n` sorted, disjoint inclusive ranges inside `[0, l)`, some longer than W.
-fn random_ranges(rng: &mut XorShift, n: usize, l: i64) -> Vec<[i32; 2]> {
-    let mut pts: Vec<i64> = (0..2 * n).map(|_| rng.below(l)).collect();
+fn random_ranges(rng: &mut SplitMix64, n: usize, l: i64) -> Vec<[i32; 2]> {
+    let mut pts: Vec<i64> = (0..2 * n).map(|_| rng.below(l as usize) as i64).collect();
     pts.sort_unstable();
     pts.dedup();
     pts.chunks_exact(2)
@@ -205,7 +153,7 @@ fn geometry_from(k: Knobs) -> Geometry {
         (use_mm, clamp, per_query, ctx, qlen, nseg_pow),
         (flag, seed, rswa_pick),
     ) = k;
-    let mut cfg = seed_config(nqpkv, tile, w);
+    let mut cfg = plain_config(tile, nqpkv, w, 256);
     let causal = match causal_pick {
         0 | 1 => Causality::Causal,
         2 => Causality::NonCausal,
@@ -216,7 +164,7 @@ fn geometry_from(k: Knobs) -> Geometry {
     let chunk_ok = lb >= 0 && w > 0 && w / (lb + 1) > 0 && causal == Causality::Causal;
     cfg.chunk_lookback = if chunk_ok { lb } else { -1 };
     cfg.chunk_size = if chunk_ok { w / (lb + 1) } else { 0 };
-    let mut rng = XorShift(seed | 1);
+    let mut rng = SplitMix64(seed);
     let l = ctx + qlen;
     let ranges = if use_mm {
         random_ranges(&mut rng, n_ranges, l)
@@ -233,7 +181,7 @@ fn geometry_from(k: Knobs) -> Geometry {
         cfg.sliding_window = 0;
         cfg.mm_prefix_clamp_sw = false;
         cfg.r_swa_window = 1 + rng.below(40) as i32;
-        rswa_prefix_len = rng.below(l + 1);
+        rswa_prefix_len = rng.below(l as usize + 1) as i64;
     }
     if qlen == 1 && nseg_pow > 0 {
         cfg.is_3d = true;
@@ -247,20 +195,6 @@ fn geometry_from(k: Knobs) -> Geometry {
         ranges,
         rswa_prefix_len,
     }
-}
-
-/// §3.5 per-query encoding derived from the per-sequence ranges.
-fn per_query_rows(g: &Geometry) -> Vec<[i32; 2]> {
-    (0..g.query_len)
-        .map(|t| {
-            let q = g.context_len + t;
-            g.ranges
-                .iter()
-                .copied()
-                .find(|&[s, e]| s < e && i64::from(s) <= q && q <= i64::from(e))
-                .unwrap_or([-1, -1])
-        })
-        .collect()
 }
 
 #[derive(Default, Debug, Clone, Copy)]
@@ -312,7 +246,7 @@ fn check_geometry(g: &Geometry) -> Result<Slack, String> {
         i64::from(g.cfg.block_m),
         i64::from(g.cfg.num_queries_per_kv),
     );
-    let rows = per_query_rows(g);
+    let rows = per_query_rows(&g.ranges, g.context_len, g.query_len);
     let causal = match g.causal {
         Causality::Causal => true,
         Causality::NonCausal => false,
@@ -413,7 +347,7 @@ fn bounds_sweep_reports_slack() {
 
 #[test]
 fn chunked_noncausal_is_rejected() {
-    let mut cfg = seed_config(2, 32, 64);
+    let mut cfg = plain_config(32, 2, 64, 256);
     cfg.chunk_lookback = 0;
     cfg.chunk_size = 64;
     cfg.use_causal = false;
@@ -429,7 +363,7 @@ fn chunked_noncausal_is_rejected() {
 /// (upper = `q_hi + W − 1`) miss future chunks.
 #[test]
 fn chunked_noncausal_would_violate_coverage() {
-    let mut cfg = seed_config(1, 16, 32);
+    let mut cfg = plain_config(16, 1, 32, 256);
     cfg.chunk_lookback = 0;
     cfg.chunk_size = 32;
     cfg.use_causal = false;
@@ -514,7 +448,7 @@ fn guard_conflicts(g: &Geometry, b: i64) -> usize {
 /// upstream guard; the configuration is legal and its bounds still cover every key.
 #[test]
 fn v_guard_hazard_noncausal_window() {
-    let mut cfg = seed_config(2, 32, 1024);
+    let mut cfg = plain_config(32, 2, 1024, 256);
     cfg.use_causal = false;
     let g = Geometry {
         cfg,
@@ -538,7 +472,7 @@ fn v_guard_hazard_noncausal_window() {
 /// §3.8: unclamped ranges longer than W reach farther left than the guard keeps.
 #[test]
 fn v_guard_hazard_unclamped_long_range() {
-    let mut cfg = seed_config(1, 16, 8);
+    let mut cfg = plain_config(16, 1, 8, 256);
     cfg.use_mm_prefix = true;
     cfg.max_mm_ranges = 1;
     let g = Geometry {
@@ -557,7 +491,7 @@ fn v_guard_hazard_unclamped_long_range() {
 #[test]
 fn v_guard_safe_for_causal_clamped_mm() {
     let g = Geometry {
-        cfg: clamped_mm(seed_config(2, 32, 64)),
+        cfg: clamped_mm(plain_config(32, 2, 64, 256), 2),
         causal: Causality::Causal,
         context_len: 40,
         query_len: 300,
@@ -572,7 +506,7 @@ fn v_guard_safe_for_causal_clamped_mm() {
 
 #[test]
 fn spill_rows_and_3d_segments_are_covered() {
-    let mut cfg = seed_config(5, 16, 7);
+    let mut cfg = plain_config(16, 5, 7, 256);
     cfg.is_3d = true;
     cfg.num_segments = 16;
     let g = Geometry {
@@ -585,7 +519,7 @@ fn spill_rows_and_3d_segments_are_covered() {
     };
     check_geometry(&g).expect("3D decode covered");
     let g2 = Geometry {
-        cfg: seed_config(3, 16, 7),
+        cfg: plain_config(16, 3, 7, 256),
         causal: Causality::Causal,
         context_len: 17,
         query_len: 77,

@@ -8,25 +8,9 @@ use attn_runtime::ops::mla_dcp::merge::{
 use attn_runtime::ops::mla_dcp::metadata::{
     decode_metadata, history_len, DcpLayout, DcpLayoutError,
 };
+use attn_runtime::problem::SplitMix64;
 use attn_runtime::reference::mla::*;
 use proptest::prelude::*;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn uniform(&mut self) -> f64 {
-        2.0 * ((self.next() >> 11) as f64 / (1u64 << 53) as f64) - 1.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 // ------------------------------------------------------------------------------------------
 // Scale (§1.2)
@@ -206,10 +190,10 @@ proptest! {
     /// reproduces attention over all keys, for score offsets up to ±1e5.
     #[test]
     fn merge_of_split_keys_equals_full_attention(seed in any::<u64>(), n in 1usize..60, parts in 1usize..9, offset in -1e5f64..1e5) {
-        let mut rng = Rng(seed | 1);
+        let mut rng = SplitMix64(seed);
         let w = 5;
-        let scores: Vec<f64> = (0..n).map(|_| offset + 8.0 * rng.uniform()).collect();
-        let values: Vec<f64> = (0..n * w).map(|_| rng.uniform()).collect();
+        let scores: Vec<f64> = (0..n).map(|_| offset + 8.0 * rng.uniform(-1.0, 1.0)).collect();
+        let values: Vec<f64> = (0..n * w).map(|_| rng.uniform(-1.0, 1.0)).collect();
         let mut sets = vec![Vec::new(); parts];
         for k in 0..n {
             sets[rng.below(parts)].push(k);
@@ -414,12 +398,14 @@ struct MlaData {
     query_lens: Vec<usize>,
 }
 
-fn random_vec(rng: &mut Rng, n: usize, amp: f64) -> Vec<f32> {
-    (0..n).map(|_| (amp * rng.uniform()) as f32).collect()
+fn random_vec(rng: &mut SplitMix64, n: usize, amp: f64) -> Vec<f32> {
+    (0..n)
+        .map(|_| (amp * rng.uniform(-1.0, 1.0)) as f32)
+        .collect()
 }
 
 fn mla_data(cfg: &MlaConfig, reqs: &[(usize, usize)], seed: u64) -> MlaData {
-    let mut rng = Rng(seed | 1);
+    let mut rng = SplitMix64(seed);
     let n = cfg.num_heads;
     let t: usize = reqs.iter().map(|r| r.1).sum();
     MlaData {
@@ -502,6 +488,20 @@ fn non_absorbed(cfg: &MlaConfig, d: &MlaData, scale: f64) -> Vec<f64> {
     out
 }
 
+/// The 3-head absorbed batch of `data`'s queries over `reqs`.
+fn absorbed_batch<'a>(
+    cfg: &MlaConfig,
+    data: &MlaData,
+    reqs: &'a [MlaRequest<'a>],
+) -> AbsorbedBatch<'a> {
+    AbsorbedBatch {
+        config: *cfg,
+        num_heads: 3,
+        q_hat: absorb_queries(cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap(),
+        requests: reqs,
+    }
+}
+
 fn assert_close(a: &[f64], b: &[f64], tol: f64) {
     assert_eq!(a.len(), b.len());
     for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
@@ -517,13 +517,7 @@ fn absorbed_decode_with_v_up_equals_non_absorbed_attention() {
     let cfg = small_config();
     let data = mla_data(&cfg, &[(9, 1), (5, 2), (4, 4)], 17);
     let reqs = requests(&data);
-    let q_hat = absorb_queries(&cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap();
-    let batch = AbsorbedBatch {
-        config: cfg,
-        num_heads: 3,
-        q_hat,
-        requests: &reqs,
-    };
+    let batch = absorbed_batch(&cfg, &data, &reqs);
     let scale = cfg.softmax_scale();
     let lat = dense_decode(&batch, scale).unwrap();
     let y = v_up(&cfg, 3, &lat.out, &data.w_uv).unwrap();
@@ -538,13 +532,7 @@ fn dcp_split_and_merge_equals_dense_decode() {
     let cfg = small_config();
     let data = mla_data(&cfg, &[(130, 1), (3, 2), (4, 4), (70, 4), (1, 1)], 29);
     let reqs = requests(&data);
-    let q_hat = absorb_queries(&cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap();
-    let batch = AbsorbedBatch {
-        config: cfg,
-        num_heads: 3,
-        q_hat,
-        requests: &reqs,
-    };
+    let batch = absorbed_batch(&cfg, &data, &reqs);
     let scale = cfg.softmax_scale();
     let dense = dense_decode(&batch, scale).unwrap();
     for d in [1u32, 2, 4, 8] {
@@ -568,13 +556,7 @@ fn current_part_is_causal_within_the_chunk() {
     let cfg = small_config();
     let data = mla_data(&cfg, &[(4, 4)], 3);
     let reqs = requests(&data);
-    let q_hat = absorb_queries(&cfg, 3, &data.q_nope, &data.q_pe, &data.w_uk_t).unwrap();
-    let batch = AbsorbedBatch {
-        config: cfg,
-        num_heads: 3,
-        q_hat,
-        requests: &reqs,
-    };
+    let batch = absorbed_batch(&cfg, &data, &reqs);
     let cur = current_partial(&batch, 0.1).unwrap();
     // Token 0 of the chunk sees only its own key: o = its latent, ℓ = its score.
     for h in 0..3 {
@@ -594,8 +576,8 @@ fn current_part_is_causal_within_the_chunk() {
 #[test]
 fn v_up_per_head_loop() {
     let cfg = small_config();
-    let mut rng = Rng(5);
-    let o_lat: Vec<f64> = (0..2 * 3 * 32).map(|_| rng.uniform()).collect();
+    let mut rng = SplitMix64(5);
+    let o_lat: Vec<f64> = (0..2 * 3 * 32).map(|_| rng.uniform(-1.0, 1.0)).collect();
     let w_uv = random_vec(&mut rng, 3 * 32 * 8, 1.0);
     let y = v_up(&cfg, 3, &o_lat, &w_uv).unwrap();
     let (t, n, c) = (1, 2, 5);

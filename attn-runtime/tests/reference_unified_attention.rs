@@ -3,26 +3,13 @@
 //! and against hand-computed cases for sinks, ALiBi and qq_bias.
 
 use attn_runtime::ops::unified_attention::mask::{allowed, MaskConfig, SequenceMask};
+use attn_runtime::problem::SplitMix64;
 use attn_runtime::reference::unified_attention::*;
 use attn_runtime::reference::Dtype;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [−1, 1), rounded to bf16 as the caller of the reference does.
-    fn value(&mut self) -> f32 {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        Dtype::Bf16.round(2.0 * u - 1.0) as f32
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+/// Uniform in [−1, 1), rounded to bf16 as the caller of the reference does.
+fn bf16_value(rng: &mut SplitMix64) -> f32 {
+    Dtype::Bf16.round(rng.uniform(-1.0, 1.0)) as f32
 }
 
 /// A random paged batch: (qlen, kvlen) pairs, shuffled block table, spare random blocks.
@@ -41,7 +28,7 @@ struct Batch {
 }
 
 fn batch(seqs: &[(usize, usize)], hq: usize, hkv: usize, d: usize, seed: u64) -> Batch {
-    let mut rng = Rng(seed | 1);
+    let mut rng = SplitMix64(seed);
     let bs = 16;
     let stride = seqs.iter().map(|&(_, l)| l.div_ceil(bs)).max().unwrap_or(0) + 1;
     let num_blocks = seqs.len() * stride + 3;
@@ -55,12 +42,12 @@ fn batch(seqs: &[(usize, usize)], hq: usize, hkv: usize, d: usize, seed: u64) ->
         cu.push(cu.last().unwrap() + ql as i32);
     }
     Batch {
-        q: (0..t * hq * d).map(|_| rng.value()).collect(),
+        q: (0..t * hq * d).map(|_| bf16_value(&mut rng)).collect(),
         k: (0..num_blocks * bs * hkv * d)
-            .map(|_| rng.value())
+            .map(|_| bf16_value(&mut rng))
             .collect(),
         v: (0..num_blocks * bs * hkv * d)
-            .map(|_| rng.value())
+            .map(|_| bf16_value(&mut rng))
             .collect(),
         block_table: perm[..seqs.len() * stride].to_vec(),
         stride,

@@ -13,73 +13,21 @@ use attn_runtime::kernels::unified_attention;
 use attn_runtime::ops::unified_attention::bounds::{
     compute_tile_loop_bounds, BlockGeometry, BlockMmRanges,
 };
-use attn_runtime::ops::unified_attention::config::{
-    block_m_for, UnifiedAttentionConfig, MSG_CHUNK_NONCAUSAL,
-};
+use attn_runtime::ops::unified_attention::config::{UnifiedAttentionConfig, MSG_CHUNK_NONCAUSAL};
 use attn_runtime::ops::unified_attention::mask::{allowed, SequenceMask};
 use attn_runtime::ops::unified_attention::plan::{attention_bindings, MaskVariant};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
-/// A 2D configuration with the given mask/bounds options (everything else off).
-fn config(tile: i32, nqpkv: i32, window: i32) -> UnifiedAttentionConfig {
-    let block_m = block_m_for(nqpkv);
-    UnifiedAttentionConfig {
-        block_size: 16,
-        tile_size: tile,
-        block_m,
-        block_q: block_m / nqpkv,
-        head_size: 64,
-        head_size_padded: 64,
-        num_query_heads: nqpkv,
-        num_kv_heads: 1,
-        num_queries_per_kv: nqpkv,
-        kv_elem_bytes: 2,
-        sliding_window: window,
-        use_causal: true,
-        use_per_seq_causal: false,
-        chunk_lookback: -1,
-        chunk_size: 0,
-        use_mm_prefix: false,
-        use_mm_query_range: false,
-        max_mm_ranges: 0,
-        mm_prefix_clamp_sw: false,
-        use_r_swa: false,
-        r_swa_window: 0,
-        use_softcap: false,
-        use_sinks: false,
-        use_alibi_slopes: false,
-        use_alibi_sqrt: false,
-        use_qq_bias: false,
-        is_3d: false,
-        num_segments: 1,
-    }
-}
+mod bounds_common;
+use bounds_common::{per_query_rows, plain_config, seed_block, seed_config};
 
 /// Spec §4 table: context 0, L = qlen = 4096, b = 140 (rows 1120..1127), BLOCK_Q 8,
 /// nqpkv 2, TILE 32, W 1024, clamped MM with MAX_MM_RANGES = 2 (second range padding).
 fn seed(use_causal: bool, per_seq: Option<bool>, range: [i32; 2]) -> (i32, i32, i32) {
-    let cfg = UnifiedAttentionConfig {
-        use_causal,
-        use_per_seq_causal: per_seq.is_some(),
-        use_mm_prefix: true,
-        mm_prefix_clamp_sw: true,
-        max_mm_ranges: 2,
-        ..config(32, 2, 1024)
-    };
-    cfg.validate().expect("seed configuration is valid");
+    let cfg = seed_config(use_causal, per_seq);
     let ranges = [range, [0, 0]];
-    let block = ProbeBlock {
-        context_len: 0,
-        seq_len: 4096,
-        query_len: 4096,
-        q_block: 140,
-        causal: per_seq.unwrap_or(use_causal),
-        rswa_prefix_len: 0,
-        mm_ranges: &ranges,
-        query_ranges: &[],
-        mask_aux: &[],
-    };
+    let block = seed_block(use_causal, per_seq, &ranges);
     let module = unified_attention::module().expect("module");
     let r = probe_block(&module, &cfg, &MaskVariant::default(), &block, 16).expect("probe");
     (r.loop_lo, r.loop_hi, r.max_seq_prefix_len)
@@ -112,7 +60,7 @@ fn chunked_non_causal_is_rejected_by_the_kernel() {
         use_causal: false,
         chunk_lookback: 0,
         chunk_size: 64,
-        ..config(32, 2, 64)
+        ..plain_config(32, 2, 64, 64)
     };
     let module = unified_attention::module().expect("module");
     let bindings = attention_bindings(&cfg, ScalarType::Bf16, &MaskVariant::default());
@@ -135,23 +83,6 @@ struct Case {
     causal: bool,
     rswa_prefix_len: i32,
     ranges: Vec<[i32; 2]>,
-}
-
-impl Case {
-    /// Per-query rows `[qlen, 2]` equivalent to `ranges`.
-    fn query_rows(&self) -> Vec<[i32; 2]> {
-        let context = self.seq_len - self.query_len;
-        (0..self.query_len)
-            .map(|t| {
-                let q = context + t;
-                self.ranges
-                    .iter()
-                    .copied()
-                    .find(|&[s, e]| s < e && s <= q && q <= e)
-                    .unwrap_or([-1, -1])
-            })
-            .collect()
-    }
 }
 
 /// Sorted, disjoint inclusive ranges inside `[0, L)`, padded with `(0, 0)` to 3.
@@ -185,7 +116,7 @@ prop_compose! {
         qlen_frac in 0.0..1.0f64,
         block_frac in 0.0..1.0f64,
     ) -> Case {
-        let mut cfg = config(tile, nqpkv, window);
+        let mut cfg = plain_config(tile, nqpkv, window, 64);
         cfg.use_causal = causal_mode != 1;
         cfg.use_per_seq_causal = causal_mode == 2;
         let causal = match causal_mode { 0 => true, 1 => false, _ => seq_causal };
@@ -229,7 +160,11 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         "generator made an invalid config: {:?}",
         cfg.validate()
     );
-    let rows = case.query_rows();
+    let rows = per_query_rows(
+        &case.ranges,
+        i64::from(case.seq_len - case.query_len),
+        i64::from(case.query_len),
+    );
     let per_query = cfg.use_mm_query_range;
     let context = case.seq_len - case.query_len;
     let block = ProbeBlock {

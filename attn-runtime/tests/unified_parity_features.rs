@@ -13,7 +13,7 @@ use attn_runtime::reference::unified_attention::{
 };
 use attn_runtime::reference::Dtype;
 use unified_common::run::check_case;
-use unified_common::{max_abs_diff, Geometry, PagedData, Rng};
+use unified_common::{max_abs_diff, per_query_rows, seeded, Geometry, PagedData};
 
 const MIXED: &[(usize, usize)] = &[(1, 150), (5, 18), (29, 93)];
 const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
@@ -23,23 +23,6 @@ fn force_3d() -> CpuOptions<'static> {
         path: PathChoice::Force3d { num_segments: 8 },
         ..Default::default()
     }
-}
-
-/// Per-query `[T, 2]` rows equivalent to per-sequence ranges `[S, R, 2]`.
-fn per_query_rows(data: &PagedData, ranges: &[[i32; 2]], r: usize) -> Vec<[i32; 2]> {
-    let mut rows = vec![];
-    for s in 0..data.seq_lens.len() {
-        let qlen = data.cu_seqlens_q[s + 1] - data.cu_seqlens_q[s];
-        let context = data.seq_lens[s] - qlen;
-        for t in 0..qlen {
-            let q = context + t;
-            let hit = ranges[s * r..(s + 1) * r]
-                .iter()
-                .find(|&&[a, b]| a < b && a <= q && q <= b);
-            rows.push(hit.copied().unwrap_or([-1, -1]));
-        }
-    }
-    rows
 }
 
 /// Spec §7.3, reduced: qlens [96, 48], kvlens [96, 80], one image per sequence (the first
@@ -230,7 +213,7 @@ fn chunked_local_attention() {
 
 #[test]
 fn sinks_in_2d_and_3d() {
-    let mut rng = Rng::new(28);
+    let mut rng = seeded(28);
     let sinks: Vec<f32> = (0..8).map(|_| rng.uniform(-2.0, 3.0) as f32).collect();
     let options = AttentionOptions {
         sinks: Some(&sinks),
@@ -273,7 +256,7 @@ fn alibi_linear_and_sqrt() {
 
 #[test]
 fn qq_bias_on_new_tokens() {
-    let mut rng = Rng::new(33);
+    let mut rng = seeded(33);
     let n = 29;
     let bias: Vec<f32> = (0..n * n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
     let data = PagedData::random(&Geometry::new(MIXED, (4, 2), 64), 34);

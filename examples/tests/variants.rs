@@ -9,7 +9,7 @@ mod unified_common;
 use attn_examples::{packed_documents, prefix_lm, Variant};
 use attn_runtime::kernels::bounds_probe::{probe_block, ProbeBlock};
 use attn_runtime::ops::unified_attention::config::{
-    block_m_for, AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, UnifiedAttentionConfig,
+    block_m_for, AttentionProblem, UnifiedAttentionConfig,
 };
 use attn_runtime::ops::unified_attention::cpu::{run_unified_attention_cpu, CpuOptions};
 use attn_runtime::ops::unified_attention::plan::{choose_config, PathChoice};
@@ -98,7 +98,7 @@ fn parity(
 
 /// Document ids `[S, stride]`: contiguous documents of random lengths, then padding (−1).
 fn doc_ids(seq_lens: &[i32], stride: usize, seed: u64, padding: usize) -> Vec<i32> {
-    let mut rng = unified_common::Rng::new(seed);
+    let mut rng = unified_common::seeded(seed);
     let mut ids = vec![-1; seq_lens.len() * stride];
     for (s, &l) in seq_lens.iter().enumerate() {
         let real = (l as usize).saturating_sub(padding);
@@ -187,25 +187,8 @@ fn probe_config(tile: i32, nqpkv: i32) -> UnifiedAttentionConfig {
     let block_m = block_m_for(nqpkv);
     choose_config(
         &AttentionProblem {
-            num_query_heads: nqpkv,
-            num_kv_heads: 1,
-            head_size: 64,
-            block_size: 16,
-            kv_elem_bytes: 2,
-            sliding_window: 0,
-            causal: CausalMode::Causal,
-            chunk_lookback: -1,
-            mm: MmRangeEncoding::None,
-            mm_prefix_clamp_sw: false,
-            r_swa_window: None,
-            softcap: 0.0,
-            use_sinks: false,
-            alibi: AlibiMode::None,
-            use_qq_bias: false,
             max_seqlen_q: 2,
-            num_seqs: 1,
-            split_kv: None,
-            batch_invariant: false,
+            ..AttentionProblem::dense_causal(nqpkv, 1, 64)
         },
         PathChoice::Force2d,
     )

@@ -4,10 +4,19 @@
 //! and reports TFLOP/s.
 
 use criterion::measurement::{Measurement, ValueFormatter};
-use criterion::Throughput;
+use criterion::{Criterion, Throughput};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
+
+use crate::launch::CudaDevice;
+
+/// Criterion timing with CUDA events on device 0's default stream: the configuration the
+/// kernel benches share.
+pub fn criterion_on_device0() -> Criterion<CudaEventTime> {
+    let dev = CudaDevice::new(0).expect("benches need a CUDA device");
+    Criterion::default().with_measurement(CudaEventTime::new(dev.default_stream()))
+}
 
 /// Times the work criterion issues between `start` and `end` on `stream`.
 pub struct CudaEventTime {

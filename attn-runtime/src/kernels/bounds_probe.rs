@@ -10,7 +10,7 @@ use attn_dsl::{Binding, ConstValue};
 use attn_dsl_macros::module;
 use thiserror::Error;
 
-use super::dsl_module::{module_from_source, DslModule, ModuleLoadError};
+use super::dsl_module::{module_from_template, DslModule, ModuleLoadError};
 use super::specialization_cache::specialize_cached;
 use crate::ops::unified_attention::config::UnifiedAttentionConfig;
 use crate::ops::unified_attention::plan::{attention_bindings, MaskVariant};
@@ -101,9 +101,7 @@ pub mod probe {
 
 /// The probe's module text (the `#[module]` template source, at its file lines).
 pub fn probe_module() -> Result<DslModule, ModuleLoadError> {
-    let t = probe::BOUNDS_PROBE_TEMPLATE;
-    let padded = format!("{}{}", "\n".repeat(t.line_offset() as usize), t.source());
-    module_from_source(&padded, t.file())
+    module_from_template(&probe::BOUNDS_PROBE_TEMPLATE)
 }
 
 /// One q-block of one sequence, as the kernel would see it.

@@ -16,6 +16,7 @@ use std::rc::Rc;
 
 use attn_dsl::ast::Module;
 use attn_dsl::frontend::parse_module_str;
+use attn_dsl::template::Template;
 use thiserror::Error;
 
 /// Why a module could not be loaded or merged.
@@ -159,6 +160,13 @@ pub fn module_from_file_text(
     file: &str,
 ) -> Result<DslModule, ModuleLoadError> {
     module_from_source(&module_text(file_text, module_name, file)?, file)
+}
+
+/// Parses the module a `#[module]` macro embedded as `template`, its text padded back to its
+/// file lines so that errors name the lines of the file that defines it.
+pub fn module_from_template(template: &Template) -> Result<DslModule, ModuleLoadError> {
+    let offset = "\n".repeat(template.line_offset() as usize);
+    module_from_source(&format!("{offset}{}", template.source()), template.file())
 }
 
 /// Parses a module text (`mod name { .. }` or a sequence of `#[device]`/`#[kernel]`

@@ -508,7 +508,7 @@ pub mod unified {
     }
 }
 
-use crate::kernels::dsl_module::{module_from_source, DslModule, ModuleLoadError};
+use crate::kernels::dsl_module::{module_from_template, DslModule, ModuleLoadError};
 
 /// Name of the DSL module above.
 pub const MODULE_NAME: &str = "unified";
@@ -527,7 +527,5 @@ pub const DEFAULT_BOUNDS: &str = "vllm_bounds";
 /// The one place that knows where the module's text comes from: the `#[module]` macro's
 /// embedded template source, padded back to its file lines so errors name this file's lines.
 pub fn module() -> Result<DslModule, ModuleLoadError> {
-    let t = unified::UNIFIED_ATTENTION_TEMPLATE;
-    let padded = format!("{}{}", "\n".repeat(t.line_offset() as usize), t.source());
-    module_from_source(&padded, t.file())
+    module_from_template(&unified::UNIFIED_ATTENTION_TEMPLATE)
 }

@@ -28,7 +28,7 @@ use attn_runtime::reference::Dtype;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
 
-use crate::unified_common::{PagedData, Rng, ATOL, RTOL};
+use crate::unified_common::{seeded, PagedData, ATOL, RTOL};
 
 /// Elements after each token row of q and out (poisoned; 16 bytes keeps rows aligned).
 pub const ROW_PADDING: usize = 8;
@@ -98,7 +98,7 @@ pub fn spread_blocks(data: &mut PagedData, num_blocks: usize, seed: u64) {
         num_blocks >= old,
         "cannot spread {old} blocks into {num_blocks}"
     );
-    let mut rng = Rng::new(seed);
+    let mut rng = seeded(seed);
     let mut ids: Vec<usize> = (0..num_blocks).collect();
     for i in (1..ids.len()).rev() {
         ids.swap(i, rng.below(i + 1));

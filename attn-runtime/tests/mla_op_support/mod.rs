@@ -3,9 +3,9 @@
 
 #![allow(dead_code)]
 
-use super::mla_support::{rank_slice, reference, tolerances, Case, Inputs};
+use super::mla_support::{rank_slice, reference, table_and_shards, tolerances, Case, Inputs};
 use attn_runtime::ops::mla_dcp::act_dtype::ActivationElem;
-use attn_runtime::ops::mla_dcp::cpu::{block_table, build_shards, current_kv};
+use attn_runtime::ops::mla_dcp::cpu::current_kv;
 use attn_runtime::ops::mla_dcp::op::{DecodeElem, LaunchReport, MlaDcpDecodeArgs};
 use attn_runtime::ops::mla_dcp::plan::{LATENT, QK_WIDTH, V_HEAD};
 use attn_runtime::parity::{compare, CompareError};
@@ -35,15 +35,7 @@ pub struct DeviceInputs<E> {
 impl<E: DecodeElem> DeviceInputs<E> {
     pub fn upload(stream: &Arc<CudaStream>, case: &Case, inputs: &Inputs) -> Self {
         let plan = case.plan();
-        let (table, num_blocks) = block_table(&plan);
-        let shards = build_shards(
-            &plan,
-            &plan.step.layout,
-            &inputs.latents,
-            &table,
-            num_blocks,
-        )
-        .expect("shards");
+        let (table, shards) = table_and_shards(&plan, inputs);
         let (d, n, t) = (case.d as usize, case.heads as usize, case.tokens());
         let q = t * n * QK_WIDTH;
         let w = n * LATENT * V_HEAD;

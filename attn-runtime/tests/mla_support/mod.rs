@@ -6,7 +6,9 @@
 
 use attn_dsl::interp::HostBuffer;
 use attn_dsl::ir::ScalarType;
-use attn_runtime::ops::mla_dcp::cpu::{simulate_decode_step, RankOutput, SimulatedInputs};
+use attn_runtime::ops::mla_dcp::cpu::{
+    block_table, build_shards, simulate_decode_step, RankOutput, RankShard, SimulatedInputs,
+};
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::{DecodePlan, DecodeStep, LATENT, QK_WIDTH, V_HEAD};
 use attn_runtime::parity::{compare, Tolerance};
@@ -121,6 +123,14 @@ impl Inputs {
             w_uv: &self.w_uv,
         }
     }
+}
+
+/// The shared block table and every rank's cache shard of `inputs` under `plan`.
+pub fn table_and_shards(plan: &DecodePlan, inputs: &Inputs) -> (Vec<i32>, Vec<RankShard>) {
+    let (table, num_blocks) = block_table(plan);
+    let shards =
+        build_shards(plan, &plan.step.layout, &inputs.latents, &table, num_blocks).expect("shards");
+    (table, shards)
 }
 
 /// Reference of the whole step for all D·N heads: `(lat [T, D·N, 512], y [T, D·N·128])`.

@@ -9,31 +9,12 @@ pub mod run;
 use attn_runtime::reference::unified_attention::{AttentionOptions, UnifiedAttentionProblem};
 use attn_runtime::reference::Dtype;
 
-/// SplitMix64: small, deterministic, good enough for test data.
-pub struct Rng(u64);
+pub use attn_runtime::problem::SplitMix64;
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[lo, hi)`.
-    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform integer in `[0, n)`.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
+/// The shared generator for `seed`, offset as these fixtures always seeded it so that every
+/// existing seed keeps its data.
+pub fn seeded(seed: u64) -> SplitMix64 {
+    SplitMix64(seed ^ 0x9E37_79B9_7F4A_7C15)
 }
 
 /// Owned data of one paged problem.
@@ -82,11 +63,28 @@ impl Geometry {
     }
 }
 
+/// Per-query `[T, 2]` rows equivalent to per-sequence ranges `[S, R, 2]`.
+pub fn per_query_rows(data: &PagedData, ranges: &[[i32; 2]], r: usize) -> Vec<[i32; 2]> {
+    let mut rows = vec![];
+    for s in 0..data.seq_lens.len() {
+        let qlen = data.cu_seqlens_q[s + 1] - data.cu_seqlens_q[s];
+        let context = data.seq_lens[s] - qlen;
+        for t in 0..qlen {
+            let q = context + t;
+            let hit = ranges[s * r..(s + 1) * r]
+                .iter()
+                .find(|&&[a, b]| a < b && a <= q && q <= b);
+            rows.push(hit.copied().unwrap_or([-1, -1]));
+        }
+    }
+    rows
+}
+
 impl PagedData {
     /// Random q/K/V in `[-1, 1)` rounded to the dtype; shuffled physical blocks (plus a
     /// few spare ones); every cache slot no sequence uses is NaN.
     pub fn random(g: &Geometry, seed: u64) -> Self {
-        let mut rng = Rng::new(seed);
+        let mut rng = seeded(seed);
         let (hq, hkv, d, bs) = (g.num_query_heads, g.num_kv_heads, g.head_size, g.block_size);
         let blocks_per_seq: Vec<usize> = g.seqs.iter().map(|&(_, l)| l.div_ceil(bs)).collect();
         let stride = blocks_per_seq.iter().copied().max().unwrap_or(0).max(1) + 1;

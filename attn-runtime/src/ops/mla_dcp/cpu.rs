@@ -126,7 +126,8 @@ pub fn poisoned(dtype: ScalarType, len: usize) -> HostBuffer {
     HostBuffer::from_f64s(dtype, &vec![v; len])
 }
 
-fn to_buffer(dtype: ScalarType, values: &[f32]) -> HostBuffer {
+/// `values` converted to a buffer of `dtype` (rounded to it).
+pub fn to_buffer(dtype: ScalarType, values: &[f32]) -> HostBuffer {
     let v: Vec<f64> = values.iter().map(|&x| f64::from(x)).collect();
     HostBuffer::from_f64s(dtype, &v)
 }
@@ -167,6 +168,42 @@ fn run_launch(
         source,
     })?;
     Ok(())
+}
+
+/// Runs one stage with `inputs` by role and every role of `outputs` poisoned at the plan's
+/// dtype and length (so an element the kernel does not write shows up as NaN); returns the
+/// buffer map for the caller to `take` the outputs from.
+fn run_stage(
+    plan: &DecodePlan,
+    f: &Function,
+    launch: &KernelLaunch,
+    inputs: impl IntoIterator<Item = (BufferRole, HostBuffer)>,
+    outputs: &[BufferRole],
+) -> Result<BTreeMap<BufferRole, HostBuffer>, CpuDecodeError> {
+    let mut bufs: BTreeMap<BufferRole, HostBuffer> = inputs.into_iter().collect();
+    for &r in outputs {
+        bufs.insert(
+            r,
+            poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)),
+        );
+    }
+    run_launch(f, launch, &mut bufs)?;
+    Ok(bufs)
+}
+
+/// [`run_stage`] of a stage whose outputs are one partial: its `(out, lse)` buffers.
+fn run_partial_stage(
+    plan: &DecodePlan,
+    f: &Function,
+    launch: &KernelLaunch,
+    inputs: impl IntoIterator<Item = (BufferRole, HostBuffer)>,
+    [out, lse]: [BufferRole; 2],
+) -> Result<(HostBuffer, HostBuffer), CpuDecodeError> {
+    let mut bufs = run_stage(plan, f, launch, inputs, &[out, lse])?;
+    Ok((
+        take(&mut bufs, launch.kernel, out)?,
+        take(&mut bufs, launch.kernel, lse)?,
+    ))
 }
 
 /// Takes a stage's output back out of its buffer map.
@@ -264,23 +301,16 @@ pub fn run_history_splits(
     q_all: &HostBuffer,
 ) -> Result<HistorySplits, CpuDecodeError> {
     let step = &plan.step;
-    let mut bufs = BTreeMap::new();
-    bufs.insert(BufferRole::QAll, q_all.clone());
-    bufs.insert(BufferRole::LatentCache, shard.cache.clone());
-    bufs.insert(BufferRole::BlockTable, HostBuffer::I32(table.to_vec()));
-    bufs.insert(BufferRole::TokenReq, HostBuffer::I32(step.token_req()));
-    bufs.insert(BufferRole::HistLens, HostBuffer::I32(step.hist_lens(rank)));
-    for r in [BufferRole::SplitOut, BufferRole::SplitLse] {
-        bufs.insert(
-            r,
-            poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)),
-        );
-    }
-    run_launch(&kernels.history, &plan.history, &mut bufs)?;
-    Ok(HistorySplits {
-        out: take(&mut bufs, plan.history.kernel, BufferRole::SplitOut)?,
-        lse: take(&mut bufs, plan.history.kernel, BufferRole::SplitLse)?,
-    })
+    let inputs = [
+        (BufferRole::QAll, q_all.clone()),
+        (BufferRole::LatentCache, shard.cache.clone()),
+        (BufferRole::BlockTable, HostBuffer::I32(table.to_vec())),
+        (BufferRole::TokenReq, HostBuffer::I32(step.token_req())),
+        (BufferRole::HistLens, HostBuffer::I32(step.hist_lens(rank))),
+    ];
+    let outputs = [BufferRole::SplitOut, BufferRole::SplitLse];
+    let (out, lse) = run_partial_stage(plan, &kernels.history, &plan.history, inputs, outputs)?;
+    Ok(HistorySplits { out, lse })
 }
 
 /// The reduce of the history splits into this rank's `hist_send`.
@@ -289,20 +319,14 @@ pub fn run_history_reduce(
     kernels: &CpuKernels,
     splits: HistorySplits,
 ) -> Result<ExchangeBuffer, CpuDecodeError> {
-    let mut bufs = BTreeMap::new();
-    bufs.insert(BufferRole::SplitOut, splits.out);
-    bufs.insert(BufferRole::SplitLse, splits.lse);
-    for r in [BufferRole::SendOut, BufferRole::SendLse] {
-        bufs.insert(
-            r,
-            poisoned(plan.buffer_dtype(r), plan.buffer_len(r).unwrap_or(0)),
-        );
-    }
-    run_launch(&kernels.history_reduce, &plan.history_reduce, &mut bufs)?;
-    Ok(ExchangeBuffer {
-        out: take(&mut bufs, plan.history_reduce.kernel, BufferRole::SendOut)?,
-        lse: take(&mut bufs, plan.history_reduce.kernel, BufferRole::SendLse)?,
-    })
+    let inputs = [
+        (BufferRole::SplitOut, splits.out),
+        (BufferRole::SplitLse, splits.lse),
+    ];
+    let outputs = [BufferRole::SendOut, BufferRole::SendLse];
+    let (f, launch) = (&kernels.history_reduce, &plan.history_reduce);
+    let (out, lse) = run_partial_stage(plan, f, launch, inputs, outputs)?;
+    Ok(ExchangeBuffer { out, lse })
 }
 
 /// History pass of `rank` and the reduce into its `hist_send`.
@@ -359,23 +383,18 @@ pub fn run_current(
     q_loc: &HostBuffer,
     cur_kv: &HostBuffer,
 ) -> Result<CurrentPartial, CpuDecodeError> {
-    let len = |r| plan.buffer_len(r).unwrap_or(0);
-    let mut bufs = BTreeMap::new();
-    bufs.insert(BufferRole::QLoc, q_loc.clone());
-    bufs.insert(BufferRole::CurKv, cur_kv.clone());
-    bufs.insert(BufferRole::TokenReq, HostBuffer::I32(plan.step.token_req()));
-    bufs.insert(
-        BufferRole::CuSeqlensQ,
-        HostBuffer::I32(plan.step.cu_seqlens_q()),
-    );
-    for r in [BufferRole::CurOut, BufferRole::CurLse] {
-        bufs.insert(r, poisoned(plan.buffer_dtype(r), len(r)));
-    }
-    run_launch(&kernels.current, &plan.current, &mut bufs)?;
-    Ok(CurrentPartial {
-        out: take(&mut bufs, plan.current.kernel, BufferRole::CurOut)?,
-        lse: take(&mut bufs, plan.current.kernel, BufferRole::CurLse)?,
-    })
+    let inputs = [
+        (BufferRole::QLoc, q_loc.clone()),
+        (BufferRole::CurKv, cur_kv.clone()),
+        (BufferRole::TokenReq, HostBuffer::I32(plan.step.token_req())),
+        (
+            BufferRole::CuSeqlensQ,
+            HostBuffer::I32(plan.step.cu_seqlens_q()),
+        ),
+    ];
+    let outputs = [BufferRole::CurOut, BufferRole::CurLse];
+    let (out, lse) = run_partial_stage(plan, &kernels.current, &plan.current, inputs, outputs)?;
+    Ok(CurrentPartial { out, lse })
 }
 
 /// The combine: D received history partials + the current partial → `lat_out [T, N, 512]`.
@@ -385,17 +404,14 @@ pub fn run_combine(
     recv: &ExchangeBuffer,
     cur: &CurrentPartial,
 ) -> Result<HostBuffer, CpuDecodeError> {
-    let mut bufs = BTreeMap::new();
-    bufs.insert(BufferRole::RecvOut, recv.out.clone());
-    bufs.insert(BufferRole::RecvLse, recv.lse.clone());
-    bufs.insert(BufferRole::CurOut, cur.out.clone());
-    bufs.insert(BufferRole::CurLse, cur.lse.clone());
+    let inputs = [
+        (BufferRole::RecvOut, recv.out.clone()),
+        (BufferRole::RecvLse, recv.lse.clone()),
+        (BufferRole::CurOut, cur.out.clone()),
+        (BufferRole::CurLse, cur.lse.clone()),
+    ];
     let lat = BufferRole::LatOut;
-    bufs.insert(
-        lat,
-        poisoned(plan.buffer_dtype(lat), plan.buffer_len(lat).unwrap_or(0)),
-    );
-    run_launch(&kernels.combine, &plan.combine, &mut bufs)?;
+    let mut bufs = run_stage(plan, &kernels.combine, &plan.combine, inputs, &[lat])?;
     take(&mut bufs, plan.combine.kernel, lat)
 }
 
@@ -406,14 +422,11 @@ pub fn run_v_up(
     lat_out: &HostBuffer,
     w_uv: &HostBuffer,
 ) -> Result<HostBuffer, CpuDecodeError> {
-    let mut bufs = BTreeMap::new();
-    bufs.insert(BufferRole::LatOut, lat_out.clone());
-    bufs.insert(BufferRole::WUv, w_uv.clone());
-    bufs.insert(
-        BufferRole::Y,
-        poisoned(plan.step.dtype, plan.buffer_len(BufferRole::Y).unwrap_or(0)),
-    );
-    run_launch(&kernels.v_up, &plan.v_up, &mut bufs)?;
+    let inputs = [
+        (BufferRole::LatOut, lat_out.clone()),
+        (BufferRole::WUv, w_uv.clone()),
+    ];
+    let mut bufs = run_stage(plan, &kernels.v_up, &plan.v_up, inputs, &[BufferRole::Y])?;
     take(&mut bufs, plan.v_up.kernel, BufferRole::Y)
 }
 

@@ -556,6 +556,35 @@ pub struct AttentionProblem {
     pub batch_invariant: bool,
 }
 
+impl AttentionProblem {
+    /// Dense causal attention of one query per sequence over a bf16 cache of 16-token blocks,
+    /// every optional feature off: the base that tests and tools adjust with struct update
+    /// (`AttentionProblem { sliding_window: 64, ..AttentionProblem::dense_causal(..) }`).
+    pub fn dense_causal(num_query_heads: i32, num_kv_heads: i32, head_size: i32) -> Self {
+        AttentionProblem {
+            num_query_heads,
+            num_kv_heads,
+            head_size,
+            block_size: 16,
+            kv_elem_bytes: 2,
+            sliding_window: 0,
+            causal: CausalMode::Causal,
+            chunk_lookback: -1,
+            mm: MmRangeEncoding::None,
+            mm_prefix_clamp_sw: false,
+            r_swa_window: None,
+            softcap: 0.0,
+            use_sinks: false,
+            alibi: AlibiMode::None,
+            use_qq_bias: false,
+            max_seqlen_q: 1,
+            num_seqs: 1,
+            split_kv: None,
+            batch_invariant: false,
+        }
+    }
+}
+
 /// §1.1: `window_size = (left, right)` → `SLIDING_WINDOW = 1 + left`, `left = −1` → 0.
 pub fn sliding_window_from_left(left: i32) -> i32 {
     if left < 0 {

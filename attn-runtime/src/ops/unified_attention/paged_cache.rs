@@ -61,6 +61,25 @@ impl CacheGeometry {
             Err(PagedCacheError::Geometry { geometry: *self })
         }
     }
+
+    /// [`Self::check`], and K and V of `k_len` and `v_len` elements fill exactly this
+    /// geometry (a shorter buffer would be read out of bounds, a longer one is a caller's
+    /// layout mistake).
+    fn check_pages(&self, k_len: usize, v_len: usize) -> Result<(), PagedCacheError> {
+        self.check()?;
+        let expected = self.elements();
+        for (which, got) in [("k", k_len), ("v", v_len)] {
+            if got != expected {
+                return Err(PagedCacheError::Length {
+                    which,
+                    got,
+                    expected,
+                    geometry: *self,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Why a cache could not be built.
@@ -104,18 +123,7 @@ impl<T: DslType + DeviceRepr> PagedKvCache<T> {
         k: CudaSlice<T>,
         v: CudaSlice<T>,
     ) -> Result<Self, PagedCacheError> {
-        geometry.check()?;
-        let expected = geometry.elements();
-        for (which, got) in [("k", k.len()), ("v", v.len())] {
-            if got != expected {
-                return Err(PagedCacheError::Length {
-                    which,
-                    got,
-                    expected,
-                    geometry,
-                });
-            }
-        }
+        geometry.check_pages(k.len(), v.len())?;
         Ok(PagedKvCache { k, v, geometry })
     }
 
@@ -126,18 +134,7 @@ impl<T: DslType + DeviceRepr> PagedKvCache<T> {
         k: &[T],
         v: &[T],
     ) -> Result<Self, PagedCacheError> {
-        geometry.check()?;
-        let expected = geometry.elements();
-        for (which, got) in [("k", k.len()), ("v", v.len())] {
-            if got != expected {
-                return Err(PagedCacheError::Length {
-                    which,
-                    got,
-                    expected,
-                    geometry,
-                });
-            }
-        }
+        geometry.check_pages(k.len(), v.len())?;
         let k = stream.clone_htod(k).map_err(driver("uploading K pages"))?;
         let v = stream.clone_htod(v).map_err(driver("uploading V pages"))?;
         Self::from_slices(geometry, k, v)
