@@ -209,6 +209,7 @@ pub fn choose_config(
     };
     cfg.is_3d = is_3d;
     cfg.num_segments = num_segments;
+    tune_prefill_block_m(&mut cfg, problem);
     cfg.tile_size = get_tile_size(
         problem.head_size,
         problem.sliding_window,
@@ -225,6 +226,21 @@ pub fn choose_config(
         },
     })?;
     Ok(cfg)
+}
+
+/// Rows per program for prefill on this code generator (our tuning, not vLLM's §6 value):
+/// the tensor-core path keeps the accumulator in `mma` fragments only when every warp of the
+/// kernel's 4 owns a whole 16-row slab, so prefill programs take 64 rows (BLOCK_Q = 64 /
+/// nqpkv tokens) instead of 16. Decode (one token per sequence) keeps vLLM's 16, and head
+/// sizes above 256 keep it too (a 64 × 512 f32 accumulator would not fit in registers).
+pub const PREFILL_BLOCK_M: i32 = 64;
+
+fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionProblem) {
+    let nqpkv = cfg.num_queries_per_kv.max(1);
+    if !cfg.is_3d && problem.max_seqlen_q > 1 && cfg.head_size_padded <= 256 && cfg.block_m < PREFILL_BLOCK_M {
+        cfg.block_m = PREFILL_BLOCK_M;
+        cfg.block_q = PREFILL_BLOCK_M / nqpkv;
+    }
 }
 
 /// Builds the plan for a validated configuration.
