@@ -24,6 +24,11 @@ pub fn compile(module: &Module, kernel: &str, bindings: &[Binding]) -> Result<Co
     verify::verify(&specialized.ir)
         .map_err(|e| DslError::new(Span::call_site(), format!("internal compiler error: {e}")))?;
     let ir_text = printer::print_function(&specialized.ir);
-    let cuda = emit_cuda(&specialized.ir).map_err(|e| DslError::new(Span::call_site(), e.to_string()))?;
-    Ok(Compiled { specialized, ir_text, cuda })
+    let cuda =
+        emit_cuda(&specialized.ir).map_err(|e| DslError::new(Span::call_site(), e.to_string()))?;
+    Ok(Compiled {
+        specialized,
+        ir_text,
+        cuda,
+    })
 }

@@ -56,8 +56,15 @@ pub trait Backend {
 /// How a runtime parameter is passed, in `'static` form for generated metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamInfo {
-    Ptr { name: &'static str, elem: ScalarType, mutable: bool },
-    Scalar { name: &'static str, ty: ScalarType },
+    Ptr {
+        name: &'static str,
+        elem: ScalarType,
+        mutable: bool,
+    },
+    Scalar {
+        name: &'static str,
+        ty: ScalarType,
+    },
 }
 
 /// Everything known about one specialization at compile time.

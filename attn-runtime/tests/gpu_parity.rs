@@ -34,7 +34,8 @@ fn every_registered_kernel_matches_its_reference_on_the_gpu() {
                 tolerance: entry.tolerance,
                 gpu_cpu_tolerance: entry.tolerance,
             };
-            let report = check_parity(&stream, &case, Some(&*exec)).unwrap_or_else(|e| panic!("{e}"));
+            let report =
+                check_parity(&stream, &case, Some(&*exec)).unwrap_or_else(|e| panic!("{e}"));
             assert!(!report.gpu_vs_reference.is_empty());
             println!("PARITY {}: {:?}", report.case, report.gpu_vs_reference);
             checked += 1;

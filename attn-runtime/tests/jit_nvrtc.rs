@@ -102,7 +102,11 @@ fn every_registered_kernel_compiles_for_sm80_and_sm90() {
                 .entry_stats()
                 .unwrap_or_else(|| panic!("{}: no ptxas stats", built.key));
             // Spills are a performance fact, reported (DESIGN §4), not a failure.
-            println!("{} on {arch}: {s:?}{}", built.key, if s.spills() { "  [SPILLS]" } else { "" });
+            println!(
+                "{} on {arch}: {s:?}{}",
+                built.key,
+                if s.spills() { "  [SPILLS]" } else { "" }
+            );
         }
     }
 }

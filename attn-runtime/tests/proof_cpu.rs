@@ -13,15 +13,18 @@ fn every_registered_kernel_matches_its_reference_on_the_cpu_executor() {
     let mut checked = 0;
     for entry in registry.entries() {
         for bindings in entry.case_bindings().expect("cases") {
-            let built = (entry.build)(&bindings).unwrap_or_else(|e| panic!("{}: build: {e}", entry.name));
+            let built =
+                (entry.build)(&bindings).unwrap_or_else(|e| panic!("{}: build: {e}", entry.name));
             let ir = built.ir.as_ref().expect("every registered kernel has IR");
             let problem = (entry.problem)(&bindings).expect("problem");
-            let outputs = run_on_cpu(&*exec, ir, &problem).unwrap_or_else(|e| panic!("{}: {e}", built.key));
+            let outputs =
+                run_on_cpu(&*exec, ir, &problem).unwrap_or_else(|e| panic!("{}: {e}", built.key));
             let want = (entry.reference)(&problem);
             assert_eq!(outputs.len(), want.len(), "{}", built.key);
             for (i, (got, want)) in outputs.iter().zip(&want).enumerate() {
                 let name = format!("{} [{}] output {i}", built.key, problem.label);
-                let c = compare(&name, &got.to_f64s(), want, entry.tolerance).unwrap_or_else(|e| panic!("{e}"));
+                let c = compare(&name, &got.to_f64s(), want, entry.tolerance)
+                    .unwrap_or_else(|e| panic!("{e}"));
                 println!("{name}: max abs err {:.3e}", c.max_abs_err);
             }
             checked += 1;

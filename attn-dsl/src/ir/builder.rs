@@ -9,9 +9,17 @@ use super::types::{Elem, ScalarType, Type};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum IrError {
     #[error("shape mismatch in `{op}`: {lhs} vs {rhs}")]
-    ShapeMismatch { op: String, lhs: String, rhs: String },
+    ShapeMismatch {
+        op: String,
+        lhs: String,
+        rhs: String,
+    },
     #[error("dtype mismatch in `{op}`: {lhs} vs {rhs}")]
-    DtypeMismatch { op: String, lhs: String, rhs: String },
+    DtypeMismatch {
+        op: String,
+        lhs: String,
+        rhs: String,
+    },
     #[error("`{op}`: {msg}")]
     Invalid { op: String, msg: String },
 }
@@ -22,7 +30,10 @@ fn shape_str(s: &[usize]) -> String {
 }
 
 fn invalid(op: &str, msg: impl Into<String>) -> IrError {
-    IrError::Invalid { op: op.into(), msg: msg.into() }
+    IrError::Invalid {
+        op: op.into(),
+        msg: msg.into(),
+    }
 }
 
 pub type IrResult<T> = Result<T, IrError>;
@@ -39,7 +50,11 @@ impl<'f> Builder<'f> {
     /// Starts building the function's entry block (which keeps its parameter args).
     pub fn new(func: &'f mut Function) -> Self {
         let entry = std::mem::take(&mut func.body);
-        Builder { func, stack: vec![entry], loc: Loc::default() }
+        Builder {
+            func,
+            stack: vec![entry],
+            loc: Loc::default(),
+        }
     }
 
     /// Closes the entry block with `Return` and stores it as the function body.
@@ -65,9 +80,17 @@ impl<'f> Builder<'f> {
         result_tys: Vec<Type>,
         regions: Vec<Block>,
     ) -> Vec<ValueId> {
-        let results: Vec<ValueId> =
-            result_tys.into_iter().map(|t| self.func.new_value(t, None)).collect();
-        let id = self.func.push_op(Op { kind, operands, results: results.clone(), regions, loc: self.loc });
+        let results: Vec<ValueId> = result_tys
+            .into_iter()
+            .map(|t| self.func.new_value(t, None))
+            .collect();
+        let id = self.func.push_op(Op {
+            kind,
+            operands,
+            results: results.clone(),
+            regions,
+            loc: self.loc,
+        });
         self.stack.last_mut().expect("no open block").ops.push(id);
         results
     }
@@ -78,8 +101,14 @@ impl<'f> Builder<'f> {
 
     /// Opens a nested block whose arguments have the given types.
     pub fn begin_block(&mut self, arg_tys: &[Type]) -> Vec<ValueId> {
-        let args: Vec<ValueId> = arg_tys.iter().map(|t| self.func.new_value(t.clone(), None)).collect();
-        self.stack.push(Block { args: args.clone(), ops: vec![] });
+        let args: Vec<ValueId> = arg_tys
+            .iter()
+            .map(|t| self.func.new_value(t.clone(), None))
+            .collect();
+        self.stack.push(Block {
+            args: args.clone(),
+            ops: vec![],
+        });
         args
     }
 
@@ -105,21 +134,42 @@ impl<'f> Builder<'f> {
     }
     pub fn program_id(&mut self, axis: u8) -> IrResult<ValueId> {
         if axis > 2 {
-            return Err(invalid("program_id", format!("axis {axis} out of range 0..3")));
+            return Err(invalid(
+                "program_id",
+                format!("axis {axis} out of range 0..3"),
+            ));
         }
-        Ok(self.emit1(OpKind::ProgramId(axis), vec![], Type::scalar(ScalarType::I32)))
+        Ok(self.emit1(
+            OpKind::ProgramId(axis),
+            vec![],
+            Type::scalar(ScalarType::I32),
+        ))
     }
     pub fn num_programs(&mut self, axis: u8) -> IrResult<ValueId> {
         if axis > 2 {
-            return Err(invalid("num_programs", format!("axis {axis} out of range 0..3")));
+            return Err(invalid(
+                "num_programs",
+                format!("axis {axis} out of range 0..3"),
+            ));
         }
-        Ok(self.emit1(OpKind::NumPrograms(axis), vec![], Type::scalar(ScalarType::I32)))
+        Ok(self.emit1(
+            OpKind::NumPrograms(axis),
+            vec![],
+            Type::scalar(ScalarType::I32),
+        ))
     }
     pub fn arange(&mut self, n: usize) -> IrResult<ValueId> {
         if n == 0 || !n.is_power_of_two() {
-            return Err(invalid("arange", format!("length must be a power of two, got {n}")));
+            return Err(invalid(
+                "arange",
+                format!("length must be a power of two, got {n}"),
+            ));
         }
-        Ok(self.emit1(OpKind::Arange { n }, vec![], Type::tile(Elem::Scalar(ScalarType::I32), vec![n])))
+        Ok(self.emit1(
+            OpKind::Arange { n },
+            vec![],
+            Type::tile(Elem::Scalar(ScalarType::I32), vec![n]),
+        ))
     }
 
     // ---- shape ops ----
@@ -132,7 +182,13 @@ impl<'f> Builder<'f> {
         if shape.is_empty() {
             return Ok(x);
         }
-        Ok(self.emit1(OpKind::Splat { shape: shape.to_vec() }, vec![x], Type::tile(t.elem, shape.to_vec())))
+        Ok(self.emit1(
+            OpKind::Splat {
+                shape: shape.to_vec(),
+            },
+            vec![x],
+            Type::tile(t.elem, shape.to_vec()),
+        ))
     }
 
     /// Broadcasts `x` to `shape` (same rank; size-1 dims repeat). No-op when equal.
@@ -144,7 +200,8 @@ impl<'f> Builder<'f> {
         if t.is_scalar() {
             return self.splat(x, shape);
         }
-        let ok = t.rank() == shape.len() && t.shape.iter().zip(shape).all(|(&a, &b)| a == b || a == 1);
+        let ok =
+            t.rank() == shape.len() && t.shape.iter().zip(shape).all(|(&a, &b)| a == b || a == 1);
         if !ok {
             return Err(IrError::ShapeMismatch {
                 op: "broadcast".into(),
@@ -152,13 +209,22 @@ impl<'f> Builder<'f> {
                 rhs: shape_str(shape),
             });
         }
-        Ok(self.emit1(OpKind::Broadcast { shape: shape.to_vec() }, vec![x], t.with_shape(shape.to_vec())))
+        Ok(self.emit1(
+            OpKind::Broadcast {
+                shape: shape.to_vec(),
+            },
+            vec![x],
+            t.with_shape(shape.to_vec()),
+        ))
     }
 
     /// The common shape of two operands under numpy broadcasting (rank ≤ 2).
     pub fn broadcast_shape(&self, op: &str, a: &[usize], b: &[usize]) -> IrResult<Vec<usize>> {
-        let mismatch =
-            || IrError::ShapeMismatch { op: op.into(), lhs: shape_str(a), rhs: shape_str(b) };
+        let mismatch = || IrError::ShapeMismatch {
+            op: op.into(),
+            lhs: shape_str(a),
+            rhs: shape_str(b),
+        };
         if a.is_empty() {
             return Ok(b.to_vec());
         }
@@ -180,7 +246,12 @@ impl<'f> Builder<'f> {
     }
 
     /// Brings both operands to their common shape (splat / broadcast as needed).
-    pub fn broadcast_pair(&mut self, op: &str, a: ValueId, b: ValueId) -> IrResult<(ValueId, ValueId)> {
+    pub fn broadcast_pair(
+        &mut self,
+        op: &str,
+        a: ValueId,
+        b: ValueId,
+    ) -> IrResult<(ValueId, ValueId)> {
         let sa = self.ty(a).shape.clone();
         let sb = self.ty(b).shape.clone();
         let s = self.broadcast_shape(op, &sa, &sb)?;
@@ -205,21 +276,31 @@ impl<'f> Builder<'f> {
         if t.rank() != 2 {
             return Err(invalid("trans", format!("expects a rank-2 tile, got {t}")));
         }
-        Ok(self.emit1(OpKind::Trans, vec![x], t.with_shape(vec![t.shape[1], t.shape[0]])))
+        Ok(self.emit1(
+            OpKind::Trans,
+            vec![x],
+            t.with_shape(vec![t.shape[1], t.shape[0]]),
+        ))
     }
 
     // ---- arithmetic ----
 
     pub fn unary(&mut self, op: UnaryOp, x: ValueId) -> IrResult<ValueId> {
         let t = self.ty(x).clone();
-        let s = t.elem.scalar().ok_or_else(|| invalid(&format!("{op:?}"), format!("not defined on {t}")))?;
+        let s = t
+            .elem
+            .scalar()
+            .ok_or_else(|| invalid(&format!("{op:?}"), format!("not defined on {t}")))?;
         let ok = match op {
             UnaryOp::Neg | UnaryOp::Abs => s != ScalarType::Bool,
             UnaryOp::Not => !s.is_float(),
             _ => s.is_float(),
         };
         if !ok {
-            return Err(invalid(&format!("{op:?}").to_lowercase(), format!("not defined on {t}")));
+            return Err(invalid(
+                &format!("{op:?}").to_lowercase(),
+                format!("not defined on {t}"),
+            ));
         }
         Ok(self.emit1(OpKind::Unary(op), vec![x], t))
     }
@@ -227,9 +308,15 @@ impl<'f> Builder<'f> {
     fn check_same_elem(&self, op: &str, a: ValueId, b: ValueId) -> IrResult<ScalarType> {
         let (ta, tb) = (self.ty(a), self.ty(b));
         if ta.elem != tb.elem {
-            return Err(IrError::DtypeMismatch { op: op.into(), lhs: ta.elem.to_string(), rhs: tb.elem.to_string() });
+            return Err(IrError::DtypeMismatch {
+                op: op.into(),
+                lhs: ta.elem.to_string(),
+                rhs: tb.elem.to_string(),
+            });
         }
-        ta.elem.scalar().ok_or_else(|| invalid(op, format!("not defined on {}", ta.elem)))
+        ta.elem
+            .scalar()
+            .ok_or_else(|| invalid(op, format!("not defined on {}", ta.elem)))
     }
 
     /// `a op b` with broadcasting; operands must already share a dtype.
@@ -259,17 +346,28 @@ impl<'f> Builder<'f> {
 
     pub fn select(&mut self, c: ValueId, a: ValueId, b: ValueId) -> IrResult<ValueId> {
         if self.ty(c).elem != Elem::Scalar(ScalarType::Bool) {
-            return Err(invalid("select", format!("condition must be bool, got {}", self.ty(c))));
+            return Err(invalid(
+                "select",
+                format!("condition must be bool, got {}", self.ty(c)),
+            ));
         }
         let (ta, tb) = (self.ty(a).elem, self.ty(b).elem);
         if ta != tb {
-            return Err(IrError::DtypeMismatch { op: "select".into(), lhs: ta.to_string(), rhs: tb.to_string() });
+            return Err(IrError::DtypeMismatch {
+                op: "select".into(),
+                lhs: ta.to_string(),
+                rhs: tb.to_string(),
+            });
         }
         let sc = self.ty(c).shape.clone();
         let (sa, sb) = (self.ty(a).shape.clone(), self.ty(b).shape.clone());
         let s = self.broadcast_shape("select", &sa, &sb)?;
         let s = self.broadcast_shape("select", &sc, &s)?;
-        let (c, a, b) = (self.broadcast(c, &s)?, self.broadcast(a, &s)?, self.broadcast(b, &s)?);
+        let (c, a, b) = (
+            self.broadcast(c, &s)?,
+            self.broadcast(a, &s)?,
+            self.broadcast(b, &s)?,
+        );
         let t = self.ty(a).clone();
         Ok(self.emit1(OpKind::Select, vec![c, a, b], t))
     }
@@ -288,11 +386,17 @@ impl<'f> Builder<'f> {
     pub fn add_ptr(&mut self, p: ValueId, off: ValueId) -> IrResult<ValueId> {
         let tp = self.ty(p).clone();
         if tp.elem.pointee().is_none() {
-            return Err(invalid("pointer offset", format!("left side must be a pointer, got {tp}")));
+            return Err(invalid(
+                "pointer offset",
+                format!("left side must be a pointer, got {tp}"),
+            ));
         }
         let to = self.ty(off).clone();
         if !matches!(to.elem, Elem::Scalar(ScalarType::I32 | ScalarType::I64)) {
-            return Err(invalid("pointer offset", format!("offset must be i32 or i64, got {to}")));
+            return Err(invalid(
+                "pointer offset",
+                format!("offset must be i32 or i64, got {to}"),
+            ));
         }
         let (p, off) = self.broadcast_pair("pointer offset", p, off)?;
         let t = self.ty(p).clone();
@@ -301,9 +405,17 @@ impl<'f> Builder<'f> {
 
     // ---- memory ----
 
-    pub fn load(&mut self, p: ValueId, mask: Option<ValueId>, other: Option<ValueId>) -> IrResult<ValueId> {
+    pub fn load(
+        &mut self,
+        p: ValueId,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+    ) -> IrResult<ValueId> {
         let tp = self.ty(p).clone();
-        let elem = tp.elem.pointee().ok_or_else(|| invalid("load", format!("expects pointers, got {tp}")))?;
+        let elem = tp
+            .elem
+            .pointee()
+            .ok_or_else(|| invalid("load", format!("expects pointers, got {tp}")))?;
         let mut operands = vec![p];
         if let Some(m) = mask {
             self.check_mask("load", m)?;
@@ -316,27 +428,44 @@ impl<'f> Builder<'f> {
             }
             let to = self.ty(o).clone();
             if to.elem != Elem::Scalar(elem) {
-                return Err(IrError::DtypeMismatch { op: "load other".into(), lhs: elem.to_string(), rhs: to.elem.to_string() });
+                return Err(IrError::DtypeMismatch {
+                    op: "load other".into(),
+                    lhs: elem.to_string(),
+                    rhs: to.elem.to_string(),
+                });
             }
             operands.push(self.broadcast(o, &tp.shape)?);
         }
-        let kind = OpKind::Load { has_mask: mask.is_some(), has_other: other.is_some() };
+        let kind = OpKind::Load {
+            has_mask: mask.is_some(),
+            has_other: other.is_some(),
+        };
         Ok(self.emit1(kind, operands, tp.with_elem(Elem::Scalar(elem))))
     }
 
     fn check_mask(&self, op: &str, m: ValueId) -> IrResult<()> {
         if self.ty(m).elem != Elem::Scalar(ScalarType::Bool) {
-            return Err(invalid(op, format!("mask must be bool, got {}", self.ty(m))));
+            return Err(invalid(
+                op,
+                format!("mask must be bool, got {}", self.ty(m)),
+            ));
         }
         Ok(())
     }
 
     pub fn store(&mut self, p: ValueId, v: ValueId, mask: Option<ValueId>) -> IrResult<()> {
         let tp = self.ty(p).clone();
-        let elem = tp.elem.pointee().ok_or_else(|| invalid("store", format!("expects pointers, got {tp}")))?;
+        let elem = tp
+            .elem
+            .pointee()
+            .ok_or_else(|| invalid("store", format!("expects pointers, got {tp}")))?;
         let tv = self.ty(v).clone();
         if tv.elem != Elem::Scalar(elem) {
-            return Err(IrError::DtypeMismatch { op: "store".into(), lhs: format!("ptr<{elem}>"), rhs: tv.elem.to_string() });
+            return Err(IrError::DtypeMismatch {
+                op: "store".into(),
+                lhs: format!("ptr<{elem}>"),
+                rhs: tv.elem.to_string(),
+            });
         }
         // Pointers may be broadcast against the value (store a row to one address per column).
         let s = self.broadcast_shape("store", &tp.shape, &tv.shape)?;
@@ -347,27 +476,50 @@ impl<'f> Builder<'f> {
             self.check_mask("store", m)?;
             operands.push(self.broadcast(m, &s)?);
         }
-        self.emit(OpKind::Store { has_mask: mask.is_some() }, operands, vec![], vec![]);
+        self.emit(
+            OpKind::Store {
+                has_mask: mask.is_some(),
+            },
+            operands,
+            vec![],
+            vec![],
+        );
         Ok(())
     }
 
     pub fn dot(&mut self, a: ValueId, b: ValueId, acc: Option<ValueId>) -> IrResult<ValueId> {
         let (ta, tb) = (self.ty(a).clone(), self.ty(b).clone());
         if ta.rank() != 2 || tb.rank() != 2 || ta.shape[1] != tb.shape[0] {
-            return Err(IrError::ShapeMismatch { op: "dot".into(), lhs: shape_str(&ta.shape), rhs: shape_str(&tb.shape) });
+            return Err(IrError::ShapeMismatch {
+                op: "dot".into(),
+                lhs: shape_str(&ta.shape),
+                rhs: shape_str(&tb.shape),
+            });
         }
         if ta.elem != tb.elem || !ta.elem.scalar().is_some_and(|s| s.is_float()) {
-            return Err(IrError::DtypeMismatch { op: "dot".into(), lhs: ta.elem.to_string(), rhs: tb.elem.to_string() });
+            return Err(IrError::DtypeMismatch {
+                op: "dot".into(),
+                lhs: ta.elem.to_string(),
+                rhs: tb.elem.to_string(),
+            });
         }
         let out = vec![ta.shape[0], tb.shape[1]];
         let acc = match acc {
             Some(c) => {
                 let tc = self.ty(c).clone();
                 if tc.shape != out {
-                    return Err(IrError::ShapeMismatch { op: "dot accumulator".into(), lhs: shape_str(&out), rhs: shape_str(&tc.shape) });
+                    return Err(IrError::ShapeMismatch {
+                        op: "dot accumulator".into(),
+                        lhs: shape_str(&out),
+                        rhs: shape_str(&tc.shape),
+                    });
                 }
                 if tc.elem != Elem::Scalar(ScalarType::F32) {
-                    return Err(IrError::DtypeMismatch { op: "dot accumulator".into(), lhs: "f32".into(), rhs: tc.elem.to_string() });
+                    return Err(IrError::DtypeMismatch {
+                        op: "dot accumulator".into(),
+                        lhs: "f32".into(),
+                        rhs: tc.elem.to_string(),
+                    });
                 }
                 c
             }
@@ -376,13 +528,20 @@ impl<'f> Builder<'f> {
                 self.splat(z, &out)?
             }
         };
-        Ok(self.emit1(OpKind::Dot, vec![a, b, acc], Type::tile(Elem::Scalar(ScalarType::F32), out)))
+        Ok(self.emit1(
+            OpKind::Dot,
+            vec![a, b, acc],
+            Type::tile(Elem::Scalar(ScalarType::F32), out),
+        ))
     }
 
     pub fn reduce(&mut self, kind: ReduceKind, x: ValueId, axis: usize) -> IrResult<ValueId> {
         let t = self.ty(x).clone();
         if axis >= t.rank() {
-            return Err(invalid("reduce", format!("axis {axis} out of range for {t}")));
+            return Err(invalid(
+                "reduce",
+                format!("axis {axis} out of range for {t}"),
+            ));
         }
         if t.elem.scalar().is_none_or(|s| s == ScalarType::Bool) {
             return Err(invalid("reduce", format!("not defined on {t}")));
@@ -410,7 +569,10 @@ impl<'f> Builder<'f> {
     ) -> IrResult<Vec<ValueId>> {
         for v in [lo, hi, step] {
             if *self.ty(v) != Type::scalar(ScalarType::I32) {
-                return Err(invalid("for", format!("bounds must be i32 scalars, got {}", self.ty(v))));
+                return Err(invalid(
+                    "for",
+                    format!("bounds must be i32 scalars, got {}", self.ty(v)),
+                ));
             }
         }
         let mut arg_tys = vec![Type::scalar(ScalarType::I32)];
@@ -429,7 +591,10 @@ impl<'f> Builder<'f> {
         for (a, b) in before.iter().zip(after) {
             let (ta, tb) = (self.ty(*a), self.ty(*b));
             if ta.shape != tb.shape || ta.elem != tb.elem {
-                return Err(invalid(op, format!("loop-carried value changes type: {ta} becomes {tb}")));
+                return Err(invalid(
+                    op,
+                    format!("loop-carried value changes type: {ta} becomes {tb}"),
+                ));
             }
         }
         if before.len() != after.len() {
@@ -446,7 +611,10 @@ impl<'f> Builder<'f> {
         else_: impl FnOnce(&mut Self) -> IrResult<Vec<ValueId>>,
     ) -> IrResult<Vec<ValueId>> {
         if *self.ty(cond) != Type::scalar(ScalarType::Bool) {
-            return Err(invalid("if", format!("condition must be a bool scalar, got {}", self.ty(cond))));
+            return Err(invalid(
+                "if",
+                format!("condition must be a bool scalar, got {}", self.ty(cond)),
+            ));
         }
         self.begin_block(&[]);
         let tv = then_(self)?;
@@ -472,7 +640,10 @@ impl<'f> Builder<'f> {
         let args = self.begin_block(&tys);
         let c = cond(self, args.clone())?;
         if *self.ty(c) != Type::scalar(ScalarType::Bool) {
-            return Err(invalid("while", format!("condition must be a bool scalar, got {}", self.ty(c))));
+            return Err(invalid(
+                "while",
+                format!("condition must be a bool scalar, got {}", self.ty(c)),
+            ));
         }
         let mut cops = vec![c];
         cops.extend(&args);

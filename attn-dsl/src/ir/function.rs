@@ -105,7 +105,11 @@ impl Function {
         };
         let v = self.new_value(ty, Some(name.to_string()));
         self.body.args.push(v);
-        self.params.push(Param { name: name.to_string(), kind, value: v });
+        self.params.push(Param {
+            name: name.to_string(),
+            kind,
+            value: v,
+        });
         v
     }
     /// Appends a detached op to the arena (not yet in any block) and returns its id.

@@ -109,7 +109,12 @@ pub enum Layout {
     /// A rank-1 slice of a rank-2 parent along `dim` (row vectors of softmax state).
     Slice { dim: u8, parent: Box<Layout> },
     /// Staged in shared memory (swizzled, `stages`-deep ring).
-    Shared { vec: u32, per_phase: u32, max_phase: u32, stages: u32 },
+    Shared {
+        vec: u32,
+        per_phase: u32,
+        max_phase: u32,
+        stages: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -130,13 +135,25 @@ pub struct Type {
 
 impl Type {
     pub fn scalar(s: ScalarType) -> Self {
-        Type { elem: Elem::Scalar(s), shape: vec![], layout: Layout::Unassigned }
+        Type {
+            elem: Elem::Scalar(s),
+            shape: vec![],
+            layout: Layout::Unassigned,
+        }
     }
     pub fn ptr(s: ScalarType) -> Self {
-        Type { elem: Elem::Ptr(s), shape: vec![], layout: Layout::Unassigned }
+        Type {
+            elem: Elem::Ptr(s),
+            shape: vec![],
+            layout: Layout::Unassigned,
+        }
     }
     pub fn tile(elem: Elem, shape: Vec<usize>) -> Self {
-        Type { elem, shape, layout: Layout::Unassigned }
+        Type {
+            elem,
+            shape,
+            layout: Layout::Unassigned,
+        }
     }
     pub fn is_scalar(&self) -> bool {
         self.shape.is_empty()
@@ -149,10 +166,18 @@ impl Type {
     }
     /// Same shape and layout, another element type.
     pub fn with_elem(&self, elem: Elem) -> Self {
-        Type { elem, shape: self.shape.clone(), layout: self.layout.clone() }
+        Type {
+            elem,
+            shape: self.shape.clone(),
+            layout: self.layout.clone(),
+        }
     }
     pub fn with_shape(&self, shape: Vec<usize>) -> Self {
-        Type { elem: self.elem, shape, layout: Layout::Unassigned }
+        Type {
+            elem: self.elem,
+            shape,
+            layout: Layout::Unassigned,
+        }
     }
 }
 

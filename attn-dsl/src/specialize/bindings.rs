@@ -38,6 +38,10 @@ pub struct Binding {
 
 impl Binding {
     pub fn new(name: impl Into<String>, value: ConstValue) -> Self {
-        Binding { name: name.into(), value, span: Span::call_site() }
+        Binding {
+            name: name.into(),
+            value,
+            span: Span::call_site(),
+        }
     }
 }

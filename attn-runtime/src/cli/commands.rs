@@ -310,7 +310,10 @@ fn masks(args: &super::masks::MasksArgs, out: &mut dyn Write) -> Result<(), CliE
     bar.finish_and_clear();
     write(out, &super::masks::ascii(&pic, args.cols))?;
     if let Some(dir) = args.svg.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| CliError::Io { path: dir.into(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
+            path: dir.into(),
+            source,
+        })?;
     }
     std::fs::write(&args.svg, super::masks::svg(&pic)).map_err(|source| CliError::Io {
         path: args.svg.clone(),

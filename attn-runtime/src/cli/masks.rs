@@ -54,7 +54,9 @@ pub struct MasksArgs {
 }
 
 fn parse_range(s: &str) -> Result<[i32; 2], String> {
-    let (a, b) = s.split_once('-').ok_or_else(|| format!("`{s}`: expected START-END"))?;
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("`{s}`: expected START-END"))?;
     let p = |x: &str| x.trim().parse::<i32>().map_err(|e| format!("`{s}`: {e}"));
     Ok([p(a)?, p(b)?])
 }
@@ -76,8 +78,16 @@ impl MaskPicture {
     }
     /// (visited tiles, tiles holding an allowed key, all tiles up to L).
     pub fn counts(&self) -> (usize, usize, usize) {
-        let visited = self.blocks.iter().map(|(lo, hi, _)| (hi - lo).max(0) as usize).sum();
-        let needed = self.blocks.iter().map(|(_, _, t)| t.iter().filter(|&&x| x).count()).sum();
+        let visited = self
+            .blocks
+            .iter()
+            .map(|(lo, hi, _)| (hi - lo).max(0) as usize)
+            .sum();
+        let needed = self
+            .blocks
+            .iter()
+            .map(|(_, _, t)| t.iter().filter(|&&x| x).count())
+            .sum();
         (visited, needed, self.blocks.len() * self.num_tiles())
     }
 }
@@ -90,12 +100,18 @@ fn config(a: &MasksArgs, query_len: i32) -> Result<UnifiedAttentionConfig, Strin
         block_size: 16,
         kv_elem_bytes: 2,
         sliding_window: a.window,
-        causal: if a.bidirectional { CausalMode::NonCausal } else { CausalMode::Causal },
+        causal: if a.bidirectional {
+            CausalMode::NonCausal
+        } else {
+            CausalMode::Causal
+        },
         chunk_lookback: a.chunk_lookback,
         mm: if a.ranges.is_empty() {
             MmRangeEncoding::None
         } else {
-            MmRangeEncoding::PerSequence { max_ranges: a.ranges.len() as i32 }
+            MmRangeEncoding::PerSequence {
+                max_ranges: a.ranges.len() as i32,
+            }
         },
         mm_prefix_clamp_sw: !a.ranges.is_empty() && !a.no_clamp,
         r_swa_window: None,
@@ -120,8 +136,13 @@ pub fn picture(a: &MasksArgs) -> Result<MaskPicture, String> {
     let module = module().map_err(|e| e.to_string())?;
     let context_len = a.seq_len - query_len;
     let (tile, keys) = (cfg.tile_size as usize, a.seq_len as usize);
-    let rows_ascii = (query_len as usize).div_ceil(keys.div_ceil(a.cols.max(1)).max(1)).max(1);
-    let (q_per_row, k_per_col) = ((query_len as usize).div_ceil(rows_ascii), keys.div_ceil(a.cols.max(1)));
+    let rows_ascii = (query_len as usize)
+        .div_ceil(keys.div_ceil(a.cols.max(1)).max(1))
+        .max(1);
+    let (q_per_row, k_per_col) = (
+        (query_len as usize).div_ceil(rows_ascii),
+        keys.div_ceil(a.cols.max(1)),
+    );
     let mut cells = vec![vec![false; a.cols.max(1)]; rows_ascii];
     let mut blocks = vec![];
     let nqpkv = cfg.num_queries_per_kv.max(1) as usize;
@@ -137,7 +158,8 @@ pub fn picture(a: &MasksArgs) -> Result<MaskPicture, String> {
             query_ranges: &[],
             mask_aux: &[],
         };
-        let r = probe_block(&module, &cfg, &MaskVariant::default(), &block, keys).map_err(|e| e.to_string())?;
+        let r = probe_block(&module, &cfg, &MaskVariant::default(), &block, keys)
+            .map_err(|e| e.to_string())?;
         let mut needed = vec![false; keys.div_ceil(tile)];
         for (row, allowed) in r.mask.iter().enumerate().step_by(nqpkv) {
             let t = b * cfg.block_q as usize + row / nqpkv;
@@ -148,7 +170,13 @@ pub fn picture(a: &MasksArgs) -> Result<MaskPicture, String> {
         }
         blocks.push((r.loop_lo, r.loop_hi, needed));
     }
-    Ok(MaskPicture { cfg, seq_len: a.seq_len, context_len, blocks, cells })
+    Ok(MaskPicture {
+        cfg,
+        seq_len: a.seq_len,
+        context_len,
+        blocks,
+        cells,
+    })
 }
 
 /// The terminal picture plus a summary line.
@@ -159,7 +187,8 @@ pub fn ascii(p: &MaskPicture, cols: usize) -> String {
     let blocks_per_row = p.blocks.len().div_ceil(p.cells.len().max(1)).max(1);
     let mut s = String::new();
     for (r, row) in p.cells.iter().enumerate() {
-        let bl = &p.blocks[(r * blocks_per_row).min(p.blocks.len() - 1)..((r + 1) * blocks_per_row).min(p.blocks.len())];
+        let bl = &p.blocks[(r * blocks_per_row).min(p.blocks.len() - 1)
+            ..((r + 1) * blocks_per_row).min(p.blocks.len())];
         let line: String = row
             .iter()
             .enumerate()
@@ -201,7 +230,10 @@ pub fn svg(p: &MaskPicture) -> String {
     );
     for (b, (lo, hi, needed)) in p.blocks.iter().enumerate() {
         // Runs of equal colour per row keep the file small.
-        let colour = |t: usize| match ((*lo..*hi).contains(&(t as i32)), needed.get(t).copied().unwrap_or(false)) {
+        let colour = |t: usize| match (
+            (*lo..*hi).contains(&(t as i32)),
+            needed.get(t).copied().unwrap_or(false),
+        ) {
             (true, true) => Some("#1f5fbf"),
             (true, false) => Some("#f08c00"),
             (false, true) => Some("#d00000"), // an allowed key in a pruned tile: a bounds bug

@@ -54,7 +54,13 @@ pub mod proof {
         require(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16"),
         require(BLOCK_M >= 16 && BLOCK_N >= 16, "BLOCK_M and BLOCK_N must be at least 16"),
     )]
-    pub fn flash_attention<T, const BLOCK_M: i32, const BLOCK_N: i32, const HEAD_DIM: i32, const CAUSAL: bool>(
+    pub fn flash_attention<
+        T,
+        const BLOCK_M: i32,
+        const BLOCK_N: i32,
+        const HEAD_DIM: i32,
+        const CAUSAL: bool,
+    >(
         q: *const T,
         k: *const T,
         v: *const T,
@@ -70,7 +76,11 @@ pub mod proof {
         let d = arange::<HEAD_DIM>();
         let q_head = q + head * q_len * HEAD_DIM;
         let kv_head = head * kv_len * HEAD_DIM;
-        let q_tile = load(q_head + rows.unsqueeze(1) * HEAD_DIM + d.unsqueeze(0), row_ok.unsqueeze(1), 0.0);
+        let q_tile = load(
+            q_head + rows.unsqueeze(1) * HEAD_DIM + d.unsqueeze(0),
+            row_ok.unsqueeze(1),
+            0.0,
+        );
         let shift = kv_len - q_len;
         let mut hi = kv_len;
         if CAUSAL {
@@ -82,7 +92,11 @@ pub mod proof {
         for start in (0..hi).step_by(BLOCK_N) {
             let cols = start + arange::<BLOCK_N>();
             let col_ok = cols < kv_len;
-            let k_tile = load(k + kv_head + cols.unsqueeze(0) * HEAD_DIM + d.unsqueeze(1), col_ok.unsqueeze(0), 0.0);
+            let k_tile = load(
+                k + kv_head + cols.unsqueeze(0) * HEAD_DIM + d.unsqueeze(1),
+                col_ok.unsqueeze(0),
+                0.0,
+            );
             let mut visible = col_ok.unsqueeze(0) & row_ok.unsqueeze(1);
             if CAUSAL {
                 visible = visible & (cols.unsqueeze(0) <= rows.unsqueeze(1) + shift);
@@ -94,11 +108,19 @@ pub mod proof {
             let p = exp(s - m_new.unsqueeze(1));
             let alpha = exp(m_i - m_new);
             l_i = l_i * alpha + p.sum(1);
-            let v_tile = load(v + kv_head + cols.unsqueeze(1) * HEAD_DIM + d.unsqueeze(0), col_ok.unsqueeze(1), 0.0);
+            let v_tile = load(
+                v + kv_head + cols.unsqueeze(1) * HEAD_DIM + d.unsqueeze(0),
+                col_ok.unsqueeze(1),
+                0.0,
+            );
             acc = dot(p.cast::<T>(), v_tile, acc * alpha.unsqueeze(1));
             m_i = m_raw;
         }
         let o = acc / select(l_i > 0.0, l_i, 1.0).unsqueeze(1);
-        store(out + head * q_len * HEAD_DIM + rows.unsqueeze(1) * HEAD_DIM + d.unsqueeze(0), o.cast::<T>(), row_ok.unsqueeze(1));
+        store(
+            out + head * q_len * HEAD_DIM + rows.unsqueeze(1) * HEAD_DIM + d.unsqueeze(0),
+            o.cast::<T>(),
+            row_ok.unsqueeze(1),
+        );
     }
 }

@@ -56,7 +56,10 @@ impl KernelEntry {
                 .map(parse_binding)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("{}: case `{case}`: {e}", self.name))?;
-            all.push(merge_bindings(defaults.clone(), &overrides).map_err(|e| format!("{}: {e}", self.name))?);
+            all.push(
+                merge_bindings(defaults.clone(), &overrides)
+                    .map_err(|e| format!("{}: {e}", self.name))?,
+            );
         }
         Ok(all)
     }

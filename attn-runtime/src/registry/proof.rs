@@ -30,7 +30,11 @@ fn bf16_t() -> Binding {
 }
 
 /// Specializes `template` on the bindings named in `constexprs` (the rest are sizes).
-fn build(template: &Template, constexprs: &[&str], bindings: &[Binding]) -> Result<BuiltKernel, String> {
+fn build(
+    template: &Template,
+    constexprs: &[&str],
+    bindings: &[Binding],
+) -> Result<BuiltKernel, String> {
     let consts: Vec<(&str, ConstValue)> = bindings
         .iter()
         .filter(|b| constexprs.contains(&b.name.as_str()))
@@ -103,7 +107,11 @@ fn softmax_entry() -> KernelEntry {
         reference: softmax_reference,
         // Output is bf16 (relative rounding 2^-9) of values <= 1; exp in f32 adds ~1e-7.
         tolerance: Tolerance::new(1e-4, 4e-3),
-        cases: &["ROWS=1 COLS=1", "ROWS=7 COLS=1024", "BLOCK=32 ROWS=33 COLS=31"],
+        cases: &[
+            "ROWS=1 COLS=1",
+            "ROWS=7 COLS=1024",
+            "BLOCK=32 ROWS=33 COLS=31",
+        ],
     }
 }
 
@@ -164,24 +172,37 @@ fn matmul_entry() -> KernelEntry {
         reference: matmul_reference,
         // Exact products of bf16 inputs summed in f32: error <= K · 2^-24 · Σ|a·b| ≈ 1e-4 here.
         tolerance: Tolerance::new(2e-4, 1e-5),
-        cases: &["M=1 N=1 K=1", "M=65 N=63 K=33", "T=f16 M=17 N=80 K=48 BLOCK_M=16 BLOCK_N=32 BLOCK_K=16"],
+        cases: &[
+            "M=1 N=1 K=1",
+            "M=65 N=63 K=33",
+            "T=f16 M=17 N=80 K=48 BLOCK_M=16 BLOCK_N=32 BLOCK_K=16",
+        ],
     }
 }
 
 fn matmul_problem(bindings: &[Binding]) -> Result<Problem, String> {
-    let (bm, bn) = (int_binding(bindings, "BLOCK_M")?, int_binding(bindings, "BLOCK_N")?);
+    let (bm, bn) = (
+        int_binding(bindings, "BLOCK_M")?,
+        int_binding(bindings, "BLOCK_N")?,
+    );
     let m = size(bindings, "M", 1 << 16)?;
     let n = size(bindings, "N", 1 << 16)?;
     let k = size(bindings, "K", 1 << 16)?;
     let t = dtype(bindings)?;
-    let grid = (m.div_ceil(bm.max(1) as usize) as u32, n.div_ceil(bn.max(1) as usize) as u32);
+    let grid = (
+        m.div_ceil(bm.max(1) as usize) as u32,
+        n.div_ceil(bn.max(1) as usize) as u32,
+    );
     Ok(Problem {
         label: format!("{m}x{n}x{k}"),
         grid: Grid::from(grid),
         args: vec![
             ProblemArg::Input(random(t, 0xa11a, m * k, -1.0, 1.0)),
             ProblemArg::Input(random(t, 0xb22b, k * n, -1.0, 1.0)),
-            ProblemArg::Output { elem: ScalarType::F32, len: m * n },
+            ProblemArg::Output {
+                elem: ScalarType::F32,
+                len: m * n,
+            },
             ProblemArg::Scalar(ScalarArg::I32(m as i32)),
             ProblemArg::Scalar(ScalarArg::I32(n as i32)),
             ProblemArg::Scalar(ScalarArg::I32(k as i32)),
@@ -210,7 +231,8 @@ const FLASH_CONSTS: &[&str] = &["T", "BLOCK_M", "BLOCK_N", "HEAD_DIM", "CAUSAL"]
 fn flash_entry() -> KernelEntry {
     KernelEntry {
         name: "flash_attention",
-        summary: "flash-attention forward [HEADS, Q_LEN/KV_LEN, HEAD_DIM] bf16, bottom-right causal \
+        summary:
+            "flash-attention forward [HEADS, Q_LEN/KV_LEN, HEAD_DIM] bf16, bottom-right causal \
                   (Q_LEN > KV_LEN leaves fully masked rows: they must be 0)",
         default_bindings: || {
             vec![
@@ -252,17 +274,27 @@ fn flash_problem(bindings: &[Binding]) -> Result<Problem, String> {
     let q_len = size(bindings, "Q_LEN", 1 << 20)?;
     let kv_len = size(bindings, "KV_LEN", 1 << 20)?;
     let pairs: usize = (0..q_len)
-        .map(|i| (0..kv_len).filter(|&j| visible(causal, i, j, q_len, kv_len)).count())
+        .map(|i| {
+            (0..kv_len)
+                .filter(|&j| visible(causal, i, j, q_len, kv_len))
+                .count()
+        })
         .sum();
     let t = dtype(bindings)?;
     Ok(Problem {
-        label: format!("h{heads} q{q_len} kv{kv_len} d{d}{}", if causal { " causal" } else { "" }),
+        label: format!(
+            "h{heads} q{q_len} kv{kv_len} d{d}{}",
+            if causal { " causal" } else { "" }
+        ),
         grid: Grid::from((q_len.div_ceil(bm) as u32, heads as u32)),
         args: vec![
             ProblemArg::Input(random(t, 0x9001, heads * q_len * d, -1.0, 1.0)),
             ProblemArg::Input(random(t, 0x9002, heads * kv_len * d, -1.0, 1.0)),
             ProblemArg::Input(random(t, 0x9003, heads * kv_len * d, -1.0, 1.0)),
-            ProblemArg::Output { elem: t, len: heads * q_len * d },
+            ProblemArg::Output {
+                elem: t,
+                len: heads * q_len * d,
+            },
             ProblemArg::Scalar(ScalarArg::I32(q_len as i32)),
             ProblemArg::Scalar(ScalarArg::I32(kv_len as i32)),
             ProblemArg::Scalar(ScalarArg::F32(1.0 / (d as f32).sqrt())),
@@ -294,10 +326,18 @@ fn flash_reference(p: &Problem) -> Vec<Vec<f64>> {
     for h in 0..heads {
         for i in 0..q_len {
             let qi = &q[(h * q_len + i) * d..][..d];
-            let keys: Vec<usize> = (0..kv_len).filter(|&j| visible(causal, i, j, q_len, kv_len)).collect();
+            let keys: Vec<usize> = (0..kv_len)
+                .filter(|&j| visible(causal, i, j, q_len, kv_len))
+                .collect();
             let s: Vec<f64> = keys
                 .iter()
-                .map(|&j| scale * qi.iter().zip(&k[(h * kv_len + j) * d..][..d]).map(|(a, b)| a * b).sum::<f64>())
+                .map(|&j| {
+                    scale
+                        * qi.iter()
+                            .zip(&k[(h * kv_len + j) * d..][..d])
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                })
                 .collect();
             let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let w: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();

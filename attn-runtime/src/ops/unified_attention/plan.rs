@@ -237,7 +237,11 @@ pub const PREFILL_BLOCK_M: i32 = 64;
 
 fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionProblem) {
     let nqpkv = cfg.num_queries_per_kv.max(1);
-    if !cfg.is_3d && problem.max_seqlen_q > 1 && cfg.head_size_padded <= 256 && cfg.block_m < PREFILL_BLOCK_M {
+    if !cfg.is_3d
+        && problem.max_seqlen_q > 1
+        && cfg.head_size_padded <= 256
+        && cfg.block_m < PREFILL_BLOCK_M
+    {
         cfg.block_m = PREFILL_BLOCK_M;
         cfg.block_q = PREFILL_BLOCK_M / nqpkv;
     }
