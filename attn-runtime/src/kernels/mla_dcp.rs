@@ -86,6 +86,34 @@ pub mod mla {
         (o, lse)
     }
 
+    /// Absorbed queries of the rows starting at element offsets `row_start [R]` (576 wide each):
+    /// `(latent [R, 512], rope [R, 64])`; rows with `ok` false read 0.
+    #[device]
+    fn load_query_rows(q: Ptr, row_start: Tile, ok: Tile) -> (Tile, Tile) {
+        let rows = q + row_start.unsqueeze(1);
+        let lat = load(rows + arange::<512>().unsqueeze(0), ok.unsqueeze(1), 0.0);
+        let pe = load(
+            rows + 512 + arange::<64>().unsqueeze(0),
+            ok.unsqueeze(1),
+            0.0,
+        );
+        (lat, pe)
+    }
+
+    /// Latent rows starting at `row_start [N]`, transposed as keys for `dot`:
+    /// `(latent [512, N], rope [64, N])`; keys with `ok` false read 0.
+    #[device]
+    fn load_key_columns(kv: Ptr, row_start: Tile, ok: Tile) -> (Tile, Tile) {
+        let cols = kv + row_start.unsqueeze(0);
+        let lat = load(cols + arange::<512>().unsqueeze(1), ok.unsqueeze(0), 0.0);
+        let pe = load(
+            cols + 512 + arange::<64>().unsqueeze(1),
+            ok.unsqueeze(0),
+            0.0,
+        );
+        (lat, pe)
+    }
+
     /// History attention, one program per (query token, tile of gathered heads, KV split). Keys
     /// are the 576-wide latent rows of the rank's shard (512 latent + 64 rope); values are the 512
     /// latent columns of the same rows. Writes one normalized partial per split.
@@ -128,17 +156,7 @@ pub mod mla {
         let h_loc = rows % heads_per_rank;
         let q_row = ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576;
         let dl = arange::<512>();
-        let dr = arange::<64>();
-        let q_lat = load(
-            q_all + q_row.unsqueeze(1) + dl.unsqueeze(0),
-            row_ok.unsqueeze(1),
-            0.0,
-        );
-        let q_pe = load(
-            q_all + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0),
-            row_ok.unsqueeze(1),
-            0.0,
-        );
+        let (q_lat, q_pe) = load_query_rows(q_all, q_row, row_ok);
 
         let tiles = cdiv(n_hist, KV_TILE);
         let per_split = cdiv(tiles, NUM_SPLITS);
@@ -154,16 +172,7 @@ pub mod mla {
             let phys = load(bt_row + keys / BLOCK_SIZE, k_ok, 0);
             let key_row =
                 phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
-            let k_lat = load(
-                cache + key_row.unsqueeze(0) + dl.unsqueeze(1),
-                k_ok.unsqueeze(0),
-                0.0,
-            );
-            let k_pe = load(
-                cache + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1),
-                k_ok.unsqueeze(0),
-                0.0,
-            );
+            let (k_lat, k_pe) = load_key_columns(cache, key_row, k_ok);
             let s = dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale;
             let s = select(k_ok.unsqueeze(0), s, f32::NEG_INFINITY);
             let m_raw = max(m_i, s.max(1));
@@ -246,29 +255,9 @@ pub mod mla {
         let keys = c0 + arange::<MAX_CHUNK>();
         let k_ok = keys <= t;
         let dl = arange::<512>();
-        let dr = arange::<64>();
         let q_row = (t * heads_per_rank + h).cast::<i64>() * 576;
-        let q_lat = load(
-            q_loc + q_row.unsqueeze(1) + dl.unsqueeze(0),
-            row_ok.unsqueeze(1),
-            0.0,
-        );
-        let q_pe = load(
-            q_loc + q_row.unsqueeze(1) + 512 + dr.unsqueeze(0),
-            row_ok.unsqueeze(1),
-            0.0,
-        );
-        let key_row = keys.cast::<i64>() * 576;
-        let k_lat = load(
-            cur_kv + key_row.unsqueeze(0) + dl.unsqueeze(1),
-            k_ok.unsqueeze(0),
-            0.0,
-        );
-        let k_pe = load(
-            cur_kv + key_row.unsqueeze(0) + 512 + dr.unsqueeze(1),
-            k_ok.unsqueeze(0),
-            0.0,
-        );
+        let (q_lat, q_pe) = load_query_rows(q_loc, q_row, row_ok);
+        let (k_lat, k_pe) = load_key_columns(cur_kv, keys.cast::<i64>() * 576, k_ok);
         let s = select(
             k_ok.unsqueeze(0),
             dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale,
