@@ -45,7 +45,7 @@ pub enum WarpCount {
     /// Known when the attribute is parsed (a literal, or the default).
     Fixed(u32),
     /// A constexpr expression, evaluated once the constexprs are bound (like a `require`).
-    Constexpr { expr: syn::Expr, span: Span },
+    Constexpr { expr: Box<syn::Expr>, span: Span },
 }
 
 impl WarpCount {

@@ -51,7 +51,7 @@ fn unsupported_value_names_the_value_at_the_binding() {
             span: spans[1],
         },
     ];
-    let e = try_spec(ROWS, binds).err().expect("48 / 16 = 3 warps");
+    let e = try_spec(ROWS, binds).expect_err("48 / 16 = 3 warps");
     assert_eq!(
         e.message,
         "num_warps = BLOCK_M / 16 evaluates to 3, which is not supported; allowed: 1, 2, 4, 8, 16\n  with BLOCK_M = 48"
@@ -63,8 +63,7 @@ fn unsupported_value_names_the_value_at_the_binding() {
 fn zero_warps_is_rejected_too() {
     let src = ROWS.replace("require(BLOCK_M >= 16", "require(BLOCK_M >= 8");
     let e = try_spec(&src, vec![Binding::new("BLOCK_M", ConstValue::Int(8))])
-        .err()
-        .expect("8 / 16 = 0 warps");
+        .expect_err("8 / 16 = 0 warps");
     assert!(
         e.message.contains("evaluates to 0, which is not supported"),
         "{}",
@@ -75,8 +74,7 @@ fn zero_warps_is_rejected_too() {
 #[test]
 fn requires_are_checked_before_the_warp_count() {
     let e = try_spec(ROWS, vec![Binding::new("BLOCK_M", ConstValue::Int(8))])
-        .err()
-        .expect("require fails");
+        .expect_err("require fails");
     assert_eq!(
         e.message,
         "require failed: BLOCK_M must be >= 16\n  with BLOCK_M = 8"
@@ -89,7 +87,7 @@ fn a_default_falls_back_to_the_attribute_span() {
 #[kernel(num_warps = W * 3)]
 fn rows<const W: i32 = 1>(out: *mut i32) { store(out, W); }
 "#;
-    let e = try_spec(src, vec![]).err().expect("3 warps");
+    let e = try_spec(src, vec![]).expect_err("3 warps");
     assert_eq!(
         e.message,
         "num_warps = W * 3 evaluates to 3, which is not supported; allowed: 1, 2, 4, 8, 16\n  with W = 1"
@@ -103,9 +101,8 @@ fn non_integer_value_is_an_error() {
 #[kernel(num_warps = FLAG)]
 fn rows<const FLAG: bool>(out: *mut i32) { store(out, 1); }
 "#;
-    let e = try_spec(src, vec![Binding::new("FLAG", ConstValue::Bool(true))])
-        .err()
-        .expect("bool warps");
+    let e =
+        try_spec(src, vec![Binding::new("FLAG", ConstValue::Bool(true))]).expect_err("bool warps");
     assert_eq!(
         e.message,
         "num_warps = FLAG must be an integer constexpr, got bool constant true"

@@ -77,7 +77,10 @@ fn warp_count(expr: syn::Expr) -> syn::Result<WarpCount> {
     }) = &expr
     else {
         let span = expr.span();
-        return Ok(WarpCount::Constexpr { expr, span });
+        return Ok(WarpCount::Constexpr {
+            expr: Box::new(expr),
+            span,
+        });
     };
     let n: u32 = lit.base10_parse()?;
     if !ALLOWED_NUM_WARPS.contains(&n) {
