@@ -31,8 +31,31 @@ pub struct Item {
     pub func: syn::ItemFn,
     /// `require(cond, "message")` rules from the attribute, checked at specialization.
     pub requires: Vec<Require>,
-    /// Warps per program (`#[kernel(num_warps = 4)]`); 4 when unspecified.
-    pub num_warps: u32,
+    /// Warps per program (`#[kernel(num_warps = 4)]` or a constexpr expression such as
+    /// `num_warps = BLOCK_M / 16`); 4 when unspecified.
+    pub num_warps: WarpCount,
+}
+
+/// How many warps one program of a kernel uses.
+///
+/// An expression lets the launch width follow a tile constexpr (one warp per 16-row slab
+/// keeps a `dot` accumulator in tensor-core fragments for every `BLOCK_M`).
+#[derive(Clone)]
+pub enum WarpCount {
+    /// Known when the attribute is parsed (a literal, or the default).
+    Fixed(u32),
+    /// A constexpr expression, evaluated once the constexprs are bound (like a `require`).
+    Constexpr { expr: Box<syn::Expr>, span: Span },
+}
+
+impl WarpCount {
+    /// The warp count when it does not depend on constexprs.
+    pub fn fixed(&self) -> Option<u32> {
+        match self {
+            WarpCount::Fixed(n) => Some(*n),
+            WarpCount::Constexpr { .. } => None,
+        }
+    }
 }
 
 impl Item {

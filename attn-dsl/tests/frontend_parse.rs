@@ -49,7 +49,7 @@ mod m {
     assert_eq!(d.kind, ItemKind::Device);
     let k = m.item("k").expect("k");
     assert_eq!(k.kind, ItemKind::Kernel);
-    assert_eq!(k.num_warps, 8);
+    assert_eq!(k.num_warps.fixed(), Some(8));
     let msgs: Vec<&str> = k.requires.iter().map(|r| r.message.as_str()).collect();
     assert_eq!(msgs, ["N must be a multiple of 16", "needs N"]);
     assert_eq!(k.requires[0].span.start().line, line_of(src, "#[kernel("));
@@ -67,10 +67,10 @@ fn bare_functions_and_defaults() {
         m.items.iter().map(|i| i.name()).collect::<Vec<_>>(),
         ["a", "b"]
     );
-    assert_eq!(m.items[0].num_warps, 4);
+    assert_eq!(m.items[0].num_warps.fixed(), Some(4));
     let one = parse_module_str("#[attn_dsl::kernel(num_warps = 1)] fn a(o: *mut i32) {}")
         .unwrap_or_else(|e| panic!("{}", e.message));
-    assert_eq!(one.items[0].num_warps, 1);
+    assert_eq!(one.items[0].num_warps.fixed(), Some(1));
 }
 
 #[test]
@@ -82,7 +82,7 @@ fn parse_kernel_attr_takes_the_arguments_separately() {
         syn::parse_str("fn k<const N: i32>(o: *mut i32) { store(o, N); }").expect("fn");
     let item =
         parse_kernel_attr(ItemKind::Kernel, attr, func).unwrap_or_else(|e| panic!("{}", e.message));
-    assert_eq!((item.num_warps, item.requires.len()), (2, 1));
+    assert_eq!((item.num_warps.fixed(), item.requires.len()), (Some(2), 1));
     let attr: TokenStream = "num_warps = 2".parse().expect("lex");
     let func: syn::ItemFn = syn::parse_str("fn d(x: i32) -> i32 { x }").expect("fn");
     let e = parse_kernel_attr(ItemKind::Device, attr, func)
@@ -111,7 +111,7 @@ fn attribute_errors() {
     let e = parse_err("#[kernel(warps = 4)] fn k(o: *mut i32) {}");
     assert_eq!(
         e.message,
-        "unknown kernel attribute `warps`; allowed: `num_warps = N`, `require(COND, \"message\")`"
+        "unknown kernel attribute `warps`; allowed: `num_warps = N` (a literal or constexpr expression), `require(COND, \"message\")`"
     );
     let e = parse_err("#[kernel(require(true))] fn k(o: *mut i32) {}");
     assert_eq!(

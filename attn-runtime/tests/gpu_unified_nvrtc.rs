@@ -127,3 +127,73 @@ fn every_optional_buffer_lines_up_with_its_parameter() {
         check_plan(label, &plan(&p, PathChoice::Heuristic), false);
     }
 }
+
+/// Decode (one query token, BLOCK_M 16) at D 128 on both paths and both tile sizes must
+/// compile without spills. It prints whether the dots keep their accumulators in `mma`
+/// fragments (`slab = attn_warp`) or round-trip through shared memory (`float frag[`):
+/// with 4 warps and 16 rows they round-trip. `num_warps = BLOCK_M / 16` (one warp) would
+/// take the fragment path but spills 0.7-2.7 KB per thread at D 128 under NVRTC, so the
+/// kernel keeps 4 warps; this test is the guard for whoever revisits that trade.
+#[test]
+fn decode_d128_compiles_without_spills() {
+    let p = problem((32, 8), 128, 1);
+    for (path, label) in [
+        (PathChoice::Force2d, "2D"),
+        (PathChoice::Force3d { num_segments: 16 }, "3D"),
+    ] {
+        for tile in [16, 32] {
+            let mut cfg = choose_config(&p, path).expect("valid configuration");
+            assert_eq!(cfg.block_m, 16, "decode keeps vLLM's BLOCK_M");
+            cfg.tile_size = tile;
+            let shape = LaunchShape {
+                num_tokens: 3,
+                max_seqlen_q: 1,
+                ..decode_shape(&p)
+            };
+            let plan =
+                plan_launch(&cfg, &shape, ScalarType::Bf16, &MaskVariant::default()).expect("plan");
+            let cuda = emit_launch(&plan.attention).expect("emit");
+            let label = format!("decode {label} D 128 TILE {tile}");
+            let m = compile(
+                &CudaSource::from_kernel(&cuda),
+                &JitOptions::new(Arch::from_compute_capability(9, 0)),
+            )
+            .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
+            let stats = m.entry_stats().expect("ptxas stats of the entry");
+            let in_fragments =
+                cuda.source.contains("slab = attn_warp") && !cuda.source.contains("float frag[");
+            println!(
+                "{label}: {} threads, fragment accumulators: {in_fragments}, {stats:?}",
+                cuda.block_threads
+            );
+            assert_eq!(
+                (stats.spill_store_bytes, stats.spill_load_bytes),
+                (0, 0),
+                "{label}: spills"
+            );
+        }
+    }
+}
+
+/// The launch shape of [`plan`] for `p`, before the decode overrides.
+fn decode_shape(p: &AttentionProblem) -> LaunchShape {
+    let (hq, d) = (p.num_query_heads as usize, p.head_size as usize);
+    LaunchShape {
+        num_tokens: 3,
+        num_seqs: 3,
+        max_seqlen_q: 1,
+        q_strides: [hq * d, d],
+        out_strides: [hq * d, d],
+        kv_strides: [
+            16 * p.num_kv_heads as usize * d,
+            p.num_kv_heads as usize * d,
+            d,
+        ],
+        block_table_stride: 64,
+        qq_bias_stride0: 0,
+        mask_aux_stride: None,
+        softmax_scale: 0.125,
+        softcap: 0.0,
+        num_sinks: 0,
+    }
+}

@@ -1,10 +1,12 @@
 //! Arguments of `#[kernel(...)]` / `#[device]`: the launch width and the constexpr rules.
 //!
 //! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, require(COND, "message"), ...)]`,
+//! where `num_warps` is a literal (checked here) or a constexpr expression such as
+//! `BLOCK_M / 16` (checked by the specializer once the constexprs are bound),
 //! `#[device]` (no arguments: device functions are inlined and have no launch width).
 
 use super::syn_error;
-use crate::ast::{ItemKind, Require};
+use crate::ast::{ItemKind, Require, WarpCount};
 use crate::specialize::DslError;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream, Parser};
@@ -20,13 +22,13 @@ pub const ALLOWED_NUM_WARPS: [u32; 5] = [1, 2, 4, 8, 16];
 /// The parsed attribute of one item.
 #[derive(Clone)]
 pub struct KernelAttr {
-    pub num_warps: u32,
+    pub num_warps: WarpCount,
     pub requires: Vec<Require>,
 }
 
 /// One comma-separated argument of `#[kernel(...)]`.
 enum AttrArg {
-    NumWarps(u32, Span),
+    NumWarps(WarpCount, Span),
     Require(Box<Require>),
 }
 
@@ -36,15 +38,8 @@ impl Parse for AttrArg {
         match key.to_string().as_str() {
             "num_warps" => {
                 input.parse::<Token![=]>()?;
-                let lit: syn::LitInt = input.parse()?;
-                let n: u32 = lit.base10_parse()?;
-                if !ALLOWED_NUM_WARPS.contains(&n) {
-                    return Err(syn::Error::new(
-                        lit.span(),
-                        format!("num_warps = {n} is not supported; allowed: 1, 2, 4, 8, 16"),
-                    ));
-                }
-                Ok(AttrArg::NumWarps(n, key.span()))
+                let expr: syn::Expr = input.parse()?;
+                Ok(AttrArg::NumWarps(warp_count(expr)?, key.span()))
             }
             "require" => {
                 let content;
@@ -67,10 +62,34 @@ impl Parse for AttrArg {
             }
             other => Err(syn::Error::new(
                 key.span(),
-                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N`, `require(COND, \"message\")`"),
+                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N` (a literal or constexpr expression), `require(COND, \"message\")`"),
             )),
         }
     }
+}
+
+/// A literal is checked now (the error stays where the kernel is written); any other
+/// expression waits for the specializer, which knows the constexpr values.
+fn warp_count(expr: syn::Expr) -> syn::Result<WarpCount> {
+    let syn::Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Int(lit),
+        ..
+    }) = &expr
+    else {
+        let span = expr.span();
+        return Ok(WarpCount::Constexpr {
+            expr: Box::new(expr),
+            span,
+        });
+    };
+    let n: u32 = lit.base10_parse()?;
+    if !ALLOWED_NUM_WARPS.contains(&n) {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("num_warps = {n} is not supported; allowed: 1, 2, 4, 8, 16"),
+        ));
+    }
+    Ok(WarpCount::Fixed(n))
 }
 
 /// Parses the attribute arguments of an item of `kind`.
@@ -80,7 +99,7 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
             return Err(DslError::new(tt.span(), "#[device] takes no arguments"));
         }
         return Ok(KernelAttr {
-            num_warps: DEFAULT_NUM_WARPS,
+            num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
             requires: vec![],
         });
     }
@@ -88,7 +107,7 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
         .parse2(attr)
         .map_err(syn_error)?;
     let mut out = KernelAttr {
-        num_warps: DEFAULT_NUM_WARPS,
+        num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
         requires: vec![],
     };
     let mut warps_seen = false;

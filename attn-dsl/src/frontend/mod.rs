@@ -149,7 +149,10 @@ pub fn parse_kernel_attr(
     }
     syntax_check::check_body(&func.block, is_kernel)?;
     for r in &parsed.requires {
-        check_require_names(r, &decls)?;
+        check_constexpr_names(&r.cond, "require", &decls)?;
+    }
+    if let crate::ast::WarpCount::Constexpr { expr, .. } = &parsed.num_warps {
+        check_constexpr_names(expr, "num_warps", &decls)?;
     }
     Ok(Item {
         kind,
@@ -159,19 +162,21 @@ pub fn parse_kernel_attr(
     })
 }
 
-/// A `require` may only mention the kernel's own constexprs.
-fn check_require_names(
-    r: &crate::ast::Require,
+/// A `require` rule or a `num_warps` expression may only mention the kernel's own
+/// constexprs (`what` names the attribute argument in the error).
+fn check_constexpr_names(
+    e: &syn::Expr,
+    what: &str,
     decls: &[signature::ConstDecl],
 ) -> Result<(), DslError> {
-    for id in expr_idents::value_idents(&r.cond) {
+    for id in expr_idents::value_idents(e) {
         let name = id.to_string();
         if !decls.iter().any(|d| d.name == name) {
             let declared: Vec<&str> = decls.iter().map(|d| d.name.as_str()).collect();
             return Err(DslError::new(
                 id.span(),
                 format!(
-                    "unknown constexpr `{name}` in `require`; declared constexprs: {}",
+                    "unknown constexpr `{name}` in `{what}`; declared constexprs: {}",
                     if declared.is_empty() {
                         "none".to_string()
                     } else {

@@ -23,6 +23,7 @@ mod requires;
 mod sequence;
 pub mod typing;
 mod value;
+mod warp_count;
 
 pub use bindings::{Binding, ConstValue};
 
@@ -78,10 +79,11 @@ pub fn specialize(
     let decls = constexpr_decls(&item.func)?;
     let bound = binding_check::bind_constexprs(module, item, &decls, bindings)?;
     requires::check_requires(item, &bound, bindings)?;
+    let num_warps = warp_count::resolve_num_warps(item, &bound, bindings)?;
     let mut spec = Specialized {
         kernel: kernel.to_string(),
         bindings: bound.clone(),
-        ir: Function::new("", item.num_warps),
+        ir: Function::new("", num_warps),
     };
     let key = spec.key();
     let hash = blake3::hash(key.as_bytes()).to_hex();

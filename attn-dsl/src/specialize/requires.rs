@@ -6,6 +6,7 @@ use super::value::describe_const;
 use super::{Binding, ConstValue, DslError};
 use crate::ast::Item;
 use crate::frontend::expr_idents::value_idents;
+use proc_macro2::Span;
 
 /// Fails with the first violated rule of `item`.
 pub(crate) fn check_requires(
@@ -39,14 +40,26 @@ fn violation(
     bound: &[(String, ConstValue)],
     bindings: &[Binding],
 ) -> DslError {
+    let mut message = format!("require failed: {}", r.message);
+    message.push_str(&with_values(&r.cond, bound));
+    DslError::new(blame_span(&r.cond, bindings, r.span), message)
+}
+
+/// The constexprs `e` names, each once, in the order written.
+fn named_constexprs(e: &syn::Expr) -> Vec<String> {
     let mut named: Vec<String> = vec![];
-    for id in value_idents(&r.cond) {
+    for id in value_idents(e) {
         let n = id.to_string();
         if !named.contains(&n) {
             named.push(n);
         }
     }
-    let values: Vec<String> = named
+    named
+}
+
+/// `"\n  with A = 1, B = true"` for the constexprs `e` names (empty when it names none).
+pub(crate) fn with_values(e: &syn::Expr, bound: &[(String, ConstValue)]) -> String {
+    let values: Vec<String> = named_constexprs(e)
         .iter()
         .filter_map(|n| {
             bound
@@ -55,13 +68,18 @@ fn violation(
                 .map(|(k, v)| format!("{k} = {v}"))
         })
         .collect();
-    let span = named
+    if values.is_empty() {
+        String::new()
+    } else {
+        format!("\n  with {}", values.join(", "))
+    }
+}
+
+/// The binding of the first constexpr `e` names that was bound explicitly: the value the
+/// user most likely needs to change; `fallback` when all came from defaults.
+pub(crate) fn blame_span(e: &syn::Expr, bindings: &[Binding], fallback: Span) -> Span {
+    named_constexprs(e)
         .iter()
         .find_map(|n| bindings.iter().find(|b| &b.name == n).map(|b| b.span))
-        .unwrap_or(r.span);
-    let mut message = format!("require failed: {}", r.message);
-    if !values.is_empty() {
-        message.push_str(&format!("\n  with {}", values.join(", ")));
-    }
-    DslError::new(span, message)
+        .unwrap_or(fallback)
 }
