@@ -583,3 +583,31 @@ fn a_module_of_bare_functions_specializes_too() {
         1
     );
 }
+
+/// A `Device` constexpr may default to a device function; binding it overrides the default.
+#[test]
+fn device_constexpr_defaults_to_a_named_function() {
+    let src = r#"
+mod m {
+    #[device]
+    fn plus_one(x: Tile) -> Tile { x + 1 }
+    #[device]
+    fn times_two(x: Tile) -> Tile { x * 2 }
+    #[kernel]
+    pub fn k<const F: Device = plus_one>(out: *mut i32) {
+        let offs = arange::<16>();
+        store(out + offs, F(offs));
+    }
+}
+"#;
+    let by_default = spec(src, "k", &[]);
+    assert_eq!(
+        by_default.bindings,
+        vec![("F".to_string(), ConstValue::Device("plus_one".into()))]
+    );
+    let bound = spec(src, "k", &[("F", ConstValue::Device("times_two".into()))]);
+    let binary = |s: &Specialized, op| count(&s.ir, |k| *k == OpKind::Binary(op));
+    assert_eq!(binary(&by_default, attn_dsl::ir::BinaryOp::Add), 1);
+    assert_eq!(binary(&bound, attn_dsl::ir::BinaryOp::Mul), 1);
+    assert_eq!(binary(&bound, attn_dsl::ir::BinaryOp::Add), 0);
+}

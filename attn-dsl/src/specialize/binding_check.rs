@@ -44,9 +44,7 @@ pub(crate) fn bind_constexprs(
             }
             None => match &d.default {
                 Some(expr) => {
-                    let lookup =
-                        |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-                    let v = const_eval::eval(expr, &lookup)?;
+                    let v = default_value(d, expr, &bound)?;
                     check_kind(module, d, v).map_err(|m| DslError::new(d.span, m))?
                 }
                 None => {
@@ -67,6 +65,23 @@ pub(crate) fn bind_constexprs(
         ));
     }
     Ok(bound)
+}
+
+/// The value of a declared default: a `#[device]` function's name for a `Device` constexpr
+/// (`const MASK: Device = vllm_mask`), else a constexpr expression over the constexprs
+/// declared before it.
+fn default_value(
+    d: &ConstDecl,
+    expr: &syn::Expr,
+    bound: &[(String, ConstValue)],
+) -> Result<ConstValue, DslError> {
+    if let (ConstKind::Device, syn::Expr::Path(p)) = (d.kind, expr) {
+        if let Some(name) = p.path.get_ident() {
+            return Ok(ConstValue::Device(name.to_string()));
+        }
+    }
+    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    const_eval::eval(expr, &lookup)
 }
 
 fn names(decls: &[ConstDecl]) -> String {
