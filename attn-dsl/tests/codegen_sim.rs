@@ -104,6 +104,38 @@ fn attention_matches_the_executor() {
     }
 }
 
+/// Decode-shaped attention (16 query rows, 4 warps): the warps split the key columns of the
+/// scores and the head columns of the accumulator (`Mma [1, 4]`), so the row max/sum take the
+/// cross-warp step and the P·V dot stages P; the loop carries the accumulator.
+#[test]
+fn small_m_column_split_attention_matches_the_executor() {
+    for (bn, d, seq) in [(32, 64, 50), (64, 32, 90), (128, 64, 150), (512, 32, 600)] {
+        let f = codegen_common::attention(16, bn, d, 4);
+        let src = emit_cuda(&f).expect("emit").source;
+        assert!(
+            src.contains("attn_red"),
+            "no cross-warp row reduction:\n{src}"
+        );
+        let n = seq * d;
+        let args = vec![
+            input(ScalarType::Bf16, n, 31),
+            input(ScalarType::Bf16, n, 32),
+            input(ScalarType::Bf16, n, 33),
+            output(ScalarType::Bf16, n),
+            i32s(seq as i32),
+            SimArg::Scalar(ScalarArg::F32(0.125)),
+        ];
+        let grid = [seq.div_ceil(16) as u32, 1, 1];
+        check(
+            &format!("split attention 16x{bn}x{d}"),
+            &f,
+            grid,
+            args,
+            2e-2,
+        );
+    }
+}
+
 #[test]
 fn matmul_matches_the_executor() {
     for t in [ScalarType::Bf16, ScalarType::F32] {
@@ -206,8 +238,12 @@ fn mma_fragment_row_ops_match_the_executor() {
         (ScalarType::F16, 64, 16, 8, 2),
         (ScalarType::Bf16, 64, 16, 16, 3),
         (ScalarType::Bf16, 16, 16, 64, 1),
-        // Fewer slabs than warps: not Mma (cyclic fallback), same results.
+        // One slab, columns split over the warps (Mma [1, 4]), and a fallback (16 columns do
+        // not split over 4 warps in 8-column tiles).
         (ScalarType::Bf16, 16, 16, 32, 4),
+        (ScalarType::Bf16, 16, 16, 64, 4),
+        (ScalarType::F16, 8, 16, 64, 2),
+        (ScalarType::Bf16, 16, 16, 16, 4),
     ] {
         let f = codegen_common::mma_rows(t, m, k, n, w);
         let args = vec![

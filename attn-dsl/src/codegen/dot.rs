@@ -344,7 +344,14 @@ impl<'f> Emitter<'f> {
         let TileMap::Mma(am) = self.map(a) else {
             return None;
         };
-        let fits = !am.is_rows() && am.m == res.m && am.warps == res.warps && p.k == p.kp;
+        // Column-split fragments hold only a column block of A's rows per warp, but every
+        // warp needs all of K: those are staged instead.
+        let fits = !am.is_rows()
+            && !am.col_split
+            && !res.col_split
+            && am.m == res.m
+            && am.warps == res.warps
+            && p.k == p.kp;
         fits.then_some(am)
     }
 
@@ -379,9 +386,8 @@ impl<'f> Emitter<'f> {
         self.stage_operands(staged.then_some(a), b, &p)?;
         let (ld, warps, tiles_n) = (p.ld, map.warps, map.tiles_n);
         self.w.open_unrolled("j", map.slabs_per_warp);
-        self.w
-            .line(format!("const int slab = attn_warp + j * {warps};"));
-        let guarded = !map.slabs.is_multiple_of(warps);
+        self.w.line(format!("const int slab = {};", map.slab("j")));
+        let guarded = !map.col_split && !map.slabs.is_multiple_of(warps);
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
@@ -436,7 +442,8 @@ impl<'f> Emitter<'f> {
         }
         self.w.open_unrolled("nt", tiles_n);
         self.w.line(format!(
-            "const unsigned short* pb = sb + (nt * 8 + attn_g) * {ld} + 2 * attn_t4;"
+            "const unsigned short* pb = sb + ({} * 8 + attn_g) * {ld} + 2 * attn_t4;",
+            map.col_tile("nt")
         ));
         self.w.line(format!(
             "{}(&{name}[(j * {tiles_n} + nt) * 4], a0, a1, a2, a3, {}, {});",

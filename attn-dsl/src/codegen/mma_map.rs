@@ -12,6 +12,13 @@
 //! `16 · (w + jW) + g + 8h`. Row reductions of a fragment then end in the lanes that hold the
 //! row, broadcasting a row vector back over the columns is a register read, and unsqueeze is
 //! a copy. Elements past `m` rows or `n` columns (padding to 16 and 8) are unowned.
+//!
+//! Column split (`Mma { warps_per_cta: [1, W] }`, one 16-row slab): for small-M dots (decode
+//! tiles of 16 rows under 4 warps) warp `w` owns the column block `[w · n/W, (w+1) · n/W)`
+//! of the single slab instead, so every warp works; slot `s = nt · 4 + q` is column
+//! `8 · (w · tiles_n + nt) + 2t + (q & 1)` with `tiles_n = n / (8W)`. Row vectors are then
+//! replicated in every warp (and every lane of a quad); row reductions need a cross-warp step
+//! (see `fragment_ops`), and only warp 0's first quad lane writes a row vector to memory.
 
 /// Geometry of one tile in the `Mma` distribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,8 +29,10 @@ pub(crate) struct MmaMap {
     /// 16-row slabs of the tile, and per warp (rounded up).
     pub(crate) slabs: usize,
     pub(crate) slabs_per_warp: usize,
-    /// 8-column tiles (1 for row vectors).
+    /// 8-column tiles per warp (1 for row vectors).
     pub(crate) tiles_n: usize,
+    /// Whether warps split the columns of one 16-row slab (see the module docs).
+    pub(crate) col_split: bool,
 }
 
 impl MmaMap {
@@ -37,6 +46,22 @@ impl MmaMap {
             slabs,
             slabs_per_warp: slabs.div_ceil(warps),
             tiles_n: n.div_ceil(8).max(1),
+            col_split: false,
+        }
+    }
+
+    /// The column-split map of an `[m, n]` tile (`m <= 16`, `n` a multiple of `8 · warps`;
+    /// the layout pass only chooses it then) or of its row vector (`n == 1`).
+    pub(crate) fn new_split(m: usize, n: usize, warps: usize) -> Self {
+        let warps = warps.max(1);
+        MmaMap {
+            m,
+            n,
+            warps,
+            slabs: 1,
+            slabs_per_warp: 1,
+            tiles_n: if n == 1 { 1 } else { (n / (8 * warps)).max(1) },
+            col_split: true,
         }
     }
 
@@ -59,8 +84,10 @@ impl MmaMap {
     }
 
     /// The warp's slab index of slab slot group `j` (an expression).
-    fn slab(&self, j: &str) -> String {
-        if self.slabs_per_warp == 1 {
+    pub(crate) fn slab(&self, j: &str) -> String {
+        if self.col_split {
+            "0".into()
+        } else if self.slabs_per_warp == 1 {
             "attn_warp".into()
         } else {
             format!("(attn_warp + {j} * {})", self.warps)
@@ -83,6 +110,12 @@ impl MmaMap {
         if self.is_rows() {
             return "0".into();
         }
+        if self.col_split {
+            return format!(
+                "((attn_warp * {tn} + ({slot} / 4) % {tn}) * 8 + 2 * attn_t4 + ({slot} & 1))",
+                tn = self.tiles_n
+            );
+        }
         if self.tiles_n == 1 {
             format!("(2 * attn_t4 + ({slot} & 1))")
         } else {
@@ -102,11 +135,23 @@ impl MmaMap {
     }
 
     fn rows_exact(&self) -> bool {
+        if self.col_split {
+            return self.m == 16;
+        }
         self.m == self.slabs_per_warp * self.warps * 16
     }
 
     fn cols_exact(&self) -> bool {
-        self.is_rows() || self.n.is_multiple_of(8)
+        self.is_rows() || self.n == self.tiles_n * 8 * if self.col_split { self.warps } else { 1 }
+    }
+
+    /// The global 8-column tile of this warp's column tile `nt` (an expression).
+    pub(crate) fn col_tile(&self, nt: &str) -> String {
+        if self.col_split {
+            format!("(attn_warp * {} + {nt})", self.tiles_n)
+        } else {
+            nt.to_string()
+        }
     }
 
     /// Whether every slot of every thread is a real element.
@@ -137,6 +182,9 @@ impl MmaMap {
         let mut c: Vec<String> = self.owned(slot).into_iter().collect();
         if self.is_rows() {
             c.push("attn_t4 == 0".into());
+            if self.col_split {
+                c.push("attn_warp == 0".into());
+            }
         }
         (!c.is_empty()).then(|| c.join(" && "))
     }
@@ -149,7 +197,11 @@ impl MmaMap {
 
     /// Whether `rows` is the row vector of this fragment's rows (same rows, same warps).
     pub(crate) fn has_row_vector(&self, rows: &MmaMap) -> bool {
-        rows.is_rows() && !self.is_rows() && rows.m == self.m && rows.warps == self.warps
+        rows.is_rows()
+            && !self.is_rows()
+            && rows.m == self.m
+            && rows.warps == self.warps
+            && rows.col_split == self.col_split
     }
 }
 
@@ -198,6 +250,49 @@ mod tests {
         ] {
             coverage(m, n, w);
         }
+    }
+
+    /// The column-split map: every element of a 16-row tile exactly once over the warps, and
+    /// a row vector in all four lanes of every quad of every warp.
+    #[test]
+    fn column_split_covers_every_element() {
+        for (m, n, warps) in [
+            (16, 32, 4),
+            (16, 512, 4),
+            (8, 64, 2),
+            (16, 1, 4),
+            (10, 1, 2),
+        ] {
+            let map = MmaMap::new_split(m, n, warps);
+            let mut seen = vec![0usize; m * n];
+            for warp in 0..warps {
+                for lane in 0..32 {
+                    let (g, t) = (lane / 4, lane % 4);
+                    for s in 0..map.slots() {
+                        let (row, col) = if map.is_rows() {
+                            (g + (s & 1) * 8, 0)
+                        } else {
+                            let nt = warp * map.tiles_n + (s / 4) % map.tiles_n;
+                            (g + ((s >> 1) & 1) * 8, nt * 8 + 2 * t + (s & 1))
+                        };
+                        if row < m && col < n {
+                            seen[row * n + col] += 1;
+                        }
+                    }
+                }
+            }
+            let want = if map.is_rows() { 4 * warps } else { 1 };
+            assert!(seen.iter().all(|&c| c == want), "{m}x{n}/{warps}: {seen:?}");
+        }
+        let f = MmaMap::new_split(16, 64, 4);
+        assert_eq!((f.slots(), f.owned("s")), (8, None));
+        assert!(f.col("s").contains("attn_warp * 2"));
+        let r = MmaMap::new_split(16, 1, 4);
+        assert!(f.has_row_vector(&r) && !f.has_row_vector(&MmaMap::new(16, 1, 4)));
+        assert_eq!(
+            r.writer("s").as_deref(),
+            Some("attn_t4 == 0 && attn_warp == 0")
+        );
     }
 
     #[test]

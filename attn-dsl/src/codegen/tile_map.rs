@@ -142,6 +142,11 @@ impl CyclicMap {
     }
 }
 
+/// Whether an `Mma` layout splits the columns over the warps (`[1, W]` with `W > 1`).
+fn is_col_split(warps_per_cta: &[u32; 2]) -> bool {
+    warps_per_cta[0] == 1 && warps_per_cta[1] > 1
+}
+
 /// The distribution of one tile value (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TileMap {
@@ -160,10 +165,17 @@ impl TileMap {
     pub(crate) fn for_layout(layout: &Layout, shape: &[usize], threads: usize) -> Self {
         let warps = threads / 32;
         match (layout, shape) {
-            (Layout::Mma { .. }, [m, n]) => TileMap::Mma(MmaMap::new(*m, *n, warps)),
-            (Layout::Slice { dim: 1, parent }, [m]) if matches!(**parent, Layout::Mma { .. }) => {
-                TileMap::Mma(MmaMap::new(*m, 1, warps))
+            (Layout::Mma { warps_per_cta }, [m, n]) if is_col_split(warps_per_cta) => {
+                TileMap::Mma(MmaMap::new_split(*m, *n, warps))
             }
+            (Layout::Mma { .. }, [m, n]) => TileMap::Mma(MmaMap::new(*m, *n, warps)),
+            (Layout::Slice { dim: 1, parent }, [m]) => match **parent {
+                Layout::Mma { warps_per_cta } if is_col_split(&warps_per_cta) => {
+                    TileMap::Mma(MmaMap::new_split(*m, 1, warps))
+                }
+                Layout::Mma { .. } => TileMap::Mma(MmaMap::new(*m, 1, warps)),
+                _ => TileMap::new(shape, threads),
+            },
             (Layout::Blocked(b), [_, _]) => {
                 TileMap::Cyclic(CyclicMap::new(shape, threads, b.order.first() == Some(&0)))
             }

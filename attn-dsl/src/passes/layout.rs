@@ -16,6 +16,11 @@
 //! elementwise-connected to it (loop-carried accumulators, scores, probabilities, masks)
 //! computes in place; its row reductions become `Slice(1, Mma)` row vectors.
 //!
+//! A group whose tensor-core dots all have a single 16-row slab (`rows <= 16`, fewer slabs
+//! than warps: decode tiles) and `N` a multiple of `8 · num_warps` gets
+//! `Mma { warps_per_cta: [1, num_warps] }` instead: the warps split the columns, so none
+//! idles; any other small-M dot in the group makes the whole group fall back to `Blocked`.
+//!
 //! When one rank-1 group has several slice constraints that disagree, the first in program
 //! order wins, and the back end converts at the other `reduce`/`expand_dims` sites, as it does
 //! for elementwise operands whose groups differ. This pass produces `Blocked`, `Mma` and
@@ -102,6 +107,10 @@ struct Groups {
     accessed: Vec<bool>,
     /// Results of tensor-core `dot`s (bf16/f16 operands): their groups get `Mma`.
     mma_results: Vec<bool>,
+    /// Results of tensor-core `dot`s (of any row count), and those of them whose warps can
+    /// split the columns of one 16-row slab (rows <= 16, columns a multiple of 8 · warps).
+    tc_results: Vec<bool>,
+    split_results: Vec<bool>,
     /// Index tiles: pure functions of element coordinates and scalars (`arange`, splats and
     /// elementwise ops, broadcasts and unsqueezes of index tiles), like the CUDA emitter's
     /// recomputed tiles.
@@ -116,6 +125,8 @@ impl Groups {
             slices: vec![],
             accessed: vec![false; n],
             mma_results: vec![false; n],
+            tc_results: vec![false; n],
+            split_results: vec![false; n],
             index: vec![false; n],
         }
     }
@@ -228,8 +239,14 @@ impl Groups {
                 // would idle and the few that work would hold the whole tile.
                 let rows = f.ty(op.results[0]).shape.first().copied().unwrap_or(0);
                 let slabs_cover_warps = rows.div_ceil(16) >= f.num_warps.max(1) as usize;
-                if matches!(a, Some(ScalarType::Bf16 | ScalarType::F16)) && slabs_cover_warps {
-                    self.mma_results[op.results[0].0 as usize] = true;
+                let warps = f.num_warps.max(1) as usize;
+                let cols = f.ty(op.results[0]).shape.get(1).copied().unwrap_or(0);
+                let splits = rows <= 16 && cols > 0 && cols.is_multiple_of(8 * warps);
+                if matches!(a, Some(ScalarType::Bf16 | ScalarType::F16)) {
+                    let r = op.results[0].0 as usize;
+                    self.tc_results[r] = true;
+                    self.mma_results[r] = slabs_cover_warps;
+                    self.split_results[r] = !slabs_cover_warps && splits;
                 }
                 self.union_all(f, &[op.operands[2], op.results[0]])
             }
@@ -337,6 +354,13 @@ impl Groups {
         if rank == 2 && members.iter().any(|&v| self.mma_results[v]) {
             return Layout::Mma {
                 warps_per_cta: [f.num_warps.max(1), 1],
+            };
+        }
+        // Small-M dots: the warps split the columns, when every dot of the group allows it.
+        let dots = || members.iter().filter(|&&v| self.tc_results[v]);
+        if rank == 2 && dots().next().is_some() && dots().all(|&v| self.split_results[v]) {
+            return Layout::Mma {
+                warps_per_cta: [1, f.num_warps.max(1)],
             };
         }
         // The largest member decides how threads spread; the pointers that loads and stores
@@ -589,8 +613,26 @@ mod tests {
             "{}",
             print_function(&f)
         );
-        // Fewer 16-row slabs than warps: no Mma.
+        // Fewer 16-row slabs than warps, more than one slab: no Mma.
         let (mut f, _, s, _, _) = dot_rows(32, 4);
+        run(&mut f);
+        assert!(matches!(f.ty(s).layout, Layout::Blocked(_)));
+        // One slab, 64 columns over 4 warps (16 each): the warps split the columns.
+        let (mut f, _, s, mx, _) = dot_rows(16, 4);
+        run(&mut f);
+        let split = Layout::Mma {
+            warps_per_cta: [1, 4],
+        };
+        assert_eq!(f.ty(s).layout, split);
+        assert_eq!(
+            f.ty(mx).layout,
+            Layout::Slice {
+                dim: 1,
+                parent: Box::new(split)
+            }
+        );
+        // 64 columns do not split over 16 warps in 8-column tiles: fall back.
+        let (mut f, _, s, _, _) = dot_rows(16, 16);
         run(&mut f);
         assert!(matches!(f.ty(s).layout, Layout::Blocked(_)));
     }
