@@ -15,16 +15,6 @@ fn ptr_param(f: &mut Function, name: &str, elem: ScalarType, mutable: bool) -> V
     f.add_param(name, ParamKind::Ptr { elem, mutable })
 }
 
-/// Every comparison predicate.
-const CMP_PREDS: [CmpPred; 6] = [
-    CmpPred::Eq,
-    CmpPred::Ne,
-    CmpPred::Lt,
-    CmpPred::Le,
-    CmpPred::Gt,
-    CmpPred::Ge,
-];
-
 /// The binary ops defined on floats.
 const FLOAT_BINARY_OPS: [BinaryOp; 6] = [
     BinaryOp::Add,
@@ -124,7 +114,7 @@ fn build_kitchen_sink() -> IrResult<Function> {
     let _ = bigger;
     // Every comparison, select, cast, reductions, explicit splat/broadcast.
     let mut conds: Vec<ValueId> = vec![];
-    for p in CMP_PREDS {
+    for p in CmpPred::ALL {
         conds.push(b.cmp(p, v, ninf)?);
     }
     let sel = b.select(conds[2], v, nan)?;
@@ -267,22 +257,9 @@ pub fn random_program(steps: &[Step], tile: bool) -> Function {
             line: i as u32 + 1,
             col: (code as u32 % 7) + 1,
         };
-        let int_ops = [
-            BinaryOp::Add,
-            BinaryOp::Sub,
-            BinaryOp::Mul,
-            BinaryOp::Div,
-            BinaryOp::Rem,
-            BinaryOp::Min,
-            BinaryOp::Max,
-            BinaryOp::And,
-            BinaryOp::Or,
-            BinaryOp::Xor,
-            BinaryOp::Shl,
-            BinaryOp::Shr,
-        ];
+        let int_ops = BinaryOp::ALL;
         let float_ops = FLOAT_BINARY_OPS;
-        let preds = CMP_PREDS;
+        let preds = CmpPred::ALL;
         let r: IrResult<()> = (|| {
             match code % 10 {
                 0 => ints.push(b.const_i32(lit)),

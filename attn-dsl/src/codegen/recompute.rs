@@ -23,19 +23,7 @@ impl<'f> Emitter<'f> {
     /// Defers `op` (result `res`) when it is a per-element function of coordinates and
     /// scalars whose expression stays short; returns whether it did.
     pub(crate) fn try_defer(&mut self, op: &'f Op, res: ValueId) -> Res<bool> {
-        let kind_ok = matches!(
-            op.kind,
-            OpKind::Arange { .. }
-                | OpKind::Splat { .. }
-                | OpKind::ExpandDims { .. }
-                | OpKind::Broadcast { .. }
-                | OpKind::Unary(_)
-                | OpKind::Binary(_)
-                | OpKind::Cmp(_)
-                | OpKind::Select
-                | OpKind::Cast(_)
-                | OpKind::AddPtr
-        );
+        let kind_ok = op.kind.is_coordinate_op();
         let operands_ok = op
             .operands
             .iter()

@@ -35,6 +35,21 @@ pub enum UnaryOp {
     Abs,
 }
 
+impl UnaryOp {
+    /// Every unary op (printer/parser tables, exhaustive tests).
+    pub const ALL: [UnaryOp; 9] = [
+        UnaryOp::Neg,
+        UnaryOp::Not,
+        UnaryOp::Exp,
+        UnaryOp::Exp2,
+        UnaryOp::Log,
+        UnaryOp::Log2,
+        UnaryOp::Sqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Abs,
+    ];
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
     Add,
@@ -53,6 +68,24 @@ pub enum BinaryOp {
     Shr,
 }
 
+impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 12] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Rem,
+        BinaryOp::Min,
+        BinaryOp::Max,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+    ];
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CmpPred {
     Eq,
@@ -61,6 +94,18 @@ pub enum CmpPred {
     Le,
     Gt,
     Ge,
+}
+
+impl CmpPred {
+    /// Every comparison predicate.
+    pub const ALL: [CmpPred; 6] = [
+        CmpPred::Eq,
+        CmpPred::Ne,
+        CmpPred::Lt,
+        CmpPred::Le,
+        CmpPred::Gt,
+        CmpPred::Ge,
+    ];
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -142,6 +187,24 @@ impl OpKind {
                 | OpKind::Condition
                 | OpKind::Yield
                 | OpKind::Return
+        )
+    }
+    /// Ops whose every result element is a function of its operands' elements at the same
+    /// coordinates (or of scalars and the coordinates themselves): index, pointer and mask tiles
+    /// built only from these can be recomputed wherever an element is needed.
+    pub fn is_coordinate_op(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Arange { .. }
+                | OpKind::Splat { .. }
+                | OpKind::ExpandDims { .. }
+                | OpKind::Broadcast { .. }
+                | OpKind::Unary(_)
+                | OpKind::Binary(_)
+                | OpKind::Cmp(_)
+                | OpKind::Select
+                | OpKind::Cast(_)
+                | OpKind::AddPtr
         )
     }
     pub fn is_terminator(&self) -> bool {

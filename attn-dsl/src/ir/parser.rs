@@ -9,8 +9,9 @@
 mod lexer;
 
 use super::function::{Block, Function, Loc, Op, OpId, Param, ParamKind, ValueId};
+use super::ops::{BinaryOp, CmpPred, UnaryOp};
 use super::ops::{OpKind, ReduceKind, Scalar};
-use super::printer::{binary_name, cmp_name, unary_name, BINARY_OPS, CMP_PREDS, UNARY_OPS};
+use super::printer::{binary_name, cmp_name, unary_name};
 use super::types::{BlockedLayout, Elem, Layout, ScalarType, Type};
 use lexer::{Tok, Token};
 use std::collections::BTreeMap;
@@ -594,7 +595,7 @@ impl Parser {
             }
             "cmp" => {
                 let pred = self.word("a comparison predicate")?;
-                match CMP_PREDS.iter().find(|p| cmp_name(**p) == pred) {
+                match CmpPred::ALL.iter().find(|p| cmp_name(**p) == pred) {
                     Some(p) => OpKind::Cmp(*p),
                     None => {
                         return Err(ParseError {
@@ -664,9 +665,9 @@ impl Parser {
             "yield" => OpKind::Yield,
             "return" => OpKind::Return,
             other => {
-                if let Some(u) = UNARY_OPS.iter().find(|u| unary_name(**u) == other) {
+                if let Some(u) = UnaryOp::ALL.iter().find(|u| unary_name(**u) == other) {
                     OpKind::Unary(*u)
-                } else if let Some(b) = BINARY_OPS.iter().find(|b| binary_name(**b) == other) {
+                } else if let Some(b) = BinaryOp::ALL.iter().find(|b| binary_name(**b) == other) {
                     OpKind::Binary(*b)
                 } else {
                     return Err(ParseError {

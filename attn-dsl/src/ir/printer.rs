@@ -114,18 +114,6 @@ pub(crate) fn unary_name(op: UnaryOp) -> &'static str {
     }
 }
 
-pub(crate) const UNARY_OPS: [UnaryOp; 9] = [
-    UnaryOp::Neg,
-    UnaryOp::Not,
-    UnaryOp::Exp,
-    UnaryOp::Exp2,
-    UnaryOp::Log,
-    UnaryOp::Log2,
-    UnaryOp::Sqrt,
-    UnaryOp::Tanh,
-    UnaryOp::Abs,
-];
-
 /// The textual mnemonic of a binary op.
 pub(crate) fn binary_name(op: BinaryOp) -> &'static str {
     match op {
@@ -144,21 +132,6 @@ pub(crate) fn binary_name(op: BinaryOp) -> &'static str {
     }
 }
 
-pub(crate) const BINARY_OPS: [BinaryOp; 12] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Rem,
-    BinaryOp::Min,
-    BinaryOp::Max,
-    BinaryOp::And,
-    BinaryOp::Or,
-    BinaryOp::Xor,
-    BinaryOp::Shl,
-    BinaryOp::Shr,
-];
-
 pub(crate) fn cmp_name(p: CmpPred) -> &'static str {
     match p {
         CmpPred::Eq => "eq",
@@ -169,15 +142,6 @@ pub(crate) fn cmp_name(p: CmpPred) -> &'static str {
         CmpPred::Ge => "ge",
     }
 }
-
-pub(crate) const CMP_PREDS: [CmpPred; 6] = [
-    CmpPred::Eq,
-    CmpPred::Ne,
-    CmpPred::Lt,
-    CmpPred::Le,
-    CmpPred::Gt,
-    CmpPred::Ge,
-];
 
 pub(crate) fn reduce_name(k: ReduceKind) -> &'static str {
     match k {

@@ -192,19 +192,7 @@ impl Groups {
         for &v in &all {
             self.union_all(f, &[v]);
         }
-        let coordinate_op = matches!(
-            op.kind,
-            OpKind::Arange { .. }
-                | OpKind::Splat { .. }
-                | OpKind::ExpandDims { .. }
-                | OpKind::Broadcast { .. }
-                | OpKind::Unary(_)
-                | OpKind::Binary(_)
-                | OpKind::Cmp(_)
-                | OpKind::Select
-                | OpKind::Cast(_)
-                | OpKind::AddPtr
-        );
+        let coordinate_op = op.kind.is_coordinate_op();
         if coordinate_op && op.operands.iter().all(|&v| self.is_index(f, v)) {
             for &r in &op.results {
                 self.index[r.0 as usize] = true;
