@@ -135,7 +135,34 @@ impl<'f> Emitter<'f> {
     ) -> Res<()> {
         let al = self.prog.alloc(c.dst).clone();
         let (per_row, total) = (al.cols / c.map.chunk, al.rows * al.cols / c.map.chunk);
-        let slots = total.div_ceil(self.threads);
+        // Chunk walk: consecutive threads take consecutive chunks of a row (coalesced), or,
+        // row per thread, thread t takes row t % rows and every (threads / rows)-th chunk.
+        let (slots, index) = if c.map.row_per_thread {
+            let lanes = self.threads / al.rows;
+            (
+                per_row.div_ceil(lanes),
+                format!(
+                    "const int attn_row = tid % {rows}, attn_col = (tid / {rows} + s * {lanes}) * {ch};",
+                    rows = al.rows,
+                    ch = c.map.chunk
+                ),
+            )
+        } else {
+            (
+                total.div_ceil(self.threads),
+                format!(
+                    "const int attn_i = tid + s * {t}, attn_row = attn_i / {per_row}, attn_col = (attn_i % {per_row}) * {ch};",
+                    t = self.threads,
+                    ch = c.map.chunk
+                ),
+            )
+        };
+        let tail = if c.map.row_per_thread {
+            (!per_row.is_multiple_of(self.threads / al.rows))
+                .then(|| format!("if (attn_col >= {}) break;", al.cols))
+        } else {
+            (!total.is_multiple_of(self.threads)).then(|| format!("if (attn_i >= {total}) break;"))
+        };
         let dst = self.stage_base(c.dst, c.stage, counter)?;
         let (row, cc) = ("attn_row", "attn_col");
         let at = if c.map.contiguous_axis == 1 {
@@ -154,14 +181,10 @@ impl<'f> Emitter<'f> {
         }
         self.w.line(format!("unsigned short* const attn_dst = {dst};"));
         self.w.open_unrolled("s", slots);
-        self.w.line(format!("const int attn_i = tid + s * {};", self.threads));
-        if !total.is_multiple_of(self.threads) {
-            self.w.line(format!("if (attn_i >= {total}) break;"));
+        self.w.line(index);
+        if let Some(t) = tail {
+            self.w.line(t);
         }
-        self.w.line(format!(
-            "const int {row} = attn_i / {per_row}, {cc} = (attn_i % {per_row}) * {};",
-            c.map.chunk
-        ));
         self.w.line(format!(
             "attn_cp_async16(attn_dst + {row} * {} + {cc}, {ptr}, {mask});",
             al.pitch()

@@ -8,7 +8,7 @@ use super::program::{
     AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage,
     TileInAlloc,
 };
-use super::remat::{can_remat, defining_ops, RematScope};
+use super::remat::{can_remat, contains_reduce, defining_ops, RematScope};
 use crate::ir::{Block, Function, Layout, OpId, OpKind, Scalar, ScalarType, ValueId};
 use crate::passes::axis_info::AxisAnalysis;
 use std::collections::BTreeMap;
@@ -209,11 +209,18 @@ impl<'a> Ctx<'a> {
         if has_other && !self.is_zero(op.operands[2]) {
             return None;
         }
+        let rows = t.shape[1 - ax];
+        let threads = 32 * self.f.num_warps as usize;
+        let row_per_thread = has_mask
+            && contains_reduce(self.f, self.defs, op.operands[1])
+            && rows <= threads
+            && threads % rows == 0;
         Some((
             load,
             TileInAlloc {
                 contiguous_axis: ax,
                 chunk: CHUNK,
+                row_per_thread,
             },
         ))
     }

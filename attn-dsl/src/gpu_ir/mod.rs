@@ -6,6 +6,7 @@
 //! by the tile emitter as before.
 
 pub mod allocate;
+pub mod dead_tiles;
 pub mod lower;
 pub mod pipeline;
 pub mod printer;
@@ -25,6 +26,8 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // Dot operands loaded only for their dot become async copies into shared allocs, read
     // back as ldmatrix fragments (no register round trip, no per-element staging).
     let mut p = lower::lower(f, &axis);
+    // Tiles that only fed the replaced loads (masks, guards) are not emitted at all.
+    dead_tiles::run(f, &mut p);
     // Copies whose addresses the next iteration can recompute fly one iteration ahead.
     pipeline::run(f, &mut p);
     // Waits and barriers from the dependencies of the final schedule (after pipelining,

@@ -71,6 +71,10 @@ pub struct TileInAlloc {
     pub contiguous_axis: usize,
     /// Elements per 16-byte chunk (8 for 16-bit types).
     pub chunk: usize,
+    /// Whether each thread copies chunks of one alloc row only (instead of consecutive
+    /// chunks of a row going to consecutive threads): chosen when the mask recomputes a
+    /// reduction per row, which then runs once per thread instead of once per chunk.
+    pub row_per_thread: bool,
 }
 
 /// Which iteration's addresses a copy moves.

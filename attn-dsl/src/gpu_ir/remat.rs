@@ -6,7 +6,9 @@
 //! arithmetic over coordinates and scalars, and loads of read-only index data such as the
 //! block table (an L1-cached load per chunk, in the copy's own layout). A prefetch for the
 //! next iteration of a loop recomputes values defined in the loop body too, with the
-//! induction variable advanced by one step. The emitter's evaluator
+//! induction variable advanced by one step. A reduction over a recomputable tile (the V
+//! guard of attention: is any row allowed to see this key?) is recomputed as a loop. The
+//! emitter's evaluator
 //! (`codegen::remat`) follows exactly these rules.
 
 use crate::ir::{Function, OpId, OpKind, ParamKind, ValueId};
@@ -57,13 +59,24 @@ pub fn can_remat(f: &Function, defs: &[Option<OpId>], v: ValueId, scope: RematSc
         return false;
     };
     let kind_ok = op.kind.is_coordinate_op()
-        || matches!(op.kind, OpKind::Const(_))
+        || matches!(op.kind, OpKind::Const(_) | OpKind::Reduce { .. })
         || (matches!(op.kind, OpKind::Load { .. }) && reads_read_only(f, defs, op.operands[0]));
     kind_ok
         && op
             .operands
             .iter()
             .all(|&x| can_remat(f, defs, x, scope))
+}
+
+/// Whether recomputing `v` evaluates a reduction (a loop over a whole row or column of its
+/// operand): such values are worth computing once per tile row, see `TileInAlloc`.
+pub fn contains_reduce(f: &Function, defs: &[Option<OpId>], v: ValueId) -> bool {
+    let Some(op) = defs[v.0 as usize].map(|o| f.op(o)) else {
+        return false;
+    };
+    matches!(op.kind, OpKind::Reduce { .. })
+        || (!f.ty(v).is_scalar()
+            && op.operands.iter().any(|&x| contains_reduce(f, defs, x)))
 }
 
 /// Whether pointer `p` derives from a `*const` kernel parameter: the kernel never writes that
