@@ -7,6 +7,7 @@
 
 use thiserror::Error;
 
+use super::limits::effective_sliding_window;
 use super::mask::MaskConfig;
 
 /// Rule 1: `Hq % Hkv == 0`.
@@ -605,7 +606,9 @@ impl UnifiedAttentionConfig {
         };
         let block_m = block_m_for(nqpkv);
         let is_3d = choose_3d(p.split_kv, p.max_seqlen_q, p.num_seqs, p.batch_invariant);
-        let (w, lb) = (p.sliding_window, p.chunk_lookback);
+        // An all-covering window becomes an equivalent representable one (see `limits`).
+        let lb = p.chunk_lookback;
+        let w = effective_sliding_window(p.sliding_window, lb);
         let cfg = UnifiedAttentionConfig {
             block_size: p.block_size,
             tile_size: get_tile_size(p.head_size, w, p.kv_elem_bytes, !is_3d),
