@@ -347,10 +347,20 @@ pub fn reduce_bindings(cfg: &UnifiedAttentionConfig, dtype: ScalarType) -> Vec<B
         ("HEAD_SIZE_PADDED", int(cfg.head_size_padded)),
         ("TILE_SIZE", int(cfg.tile_size)),
         ("NUM_SEGMENTS", int(cfg.num_segments)),
+        ("SEGMENT_CHUNK", int(segment_chunk(cfg.num_segments))),
     ]
     .into_iter()
     .map(|(n, v)| Binding::new(n, v))
     .collect()
+}
+
+/// Segments the reduce combines per step: 16 (vLLM's default split, one step) or fewer, so
+/// its `[chunk, Dp]` tile stays well inside shared memory at any `NUM_SEGMENTS`.
+pub const MAX_SEGMENT_CHUNK: i32 = 16;
+
+/// `min(NUM_SEGMENTS, MAX_SEGMENT_CHUNK)` (a power of two when NUM_SEGMENTS is).
+pub fn segment_chunk(num_segments: i32) -> i32 {
+    num_segments.clamp(1, MAX_SEGMENT_CHUNK)
 }
 
 /// §1.2: `total_q_blocks = ⌊T / BLOCK_Q⌋ + S` (surplus programs exit early).
