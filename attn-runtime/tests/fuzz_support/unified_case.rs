@@ -64,12 +64,44 @@ impl UnifiedCase {
     }
 }
 
+/// Which constexpr values a base may take: the host fuzz takes many; the GPU fuzz few, so
+/// its thousand launches need only a few dozen compiled specializations.
+#[derive(Clone, Copy, Debug)]
+pub struct Profile {
+    pub head_sizes: &'static [usize],
+    pub block_sizes: &'static [usize],
+    /// Windows other than 0 and i32::MAX.
+    pub windows: &'static [i32],
+    pub chunking: bool,
+    pub segments: &'static [i32],
+}
+
+pub const HOST_PROFILE: Profile = Profile {
+    head_sizes: &[8, 16, 64, 96],
+    block_sizes: &[16, 32],
+    windows: &[1, 2, 3, 5, 8, 13, 21, 34],
+    chunking: true,
+    segments: &[1, 2, 16, 64],
+};
+
+pub const GPU_PROFILE: Profile = Profile {
+    head_sizes: &[64],
+    block_sizes: &[16],
+    windows: &[24],
+    chunking: false,
+    segments: &[16],
+};
+
 /// A valid random base: `max_ctx` bounds the history of a sequence.
 pub fn valid_base(rng: &mut SplitMix64, max_ctx: usize) -> UnifiedCase {
+    valid_base_in(rng, max_ctx, &HOST_PROFILE)
+}
+
+pub fn valid_base_in(rng: &mut SplitMix64, max_ctx: usize, p: &Profile) -> UnifiedCase {
     let hkv = pick(rng, &[1, 2]);
     let hq = hkv * pick(rng, &[1, 2, 4]);
-    let d = pick(rng, &[8, 16, 64, 96]);
-    let block_size = pick(rng, &[16, 32]);
+    let d = pick(rng, p.head_sizes);
+    let block_size = pick(rng, p.block_sizes);
     let num_seqs = rng.below(4);
     let decode = rng.below(3) == 0;
     let qlens: Vec<i32> = (0..num_seqs)
@@ -103,18 +135,18 @@ pub fn valid_base(rng: &mut SplitMix64, max_ctx: usize) -> UnifiedCase {
     };
     let maxq = qlens.iter().copied().max().unwrap_or(0) as usize;
     let window = match rng.below(5) {
-        0 => 1 + rng.below(40) as i32,
+        0 => pick(rng, p.windows),
         1 => i32::MAX,
         _ => 0,
     };
-    let lookback = if window > 0 && window < i32::MAX && rng.below(3) == 0 {
+    let lookback = if p.chunking && window > 0 && window < i32::MAX && rng.below(3) == 0 {
         rng.below(window.min(4) as usize) as i32 - 1
     } else {
         -1
     };
     let path = match (maxq <= 1, rng.below(3)) {
         (true, 0) => PathChoice::Force3d {
-            num_segments: pick(rng, &[1, 2, 16, 64]),
+            num_segments: pick(rng, p.segments),
         },
         (_, 1) => PathChoice::Force2d,
         _ => PathChoice::Heuristic,
@@ -141,6 +173,7 @@ pub fn valid_base(rng: &mut SplitMix64, max_ctx: usize) -> UnifiedCase {
         sinks_len: (rng.below(3) == 0).then_some(hq),
         qq_bias: (rng.below(4) == 0).then_some([maxq + rng.below(2); 2]),
         softcap: (rng.below(3) == 0).then(|| rng.uniform(1.0, 50.0) as f32),
+        // Ranges (a constexpr R) stay host-only on the GPU profile.
         scale: rng.uniform(0.05, 0.5) as f32,
         window,
         lookback,
@@ -152,7 +185,7 @@ pub fn valid_base(rng: &mut SplitMix64, max_ctx: usize) -> UnifiedCase {
             max_segments: 64,
         },
     };
-    if rng.below(3) == 0 {
+    if p.chunking && rng.below(3) == 0 {
         case.ranges = Some(valid_ranges(rng, &case.seq_lens));
     }
     case
