@@ -63,12 +63,9 @@ pub fn extent(shape: &[usize], strides: &[usize]) -> Option<usize> {
     if shape.contains(&0) {
         return Some(0);
     }
-    shape
-        .iter()
-        .zip(strides)
-        .try_fold(1usize, |end, (&d, &s)| {
-            d.checked_sub(1)?.checked_mul(s)?.checked_add(end)
-        })
+    shape.iter().zip(strides).try_fold(1usize, |end, (&d, &s)| {
+        d.checked_sub(1)?.checked_mul(s)?.checked_add(end)
+    })
 }
 
 /// An owned device tensor (row-major on creation).

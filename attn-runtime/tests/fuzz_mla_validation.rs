@@ -59,5 +59,8 @@ fn mla_host_validation_fuzz() {
     }
     assert!(tally.clean(), "{tally}");
     assert!(tally.total() >= CASES as usize, "{tally}");
-    assert!(tally.accepted >= 2_000 && tally.rejected >= 10_000, "{tally}");
+    assert!(
+        tally.accepted >= 2_000 && tally.rejected >= 10_000,
+        "{tally}"
+    );
 }

@@ -60,5 +60,8 @@ fn unified_host_validation_fuzz() {
     assert!(tally.clean(), "{tally}");
     assert!(tally.total() >= CASES as usize, "{tally}");
     // Both sides of the oracle are exercised in bulk.
-    assert!(tally.accepted >= 2_000 && tally.rejected >= 10_000, "{tally}");
+    assert!(
+        tally.accepted >= 2_000 && tally.rejected >= 10_000,
+        "{tally}"
+    );
 }

@@ -13,15 +13,14 @@ mod unified_common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use attn_runtime::ops::unified_attention::args::{
-    Metadata, Tokens, TokenLayout, UnifiedAttentionArgs,
+    Metadata, TokenLayout, Tokens, UnifiedAttentionArgs,
 };
 use attn_runtime::ops::unified_attention::gpu::{
     unified_attention, AttnError, ContextOptions, UnifiedAttentionContext,
 };
 use attn_runtime::ops::unified_attention::paged_cache::{CacheGeometry, PagedKvCache};
 use attn_runtime::reference::unified_attention::{
-    unified_attention as reference, AttentionOptions, QqBias as RefQqBias,
-    UnifiedAttentionProblem,
+    unified_attention as reference, AttentionOptions, QqBias as RefQqBias, UnifiedAttentionProblem,
 };
 use attn_runtime::reference::Dtype;
 use attn_runtime::split_mix64::SplitMix64;
@@ -78,11 +77,19 @@ fn host_data(c: &UnifiedCase, cache_elems: usize, seed: u64) -> HostData {
         k: random_values(&mut rng, cache_elems),
         v: random_values(&mut rng, cache_elems),
         sinks: random_values(&mut rng, c.sinks_len.unwrap_or(0)),
-        qq_bias: random_values(&mut rng, c.qq_bias.map_or(0, |[r, k]| r.saturating_mul(k)).min(MAX_ALLOC)),
+        qq_bias: random_values(
+            &mut rng,
+            c.qq_bias
+                .map_or(0, |[r, k]| r.saturating_mul(k))
+                .min(MAX_ALLOC),
+        ),
     }
 }
 
-fn upload<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(s: &Arc<CudaStream>, v: &[T]) -> CudaSlice<T> {
+fn upload<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    s: &Arc<CudaStream>,
+    v: &[T],
+) -> CudaSlice<T> {
     // A zero-length view still needs an allocation.
     if v.is_empty() {
         s.alloc_zeros::<T>(1).expect("alloc")
@@ -119,7 +126,11 @@ fn run_on_gpu(ctx: &UnifiedAttentionContext, c: &UnifiedCase, data: &HostData) -
     };
     let q = upload(&s, &bf(&data.q));
     let mut out = upload(&s, &vec![bf16::NAN; c.out_buffer]);
-    let (cu, seq, table) = (upload(&s, &c.cu), upload(&s, &c.seq_lens), upload(&s, &c.table));
+    let (cu, seq, table) = (
+        upload(&s, &c.cu),
+        upload(&s, &c.seq_lens),
+        upload(&s, &c.table),
+    );
     let sinks = upload(&s, &data.sinks);
     let qq = upload(&s, &data.qq_bias);
     let layout = |tokens, strides: [usize; 3]| TokenLayout {
@@ -132,12 +143,27 @@ fn run_on_gpu(ctx: &UnifiedAttentionContext, c: &UnifiedCase, data: &HostData) -
     let q_view = q.slice(..c.q_buffer.max(1).min(q.len()));
     let out_len = c.out_buffer.max(1).min(out.len());
     let mut args = UnifiedAttentionArgs::new(
-        Tokens { data: q_view, layout: layout(c.num_tokens, c.q_strides) },
-        Tokens { data: out.slice_mut(..out_len), layout: layout(c.out_tokens, c.out_strides) },
+        Tokens {
+            data: q_view,
+            layout: layout(c.num_tokens, c.q_strides),
+        },
+        Tokens {
+            data: out.slice_mut(..out_len),
+            layout: layout(c.out_tokens, c.out_strides),
+        },
         &cache,
-        Metadata { device: cu.slice(..c.cu.len().max(1)), host: &c.cu },
-        Metadata { device: seq.slice(..c.seq_lens.len().max(1)), host: &c.seq_lens },
-        Metadata { device: table.slice(..c.table.len().max(1)), host: &c.table },
+        Metadata {
+            device: cu.slice(..c.cu.len().max(1)),
+            host: &c.cu,
+        },
+        Metadata {
+            device: seq.slice(..c.seq_lens.len().max(1)),
+            host: &c.seq_lens,
+        },
+        Metadata {
+            device: table.slice(..c.table.len().max(1)),
+            host: &c.table,
+        },
         c.table_stride,
     );
     // Empty host copies travel with a 1-element device stand-in: match their lengths.
@@ -152,10 +178,12 @@ fn run_on_gpu(ctx: &UnifiedAttentionContext, c: &UnifiedCase, data: &HostData) -
     args.chunk_lookback = c.lookback;
     args.path = c.path;
     args.sinks = c.sinks_len.map(|n| sinks.slice(..n.min(sinks.len())));
-    args.qq_bias = c.qq_bias.map(|[_, cols]| attn_runtime::ops::unified_attention::args::QqBias {
-        values: qq.slice(..data.qq_bias.len().max(1).min(qq.len())),
-        stride0: cols,
-    });
+    args.qq_bias = c.qq_bias.map(
+        |[_, cols]| attn_runtime::ops::unified_attention::args::QqBias {
+            values: qq.slice(..data.qq_bias.len().max(1).min(qq.len())),
+            stride0: cols,
+        },
+    );
     let called = unified_attention(ctx, &mut args);
     drop(args);
     if let Err(e) = s.synchronize() {
@@ -266,10 +294,16 @@ fn gpu_fuzz_unified_attention() {
             }
             Ok(Run::CacheRefused) => tally.add(Outcome::of::<(), ()>(Ok(Err(())), verdict.is_ok())),
             Ok(Run::Called(result)) => {
-                let outcome = Outcome::of(Ok(result.as_ref().map(|_| ()).map_err(|_| ())), verdict.is_ok());
+                let outcome = Outcome::of(
+                    Ok(result.as_ref().map(|_| ()).map_err(|_| ())),
+                    verdict.is_ok(),
+                );
                 tally.add(outcome);
                 if !outcome.is_correct() {
-                    eprintln!("seed {seed}: {outcome:?}, oracle {verdict:?}, op {:?}; {c:?}", result.as_ref().err().map(ToString::to_string));
+                    eprintln!(
+                        "seed {seed}: {outcome:?}, oracle {verdict:?}, op {:?}; {c:?}",
+                        result.as_ref().err().map(ToString::to_string)
+                    );
                 }
                 if let (Ok(got), true) = (&result, outcome == Outcome::Accepted) {
                     if !close(got, &expected(&c, &data)) {
@@ -282,10 +316,20 @@ fn gpu_fuzz_unified_attention() {
     }
     println!("GPU unified fuzz: {tally}");
     // The context must still work: one valid call, checked against the reference.
-    let healthy = (1..).map(gpu_case).find(|c| check(c).is_ok() && c.num_tokens > 0).expect("a valid case");
-    let data = host_data(&healthy, healthy.num_blocks * healthy.block_size * healthy.hkv * healthy.d, 7);
+    let healthy = (1..)
+        .map(gpu_case)
+        .find(|c| check(c).is_ok() && c.num_tokens > 0)
+        .expect("a valid case");
+    let data = host_data(
+        &healthy,
+        healthy.num_blocks * healthy.block_size * healthy.hkv * healthy.d,
+        7,
+    );
     match run_on_gpu(&ctx, &healthy, &data) {
-        Run::Called(Ok(got)) => assert!(close(&got, &expected(&healthy, &data)), "final call is wrong"),
+        Run::Called(Ok(got)) => assert!(
+            close(&got, &expected(&healthy, &data)),
+            "final call is wrong"
+        ),
         Run::Called(Err(e)) => panic!("final valid call rejected: {e}"),
         Run::CudaError(e) => panic!("context unhealthy after the fuzz: {e}"),
         Run::CacheRefused => panic!("final valid cache refused"),

@@ -36,10 +36,26 @@ fn all_covering_windows_match_no_window() {
     for w in [i32::MAX, i32::MAX - 1, MAX_SEQ_LEN, MAX_SEQ_LEN + 1] {
         for causality in [Causality::Causal, Causality::NonCausal] {
             let name = format!("window {w}, {causality:?}");
-            let (run, want) = check_case(&name, &data, window(w, causality), path(PathChoice::Force2d));
-            let (_, dense) = check_case("no window", &data, window(0, causality), path(PathChoice::Force2d));
-            assert_eq!(want, dense, "{name}: the reference itself must not depend on W");
-            assert!(run.output.iter().any(|&x| x != 0.0), "{name}: all-zero output");
+            let (run, want) = check_case(
+                &name,
+                &data,
+                window(w, causality),
+                path(PathChoice::Force2d),
+            );
+            let (_, dense) = check_case(
+                "no window",
+                &data,
+                window(0, causality),
+                path(PathChoice::Force2d),
+            );
+            assert_eq!(
+                want, dense,
+                "{name}: the reference itself must not depend on W"
+            );
+            assert!(
+                run.output.iter().any(|&x| x != 0.0),
+                "{name}: all-zero output"
+            );
         }
     }
 }
@@ -49,7 +65,12 @@ fn all_covering_windows_match_no_window() {
 fn all_covering_window_on_the_3d_path() {
     let data = PagedData::random(&Geometry::new(&[(1, 70), (1, 1)], (4, 1), 32), 12);
     let p = path(PathChoice::Force3d { num_segments: 4 });
-    check_case("3D window i32::MAX", &data, window(i32::MAX, Causality::Causal), p);
+    check_case(
+        "3D window i32::MAX",
+        &data,
+        window(i32::MAX, Causality::Causal),
+        p,
+    );
 }
 
 /// Sequences with no query tokens (and one with no keys at all) between real ones.
@@ -59,16 +80,31 @@ fn zero_length_sequences() {
         &Geometry::new(&[(0, 0), (2, 5), (0, 7), (1, 1), (0, 0)], (2, 1), 16),
         13,
     );
-    check_case("zero-length", &data, AttentionOptions::default(), CpuOptions::default());
+    check_case(
+        "zero-length",
+        &data,
+        AttentionOptions::default(),
+        CpuOptions::default(),
+    );
 }
 
 #[test]
 fn one_token_and_one_page() {
     let one = PagedData::random(&Geometry::new(&[(1, 1)], (1, 1), 8), 14);
-    check_case("one token", &one, AttentionOptions::default(), CpuOptions::default());
+    check_case(
+        "one token",
+        &one,
+        AttentionOptions::default(),
+        CpuOptions::default(),
+    );
     // Exactly one 16-token block: the last key is the page's last slot.
     let page = PagedData::random(&Geometry::new(&[(4, 16)], (2, 2), 16), 15);
-    check_case("one page", &page, AttentionOptions::default(), CpuOptions::default());
+    check_case(
+        "one page",
+        &page,
+        AttentionOptions::default(),
+        CpuOptions::default(),
+    );
 }
 
 /// 64 segments: the reduce combines them in four 16-segment chunks.

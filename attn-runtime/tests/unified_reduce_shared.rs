@@ -2,12 +2,12 @@
 //! 1024 segments a whole `[NSEG, Dp]` tile asked for 256 KiB), and its specialization is
 //! accepted by the code generator for every power-of-two segment count.
 
+use attn_dsl::ir::ScalarType;
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, SplitKvWorkspace};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::{
     choose_config, plan_launch, LaunchShape, MaskVariant, PathChoice,
 };
-use attn_dsl::ir::ScalarType;
 
 /// Static shared memory a block may use without an opt-in (all CUDA architectures).
 const STATIC_SHARED_LIMIT: u32 = 48 * 1024;

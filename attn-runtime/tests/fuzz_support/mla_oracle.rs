@@ -49,21 +49,30 @@ pub fn mla_check(c: &MlaCase) -> Verdict {
         rule(q >= 1 && q <= MAX_QUERY_LEN, "query_len in 1..=64")?;
         rule(s <= i128::from(i32::MAX), "seq_len fits i32")?;
         rule(q <= s, "query inside its sequence")?;
-        rule((s + b * d - 1) / (b * d) <= stride, "row covers the sequence")?;
+        rule(
+            (s + b * d - 1) / (b * d) <= stride,
+            "row covers the sequence",
+        )?;
     }
     let t: i128 = c.query_lens.iter().map(|&q| i128::from(q)).sum();
     rule(t <= n(c.max_tokens), "token capacity")?;
     rule(n(batch) <= n(c.max_batch), "batch capacity")?;
     let block_elems = b * QK;
     let cache = n(c.cache_len);
-    rule(cache > 0 && cache % block_elems == 0, "cache is whole blocks")?;
+    rule(
+        cache > 0 && cache % block_elems == 0,
+        "cache is whole blocks",
+    )?;
     let num_blocks = cache / block_elems;
     let heads = i128::from(c.heads);
     rule(n(c.q_loc_len) >= t * heads * QK, "q_loc size")?;
     rule(n(c.cur_kv_len) >= t * QK, "cur_kv size")?;
     let table_len = n(batch).saturating_mul(stride);
     rule(n(c.table_device_len) >= table_len, "device table size")?;
-    rule(c.table.len() == c.table_device_len, "host copy mirrors the table")?;
+    rule(
+        c.table.len() == c.table_device_len,
+        "host copy mirrors the table",
+    )?;
     rule(n(c.w_uv_len) >= heads * 512 * 128, "w_uv size")?;
     if c.simulated {
         let q_all = c.q_all_len.ok_or("q_all given in simulated mode")?;
@@ -74,7 +83,10 @@ pub fn mla_check(c: &MlaCase) -> Verdict {
         let cols = (hist + b - 1) / b;
         for col in 0..cols {
             let id = c.table[(n(req) * stride + col) as usize];
-            rule(id >= 0 && i128::from(id) < num_blocks, "page id names a block")?;
+            rule(
+                id >= 0 && i128::from(id) < num_blocks,
+                "page id names a block",
+            )?;
         }
     }
     Ok(())

@@ -19,10 +19,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Classifies a host-side result against the oracle's verdict.
-    pub fn of<T, E>(
-        result: std::thread::Result<Result<T, E>>,
-        oracle_valid: bool,
-    ) -> Outcome {
+    pub fn of<T, E>(result: std::thread::Result<Result<T, E>>, oracle_valid: bool) -> Outcome {
         match (result, oracle_valid) {
             (Err(_), _) => Outcome::Panicked,
             (Ok(Ok(_)), true) => Outcome::Accepted,
@@ -63,7 +60,11 @@ impl Tally {
     }
 
     pub fn total(&self) -> usize {
-        self.rejected + self.accepted + self.accepted_malformed + self.rejected_valid + self.panicked
+        self.rejected
+            + self.accepted
+            + self.accepted_malformed
+            + self.rejected_valid
+            + self.panicked
     }
 
     /// No incorrect outcome at all.

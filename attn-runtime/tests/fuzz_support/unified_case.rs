@@ -264,10 +264,7 @@ pub fn mutate(case: &mut UnifiedCase, kind: usize, rng: &mut SplitMix64) {
             case.ranges = Some((data, r));
         }
         21 => {
-            let (mut data, r) = case
-                .ranges
-                .take()
-                .unwrap_or_else(|| (vec![0; 2 * s], 1));
+            let (mut data, r) = case.ranges.take().unwrap_or_else(|| (vec![0; 2 * s], 1));
             if !data.is_empty() {
                 let i = rng.below(data.len());
                 data[i] = pick(rng, &[-1, i32::MAX, 5, 0]);
@@ -320,10 +317,7 @@ fn one_token(case: &mut UnifiedCase) {
     let row = case.hq.saturating_mul(case.d);
     case.q_buffer = row;
     case.out_buffer = row;
-    case.ranges = case
-        .ranges
-        .take()
-        .map(|(_, r)| (vec![0; 2 * r.min(8)], r));
+    case.ranges = case.ranges.take().map(|(_, r)| (vec![0; 2 * r.min(8)], r));
     case.qq_bias = case.qq_bias.map(|_| [1, 1]);
     let _ = case.query_lens();
 }

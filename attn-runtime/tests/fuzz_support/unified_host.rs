@@ -61,11 +61,7 @@ fn check_buffer(
 
 pub fn inputs(c: &UnifiedCase) -> UnifiedAttentionInputs<'_> {
     let kv = TensorMeta::contiguous([c.num_blocks, c.block_size, c.hkv, c.kv_d], BF);
-    let out_dtype = if c.out_dtype_f32 {
-        ScalarType::F32
-    } else {
-        BF
-    };
+    let out_dtype = if c.out_dtype_f32 { ScalarType::F32 } else { BF };
     let s = c.num_seqs();
     UnifiedAttentionInputs {
         q: TensorMeta {
@@ -101,12 +97,11 @@ fn as_i32(x: usize) -> i32 {
 
 /// `UnifiedAttentionArgs::attention_problem` on the case.
 pub fn problem(c: &UnifiedCase) -> AttentionProblem {
-    let max_q = c
-        .cu
-        .windows(2)
-        .map(|w| (i64::from(w[1]) - i64::from(w[0])).max(0))
-        .max()
-        .unwrap_or(0);
+    let max_q =
+        c.cu.windows(2)
+            .map(|w| (i64::from(w[1]) - i64::from(w[0])).max(0))
+            .max()
+            .unwrap_or(0);
     AttentionProblem {
         num_query_heads: as_i32(c.hq),
         num_kv_heads: as_i32(c.hkv),

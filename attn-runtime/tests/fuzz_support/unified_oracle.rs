@@ -112,11 +112,10 @@ fn layouts(c: &UnifiedCase) -> Verdict {
 fn batch(c: &UnifiedCase) -> Result<Vec<i128>, &'static str> {
     rule(!c.cu.is_empty(), "cu_seqlens_q has S + 1 entries")?;
     rule(c.cu[0] == 0, "cu starts at 0")?;
-    let qlens: Vec<i128> = c
-        .cu
-        .windows(2)
-        .map(|w| i128::from(w[1]) - i128::from(w[0]))
-        .collect();
+    let qlens: Vec<i128> =
+        c.cu.windows(2)
+            .map(|w| i128::from(w[1]) - i128::from(w[0]))
+            .collect();
     rule(qlens.iter().all(|&q| q >= 0), "cu monotone")?;
     rule(
         i128::from(*c.cu.last().unwrap_or(&0)) == n(c.num_tokens),
@@ -182,8 +181,14 @@ fn extras(c: &UnifiedCase, qlens: &[i128]) -> Verdict {
     }
     if let Some([rows, cols]) = c.qq_bias {
         let maxq = qlens.iter().copied().max().unwrap_or(0);
-        rule(rows == cols && n(rows) >= maxq, "qq_bias square, >= max q_len")?;
-        rule(mul(&[n(rows), n(cols)]) <= I32_MAX, "qq_bias indexable in i32")?;
+        rule(
+            rows == cols && n(rows) >= maxq,
+            "qq_bias square, >= max q_len",
+        )?;
+        rule(
+            mul(&[n(rows), n(cols)]) <= I32_MAX,
+            "qq_bias indexable in i32",
+        )?;
     }
     Ok(())
 }
@@ -209,7 +214,10 @@ fn path(c: &UnifiedCase, qlens: &[i128]) -> Verdict {
         return Ok(());
     };
     let nseg = i128::from(num_segments);
-    rule(nseg > 0 && (nseg & (nseg - 1)) == 0, "segments a power of two")?;
+    rule(
+        nseg > 0 && (nseg & (nseg - 1)) == 0,
+        "segments a power of two",
+    )?;
     rule(qlens.iter().all(|&q| q <= 1), "3D is decode only")?;
     rule(nseg <= GRID_YZ, "grid z = segments")?;
     rule(n(c.hq) <= GRID_YZ, "reduce grid y = Hq")?;

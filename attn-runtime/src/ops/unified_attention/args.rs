@@ -11,9 +11,9 @@ use cudarc::driver::{CudaView, CudaViewMut};
 
 use super::config::{AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, SplitKvWorkspace};
 use super::gpu::AttnError;
+use super::limits::ScalarArgs;
 use super::paged_cache::PagedKvCache;
 use super::plan::{LaunchShape, PathChoice};
-use super::limits::ScalarArgs;
 use super::validate::{InputError, TensorMeta, UnifiedAttentionInputs};
 use crate::tensor::extent;
 

@@ -15,10 +15,10 @@ use attn_dsl::ir::{Function, ScalarType};
 use thiserror::Error;
 
 use super::args::max_query_len;
-use super::limits::{check_scalars, ScalarArgs};
 use super::config::{
     AlibiMode, AttentionProblem, CausalMode, ConfigError, MmRangeEncoding, SplitKvWorkspace,
 };
+use super::limits::{check_scalars, ScalarArgs};
 use super::plan::{
     choose_config, plan_launch, BufferRole, KernelArg, KernelLaunch, LaunchPlan, LaunchShape,
     MaskVariant, PathChoice, PlanError,

@@ -8,6 +8,8 @@
 //! sequence, so it is replaced by the limit itself ([`effective_sliding_window`]), which
 //! selects exactly the same keys.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use super::validate::InputError;
 
 /// Longest sequence (and largest window edge) the kernels' `i32` arithmetic is proven for:
@@ -92,7 +94,10 @@ mod tests {
                 softcap: Some(bad),
                 ..scalars()
             };
-            assert!(matches!(check_scalars(&s), Err(InputError::Softcap { .. })), "{bad}");
+            assert!(
+                matches!(check_scalars(&s), Err(InputError::Softcap { .. })),
+                "{bad}"
+            );
         }
         let ok = ScalarArgs {
             softcap: Some(30.0),

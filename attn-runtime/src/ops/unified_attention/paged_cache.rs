@@ -2,6 +2,8 @@
 //! `[num_blocks, block_size, Hkv, D]` on the GPU, owned together with their geometry, so
 //! a block table can be checked against the cache it indexes before any launch.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use attn_dsl::kernel::DslType;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, ValidAsZeroBits};
 use std::sync::Arc;

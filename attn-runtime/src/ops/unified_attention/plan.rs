@@ -279,7 +279,10 @@ pub fn plan_launch(
     });
     if let Some(ws) = workspace {
         // The kernels index the workspace in i32: `(row · NSEG + seg) · Dp + d`.
-        i32_of("split-KV workspace elements (T x Hq x NSEG x Dp)", ws.output_len())?;
+        i32_of(
+            "split-KV workspace elements (T x Hq x NSEG x Dp)",
+            ws.output_len(),
+        )?;
     }
     let reduce = if cfg.is_3d {
         Some(reduce_launch(cfg, shape, dtype)?)

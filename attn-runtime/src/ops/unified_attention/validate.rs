@@ -6,6 +6,8 @@
 //! (`cu_seqlens_q`, `seq_lens`, `block_table`, ranges), so the GPU op and the CPU tests
 //! share it.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use attn_dsl::ir::ScalarType;
 use thiserror::Error;
 
@@ -22,10 +24,12 @@ pub struct TensorMeta<const N: usize> {
 impl<const N: usize> TensorMeta<N> {
     /// A contiguous (row-major) tensor.
     pub fn contiguous(shape: [usize; N], dtype: ScalarType) -> Self {
+        // Saturating: an unrepresentable size is caught by `tensor_extent`, not wrapped.
         let mut strides = [1usize; N];
-        for i in (0..N.saturating_sub(1)).rev() {
-            // Saturating: an unrepresentable size is caught by `tensor_extent`, not wrapped.
-            strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
+        let mut step = 1usize;
+        for (stride, &size) in strides.iter_mut().zip(&shape).rev() {
+            *stride = step;
+            step = step.saturating_mul(size);
         }
         TensorMeta {
             shape,

@@ -5,6 +5,8 @@
 //! Pure host code on lengths and host slices: the GPU op runs it before anything is
 //! enqueued, and CI fuzzes it without a GPU.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use super::super::plan::{DecodeStep, LATENT, QK_WIDTH, V_HEAD};
 use super::config::{ExchangeMode, MlaDcpConfig};
 use super::error::MlaError;
@@ -109,7 +111,12 @@ fn check_sizes(config: &MlaDcpConfig, inp: &MlaHostInputs<'_>, t: usize) -> Resu
     let (d, n) = (config.dcp_size(), config.heads());
     let q_loc = product("q_loc", &[t, n, QK_WIDTH])?;
     at_least("q_loc", inp.q_loc_len, q_loc, "[T, N, 576]")?;
-    at_least("cur_kv", inp.cur_kv_len, product("cur_kv", &[t, QK_WIDTH])?, "[T, 576]")?;
+    at_least(
+        "cur_kv",
+        inp.cur_kv_len,
+        product("cur_kv", &[t, QK_WIDTH])?,
+        "[T, 576]",
+    )?;
     let batch = inp.seq_lens.len();
     let table = product("block_table", &[batch, inp.block_table_stride])?;
     at_least(
@@ -127,7 +134,10 @@ fn check_sizes(config: &MlaDcpConfig, inp: &MlaHostInputs<'_>, t: usize) -> Resu
     }
     let w_uv = product("w_uv", &[n, LATENT, V_HEAD])?;
     at_least("w_uv", inp.w_uv_len, w_uv, "[N, 512, 128]")?;
-    if matches!(config.exchange, ExchangeMode::Simulated | ExchangeMode::Loopback) {
+    if matches!(
+        config.exchange,
+        ExchangeMode::Simulated | ExchangeMode::Loopback
+    ) {
         let q_all = inp.q_all_len.ok_or(MlaError::NeedsQAll {
             mode: config.exchange,
         })?;
