@@ -185,7 +185,6 @@ fn run_on_gpu(ctx: &UnifiedAttentionContext, c: &UnifiedCase, data: &HostData) -
         },
     );
     let called = unified_attention(ctx, &mut args);
-    drop(args);
     if let Err(e) = s.synchronize() {
         return Run::CudaError(e.to_string());
     }

@@ -46,7 +46,7 @@ pub fn mla_check(c: &MlaCase) -> Verdict {
     let stride = n(c.stride);
     for (&q, &s) in c.query_lens.iter().zip(&c.seq_lens) {
         let (q, s) = (i128::from(q), i128::from(s));
-        rule(q >= 1 && q <= MAX_QUERY_LEN, "query_len in 1..=64")?;
+        rule((1..=MAX_QUERY_LEN).contains(&q), "query_len in 1..=64")?;
         rule(s <= i128::from(i32::MAX), "seq_len fits i32")?;
         rule(q <= s, "query inside its sequence")?;
         rule(

@@ -51,12 +51,12 @@ fn geometry(c: &UnifiedCase) -> Verdict {
     rule(c.out_tokens == c.num_tokens, "out has q's shape")?;
     rule(!c.out_dtype_f32, "out dtype is q's")?;
     rule(c.num_blocks >= 1 && c.block_size >= 1, "cache not empty")?;
-    rule(c.hq % c.hkv == 0, "Hq multiple of Hkv")?;
+    rule(c.hq.is_multiple_of(c.hkv), "Hq multiple of Hkv")?;
     rule(n(c.hq) <= I32_MAX && n(c.hkv) <= I32_MAX, "heads fit i32")?;
     rule(n(c.d) <= MAX_HEAD_SIZE, "head size limit")?;
     rule(n(c.block_size) <= I32_MAX, "block size fits i32")?;
     rule(c.d >= 1, "head size >= 1")?;
-    rule(c.block_size % 16 == 0, "block size multiple of 16")?;
+    rule(c.block_size.is_multiple_of(16), "block size multiple of 16")?;
     let elems = mul(&[n(c.num_blocks), n(c.block_size), n(c.hkv), n(c.d)]);
     rule(elems <= I64_MAX, "cache addressable")?;
     rule(c.hkv as i128 <= GRID_YZ, "grid y = Hkv")
