@@ -73,6 +73,8 @@ pub struct Function {
     /// can prove 16-byte aligned rows; the launcher checks the promise (see
     /// [`crate::passes::assume::divisible`]).
     pub assumed_divisible: Vec<(String, u64)>,
+    /// Contractible f32 arithmetic and hardware `exp` in CUDA (the kernel's `fast_math`).
+    pub fast_math: bool,
 }
 
 impl Function {
@@ -85,6 +87,7 @@ impl Function {
             body: Block::default(),
             num_warps,
             assumed_divisible: Vec::new(),
+            fast_math: false,
         }
     }
     pub fn value(&self, v: ValueId) -> &ValueData {
