@@ -3,10 +3,12 @@
 
 mod common;
 
+use attn_runtime::cache::nvrtc_stamp::{
+    loaded_nvrtc_file, read_stamp, write_stamp, LibraryIdentity,
+};
 use attn_runtime::cache::{
     entry_path, CacheConfig, CacheOutcome, ModuleCache, CACHE_DIR_VAR, CACHE_SWITCH_VAR,
 };
-use attn_runtime::cache::nvrtc_stamp::{loaded_nvrtc_file, read_stamp, write_stamp, LibraryIdentity};
 use attn_runtime::jit::{nvrtc_compile_count, nvrtc_version, Arch, CudaSource, JitOptions};
 use common::{scratch_dir, TEST_PRELUDE, VADD_SRC};
 use std::process::Command;
@@ -189,17 +191,48 @@ fn another_nvrtc_version_misses() {
     let dir = scratch_dir("nvrtc-version");
     let cache = ModuleCache::new(CacheConfig::in_dir(&dir));
     let opts = JitOptions::new(Arch::SM_90);
-    let first = cache.get_or_compile(&vadd(VADD_SRC), &opts).expect("compile");
+    let first = cache
+        .get_or_compile(&vadd(VADD_SRC), &opts)
+        .expect("compile");
     assert_eq!(first.outcome, CacheOutcome::Compiled { stored: true });
     let id = LibraryIdentity::current().expect("the loader search finds the NVRTC the test loads");
     let (major, minor) = nvrtc_version().expect("NVRTC");
     let real = format!("{major}.{minor}");
-    assert_eq!(read_stamp(&dir, &id).as_deref(), Some(real.as_str()), "the compile stamped it");
-    assert_eq!(cache.get_or_compile(&vadd(VADD_SRC), &opts).unwrap().outcome, CacheOutcome::Hit);
+    assert_eq!(
+        read_stamp(&dir, &id).as_deref(),
+        Some(real.as_str()),
+        "the compile stamped it"
+    );
+    assert_eq!(
+        cache
+            .get_or_compile(&vadd(VADD_SRC), &opts)
+            .unwrap()
+            .outcome,
+        CacheOutcome::Hit
+    );
     write_stamp(&dir, &id, "12.0").expect("stamp");
-    let other = cache.get_or_compile(&vadd(VADD_SRC), &opts).expect("recompile");
-    assert_ne!(other.outcome, CacheOutcome::Hit, "a 12.0 key must not find the 13.x entry");
-    assert_eq!(other.key, first.key, "re-keyed with the loaded NVRTC's version");
-    assert_eq!(read_stamp(&dir, &id).as_deref(), Some(real.as_str()), "stamp corrected");
-    assert_eq!(cache.get_or_compile(&vadd(VADD_SRC), &opts).unwrap().outcome, CacheOutcome::Hit);
+    let other = cache
+        .get_or_compile(&vadd(VADD_SRC), &opts)
+        .expect("recompile");
+    assert_ne!(
+        other.outcome,
+        CacheOutcome::Hit,
+        "a 12.0 key must not find the 13.x entry"
+    );
+    assert_eq!(
+        other.key, first.key,
+        "re-keyed with the loaded NVRTC's version"
+    );
+    assert_eq!(
+        read_stamp(&dir, &id).as_deref(),
+        Some(real.as_str()),
+        "stamp corrected"
+    );
+    assert_eq!(
+        cache
+            .get_or_compile(&vadd(VADD_SRC), &opts)
+            .unwrap()
+            .outcome,
+        CacheOutcome::Hit
+    );
 }

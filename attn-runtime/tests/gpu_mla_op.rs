@@ -438,7 +438,10 @@ const EXCHANGE_SPIN_CYCLES: i64 = 20_000_000;
 
 /// One simulated D = 2 step per call on the same contexts (profiled, exchange delayed),
 /// returning each rank's timeline.
-fn timelines(ctxs: &mut [MlaDcpContext<bf16>], args: &[MlaDcpDecodeArgs<'_, bf16>]) -> Vec<StageTimeline> {
+fn timelines(
+    ctxs: &mut [MlaDcpContext<bf16>],
+    args: &[MlaDcpDecodeArgs<'_, bf16>],
+) -> Vec<StageTimeline> {
     simulated_decode(ctxs, args).unwrap_or_else(|e| panic!("{e}"));
     ctxs.iter()
         .map(|c| c.stage_timeline().expect("profiled"))

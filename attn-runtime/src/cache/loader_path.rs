@@ -91,7 +91,8 @@ pub fn file_stamp(path: &Path) -> Option<String> {
     (&mut f).take(EDGE_BYTES).read_to_end(&mut buf).ok()?;
     h.update(&buf);
     buf.clear();
-    f.seek(SeekFrom::Start(meta.size().saturating_sub(EDGE_BYTES))).ok()?;
+    f.seek(SeekFrom::Start(meta.size().saturating_sub(EDGE_BYTES)))
+        .ok()?;
     f.take(EDGE_BYTES).read_to_end(&mut buf).ok()?;
     h.update(&buf);
     let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
@@ -123,7 +124,10 @@ pub fn ld_so_conf_dirs(conf: &Path) -> Vec<PathBuf> {
         return vec![];
     };
     let mut dirs = vec![];
-    for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()) {
+    for line in text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+    {
         match line.strip_prefix("include") {
             Some(pattern) if pattern.starts_with(char::is_whitespace) => {
                 for file in glob_files(Path::new(pattern.trim())) {
@@ -193,8 +197,14 @@ mod tests {
         // A later directory with an earlier name wins: cudarc asks name by name.
         std::os::unix::fs::symlink(a.join("libnvrtc.so.13"), b.join("libnvrtc.so")).unwrap();
         let r = search(&[&a, &b]).resolve().unwrap();
-        assert_eq!((r.name.as_str(), r.dir.as_path()), ("libnvrtc.so", b.as_path()));
-        assert_eq!(r.canonical, std::fs::canonicalize(a.join("libnvrtc.so.13")).unwrap());
+        assert_eq!(
+            (r.name.as_str(), r.dir.as_path()),
+            ("libnvrtc.so", b.as_path())
+        );
+        assert_eq!(
+            r.canonical,
+            std::fs::canonicalize(a.join("libnvrtc.so.13")).unwrap()
+        );
         assert!(search(&[&root]).resolve().is_none());
     }
 

@@ -64,7 +64,11 @@ pub fn write_stamp(cache_dir: &Path, id: &LibraryIdentity, version: &str) -> std
     let path = id.path(cache_dir);
     let dir = cache_dir.join(STAMP_DIR);
     std::fs::create_dir_all(&dir)?;
-    let tmp = dir.join(format!(".stamp.{}.{:?}.tmp", std::process::id(), std::thread::current().id()));
+    let tmp = dir.join(format!(
+        ".stamp.{}.{:?}.tmp",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let written = std::fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(format!("{version}\n{}", id.text).as_bytes()))
         .and_then(|_| std::fs::rename(&tmp, &path));
@@ -154,7 +158,10 @@ mod tests {
     }
 
     fn elsewhere_probe() -> Result<(String, Option<PathBuf>), JitError> {
-        Ok(("13.0".into(), Some(PathBuf::from("/somewhere/else/libnvrtc.so.13"))))
+        Ok((
+            "13.0".into(),
+            Some(PathBuf::from("/somewhere/else/libnvrtc.so.13")),
+        ))
     }
 
     #[test]
@@ -173,9 +180,15 @@ mod tests {
         std::fs::remove_file(lib.join("libnvrtc.so")).unwrap();
         let v131 = identity(&lib, "13.1");
         assert_ne!(v13, v131);
-        assert_eq!(key_version(&cache, Some(&v131), fake_probe).unwrap(), "13.1");
+        assert_eq!(
+            key_version(&cache, Some(&v131), fake_probe).unwrap(),
+            "13.1"
+        );
         assert_eq!(probes(), start + 2);
-        assert_eq!(key_version(&cache, Some(&v131), fake_probe).unwrap(), "13.1");
+        assert_eq!(
+            key_version(&cache, Some(&v131), fake_probe).unwrap(),
+            "13.1"
+        );
         assert_eq!(probes(), start + 2);
     }
 
@@ -184,8 +197,15 @@ mod tests {
         let cache = scratch("other-file");
         let lib = scratch("other-lib");
         let id = identity(&lib, "12.9");
-        assert_eq!(key_version(&cache, Some(&id), elsewhere_probe).unwrap(), "13.0");
-        assert_eq!(read_stamp(&cache, &id), None, "the search did not find what dlopen loaded");
+        assert_eq!(
+            key_version(&cache, Some(&id), elsewhere_probe).unwrap(),
+            "13.0"
+        );
+        assert_eq!(
+            read_stamp(&cache, &id),
+            None,
+            "the search did not find what dlopen loaded"
+        );
     }
 
     #[test]

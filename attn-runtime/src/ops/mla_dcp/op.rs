@@ -398,7 +398,10 @@ impl<E: DecodeElem> MlaDcpContext<E> {
     /// When each stage of the last call ended, relative to its start on the main stream
     /// (needs `profile = true`; waits for it): the overlap of the side stream, on a timeline.
     pub fn stage_timeline(&self) -> Result<StageTimeline, MlaError> {
-        self.events.as_ref().ok_or(MlaError::NotProfiling)?.timeline()
+        self.events
+            .as_ref()
+            .ok_or(MlaError::NotProfiling)?
+            .timeline()
     }
 
     fn mark(&self, mark: Mark, stream: &CudaStream) -> Result<(), MlaError> {
