@@ -8,6 +8,7 @@ pub mod ast;
 pub mod codegen;
 pub mod driver;
 pub mod frontend;
+pub mod gpu_ir;
 pub mod interp;
 pub mod ir;
 pub mod kernel;

@@ -179,6 +179,7 @@ impl Filler {
 struct RowInputs {
     cache: CudaSlice<bf16>,
     table: CudaSlice<i32>,
+    table_host: Vec<i32>,
     q_loc: CudaSlice<bf16>,
     q_all: CudaSlice<bf16>,
     cur_kv: CudaSlice<bf16>,
@@ -198,6 +199,7 @@ impl RowInputs {
         RowInputs {
             cache: fill.alloc(num_blocks * BLOCK as usize * QK_WIDTH, 1, 1.0),
             table: stream.clone_htod(&table).expect("table"),
+            table_host: table,
             q_loc: fill.alloc(b * n * QK_WIDTH, 2, 1.0),
             q_all: fill.alloc(d * b * n * QK_WIDTH, 3, 1.0),
             cur_kv: fill.alloc(b * QK_WIDTH, 4, 1.0),
@@ -217,6 +219,7 @@ impl RowInputs {
             cur_kv: self.cur_kv.as_view(),
             cache: self.cache.as_view(),
             block_table: self.table.as_view(),
+            block_table_host: &self.table_host,
             block_table_stride: self.stride,
             w_uv: self.w_uv.as_view(),
         }

@@ -25,11 +25,13 @@ mod ag_rs_glue;
 mod buffers;
 mod config;
 mod error;
+mod host_checks;
 mod stage_timing;
 
 pub use ag_rs_glue::{ag_rs_glue_source, AG_RS_GLUE_SOURCE};
 pub use config::{ExchangeMode, MlaDcpConfig, StreamOptions, VupPath};
 pub use error::MlaError;
+pub use host_checks::{check_host_inputs, MlaHostInputs};
 pub use stage_timing::{StageTimeline, StageTimes};
 
 use super::act_dtype::ActivationElem;
@@ -80,6 +82,9 @@ pub struct MlaDcpDecodeArgs<'a, E> {
     pub cache: CudaView<'a, E>,
     /// `[batch, block_table_stride]` i32, shared by all ranks (§2.2).
     pub block_table: CudaView<'a, i32>,
+    /// Host copy of `block_table` (same values): the op checks every page id the history
+    /// pass reads against the cache before launching.
+    pub block_table_host: &'a [i32],
     pub block_table_stride: usize,
     /// `W_UV [N, 512, 128]` of this rank's heads.
     pub w_uv: CudaView<'a, E>,
@@ -135,6 +140,22 @@ impl StepState {
     }
 }
 
+/// The host-visible part of a call, for [`check_host_inputs`].
+fn host_inputs<'a, E>(args: &MlaDcpDecodeArgs<'a, E>) -> MlaHostInputs<'a> {
+    MlaHostInputs {
+        query_lens: args.query_lens,
+        seq_lens: args.seq_lens,
+        block_table: args.block_table_host,
+        block_table_device_len: args.block_table.len(),
+        block_table_stride: args.block_table_stride,
+        q_loc_len: args.q_loc.len(),
+        q_all_len: args.q_all.as_ref().map(CudaView::len),
+        cur_kv_len: args.cur_kv.len(),
+        cache_len: args.cache.len(),
+        w_uv_len: args.w_uv.len(),
+    }
+}
+
 /// The AG+RS parity mode's kernels and workspace.
 struct AgRsState {
     correction: LseCorrection,
@@ -159,19 +180,6 @@ pub struct MlaDcpContext<E> {
     /// Token counts whose V-up already ran once (its library kernels are loaded).
     vup_warmed: BTreeSet<usize>,
     stage: Stage,
-}
-
-fn check_len(buffer: &'static str, got: usize, needed: usize, shape: &str) -> Result<(), MlaError> {
-    if got >= needed {
-        Ok(())
-    } else {
-        Err(MlaError::BufferTooSmall {
-            buffer,
-            got,
-            needed,
-            shape: shape.to_string(),
-        })
-    }
 }
 
 fn check_device(buffer: &'static str, got: usize, expected: usize) -> Result<(), MlaError> {
@@ -411,56 +419,12 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         }
     }
 
-    /// Checks the caller's buffers against the call's shape and the context's device.
+    /// Checks the caller's buffers against the call's shape (host copies, no wrapping
+    /// arithmetic: [`check_host_inputs`]) and the context's device.
     fn check_args(&self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
-        let t: usize = args.query_lens.iter().map(|&q| q as usize).sum();
-        let batch = args.seq_lens.len().max(args.query_lens.len());
-        if t > self.config.max_tokens {
-            return Err(MlaError::OverCapacity {
-                what: "query tokens",
-                got: t,
-                max: self.config.max_tokens,
-            });
-        }
-        if batch > self.config.max_batch {
-            return Err(MlaError::OverCapacity {
-                what: "requests",
-                got: batch,
-                max: self.config.max_batch,
-            });
-        }
-        let (d, n) = (self.config.dcp_size(), self.config.heads());
-        let block_elems = self.config.layout.block_size as usize * QK_WIDTH;
-        if args.cache.is_empty() || args.cache.len() % block_elems != 0 {
-            return Err(MlaError::CacheShape {
-                len: args.cache.len(),
-                block_elems,
-            });
-        }
-        check_len("q_loc", args.q_loc.len(), t * n * QK_WIDTH, "[T, N, 576]")?;
-        check_len("cur_kv", args.cur_kv.len(), t * QK_WIDTH, "[T, 576]")?;
-        check_len(
-            "block_table",
-            args.block_table.len(),
-            batch * args.block_table_stride,
-            "[batch, block_table_stride]",
-        )?;
-        check_len(
-            "w_uv",
-            args.w_uv.len(),
-            n * LATENT * V_HEAD,
-            "[N, 512, 128]",
-        )?;
-        let needs_q_all = matches!(
-            self.config.exchange,
-            ExchangeMode::Simulated | ExchangeMode::Loopback
-        );
+        check_host_inputs(&self.config, &host_inputs(args))?;
         let dev = self.device.context().ordinal();
-        if needs_q_all {
-            let q_all = args.q_all.as_ref().ok_or(MlaError::NeedsQAll {
-                mode: self.config.exchange,
-            })?;
-            check_len("q_all", q_all.len(), d * t * n * QK_WIDTH, "[D, T, N, 576]")?;
+        if let Some(q_all) = &args.q_all {
             check_device("q_all", q_all.stream().context().ordinal(), dev)?;
         }
         for (name, ord) in [

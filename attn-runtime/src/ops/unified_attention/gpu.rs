@@ -21,9 +21,10 @@ use thiserror::Error;
 
 use super::args::{Causal, MmPrefixRanges, UnifiedAttentionArgs};
 use super::config::{seq_threshold_3d, ConfigError, SplitKvWorkspace, UnifiedAttentionConfig};
+use super::limits::check_scalars;
 use super::plan::{
     choose_config, plan_launch, BufferRole, KernelArg as PlanArg, KernelLaunch, LaunchPlan,
-    MaskVariant, PlanError,
+    MaskVariant, PlanError, SegmentWorkspace,
 };
 use super::validate::{validate_inputs, InputError};
 use crate::kernels::dsl_module::ModuleLoadError;
@@ -72,11 +73,15 @@ pub enum AttnError {
         needed: usize,
     },
     #[error(
-        "the 3D path needs a split-KV workspace of {needed} f32 values ({tokens} tokens x \
-         {heads} heads x {segments} segments x {padded} padded head size) but the context holds \
-         {capacity}; size ContextOptions::workspace for it"
+        "the 3D path needs {needed} f32 values of {buffer} ({tokens} tokens x {heads} heads x \
+         {segments} segments{per_row}) but the context's {buffer} holds {capacity}; size \
+         ContextOptions::workspace for it"
     )]
     WorkspaceTooSmall {
+        /// `segm_output`, or `segm_max / segm_expsum`.
+        buffer: &'static str,
+        /// ` x {padded} padded head size` for `segm_output`, empty for the statistics.
+        per_row: String,
         needed: usize,
         capacity: usize,
         tokens: usize,
@@ -121,13 +126,20 @@ pub struct WorkspaceCapacity {
 }
 
 impl WorkspaceCapacity {
-    /// Elements of `segm_max` / `segm_expsum`.
+    /// Elements of `segm_max` / `segm_expsum` (saturating: an impossible capacity fails
+    /// its allocation instead of wrapping to a small one).
     pub fn stats_len(&self) -> usize {
-        self.max_tokens * self.max_query_heads * self.max_segments
+        self.max_tokens
+            .saturating_mul(self.max_query_heads)
+            .saturating_mul(self.max_segments)
     }
     /// Elements of `segm_output`.
     pub fn output_len(&self) -> usize {
-        self.stats_len() * self.max_head_size.next_power_of_two()
+        let padded = self
+            .max_head_size
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX);
+        self.stats_len().saturating_mul(padded)
     }
 }
 
@@ -298,21 +310,12 @@ impl UnifiedAttentionContext {
     ) -> Result<LaunchPlan, AttnError> {
         args.check_buffers()?;
         validate_inputs(&args.inputs())?;
+        check_scalars(&args.scalars())?;
         let cfg = choose_config(&args.attention_problem(self.options.split_kv), args.path)?;
         let plan = plan_launch(&cfg, &args.launch_shape(), T::TYPE, &MaskVariant::default())?;
         if let Some(ws) = plan.workspace {
             let cap = self.options.workspace.ok_or(AttnError::NoWorkspace)?;
-            let fits = ws.output_len() <= cap.output_len() && ws.stats_len() <= cap.stats_len();
-            if !fits {
-                return Err(AttnError::WorkspaceTooSmall {
-                    needed: ws.output_len(),
-                    capacity: cap.output_len(),
-                    tokens: ws.num_tokens,
-                    heads: ws.num_query_heads,
-                    segments: ws.num_segments,
-                    padded: ws.head_size_padded,
-                });
-            }
+            check_workspace(&ws, &cap)?;
         }
         Ok(plan)
     }
@@ -397,6 +400,38 @@ impl UnifiedAttentionContext {
     fn buffers(&self) -> MutexGuard<'_, ContextBuffers> {
         lock(&self.buffers)
     }
+}
+
+/// The call's workspace fits the context's, buffer by buffer; the error names the buffer
+/// that does not fit (the layout is flat, so the element counts are what must fit).
+pub fn check_workspace(ws: &SegmentWorkspace, cap: &WorkspaceCapacity) -> Result<(), AttnError> {
+    let too_small = |buffer, per_row: String, needed, capacity| AttnError::WorkspaceTooSmall {
+        buffer,
+        per_row,
+        needed,
+        capacity,
+        tokens: ws.num_tokens,
+        heads: ws.num_query_heads,
+        segments: ws.num_segments,
+        padded: ws.head_size_padded,
+    };
+    if ws.stats_len() > cap.stats_len() {
+        return Err(too_small(
+            "segm_max / segm_expsum",
+            String::new(),
+            ws.stats_len(),
+            cap.stats_len(),
+        ));
+    }
+    if ws.output_len() > cap.output_len() {
+        return Err(too_small(
+            "segm_output",
+            format!(" x {} padded head size", ws.head_size_padded),
+            ws.output_len(),
+            cap.output_len(),
+        ));
+    }
+    Ok(())
 }
 
 /// A poisoned lock only means another thread panicked after a complete insert; the map
