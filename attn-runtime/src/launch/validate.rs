@@ -179,7 +179,12 @@ pub fn validate_args(spec: &LaunchSpec, args: &[ArgSummary]) -> Result<(), Launc
     Ok(())
 }
 
-fn check_divisible(spec: &LaunchSpec, index: usize, p: &ParamSpec, v: i64) -> Result<(), LaunchError> {
+fn check_divisible(
+    spec: &LaunchSpec,
+    index: usize,
+    p: &ParamSpec,
+    v: i64,
+) -> Result<(), LaunchError> {
     if p.divisible_by > 1 && !attn_dsl::passes::assume::keeps(v, p.divisible_by) {
         return Err(LaunchError::Divisibility {
             kernel: spec.entry.clone(),
@@ -317,7 +322,14 @@ mod tests {
         assert!(validate_args(&spec(128, 0), &args(48)).is_ok());
         let e = validate_args(&spec(128, 0), &args(40)).expect_err("40 is not a multiple of 16");
         assert!(
-            matches!(e, LaunchError::Divisibility { value: 40, divisor: 16, .. }),
+            matches!(
+                e,
+                LaunchError::Divisibility {
+                    value: 40,
+                    divisor: 16,
+                    ..
+                }
+            ),
             "{e}"
         );
     }

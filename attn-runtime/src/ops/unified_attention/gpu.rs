@@ -467,7 +467,9 @@ pub fn divisible_strides(launch: &KernelLaunch) -> Vec<&'static str> {
         .iter()
         .filter_map(|(name, a)| {
             let v = match a {
-                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I32(v)) => i64::from(*v),
+                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I32(v)) => {
+                    i64::from(*v)
+                }
                 super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I64(v)) => *v,
                 _ => return None,
             };
