@@ -331,7 +331,7 @@ impl UnifiedAttentionContext {
                 .iter()
                 .flat_map(|p| std::iter::once(&p.attention).chain(&p.reduce))
             {
-                let key = launch_key(launch);
+                let key = kernel_key(launch);
                 if !loaded.contains_key(&key) {
                     jobs.entry(key).or_insert_with(|| Job::of(launch));
                 }
@@ -377,9 +377,10 @@ impl UnifiedAttentionContext {
 
     /// The loaded handle of `launch`'s specialization, compiling it on first use.
     fn kernel(&self, launch: &KernelLaunch) -> Result<ResolvedKernel, AttnError> {
+        let cache_key = kernel_key(launch);
         let key = launch_key(launch);
         let mut kernels = lock(&self.kernels);
-        if let Some(h) = kernels.get(&key) {
+        if let Some(h) = kernels.get(&cache_key) {
             return Ok(ResolvedKernel {
                 handle: h.clone(),
                 key,
@@ -389,7 +390,7 @@ impl UnifiedAttentionContext {
         let handle = Job::of(launch).build(&key)?;
         handle.load(self.stream.context())?;
         let handle = Arc::new(handle);
-        kernels.insert(key.clone(), handle.clone());
+        kernels.insert(cache_key, handle.clone());
         Ok(ResolvedKernel {
             handle,
             key,
@@ -448,10 +449,16 @@ pub fn launch_key(launch: &KernelLaunch) -> String {
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
+    format!("{}<{}>", launch.kernel, b.join(","))
+}
+
+/// The key of the compiled kernel a launch needs: its specialization plus the stride
+/// arguments it may assume are multiples of 16 (two calls with the same bindings but
+/// differently aligned strides run different code).
+pub fn kernel_key(launch: &KernelLaunch) -> String {
     format!(
-        "{}<{}>|div16[{}]",
-        launch.kernel,
-        b.join(","),
+        "{}|div16[{}]",
+        launch_key(launch),
         divisible_strides(launch).join(",")
     )
 }
