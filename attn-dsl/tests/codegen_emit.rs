@@ -211,7 +211,14 @@ fn attention_inner_loop_stays_in_registers() {
         assert!(body.contains(needle), "{label}: no `{needle}` in:\n{body}");
     }
     assert!(before.contains("held as mma fragments"), "{label}");
-    for absent in ["float* sx", "layout conversion", "sa[", "sb[", "float sum", "attn_ld("] {
+    for absent in [
+        "float* sx",
+        "layout conversion",
+        "sa[",
+        "sb[",
+        "float sum",
+        "attn_ld(",
+    ] {
         assert!(!body.contains(absent), "{label}: `{absent}` in:\n{body}");
     }
 }

@@ -84,7 +84,10 @@ fn verifier_rejects_a_loop_without_its_barrier() {
     // Both hazards of the missing barrier: the refill of the buffer the last iteration read,
     // and this iteration's reads of other threads' copies.
     let found = gpu_ir::sync::check(&p.body);
-    assert!(found.iter().any(|u| u.what.contains("still being read")), "{e}");
+    assert!(
+        found.iter().any(|u| u.what.contains("still being read")),
+        "{e}"
+    );
     assert!(found.iter().any(|u| u.what.contains("visible")), "{e}");
     body_without_wait(&mut p);
     let e = gpu_ir::verify::verify(&f, &p).expect_err("unordered program accepted");
@@ -131,7 +134,9 @@ fn simulator_catches_a_missing_wait() {
     let n = heads * seq * d;
     let buf = |seed: u64| {
         let v: Vec<half::bf16> = (0..n)
-            .map(|i| half::bf16::from_f64(((i as u64 * 2654435761 + seed) % 1000) as f64 / 500.0 - 1.0))
+            .map(|i| {
+                half::bf16::from_f64(((i as u64 * 2654435761 + seed) % 1000) as f64 / 500.0 - 1.0)
+            })
             .collect();
         SimArg::Buf(attn_dsl::interp::HostBuffer::Bf16(v))
     };
@@ -140,7 +145,12 @@ fn simulator_catches_a_missing_wait() {
             buf(1),
             buf(2),
             buf(3),
-            SimArg::Buf(attn_dsl::interp::HostBuffer::Bf16(vec![half::bf16::from_f32(f32::NAN); n])),
+            SimArg::Buf(attn_dsl::interp::HostBuffer::Bf16(vec![
+                half::bf16::from_f32(
+                    f32::NAN
+                );
+                n
+            ])),
             SimArg::Scalar(attn_dsl::kernel::ScalarArg::I32(seq as i32)),
             SimArg::Scalar(attn_dsl::kernel::ScalarArg::F32(0.125)),
         ]

@@ -80,7 +80,12 @@ impl<'f> Emitter<'f> {
 
     /// Pointer to the first element of `stage` of alloc `a` (innermost pipelined loop's
     /// counter for Current/Next).
-    pub(crate) fn stage_base(&self, a: AllocId, stage: Stage, counter: Option<&str>) -> Res<String> {
+    pub(crate) fn stage_base(
+        &self,
+        a: AllocId,
+        stage: Stage,
+        counter: Option<&str>,
+    ) -> Res<String> {
         let al = self.prog.alloc(a);
         let elems = al.stage_bytes() / al.elem.size_bytes();
         let base = buf_name(a);
@@ -88,7 +93,9 @@ impl<'f> Emitter<'f> {
             counter
                 .map(str::to_string)
                 .or_else(|| self.stage_vars.last().cloned())
-                .ok_or_else(|| CodegenError::Malformed(format!("{stage:?} stage outside a pipelined loop")))
+                .ok_or_else(|| {
+                    CodegenError::Malformed(format!("{stage:?} stage outside a pipelined loop"))
+                })
         };
         Ok(match stage {
             Stage::Only => base,
@@ -113,7 +120,10 @@ impl<'f> Emitter<'f> {
             (lo.clone(), format!("{lo} < {hi}"))
         } else {
             let ivn = self.name(iv)?.to_string();
-            (format!("({ivn} + {step})"), format!("{ivn} + {step} < {hi}"))
+            (
+                format!("({ivn} + {step})"),
+                format!("{ivn} + {step} < {hi}"),
+            )
         };
         let inside = defined_in(self.f, body);
         let scope = Scope::Loop {
@@ -166,9 +176,15 @@ impl<'f> Emitter<'f> {
         let dst = self.stage_base(c.dst, c.stage, counter)?;
         let (row, cc) = ("attn_row", "attn_col");
         let at = if c.map.contiguous_axis == 1 {
-            ElemIndex::Coords { row: row.into(), col: cc.into() }
+            ElemIndex::Coords {
+                row: row.into(),
+                col: cc.into(),
+            }
         } else {
-            ElemIndex::Coords { row: cc.into(), col: row.into() }
+            ElemIndex::Coords {
+                row: cc.into(),
+                col: row.into(),
+            }
         };
         let ptr = self.remat_expr(load.operands[0], &at, scope)?;
         let mask = match load.kind {
@@ -179,7 +195,8 @@ impl<'f> Emitter<'f> {
             Some(g) => self.w.open(format!("if ({g})")),
             None => self.w.open(""),
         }
-        self.w.line(format!("unsigned short* const attn_dst = {dst};"));
+        self.w
+            .line(format!("unsigned short* const attn_dst = {dst};"));
         self.w.open_unrolled("s", slots);
         self.w.line(index);
         if let Some(t) = tail {

@@ -27,7 +27,11 @@ enum AFrom {
     Held(String),
     Repacked(MmaMap),
     Staged,
-    Shared { base: String, pitch: usize, trans: bool },
+    Shared {
+        base: String,
+        pitch: usize,
+        trans: bool,
+    },
 }
 
 impl<'f> Emitter<'f> {
@@ -37,7 +41,11 @@ impl<'f> Emitter<'f> {
         a_src: &OperandSource,
         b_src: &OperandSource,
     ) -> Res<()> {
-        let (a, b, acc) = (Self::operand(op, 0)?, Self::operand(op, 1)?, Self::operand(op, 2)?);
+        let (a, b, acc) = (
+            Self::operand(op, 0)?,
+            Self::operand(op, 1)?,
+            Self::operand(op, 2)?,
+        );
         let res = Self::result(op)?;
         let (m, k, n) = match (self.shape(a), self.shape(b)) {
             ([m, k], [_, n]) => (*m, *k, *n),
@@ -45,9 +53,9 @@ impl<'f> Emitter<'f> {
         };
         let t = self.scalar(a)?;
         let p = MmaPlan::new(m, n, k);
-        let map = self
-            .fragment_map(acc, res)
-            .ok_or_else(|| CodegenError::Malformed("mma result is not an accumulator in fragments".into()))?;
+        let map = self.fragment_map(acc, res).ok_or_else(|| {
+            CodegenError::Malformed("mma result is not an accumulator in fragments".into())
+        })?;
         let OperandSource::Shared {
             alloc: b_alloc,
             stage: b_stage,
@@ -55,7 +63,9 @@ impl<'f> Emitter<'f> {
             ..
         } = b_src
         else {
-            return Err(CodegenError::Malformed("mma B operand not in shared memory".into()));
+            return Err(CodegenError::Malformed(
+                "mma B operand not in shared memory".into(),
+            ));
         };
         let b_base = self.stage_base(*b_alloc, *b_stage, None)?;
         let b_pitch = self.prog.alloc(*b_alloc).pitch();
@@ -85,7 +95,8 @@ impl<'f> Emitter<'f> {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
         self.w.line("#pragma unroll");
-        self.w.open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
+        self.w
+            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         self.emit_a_step(a, &a_from, &p, t)?;
         let frag = |nt: &str| format!("&{name}[(j * {} + {nt}) * 4]", map.tiles_n);
         let mma = if t == ScalarType::Bf16 {
@@ -96,8 +107,10 @@ impl<'f> Emitter<'f> {
         let pairs = map.tiles_n.is_multiple_of(2);
         let step = if pairs { 2 } else { 1 };
         self.w.line("#pragma unroll");
-        self.w
-            .open(format!("for (int nt = 0; nt < {}; nt += {step})", map.tiles_n));
+        self.w.open(format!(
+            "for (int nt = 0; nt < {}; nt += {step})",
+            map.tiles_n
+        ));
         let lane_tile = if pairs {
             map.col_tile("(nt + (attn_lane >> 4))")
         } else {
@@ -126,8 +139,10 @@ impl<'f> Emitter<'f> {
         self.w
             .line(format!("{mma}({}, a0, a1, a2, a3, b0, b1);", frag("nt")));
         if pairs {
-            self.w
-                .line(format!("{mma}({}, a0, a1, a2, a3, b2, b3);", frag("nt + 1")));
+            self.w.line(format!(
+                "{mma}({}, a0, a1, a2, a3, b2, b3);",
+                frag("nt + 1")
+            ));
         }
         self.w.close("");
         self.w.close("");
@@ -147,7 +162,10 @@ impl<'f> Emitter<'f> {
         p: &MmaPlan,
     ) -> Res<AFrom> {
         if let OperandSource::Shared {
-            alloc, stage, trans, ..
+            alloc,
+            stage,
+            trans,
+            ..
         } = src
         {
             return Ok(AFrom::Shared {
@@ -172,7 +190,9 @@ impl<'f> Emitter<'f> {
         let line = match from {
             AFrom::Held(frag) => {
                 let at = format!("{frag}[(j * {} + k0 / 16) * 4", p.kp / 16);
-                format!("const unsigned a0 = {at}], a1 = {at} + 1], a2 = {at} + 2], a3 = {at} + 3];")
+                format!(
+                    "const unsigned a0 = {at}], a1 = {at} + 1], a2 = {at} + 2], a3 = {at} + 3];"
+                )
             }
             AFrom::Repacked(am) => {
                 let pack = if t == ScalarType::Bf16 {
@@ -182,8 +202,9 @@ impl<'f> Emitter<'f> {
                 };
                 let mut words = Vec::new();
                 for (tile, q) in [(0, 0), (0, 2), (1, 0), (1, 2)] {
-                    let slot =
-                        |dq: usize| format!("(j * {} + k0 / 8 + {tile}) * 4 + {}", am.tiles_n, q + dq);
+                    let slot = |dq: usize| {
+                        format!("(j * {} + k0 / 8 + {tile}) * 4 + {}", am.tiles_n, q + dq)
+                    };
                     words.push(format!(
                         "{pack}({}, {})",
                         self.at(a, &slot(0))?,
@@ -216,7 +237,11 @@ impl<'f> Emitter<'f> {
                         "attn_ldsm_x4_trans",
                     )
                 } else {
-                    ("slab * 16 + (attn_lane & 15)", "k0 + (attn_lane >> 4) * 8", "attn_ldsm_x4")
+                    (
+                        "slab * 16 + (attn_lane & 15)",
+                        "k0 + (attn_lane >> 4) * 8",
+                        "attn_ldsm_x4",
+                    )
                 };
                 format!(
                     "unsigned a0, a1, a2, a3; {ld}(a0, a1, a2, a3, {base} + ({row}) * {pitch} + ({col}));"

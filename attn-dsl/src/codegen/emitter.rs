@@ -562,11 +562,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// Emits a region and returns its terminator's operands, checking the terminator kind.
-    fn emit_region(
-        &mut self,
-        b: &'f GpuBlock,
-        want: OpKind,
-    ) -> Result<Vec<ValueId>, CodegenError> {
+    fn emit_region(&mut self, b: &'f GpuBlock, want: OpKind) -> Result<Vec<ValueId>, CodegenError> {
         let term = self
             .emit_ops(b)?
             .ok_or_else(|| CodegenError::Malformed("region without terminator".into()))?;

@@ -32,9 +32,7 @@ impl<'f> Emitter<'f> {
             Scope::Loop { iv, iv_expr, .. } if *iv == v => return Ok(iv_expr.clone()),
             Scope::Loop {
                 defined_in_body, ..
-            } if scalar && !defined_in_body[v.0 as usize] => {
-                return Ok(self.name(v)?.to_string())
-            }
+            } if scalar && !defined_in_body[v.0 as usize] => return Ok(self.name(v)?.to_string()),
             Scope::InPlace if scalar => return Ok(self.name(v)?.to_string()),
             _ => {}
         }
@@ -89,7 +87,9 @@ impl<'f> Emitter<'f> {
         at: &ElemIndex,
         scope: &Scope,
     ) -> Res<String> {
-        let op = self.def_op(v).ok_or_else(|| CodegenError::Malformed("reduce without op".into()))?;
+        let op = self
+            .def_op(v)
+            .ok_or_else(|| CodegenError::Malformed("reduce without op".into()))?;
         let x = Self::operand(op, 0)?;
         let shape = self.shape(x).to_vec();
         let k = format!("attn_k{}", v.0);
@@ -99,11 +99,31 @@ impl<'f> Emitter<'f> {
             at.coords(self.shape(v)).0
         };
         let (count, item_at) = match (shape.as_slice(), axis) {
-            ([n], 0) => (*n, ElemIndex::Coords { row: k.clone(), col: "0".into() }),
-            ([m, _], 0) => (*m, ElemIndex::Coords { row: k.clone(), col: kept }),
-            ([_, n], 1) => (*n, ElemIndex::Coords { row: kept, col: k.clone() }),
+            ([n], 0) => (
+                *n,
+                ElemIndex::Coords {
+                    row: k.clone(),
+                    col: "0".into(),
+                },
+            ),
+            ([m, _], 0) => (
+                *m,
+                ElemIndex::Coords {
+                    row: k.clone(),
+                    col: kept,
+                },
+            ),
+            ([_, n], 1) => (
+                *n,
+                ElemIndex::Coords {
+                    row: kept,
+                    col: k.clone(),
+                },
+            ),
             (s, a) => {
-                return Err(CodegenError::Malformed(format!("reduce axis {a} of shape {s:?}")))
+                return Err(CodegenError::Malformed(format!(
+                    "reduce axis {a} of shape {s:?}"
+                )))
             }
         };
         let item = self.remat_expr(x, &item_at, scope)?;
@@ -123,7 +143,11 @@ impl<'f> Emitter<'f> {
                 "acc".into(),
             ),
             ReduceKind::Max | ReduceKind::Min => {
-                let b = if kind == ReduceKind::Max { BinaryOp::Max } else { BinaryOp::Min };
+                let b = if kind == ReduceKind::Max {
+                    BinaryOp::Max
+                } else {
+                    BinaryOp::Min
+                };
                 (
                     "item0".into(),
                     1,
@@ -135,8 +159,14 @@ impl<'f> Emitter<'f> {
         let first_item = self.remat_expr(
             x,
             &match &item_at {
-                ElemIndex::Coords { row, col } if *row == k => ElemIndex::Coords { row: "0".into(), col: col.clone() },
-                ElemIndex::Coords { row, .. } => ElemIndex::Coords { row: row.clone(), col: "0".into() },
+                ElemIndex::Coords { row, col } if *row == k => ElemIndex::Coords {
+                    row: "0".into(),
+                    col: col.clone(),
+                },
+                ElemIndex::Coords { row, .. } => ElemIndex::Coords {
+                    row: row.clone(),
+                    col: "0".into(),
+                },
                 other => other.clone(),
             },
             scope,

@@ -23,7 +23,10 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
 fn mark_block(f: &Function, defs: &[Option<OpId>], b: &GpuBlock, used: &mut [bool]) {
     for op in &b.ops {
         match op {
-            GpuOp::Tile(o) | GpuOp::For { op: o, .. } | GpuOp::If { op: o, .. } | GpuOp::While { op: o, .. } => {
+            GpuOp::Tile(o)
+            | GpuOp::For { op: o, .. }
+            | GpuOp::If { op: o, .. }
+            | GpuOp::While { op: o, .. } => {
                 for v in &f.op(*o).operands {
                     used[v.0 as usize] = true;
                 }

@@ -5,8 +5,7 @@
 //! fetches its fragments with `ldmatrix`. Everything else stays a tile op.
 
 use super::program::{
-    AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage,
-    TileInAlloc,
+    AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage, TileInAlloc,
 };
 use super::remat::{can_remat, contains_reduce, defining_ops, RematScope};
 use crate::ir::{Block, Function, Layout, OpId, OpKind, Scalar, ScalarType, ValueId};
@@ -77,7 +76,12 @@ impl<'a> Ctx<'a> {
 
     fn decide_dot(&mut self, dot: OpId, b: &Block, d: &mut Decisions) {
         let op = self.f.op(dot);
-        let (a, bv, acc, res) = (op.operands[0], op.operands[1], op.operands[2], op.results[0]);
+        let (a, bv, acc, res) = (
+            op.operands[0],
+            op.operands[1],
+            op.operands[2],
+            op.results[0],
+        );
         if !self.fragment_result(acc, res) {
             return;
         }
@@ -117,9 +121,12 @@ impl<'a> Ctx<'a> {
         };
         let elem = t.elem.scalar().unwrap_or(ScalarType::Bf16);
         let id = AllocId(d.allocs.len() as u32);
-        let name = self.f.value(res).name.clone().unwrap_or_else(|| {
-            format!("{}{}", if is_b { "b" } else { "a" }, id.0)
-        });
+        let name = self
+            .f
+            .value(res)
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}{}", if is_b { "b" } else { "a" }, id.0));
         d.allocs.push(LocalAlloc {
             name,
             elem,

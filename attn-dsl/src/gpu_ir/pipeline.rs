@@ -68,9 +68,7 @@ fn pipeline_loop(
     };
     let prefetchable = |load: OpId| {
         let op = f.op(load);
-        op.operands
-            .iter()
-            .all(|&v| can_remat(f, defs, v, scope))
+        op.operands.iter().all(|&v| can_remat(f, defs, v, scope))
             && matches!(op.kind, OpKind::Load { .. })
     };
     let mut moved = Vec::new();

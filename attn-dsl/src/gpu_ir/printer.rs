@@ -12,13 +12,7 @@ pub fn print_program(f: &Function, p: &GpuProgram) -> String {
         let _ = writeln!(
             s,
             "%a{i} = local_alloc {} : {}[{} x {}] pad {} stages {} @ {}",
-            a.name,
-            a.elem,
-            a.rows,
-            a.cols,
-            a.pad,
-            a.stages,
-            a.offset
+            a.name, a.elem, a.rows, a.cols, a.pad, a.stages, a.offset
         );
     }
     let _ = writeln!(s, "// shared: {} bytes of allocs", p.alloc_bytes);
@@ -38,7 +32,11 @@ fn tile_op(f: &Function, o: OpId) -> String {
     let op = f.op(o);
     let res: Vec<String> = op.results.iter().map(|r| format!("%{}", r.0)).collect();
     let kind = format!("{:?}", op.kind);
-    let kind = kind.split(['(', ' ', '{']).next().unwrap_or("").to_lowercase();
+    let kind = kind
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("")
+        .to_lowercase();
     if res.is_empty() {
         kind
     } else {
@@ -50,7 +48,10 @@ fn operand(src: &OperandSource) -> String {
     match src {
         OperandSource::Registers => "registers".into(),
         OperandSource::Shared {
-            alloc, stage: st, trans, ..
+            alloc,
+            stage: st,
+            trans,
+            ..
         } => format!(
             "ldmatrix{} %a{}{}",
             if *trans { ".trans" } else { "" },
@@ -68,7 +69,11 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
             GpuOp::For { op, pipelined, .. } => format!(
                 "{} {{{}",
                 tile_op(f, *op),
-                if *pipelined { "  // pipelined, 2 stages" } else { "" }
+                if *pipelined {
+                    "  // pipelined, 2 stages"
+                } else {
+                    ""
+                }
             ),
             GpuOp::If { op, .. } | GpuOp::While { op, .. } => format!("{} {{", tile_op(f, *op)),
             GpuOp::AsyncCopy(c) => format!(

@@ -152,9 +152,13 @@ pub enum GpuOp {
     /// `cp.async.commit_group`: the copies issued since the last commit form one group.
     Commit,
     /// `cp.async.wait_group N`: at most `pending` groups of this thread still in flight.
-    Wait { pending: u32 },
+    Wait {
+        pending: u32,
+    },
     /// `__syncthreads()`, with the dependency that needs it.
-    Barrier { reason: BarrierReason },
+    Barrier {
+        reason: BarrierReason,
+    },
     /// A tile-IR `dot` on tensor cores with its operand sources.
     Mma {
         dot: OpId,

@@ -61,11 +61,7 @@ pub fn can_remat(f: &Function, defs: &[Option<OpId>], v: ValueId, scope: RematSc
     let kind_ok = op.kind.is_coordinate_op()
         || matches!(op.kind, OpKind::Const(_) | OpKind::Reduce { .. })
         || (matches!(op.kind, OpKind::Load { .. }) && reads_read_only(f, defs, op.operands[0]));
-    kind_ok
-        && op
-            .operands
-            .iter()
-            .all(|&x| can_remat(f, defs, x, scope))
+    kind_ok && op.operands.iter().all(|&x| can_remat(f, defs, x, scope))
 }
 
 /// Whether recomputing `v` evaluates a reduction (a loop over a whole row or column of its
@@ -75,8 +71,7 @@ pub fn contains_reduce(f: &Function, defs: &[Option<OpId>], v: ValueId) -> bool 
         return false;
     };
     matches!(op.kind, OpKind::Reduce { .. })
-        || (!f.ty(v).is_scalar()
-            && op.operands.iter().any(|&x| contains_reduce(f, defs, x)))
+        || (!f.ty(v).is_scalar() && op.operands.iter().any(|&x| contains_reduce(f, defs, x)))
 }
 
 /// Whether pointer `p` derives from a `*const` kernel parameter: the kernel never writes that

@@ -71,14 +71,20 @@ pub struct Unordered {
 
 /// Inserts the waits and barriers `b` needs.
 pub fn run(b: &mut GpuBlock) {
-    let mut w = Walker { insert: true, problems: vec![] };
+    let mut w = Walker {
+        insert: true,
+        problems: vec![],
+    };
     w.block(b, State::default());
 }
 
 /// Reports the accesses of `b` that lack a wait or barrier.
 pub fn check(b: &GpuBlock) -> Vec<Unordered> {
     let mut copy = b.clone();
-    let mut w = Walker { insert: false, problems: vec![] };
+    let mut w = Walker {
+        insert: false,
+        problems: vec![],
+    };
     w.block(&mut copy, State::default());
     w.problems
 }
@@ -104,7 +110,13 @@ impl Walker {
             GpuOp::AsyncCopy(c) => {
                 let k = (c.dst, c.stage);
                 if st.get(k).read {
-                    self.need(out, &mut st, c.dst, "copy over a buffer still being read", false);
+                    self.need(
+                        out,
+                        &mut st,
+                        c.dst,
+                        "copy over a buffer still being read",
+                        false,
+                    );
                 }
                 st.0.entry(k).or_default().in_flight = true;
             }
@@ -169,11 +181,24 @@ impl Walker {
             }
         }
         if st.get(k).landed {
-            self.need(out, st, k.0, "fragment load before other threads' copies are visible", true);
+            self.need(
+                out,
+                st,
+                k.0,
+                "fragment load before other threads' copies are visible",
+                true,
+            );
         }
     }
 
-    fn need(&mut self, out: &mut Vec<GpuOp>, st: &mut State, a: AllocId, what: &'static str, raw: bool) {
+    fn need(
+        &mut self,
+        out: &mut Vec<GpuOp>,
+        st: &mut State,
+        a: AllocId,
+        what: &'static str,
+        raw: bool,
+    ) {
         if self.insert {
             let reason = if raw {
                 BarrierReason::CopiesVisible
