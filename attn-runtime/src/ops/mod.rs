@@ -1,3 +1,8 @@
+#![warn(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation
+)]
 //! The attention ops built on the DSL kernels and on cudarc (cuBLAS, NCCL, streams), with
 //! their host-side metadata.
 
