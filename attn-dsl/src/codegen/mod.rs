@@ -86,6 +86,9 @@ pub struct CudaKernel {
     pub block_threads: u32,
     /// Dynamic shared memory the kernel needs, in bytes.
     pub shared_bytes: u32,
+    /// Integer parameters this code assumes divisible (name, divisor): the launcher must
+    /// check every call against them.
+    pub assumed_divisible: Vec<(String, u64)>,
 }
 
 /// Name under which [`PRELUDE`] must be handed to NVRTC as an in-memory header.
@@ -159,6 +162,7 @@ fn emit_laid_out(f: &Function) -> Result<CudaKernel, CodegenError> {
         entry,
         source,
         params: f.params.clone(),
+        assumed_divisible: f.assumed_divisible.clone(),
         block_threads: threads,
         shared_bytes: shared,
     })

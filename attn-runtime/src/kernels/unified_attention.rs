@@ -193,6 +193,7 @@ pub mod unified {
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
         num_warps = 4,
+        fast_math = true,
         require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must equal num_query_heads / num_kv_heads"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(TILE_SIZE & (TILE_SIZE - 1) == 0, "TILE_SIZE must be a power of two"),

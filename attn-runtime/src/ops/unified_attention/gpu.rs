@@ -450,7 +450,34 @@ pub fn launch_key(launch: &KernelLaunch) -> String {
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
-    format!("{}<{}>", launch.kernel, b.join(","))
+    format!(
+        "{}<{}>|div16[{}]",
+        launch.kernel,
+        b.join(","),
+        divisible_strides(launch).join(",")
+    )
+}
+
+/// The stride arguments of `launch` that are multiples of 16: the specialization assumes
+/// them (what proves paged K/V rows 16-byte aligned, so they move by `cp.async`), and they
+/// are part of its key. Only strides: sizes such as the batch vary call to call and would
+/// multiply the specializations for nothing.
+pub fn divisible_strides(launch: &KernelLaunch) -> Vec<&'static str> {
+    use attn_dsl::passes::assume::{keeps, DIVISOR};
+    launch
+        .args
+        .iter()
+        .filter_map(|(name, a)| {
+            let v = match a {
+                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I32(v)) => {
+                    i64::from(*v)
+                }
+                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I64(v)) => *v,
+                _ => return None,
+            };
+            (name.contains("stride") && keeps(v, DIVISOR)).then_some(*name)
+        })
+        .collect()
 }
 
 /// A specialization to build, in a form that can cross threads (bindings carry spans,
@@ -458,6 +485,7 @@ pub fn launch_key(launch: &KernelLaunch) -> String {
 struct Job {
     kernel: &'static str,
     bindings: Vec<(String, ConstValue)>,
+    divisible: Vec<&'static str>,
 }
 
 impl Job {
@@ -469,6 +497,7 @@ impl Job {
                 .iter()
                 .map(|b| (b.name.clone(), b.value.clone()))
                 .collect(),
+            divisible: divisible_strides(launch),
         }
     }
 
@@ -479,21 +508,44 @@ impl Job {
             .iter()
             .map(|(n, v)| Binding::new(n.clone(), v.clone()))
             .collect();
-        Ok(CudaKernelHandle::new(emit(self.kernel, &bindings, key)?))
+        Ok(CudaKernelHandle::new(emit(
+            self.kernel,
+            &bindings,
+            &self.divisible,
+            key,
+        )?))
     }
 }
 
 /// The CUDA the op launches for `launch` (specialization cached per process).
 pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
-    emit(launch.kernel, &launch.bindings, &launch_key(launch))
+    emit(
+        launch.kernel,
+        &launch.bindings,
+        &divisible_strides(launch),
+        &launch_key(launch),
+    )
 }
 
-fn emit(kernel: &str, bindings: &[Binding], key: &str) -> Result<CudaKernel, AttnError> {
+fn emit(
+    kernel: &str,
+    bindings: &[Binding],
+    divisible: &[&str],
+    key: &str,
+) -> Result<CudaKernel, AttnError> {
     let module = unified_attention::module()?;
     let f = specialize_cached(&module, kernel, bindings).map_err(|e| AttnError::Specialize {
         kernel: kernel.to_string(),
         line: e.span.start().line,
         message: e.message,
+    })?;
+    let mut f = (*f).clone();
+    attn_dsl::passes::assume::divisible(&mut f, divisible).map_err(|message| {
+        AttnError::Specialize {
+            kernel: kernel.to_string(),
+            line: 0,
+            message,
+        }
     })?;
     emit_cuda(&f).map_err(|source| AttnError::Codegen {
         key: key.to_string(),
