@@ -1,8 +1,3 @@
-#![warn(
-    clippy::indexing_slicing,
-    clippy::arithmetic_side_effects,
-    clippy::cast_possible_truncation
-)]
 //! The attention ops built on the DSL kernels and on cudarc (cuBLAS, NCCL, streams), with
 //! their host-side metadata.
 
