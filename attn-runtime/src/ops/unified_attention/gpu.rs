@@ -8,6 +8,8 @@
 //! optional inputs and the split-KV workspace. A call for an already-compiled
 //! specialization allocates no device memory, so steady-state calls can be graph-captured.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -367,10 +369,10 @@ impl UnifiedAttentionContext {
             return Err(AttnError::WorkerPanicked { key });
         }
         let mut kernels = lock(&self.kernels);
-        let mut compiled = 0;
+        let mut compiled: usize = 0;
         for (key, built) in done {
             kernels.insert(key, Arc::new(built?));
-            compiled += 1;
+            compiled = compiled.saturating_add(1);
         }
         Ok(compiled)
     }
@@ -626,8 +628,13 @@ pub fn run_plan<T: DslType + DeviceRepr>(
     }
     Ok(LaunchReport {
         config: plan.config,
-        compiled: usize::from(attention.compiled)
-            + usize::from(reduce.as_ref().is_some_and(|(_, r)| r.compiled)),
+        compiled: [
+            attention.compiled,
+            reduce.as_ref().is_some_and(|(_, r)| r.compiled),
+        ]
+        .into_iter()
+        .filter(|&c| c)
+        .count(),
         attention: attention.report(&plan.attention),
         reduce: reduce.map(|(l, r)| r.report(l)),
     })

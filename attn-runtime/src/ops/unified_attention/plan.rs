@@ -6,6 +6,8 @@
 //! parameter order, the constexpr bindings and the grid in ONE place, so both backends
 //! launch exactly the same specialization the same way.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use attn_dsl::ir::ScalarType;
 use attn_dsl::kernel::ScalarArg;
 use attn_dsl::{Binding, ConstValue};
@@ -245,7 +247,9 @@ fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionPro
         && cfg.block_m < PREFILL_BLOCK_M
     {
         cfg.block_m = PREFILL_BLOCK_M;
-        cfg.block_q = PREFILL_BLOCK_M / nqpkv;
+        cfg.block_q = PREFILL_BLOCK_M
+            .checked_div(nqpkv)
+            .unwrap_or(PREFILL_BLOCK_M);
     }
 }
 
@@ -368,7 +372,12 @@ pub fn segment_chunk(num_segments: i32) -> i32 {
 
 /// §1.2: `total_q_blocks = ⌊T / BLOCK_Q⌋ + S` (surplus programs exit early).
 pub fn total_q_blocks(num_tokens: usize, num_seqs: usize, block_q: i32) -> usize {
-    num_tokens / (block_q.max(1) as usize) + num_seqs
+    // Saturates: a count past the grid limit is then refused by `grid_axis` as a typed error.
+    let block_q = usize::try_from(block_q.max(1)).unwrap_or(1);
+    num_tokens
+        .checked_div(block_q)
+        .unwrap_or(num_tokens)
+        .saturating_add(num_seqs)
 }
 
 fn attention_launch(
