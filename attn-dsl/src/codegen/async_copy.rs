@@ -8,7 +8,7 @@ use super::remat::Scope;
 use super::CodegenError;
 use crate::gpu_ir::remat::defined_in;
 use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuOp, Stage};
-use crate::ir::{Op, OpId, OpKind};
+use crate::ir::{Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -146,16 +146,13 @@ impl<'f> Emitter<'f> {
         let al = self.prog.alloc(c.dst).clone();
         let (per_row, total) = (al.cols / c.map.chunk, al.rows * al.cols / c.map.chunk);
         // Chunk walk: consecutive threads take consecutive chunks of a row (coalesced), or,
-        // row per thread, thread t takes row t % rows and every (threads / rows)-th chunk.
+        // rows per lane group, the `lanes` consecutive threads of row t / lanes take every
+        // lanes-th chunk of it (and share the row's reductions, see `hoist_row_reductions`).
+        let lanes = self.threads / al.rows;
         let (slots, index) = if c.map.row_per_thread {
-            let lanes = self.threads / al.rows;
             (
                 per_row.div_ceil(lanes),
-                format!(
-                    "const int attn_row = tid % {rows}, attn_col = (tid / {rows} + s * {lanes}) * {ch};",
-                    rows = al.rows,
-                    ch = c.map.chunk
-                ),
+                format!("const int attn_col = (attn_lane_in_row + s * {lanes}) * {};", c.map.chunk),
             )
         } else {
             (
@@ -195,6 +192,16 @@ impl<'f> Emitter<'f> {
             Some(g) => self.w.open(format!("if ({g})")),
             None => self.w.open(""),
         }
+        if c.map.row_per_thread {
+            self.w.line(format!(
+                "const int attn_row = tid / {lanes}, attn_lane_in_row = tid % {lanes};"
+            ));
+        }
+        let mask = if c.map.row_per_thread {
+            self.hoist_row_reductions(load, &at, scope, lanes)?
+        } else {
+            mask
+        };
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
         self.w.open_unrolled("s", slots);
@@ -209,5 +216,56 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         Ok(())
+    }
+
+    /// For a row-per-lane-group copy: computes each reduction in the mask once per row
+    /// before the chunk loop, the row's `lanes` threads each folding every lanes-th element
+    /// and combining with xor shuffles (all threads of a warp take part: the lane groups
+    /// tile the warp), and returns the mask with those reductions read from variables.
+    fn hoist_row_reductions(
+        &mut self,
+        load: &Op,
+        at: &ElemIndex,
+        scope: &Scope,
+        lanes: usize,
+    ) -> Res<String> {
+        let mask_v = load.operands[1];
+        let mut reduces = Vec::new();
+        self.collect_reduces(mask_v, &mut reduces);
+        for r in reduces {
+            let name = format!("attn_red{}", r.0);
+            // Not split evenly over the lanes: the chunk loop recomputes it whole.
+            let Ok((partial, combine, t)) = self.remat_reduce_lanes(r, "attn_row", lanes, scope)
+            else {
+                continue;
+            };
+            self.w.line(format!("{t} {name} = {partial};"));
+            let mut m = 1;
+            while m < lanes {
+                let other = format!("attn_shfl_xor({name}, {m})");
+                self.w
+                    .line(format!("{name} = {};", combine.replace("ITEM", &other).replace("ACC", &name)));
+                m *= 2;
+            }
+            self.hoisted.insert(r.0, (name, "attn_row".to_string()));
+        }
+        let mask = self.remat_expr(mask_v, at, scope);
+        self.hoisted.clear();
+        mask
+    }
+
+    /// The reductions a recomputed tile evaluates (outermost first, no duplicates).
+    fn collect_reduces(&self, v: ValueId, out: &mut Vec<ValueId>) {
+        if self.f.ty(v).is_scalar() || out.contains(&v) {
+            return;
+        }
+        let Some(op) = self.def_op(v) else { return };
+        if matches!(op.kind, OpKind::Reduce { .. }) {
+            out.push(v);
+            return;
+        }
+        for &x in &op.operands {
+            self.collect_reduces(x, out);
+        }
     }
 }
