@@ -39,10 +39,7 @@ impl Variant {
 
     /// The names the op binds to `MASK` and `BOUNDS`.
     pub fn mask_variant(&self) -> MaskVariant {
-        MaskVariant {
-            mask: self.mask.to_string(),
-            bounds: self.bounds.to_string(),
-        }
+        MaskVariant::custom(self.mask, self.bounds)
     }
 
     /// The unified-attention module with this variant's device functions merged in.

@@ -8,9 +8,12 @@ use super::remat::Scope;
 use super::CodegenError;
 use crate::gpu_ir::remat::defined_in;
 use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuOp, Stage};
-use crate::ir::{Op, OpId, OpKind, ValueId};
+use crate::ir::{BinaryOp, Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
+
+/// Chunks per thread a copy's loop unrolls.
+const MAX_COPY_UNROLL: usize = 4;
 
 /// The C++ name of an alloc's base pointer.
 pub(crate) fn buf_name(a: AllocId) -> String {
@@ -204,7 +207,9 @@ impl<'f> Emitter<'f> {
         };
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
-        self.w.open_unrolled("s", slots);
+        // Each chunk recomputes its address (block-table load, 64-bit math): unrolled by 4
+        // at most, so a one-warp program's 16 chunks do not all hold their addresses at once.
+        self.w.open_partly_unrolled("s", slots, slots.min(MAX_COPY_UNROLL));
         self.w.line(index);
         if let Some(t) = tail {
             self.w.line(t);
@@ -231,13 +236,21 @@ impl<'f> Emitter<'f> {
     ) -> Res<String> {
         let mask_v = load.operands[1];
         let mut reduces = Vec::new();
-        self.collect_reduces(mask_v, &mut reduces);
-        for r in reduces {
+        self.collect_reduces(mask_v, None, &mut reduces);
+        for (r, guard) in reduces {
             let name = format!("attn_red{}", r.0);
             // Not split evenly over the lanes: the chunk loop recomputes it whole.
             let Ok((partial, combine, t)) = self.remat_reduce_lanes(r, "attn_row", lanes, scope)
             else {
                 continue;
+            };
+            // Under `uniform || x` (or `uniform ? a : x`...) the mask never reads `x` when the
+            // uniform scalar decides it, so neither does the hoisted loop.
+            let partial = match &guard {
+                Some(g) => format!("(({}) ? {partial} : ({t})0)", self.remat_expr(*g, at, scope).map(|e| {
+                    if self.guard_negated(mask_v, *g) { format!("!{e}") } else { e }
+                })?),
+                None => partial,
             };
             self.w.line(format!("{t} {name} = {partial};"));
             let mut m = 1;
@@ -254,18 +267,58 @@ impl<'f> Emitter<'f> {
         mask
     }
 
-    /// The reductions a recomputed tile evaluates (outermost first, no duplicates).
-    fn collect_reduces(&self, v: ValueId, out: &mut Vec<ValueId>) {
-        if self.f.ty(v).is_scalar() || out.contains(&v) {
+    /// The reductions a recomputed tile evaluates (outermost first, no duplicates), each
+    /// with the uniform scalar that decides whether the expression reads it: in `u | x`
+    /// the reduction in `x` is read only when `u` is false, in `u & x` only when `u` is true.
+    fn collect_reduces(
+        &self,
+        v: ValueId,
+        guard: Option<ValueId>,
+        out: &mut Vec<(ValueId, Option<ValueId>)>,
+    ) {
+        if self.f.ty(v).is_scalar() || out.iter().any(|(r, _)| *r == v) {
             return;
         }
         let Some(op) = self.def_op(v) else { return };
         if matches!(op.kind, OpKind::Reduce { .. }) {
-            out.push(v);
+            out.push((v, guard));
             return;
         }
-        for &x in &op.operands {
-            self.collect_reduces(x, out);
+        if let (OpKind::Binary(BinaryOp::Or | BinaryOp::And), None) = (&op.kind, guard) {
+            let uniform = |x: ValueId| self.uniform_scalar(x);
+            if let (Some(_), None) = (uniform(op.operands[0]), uniform(op.operands[1])) {
+                return self.collect_reduces(op.operands[1], Some(op.operands[0]), out);
+            }
+            if let (None, Some(_)) = (uniform(op.operands[0]), uniform(op.operands[1])) {
+                return self.collect_reduces(op.operands[0], Some(op.operands[1]), out);
+            }
         }
+        for &x in &op.operands {
+            self.collect_reduces(x, guard, out);
+        }
+    }
+
+    /// The scalar a tile is a splat (or broadcast of a splat) of.
+    fn uniform_scalar(&self, v: ValueId) -> Option<ValueId> {
+        if self.f.ty(v).is_scalar() {
+            return Some(v);
+        }
+        let op = self.def_op(v)?;
+        match op.kind {
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
+                self.uniform_scalar(op.operands[0])
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the guard tile `g` sits in an `or` somewhere in `v` (the reduction is then
+    /// read when `g` is false).
+    fn guard_negated(&self, v: ValueId, g: ValueId) -> bool {
+        let Some(op) = self.def_op(v) else { return false };
+        if op.operands.contains(&g) {
+            return matches!(op.kind, OpKind::Binary(BinaryOp::Or));
+        }
+        op.operands.iter().any(|&x| !self.f.ty(x).is_scalar() && self.guard_negated(x, g))
     }
 }

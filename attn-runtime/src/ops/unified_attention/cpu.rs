@@ -147,9 +147,8 @@ pub fn run_unified_attention_cpu(
     let shape = launch_shape(problem, &dims, options);
     let variant = options
         .variant
-        .map_or_else(MaskVariant::default, |v| MaskVariant {
-            mask: v.mask.to_string(),
-            bounds: v.bounds.to_string(),
+        .map_or_else(MaskVariant::default, |v| {
+            MaskVariant::custom(v.mask, v.bounds)
         });
     let plan = plan_launch(&cfg, &shape, options.dtype.scalar_type(), &variant)?;
     let module = kernel_module(options.variant.as_ref())?;

@@ -17,7 +17,8 @@ use super::config::{
     choose_3d, get_tile_size, AttentionProblem, ConfigError, LaunchValues, UnifiedAttentionConfig,
 };
 use crate::kernels::unified_attention::{
-    ATTENTION_KERNEL, DEFAULT_BOUNDS, DEFAULT_MASK, REDUCE_KERNEL,
+    ATTENTION_KERNEL, DEFAULT_BOUNDS, DEFAULT_FULL_TILE, DEFAULT_MASK, NO_FULL_TILE,
+    REDUCE_KERNEL,
 };
 
 /// 2D or 3D: the §6 heuristic, or a forced path (tests, benchmarks, batch invariance).
@@ -32,19 +33,33 @@ pub enum PathChoice {
     },
 }
 
-/// The device functions bound to the kernel's `MASK` and `BOUNDS` constexprs.
+/// The device functions bound to the kernel's `MASK`, `BOUNDS` and `FULL_TILE` constexprs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MaskVariant {
     pub mask: String,
     pub bounds: String,
+    /// The predicate of tiles the mask allows entirely (no mask, no V guard there).
+    pub full_tile: String,
 }
 
 impl Default for MaskVariant {
-    /// vLLM's semantics: the spec §3.6 mask and §4 bounds.
+    /// vLLM's semantics: the spec §3.6 mask, §4 bounds and the mask's full tiles.
     fn default() -> Self {
         MaskVariant {
             mask: DEFAULT_MASK.to_string(),
             bounds: DEFAULT_BOUNDS.to_string(),
+            full_tile: DEFAULT_FULL_TILE.to_string(),
+        }
+    }
+}
+
+impl MaskVariant {
+    /// A user variant's mask and bounds; every tile is masked (it declares no full tiles).
+    pub fn custom(mask: impl Into<String>, bounds: impl Into<String>) -> Self {
+        MaskVariant {
+            mask: mask.into(),
+            bounds: bounds.into(),
+            full_tile: NO_FULL_TILE.to_string(),
         }
     }
 }
@@ -339,6 +354,7 @@ pub fn attention_bindings(
         ("NUM_SEGMENTS", int(cfg.num_segments)),
         ("MASK", ConstValue::Device(variant.mask.clone())),
         ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
+        ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),
     ]
     .into_iter()
     .map(|(n, v)| Binding::new(n, v))
