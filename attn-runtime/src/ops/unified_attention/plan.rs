@@ -242,6 +242,11 @@ pub fn choose_config(
         problem.kv_elem_bytes,
         !is_3d,
     );
+    if let Some((block_m, tile_size)) = prefill_tiling(&cfg, problem) {
+        cfg.block_m = block_m;
+        cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
+        cfg.tile_size = tile_size;
+    }
     if let PathChoice::Force2dTiled { block_m, tile_size } = path {
         cfg.block_m = block_m;
         cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
@@ -278,6 +283,18 @@ fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionPro
             .checked_div(nqpkv)
             .unwrap_or(PREFILL_BLOCK_M);
     }
+}
+
+/// The launch table's prefill tiling where it departs from the heuristic: head sizes up to 128
+/// run 128-row programs (8 warps) over 64-key tiles. Measured on the H200 (2026-12-01, the
+/// `P0-m*t*` rows of the `unified_attention` bench): P0 6.59 ms against 7.00 (64×32),
+/// 7.30 (64×64) and 7.43 (128×32); D = 256 keeps 64×32 (P1 0.949 ms against 0.967 at
+/// 128×32 and 1.08 at 64×16).
+fn prefill_tiling(cfg: &UnifiedAttentionConfig, problem: &AttentionProblem) -> Option<(i32, i32)> {
+    let nqpkv = cfg.num_queries_per_kv.max(1);
+    let wide = 2 * PREFILL_BLOCK_M;
+    let fits = cfg.block_m == PREFILL_BLOCK_M && wide % nqpkv == 0 && wide / nqpkv <= problem.max_seqlen_q;
+    (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 64))
 }
 
 /// Builds the plan for a validated configuration.
