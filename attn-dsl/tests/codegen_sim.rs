@@ -88,8 +88,13 @@ fn i32s(v: i32) -> SimArg {
 
 #[test]
 fn attention_matches_the_executor() {
-    for (bm, bn, d, seq) in [(16, 32, 64, 50), (64, 64, 64, 70)] {
-        let f = codegen_common::attention(bm, bn, d, 4);
+    // (64, 32, 64) on 2 warps: two 16-row slabs per warp, each B fragment feeding both.
+    for (bm, bn, d, seq, warps) in [
+        (16, 32, 64, 50, 4),
+        (64, 64, 64, 70, 4),
+        (64, 32, 64, 70, 2),
+    ] {
+        let f = codegen_common::attention(bm, bn, d, warps);
         let n = seq * d;
         let args = vec![
             input(ScalarType::Bf16, n, 1),
@@ -100,7 +105,7 @@ fn attention_matches_the_executor() {
             SimArg::Scalar(ScalarArg::F32(0.125)),
         ];
         let grid = [seq.div_ceil(bm) as u32, 1, 1];
-        check(&format!("attention {bm}x{bn}x{d}"), &f, grid, args, 2e-2);
+        check(&format!("attention {bm}x{bn}x{d} on {warps} warps"), &f, grid, args, 2e-2);
     }
 }
 

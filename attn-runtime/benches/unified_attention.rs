@@ -132,16 +132,20 @@ fn rows() -> Vec<Row> {
         },
     ]
     .into_iter()
-    .chain(sweep_rows(&p0, &p1, &d1))
+    .chain(sweep_rows(&p0, &d1))
     .collect()
 }
 
 /// Launch-table sweep: the same workloads under other tilings and split counts (rows named
 /// `<row>-m<BLOCK_M>t<TILE>` and `D1-3D-<segments>`).
-fn sweep_rows(p0: &Row, p1: &Row, d1: &Row) -> Vec<Row> {
-    let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32| Row {
+fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
+    let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32| Row {
         id,
-        path: PathChoice::Force2dTiled { block_m, tile_size },
+        path: PathChoice::Force2dTiled {
+            block_m,
+            tile_size,
+            slabs_per_warp: slabs,
+        },
         ..r.clone()
     };
     let split = |id: &'static str, num_segments: i32| Row {
@@ -150,14 +154,11 @@ fn sweep_rows(p0: &Row, p1: &Row, d1: &Row) -> Vec<Row> {
         ..d1.clone()
     };
     vec![
-        tiled(p0, "P0-m64t64", 64, 64),
-        tiled(p0, "P0-m128t32", 128, 32),
-        tiled(p0, "P0-m128t64", 128, 64),
-        tiled(p1, "P1-m128t32", 128, 32),
-        tiled(p1, "P1-m64t16", 64, 16),
+        tiled(p0, "P0-m64t32", 64, 32, 1),
+        tiled(p0, "P0-m128t32s2", 128, 32, 2),
+        tiled(p0, "P0-m128t64s2", 128, 64, 2),
+        tiled(p0, "P0-m64t64s2", 64, 64, 2),
         split("D1-3D-4", 4),
-        split("D1-3D-8", 8),
-        split("D1-3D-32", 32),
     ]
 }
 

@@ -174,6 +174,22 @@ fn p3_image_ranges_stream_k_ahead() {
     println!("P3: {:?}", m.entry_stats());
 }
 
+/// The two-slabs-per-warp tiling of the launch-table sweep (FA2's 128 rows on 4 warps): Q is
+/// read from shared memory (a warp's share, K × 2 slabs, is too wide to hold) and the kernel
+/// still fits the register file.
+#[test]
+fn p0_two_slabs_per_warp_fits_the_register_file() {
+    let path = PathChoice::Force2dTiled {
+        block_m: 128,
+        tile_size: 32,
+        slabs_per_warp: 2,
+    };
+    let (copies, barriers, pipelined) = schedule("P0-m128t32s2", &plan(&p0(), 16384, path));
+    assert!(pipelined);
+    assert_eq!(copies, 5, "Q, and K and V (prologue + prefetch)");
+    assert_eq!(barriers, 1);
+}
+
 #[test]
 fn d1_decode_schedule() {
     let (copies, barriers, pipelined) = schedule("D1", &plan(&d1(), 64, PathChoice::Heuristic));

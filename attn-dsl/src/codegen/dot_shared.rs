@@ -88,16 +88,25 @@ impl<'f> Emitter<'f> {
             self.stage_a(a, &p)?;
             self.w.line("__syncthreads();");
         }
-        self.w.open_unrolled("j", map.slabs_per_warp);
-        self.w.line(format!("const int slab = {};", map.slab("j")));
+        // k-step outer, slabs inner: each B fragment pair loaded once feeds the mma of every
+        // slab this warp owns (two 16-row slabs per warp halve the shared-memory reads of B).
+        let spw = map.slabs_per_warp;
         let guarded = !map.col_split && !map.slabs.is_multiple_of(map.warps);
+        self.w.line("#pragma unroll");
+        self.w.open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
+        self.w.line(format!("unsigned attn_a[{spw}][4];"));
+        self.w.open_unrolled("j", spw);
+        self.w.line(format!("const int slab = {};", map.slab("j")));
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
-        self.w.line("#pragma unroll");
-        self.w
-            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         self.emit_a_step(a, &a_from, &p, t)?;
+        self.w
+            .line("attn_a[j][0] = a0; attn_a[j][1] = a1; attn_a[j][2] = a2; attn_a[j][3] = a3;");
+        if guarded {
+            self.w.close("");
+        }
+        self.w.close("");
         let frag = |nt: &str| format!("&{name}[(j * {} + {nt}) * 4]", map.tiles_n);
         let mma = if t == ScalarType::Bf16 {
             "attn_mma_bf16_16816"
@@ -107,10 +116,8 @@ impl<'f> Emitter<'f> {
         let pairs = map.tiles_n.is_multiple_of(2);
         let step = if pairs { 2 } else { 1 };
         self.w.line("#pragma unroll");
-        self.w.open(format!(
-            "for (int nt = 0; nt < {}; nt += {step})",
-            map.tiles_n
-        ));
+        self.w
+            .open(format!("for (int nt = 0; nt < {}; nt += {step})", map.tiles_n));
         let lane_tile = if pairs {
             map.col_tile("(nt + (attn_lane >> 4))")
         } else {
@@ -136,19 +143,23 @@ impl<'f> Emitter<'f> {
         self.w.line(format!(
             "unsigned b0, b1, b2, b3; {ld}(b0, b1, b2, b3, {b_base} + ({row}) * {b_pitch} + {col});"
         ));
-        self.w
-            .line(format!("{mma}({}, a0, a1, a2, a3, b0, b1);", frag("nt")));
-        if pairs {
-            self.w.line(format!(
-                "{mma}({}, a0, a1, a2, a3, b2, b3);",
-                frag("nt + 1")
-            ));
+        self.w.open_unrolled("j", spw);
+        if guarded {
+            self.w.line(format!("const int slab = {};", map.slab("j")));
+            self.w.open(format!("if (slab < {})", map.slabs));
         }
-        self.w.close("");
-        self.w.close("");
+        let a_regs = "attn_a[j][0], attn_a[j][1], attn_a[j][2], attn_a[j][3]";
+        self.w
+            .line(format!("{mma}({}, {a_regs}, b0, b1);", frag("nt")));
+        if pairs {
+            self.w
+                .line(format!("{mma}({}, {a_regs}, b2, b3);", frag("nt + 1")));
+        }
         if guarded {
             self.w.close("");
         }
+        self.w.close("");
+        self.w.close("");
         self.w.close("");
         self.w.close("");
         Ok(())

@@ -88,9 +88,11 @@ impl<'a> Ctx<'a> {
         let Some((bl, bmap)) = self.copyable_operand(bv, b, true) else {
             return;
         };
-        let k = self.f.ty(a).shape[1];
+        let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
+        // Registers a held A takes per thread grow with the slabs each warp owns.
+        let slabs_per_warp = (m / 16).div_ceil(self.f.num_warps as usize).max(1);
         let a_src = match self.copyable_operand(a, b, false) {
-            Some((al, amap)) if self.a_from_shared(al, b, k) => {
+            Some((al, amap)) if self.a_from_shared(al, b, k * slabs_per_warp) => {
                 Some(self.add_copy(al, amap, d, false))
             }
             _ => None,
@@ -100,9 +102,10 @@ impl<'a> Ctx<'a> {
             .insert(dot, (a_src.unwrap_or(OperandSource::Registers), b_src));
     }
 
-    /// A loop-invariant A stays in registers unless K is too wide to hold.
-    fn a_from_shared(&self, load: OpId, b: &Block, k: usize) -> bool {
-        b.ops.contains(&load) || k > MAX_HELD_A_K
+    /// A loop-invariant A stays in registers unless the warp's share (K × its slabs) is
+    /// too wide to hold.
+    fn a_from_shared(&self, load: OpId, b: &Block, k_per_warp: usize) -> bool {
+        b.ops.contains(&load) || k_per_warp > MAX_HELD_A_K
     }
 
     fn add_copy(

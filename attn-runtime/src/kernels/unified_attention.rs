@@ -248,7 +248,7 @@ pub mod unified {
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
-        num_warps = BLOCK_M / 16,
+        num_warps = BLOCK_M / (16 * SLABS_PER_WARP),
         fast_math = true,
         require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must equal num_query_heads / num_kv_heads"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
@@ -307,6 +307,7 @@ pub mod unified {
         const MASK: Device = vllm_mask,
         const BOUNDS: Device = vllm_bounds,
         const FULL_TILE: Device = no_full_tile,
+        const SLABS_PER_WARP: i32 = 1,
     >(
         q: *const T,
         k_cache: *const T,

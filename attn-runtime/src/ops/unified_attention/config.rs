@@ -213,6 +213,9 @@ pub struct UnifiedAttentionConfig {
     pub use_qq_bias: bool,
     pub is_3d: bool,
     pub num_segments: i32,
+    /// 16-row slabs of the accumulator per warp (`num_warps = BLOCK_M / (16 · this)`): two let
+    /// each B fragment loaded from shared memory feed two mma rows (the launch table's choice).
+    pub slabs_per_warp: i32,
 }
 
 /// Run-time values some §2.1 rules look at (they are not constexprs).
@@ -633,6 +636,7 @@ impl UnifiedAttentionConfig {
         let lb = p.chunk_lookback;
         let w = effective_sliding_window(p.sliding_window, lb);
         let cfg = UnifiedAttentionConfig {
+            slabs_per_warp: 1,
             block_size: p.block_size,
             tile_size: get_tile_size(p.head_size, w, p.kv_elem_bytes, !is_3d),
             block_m,

@@ -36,6 +36,7 @@ pub enum PathChoice {
     Force2dTiled {
         block_m: i32,
         tile_size: i32,
+        slabs_per_warp: i32,
     },
 }
 
@@ -242,15 +243,22 @@ pub fn choose_config(
         problem.kv_elem_bytes,
         !is_3d,
     );
-    if let Some((block_m, tile_size)) = prefill_tiling(&cfg, problem) {
+    if let Some((block_m, tile_size, slabs_per_warp)) = prefill_tiling(&cfg, problem) {
         cfg.block_m = block_m;
         cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
         cfg.tile_size = tile_size;
+        cfg.slabs_per_warp = slabs_per_warp;
     }
-    if let PathChoice::Force2dTiled { block_m, tile_size } = path {
+    if let PathChoice::Force2dTiled {
+        block_m,
+        tile_size,
+        slabs_per_warp,
+    } = path
+    {
         cfg.block_m = block_m;
         cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
         cfg.tile_size = tile_size;
+        cfg.slabs_per_warp = slabs_per_warp;
     }
     cfg.validate_launch(&LaunchValues {
         max_seqlen_q: problem.max_seqlen_q,
@@ -290,11 +298,14 @@ fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionPro
 /// `P0-m*t*` rows of the `unified_attention` bench): P0 6.59 ms against 7.00 (64×32),
 /// 7.30 (64×64) and 7.43 (128×32); D = 256 keeps 64×32 (P1 0.949 ms against 0.967 at
 /// 128×32 and 1.08 at 64×16).
-fn prefill_tiling(cfg: &UnifiedAttentionConfig, problem: &AttentionProblem) -> Option<(i32, i32)> {
+fn prefill_tiling(
+    cfg: &UnifiedAttentionConfig,
+    problem: &AttentionProblem,
+) -> Option<(i32, i32, i32)> {
     let nqpkv = cfg.num_queries_per_kv.max(1);
     let wide = 2 * PREFILL_BLOCK_M;
     let fits = cfg.block_m == PREFILL_BLOCK_M && wide % nqpkv == 0 && wide / nqpkv <= problem.max_seqlen_q;
-    (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 64))
+    (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 64, 1))
 }
 
 /// Builds the plan for a validated configuration.
@@ -381,6 +392,7 @@ pub fn attention_bindings(
         ("USE_QQ_BIAS", flag(cfg.use_qq_bias)),
         ("IS_3D", flag(cfg.is_3d)),
         ("NUM_SEGMENTS", int(cfg.num_segments)),
+        ("SLABS_PER_WARP", int(cfg.slabs_per_warp)),
         ("MASK", ConstValue::Device(variant.mask.clone())),
         ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
         ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),
