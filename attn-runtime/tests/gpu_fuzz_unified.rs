@@ -3,7 +3,9 @@
 //! device buffers and passed to `unified_attention`. Malformed sets must come back as typed
 //! errors, valid ones must launch and match the f64 reference (outputs poisoned with NaN);
 //! every launch is synchronized so a fault is counted as a CUDA error. The run ends with one
-//! valid call whose result proves the context is still healthy.
+//! valid call whose result proves the context is still healthy. The cases and the views
+//! come from `fuzz_support::unified_call`, which `fuzz_unified_gpu_cases.rs` runs through
+//! the same host path on the CPU: its host-side verdicts are checked in CI without a GPU.
 #![cfg(feature = "gpu")]
 
 mod fuzz_support;
@@ -16,7 +18,7 @@ use attn_runtime::ops::unified_attention::args::{
     Metadata, TokenLayout, Tokens, UnifiedAttentionArgs,
 };
 use attn_runtime::ops::unified_attention::gpu::{
-    unified_attention, AttnError, ContextOptions, UnifiedAttentionContext,
+    plan_host, unified_attention, AttnError, UnifiedAttentionContext,
 };
 use attn_runtime::ops::unified_attention::paged_cache::{CacheGeometry, PagedKvCache};
 use attn_runtime::reference::unified_attention::{
@@ -26,34 +28,15 @@ use attn_runtime::reference::Dtype;
 use attn_runtime::split_mix64::SplitMix64;
 use cudarc::driver::{CudaSlice, CudaStream};
 use fuzz_support::outcome::{Outcome, Tally};
-use fuzz_support::unified_case::{mutate, valid_base_in, UnifiedCase, GPU_PROFILE, MUTATIONS};
-use fuzz_support::unified_host::host_plan;
+use fuzz_support::unified_call::{
+    cache_elems, gpu_case, gpu_options, host_call, qq_bias_values, view_lens, GPU_CASES as CASES,
+};
+use fuzz_support::unified_case::UnifiedCase;
 use fuzz_support::unified_oracle::check;
 use gpu_unified_support::threads;
 use half::bf16;
 use std::sync::Arc;
 use unified_common::{ATOL, RTOL};
-
-const CASES: u64 = 1_200;
-/// Largest buffer the fuzz allocates (elements); a layout needing more gets a short buffer.
-const MAX_ALLOC: usize = 1 << 22;
-/// Mutations the device API cannot express (D stride, out dtype, ranges, capacity).
-const HOST_ONLY: [usize; 5] = [3, 19, 20, 21, 29];
-
-/// The case, with buffers the GPU run can really allocate.
-fn gpu_case(seed: u64) -> UnifiedCase {
-    let mut rng = SplitMix64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let mut c = valid_base_in(&mut rng, 60, &GPU_PROFILE);
-    for _ in 0..rng.below(3) {
-        let m = rng.below(MUTATIONS);
-        if !HOST_ONLY.contains(&m) {
-            mutate(&mut c, m, &mut rng);
-        }
-    }
-    c.q_buffer = c.q_buffer.min(MAX_ALLOC);
-    c.out_buffer = c.out_buffer.min(MAX_ALLOC);
-    c
-}
 
 /// Host data of a case: q, K, V values, sinks and qq_bias values (all bf16-representable).
 struct HostData {
@@ -77,12 +60,7 @@ fn host_data(c: &UnifiedCase, cache_elems: usize, seed: u64) -> HostData {
         k: random_values(&mut rng, cache_elems),
         v: random_values(&mut rng, cache_elems),
         sinks: random_values(&mut rng, c.sinks_len.unwrap_or(0)),
-        qq_bias: random_values(
-            &mut rng,
-            c.qq_bias
-                .map_or(0, |[r, k]| r.saturating_mul(k))
-                .min(MAX_ALLOC),
-        ),
+        qq_bias: random_values(&mut rng, qq_bias_values(c)),
     }
 }
 
@@ -111,7 +89,10 @@ enum Run {
 }
 
 /// Builds device buffers for `c` and calls the op; the output (token rows, D contiguous)
-/// is downloaded when the call succeeded.
+/// is downloaded when the call succeeded. Every view handed to the op has the length
+/// [`view_lens`] gives (an empty one cut from its 1-element allocation), so the op judges
+/// the case the oracle judges and `fuzz_unified_gpu_cases.rs` reproduces its verdict on
+/// the CPU.
 fn run_on_gpu(ctx: &UnifiedAttentionContext, c: &UnifiedCase, data: &HostData) -> Run {
     let s = ctx.stream().clone();
     let geometry = CacheGeometry {
@@ -124,6 +105,7 @@ fn run_on_gpu(ctx: &UnifiedAttentionContext, c: &UnifiedCase, data: &HostData) -
         Ok(cache) => cache,
         Err(_) => return Run::CacheRefused,
     };
+    let lens = view_lens(c);
     let q = upload(&s, &bf(&data.q));
     let mut out = upload(&s, &vec![bf16::NAN; c.out_buffer]);
     let (cu, seq, table) = (
@@ -140,49 +122,52 @@ fn run_on_gpu(ctx: &UnifiedAttentionContext, c: &UnifiedCase, data: &HostData) -
         token_stride: strides[0],
         head_stride: strides[1],
     };
-    let q_view = q.slice(..c.q_buffer.max(1).min(q.len()));
-    let out_len = c.out_buffer.max(1).min(out.len());
+    let q_view = q.slice(..lens.q);
     let mut args = UnifiedAttentionArgs::new(
         Tokens {
             data: q_view,
             layout: layout(c.num_tokens, c.q_strides),
         },
         Tokens {
-            data: out.slice_mut(..out_len),
+            data: out.slice_mut(..lens.out),
             layout: layout(c.out_tokens, c.out_strides),
         },
         &cache,
         Metadata {
-            device: cu.slice(..c.cu.len().max(1)),
+            device: cu.slice(..lens.cu),
             host: &c.cu,
         },
         Metadata {
-            device: seq.slice(..c.seq_lens.len().max(1)),
+            device: seq.slice(..lens.seq_lens),
             host: &c.seq_lens,
         },
         Metadata {
-            device: table.slice(..c.table.len().max(1)),
+            device: table.slice(..lens.table),
             host: &c.table,
         },
         c.table_stride,
     );
-    // Empty host copies travel with a 1-element device stand-in: match their lengths.
-    if c.cu.is_empty() || c.seq_lens.is_empty() || c.table.is_empty() {
-        args.cu_seqlens_q.device = cu.slice(..c.cu.len().min(cu.len()));
-        args.seq_lens.device = seq.slice(..c.seq_lens.len().min(seq.len()));
-        args.block_table.device = table.slice(..c.table.len().min(table.len()));
-    }
     args.softmax_scale = c.scale;
     args.softcap = c.softcap;
     args.sliding_window = c.window;
     args.chunk_lookback = c.lookback;
     args.path = c.path;
-    args.sinks = c.sinks_len.map(|n| sinks.slice(..n.min(sinks.len())));
-    args.qq_bias = c.qq_bias.map(
-        |[_, cols]| attn_runtime::ops::unified_attention::args::QqBias {
-            values: qq.slice(..data.qq_bias.len().max(1).min(qq.len())),
+    args.sinks = lens.sinks.map(|n| sinks.slice(..n));
+    // An empty bias (a `[0, cols]` case) is a 0-length view, not the 1-element allocation
+    // behind it: the op derives the rows from the view's length.
+    args.qq_bias = c.qq_bias.zip(lens.qq_bias).map(|([_, cols], n)| {
+        attn_runtime::ops::unified_attention::args::QqBias {
+            values: qq.slice(..n),
             stride0: cols,
-        },
+        }
+    });
+    // The CPU mirror must see the call the op sees.
+    assert_eq!(
+        ctx.plan(&args).map_err(|e| e.to_string()).map(|_| ()),
+        plan_host(&host_call(c), ctx.options())
+            .map_err(|e| e.to_string())
+            .map(|_| ()),
+        "fuzz_support::unified_call::host_call differs from the op's view of this call"
     );
     let called = unified_attention(ctx, &mut args);
     if let Err(e) = s.synchronize() {
@@ -250,12 +235,7 @@ fn close(got: &[f32], want: &[f64]) -> bool {
 
 fn gpu_context() -> UnifiedAttentionContext {
     let dev = attn_runtime::launch::CudaDevice::new(0).expect("the gpu feature requires a GPU");
-    let probe = gpu_case(0);
-    let options = ContextOptions {
-        split_kv: None,
-        workspace: Some(probe.workspace),
-    };
-    UnifiedAttentionContext::new(&dev, dev.default_stream(), options).expect("context")
+    UnifiedAttentionContext::new(&dev, dev.default_stream(), gpu_options()).expect("context")
 }
 
 #[test]
@@ -265,24 +245,14 @@ fn gpu_fuzz_unified_attention() {
     let plans: Vec<_> = (1..=CASES)
         .map(gpu_case)
         .filter(|c| check(c).is_ok())
-        .filter_map(|c| host_plan(&c).ok())
+        .filter_map(|c| plan_host(&host_call(&c), ctx.options()).ok())
         .collect();
     ctx.precompile(&plans, threads()).expect("precompile");
     let mut tally = Tally::default();
     for seed in 1..=CASES {
         let c = gpu_case(seed);
         let verdict = check(&c);
-        let cache_elems = CacheGeometry {
-            num_blocks: c.num_blocks,
-            block_size: c.block_size,
-            num_kv_heads: c.hkv,
-            head_size: c.kv_d,
-        }
-        .elements()
-        .ok()
-        .filter(|&n| n <= MAX_ALLOC)
-        .unwrap_or(0);
-        let data = host_data(&c, cache_elems, seed);
+        let data = host_data(&c, cache_elems(&c), seed);
         let ran = catch_unwind(AssertUnwindSafe(|| run_on_gpu(&ctx, &c, &data)));
         match ran {
             Err(_) => tally.add(Outcome::Panicked),

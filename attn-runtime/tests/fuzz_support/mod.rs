@@ -7,6 +7,7 @@
 pub mod mla_case;
 pub mod mla_oracle;
 pub mod outcome;
+pub mod unified_call;
 pub mod unified_case;
 pub mod unified_host;
 pub mod unified_oracle;

@@ -8,13 +8,14 @@
 
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
+use attn_dsl::ir::ScalarType;
 use attn_dsl::kernel::DslType;
 use cudarc::driver::{CudaView, CudaViewMut};
 
 use super::config::{AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, SplitKvWorkspace};
 use super::gpu::AttnError;
 use super::limits::ScalarArgs;
-use super::paged_cache::PagedKvCache;
+use super::paged_cache::{CacheGeometry, PagedKvCache};
 use super::plan::{LaunchShape, PathChoice};
 use super::validate::{InputError, TensorMeta, UnifiedAttentionInputs};
 use crate::tensor::extent;
@@ -187,6 +188,188 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
         }
     }
 
+    /// Everything host validation and planning read of this call: layouts, geometry, the
+    /// host copies of the metadata, the lengths of the device views, scalars and flags.
+    /// [`super::gpu::UnifiedAttentionContext::plan`] runs on it alone, so the same checks
+    /// run without a GPU on a [`HostCall`] built by hand.
+    pub fn host_call(&self) -> HostCall<'_> {
+        fn meta<'m>(m: &'m Metadata<'_>) -> HostMetadata<'m> {
+            HostMetadata {
+                host: m.host,
+                device_len: m.device.len(),
+            }
+        }
+        HostCall {
+            dtype: T::TYPE,
+            q: self.q.layout,
+            q_len: self.q.data.len(),
+            out: self.out.layout,
+            out_len: self.out.data.len(),
+            cache: self.cache.geometry(),
+            cu_seqlens_q: meta(&self.cu_seqlens_q),
+            seq_lens: meta(&self.seq_lens),
+            block_table: meta(&self.block_table),
+            block_table_stride: self.block_table_stride,
+            softmax_scale: self.softmax_scale,
+            sliding_window: self.sliding_window,
+            causal: match &self.causal {
+                Causal::Causal => HostCausal::Causal,
+                Causal::NonCausal => HostCausal::NonCausal,
+                Causal::PerSequence(f) => HostCausal::PerSequence { len: f.len() },
+            },
+            chunk_lookback: self.chunk_lookback,
+            mm_prefix_ranges: match &self.mm_prefix_ranges {
+                MmPrefixRanges::None => HostMmRanges::None,
+                MmPrefixRanges::PerSequence { ranges, max_ranges } => HostMmRanges::PerSequence {
+                    ranges: meta(ranges),
+                    max_ranges: *max_ranges,
+                },
+                MmPrefixRanges::PerQuery(rows) => HostMmRanges::PerQuery(meta(rows)),
+            },
+            mm_prefix_clamp_sliding_window: self.mm_prefix_clamp_sliding_window,
+            rswa: self.rswa.as_ref().map(|r| HostRswa {
+                window: r.window,
+                prefix_lens: meta(&r.prefix_lens),
+            }),
+            softcap: self.softcap,
+            sinks_len: self.sinks.as_ref().map(CudaView::len),
+            alibi: self.alibi_slopes.as_ref().map(|a| HostAlibi {
+                len: a.slopes.len(),
+                sqrt: a.sqrt,
+            }),
+            qq_bias: self.qq_bias.as_ref().map(|b| HostQqBias {
+                values_len: b.values.len(),
+                stride0: b.stride0,
+            }),
+            path: self.path,
+        }
+    }
+
+    /// S.
+    pub fn num_seqs(&self) -> usize {
+        self.host_call().num_seqs()
+    }
+
+    /// Longest query of the batch (see [`HostCall::max_seqlen_q`]).
+    pub fn max_seqlen_q(&self) -> usize {
+        self.host_call().max_seqlen_q()
+    }
+
+    /// The scalar arguments, for `limits::check_scalars`.
+    pub fn scalars(&self) -> ScalarArgs {
+        self.host_call().scalars()
+    }
+
+    /// See [`HostCall::check_buffers`].
+    pub fn check_buffers(&self) -> Result<(), AttnError> {
+        self.host_call().check_buffers()
+    }
+
+    /// The host-visible view `validate::validate_inputs` checks.
+    pub fn inputs(&self) -> UnifiedAttentionInputs<'_> {
+        self.host_call().inputs()
+    }
+
+    /// The §6 view: geometry and enabled features.
+    pub fn attention_problem(&self, split_kv: Option<SplitKvWorkspace>) -> AttentionProblem {
+        self.host_call().attention_problem(split_kv)
+    }
+
+    /// Sizes, strides and scalars of the launch plan.
+    pub fn launch_shape(&self) -> LaunchShape {
+        self.host_call().launch_shape()
+    }
+}
+
+/// Integer metadata as the host sees it: the host copy and the length of its device view.
+#[derive(Clone, Copy, Debug)]
+pub struct HostMetadata<'a> {
+    pub host: &'a [i32],
+    pub device_len: usize,
+}
+
+impl<'a> HostMetadata<'a> {
+    /// A host copy whose device view has the same length.
+    pub fn mirrored(host: &'a [i32]) -> Self {
+        HostMetadata {
+            host,
+            device_len: host.len(),
+        }
+    }
+}
+
+/// [`Causal`] without the device view (only the flags' length is checked on the host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostCausal {
+    Causal,
+    NonCausal,
+    PerSequence { len: usize },
+}
+
+/// [`MmPrefixRanges`] as the host sees it.
+#[derive(Clone, Copy, Debug)]
+pub enum HostMmRanges<'a> {
+    None,
+    PerSequence {
+        ranges: HostMetadata<'a>,
+        max_ranges: usize,
+    },
+    PerQuery(HostMetadata<'a>),
+}
+
+/// [`Rswa`] as the host sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct HostRswa<'a> {
+    pub window: i32,
+    pub prefix_lens: HostMetadata<'a>,
+}
+
+/// [`AlibiSlopes`] as the host sees it: the slopes' length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostAlibi {
+    pub len: usize,
+    pub sqrt: bool,
+}
+
+/// [`QqBias`] as the host sees it: the values' length and the row stride.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostQqBias {
+    pub values_len: usize,
+    pub stride0: usize,
+}
+
+/// The host-visible part of one call ([`UnifiedAttentionArgs::host_call`]): what
+/// validation and planning read, with device views reduced to their lengths.
+#[derive(Clone, Copy, Debug)]
+pub struct HostCall<'a> {
+    /// Element type of q, out and the cache.
+    pub dtype: ScalarType,
+    pub q: TokenLayout,
+    /// Elements of q's device view.
+    pub q_len: usize,
+    pub out: TokenLayout,
+    /// Elements of out's device view.
+    pub out_len: usize,
+    pub cache: CacheGeometry,
+    pub cu_seqlens_q: HostMetadata<'a>,
+    pub seq_lens: HostMetadata<'a>,
+    pub block_table: HostMetadata<'a>,
+    pub block_table_stride: usize,
+    pub softmax_scale: f32,
+    pub sliding_window: i32,
+    pub causal: HostCausal,
+    pub chunk_lookback: i32,
+    pub mm_prefix_ranges: HostMmRanges<'a>,
+    pub mm_prefix_clamp_sliding_window: bool,
+    pub rswa: Option<HostRswa<'a>>,
+    pub softcap: Option<f32>,
+    pub sinks_len: Option<usize>,
+    pub alibi: Option<HostAlibi>,
+    pub qq_bias: Option<HostQqBias>,
+    pub path: PathChoice,
+}
+
+impl<'a> HostCall<'a> {
     /// S.
     pub fn num_seqs(&self) -> usize {
         self.cu_seqlens_q.host.len().saturating_sub(1)
@@ -212,33 +395,28 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
     /// their layouts. (Values are validated by `validate::validate_inputs`.)
     pub fn check_buffers(&self) -> Result<(), AttnError> {
         let mut metadata = vec![
-            ("cu_seqlens_q", &self.cu_seqlens_q),
-            ("seq_lens", &self.seq_lens),
-            ("block_table", &self.block_table),
+            ("cu_seqlens_q", self.cu_seqlens_q),
+            ("seq_lens", self.seq_lens),
+            ("block_table", self.block_table),
         ];
-        match &self.mm_prefix_ranges {
-            MmPrefixRanges::None => {}
-            MmPrefixRanges::PerSequence { ranges, .. } => {
-                metadata.push(("mm_prefix_range", ranges))
-            }
-            MmPrefixRanges::PerQuery(rows) => metadata.push(("mm_prefix_query_range", rows)),
+        match self.mm_prefix_ranges {
+            HostMmRanges::None => {}
+            HostMmRanges::PerSequence { ranges, .. } => metadata.push(("mm_prefix_range", ranges)),
+            HostMmRanges::PerQuery(rows) => metadata.push(("mm_prefix_query_range", rows)),
         }
         if let Some(r) = &self.rswa {
-            metadata.push(("rswa_prefix_lens", &r.prefix_lens));
+            metadata.push(("rswa_prefix_lens", r.prefix_lens));
         }
         for (what, m) in metadata {
-            if m.host.len() != m.device.len() {
+            if m.host.len() != m.device_len {
                 return Err(AttnError::HostDeviceMismatch {
                     what,
                     host: m.host.len(),
-                    device: m.device.len(),
+                    device: m.device_len,
                 });
             }
         }
-        for (what, len, layout) in [
-            ("q", self.q.data.len(), &self.q.layout),
-            ("out", self.out.data.len(), &self.out.layout),
-        ] {
+        for (what, len, layout) in [("q", self.q_len, &self.q), ("out", self.out_len, &self.out)] {
             let needed = layout.required_len().ok_or(InputError::Overflow {
                 what,
                 limit: "usize element counts",
@@ -251,26 +429,26 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
     }
 
     /// The host-visible view `validate::validate_inputs` checks.
-    pub fn inputs(&self) -> UnifiedAttentionInputs<'_> {
+    pub fn inputs(&self) -> UnifiedAttentionInputs<'a> {
         let meta = |l: &TokenLayout| TensorMeta {
             shape: l.shape(),
             strides: l.strides(),
-            dtype: T::TYPE,
+            dtype: self.dtype,
         };
         let rows = self.num_seqs();
-        let (seq_ranges, query_ranges) = match &self.mm_prefix_ranges {
-            MmPrefixRanges::None => (None, None),
-            MmPrefixRanges::PerSequence { ranges, max_ranges } => {
-                (Some((ranges.host, [rows, *max_ranges, 2])), None)
+        let (seq_ranges, query_ranges) = match self.mm_prefix_ranges {
+            HostMmRanges::None => (None, None),
+            HostMmRanges::PerSequence { ranges, max_ranges } => {
+                (Some((ranges.host, [rows, max_ranges, 2])), None)
             }
-            MmPrefixRanges::PerQuery(r) => (None, Some((r.host, [r.host.len() / 2, 2]))),
+            HostMmRanges::PerQuery(r) => (None, Some((r.host, [r.host.len() / 2, 2]))),
         };
-        let cache = self.cache.meta();
+        let cache = TensorMeta::contiguous(self.cache.shape(), self.dtype);
         UnifiedAttentionInputs {
-            q: meta(&self.q.layout),
+            q: meta(&self.q),
             k: cache,
             v: cache,
-            out: meta(&self.out.layout),
+            out: meta(&self.out),
             cu_seqlens_q: self.cu_seqlens_q.host,
             seq_lens: self.seq_lens.host,
             block_table: self.block_table.host,
@@ -278,15 +456,15 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
             block_table_stride: self.block_table_stride,
             mm_prefix_range: seq_ranges,
             mm_prefix_query_range: query_ranges,
-            per_seq_causal_len: match &self.causal {
-                Causal::PerSequence(f) => Some(f.len()),
+            per_seq_causal_len: match self.causal {
+                HostCausal::PerSequence { len } => Some(len),
                 _ => None,
             },
             rswa_prefix_lens: self.rswa.as_ref().map(|r| r.prefix_lens.host),
-            sinks_len: self.sinks.as_ref().map(CudaView::len),
-            alibi_slopes_len: self.alibi_slopes.as_ref().map(|a| a.slopes.len()),
-            qq_bias_shape: self.qq_bias.as_ref().map(|b| {
-                let rows = b.values.len().checked_div(b.stride0.max(1)).unwrap_or(0);
+            sinks_len: self.sinks_len,
+            alibi_slopes_len: self.alibi.map(|a| a.len),
+            qq_bias_shape: self.qq_bias.map(|b| {
+                let rows = b.values_len.checked_div(b.stride0.max(1)).unwrap_or(0);
                 [rows, b.stride0]
             }),
         }
@@ -294,34 +472,34 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
 
     /// The §6 view: geometry and enabled features.
     pub fn attention_problem(&self, split_kv: Option<SplitKvWorkspace>) -> AttentionProblem {
-        let g = self.cache.geometry();
+        let g = self.cache;
         let as_i32 = |x: usize| i32::try_from(x).unwrap_or(i32::MAX);
         AttentionProblem {
-            num_query_heads: as_i32(self.q.layout.num_heads),
+            num_query_heads: as_i32(self.q.num_heads),
             num_kv_heads: as_i32(g.num_kv_heads),
-            head_size: as_i32(self.q.layout.head_size),
+            head_size: as_i32(self.q.head_size),
             block_size: as_i32(g.block_size),
-            kv_elem_bytes: as_i32(T::TYPE.size_bytes()),
+            kv_elem_bytes: as_i32(self.dtype.size_bytes()),
             sliding_window: self.sliding_window,
             causal: match self.causal {
-                Causal::Causal => CausalMode::Causal,
-                Causal::NonCausal => CausalMode::NonCausal,
-                Causal::PerSequence(_) => CausalMode::PerSequence,
+                HostCausal::Causal => CausalMode::Causal,
+                HostCausal::NonCausal => CausalMode::NonCausal,
+                HostCausal::PerSequence { .. } => CausalMode::PerSequence,
             },
             chunk_lookback: self.chunk_lookback,
-            mm: match &self.mm_prefix_ranges {
-                MmPrefixRanges::None => MmRangeEncoding::None,
+            mm: match self.mm_prefix_ranges {
+                HostMmRanges::None => MmRangeEncoding::None,
                 // Saturation is harmless: validation rejects 2 · R beyond i32 first.
-                MmPrefixRanges::PerSequence { max_ranges, .. } => MmRangeEncoding::PerSequence {
-                    max_ranges: as_i32(*max_ranges),
+                HostMmRanges::PerSequence { max_ranges, .. } => MmRangeEncoding::PerSequence {
+                    max_ranges: as_i32(max_ranges),
                 },
-                MmPrefixRanges::PerQuery(_) => MmRangeEncoding::PerQuery,
+                HostMmRanges::PerQuery(_) => MmRangeEncoding::PerQuery,
             },
             mm_prefix_clamp_sw: self.mm_prefix_clamp_sliding_window,
             r_swa_window: self.rswa.as_ref().map(|r| r.window),
             softcap: self.softcap.unwrap_or(0.0),
-            use_sinks: self.sinks.is_some(),
-            alibi: match &self.alibi_slopes {
+            use_sinks: self.sinks_len.is_some(),
+            alibi: match self.alibi {
                 None => AlibiMode::None,
                 Some(a) if a.sqrt => AlibiMode::Sqrt,
                 Some(_) => AlibiMode::Linear,
@@ -337,18 +515,18 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
     /// Sizes, strides and scalars of the launch plan.
     pub fn launch_shape(&self) -> LaunchShape {
         LaunchShape {
-            num_tokens: self.q.layout.num_tokens,
+            num_tokens: self.q.num_tokens,
             num_seqs: self.num_seqs(),
             max_seqlen_q: self.max_seqlen_q(),
-            q_strides: [self.q.layout.token_stride, self.q.layout.head_stride],
-            out_strides: [self.out.layout.token_stride, self.out.layout.head_stride],
-            kv_strides: self.cache.geometry().strides(),
+            q_strides: [self.q.token_stride, self.q.head_stride],
+            out_strides: [self.out.token_stride, self.out.head_stride],
+            kv_strides: self.cache.strides(),
             block_table_stride: self.block_table_stride,
-            qq_bias_stride0: self.qq_bias.as_ref().map_or(0, |b| b.stride0),
+            qq_bias_stride0: self.qq_bias.map_or(0, |b| b.stride0),
             mask_aux_stride: None,
             softmax_scale: self.softmax_scale,
             softcap: self.softcap.unwrap_or(0.0),
-            num_sinks: self.sinks.as_ref().map_or(0, CudaView::len),
+            num_sinks: self.sinks_len.unwrap_or(0),
         }
     }
 }

@@ -21,7 +21,7 @@ use attn_dsl::{Binding, ConstValue};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError};
 use thiserror::Error;
 
-use super::args::{Causal, MmPrefixRanges, UnifiedAttentionArgs};
+use super::args::{Causal, HostCall, MmPrefixRanges, UnifiedAttentionArgs};
 use super::config::{seq_threshold_3d, ConfigError, SplitKvWorkspace, UnifiedAttentionConfig};
 use super::limits::check_scalars;
 use super::plan::{
@@ -310,16 +310,7 @@ impl UnifiedAttentionContext {
         &self,
         args: &UnifiedAttentionArgs<'_, T>,
     ) -> Result<LaunchPlan, AttnError> {
-        args.check_buffers()?;
-        validate_inputs(&args.inputs())?;
-        check_scalars(&args.scalars())?;
-        let cfg = choose_config(&args.attention_problem(self.options.split_kv), args.path)?;
-        let plan = plan_launch(&cfg, &args.launch_shape(), T::TYPE, &MaskVariant::default())?;
-        if let Some(ws) = plan.workspace {
-            let cap = self.options.workspace.ok_or(AttnError::NoWorkspace)?;
-            check_workspace(&ws, &cap)?;
-        }
-        Ok(plan)
+        plan_host(&args.host_call(), &self.options)
     }
 
     /// Compiles (NVRTC, or the disk cache) every specialization the plans need that is not
@@ -403,6 +394,28 @@ impl UnifiedAttentionContext {
     fn buffers(&self) -> MutexGuard<'_, ContextBuffers> {
         lock(&self.buffers)
     }
+}
+
+/// The whole host side of a call, in the op's order, on its host view (what
+/// [`UnifiedAttentionContext::plan`] runs with the context's options): buffer extents and
+/// host/device metadata lengths, input validation, the scalar contract, the §6
+/// configuration, the launch plan and the 3D workspace fit. Needs no GPU.
+pub fn plan_host(call: &HostCall<'_>, options: &ContextOptions) -> Result<LaunchPlan, AttnError> {
+    call.check_buffers()?;
+    validate_inputs(&call.inputs())?;
+    check_scalars(&call.scalars())?;
+    let cfg = choose_config(&call.attention_problem(options.split_kv), call.path)?;
+    let plan = plan_launch(
+        &cfg,
+        &call.launch_shape(),
+        call.dtype,
+        &MaskVariant::default(),
+    )?;
+    if let Some(ws) = plan.workspace {
+        let cap = options.workspace.ok_or(AttnError::NoWorkspace)?;
+        check_workspace(&ws, &cap)?;
+    }
+    Ok(plan)
 }
 
 /// The call's workspace fits the context's, buffer by buffer; the error names the buffer
