@@ -157,6 +157,7 @@ pub fn picture(a: &MasksArgs) -> Result<MaskPicture, String> {
             mm_ranges: &a.ranges,
             query_ranges: &[],
             mask_aux: &[],
+            mask_aux_f32: &[],
         };
         let r = probe_block(&module, &cfg, &MaskVariant::default(), &block, keys)
             .map_err(|e| e.to_string())?;

@@ -40,6 +40,7 @@ pub fn plain_config(tile: i32, nqpkv: i32, window: i32, head_size: i32) -> Unifi
         use_qq_bias: false,
         is_3d: false,
         num_segments: 1,
+        tile_ranges: 1,
     }
 }
 

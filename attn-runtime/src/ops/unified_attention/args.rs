@@ -14,6 +14,7 @@ use super::gpu::AttnError;
 use super::paged_cache::PagedKvCache;
 use super::plan::{LaunchShape, PathChoice};
 use super::validate::{TensorMeta, UnifiedAttentionInputs};
+use super::variant_args::VariantArgs;
 use crate::tensor::extent;
 
 /// How a `[T, H, D]` token tensor (q or out) lies in its buffer: D contiguous, token and
@@ -146,6 +147,8 @@ pub struct UnifiedAttentionArgs<'a, T> {
     pub qq_bias: Option<QqBias<'a>>,
     /// 2D / 3D override; [`PathChoice::Heuristic`] applies §6 with the context's split-KV settings.
     pub path: PathChoice,
+    /// A user variant (mask + bounds as DSL) and its aux tensors; `None`: vLLM's mask.
+    pub variant: Option<VariantArgs<'a>>,
 }
 
 impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
@@ -180,6 +183,7 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
             alibi_slopes: None,
             qq_bias: None,
             path: PathChoice::Heuristic,
+            variant: None,
         }
     }
 
@@ -331,7 +335,16 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
             kv_strides: self.cache.geometry().strides(),
             block_table_stride: self.block_table_stride,
             qq_bias_stride0: self.qq_bias.as_ref().map_or(0, |b| b.stride0),
-            mask_aux_stride: None,
+            mask_aux_stride: self
+                .variant
+                .as_ref()
+                .and_then(|v| v.aux_i32.as_ref())
+                .map(|a| a.row_stride),
+            mask_aux_f32_stride: self
+                .variant
+                .as_ref()
+                .and_then(|v| v.aux_f32.as_ref())
+                .map(|a| a.row_stride),
             softmax_scale: self.softmax_scale,
             softcap: self.softcap.unwrap_or(0.0),
             num_sinks: self.sinks.as_ref().map_or(0, CudaView::len),

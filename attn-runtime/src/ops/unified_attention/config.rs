@@ -192,6 +192,10 @@ pub struct UnifiedAttentionConfig {
     pub use_qq_bias: bool,
     pub is_3d: bool,
     pub num_segments: i32,
+    /// Tile ranges per q-block the built-in bounds visit (`TILE_RANGES`): 1, or 2 where a
+    /// mode allows keys in two disjoint spans (R-SWA: prefix + window; an unclamped MM
+    /// prefix with a window: the ranges' hull + window).
+    pub tile_ranges: i32,
 }
 
 /// Run-time values some §2.1 rules look at (they are not constexprs).
@@ -641,6 +645,7 @@ impl UnifiedAttentionConfig {
                 (true, Some(ws)) => ws.num_segments,
                 _ => 1,
             },
+            tile_ranges: 1,
         };
         cfg.validate()?;
         Ok(cfg)

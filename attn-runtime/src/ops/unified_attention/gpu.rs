@@ -26,6 +26,8 @@ use super::plan::{
     MaskVariant, PlanError,
 };
 use super::validate::{validate_inputs, InputError};
+use super::variant::{validate_aux, AuxError, VariantModule};
+use super::variant_args::AuxTensor;
 use crate::kernels::dsl_module::ModuleLoadError;
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention;
@@ -42,9 +44,12 @@ pub enum AttnError {
     Plan(#[from] PlanError),
     #[error("loading the DSL module: {0}")]
     Module(#[from] ModuleLoadError),
-    #[error("specializing `{kernel}` (line {line}): {message}")]
+    #[error("variant input: {0}")]
+    Aux(#[from] AuxError),
+    #[error("specializing `{kernel}` ({file}:{line}): {message}")]
     Specialize {
         kernel: String,
+        file: String,
         line: usize,
         message: String,
     },
@@ -298,8 +303,21 @@ impl UnifiedAttentionContext {
     ) -> Result<LaunchPlan, AttnError> {
         args.check_buffers()?;
         validate_inputs(&args.inputs())?;
+        if let Some(v) = &args.variant {
+            validate_aux(
+                v.variant,
+                args.seq_lens.host,
+                v.aux_i32.as_ref().map(AuxTensor::view),
+                v.aux_f32.as_ref().map(AuxTensor::view),
+            )?;
+        }
         let cfg = choose_config(&args.attention_problem(self.options.split_kv), args.path)?;
-        let plan = plan_launch(&cfg, &args.launch_shape(), T::TYPE, &MaskVariant::default())?;
+        let mask = args
+            .variant
+            .as_ref()
+            .map_or_else(MaskVariant::default, |v| v.variant.mask_variant());
+        let mut plan = plan_launch(&cfg, &args.launch_shape(), T::TYPE, &mask)?;
+        plan.variant = args.variant.as_ref().map(|v| VariantModule::of(v.variant));
         if let Some(ws) = plan.workspace {
             let cap = self.options.workspace.ok_or(AttnError::NoWorkspace)?;
             let fits = ws.output_len() <= cap.output_len() && ws.stats_len() <= cap.stats_len();
@@ -324,13 +342,10 @@ impl UnifiedAttentionContext {
         let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
         {
             let loaded = lock(&self.kernels);
-            for launch in plans
-                .iter()
-                .flat_map(|p| std::iter::once(&p.attention).chain(&p.reduce))
-            {
-                let key = launch_key(launch);
+            for (launch, variant) in plans.iter().flat_map(launches) {
+                let key = launch_key_for(launch, variant);
                 if !loaded.contains_key(&key) {
-                    jobs.entry(key).or_insert_with(|| Job::of(launch));
+                    jobs.entry(key).or_insert_with(|| Job::of(launch, variant));
                 }
             }
         }
@@ -373,8 +388,12 @@ impl UnifiedAttentionContext {
     }
 
     /// The loaded handle of `launch`'s specialization, compiling it on first use.
-    fn kernel(&self, launch: &KernelLaunch) -> Result<ResolvedKernel, AttnError> {
-        let key = launch_key(launch);
+    fn kernel(
+        &self,
+        launch: &KernelLaunch,
+        variant: Option<&VariantModule>,
+    ) -> Result<ResolvedKernel, AttnError> {
+        let key = launch_key_for(launch, variant);
         let mut kernels = lock(&self.kernels);
         if let Some(h) = kernels.get(&key) {
             return Ok(ResolvedKernel {
@@ -383,7 +402,7 @@ impl UnifiedAttentionContext {
                 compiled: false,
             });
         }
-        let handle = Job::of(launch).build(&key)?;
+        let handle = Job::of(launch, variant).build(&key)?;
         handle.load(self.stream.context())?;
         let handle = Arc::new(handle);
         kernels.insert(key.clone(), handle.clone());
@@ -399,21 +418,37 @@ impl UnifiedAttentionContext {
     }
 }
 
+/// Each launch of a plan with the variant module it specializes against (the reduce never
+/// reads the mask, so it is shared by every variant).
+fn launches(p: &LaunchPlan) -> Vec<(&KernelLaunch, Option<&VariantModule>)> {
+    let mut v = vec![(&p.attention, p.variant.as_ref())];
+    v.extend(p.reduce.iter().map(|r| (r, None)));
+    v
+}
+
 /// A poisoned lock only means another thread panicked after a complete insert; the map
 /// and the buffers are still consistent.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `kernel<NAME=value,...>`: the module is the shipped one, so kernel and bindings
-/// identify the specialization.
+/// `kernel<NAME=value,...>`: the key of a launch of the shipped module.
 pub fn launch_key(launch: &KernelLaunch) -> String {
+    launch_key_for(launch, None)
+}
+
+/// `kernel<NAME=value,...>` for the shipped module; a variant's launch adds `@` and the
+/// content hash of its text, since its device function names alone do not identify it.
+pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
     let b: Vec<String> = launch
         .bindings
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
-    format!("{}<{}>", launch.kernel, b.join(","))
+    match variant {
+        None => format!("{}<{}>", launch.kernel, b.join(",")),
+        Some(v) => format!("{}<{}>@{}", launch.kernel, b.join(","), &v.hash[..16]),
+    }
 }
 
 /// A specialization to build, in a form that can cross threads (bindings carry spans,
@@ -421,10 +456,11 @@ pub fn launch_key(launch: &KernelLaunch) -> String {
 struct Job {
     kernel: &'static str,
     bindings: Vec<(String, ConstValue)>,
+    variant: Option<VariantModule>,
 }
 
 impl Job {
-    fn of(launch: &KernelLaunch) -> Job {
+    fn of(launch: &KernelLaunch, variant: Option<&VariantModule>) -> Job {
         Job {
             kernel: launch.kernel,
             bindings: launch
@@ -432,6 +468,7 @@ impl Job {
                 .iter()
                 .map(|b| (b.name.clone(), b.value.clone()))
                 .collect(),
+            variant: variant.cloned(),
         }
     }
 
@@ -442,19 +479,45 @@ impl Job {
             .iter()
             .map(|(n, v)| Binding::new(n.clone(), v.clone()))
             .collect();
-        Ok(CudaKernelHandle::new(emit(self.kernel, &bindings, key)?))
+        Ok(CudaKernelHandle::new(emit(
+            self.kernel,
+            &bindings,
+            key,
+            self.variant.as_ref(),
+        )?))
     }
 }
 
-/// The CUDA the op launches for `launch` (specialization cached per process).
+/// The CUDA the op launches for `launch` of the shipped module (specialization cached).
 pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
-    emit(launch.kernel, &launch.bindings, &launch_key(launch))
+    emit(launch.kernel, &launch.bindings, &launch_key(launch), None)
 }
 
-fn emit(kernel: &str, bindings: &[Binding], key: &str) -> Result<CudaKernel, AttnError> {
-    let module = unified_attention::module()?;
+/// The CUDA the op launches for the attention launch of `plan`, variant included.
+pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
+    let variant = plan.variant.as_ref();
+    let launch = &plan.attention;
+    emit(
+        launch.kernel,
+        &launch.bindings,
+        &launch_key_for(launch, variant),
+        variant,
+    )
+}
+
+fn emit(
+    kernel: &str,
+    bindings: &[Binding],
+    key: &str,
+    variant: Option<&VariantModule>,
+) -> Result<CudaKernel, AttnError> {
+    let module = match variant {
+        None => unified_attention::module()?,
+        Some(v) => v.module()?,
+    };
     let f = specialize_cached(&module, kernel, bindings).map_err(|e| AttnError::Specialize {
         kernel: kernel.to_string(),
+        file: module.label().to_string(),
         line: e.span.start().line,
         message: e.message,
     })?;
@@ -520,9 +583,9 @@ pub fn run_plan<T: DslType + DeviceRepr>(
     plan: &LaunchPlan,
     args: &mut UnifiedAttentionArgs<'_, T>,
 ) -> Result<LaunchReport, AttnError> {
-    let attention = ctx.kernel(&plan.attention)?;
+    let attention = ctx.kernel(&plan.attention, plan.variant.as_ref())?;
     let reduce = match &plan.reduce {
-        Some(l) => Some((l, ctx.kernel(l)?)),
+        Some(l) => Some((l, ctx.kernel(l, None)?)),
         None => None,
     };
     let mut buffers = ctx.buffers();
@@ -599,6 +662,7 @@ fn resolve_args<'b, T: DslType + DeviceRepr>(
         sinks,
         alibi_slopes,
         qq_bias,
+        variant,
         ..
     } = args;
     let cache = &**cache;
@@ -682,8 +746,22 @@ fn resolve_args<'b, T: DslType + DeviceRepr>(
                 B::QqBias => {
                     KernelArg::input(qq_bias.as_ref().ok_or_else(missing)?.values.slice(..))
                 }
-                // User mask variants run on the CPU executor only for now.
-                B::MaskAux => return Err(missing()),
+                B::MaskAux => KernelArg::input(
+                    variant
+                        .as_ref()
+                        .and_then(|v| v.aux_i32.as_ref())
+                        .ok_or_else(missing)?
+                        .device
+                        .slice(..),
+                ),
+                B::MaskAuxF32 => KernelArg::input(
+                    variant
+                        .as_ref()
+                        .and_then(|v| v.aux_f32.as_ref())
+                        .ok_or_else(missing)?
+                        .device
+                        .slice(..),
+                ),
             },
         };
         resolved.push(karg);

@@ -14,3 +14,5 @@ pub mod mask;
 pub mod paged_cache;
 pub mod plan;
 pub mod validate;
+pub mod variant;
+pub mod variant_args;
