@@ -177,6 +177,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         mm_ranges: if per_query { &[] } else { &case.ranges },
         query_ranges: if per_query { &rows } else { &[] },
         mask_aux: &[],
+        mask_aux_f32: &[],
     };
     let module = unified_attention::module().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let r = probe_block(&module, cfg, &MaskVariant::default(), &block, KEYS)

@@ -79,6 +79,7 @@ pub fn seed_block(use_causal: bool, per_seq: Option<bool>, ranges: &[[i32; 2]]) 
         mm_ranges: ranges,
         query_ranges: &[],
         mask_aux: &[],
+        mask_aux_f32: &[],
     }
 }
 
