@@ -193,7 +193,7 @@ pub fn probe_block(
         HostBuffer::F32(aux_f32),
     ];
     let block_m = cfg.block_m.max(1) as usize;
-    let num_ranges = cfg.tile_ranges.max(1) as usize;
+    let num_ranges = variant.tile_ranges(cfg).max(1) as usize;
     let mut bounds = HostBuffer::I32(vec![i32::MIN; 3 * num_ranges]);
     let mut mask = HostBuffer::I32(vec![-1; block_m * keys]);
     let mut args: Vec<_> = inputs.iter().map(HostBuffer::arg_in).collect();
@@ -246,7 +246,9 @@ pub fn probe_bindings(
     ];
     let mut b: Vec<Binding> = attention_bindings(cfg, ScalarType::F32, variant)
         .into_iter()
-        .filter(|b| NAMES.contains(&b.name.as_str()))
+        .filter(|b| {
+            NAMES.contains(&b.name.as_str()) || variant.constexprs.iter().any(|(n, _)| *n == b.name)
+        })
         .collect();
     b.push(Binding::new("KEYS", ConstValue::Int(keys as i64)));
     b

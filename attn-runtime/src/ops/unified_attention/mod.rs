@@ -16,3 +16,4 @@ pub mod plan;
 pub mod validate;
 pub mod variant;
 pub mod variant_args;
+pub mod variant_check;

@@ -7,6 +7,7 @@
 //! arrives at run time, like the built-in mask's; the compiled specialization is cached by
 //! the merged module's content hash and the bindings, exactly like the built-in one.
 
+use attn_dsl::contract::VariantSource;
 use attn_dsl::template::Template;
 use attn_dsl::ConstValue;
 use thiserror::Error;
@@ -120,7 +121,12 @@ impl Variant {
         ))
     }
 
-    /// From the text the `#[module]` / `#[variant]` macros embedded (no file reading).
+    /// From what `#[variant]` embedded (checked when the user's crate compiled).
+    pub fn from_source(v: &VariantSource) -> Self {
+        Variant::new(v.text_at_file_lines(), v.file, v.mask, v.bounds).with_tile_ranges(v.tile_ranges)
+    }
+
+    /// From the text the `#[module]` macro embedded (no file reading).
     pub fn from_template(template: &Template, mask: &str, bounds: &str) -> Self {
         let offset = "\n".repeat(template.line_offset() as usize);
         Variant::new(
