@@ -148,7 +148,7 @@ fn check_arg(
                 role.role,
                 offered.ty,
                 offered.doc,
-                pt.ty.to_token_stream(),
+                shown(&pt.ty),
                 expected()
             ),
         ));
@@ -195,7 +195,7 @@ fn check_return(
             ty.span(),
             format!(
                 "`{fname}` declares `-> {}`; {} returns `{}` ({})\n{}",
-                ty.to_token_stream(),
+                shown(ty),
                 role.role,
                 role.returns,
                 role.returns_doc,
@@ -249,4 +249,9 @@ fn check_constexprs(
 
 fn kind_text(k: ConstKind) -> String {
     k.to_string()
+}
+
+/// A declared type as the user would write it (`Tile<i32>`, not `Tile < i32 >`).
+fn shown(ty: &syn::Type) -> String {
+    declared_ty(ty).map_or_else(|| ty.to_token_stream().to_string(), |d| d.to_string())
 }

@@ -156,7 +156,9 @@ pub(crate) fn check_kind(
         (ConstKind::Device, ConstValue::Device(n)) => match module.item(&n) {
             Some(i) if i.kind == ItemKind::Device => Ok(ConstValue::Device(n)),
             _ => Err(format!(
-                "constexpr `{}` is bound to `{n}`, which is not a #[device] function of the module (device functions: {})",
+                "constexpr `{}` is bound to `{n}`, which is not a #[device] function of the module (device functions: {}); \
+                 only the kernel's own module is searched: write your function as a `#[device]` fn of a `#[variant]` module \
+                 and pass that to the op as a `Variant` (docs/writing-a-variant.md)",
                 d.name,
                 device_names(module)
             )),

@@ -3,6 +3,7 @@
 
 pub mod cpu_case;
 pub mod masked_reference;
+pub mod device_variant;
 pub mod paged;
 
 pub use cpu_case::{assert_poison_intact, check_case, ROW_PADDING};
