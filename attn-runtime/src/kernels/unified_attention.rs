@@ -112,12 +112,16 @@ pub mod unified {
         const USE_MM_QUERY_RANGE: bool,
         const MM_PREFIX_CLAMP_SW: bool,
         const MAX_MM_RANGES: i32,
+        const R_SWA_WINDOW: i32,
+        const TILE_RANGES: i32,
     >(
+        r: i32,
         context_len: i32,
         seq_len: i32,
         qlen: i32,
         b: i32,
         causal: bool,
+        rswa_prefix: i32,
         mm_ranges: Ptr,
         q_range_lo: Tile,
         q_range_hi: Tile,
@@ -164,7 +168,113 @@ pub mod unified {
             tile_start = max(0, first) / TILE_SIZE;
             tile_end = min(last / TILE_SIZE + 1, num_tiles);
         }
+        if TILE_RANGES > 1 {
+            // Two spans where the mask ORs an unpruned term into a pruned one (R-SWA's
+            // prefix, unclamped MM ranges): range r of the two, in ascending order.
+            let (lo, hi) = two_spans(
+                r,
+                context_len,
+                seq_len,
+                qlen,
+                b,
+                causal,
+                rswa_prefix,
+                mm_ranges,
+                q_range_lo,
+                q_range_hi,
+                row_valid,
+                num_tiles,
+            );
+            tile_start = lo;
+            tile_end = hi;
+        }
         (tile_start, tile_end, msp)
+    }
+
+    /// Tile range `r` (0 or 1) of the two spans that hold every key of modes whose mask is
+    /// `pruned ∨ extra`: the pruned span (window or chunk, or causal) and the extra term's
+    /// hull (R-SWA's prefix `[0, P)`, the MM ranges that meet the block's queries), as
+    /// half-open tile ranges sorted by start (the kernel clips each range to begin where
+    /// the previous ended, so overlap costs nothing and no tile is attended twice).
+    #[device]
+    fn two_spans<
+        const TILE_SIZE: i32,
+        const BLOCK_Q: i32,
+        const SLIDING_WINDOW: i32,
+        const CHUNK_LOOKBACK: i32,
+        const CHUNK_SIZE: i32,
+        const USE_R_SWA: bool,
+        const USE_MM_PREFIX: bool,
+        const USE_MM_QUERY_RANGE: bool,
+        const MAX_MM_RANGES: i32,
+        const R_SWA_WINDOW: i32,
+    >(
+        r: i32,
+        context_len: i32,
+        seq_len: i32,
+        qlen: i32,
+        b: i32,
+        causal: bool,
+        rswa_prefix: i32,
+        mm_ranges: Ptr,
+        q_range_lo: Tile,
+        q_range_hi: Tile,
+        row_valid: Tile,
+        num_tiles: i32,
+    ) -> (i32, i32) {
+        let q_lo = b * BLOCK_Q;
+        let q_hi = min(q_lo + BLOCK_Q - 1, qlen - 1);
+        let a_lo = context_len + q_lo;
+        let a_hi = context_len + q_hi;
+        // Span A: the mask without its OR-ed term.
+        let mut a_first = 0;
+        let mut a_last = select(causal, a_hi, seq_len - 1);
+        if USE_R_SWA {
+            a_first = a_lo - R_SWA_WINDOW + 1;
+        } else if SLIDING_WINDOW > 0 {
+            a_first = a_lo - SLIDING_WINDOW + 1;
+            if CHUNK_LOOKBACK >= 0 {
+                a_first = (a_lo / CHUNK_SIZE - CHUNK_LOOKBACK) * CHUNK_SIZE;
+            }
+            a_last = select(causal, a_hi, a_hi + SLIDING_WINDOW - 1);
+        }
+        // Span B: the OR-ed term's keys.
+        let mut b_first = 2147483647;
+        let mut b_last = -1;
+        if USE_R_SWA {
+            b_first = 0;
+            b_last = rswa_prefix - 1;
+        }
+        if USE_MM_PREFIX {
+            if USE_MM_QUERY_RANGE {
+                let has = row_valid & (q_range_lo < q_range_hi);
+                b_first = min(b_first, select(has, q_range_lo, 2147483647).min(0));
+                b_last = max(b_last, select(has, q_range_hi, -1).max(0));
+            } else {
+                for i in 0..MAX_MM_RANGES {
+                    let s = load(mm_ranges + 2 * i);
+                    let e = load(mm_ranges + 2 * i + 1);
+                    if (s < e) && (s <= a_hi) && (e >= a_lo) {
+                        b_first = min(b_first, s);
+                        b_last = max(b_last, e);
+                    }
+                }
+            }
+        }
+        let a_lo_t = max(0, a_first) / TILE_SIZE;
+        let a_hi_t = max(a_lo_t, min(min(a_last, seq_len - 1) / TILE_SIZE + 1, num_tiles));
+        let mut b_lo_t = 0;
+        let mut b_hi_t = 0;
+        if b_first <= b_last {
+            b_lo_t = max(0, b_first) / TILE_SIZE;
+            b_hi_t = max(b_lo_t, min(min(b_last, seq_len - 1) / TILE_SIZE + 1, num_tiles));
+        }
+        // Range 0 is the span that starts first; `r` is a constexpr, so this folds.
+        let mut take_a = a_lo_t <= b_lo_t;
+        if r != 0 {
+            take_a = !take_a;
+        }
+        (select(take_a, a_lo_t, b_lo_t), select(take_a, a_hi_t, b_hi_t))
     }
 
     /// One program per (q-block, kv-head[, segment]): the GQA group of a KV head is processed

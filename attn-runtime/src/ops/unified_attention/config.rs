@@ -599,6 +599,16 @@ pub fn sliding_window_from_left(left: i32) -> i32 {
 }
 
 impl UnifiedAttentionConfig {
+    /// Tile ranges vLLM's bounds visit under this configuration: 2 where the mask ORs an
+    /// unpruned term into a pruned one (R-SWA's prefix, unclamped MM ranges), else 1.
+    pub fn builtin_tile_ranges(&self) -> i32 {
+        if self.use_r_swa || (self.use_mm_prefix && !self.mm_prefix_clamp_sw) {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Applies the §6 heuristics to a problem and validates the result (§2.1).
     /// Unlike vLLM's launcher, an LB ≥ 0 with SW ≤ 0 is not silently dropped (rule 3).
     pub fn from_problem(p: &AttentionProblem) -> Result<Self, ConfigError> {
@@ -646,6 +656,10 @@ impl UnifiedAttentionConfig {
                 _ => 1,
             },
             tile_ranges: 1,
+        };
+        let cfg = UnifiedAttentionConfig {
+            tile_ranges: cfg.builtin_tile_ranges(),
+            ..cfg
         };
         cfg.validate()?;
         Ok(cfg)
