@@ -417,13 +417,13 @@ mod tests {
         );
         let ok = [1, 0, 1, 0, 0, 1];
         let bad = [1, 0, 1, 0, 2, 1];
-        let with = |h: &'static [i32]| {
+        fn with(h: &[i32]) -> Option<AuxView<'_, i32>> {
             Some(AuxView {
                 len: h.len(),
                 row_stride: 3,
                 host: Some(h),
             })
-        };
+        }
         assert_eq!(validate_aux(&v, &[3, 3], with(&ok), None), Ok(()));
         let e = validate_aux(&v, &[3, 3], with(&bad), None).unwrap_err();
         assert_eq!(
