@@ -191,13 +191,9 @@ fn docs_case(rng: &mut SplitMix64, g: CaseGeometry, window: Option<i64>) -> Vari
     let l = g.seq_len as usize;
     let padding = rng.below(4);
     let ids = doc_ids(&[g.seq_len], l, rng, padding);
-    VariantCase {
-        aux_i32: ids.clone(),
-        aux_f32: vec![],
-        mask: Box::new(move |q, k| {
-            same_doc(&ids, l, 0, q, k) && window.is_none_or(|w| q - k < w)
-        }),
-    }
+    VariantCase::new(ids.clone(), move |q, k| {
+        same_doc(&ids, l, 0, q, k) && window.is_none_or(|w| q - k < w)
+    })
 }
 
 #[test]
@@ -206,30 +202,24 @@ fn every_example_variant_bounds_cover_its_mask() {
     assert_covers("documents + window", &document_window::variant(24), &|rng, g| docs_case(rng, g, Some(24)));
     assert_covers("prefix-LM", &prefix_lm::variant(), &|rng, g| {
         let p = rng.below(g.seq_len as usize + 1) as i32;
-        VariantCase { aux_i32: vec![p], aux_f32: vec![], mask: Box::new(move |q, k| k <= q || k < i64::from(p)) }
+        VariantCase::new(vec![p], move |q, k| k <= q || k < i64::from(p))
     });
-    assert_covers("sinks + window", &sink_window::variant(5, 40), &|_, _| VariantCase {
-        aux_i32: vec![],
-        aux_f32: vec![],
-        mask: Box::new(|q, k| k <= q && (k < 5 || q - k < 40)),
+    assert_covers("sinks + window", &sink_window::variant(5, 40), &|_, _| {
+        VariantCase::new(vec![], |q, k| k <= q && (k < 5 || q - k < 40))
     });
     assert_covers("tree mask", &tree_mask::variant(32), &|rng, g| {
         let qlen = (g.query_len as usize).min(32);
         let tree = tree_mask::ancestors(&random_parents(rng, qlen), 32);
         let context = i64::from(g.seq_len - g.query_len);
         let t = tree.clone();
-        VariantCase {
-            aux_i32: tree,
-            aux_f32: vec![],
-            mask: Box::new(move |q, k| {
-                let i = q - context;
-                if k < context {
-                    return k <= q;
-                }
-                let j = k - context;
-                i < 32 && j <= i && t[(i * 32 + j) as usize] == 1
-            }),
-        }
+        VariantCase::new(tree, move |q, k| {
+            let i = q - context;
+            if k < context {
+                return k <= q;
+            }
+            let j = k - context;
+            i < 32 && j <= i && t[(i * 32 + j) as usize] == 1
+        })
     });
 }
 
@@ -239,7 +229,7 @@ fn bounds_that_miss_keys_are_reported() {
     // also allows the key right after each query.
     let report = check_bounds(&prefix_lm::variant(), &options("missing keys"), &|rng, g| {
         let p = rng.below(g.seq_len as usize + 1) as i32;
-        VariantCase { aux_i32: vec![p], aux_f32: vec![], mask: Box::new(move |q, k| k <= q + 1 || k < i64::from(p)) }
+        VariantCase::new(vec![p], move |q, k| k <= q + 1 || k < i64::from(p))
     })
     .expect("check runs");
     assert!(!report.passed(), "{report}");
@@ -251,11 +241,7 @@ fn bounds_that_miss_keys_are_reported() {
 #[test]
 fn sink_window_visits_only_sink_and_window_tiles() {
     let variant = sink_window::variant(4, 128);
-    let case = VariantCase {
-        aux_i32: vec![],
-        aux_f32: vec![],
-        mask: Box::new(|q, k| k <= q && (k < 4 || q - k < 128)),
-    };
+    let case = VariantCase::new(vec![], |q, k| k <= q && (k < 4 || q - k < 128));
     for (tile, nqpkv) in [(16, 1), (32, 2), (64, 4)] {
         let cfg = probe_config(tile, nqpkv).expect("config");
         let r = sequence_tile_visits(&variant, &cfg, &case, 1024).expect("visits");

@@ -17,6 +17,13 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
     match cmd {
         Command::Demo => demo(ctx, out),
         Command::Masks(args) => masks(args, out),
+        Command::CheckVariant(args) => {
+            let report = super::check_variant::check_variant(args).map_err(|message| CliError::Build {
+                kernel: "check-variant".into(),
+                message,
+            })?;
+            write(out, &report)
+        }
         Command::List => list(ctx, out),
         Command::Emit { kernel, bindings } => {
             let (_, built) = build(ctx, kernel, bindings)?;

@@ -65,6 +65,15 @@ pub struct Variant {
     pub aux_f32: Option<AuxDecl>,
 }
 
+/// A variant that breaks the kernel's contract (the `#[variant]` message, at its line).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{file}:{line}: {message}")]
+pub struct ContractError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
 /// Why a variant's aux inputs were refused.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum AuxError {
@@ -198,6 +207,39 @@ impl Variant {
     /// The unified-attention module with this variant's device functions merged in.
     pub fn module(&self) -> Result<DslModule, ModuleLoadError> {
         unified_attention::module()?.merged_with(&self.items()?)
+    }
+
+    /// The build-time checks of `#[variant]`, at run time (a variant read from a file):
+    /// signatures against the kernel's contract and bodies specialized in its probe.
+    pub fn check_contract(&self) -> Result<(), ContractError> {
+        let fail = |e: attn_dsl::DslError| ContractError {
+            file: self.file.clone(),
+            line: e.span.start().line,
+            message: e.message,
+        };
+        let file: syn::File = syn::parse_str(&self.source).map_err(|e| ContractError {
+            file: self.file.clone(),
+            line: e.span().start().line,
+            message: e.to_string(),
+        })?;
+        let items: Vec<syn::Item> = match file.items.as_slice() {
+            [syn::Item::Mod(m)] => m.content.as_ref().map(|(_, i)| i.clone()).unwrap_or_default(),
+            other => other.to_vec(),
+        };
+        let c = &attn_dsl::contract::unified_attention::CONTRACT;
+        let at = proc_macro2::Span::call_site();
+        attn_dsl::contract::check_not_plain(&c.mask, &items, &self.mask).map_err(fail)?;
+        attn_dsl::contract::check_not_plain(&c.bounds, &items, &self.bounds).map_err(fail)?;
+        let module = self.items().map_err(|e| ContractError {
+            file: self.file.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        let parsed = module.module();
+        attn_dsl::contract::check_variant(c, &items, parsed, (&self.mask, at), (&self.bounds, at))
+            .map_err(fail)?;
+        attn_dsl::contract::probe_variant(c, parsed, &self.mask, &self.bounds, self.tile_ranges, at)
+            .map_err(fail)
     }
 
     /// A short name for messages: the mask function.
