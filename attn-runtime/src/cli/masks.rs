@@ -12,7 +12,7 @@ use crate::ops::unified_attention::config::{
     AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, UnifiedAttentionConfig,
 };
 use crate::ops::unified_attention::mask::{allowed, SequenceMask};
-use crate::ops::unified_attention::plan::MaskVariant;
+use crate::ops::unified_attention::plan::{choose_config, MaskVariant, PathChoice};
 use std::fmt::Write as _;
 
 /// One configuration to draw (a single sequence, context 0 unless given).
@@ -138,7 +138,8 @@ fn config(a: &MasksArgs, query_len: i32) -> Result<UnifiedAttentionConfig, Strin
             a.window
         ));
     }
-    let cfg = UnifiedAttentionConfig::from_problem(&problem).map_err(|e| e.to_string())?;
+    // The op's own choice (prefill programs take 64 rows), so the picture is what it runs.
+    let cfg = choose_config(&problem, PathChoice::Heuristic).map_err(|e| e.to_string())?;
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
