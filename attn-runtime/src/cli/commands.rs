@@ -215,10 +215,14 @@ fn run_kernel(
         problem.label,
         elapsed.as_secs_f64() * 1e3
     );
+    let tol = entry.tolerance;
     for c in cmp {
+        // Say which rule judged it: a large relative error can only pass where |ref| is
+        // small enough for atol to cover it.
         s.push_str(&format!(
-            "  {}: {} elements match the reference (max abs err {:.3e}, max rel err {:.3e})\n",
-            c.name, c.checked, c.max_abs_err, c.max_rel_err
+            "  {}: {} elements within |err| <= atol {:.1e} + rtol {:.1e}*|ref| (max abs err {:.3e}; \
+             max rel err {:.3e}, where |ref| is small and atol decides)\n",
+            c.name, c.checked, tol.atol, tol.rtol, c.max_abs_err, c.max_rel_err
         ));
     }
     write(out, &s)
