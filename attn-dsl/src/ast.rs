@@ -34,6 +34,10 @@ pub struct Item {
     /// Warps per program (`#[kernel(num_warps = 4)]` or a constexpr expression such as
     /// `num_warps = BLOCK_M / 16`); 4 when unspecified.
     pub num_warps: WarpCount,
+    /// `fast_math = true`: the CUDA back end may contract f32 arithmetic into FMAs and use
+    /// the hardware `exp2` for `exp` (the CPU executor stays exact; GPU parity tolerances
+    /// cover the difference).
+    pub fast_math: bool,
 }
 
 /// How many warps one program of a kernel uses.

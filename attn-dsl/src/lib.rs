@@ -9,6 +9,7 @@ pub mod codegen;
 pub mod contract;
 pub mod driver;
 pub mod frontend;
+pub mod gpu_ir;
 pub mod interp;
 pub mod ir;
 pub mod kernel;

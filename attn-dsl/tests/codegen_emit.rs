@@ -104,12 +104,19 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
     // Only the dot exchanges data in these (loads/stores are per element, except the
     // index broadcasts, which need at most m*n*4 bytes: below the dot's own need).
     for (m, k, n) in [(64, 64, 64), (32, 16, 64), (8, 4, 2), (16, 128, 32)] {
-        let bf = emit_cuda(&codegen_common::small_dot(Bf16, m, k, n, 4)).expect("emit");
-        assert_eq!(
-            bf.shared_bytes as usize,
-            mma_scratch(m, k, n, 4),
-            "bf16 {m}x{k}x{n}"
-        );
+        let fb = codegen_common::small_dot(Bf16, m, k, n, 4);
+        let bf = emit_cuda(&fb).expect("emit");
+        // Operand tiles of 16-multiples with an accumulator in fragments are async-copied
+        // into row-padded allocs instead: [rows][cols + 8] along each one's contiguous axis.
+        let staged_through_scratch = mma_scratch(m, k, n, 4);
+        let in_fragments = m.div_ceil(16) >= 4 || m == 16;
+        let copied = [m, k, n].iter().all(|d| d % 16 == 0) && in_fragments;
+        let want = if copied {
+            m * (k + 8) * 2 + k * (n + 8) * 2
+        } else {
+            staged_through_scratch
+        };
+        assert_eq!(bf.shared_bytes as usize, want, "bf16 {m}x{k}x{n}");
         let hf = emit_cuda(&codegen_common::small_dot(F16, m, k, n, 4)).expect("emit");
         assert_eq!(hf.shared_bytes, bf.shared_bytes, "f16 {m}x{k}x{n}");
         let f = emit_cuda(&codegen_common::small_dot(F32, m, k, n, 4)).expect("emit");
@@ -119,7 +126,7 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
             "f32 {m}x{k}x{n}"
         );
     }
-    // 64x64x64 bf16: A 64*72*2 + B 64*72*2 = 18432.
+    // 64x64x64 bf16: A [64][64 + 8] and B [64][64 + 8] allocs of 2-byte elements.
     let k = emit_cuda(&codegen_common::small_dot(Bf16, 64, 64, 64, 4)).expect("emit");
     assert_eq!(k.shared_bytes, 18432);
 }
@@ -175,9 +182,10 @@ fn broadcast_of_an_index_tile_needs_no_barrier() {
 }
 
 /// The flash-attention inner loop keeps scores, row statistics, probabilities and the
-/// accumulator in mma fragments: shared memory only stages the K and V operands (two barriers
-/// each), Q is held as A fragments from before the loop, P is repacked into A fragments in
-/// registers, row reductions are quad shuffles, and nothing needs a layout conversion.
+/// accumulator in mma fragments: K and V arrive by `cp.async` one iteration ahead and are
+/// read with `ldmatrix` (one barrier per tile), Q is held as A fragments from before the
+/// loop, P is repacked into A fragments in registers, row reductions are quad shuffles, and
+/// nothing needs a layout conversion.
 #[test]
 fn attention_inner_loop_stays_in_registers() {
     let kernels = codegen_common::dsl_kernels();
@@ -188,8 +196,12 @@ fn attention_inner_loop_stays_in_registers() {
     let start = k.source.find("for (int start").expect("key loop");
     let body = &k.source[start..];
     let before = &k.source[..start];
-    assert_eq!(body.matches("__syncthreads").count(), 4, "{label}:\n{body}");
+    assert_eq!(body.matches("__syncthreads").count(), 1, "{label}:\n{body}");
     for needle in [
+        "attn_cp_async16(",
+        "attn_cp_wait<0>()",
+        "attn_ldsm_x4(",
+        "attn_ldsm_x4_trans(",
         "attn_shfl_xor(acc, 1)",
         "attn_shfl_xor(acc, 2)",
         "attn_pack_bf16(",
@@ -199,7 +211,14 @@ fn attention_inner_loop_stays_in_registers() {
         assert!(body.contains(needle), "{label}: no `{needle}` in:\n{body}");
     }
     assert!(before.contains("held as mma fragments"), "{label}");
-    for absent in ["float* sx", "layout conversion", "sa[", "float sum"] {
+    for absent in [
+        "float* sx",
+        "layout conversion",
+        "sa[",
+        "sb[",
+        "float sum",
+        "attn_ld(",
+    ] {
         assert!(!body.contains(absent), "{label}: `{absent}` in:\n{body}");
     }
 }

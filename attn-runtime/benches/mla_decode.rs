@@ -7,7 +7,10 @@
 //! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> hist=<us> reduce=<us> exchange=<us>
 //! current=<us> combine=<us> vup=<us> gather=<us> splits=<n>` (medians of 20 event-timed steps;
 //! FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes / 4.3e12,
-//! FLOPs / 790e12)), writes `device-out/mla_decode.json`, and runs criterion on the step.
+//! FLOPs / 790e12)), then `TIMELINE <row> main: ..@<us> | side: current [<start>, <end>] |
+//! overlap=<..> hidden=<..>` (median µs after the step's start event: the side stream's current
+//! part against the main stream's stages), writes `device-out/mla_decode.json`, and runs
+//! criterion on the step.
 //! Caches, queries and weights are filled on the GPU (a hash kernel), not uploaded.
 
 use attn_runtime::bench::measurement::CudaEventTime;
@@ -17,7 +20,7 @@ use attn_runtime::ops::mla_dcp::cuda_source::{self, HALF_CONVERSIONS};
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::op::{
     compile_launches, mla_dcp_decode, ExchangeMode, MlaDcpConfig, MlaDcpContext, MlaDcpDecodeArgs,
-    StageTimes,
+    StageTimeline, StageTimes,
 };
 use attn_runtime::ops::mla_dcp::plan::{DecodeStep, QK_WIDTH};
 use attn_runtime::reference::mla::MlaConfig;
@@ -176,6 +179,7 @@ impl Filler {
 struct RowInputs {
     cache: CudaSlice<bf16>,
     table: CudaSlice<i32>,
+    table_host: Vec<i32>,
     q_loc: CudaSlice<bf16>,
     q_all: CudaSlice<bf16>,
     cur_kv: CudaSlice<bf16>,
@@ -195,6 +199,7 @@ impl RowInputs {
         RowInputs {
             cache: fill.alloc(num_blocks * BLOCK as usize * QK_WIDTH, 1, 1.0),
             table: stream.clone_htod(&table).expect("table"),
+            table_host: table,
             q_loc: fill.alloc(b * n * QK_WIDTH, 2, 1.0),
             q_all: fill.alloc(d * b * n * QK_WIDTH, 3, 1.0),
             cur_kv: fill.alloc(b * QK_WIDTH, 4, 1.0),
@@ -214,6 +219,7 @@ impl RowInputs {
             cur_kv: self.cur_kv.as_view(),
             cache: self.cache.as_view(),
             block_table: self.table.as_view(),
+            block_table_host: &self.table_host,
             block_table_stride: self.stride,
             w_uv: self.w_uv.as_view(),
         }
@@ -223,6 +229,21 @@ impl RowInputs {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Median of each mark of the timeline over `runs`.
+fn median_timeline(runs: &[StageTimeline]) -> StageTimeline {
+    let m = |f: fn(&StageTimeline) -> f64| median(runs.iter().map(f).collect());
+    StageTimeline {
+        current_start_us: m(|t| t.current_start_us),
+        current_end_us: m(|t| t.current_end_us),
+        gathered_us: m(|t| t.gathered_us),
+        history_us: m(|t| t.history_us),
+        reduced_us: m(|t| t.reduced_us),
+        exchanged_us: m(|t| t.exchanged_us),
+        combined_us: m(|t| t.combined_us),
+        vup_done_us: m(|t| t.vup_done_us),
+    }
 }
 
 /// Median of each stage over `runs`.
@@ -267,11 +288,19 @@ fn bench_row(
     let report = mla_dcp_decode(&mut ctx, &args).expect("first step");
     main.synchronize().expect("first step ran");
     let mut runs = Vec::with_capacity(PROFILED_RUNS);
+    let mut timeline = Vec::with_capacity(PROFILED_RUNS);
     for _ in 0..PROFILED_RUNS {
         mla_dcp_decode(&mut ctx, &args).expect("step");
         runs.push(ctx.stage_times().expect("stage times"));
+        timeline.push(ctx.stage_timeline().expect("stage timeline"));
     }
     let t = median_times(&runs);
+    // Where the side stream's current part ran relative to the main stream's stages.
+    println!(
+        "TIMELINE {} {}",
+        row.name(),
+        median_timeline(&timeline).render()
+    );
     let total_ms: Vec<f64> = runs.iter().map(|r| r.total_us * 1e-3).collect();
     let result = BenchResult::from_runs(
         "mla_dcp_decode",

@@ -274,8 +274,9 @@ impl Prepared {
             num_kv_heads: hkv,
             head_size: d,
         };
-        let k = random_bf16(geometry.elements(), 1);
-        let v = random_bf16(geometry.elements(), 2);
+        let elements = geometry.elements().expect("bench geometry fits");
+        let k = random_bf16(elements, 1);
+        let v = random_bf16(elements, 2);
         let cache = PagedKvCache::from_host(stream, geometry, &k, &v).expect("upload cache");
         let up = |v: Vec<i32>| (stream.clone_htod(&v).expect("upload metadata"), v);
         let ranges = (!row.mm_ranges.is_empty()).then(|| up(row.mm_ranges.as_flattened().to_vec()));

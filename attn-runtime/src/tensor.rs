@@ -25,6 +25,13 @@ pub enum TensorError {
         needed: usize,
         len: usize,
     },
+    #[error("view {shape:?} with strides {strides:?} reaches past usize::MAX elements")]
+    ExtentOverflow {
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+    },
+    #[error("shape {shape:?} holds more than usize::MAX elements")]
+    TooLarge { shape: Vec<usize> },
     #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
         during: &'static str,
@@ -36,25 +43,29 @@ fn driver(during: &'static str) -> impl FnOnce(DriverError) -> TensorError {
     move |source| TensorError::Driver { during, source }
 }
 
-/// Row-major strides of `shape`.
+/// Row-major strides of `shape` (saturating: only shapes whose [`numel`] fits are built).
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; shape.len()];
+    let mut strides = vec![1usize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
     }
     strides
 }
 
-/// One past the largest element offset a view of `shape`/`strides` touches (0 when empty).
-pub fn extent(shape: &[usize], strides: &[usize]) -> usize {
+/// Elements of `shape`, `None` when the product does not fit in `usize`.
+pub fn numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// One past the largest element offset a view of `shape`/`strides` touches (0 when empty),
+/// `None` when it does not fit in `usize` (a wrapped extent would pass a bounds check).
+pub fn extent(shape: &[usize], strides: &[usize]) -> Option<usize> {
     if shape.contains(&0) {
-        return 0;
+        return Some(0);
     }
-    1 + shape
-        .iter()
-        .zip(strides)
-        .map(|(&d, &s)| (d - 1) * s)
-        .sum::<usize>()
+    shape.iter().zip(strides).try_fold(1usize, |end, (&d, &s)| {
+        d.checked_sub(1)?.checked_mul(s)?.checked_add(end)
+    })
 }
 
 /// An owned device tensor (row-major on creation).
@@ -72,7 +83,9 @@ impl<T: DslType + DeviceRepr> Tensor<T> {
         host: &[T],
         shape: &[usize],
     ) -> Result<Self, TensorError> {
-        let expected: usize = shape.iter().product();
+        let expected = numel(shape).ok_or_else(|| TensorError::TooLarge {
+            shape: shape.to_vec(),
+        })?;
         if expected != host.len() {
             return Err(TensorError::ShapeMismatch {
                 shape: shape.to_vec(),
@@ -96,7 +109,9 @@ impl<T: DslType + DeviceRepr> Tensor<T> {
         shape: &[usize],
         value: T,
     ) -> Result<Self, TensorError> {
-        let n: usize = shape.iter().product();
+        let n = numel(shape).ok_or_else(|| TensorError::TooLarge {
+            shape: shape.to_vec(),
+        })?;
         Tensor::from_host(stream, &vec![value; n], shape)
     }
 
@@ -110,7 +125,9 @@ impl<T: DslType + DeviceRepr> Tensor<T> {
 
 impl<T: DslType + DeviceRepr + ValidAsZeroBits> Tensor<T> {
     pub fn zeros(stream: &Arc<CudaStream>, shape: &[usize]) -> Result<Self, TensorError> {
-        let n: usize = shape.iter().product();
+        let n = numel(shape).ok_or_else(|| TensorError::TooLarge {
+            shape: shape.to_vec(),
+        })?;
         let data = stream
             .alloc_zeros(n)
             .map_err(driver("allocating a tensor"))?;
@@ -130,7 +147,8 @@ impl<T> Tensor<T> {
         &self.strides
     }
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        // Checked when the tensor was built.
+        numel(&self.shape).unwrap_or(usize::MAX)
     }
     pub fn slice(&self) -> &CudaSlice<T> {
         &self.data
@@ -167,7 +185,10 @@ impl<'a, T> TensorView<'a, T> {
         shape: &[usize],
         strides: &[usize],
     ) -> Result<Self, TensorError> {
-        let needed = extent(shape, strides);
+        let needed = extent(shape, strides).ok_or_else(|| TensorError::ExtentOverflow {
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+        })?;
         if shape.len() != strides.len() || needed > data.len() {
             return Err(TensorError::OutOfBounds {
                 shape: shape.to_vec(),
@@ -205,8 +226,11 @@ mod tests {
     fn strides_and_extent() {
         assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
         assert_eq!(contiguous_strides(&[]), Vec::<usize>::new());
-        assert_eq!(extent(&[2, 3, 4], &[12, 4, 1]), 24);
-        assert_eq!(extent(&[4, 8], &[16, 1]), 56, "row pitch 16, 8 used");
-        assert_eq!(extent(&[0, 8], &[8, 1]), 0);
+        assert_eq!(extent(&[2, 3, 4], &[12, 4, 1]), Some(24));
+        assert_eq!(extent(&[4, 8], &[16, 1]), Some(56), "row pitch 16, 8 used");
+        assert_eq!(extent(&[0, 8], &[8, 1]), Some(0));
+        // 5 tokens of stride 2^62 reach 2^64 + ...: not representable, never wrapped to 256.
+        assert_eq!(extent(&[5, 4, 64], &[1 << 62, 64, 1]), None);
+        assert_eq!(numel(&[1 << 40, 1 << 40]), None);
     }
 }

@@ -3,12 +3,16 @@
 
 mod common;
 
+use attn_runtime::cache::nvrtc_stamp::{
+    loaded_nvrtc_file, read_stamp, write_stamp, LibraryIdentity,
+};
 use attn_runtime::cache::{
     entry_path, CacheConfig, CacheOutcome, ModuleCache, CACHE_DIR_VAR, CACHE_SWITCH_VAR,
 };
-use attn_runtime::jit::{nvrtc_compile_count, Arch, CudaSource, JitOptions};
+use attn_runtime::jit::{nvrtc_compile_count, nvrtc_version, Arch, CudaSource, JitOptions};
 use common::{scratch_dir, TEST_PRELUDE, VADD_SRC};
 use std::process::Command;
+use std::time::Instant;
 
 const CHILD_DIR_VAR: &str = "ATTN_TEST_CACHE_CHILD_DIR";
 
@@ -36,6 +40,7 @@ fn second_process_loads_without_compiling() {
         .output()
         .expect("spawn the test binary");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
     assert!(
         out.status.success(),
         "child failed:\n{stdout}\n{}",
@@ -54,11 +59,22 @@ fn child_loads_from_disk_cache() {
         return;
     };
     let cache = ModuleCache::new(CacheConfig::in_dir(dir));
+    let started = Instant::now();
     let got = cache
         .get_or_compile(&vadd(VADD_SRC), &JitOptions::new(Arch::SM_90))
         .expect("load");
+    let warm = started.elapsed();
     assert_eq!(got.outcome, CacheOutcome::Hit);
     assert_eq!(nvrtc_compile_count(), 0, "the child must not run NVRTC");
+    assert_eq!(
+        loaded_nvrtc_file(),
+        None,
+        "a warm hit must not load libnvrtc (the key's version comes from the stamp)"
+    );
+    println!(
+        "CACHE warm disk hit (no NVRTC loaded) in {:.3} ms",
+        warm.as_secs_f64() * 1e3
+    );
     assert!(
         got.module.entry_stats().is_some_and(|s| s.registers > 0),
         "stats survive the cache"
@@ -165,4 +181,58 @@ fn environment_selects_dir_and_switch() {
     std::env::remove_var(CACHE_DIR_VAR);
     std::env::set_var("XDG_CACHE_HOME", &dir);
     assert_eq!(CacheConfig::from_env().dir, Some(dir.join("attn-dsl")));
+}
+
+/// The key follows the NVRTC version recorded for the library identity: a stamp that names
+/// another version (what a different NVRTC file would record) misses the entry, the compile
+/// re-keys with the loaded NVRTC's own version and corrects the stamp, and the next call hits.
+#[test]
+fn another_nvrtc_version_misses() {
+    let dir = scratch_dir("nvrtc-version");
+    let cache = ModuleCache::new(CacheConfig::in_dir(&dir));
+    let opts = JitOptions::new(Arch::SM_90);
+    let first = cache
+        .get_or_compile(&vadd(VADD_SRC), &opts)
+        .expect("compile");
+    assert_eq!(first.outcome, CacheOutcome::Compiled { stored: true });
+    let id = LibraryIdentity::current().expect("the loader search finds the NVRTC the test loads");
+    let (major, minor) = nvrtc_version().expect("NVRTC");
+    let real = format!("{major}.{minor}");
+    assert_eq!(
+        read_stamp(&dir, &id).as_deref(),
+        Some(real.as_str()),
+        "the compile stamped it"
+    );
+    assert_eq!(
+        cache
+            .get_or_compile(&vadd(VADD_SRC), &opts)
+            .unwrap()
+            .outcome,
+        CacheOutcome::Hit
+    );
+    write_stamp(&dir, &id, "12.0").expect("stamp");
+    let other = cache
+        .get_or_compile(&vadd(VADD_SRC), &opts)
+        .expect("recompile");
+    assert_ne!(
+        other.outcome,
+        CacheOutcome::Hit,
+        "a 12.0 key must not find the 13.x entry"
+    );
+    assert_eq!(
+        other.key, first.key,
+        "re-keyed with the loaded NVRTC's version"
+    );
+    assert_eq!(
+        read_stamp(&dir, &id).as_deref(),
+        Some(real.as_str()),
+        "stamp corrected"
+    );
+    assert_eq!(
+        cache
+            .get_or_compile(&vadd(VADD_SRC), &opts)
+            .unwrap()
+            .outcome,
+        CacheOutcome::Hit
+    );
 }

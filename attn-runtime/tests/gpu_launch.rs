@@ -53,6 +53,7 @@ fn vadd_handle(block_threads: u32, shared_bytes: u32, src: &str) -> CudaKernelHa
         ],
         block_threads,
         shared_bytes,
+        assumed_divisible: Vec::new(),
     };
     CudaKernelHandle::with_prelude(k, TEST_PRELUDE)
 }

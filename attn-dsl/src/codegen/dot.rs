@@ -127,7 +127,7 @@ impl<'f> Emitter<'f> {
         let acc_s = self.at_in(acc, self.map(res), "s")?;
         self.w.open("");
         self.w
-            .line("float* sa = reinterpret_cast<float*>(attn_smem);");
+            .line("float* sa = reinterpret_cast<float*>(attn_scratch);");
         self.w.line(format!("float* sb = sa + {};", m * k));
         self.w.line("__syncthreads();");
         self.scatter(a, "sa", &format!("r * {k} + c"), str::to_string)?;
@@ -190,7 +190,7 @@ impl<'f> Emitter<'f> {
             self.w.close("");
         } else {
             self.w
-                .line("float* sc = reinterpret_cast<float*>(attn_smem);");
+                .line("float* sc = reinterpret_cast<float*>(attn_scratch);");
             self.w.line("__syncthreads();");
             self.scatter(acc, "sc", &format!("r * {} + c", p.n), str::to_string)?;
             self.w.line("__syncthreads();");
@@ -239,7 +239,7 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         // 4. Fragments back to the owners of the result.
         self.w
-            .line("float* sd = reinterpret_cast<float*>(attn_smem);");
+            .line("float* sd = reinterpret_cast<float*>(attn_scratch);");
         self.w.line("__syncthreads();");
         self.w.open_unrolled("j", per_warp);
         tile_coords(&mut self.w);
@@ -279,10 +279,10 @@ impl<'f> Emitter<'f> {
     fn stage_operands(&mut self, a: Option<ValueId>, b: ValueId, p: &MmaPlan) -> Res<()> {
         if a.is_some() {
             self.w
-                .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
+                .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
         }
         self.w.line(format!(
-            "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_smem + {});",
+            "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_scratch + {});",
             p.b_offset
         ));
         self.w.line("__syncthreads();");
@@ -340,7 +340,7 @@ impl<'f> Emitter<'f> {
 
     /// The `Mma` distribution of A when its accumulator-layout fragments can be repacked into
     /// A fragments in registers: same rows and warps as the result, K a multiple of 16.
-    fn repackable_a(&self, a: ValueId, res: &MmaMap, p: &MmaPlan) -> Option<MmaMap> {
+    pub(crate) fn repackable_a(&self, a: ValueId, res: &MmaMap, p: &MmaPlan) -> Option<MmaMap> {
         let TileMap::Mma(am) = self.map(a) else {
             return None;
         };

@@ -82,9 +82,21 @@ impl<'f> Emitter<'f> {
                 operand(x, &at.squeezed(self.shape(res), *axis))
             }
             OpKind::ExpandDims { .. } => arg(0),
-            OpKind::Unary(u) => Ok(unary(*u, self.scalar(Self::operand(op, 0)?)?, &arg(0)?)),
+            OpKind::Unary(u) => {
+                let t = self.scalar(Self::operand(op, 0)?)?;
+                let x = arg(0)?;
+                Ok(match fast_unary(self.f.fast_math, *u, t, &x) {
+                    Some(e) => e,
+                    None => unary(*u, t, &x),
+                })
+            }
             OpKind::Binary(b) => {
-                binary(*b, self.scalar(Self::operand(op, 0)?)?, &arg(0)?, &arg(1)?)
+                let t = self.scalar(Self::operand(op, 0)?)?;
+                let (x, y) = (arg(0)?, arg(1)?);
+                match fast_binary(self.f.fast_math, *b, t, &x, &y) {
+                    Some(e) => Ok(e),
+                    None => binary(*b, t, &x, &y),
+                }
             }
             OpKind::Cmp(p) => Ok(format!("({} {} {})", arg(0)?, cmp_op(*p), arg(1)?)),
             OpKind::Select => Ok(format!("({} ? {} : {})", arg(0)?, arg(1)?, arg(2)?)),
@@ -117,6 +129,24 @@ fn cmp_op(p: CmpPred) -> &'static str {
         CmpPred::Gt => ">",
         CmpPred::Ge => ">=",
     }
+}
+
+/// `op x` under `fast_math`: `exp` of f32 through the hardware `ex2` (`__expf`: one
+/// multiply and one MUFU op instead of a range-reduced polynomial).
+fn fast_unary(fast: bool, op: UnaryOp, t: ScalarType, x: &str) -> Option<String> {
+    (fast && t == ScalarType::F32 && op == UnaryOp::Exp).then(|| format!("__expf({x})"))
+}
+
+/// `a op b` under `fast_math`: plain f32 `+ - *`, which NVRTC contracts into FMAs (the
+/// softmax's scale, max subtraction and rescaling). 16-bit types keep their rounding.
+fn fast_binary(fast: bool, op: BinaryOp, t: ScalarType, a: &str, b: &str) -> Option<String> {
+    let o = match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => "*",
+        _ => return None,
+    };
+    (fast && t == ScalarType::F32).then(|| format!("({a} {o} {b})"))
 }
 
 /// `op x` on element type `t`.

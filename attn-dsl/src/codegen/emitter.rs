@@ -6,7 +6,8 @@ use super::names::NameTable;
 use super::tile_map::TileMap;
 use super::writer::SourceWriter;
 use super::CodegenError;
-use crate::ir::{Block, Elem, Function, Op, OpId, OpKind, ParamKind, ScalarType, ValueId};
+use crate::gpu_ir::{GpuBlock, GpuOp, GpuProgram};
+use crate::ir::{Elem, Function, Op, OpId, OpKind, ParamKind, ScalarType, ValueId};
 
 /// Largest dynamic shared memory any supported GPU grants one block (sm_90: 227 KiB).
 pub(crate) const MAX_SHARED_BYTES: usize = 227 * 1024;
@@ -14,6 +15,12 @@ pub(crate) const MAX_SHARED_BYTES: usize = 227 * 1024;
 /// State of one emission: the output text, value names and the scratch-memory high-water mark.
 pub(crate) struct Emitter<'f> {
     pub(crate) f: &'f Function,
+    /// The GPU-level program being emitted (allocs, copies, barriers around the tile ops).
+    pub(crate) prog: &'f GpuProgram,
+    /// Stage counters of the pipelined loops around the point being emitted, innermost last.
+    pub(crate) stage_vars: Vec<String>,
+    /// The stage counter of each pipelined loop (declared with its prologue).
+    pub(crate) loop_stage: std::collections::BTreeMap<u32, String>,
     pub(crate) w: SourceWriter,
     pub(crate) threads: usize,
     /// Bytes of dynamic shared memory the ops emitted so far need (max over ops).
@@ -26,7 +33,7 @@ pub(crate) struct Emitter<'f> {
     deferred: Vec<bool>,
     /// Operands of the op being emitted that were converted to its distribution, and the
     /// arrays that hold them (cleared after every op).
-    converted: std::collections::BTreeMap<u32, String>,
+    pub(crate) converted: std::collections::BTreeMap<u32, String>,
     /// Loads that may be fused into a dot's operand staging, and those that were.
     stageable: Vec<bool>,
     fused: Vec<bool>,
@@ -35,7 +42,7 @@ pub(crate) struct Emitter<'f> {
 }
 
 impl<'f> Emitter<'f> {
-    pub(crate) fn new(f: &'f Function) -> Result<Self, CodegenError> {
+    pub(crate) fn new(f: &'f Function, prog: &'f GpuProgram) -> Result<Self, CodegenError> {
         if f.num_warps == 0 || f.num_warps > 32 {
             return Err(CodegenError::NumWarps(f.num_warps));
         }
@@ -47,6 +54,9 @@ impl<'f> Emitter<'f> {
         });
         Ok(Emitter {
             f,
+            prog,
+            stage_vars: Vec::new(),
+            loop_stage: Default::default(),
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
             scratch_bytes: 0,
@@ -296,8 +306,9 @@ impl<'f> Emitter<'f> {
             );
         }
         self.emit_scalar_param_conversions();
-        let f = self.f;
-        if let Some(term) = self.emit_ops(&f.body)? {
+        self.emit_alloc_pointers();
+        let (f, prog) = (self.f, self.prog);
+        if let Some(term) = self.emit_ops(&prog.body)? {
             let op = f.op(term);
             if op.kind != OpKind::Return {
                 return Err(CodegenError::Malformed(format!(
@@ -350,8 +361,35 @@ impl<'f> Emitter<'f> {
     }
 
     /// Emits every op of `b` except its terminator, which it returns.
-    pub(crate) fn emit_ops(&mut self, b: &Block) -> Result<Option<OpId>, CodegenError> {
-        for (i, &o) in b.ops.iter().enumerate() {
+    pub(crate) fn emit_ops(&mut self, b: &'f GpuBlock) -> Result<Option<OpId>, CodegenError> {
+        for (i, g) in b.ops.iter().enumerate() {
+            let o = match g {
+                GpuOp::Tile(o) => *o,
+                GpuOp::For {
+                    op,
+                    body,
+                    pipelined,
+                } => {
+                    self.emit_for(*op, body, *pipelined)?;
+                    continue;
+                }
+                GpuOp::If {
+                    op,
+                    then_block,
+                    else_block,
+                } => {
+                    self.emit_if(self.f.op(*op), then_block, else_block)?;
+                    continue;
+                }
+                GpuOp::While { op, before, after } => {
+                    self.emit_while(self.f.op(*op), before, after)?;
+                    continue;
+                }
+                other => {
+                    self.emit_gpu_op(other)?;
+                    continue;
+                }
+            };
             let op = self.f.op(o);
             if op.kind.is_terminator() {
                 if i + 1 != b.ops.len() {
@@ -367,17 +405,23 @@ impl<'f> Emitter<'f> {
         Ok(None)
     }
 
-    fn emit_op(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+    /// The `// L<line>: ...` comment heading the code of a tile op.
+    pub(crate) fn op_comment(&mut self, op: &Op) {
         let summary = super::describe::describe(self.f, op);
         if op.loc.line > 0 {
             self.w.line(format!("// L{}: {summary}", op.loc.line));
         } else {
             self.w.line(format!("// {summary}"));
         }
+    }
+
+    fn emit_op(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+        self.op_comment(op);
         match &op.kind {
-            OpKind::For => self.emit_for(op),
-            OpKind::If => self.emit_if(op),
-            OpKind::While => self.emit_while(op),
+            OpKind::For | OpKind::If | OpKind::While => Err(CodegenError::Malformed(format!(
+                "{:?} outside the GPU program's structure",
+                op.kind
+            ))),
             OpKind::Condition | OpKind::Yield | OpKind::Return => Err(CodegenError::Malformed(
                 format!("stray terminator {:?}", op.kind),
             )),
@@ -511,14 +555,14 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    fn region(op: &Op, i: usize) -> Result<&Block, CodegenError> {
+    fn region(op: &Op, i: usize) -> Result<&crate::ir::Block, CodegenError> {
         op.regions
             .get(i)
             .ok_or_else(|| CodegenError::Malformed(format!("{:?} lacks region {i}", op.kind)))
     }
 
     /// Emits a region and returns its terminator's operands, checking the terminator kind.
-    fn emit_region(&mut self, b: &Block, want: OpKind) -> Result<Vec<ValueId>, CodegenError> {
+    fn emit_region(&mut self, b: &'f GpuBlock, want: OpKind) -> Result<Vec<ValueId>, CodegenError> {
         let term = self
             .emit_ops(b)?
             .ok_or_else(|| CodegenError::Malformed("region without terminator".into()))?;
@@ -532,7 +576,14 @@ impl<'f> Emitter<'f> {
         Ok(t.operands.clone())
     }
 
-    fn emit_for(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+    fn emit_for(
+        &mut self,
+        id: OpId,
+        gbody: &'f GpuBlock,
+        pipelined: bool,
+    ) -> Result<(), CodegenError> {
+        let op = self.f.op(id);
+        self.op_comment(op);
         let body = Self::region(op, 0)?;
         let (lo, hi, step) = (
             Self::operand(op, 0)?,
@@ -540,6 +591,10 @@ impl<'f> Emitter<'f> {
             Self::operand(op, 2)?,
         );
         let held = self.hold_invariant_a_operands(body)?;
+        if pipelined {
+            let st = self.stage_var(id)?;
+            self.stage_vars.push(st);
+        }
         let inits = &op.operands[3..];
         let iters = body.args.get(1..).unwrap_or(&[]);
         let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
@@ -557,8 +612,12 @@ impl<'f> Emitter<'f> {
         self.w.open(format!(
             "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
         ));
-        let next = self.emit_region(body, OpKind::Yield)?;
+        let next = self.emit_region(gbody, OpKind::Yield)?;
         self.assign_all(&carried, &next)?;
+        if pipelined {
+            let st = self.stage_vars.pop().unwrap_or_default();
+            self.w.line(format!("{st} ^= 1;"));
+        }
         self.w.close("");
         for a in held {
             self.held_a.remove(&a.0);
@@ -566,34 +625,46 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    fn emit_if(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+    fn emit_if(
+        &mut self,
+        op: &'f Op,
+        then_block: &'f GpuBlock,
+        else_block: &'f GpuBlock,
+    ) -> Result<(), CodegenError> {
+        self.op_comment(op);
         let cond = self.name(Self::operand(op, 0)?)?.to_string();
         let results = self.declare_carried(&op.results, &[&op.results], &[]);
         self.w.open(format!("if ({cond})"));
-        let tv = self.emit_region(Self::region(op, 0)?, OpKind::Yield)?;
+        let tv = self.emit_region(then_block, OpKind::Yield)?;
         self.assign_all(&results, &tv)?;
         self.w.reopen("} else {");
-        let ev = self.emit_region(Self::region(op, 1)?, OpKind::Yield)?;
+        let ev = self.emit_region(else_block, OpKind::Yield)?;
         self.assign_all(&results, &ev)?;
         self.w.close("");
         Ok(())
     }
 
-    fn emit_while(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+    fn emit_while(
+        &mut self,
+        op: &'f Op,
+        gbefore: &'f GpuBlock,
+        gafter: &'f GpuBlock,
+    ) -> Result<(), CodegenError> {
+        self.op_comment(op);
         let before = Self::region(op, 0)?;
         let after = Self::region(op, 1)?;
         let carried = self.declare_carried(&before.args, &[&before.args], &op.operands);
         self.assign_all(&carried, &op.operands)?;
         let passed = self.declare_carried(&op.results, &[&op.results, &after.args], &[]);
         self.w.open("while (true)");
-        let cond_ops = self.emit_region(before, OpKind::Condition)?;
+        let cond_ops = self.emit_region(gbefore, OpKind::Condition)?;
         let (c, vars) = cond_ops
             .split_first()
             .ok_or_else(|| CodegenError::Malformed("empty Condition".into()))?;
         self.assign_all(&passed, vars)?;
         let c = self.name(*c)?.to_string();
         self.w.line(format!("if (!{c}) break;"));
-        let next = self.emit_region(after, OpKind::Yield)?;
+        let next = self.emit_region(gafter, OpKind::Yield)?;
         self.assign_all(&carried, &next)?;
         self.w.close("");
         Ok(())

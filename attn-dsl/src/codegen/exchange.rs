@@ -25,7 +25,7 @@ impl<'f> Emitter<'f> {
         self.need_scratch(m.elems() * bytes);
         self.w.open("");
         self.w
-            .line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_smem);"));
+            .line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_scratch);"));
         self.w.line("__syncthreads();");
         self.w.open_unrolled("s", m.slots());
         let store = format!(

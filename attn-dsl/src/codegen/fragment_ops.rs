@@ -125,7 +125,7 @@ impl<'f> Emitter<'f> {
         self.need_scratch(16 * warps * 8);
         self.w.open("");
         self.w.line(format!(
-            "{ct}* attn_red = reinterpret_cast<{ct}*>(attn_smem);"
+            "{ct}* attn_red = reinterpret_cast<{ct}*>(attn_scratch);"
         ));
         self.w.line("__syncthreads();");
         self.w.open_unrolled("r", 2);

@@ -62,7 +62,7 @@ impl<'f> Emitter<'f> {
         self.need_scratch(p.m.next_multiple_of(16) * p.ld * 2);
         self.w.open("");
         self.w
-            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_smem);");
+            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
         self.w.line("__syncthreads();");
         self.stage_a(a, p)?;
         self.w.line("__syncthreads();");

@@ -161,5 +161,61 @@ __device__ __forceinline__ unsigned attn_pack_f16(float lo, float hi) {
     return (unsigned)attn_f32_to_f16_bits(lo) | ((unsigned)attn_f32_to_f16_bits(hi) << 16);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Asynchronous global -> shared copies and fragment loads (sm_80+). A copy moves one 16-byte
+// chunk; `ok == false` reads nothing and zero-fills the chunk (src-size 0). Copies complete in
+// commit groups: `attn_cp_wait<N>` returns once at most N of this thread's groups are in flight;
+// other threads' copies are visible after a following barrier.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned attn_smem_addr(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+template <class T>
+__device__ __forceinline__ void attn_cp_async16(unsigned short* dst, const T* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :
+                 : "r"(attn_smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void attn_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void attn_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// ldmatrix: lanes 8j..8j+7 give the row addresses of 8x8 matrix j; register j receives the
+// lane's two elements of matrix j (row lane/4, columns 2(lane%4)..; `.trans`: transposed).
+__device__ __forceinline__ void attn_ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                                             const unsigned short* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(attn_smem_addr(p))
+                 : "memory");
+}
+__device__ __forceinline__ void attn_ldsm_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2,
+                                                   unsigned& r3, const unsigned short* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(attn_smem_addr(p))
+                 : "memory");
+}
+__device__ __forceinline__ void attn_ldsm_x2(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                                             const unsigned short* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r0), "=r"(r1)
+                 : "r"(attn_smem_addr(p))
+                 : "memory");
+    r2 = r3 = 0u;
+}
+__device__ __forceinline__ void attn_ldsm_x2_trans(unsigned& r0, unsigned& r1, unsigned& r2,
+                                                   unsigned& r3, const unsigned short* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r0), "=r"(r1)
+                 : "r"(attn_smem_addr(p))
+                 : "memory");
+    r2 = r3 = 0u;
+}
+
 /// Dynamic shared memory: one scratch buffer reused by every op that moves data between threads.
 extern __shared__ __align__(16) unsigned char attn_smem[];

@@ -17,7 +17,7 @@ use crate::ir::{Op, OpKind, ValueId};
 type Res<T> = Result<T, CodegenError>;
 
 /// Longest per-element expression a deferred tile may have (in characters of C++).
-pub(crate) const MAX_EXPR_CHARS: usize = 600;
+pub(crate) const MAX_EXPR_CHARS: usize = 3000;
 
 impl<'f> Emitter<'f> {
     /// Defers `op` (result `res`) when it is a per-element function of coordinates and

@@ -1,6 +1,6 @@
 //! Arguments of `#[kernel(...)]` / `#[device]`: the launch width and the constexpr rules.
 //!
-//! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, require(COND, "message"), ...)]`,
+//! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, fast_math = true, require(COND, "message"), ...)]`,
 //! where `num_warps` is a literal (checked here) or a constexpr expression such as
 //! `BLOCK_M / 16` (checked by the specializer once the constexprs are bound),
 //! `#[device]` (no arguments: device functions are inlined and have no launch width).
@@ -24,11 +24,13 @@ pub const ALLOWED_NUM_WARPS: [u32; 5] = [1, 2, 4, 8, 16];
 pub struct KernelAttr {
     pub num_warps: WarpCount,
     pub requires: Vec<Require>,
+    pub fast_math: bool,
 }
 
 /// One comma-separated argument of `#[kernel(...)]`.
 enum AttrArg {
     NumWarps(WarpCount, Span),
+    FastMath(bool),
     Require(Box<Require>),
 }
 
@@ -40,6 +42,13 @@ impl Parse for AttrArg {
                 input.parse::<Token![=]>()?;
                 let expr: syn::Expr = input.parse()?;
                 Ok(AttrArg::NumWarps(warp_count(expr)?, key.span()))
+            }
+            "fast_math" => {
+                input.parse::<Token![=]>()?;
+                let v: syn::LitBool = input.parse().map_err(|e| {
+                    syn::Error::new(e.span(), "`fast_math` takes `true` or `false`")
+                })?;
+                Ok(AttrArg::FastMath(v.value))
             }
             "require" => {
                 let content;
@@ -62,7 +71,7 @@ impl Parse for AttrArg {
             }
             other => Err(syn::Error::new(
                 key.span(),
-                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N` (a literal or constexpr expression), `require(COND, \"message\")`"),
+                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N` (a literal or constexpr expression), `fast_math = true`, `require(COND, \"message\")`"),
             )),
         }
     }
@@ -109,17 +118,25 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                         "#[device] takes only `require(COND, \"message\")` rules (no num_warps: device functions are inlined)",
                     ))
                 }
+                AttrArg::FastMath(_) => {
+                    return Err(DslError::new(
+                        proc_macro2::Span::call_site(),
+                        "#[device] takes only `require(COND, \"message\")` rules (fast_math is a kernel attribute)",
+                    ))
+                }
                 AttrArg::Require(r) => requires.push(*r),
             }
         }
         return Ok(KernelAttr {
             num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
             requires,
+            fast_math: false,
         });
     }
     let mut out = KernelAttr {
         num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
         requires: vec![],
+        fast_math: false,
     };
     let mut warps_seen = false;
     for arg in args {
@@ -131,6 +148,7 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                 warps_seen = true;
                 out.num_warps = n;
             }
+            AttrArg::FastMath(v) => out.fast_math = v,
             AttrArg::Require(r) => out.requires.push(*r),
         }
     }

@@ -159,6 +159,7 @@ pub fn parse_kernel_attr(
         func,
         requires: parsed.requires,
         num_warps: parsed.num_warps,
+        fast_math: parsed.fast_math,
     })
 }
 

@@ -68,6 +68,13 @@ pub struct Function {
     pub body: Block,
     /// Threads per program = 32 · num_warps.
     pub num_warps: u32,
+    /// Integer parameters the caller promises are multiples of a power of two (name,
+    /// divisor): part of the specialization, like Triton's `tt.divisibility`, so strides
+    /// can prove 16-byte aligned rows; the launcher checks the promise (see
+    /// [`crate::passes::assume::divisible`]).
+    pub assumed_divisible: Vec<(String, u64)>,
+    /// Contractible f32 arithmetic and hardware `exp` in CUDA (the kernel's `fast_math`).
+    pub fast_math: bool,
 }
 
 impl Function {
@@ -79,6 +86,8 @@ impl Function {
             ops: vec![],
             body: Block::default(),
             num_warps,
+            assumed_divisible: Vec::new(),
+            fast_math: false,
         }
     }
     pub fn value(&self, v: ValueId) -> &ValueData {

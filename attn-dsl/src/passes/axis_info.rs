@@ -158,6 +158,9 @@ pub fn analyze(f: &Function) -> AxisAnalysis {
         if let crate::ir::ParamKind::Ptr { .. } = p.kind {
             a.info[p.value.0 as usize].divisibility = vec![ASSUMED_PTR_ALIGN_BYTES];
         }
+        if let Some((_, d)) = f.assumed_divisible.iter().find(|(n, _)| *n == p.name) {
+            a.info[p.value.0 as usize].divisibility = vec![(*d).min(MAX_DIVISIBILITY)];
+        }
     }
     a.block(&f.body);
     AxisAnalysis { info: a.info }

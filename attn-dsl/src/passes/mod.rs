@@ -3,6 +3,7 @@
 //! Each pass is one file with its own tests. [`optimize`] is the standard pipeline every
 //! specialization goes through before the CPU executor or the CUDA emitter sees it.
 
+pub mod assume;
 pub mod axis_info;
 pub mod compact;
 pub mod const_eval;

@@ -87,6 +87,7 @@ pub fn specialize(
         bindings: bound.clone(),
         ir: Function::new("", num_warps),
     };
+    spec.ir.fast_math = item.fast_math;
     let key = spec.key();
     let hash = blake3::hash(key.as_bytes()).to_hex();
     spec.ir.name = format!("{kernel}_{}", &hash.as_str()[..8]);

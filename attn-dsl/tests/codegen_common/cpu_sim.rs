@@ -93,6 +93,8 @@ attn_dim3 gridDim, blockDim;
 std::barrier<>* attn_block_barrier;
 std::barrier<>* attn_warp_barriers[32];
 attn_lane_regs attn_warp_regs[32][32];
+thread_local std::vector<std::vector<attn_pending_copy>> attn_copy_groups;
+thread_local std::vector<attn_pending_copy> attn_open_copies;
 alignas(16) unsigned char attn_smem[232448];
 static std::vector<unsigned char> read_blob(FILE* f) {{
     unsigned long long n = 0;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 struct attn_dim3 {
     unsigned x, y, z;
@@ -192,6 +193,86 @@ inline unsigned attn_pack_bf16(float lo, float hi) {
 }
 inline unsigned attn_pack_f16(float lo, float hi) {
     return (unsigned)attn_f32_to_f16_bits(lo) | ((unsigned)attn_f32_to_f16_bits(hi) << 16);
+}
+
+// cp.async: the source is read at issue, the destination written only when a wait retires
+// the group (the latest moment the hardware may), so a fragment load that is not ordered
+// after its wait and barrier reads stale bytes and the test fails.
+struct attn_pending_copy {
+    unsigned short* dst;
+    unsigned char bytes[16];
+};
+extern thread_local std::vector<std::vector<attn_pending_copy>> attn_copy_groups;
+extern thread_local std::vector<attn_pending_copy> attn_open_copies;
+template <class T>
+inline void attn_cp_async16(unsigned short* dst, const T* src, bool ok) {
+    attn_pending_copy c;
+    c.dst = dst;
+    if (ok) {
+        std::memcpy(c.bytes, src, 16);
+    } else {
+        std::memset(c.bytes, 0, 16);
+    }
+    attn_open_copies.push_back(c);
+}
+inline void attn_cp_commit() {
+    attn_copy_groups.push_back(attn_open_copies);
+    attn_open_copies.clear();
+}
+template <int N>
+inline void attn_cp_wait() {
+    while (attn_copy_groups.size() > (size_t)N) {
+        for (auto& c : attn_copy_groups.front()) std::memcpy(c.dst, c.bytes, 16);
+        attn_copy_groups.erase(attn_copy_groups.begin());
+    }
+}
+
+// ldmatrix as a warp exchange of row addresses.
+template <bool TRANS>
+inline void attn_ldsm(unsigned* r, int count, const unsigned short* p) {
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    attn_warp_regs[w][lane].bits = (unsigned long long)(uintptr_t)p;
+    attn_warp_sync();
+    auto row_ptr = [&](int l) {
+        return (const unsigned short*)(uintptr_t)attn_warp_regs[w][l].bits;
+    };
+    for (int j = 0; j < count; ++j) {
+        unsigned short lo, hi;
+        if (TRANS) {
+            lo = row_ptr(8 * j + 2 * (lane % 4))[lane / 4];
+            hi = row_ptr(8 * j + 2 * (lane % 4) + 1)[lane / 4];
+        } else {
+            const unsigned short* row = row_ptr(8 * j + lane / 4);
+            lo = row[2 * (lane % 4)];
+            hi = row[2 * (lane % 4) + 1];
+        }
+        r[j] = (unsigned)lo | ((unsigned)hi << 16);
+    }
+    attn_warp_sync();
+}
+inline void attn_ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                         const unsigned short* p) {
+    unsigned r[4];
+    attn_ldsm<false>(r, 4, p);
+    r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+inline void attn_ldsm_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                               const unsigned short* p) {
+    unsigned r[4];
+    attn_ldsm<true>(r, 4, p);
+    r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+inline void attn_ldsm_x2(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                         const unsigned short* p) {
+    unsigned r[2];
+    attn_ldsm<false>(r, 2, p);
+    r0 = r[0], r1 = r[1], r2 = r3 = 0u;
+}
+inline void attn_ldsm_x2_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3,
+                               const unsigned short* p) {
+    unsigned r[2];
+    attn_ldsm<true>(r, 2, p);
+    r0 = r[0], r1 = r[1], r2 = r3 = 0u;
 }
 
 extern unsigned char attn_smem[];

@@ -5,12 +5,15 @@
 mod config;
 mod disk;
 mod key;
+pub mod loader_path;
+pub mod nvrtc_stamp;
 
 pub use config::{CacheConfig, CACHE_DIR_VAR, CACHE_SWITCH_VAR};
 pub use disk::{entry_path, read_entry, write_entry, EntryError};
 pub use key::CacheKey;
 
 use crate::jit::{self, CompiledModule, CudaSource, JitError, JitOptions};
+use nvrtc_stamp::LibraryIdentity;
 
 /// Where a module came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,16 +64,19 @@ impl ModuleCache {
         source: &CudaSource<'_>,
         opts: &JitOptions,
     ) -> Result<CachedModule, JitError> {
-        let (major, minor) = jit::nvrtc_version()?;
-        let key = CacheKey::new(source, opts, &format!("{major}.{minor}"));
         let Some(dir) = &self.config.dir else {
             let module = jit::compile(source, opts)?;
+            let key = CacheKey::new(source, opts, &module.nvrtc_version);
             return Ok(CachedModule {
                 module,
                 key,
                 outcome: CacheOutcome::Bypassed,
             });
         };
+        // No dlopen of NVRTC on a hit (see `nvrtc_stamp`).
+        let id = LibraryIdentity::current();
+        let version = nvrtc_stamp::key_version(dir, id.as_ref(), nvrtc_stamp::probe_loaded)?;
+        let key = CacheKey::new(source, opts, &version);
         let rebuilt = match read_entry(dir, &key) {
             Ok(mut module) => {
                 module.compile_time = std::time::Duration::ZERO;
@@ -84,6 +90,15 @@ impl ModuleCache {
             Err(e) => Some(e.to_string()),
         };
         let module = jit::compile(source, opts)?;
+        // The compile loaded NVRTC: its own version is the truth (a stale stamp re-keys here).
+        let key = if module.nvrtc_version == version {
+            key
+        } else {
+            if let Some(id) = &id {
+                let _ = nvrtc_stamp::write_stamp(dir, id, &module.nvrtc_version);
+            }
+            CacheKey::new(source, opts, &module.nvrtc_version)
+        };
         let stored = write_entry(dir, &key, &module).is_ok();
         let outcome = match rebuilt {
             Some(why) => CacheOutcome::Rebuilt { why },

@@ -51,6 +51,7 @@ pub mod proof {
     /// they output 0, never NaN.
     #[kernel(
         num_warps = 4,
+        fast_math = true,
         require(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16"),
         require(BLOCK_M >= 16 && BLOCK_N >= 16, "BLOCK_M and BLOCK_N must be at least 16"),
     )]

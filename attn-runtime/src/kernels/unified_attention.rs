@@ -309,6 +309,7 @@ pub mod unified {
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
         num_warps = 4,
+        fast_math = true,
         require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must equal num_query_heads / num_kv_heads"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(TILE_SIZE & (TILE_SIZE - 1) == 0, "TILE_SIZE must be a power of two"),
@@ -600,13 +601,24 @@ pub mod unified {
     }
 
     /// Combines the 3D kernel's segment partials (spec §5), grid (T, Hq).
-    #[kernel(num_warps = 4, require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"))]
+    ///
+    /// The partials are read `SEGMENT_CHUNK` segments at a time: a whole
+    /// `[NUM_SEGMENTS, HEAD_SIZE_PADDED]` f32 tile would need 256 KiB of shared memory for
+    /// its column sums at 1024 segments, more than a block may have, so large splits could
+    /// not run. The global max `m*` comes first (one `[NUM_SEGMENTS]` vector), so every chunk
+    /// is weighted by the same `exp(m_s − m*)` and the sum is the one-pass result.
+    #[kernel(
+        num_warps = 4,
+        require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"),
+        require(SEGMENT_CHUNK >= 1 && SEGMENT_CHUNK & (SEGMENT_CHUNK - 1) == 0 && SEGMENT_CHUNK <= NUM_SEGMENTS, "SEGMENT_CHUNK must be a power of two in 1..=NUM_SEGMENTS"),
+    )]
     pub fn reduce_segments<
         T,
         const HEAD_SIZE: i32,
         const HEAD_SIZE_PADDED: i32,
         const TILE_SIZE: i32,
         const NUM_SEGMENTS: i32,
+        const SEGMENT_CHUNK: i32,
     >(
         out: *mut T,
         segm_out: *const f32,
@@ -625,22 +637,28 @@ pub mod unified {
         let seq_len = load(seq_lens + seq_idx);
         let tiles_per_segment = cdiv(seq_len, NUM_SEGMENTS * TILE_SIZE);
         let active = cdiv(seq_len, tiles_per_segment * TILE_SIZE);
-        let seg = arange::<NUM_SEGMENTS>();
-        let seg_ok = seg < active;
         let base = (tok * num_query_heads + h) * NUM_SEGMENTS;
-        let m_s = load(segm_max + base + seg, seg_ok, f32::NEG_INFINITY);
-        let l_s = load(segm_expsum + base + seg, seg_ok, 0.0);
-        let m_star = m_s.max(0);
-        let w = select(seg_ok & (m_s > f32::NEG_INFINITY), exp(m_s - m_star), 0.0);
-        let e = (l_s * w).sum(0);
+        let seg = arange::<NUM_SEGMENTS>();
+        let m_all = load(segm_max + base + seg, seg < active, f32::NEG_INFINITY);
+        let m_star = m_all.max(0);
         let d = arange::<HEAD_SIZE_PADDED>();
         let d_ok = d < HEAD_SIZE;
-        let parts = load(
-            segm_out + ((base + seg) * HEAD_SIZE_PADDED).unsqueeze(1) + d.unsqueeze(0),
-            seg_ok.unsqueeze(1) & d_ok.unsqueeze(0),
-            0.0,
-        );
-        let num = (parts * w.unsqueeze(1)).sum(0);
+        let mut e = 0.0;
+        let mut num = zeros::<f32>([HEAD_SIZE_PADDED]);
+        for c in 0..cdiv(active, SEGMENT_CHUNK) {
+            let sc = c * SEGMENT_CHUNK + arange::<SEGMENT_CHUNK>();
+            let sc_ok = sc < active;
+            let m_s = load(segm_max + base + sc, sc_ok, f32::NEG_INFINITY);
+            let l_s = load(segm_expsum + base + sc, sc_ok, 0.0);
+            let w = select(sc_ok & (m_s > f32::NEG_INFINITY), exp(m_s - m_star), 0.0);
+            e = e + (l_s * w).sum(0);
+            let parts = load(
+                segm_out + ((base + sc) * HEAD_SIZE_PADDED).unsqueeze(1) + d.unsqueeze(0),
+                sc_ok.unsqueeze(1) & d_ok.unsqueeze(0),
+                0.0,
+            );
+            num = num + (parts * w.unsqueeze(1)).sum(0);
+        }
         let o = select(e > 0.0, num / select(e > 0.0, e, 1.0), 0.0);
         let out_ptrs = out + tok.cast::<i64>() * out_stride0 + h.cast::<i64>() * out_stride1 + d;
         store(out_ptrs, o.cast::<T>(), d_ok);

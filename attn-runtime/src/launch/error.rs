@@ -46,6 +46,17 @@ pub enum LaunchError {
         got: usize,
         names: String,
     },
+    #[error(
+        "kernel `{kernel}` argument {index} (`{name}`) is {value}; this specialization was \
+         compiled for multiples of {divisor} (respecialize for this value)"
+    )]
+    Divisibility {
+        kernel: String,
+        index: usize,
+        name: String,
+        value: i64,
+        divisor: u64,
+    },
     #[error("kernel `{kernel}` argument {index} (`{name}`): expected {expected}, got {got}")]
     ArgKind {
         kernel: String,

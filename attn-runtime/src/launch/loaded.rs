@@ -187,5 +187,7 @@ fn load_image(
     let func = module
         .load_function(&m.entry)
         .map_err(LaunchError::driver("finding the entry point"))?;
+    super::eager::ensure_function_loaded(&func)
+        .map_err(LaunchError::driver("loading the entry point's code"))?;
     Ok((func, m.entry_stats().cloned().unwrap_or_default()))
 }

@@ -4,6 +4,7 @@
 
 mod args;
 mod device;
+mod eager;
 mod error;
 mod grid;
 mod loaded;
@@ -12,6 +13,7 @@ mod validate;
 
 pub use args::{Cuda, DeviceBuffer, KernelArg};
 pub use device::{ensure_driver, CudaDevice};
+pub use eager::ensure_function_loaded;
 pub use error::LaunchError;
 pub use grid::Grid;
 pub use loaded::{process_cache, LoadedKernel};

@@ -197,7 +197,7 @@ impl CudaKernelHandle {
     pub fn spec(&self) -> LaunchSpec {
         LaunchSpec {
             entry: self.kernel.entry.clone(),
-            params: self.kernel.params.iter().map(ParamSpec::from_ir).collect(),
+            params: ParamSpec::of_kernel(&self.kernel),
             block_threads: self.kernel.block_threads,
             shared_bytes: self.kernel.shared_bytes,
         }

@@ -36,6 +36,9 @@ impl DeviceLimits {
 pub struct ParamSpec {
     pub name: String,
     pub kind: ParamKind,
+    /// The value must be a multiple of this (1: no promise). The code was specialized on
+    /// it (see `attn_dsl::passes::assume`), so a call that breaks it is refused.
+    pub divisible_by: u64,
 }
 
 impl ParamSpec {
@@ -48,10 +51,12 @@ impl ParamSpec {
             } => ParamSpec {
                 name: name.into(),
                 kind: ParamKind::Ptr { elem, mutable },
+                divisible_by: 1,
             },
             ParamInfo::Scalar { name, ty } => ParamSpec {
                 name: name.into(),
                 kind: ParamKind::Scalar(ty),
+                divisible_by: 1,
             },
         }
     }
@@ -59,7 +64,23 @@ impl ParamSpec {
         ParamSpec {
             name: p.name.clone(),
             kind: p.kind,
+            divisible_by: 1,
         }
+    }
+
+    /// The parameters of a generated kernel with its divisibility promises.
+    pub fn of_kernel(k: &attn_dsl::codegen::CudaKernel) -> Vec<Self> {
+        k.params
+            .iter()
+            .map(|p| ParamSpec {
+                divisible_by: k
+                    .assumed_divisible
+                    .iter()
+                    .find(|(n, _)| *n == p.name)
+                    .map_or(1, |(_, d)| *d),
+                ..ParamSpec::from_ir(p)
+            })
+            .collect()
     }
 }
 
@@ -139,6 +160,12 @@ pub fn validate_args(spec: &LaunchSpec, args: &[ArgSummary]) -> Result<(), Launc
         });
     }
     for (index, (p, a)) in spec.params.iter().zip(args).enumerate() {
+        if let ArgSummary::Scalar(ScalarArg::I32(v)) = a {
+            check_divisible(spec, index, p, i64::from(*v))?;
+        }
+        if let ArgSummary::Scalar(ScalarArg::I64(v)) = a {
+            check_divisible(spec, index, p, *v)?;
+        }
         if !arg_matches(p.kind, a) {
             return Err(LaunchError::ArgKind {
                 kernel: spec.entry.clone(),
@@ -148,6 +175,24 @@ pub fn validate_args(spec: &LaunchSpec, args: &[ArgSummary]) -> Result<(), Launc
                 got: describe_arg(a),
             });
         }
+    }
+    Ok(())
+}
+
+fn check_divisible(
+    spec: &LaunchSpec,
+    index: usize,
+    p: &ParamSpec,
+    v: i64,
+) -> Result<(), LaunchError> {
+    if p.divisible_by > 1 && !attn_dsl::passes::assume::keeps(v, p.divisible_by) {
+        return Err(LaunchError::Divisibility {
+            kernel: spec.entry.clone(),
+            index,
+            name: p.name.clone(),
+            value: v,
+            divisor: p.divisible_by,
+        });
     }
     Ok(())
 }
@@ -237,6 +282,7 @@ mod tests {
                         elem: ScalarType::Bf16,
                         mutable: false,
                     },
+                    divisible_by: 1,
                 },
                 ParamSpec {
                     name: "y".into(),
@@ -244,10 +290,12 @@ mod tests {
                         elem: ScalarType::F32,
                         mutable: true,
                     },
+                    divisible_by: 1,
                 },
                 ParamSpec {
                     name: "n".into(),
                     kind: ParamKind::Scalar(ScalarType::I32),
+                    divisible_by: 16,
                 },
             ],
             block_threads,
@@ -255,6 +303,36 @@ mod tests {
         }
     }
     const L: DeviceLimits = DeviceLimits::SM90;
+
+    #[test]
+    fn a_broken_divisibility_promise_is_refused() {
+        let args = |n: i32| {
+            [
+                ArgSummary::Buffer {
+                    elem: ScalarType::Bf16,
+                    mutable: false,
+                },
+                ArgSummary::Buffer {
+                    elem: ScalarType::F32,
+                    mutable: true,
+                },
+                ArgSummary::Scalar(ScalarArg::I32(n)),
+            ]
+        };
+        assert!(validate_args(&spec(128, 0), &args(48)).is_ok());
+        let e = validate_args(&spec(128, 0), &args(40)).expect_err("40 is not a multiple of 16");
+        assert!(
+            matches!(
+                e,
+                LaunchError::Divisibility {
+                    value: 40,
+                    divisor: 16,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
 
     #[test]
     fn grid_dims_must_be_positive_and_within_limits() {

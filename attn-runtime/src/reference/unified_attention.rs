@@ -234,7 +234,8 @@ fn mask_config(o: &AttentionOptions<'_>) -> MaskConfig {
         sliding_window: o.sliding_window,
         chunk_lookback: lb,
         chunk_size: if lb >= 0 {
-            o.sliding_window / (lb + 1)
+            // i64: LB = i32::MAX must not overflow.
+            (i64::from(o.sliding_window) / (i64::from(lb) + 1)) as i32
         } else {
             0
         },

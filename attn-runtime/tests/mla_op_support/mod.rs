@@ -29,6 +29,8 @@ pub struct DeviceInputs<E> {
     pub q_all: CudaSlice<E>,
     pub cur_kv: CudaSlice<E>,
     pub table: CudaSlice<i32>,
+    /// Host copy of `table` (the op validates page ids through it).
+    pub table_host: Vec<i32>,
     pub stride: usize,
 }
 
@@ -55,6 +57,7 @@ impl<E: DecodeElem> DeviceInputs<E> {
             q_all: up(to_elems(f64s(&inputs.queries))),
             cur_kv: up(to_elems(f64s(&current_kv(&plan, &inputs.latents)))),
             table: stream.clone_htod(&table).expect("upload"),
+            table_host: table,
             stride: plan.step.block_table_stride,
         }
     }
@@ -73,6 +76,7 @@ impl<E: DecodeElem> DeviceInputs<E> {
             cur_kv: self.cur_kv.as_view(),
             cache: self.caches[r].as_view(),
             block_table: self.table.as_view(),
+            block_table_host: &self.table_host,
             block_table_stride: self.stride,
             w_uv: self.w_uvs[r].as_view(),
         }

@@ -87,16 +87,22 @@ pub fn load_module(
     ctx.load_module(ptx).map_err(driver("loading the module"))
 }
 
-/// Looks up `function` in `module`.
+/// Looks up `function` in `module` and loads its code now (not at its first launch, see
+/// [`crate::launch::ensure_function_loaded`]).
 pub fn load_function(
     module: &Arc<CudaModule>,
     function: &str,
 ) -> Result<CudaFunction, CudaSourceError> {
-    module
-        .load_function(function)
-        .map_err(|source| CudaSourceError::Driver {
-            during: "looking up the function",
+    let driver = |during| {
+        move |source| CudaSourceError::Driver {
+            during,
             name: function.to_string(),
             source,
-        })
+        }
+    };
+    let func = module
+        .load_function(function)
+        .map_err(driver("looking up the function"))?;
+    crate::launch::ensure_function_loaded(&func).map_err(driver("loading the code of"))?;
+    Ok(func)
 }

@@ -25,12 +25,14 @@ mod ag_rs_glue;
 mod buffers;
 mod config;
 mod error;
+mod host_checks;
 mod stage_timing;
 
 pub use ag_rs_glue::{ag_rs_glue_source, AG_RS_GLUE_SOURCE};
 pub use config::{ExchangeMode, MlaDcpConfig, StreamOptions, VupPath};
 pub use error::MlaError;
-pub use stage_timing::StageTimes;
+pub use host_checks::{check_host_inputs, MlaHostInputs};
+pub use stage_timing::{StageTimeline, StageTimes};
 
 use super::act_dtype::ActivationElem;
 use super::ag_rs::{ag_rs_rank, AgRsBuffers, LseCorrection};
@@ -52,7 +54,7 @@ use buffers::DecodeBuffers;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceSlice};
 use cudarc::nccl::{Comm, NcclType};
 use stage_timing::{Mark, StageEvents};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The activation element types the op runs on (bf16, f16): device-representable, a DSL
@@ -80,6 +82,9 @@ pub struct MlaDcpDecodeArgs<'a, E> {
     pub cache: CudaView<'a, E>,
     /// `[batch, block_table_stride]` i32, shared by all ranks (§2.2).
     pub block_table: CudaView<'a, i32>,
+    /// Host copy of `block_table` (same values): the op checks every page id the history
+    /// pass reads against the cache before launching.
+    pub block_table_host: &'a [i32],
     pub block_table_stride: usize,
     /// `W_UV [N, 512, 128]` of this rank's heads.
     pub w_uv: CudaView<'a, E>,
@@ -104,6 +109,11 @@ pub struct LaunchReport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     Idle,
+    /// Checked, planned, compiled, loaded, metadata uploaded: no stream work of the step yet.
+    Prepared {
+        metadata_uploaded: bool,
+        kernels_compiled: usize,
+    },
     HistoryDone,
     Exchanged,
 }
@@ -130,6 +140,22 @@ impl StepState {
     }
 }
 
+/// The host-visible part of a call, for [`check_host_inputs`].
+fn host_inputs<'a, E>(args: &MlaDcpDecodeArgs<'a, E>) -> MlaHostInputs<'a> {
+    MlaHostInputs {
+        query_lens: args.query_lens,
+        seq_lens: args.seq_lens,
+        block_table: args.block_table_host,
+        block_table_device_len: args.block_table.len(),
+        block_table_stride: args.block_table_stride,
+        q_loc_len: args.q_loc.len(),
+        q_all_len: args.q_all.as_ref().map(CudaView::len),
+        cur_kv_len: args.cur_kv.len(),
+        cache_len: args.cache.len(),
+        w_uv_len: args.w_uv.len(),
+    }
+}
+
 /// The AG+RS parity mode's kernels and workspace.
 struct AgRsState {
     correction: LseCorrection,
@@ -151,20 +177,9 @@ pub struct MlaDcpContext<E> {
     spin: Option<SpinKernel>,
     events: Option<StageEvents>,
     step: Option<StepState>,
+    /// Token counts whose V-up already ran once (its library kernels are loaded).
+    vup_warmed: BTreeSet<usize>,
     stage: Stage,
-}
-
-fn check_len(buffer: &'static str, got: usize, needed: usize, shape: &str) -> Result<(), MlaError> {
-    if got >= needed {
-        Ok(())
-    } else {
-        Err(MlaError::BufferTooSmall {
-            buffer,
-            got,
-            needed,
-            shape: shape.to_string(),
-        })
-    }
 }
 
 fn check_device(buffer: &'static str, got: usize, expected: usize) -> Result<(), MlaError> {
@@ -269,9 +284,11 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             }
             _ => None,
         };
-        let spin = match config.streams.side_delay_cycles {
-            Some(_) => Some(SpinKernel::new(&main)?),
-            None => None,
+        let delays = config.streams;
+        let spin = if delays.side_delay_cycles.is_some() || delays.exchange_delay_cycles.is_some() {
+            Some(SpinKernel::new(&main)?)
+        } else {
+            None
         };
         let events = if config.profile {
             Some(StageEvents::new(&main)?)
@@ -291,6 +308,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             spin,
             events,
             step: None,
+            vup_warmed: BTreeSet::new(),
             stage: Stage::Idle,
         })
     }
@@ -385,6 +403,15 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         self.events.as_ref().ok_or(MlaError::NotProfiling)?.times()
     }
 
+    /// When each stage of the last call ended, relative to its start on the main stream
+    /// (needs `profile = true`; waits for it): the overlap of the side stream, on a timeline.
+    pub fn stage_timeline(&self) -> Result<StageTimeline, MlaError> {
+        self.events
+            .as_ref()
+            .ok_or(MlaError::NotProfiling)?
+            .timeline()
+    }
+
     fn mark(&self, mark: Mark, stream: &CudaStream) -> Result<(), MlaError> {
         match &self.events {
             Some(e) => e.record(mark, stream),
@@ -392,56 +419,12 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         }
     }
 
-    /// Checks the caller's buffers against the call's shape and the context's device.
+    /// Checks the caller's buffers against the call's shape (host copies, no wrapping
+    /// arithmetic: [`check_host_inputs`]) and the context's device.
     fn check_args(&self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
-        let t: usize = args.query_lens.iter().map(|&q| q as usize).sum();
-        let batch = args.seq_lens.len().max(args.query_lens.len());
-        if t > self.config.max_tokens {
-            return Err(MlaError::OverCapacity {
-                what: "query tokens",
-                got: t,
-                max: self.config.max_tokens,
-            });
-        }
-        if batch > self.config.max_batch {
-            return Err(MlaError::OverCapacity {
-                what: "requests",
-                got: batch,
-                max: self.config.max_batch,
-            });
-        }
-        let (d, n) = (self.config.dcp_size(), self.config.heads());
-        let block_elems = self.config.layout.block_size as usize * QK_WIDTH;
-        if args.cache.is_empty() || args.cache.len() % block_elems != 0 {
-            return Err(MlaError::CacheShape {
-                len: args.cache.len(),
-                block_elems,
-            });
-        }
-        check_len("q_loc", args.q_loc.len(), t * n * QK_WIDTH, "[T, N, 576]")?;
-        check_len("cur_kv", args.cur_kv.len(), t * QK_WIDTH, "[T, 576]")?;
-        check_len(
-            "block_table",
-            args.block_table.len(),
-            batch * args.block_table_stride,
-            "[batch, block_table_stride]",
-        )?;
-        check_len(
-            "w_uv",
-            args.w_uv.len(),
-            n * LATENT * V_HEAD,
-            "[N, 512, 128]",
-        )?;
-        let needs_q_all = matches!(
-            self.config.exchange,
-            ExchangeMode::Simulated | ExchangeMode::Loopback
-        );
+        check_host_inputs(&self.config, &host_inputs(args))?;
         let dev = self.device.context().ordinal();
-        if needs_q_all {
-            let q_all = args.q_all.as_ref().ok_or(MlaError::NeedsQAll {
-                mode: self.config.exchange,
-            })?;
-            check_len("q_all", q_all.len(), d * t * n * QK_WIDTH, "[D, T, N, 576]")?;
+        if let Some(q_all) = &args.q_all {
             check_device("q_all", q_all.stream().context().ordinal(), dev)?;
         }
         for (name, ord) in [
@@ -557,8 +540,24 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             plan,
         };
         self.upload_metadata(&state.plan)?;
+        let tokens = state.plan.num_tokens;
         self.step = Some(state);
+        self.warm_vup(args, tokens)?;
         Ok((true, compiled))
+    }
+
+    /// Runs the V-up once for a token count this context has not seen, before any fork.
+    /// cuBLAS loads the kernels of a shape at its first call, and under CUDA's lazy loading
+    /// (the default since 12.2) loading a kernel may synchronize the whole context: inside the
+    /// step that wait lands after the fork, so the main stream would wait for the side stream
+    /// there, serializing the overlap and hiding a missing join (the first run of
+    /// `stream_order_without_the_join_is_wrong` saw no race for this reason). It writes only
+    /// `y`, which the step overwrites.
+    fn warm_vup(&mut self, args: &MlaDcpDecodeArgs<'_, E>, tokens: usize) -> Result<(), MlaError> {
+        if self.vup_warmed.insert(tokens) {
+            self.enqueue_vup(args)?;
+        }
+        Ok(())
     }
 
     /// token_req, cu_seqlens_q and this rank's history lengths → the device, through the pinned
@@ -584,15 +583,48 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             .map_err(MlaError::driver("uploading the step metadata"))
     }
 
-    /// Steps 1–3 up to the exchange: metadata, fork, the current part on S1, the all-gather,
-    /// the history pass and its reduce into `hist_send` on S0.
+    /// Steps 1–3 up to the exchange: [`Self::prepare_call`], then
+    /// [`Self::enqueue_prepared`].
     pub fn enqueue_until_exchange(
         &mut self,
         args: &MlaDcpDecodeArgs<'_, E>,
     ) -> Result<LaunchReport, MlaError> {
+        self.prepare_call(args)?;
+        self.enqueue_prepared(args)
+    }
+
+    /// Everything of a call that is not the step's stream work: checks, plan, NVRTC, module
+    /// loads, the metadata upload and the V-up warm-up. It runs before the fork because loading
+    /// a module or a function may synchronize the context (CUDA lazy loading); one thread
+    /// driving several ranks (the simulated step) prepares every rank before enqueueing any, so
+    /// no load lands between one rank's fork and its join.
+    pub fn prepare_call(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
         self.stage = Stage::Idle;
         self.check_args(args)?;
         let (metadata_uploaded, kernels_compiled) = self.prepare(args)?;
+        self.stage = Stage::Prepared {
+            metadata_uploaded,
+            kernels_compiled,
+        };
+        Ok(())
+    }
+
+    /// The stream work up to the exchange of a prepared call: fork, the current part on S1,
+    /// the all-gather, the history pass and its reduce into `hist_send` on S0.
+    pub fn enqueue_prepared(
+        &mut self,
+        args: &MlaDcpDecodeArgs<'_, E>,
+    ) -> Result<LaunchReport, MlaError> {
+        let Stage::Prepared {
+            metadata_uploaded,
+            kernels_compiled,
+        } = self.stage
+        else {
+            return Err(MlaError::StageOrder {
+                stage: "enqueue_prepared",
+                why: "the call has not been prepared (prepare_call)",
+            });
+        };
         let main = self.fork_join.main().clone();
         self.mark(Mark::Start, &main)?;
         self.fork_join.fork()?;
@@ -602,7 +634,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         self.enqueue_history(args)?;
         self.stage = Stage::HistoryDone;
         let plan = self.plan().ok_or(MlaError::StageOrder {
-            stage: "enqueue_until_exchange",
+            stage: "enqueue_prepared",
             why: "no plan after prepare (internal error)",
         })?;
         Ok(LaunchReport {
@@ -753,6 +785,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         let main = self.fork_join.main().clone();
         let chunk = self.state("exchange")?.chunk;
         let total = chunk.total_bytes();
+        self.delay_exchange(&main)?;
         match self.config.exchange {
             ExchangeMode::Simulated => {
                 return Err(MlaError::NotSingleRank {
@@ -785,6 +818,16 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         }
         self.mark(Mark::Exchanged, &main)?;
         self.stage = Stage::Exchanged;
+        Ok(())
+    }
+
+    /// [`StreamOptions::exchange_delay_cycles`]: a spin on the main stream where the exchange
+    /// starts, a stand-in for wire time that widens the window the side stream must overlap.
+    fn delay_exchange(&self, main: &Arc<CudaStream>) -> Result<(), MlaError> {
+        if let (Some(spin), Some(cycles)) = (&self.spin, self.config.streams.exchange_delay_cycles)
+        {
+            spin.launch(main, cycles)?;
+        }
         Ok(())
     }
 
@@ -1012,6 +1055,7 @@ pub fn simulated_exchange<E: DecodeElem>(ctxs: &mut [MlaDcpContext<E>]) -> Resul
     }
     let main = ctxs[0].main_stream().clone();
     let total = chunk.total_bytes();
+    ctxs[0].delay_exchange(&main)?;
     let mut sends = Vec::with_capacity(ctxs.len());
     let mut recvs = Vec::with_capacity(ctxs.len());
     for c in ctxs.iter_mut() {
@@ -1041,10 +1085,15 @@ pub fn simulated_decode<E: DecodeElem>(
     args: &[MlaDcpDecodeArgs<'_, E>],
 ) -> Result<Vec<LaunchReport>, MlaError> {
     check_simulated(ctxs, Some(args.len()))?;
+    // All ranks first: a later rank's module loads must not land inside an earlier rank's
+    // fork/join window (see `prepare_call`).
+    for (c, a) in ctxs.iter_mut().zip(args) {
+        c.prepare_call(a)?;
+    }
     let reports = ctxs
         .iter_mut()
         .zip(args)
-        .map(|(c, a)| c.enqueue_until_exchange(a))
+        .map(|(c, a)| c.enqueue_prepared(a))
         .collect::<Result<Vec<_>, _>>()?;
     simulated_exchange(ctxs)?;
     for (c, a) in ctxs.iter_mut().zip(args) {

@@ -314,6 +314,13 @@ impl DecodeStep {
                     query_len: q,
                 });
             }
+            // The kernels hold lengths and history positions in i32.
+            if i32::try_from(s).is_err() {
+                return Err(PlanError::Overflow {
+                    what: "seq_len",
+                    value: u64::from(s),
+                });
+            }
             if q > s {
                 return Err(PlanError::QueryLongerThanSequence {
                     request,

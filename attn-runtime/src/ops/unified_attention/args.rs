@@ -11,9 +11,10 @@ use cudarc::driver::{CudaView, CudaViewMut};
 
 use super::config::{AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, SplitKvWorkspace};
 use super::gpu::AttnError;
+use super::limits::ScalarArgs;
 use super::paged_cache::PagedKvCache;
 use super::plan::{LaunchShape, PathChoice};
-use super::validate::{TensorMeta, UnifiedAttentionInputs};
+use super::validate::{InputError, TensorMeta, UnifiedAttentionInputs};
 use super::variant_args::VariantArgs;
 use crate::tensor::extent;
 
@@ -37,7 +38,7 @@ impl TokenLayout {
             num_tokens,
             num_heads,
             head_size,
-            token_stride: num_heads * head_size,
+            token_stride: num_heads.saturating_mul(head_size),
             head_stride: head_size,
         }
     }
@@ -50,8 +51,9 @@ impl TokenLayout {
         [self.token_stride, self.head_stride, 1]
     }
 
-    /// Elements the buffer must hold for every index to be in bounds.
-    pub fn required_len(&self) -> usize {
+    /// Elements the buffer must hold for every index to be in bounds; `None` when that
+    /// count is not representable (it used to wrap: 5 tokens of stride 2^62 "needed" 256).
+    pub fn required_len(&self) -> Option<usize> {
         extent(&self.shape(), &self.strides())
     }
 }
@@ -192,14 +194,20 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
         self.cu_seqlens_q.host.len().saturating_sub(1)
     }
 
-    /// Longest query of the batch (from the host copy of `cu_seqlens_q`).
+    /// Longest query of the batch (from the host copy of `cu_seqlens_q`; differences in
+    /// i64, so a malformed table cannot overflow before validation rejects it).
     pub fn max_seqlen_q(&self) -> usize {
-        self.cu_seqlens_q
-            .host
-            .windows(2)
-            .map(|w| (w[1] - w[0]).max(0) as usize)
-            .max()
-            .unwrap_or(0)
+        max_query_len(self.cu_seqlens_q.host)
+    }
+
+    /// The scalar arguments, for `limits::check_scalars`.
+    pub fn scalars(&self) -> ScalarArgs {
+        ScalarArgs {
+            softmax_scale: self.softmax_scale,
+            softcap: self.softcap,
+            sliding_window: self.sliding_window,
+            chunk_lookback: self.chunk_lookback,
+        }
     }
 
     /// Host/device consistency of every buffer: metadata lengths agree, q/out buffers hold
@@ -233,7 +241,10 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
             ("q", self.q.data.len(), &self.q.layout),
             ("out", self.out.data.len(), &self.out.layout),
         ] {
-            let needed = layout.required_len();
+            let needed = layout.required_len().ok_or(InputError::Overflow {
+                what,
+                limit: "usize element counts",
+            })?;
             if len < needed {
                 return Err(AttnError::BufferTooSmall { what, len, needed });
             }
@@ -302,6 +313,7 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
             chunk_lookback: self.chunk_lookback,
             mm: match &self.mm_prefix_ranges {
                 MmPrefixRanges::None => MmRangeEncoding::None,
+                // Saturation is harmless: validation rejects 2 · R beyond i32 first.
                 MmPrefixRanges::PerSequence { max_ranges, .. } => MmRangeEncoding::PerSequence {
                     max_ranges: as_i32(*max_ranges),
                 },
@@ -352,6 +364,18 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
     }
 }
 
+/// Longest `cu[i + 1] − cu[i]` (negative differences count as 0), without i32 overflow.
+pub fn max_query_len(cu_seqlens_q: &[i32]) -> usize {
+    cu_seqlens_q
+        .windows(2)
+        .filter_map(|w| match w {
+            &[a, b] => usize::try_from(i64::from(b) - i64::from(a)).ok(),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,13 +384,23 @@ mod tests {
     fn token_layouts_know_their_extent() {
         let l = TokenLayout::contiguous(3, 4, 8);
         assert_eq!(l.strides(), [32, 8, 1]);
-        assert_eq!(l.required_len(), 96);
+        assert_eq!(l.required_len(), Some(96));
         let padded = TokenLayout {
             token_stride: 40,
             ..l
         };
         // Last token starts at 80 and spans 32 elements.
-        assert_eq!(padded.required_len(), 112);
-        assert_eq!(TokenLayout::contiguous(0, 4, 8).required_len(), 0);
+        assert_eq!(padded.required_len(), Some(112));
+        assert_eq!(TokenLayout::contiguous(0, 4, 8).required_len(), Some(0));
+    }
+
+    #[test]
+    fn huge_strides_do_not_wrap() {
+        let l = TokenLayout {
+            token_stride: 1 << 62,
+            ..TokenLayout::contiguous(5, 4, 8)
+        };
+        assert_eq!(l.required_len(), None);
+        assert_eq!(max_query_len(&[i32::MIN, i32::MAX]), u32::MAX as usize);
     }
 }

@@ -7,6 +7,7 @@
 
 use thiserror::Error;
 
+use super::limits::effective_sliding_window;
 use super::mask::MaskConfig;
 
 /// Rule 1: `Hq % Hkv == 0`.
@@ -143,6 +144,16 @@ fn require(
             detail: detail(),
         })
     }
+}
+
+/// `⌊SW / (LB + 1)⌋` for `LB ≥ 0`, in i64 so `LB = i32::MAX` cannot overflow (gives 0,
+/// which the chunk rule rejects); 0 when chunking is off.
+pub fn chunk_size_of(sliding_window: i32, chunk_lookback: i32) -> i32 {
+    if chunk_lookback < 0 || sliding_window <= 0 {
+        return 0;
+    }
+    let size = i64::from(sliding_window) / (i64::from(chunk_lookback) + 1);
+    i32::try_from(size).unwrap_or(i32::MAX)
 }
 
 fn is_pow2(x: i32) -> bool {
@@ -349,11 +360,11 @@ impl UnifiedAttentionConfig {
         require(w > 0, MSG_CHUNK_WITHOUT_WINDOW, || {
             format!("SLIDING_WINDOW = {w}, CHUNK_LOOKBACK = {lb}")
         })?;
-        require(w / (lb + 1) > 0, MSG_CHUNK_SIZE_ZERO, || {
+        require(chunk_size_of(w, lb) > 0, MSG_CHUNK_SIZE_ZERO, || {
             format!("SLIDING_WINDOW = {w}, CHUNK_LOOKBACK = {lb}")
         })?;
         require(
-            self.chunk_size == w / (lb + 1),
+            self.chunk_size == chunk_size_of(w, lb),
             MSG_CHUNK_SIZE_MISMATCH,
             || {
                 format!(
@@ -619,7 +630,9 @@ impl UnifiedAttentionConfig {
         };
         let block_m = block_m_for(nqpkv);
         let is_3d = choose_3d(p.split_kv, p.max_seqlen_q, p.num_seqs, p.batch_invariant);
-        let (w, lb) = (p.sliding_window, p.chunk_lookback);
+        // An all-covering window becomes an equivalent representable one (see `limits`).
+        let lb = p.chunk_lookback;
+        let w = effective_sliding_window(p.sliding_window, lb);
         let cfg = UnifiedAttentionConfig {
             block_size: p.block_size,
             tile_size: get_tile_size(p.head_size, w, p.kv_elem_bytes, !is_3d),
@@ -635,7 +648,7 @@ impl UnifiedAttentionConfig {
             use_causal: p.causal != CausalMode::NonCausal,
             use_per_seq_causal: p.causal == CausalMode::PerSequence,
             chunk_lookback: lb,
-            chunk_size: if lb >= 0 && w > 0 { w / (lb + 1) } else { 0 },
+            chunk_size: chunk_size_of(w, lb),
             use_mm_prefix: p.mm != MmRangeEncoding::None,
             use_mm_query_range: p.mm == MmRangeEncoding::PerQuery,
             max_mm_ranges: match p.mm {

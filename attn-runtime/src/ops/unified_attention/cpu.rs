@@ -14,9 +14,11 @@ use attn_dsl::interp::{run, CpuArg, ExecError, ExecStats, HostBuffer};
 use attn_dsl::ir::{Function, ScalarType};
 use thiserror::Error;
 
+use super::args::max_query_len;
 use super::config::{
     AlibiMode, AttentionProblem, CausalMode, ConfigError, MmRangeEncoding, SplitKvWorkspace,
 };
+use super::limits::{check_scalars, ScalarArgs};
 use super::plan::{
     choose_config, plan_launch, BufferRole, KernelArg, KernelLaunch, LaunchPlan, LaunchShape,
     MaskVariant, PathChoice, PlanError,
@@ -148,6 +150,7 @@ pub fn run_unified_attention_cpu(
 ) -> Result<CpuRun, CpuError> {
     let dims = Dims::of(problem)?;
     validate(problem, &dims, options.dtype.scalar_type())?;
+    check_scalars(&scalars(problem))?;
     let attention_problem = attention_problem(problem, &dims, options);
     let cfg = choose_config(&attention_problem, options.path)?;
     let shape = launch_shape(problem, &dims, options);
@@ -219,19 +222,18 @@ struct Dims {
 
 impl Dims {
     fn of(p: &UnifiedAttentionProblem<'_>) -> Result<Dims, CpuError> {
-        let row = p.num_query_heads * p.head_size;
-        let page = p.block_size * p.num_kv_heads * p.head_size;
+        // Saturating products: a size that does not fit cannot match a real buffer's length.
+        let row = p.num_query_heads.saturating_mul(p.head_size);
+        let page = p
+            .block_size
+            .saturating_mul(p.num_kv_heads)
+            .saturating_mul(p.head_size);
         let num_tokens = p.q.len().checked_div(row).unwrap_or(0);
         let num_blocks = p.k_cache.len().checked_div(page).unwrap_or(0);
-        exact("q", p.q.len(), num_tokens * row)?;
-        exact("k_cache", p.k_cache.len(), num_blocks * page)?;
-        exact("v_cache", p.v_cache.len(), num_blocks * page)?;
-        let max_seqlen_q = p
-            .cu_seqlens_q
-            .windows(2)
-            .map(|w| (w[1] - w[0]).max(0) as usize)
-            .max()
-            .unwrap_or(0);
+        exact("q", p.q.len(), num_tokens.saturating_mul(row))?;
+        exact("k_cache", p.k_cache.len(), num_blocks.saturating_mul(page))?;
+        exact("v_cache", p.v_cache.len(), num_blocks.saturating_mul(page))?;
+        let max_seqlen_q = max_query_len(p.cu_seqlens_q);
         Ok(Dims {
             num_tokens,
             num_seqs: p.cu_seqlens_q.len().saturating_sub(1),
@@ -295,6 +297,16 @@ fn validate(
             .map(|b| [b.values.len() / b.stride0.max(1), b.stride0]),
     };
     Ok(validate_inputs(&inputs)?)
+}
+
+/// The scalar arguments in the op's types (the reference's f64 values, as the GPU op takes them).
+fn scalars(p: &UnifiedAttentionProblem<'_>) -> ScalarArgs {
+    ScalarArgs {
+        softmax_scale: p.scale as f32,
+        softcap: p.options.softcap.map(|c| c as f32),
+        sliding_window: p.options.sliding_window,
+        chunk_lookback: p.options.chunk_lookback,
+    }
 }
 
 /// The §6 view of the problem: geometry and enabled features.

@@ -21,9 +21,10 @@ use thiserror::Error;
 
 use super::args::{Causal, MmPrefixRanges, UnifiedAttentionArgs};
 use super::config::{seq_threshold_3d, ConfigError, SplitKvWorkspace, UnifiedAttentionConfig};
+use super::limits::check_scalars;
 use super::plan::{
     choose_config, plan_launch, BufferRole, KernelArg as PlanArg, KernelLaunch, LaunchPlan,
-    MaskVariant, PlanError,
+    MaskVariant, PlanError, SegmentWorkspace,
 };
 use super::validate::{validate_inputs, InputError};
 use super::variant::{validate_aux, AuxError, VariantModule};
@@ -77,11 +78,15 @@ pub enum AttnError {
         needed: usize,
     },
     #[error(
-        "the 3D path needs a split-KV workspace of {needed} f32 values ({tokens} tokens x \
-         {heads} heads x {segments} segments x {padded} padded head size) but the context holds \
-         {capacity}; size ContextOptions::workspace for it"
+        "the 3D path needs {needed} f32 values of {buffer} ({tokens} tokens x {heads} heads x \
+         {segments} segments{per_row}) but the context's {buffer} holds {capacity}; size \
+         ContextOptions::workspace for it"
     )]
     WorkspaceTooSmall {
+        /// `segm_output`, or `segm_max / segm_expsum`.
+        buffer: &'static str,
+        /// ` x {padded} padded head size` for `segm_output`, empty for the statistics.
+        per_row: String,
         needed: usize,
         capacity: usize,
         tokens: usize,
@@ -126,13 +131,20 @@ pub struct WorkspaceCapacity {
 }
 
 impl WorkspaceCapacity {
-    /// Elements of `segm_max` / `segm_expsum`.
+    /// Elements of `segm_max` / `segm_expsum` (saturating: an impossible capacity fails
+    /// its allocation instead of wrapping to a small one).
     pub fn stats_len(&self) -> usize {
-        self.max_tokens * self.max_query_heads * self.max_segments
+        self.max_tokens
+            .saturating_mul(self.max_query_heads)
+            .saturating_mul(self.max_segments)
     }
     /// Elements of `segm_output`.
     pub fn output_len(&self) -> usize {
-        self.stats_len() * self.max_head_size.next_power_of_two()
+        let padded = self
+            .max_head_size
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX);
+        self.stats_len().saturating_mul(padded)
     }
 }
 
@@ -303,6 +315,7 @@ impl UnifiedAttentionContext {
     ) -> Result<LaunchPlan, AttnError> {
         args.check_buffers()?;
         validate_inputs(&args.inputs())?;
+        check_scalars(&args.scalars())?;
         if let Some(v) = &args.variant {
             validate_aux(
                 v.variant,
@@ -320,17 +333,7 @@ impl UnifiedAttentionContext {
         plan.variant = args.variant.as_ref().map(|v| VariantModule::of(v.variant));
         if let Some(ws) = plan.workspace {
             let cap = self.options.workspace.ok_or(AttnError::NoWorkspace)?;
-            let fits = ws.output_len() <= cap.output_len() && ws.stats_len() <= cap.stats_len();
-            if !fits {
-                return Err(AttnError::WorkspaceTooSmall {
-                    needed: ws.output_len(),
-                    capacity: cap.output_len(),
-                    tokens: ws.num_tokens,
-                    heads: ws.num_query_heads,
-                    segments: ws.num_segments,
-                    padded: ws.head_size_padded,
-                });
-            }
+            check_workspace(&ws, &cap)?;
         }
         Ok(plan)
     }
@@ -426,6 +429,38 @@ fn launches(p: &LaunchPlan) -> Vec<(&KernelLaunch, Option<&VariantModule>)> {
     v
 }
 
+/// The call's workspace fits the context's, buffer by buffer; the error names the buffer
+/// that does not fit (the layout is flat, so the element counts are what must fit).
+pub fn check_workspace(ws: &SegmentWorkspace, cap: &WorkspaceCapacity) -> Result<(), AttnError> {
+    let too_small = |buffer, per_row: String, needed, capacity| AttnError::WorkspaceTooSmall {
+        buffer,
+        per_row,
+        needed,
+        capacity,
+        tokens: ws.num_tokens,
+        heads: ws.num_query_heads,
+        segments: ws.num_segments,
+        padded: ws.head_size_padded,
+    };
+    if ws.stats_len() > cap.stats_len() {
+        return Err(too_small(
+            "segm_max / segm_expsum",
+            String::new(),
+            ws.stats_len(),
+            cap.stats_len(),
+        ));
+    }
+    if ws.output_len() > cap.output_len() {
+        return Err(too_small(
+            "segm_output",
+            format!(" x {} padded head size", ws.head_size_padded),
+            ws.output_len(),
+            cap.output_len(),
+        ));
+    }
+    Ok(())
+}
+
 /// A poisoned lock only means another thread panicked after a complete insert; the map
 /// and the buffers are still consistent.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -445,10 +480,38 @@ pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) ->
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
+    let key = format!(
+        "{}<{}>|div16[{}]",
+        launch.kernel,
+        b.join(","),
+        divisible_strides(launch).join(",")
+    );
     match variant {
-        None => format!("{}<{}>", launch.kernel, b.join(",")),
-        Some(v) => format!("{}<{}>@{}", launch.kernel, b.join(","), &v.hash[..16]),
+        None => key,
+        Some(v) => format!("{key}@{}", &v.hash[..16]),
     }
+}
+
+/// The stride arguments of `launch` that are multiples of 16: the specialization assumes
+/// them (what proves paged K/V rows 16-byte aligned, so they move by `cp.async`), and they
+/// are part of its key. Only strides: sizes such as the batch vary call to call and would
+/// multiply the specializations for nothing.
+pub fn divisible_strides(launch: &KernelLaunch) -> Vec<&'static str> {
+    use attn_dsl::passes::assume::{keeps, DIVISOR};
+    launch
+        .args
+        .iter()
+        .filter_map(|(name, a)| {
+            let v = match a {
+                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I32(v)) => {
+                    i64::from(*v)
+                }
+                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I64(v)) => *v,
+                _ => return None,
+            };
+            (name.contains("stride") && keeps(v, DIVISOR)).then_some(*name)
+        })
+        .collect()
 }
 
 /// A specialization to build, in a form that can cross threads (bindings carry spans,
@@ -456,6 +519,7 @@ pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) ->
 struct Job {
     kernel: &'static str,
     bindings: Vec<(String, ConstValue)>,
+    divisible: Vec<&'static str>,
     variant: Option<VariantModule>,
 }
 
@@ -468,6 +532,7 @@ impl Job {
                 .iter()
                 .map(|b| (b.name.clone(), b.value.clone()))
                 .collect(),
+            divisible: divisible_strides(launch),
             variant: variant.cloned(),
         }
     }
@@ -482,6 +547,7 @@ impl Job {
         Ok(CudaKernelHandle::new(emit(
             self.kernel,
             &bindings,
+            &self.divisible,
             key,
             self.variant.as_ref(),
         )?))
@@ -490,7 +556,13 @@ impl Job {
 
 /// The CUDA the op launches for `launch` of the shipped module (specialization cached).
 pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
-    emit(launch.kernel, &launch.bindings, &launch_key(launch), None)
+    emit(
+        launch.kernel,
+        &launch.bindings,
+        &divisible_strides(launch),
+        &launch_key(launch),
+        None,
+    )
 }
 
 /// The CUDA the op launches for the attention launch of `plan`, variant included.
@@ -500,6 +572,7 @@ pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
     emit(
         launch.kernel,
         &launch.bindings,
+        &divisible_strides(launch),
         &launch_key_for(launch, variant),
         variant,
     )
@@ -508,6 +581,7 @@ pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
 fn emit(
     kernel: &str,
     bindings: &[Binding],
+    divisible: &[&str],
     key: &str,
     variant: Option<&VariantModule>,
 ) -> Result<CudaKernel, AttnError> {
@@ -520,6 +594,15 @@ fn emit(
         file: module.label().to_string(),
         line: e.span.start().line,
         message: e.message,
+    })?;
+    let mut f = (*f).clone();
+    attn_dsl::passes::assume::divisible(&mut f, divisible).map_err(|message| {
+        AttnError::Specialize {
+            kernel: kernel.to_string(),
+            file: module.label().to_string(),
+            line: 0,
+            message,
+        }
     })?;
     emit_cuda(&f).map_err(|source| AttnError::Codegen {
         key: key.to_string(),

@@ -2,12 +2,14 @@
 //! `[num_blocks, block_size, Hkv, D]` on the GPU, owned together with their geometry, so
 //! a block table can be checked against the cache it indexes before any launch.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use attn_dsl::kernel::DslType;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, DriverError, ValidAsZeroBits};
 use std::sync::Arc;
 use thiserror::Error;
 
-use super::validate::{InputError, TensorMeta};
+use super::validate::{check_block_ids, InputError, TensorMeta};
 
 /// Shape of a paged cache: `num_blocks` pages of `block_size` token slots, each slot
 /// holding `num_kv_heads × head_size` contiguous elements (NHD layout).
@@ -31,43 +33,53 @@ impl CacheGeometry {
     }
 
     /// Element strides `[block, slot, head]` (D is contiguous), as the kernel takes them.
+    /// Exact for a geometry that passed [`Self::check`]; saturating (never wrapping) otherwise.
     pub fn strides(&self) -> [usize; 3] {
         let head = self.head_size;
-        let slot = self.num_kv_heads * head;
-        [self.block_size * slot, slot, head]
+        let slot = self.num_kv_heads.saturating_mul(head);
+        [self.block_size.saturating_mul(slot), slot, head]
     }
 
-    /// Elements of one of K or V.
-    pub fn elements(&self) -> usize {
-        self.num_blocks * self.block_size * self.num_kv_heads * self.head_size
+    /// Elements of one of K or V, or an error when the count does not fit the kernels'
+    /// `i64` offsets (a wrapped count would let a tiny buffer pass for a huge cache).
+    pub fn elements(&self) -> Result<usize, PagedCacheError> {
+        self.num_blocks
+            .checked_mul(self.block_size)
+            .and_then(|x| x.checked_mul(self.num_kv_heads))
+            .and_then(|x| x.checked_mul(self.head_size))
+            .filter(|&n| i64::try_from(n).is_ok())
+            .ok_or(PagedCacheError::Overflow { geometry: *self })
     }
 
-    /// Element offset of `(block, slot, head, 0)`.
+    /// Element offset of `(block, slot, head, 0)` (saturating, like [`Self::strides`]).
     pub fn offset(&self, block: usize, slot: usize, head: usize) -> usize {
         let [b, s, h] = self.strides();
-        block * b + slot * s + head * h
+        block
+            .saturating_mul(b)
+            .saturating_add(slot.saturating_mul(s))
+            .saturating_add(head.saturating_mul(h))
     }
 
-    /// Every extent at least 1 and the spec's `BLOCK_SIZE % 16 == 0` (§2.1 rule 2).
+    /// Every extent at least 1, the spec's `BLOCK_SIZE % 16 == 0` (§2.1 rule 2), and a
+    /// representable element count.
     pub fn check(&self) -> Result<(), PagedCacheError> {
         let ok = self.num_blocks > 0
             && self.num_kv_heads > 0
             && self.head_size > 0
             && self.block_size > 0
             && self.block_size.is_multiple_of(16);
-        if ok {
-            Ok(())
-        } else {
-            Err(PagedCacheError::Geometry { geometry: *self })
+        if !ok {
+            return Err(PagedCacheError::Geometry { geometry: *self });
         }
+        self.elements().map(|_| ())
     }
 
     /// [`Self::check`], and K and V of `k_len` and `v_len` elements fill exactly this
     /// geometry (a shorter buffer would be read out of bounds, a longer one is a caller's
     /// layout mistake).
     fn check_pages(&self, k_len: usize, v_len: usize) -> Result<(), PagedCacheError> {
+        let expected = self.elements()?;
         self.check()?;
-        let expected = self.elements();
         for (which, got) in [("k", k_len), ("v", v_len)] {
             if got != expected {
                 return Err(PagedCacheError::Length {
@@ -90,6 +102,8 @@ pub enum PagedCacheError {
          multiple of 16"
     )]
     Geometry { geometry: CacheGeometry },
+    #[error("cache geometry {geometry:?} holds more elements than i64 offsets can address")]
+    Overflow { geometry: CacheGeometry },
     #[error("{which} holds {got} elements; geometry {geometry:?} needs {expected}")]
     Length {
         which: &'static str,
@@ -148,7 +162,7 @@ impl<T: DslType + DeviceRepr + ValidAsZeroBits> PagedKvCache<T> {
         geometry: CacheGeometry,
     ) -> Result<Self, PagedCacheError> {
         geometry.check()?;
-        let n = geometry.elements();
+        let n = geometry.elements()?;
         let k = stream
             .alloc_zeros(n)
             .map_err(driver("allocating K pages"))?;
@@ -210,17 +224,19 @@ pub fn check_block_table(
     seq_lens: &[i32],
 ) -> Result<(), InputError> {
     let rows = seq_lens.len();
-    if block_table.len() < rows * row_stride {
-        return Err(InputError::BlockTableBuffer {
-            rows,
-            cols: row_stride,
-            stride: row_stride,
-            len: block_table.len(),
-        });
+    let buffer_err = || InputError::BlockTableBuffer {
+        rows,
+        cols: row_stride,
+        stride: row_stride,
+        len: block_table.len(),
+    };
+    match rows.checked_mul(row_stride) {
+        Some(n) if n <= block_table.len() => {}
+        _ => return Err(buffer_err()),
     }
     let bs = geometry.block_size.max(1);
     for (seq, &l) in seq_lens.iter().enumerate() {
-        let needed = (l.max(0) as usize).div_ceil(bs);
+        let needed = usize::try_from(l).unwrap_or(0).div_ceil(bs);
         if needed > row_stride {
             return Err(InputError::BlockTableRowTooShort {
                 seq,
@@ -230,17 +246,11 @@ pub fn check_block_table(
                 needed,
             });
         }
-        for block in 0..needed {
-            let got = block_table[seq * row_stride + block];
-            if got < 0 || got as usize >= geometry.num_blocks {
-                return Err(InputError::BlockIdOutOfRange {
-                    seq,
-                    block,
-                    got,
-                    num_blocks: geometry.num_blocks,
-                });
-            }
-        }
+        let row = seq
+            .checked_mul(row_stride)
+            .and_then(|start| block_table.get(start..start.checked_add(needed)?))
+            .ok_or_else(buffer_err)?;
+        check_block_ids(seq, row, geometry.num_blocks)?;
     }
     Ok(())
 }
@@ -259,7 +269,7 @@ mod tests {
     #[test]
     fn strides_follow_the_nhd_layout() {
         assert_eq!(G.strides(), [128, 8, 4]);
-        assert_eq!(G.elements(), 1024);
+        assert_eq!(G.elements().ok(), Some(1024));
         assert_eq!(G.offset(3, 5, 1), 3 * 128 + 5 * 8 + 4);
         assert!(G.check().is_ok());
         let bad = CacheGeometry {
@@ -270,6 +280,26 @@ mod tests {
             bad.check().is_err(),
             "block size 24 is not a multiple of 16"
         );
+    }
+
+    #[test]
+    fn element_counts_never_wrap() {
+        // 2^54 + 8 blocks of 16 × 2 × 32 = 2^10 elements: 2^64 + 2^13 wraps to 8192.
+        let huge = CacheGeometry {
+            num_blocks: (1 << 54) + 8,
+            block_size: 16,
+            num_kv_heads: 2,
+            head_size: 32,
+        };
+        assert!(matches!(
+            huge.elements(),
+            Err(PagedCacheError::Overflow { .. })
+        ));
+        assert!(huge.check().is_err());
+        assert!(matches!(
+            huge.check_pages(8192, 8192),
+            Err(PagedCacheError::Overflow { .. })
+        ));
     }
 
     #[test]

@@ -156,14 +156,16 @@ pub struct SegmentWorkspace {
 }
 
 impl SegmentWorkspace {
-    /// Elements of `segm_output`.
+    /// Elements of `segm_output` (saturating; [`plan_launch`] bounds it by `i32::MAX`).
     pub fn output_len(&self) -> usize {
-        self.stats_len() * self.head_size_padded
+        self.stats_len().saturating_mul(self.head_size_padded)
     }
 
     /// Elements of `segm_max` and of `segm_expsum`.
     pub fn stats_len(&self) -> usize {
-        self.num_tokens * self.num_query_heads * self.num_segments
+        self.num_tokens
+            .saturating_mul(self.num_query_heads)
+            .saturating_mul(self.num_segments)
     }
 }
 
@@ -295,10 +297,17 @@ pub fn plan_launch(
     })?;
     let workspace = cfg.is_3d.then_some(SegmentWorkspace {
         num_tokens: shape.num_tokens,
-        num_query_heads: cfg.num_query_heads as usize,
-        num_segments: cfg.num_segments as usize,
-        head_size_padded: cfg.head_size_padded as usize,
+        num_query_heads: cfg.num_query_heads.max(0) as usize,
+        num_segments: cfg.num_segments.max(0) as usize,
+        head_size_padded: cfg.head_size_padded.max(0) as usize,
     });
+    if let Some(ws) = workspace {
+        // The kernels index the workspace in i32: `(row · NSEG + seg) · Dp + d`.
+        i32_of(
+            "split-KV workspace elements (T x Hq x NSEG x Dp)",
+            ws.output_len(),
+        )?;
+    }
     let reduce = if cfg.is_3d {
         Some(reduce_launch(cfg, shape, dtype)?)
     } else {
@@ -368,10 +377,20 @@ pub fn reduce_bindings(cfg: &UnifiedAttentionConfig, dtype: ScalarType) -> Vec<B
         ("HEAD_SIZE_PADDED", int(cfg.head_size_padded)),
         ("TILE_SIZE", int(cfg.tile_size)),
         ("NUM_SEGMENTS", int(cfg.num_segments)),
+        ("SEGMENT_CHUNK", int(segment_chunk(cfg.num_segments))),
     ]
     .into_iter()
     .map(|(n, v)| Binding::new(n, v))
     .collect()
+}
+
+/// Segments the reduce combines per step: 16 (vLLM's default split, one step) or fewer, so
+/// its `[chunk, Dp]` tile stays well inside shared memory at any `NUM_SEGMENTS`.
+pub const MAX_SEGMENT_CHUNK: i32 = 16;
+
+/// `min(NUM_SEGMENTS, MAX_SEGMENT_CHUNK)` (a power of two when NUM_SEGMENTS is).
+pub fn segment_chunk(num_segments: i32) -> i32 {
+    num_segments.clamp(1, MAX_SEGMENT_CHUNK)
 }
 
 /// §1.2: `total_q_blocks = ⌊T / BLOCK_Q⌋ + S` (surplus programs exit early).

@@ -6,8 +6,12 @@
 //! (`cu_seqlens_q`, `seq_lens`, `block_table`, ranges), so the GPU op and the CPU tests
 //! share it.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use attn_dsl::ir::ScalarType;
 use thiserror::Error;
+
+use super::limits::{MAX_HEAD_SIZE, MAX_SEQ_LEN};
 
 /// Shape, element strides and dtype of one tensor argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,9 +24,12 @@ pub struct TensorMeta<const N: usize> {
 impl<const N: usize> TensorMeta<N> {
     /// A contiguous (row-major) tensor.
     pub fn contiguous(shape: [usize; N], dtype: ScalarType) -> Self {
+        // Saturating: an unrepresentable size is caught by `tensor_extent`, not wrapped.
         let mut strides = [1usize; N];
-        for i in (0..N.saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * shape[i + 1];
+        let mut step = 1usize;
+        for (stride, &size) in strides.iter_mut().zip(&shape).rev() {
+            *stride = step;
+            step = step.saturating_mul(size);
         }
         TensorMeta {
             shape,
@@ -65,7 +72,7 @@ pub struct UnifiedAttentionInputs<'a> {
 }
 
 /// Why the op refuses its inputs; each message gives the bad value and what is allowed.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Error)]
 pub enum InputError {
     #[error("{tensor} has shape {got:?}, expected {expected}")]
     Shape {
@@ -160,6 +167,25 @@ pub enum InputError {
     },
     #[error("rswa_prefix_lens[{seq}] = {got} is negative")]
     NegativePrefixLen { seq: usize, got: i32 },
+    #[error("{what} does not fit in {limit}")]
+    Overflow {
+        what: &'static str,
+        limit: &'static str,
+    },
+    #[error("seq_lens[{seq}] = {seq_len} exceeds the longest supported sequence {max}")]
+    SeqLenTooLong { seq: usize, seq_len: i32, max: i32 },
+    #[error("{what} = {got} exceeds the supported maximum {max}")]
+    DimTooLarge {
+        what: &'static str,
+        got: usize,
+        max: usize,
+    },
+    #[error("softmax_scale = {got}; it must be finite")]
+    SoftmaxScale { got: f32 },
+    #[error("softcap = {got}; it must be finite and > 0 (leave it None to turn softcap off)")]
+    Softcap { got: f32 },
+    #[error("sliding_window = {window} with chunk_lookback on exceeds the longest supported sequence {max}")]
+    ChunkedWindowTooLarge { window: i32, max: i32 },
     #[error("qq_bias is {rows}x{cols}; it must be square with at least max query length {max_query_len} rows")]
     QqBiasShape {
         rows: usize,
@@ -169,6 +195,10 @@ pub enum InputError {
 }
 
 const FLOAT_DTYPES: &str = "bf16, f16, f32";
+/// Limit of every element offset the kernels form (`i64` pointer offsets).
+const I64_OFFSETS: &str = "i64 element offsets (the kernels' pointer arithmetic)";
+/// Limit of the integer metadata indices the kernels form in `i32`.
+const I32_INDICES: &str = "i32 (the kernels' metadata indexing)";
 
 /// Checks every input rule; the first violation is returned.
 pub fn validate_inputs(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
@@ -186,6 +216,10 @@ pub fn validate_inputs(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputErro
     check_per_sequence_extras(inp)?;
     check_per_head_extras(inp)?;
     check_qq_bias(inp.qq_bias_shape, &query_lens)
+}
+
+fn overflow(what: &'static str, limit: &'static str) -> InputError {
+    InputError::Overflow { what, limit }
 }
 
 fn shape_err(tensor: &'static str, got: &[usize], expected: String) -> InputError {
@@ -214,21 +248,47 @@ fn len_check(
     }
 }
 
+/// One past the largest element offset `t` reaches, if it fits the kernels' `i64` offsets
+/// (0 for an empty tensor, which the kernels never index).
+pub fn tensor_extent<const N: usize>(
+    tensor: &'static str,
+    t: &TensorMeta<N>,
+) -> Result<usize, InputError> {
+    if t.shape.contains(&0) {
+        return Ok(0);
+    }
+    let mut last = 0usize;
+    for (&d, &s) in t.shape.iter().zip(&t.strides) {
+        let span = d.saturating_sub(1).checked_mul(s);
+        last = span
+            .and_then(|x| last.checked_add(x))
+            .ok_or_else(|| overflow(tensor, I64_OFFSETS))?;
+    }
+    let end = last
+        .checked_add(1)
+        .filter(|&e| i64::try_from(e).is_ok())
+        .ok_or_else(|| overflow(tensor, I64_OFFSETS))?;
+    Ok(end)
+}
+
 /// The last dim (D) must be contiguous and no two index tuples may share an address
 /// (checked by sorting non-unit dims by stride: each stride must exceed the extent below it).
 fn check_strides<const N: usize>(
     tensor: &'static str,
     t: &TensorMeta<N>,
 ) -> Result<(), InputError> {
-    if t.shape[N - 1] > 1 && t.strides[N - 1] != 1 {
-        return Err(InputError::HeadDimStride {
-            tensor,
-            stride: t.strides[N - 1],
-        });
+    tensor_extent(tensor, t)?;
+    if let (Some(&d), Some(&stride)) = (t.shape.last(), t.strides.last()) {
+        if d > 1 && stride != 1 {
+            return Err(InputError::HeadDimStride { tensor, stride });
+        }
     }
-    let mut dims: Vec<(usize, usize)> = (0..N)
-        .filter(|&i| t.shape[i] > 1)
-        .map(|i| (t.strides[i], t.shape[i]))
+    let mut dims: Vec<(usize, usize)> = t
+        .shape
+        .iter()
+        .zip(&t.strides)
+        .filter(|(&size, _)| size > 1)
+        .map(|(&size, &stride)| (stride, size))
         .collect();
     dims.sort_unstable();
     let mut extent = 1usize;
@@ -273,7 +333,25 @@ fn check_same_dtype(
     }
 }
 
-/// q/k/v/out shapes agree (§1.1), dtypes are one float type, D is contiguous, Hq % Hkv.
+fn dim_limit(what: &'static str, got: usize, max: usize) -> Result<(), InputError> {
+    if got <= max {
+        Ok(())
+    } else {
+        Err(InputError::DimTooLarge { what, got, max })
+    }
+}
+
+/// Head counts, head size and block size become `i32` constexprs and scalars.
+fn check_dims(hq: usize, hkv: usize, d: usize, bs: usize) -> Result<(), InputError> {
+    let i32_max = i32::MAX.unsigned_abs() as usize;
+    dim_limit("num_query_heads", hq, i32_max)?;
+    dim_limit("num_kv_heads", hkv, i32_max)?;
+    dim_limit("head_size", d, MAX_HEAD_SIZE)?;
+    dim_limit("block_size", bs, i32_max)
+}
+
+/// q/k/v/out shapes agree (§1.1), dtypes are one float type, D is contiguous, Hq % Hkv,
+/// every extent fits the kernels' offsets.
 fn check_tensors(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
     let [_, hq, d] = inp.q.shape;
     let [nb, bs, hkv, kd] = inp.k.shape;
@@ -305,9 +383,10 @@ fn check_tensors(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError> {
             "num_blocks >= 1 and block_size >= 1".into(),
         ));
     }
-    if hq % hkv != 0 {
+    if !hq.is_multiple_of(hkv) {
         return Err(InputError::HeadsNotDivisible { hq, hkv });
     }
+    check_dims(hq, hkv, d, bs)?;
     check_float_dtype("q", inp.q.dtype)?;
     check_same_dtype("k", inp.k.dtype, inp.q.dtype)?;
     check_same_dtype("v", inp.v.dtype, inp.q.dtype)?;
@@ -327,16 +406,18 @@ fn check_cu_seqlens(cu: &[i32], num_tokens: usize) -> Result<Vec<i32>, InputErro
     if first != 0 {
         return Err(InputError::CuSeqlensStart { got: first });
     }
-    let mut lens = Vec::with_capacity(cu.len() - 1);
+    let mut lens = Vec::with_capacity(cu.len().saturating_sub(1));
     for (i, w) in cu.windows(2).enumerate() {
-        if w[1] < w[0] {
+        let &[prev, next] = w else { continue };
+        // Monotone from 0, so `next - prev` lies in [0, i32::MAX].
+        if next < prev {
             return Err(InputError::CuSeqlensNotMonotone {
-                index: i + 1,
-                prev: w[0],
-                next: w[1],
+                index: i.saturating_add(1),
+                prev,
+                next,
             });
         }
-        lens.push(w[1] - w[0]);
+        lens.push(next.saturating_sub(prev));
     }
     if usize::try_from(last).ok() != Some(num_tokens) {
         return Err(InputError::CuSeqlensEnd {
@@ -347,6 +428,7 @@ fn check_cu_seqlens(cu: &[i32], num_tokens: usize) -> Result<Vec<i32>, InputErro
     Ok(lens)
 }
 
+/// `L ≥ q_len` (so the context length is ≥ 0) and `L ≤ MAX_SEQ_LEN` (see `limits`).
 fn check_seq_lens(seq_lens: &[i32], query_lens: &[i32]) -> Result<(), InputError> {
     len_check("seq_lens", seq_lens.len(), query_lens.len(), "sequence")?;
     for (seq, (&l, &ql)) in seq_lens.iter().zip(query_lens).enumerate() {
@@ -355,6 +437,13 @@ fn check_seq_lens(seq_lens: &[i32], query_lens: &[i32]) -> Result<(), InputError
                 seq,
                 seq_len: l,
                 query_len: ql,
+            });
+        }
+        if l > MAX_SEQ_LEN {
+            return Err(InputError::SeqLenTooLong {
+                seq,
+                seq_len: l,
+                max: MAX_SEQ_LEN,
             });
         }
     }
@@ -367,22 +456,24 @@ fn check_block_table(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError>
     let stride = inp.block_table_stride;
     let len = inp.block_table.len();
     len_check("block_table rows", rows, inp.seq_lens.len(), "sequence")?;
-    let needed_len = if rows == 0 {
-        0
-    } else {
-        (rows - 1) * stride + cols
+    let buffer_err = || InputError::BlockTableBuffer {
+        rows,
+        cols,
+        stride,
+        len,
     };
-    if stride < cols || len < needed_len {
-        return Err(InputError::BlockTableBuffer {
-            rows,
-            cols,
-            stride,
-            len,
-        });
+    // `(rows − 1) · stride + cols` entries, computed without wrapping.
+    let needed_len = match rows.checked_sub(1) {
+        None => Some(0),
+        Some(r) => r.checked_mul(stride).and_then(|x| x.checked_add(cols)),
+    };
+    match needed_len {
+        Some(n) if stride >= cols && len >= n => {}
+        _ => return Err(buffer_err()),
     }
     let [num_blocks, block_size, _, _] = inp.k.shape;
     for (seq, &l) in inp.seq_lens.iter().enumerate() {
-        let needed = (l.max(0) as usize).div_ceil(block_size);
+        let needed = usize::try_from(l).unwrap_or(0).div_ceil(block_size.max(1));
         if needed > cols {
             return Err(InputError::BlockTableRowTooShort {
                 seq,
@@ -392,16 +483,31 @@ fn check_block_table(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError>
                 needed,
             });
         }
-        for block in 0..needed {
-            let got = inp.block_table[seq * stride + block];
-            if got < 0 || got as usize >= num_blocks {
-                return Err(InputError::BlockIdOutOfRange {
-                    seq,
-                    block,
-                    got,
-                    num_blocks,
-                });
-            }
+        // The buffer check above proves `seq · stride + needed ≤ len`.
+        let row = seq
+            .checked_mul(stride)
+            .and_then(|start| inp.block_table.get(start..start.checked_add(needed)?))
+            .ok_or_else(buffer_err)?;
+        check_block_ids(seq, row, num_blocks)?;
+    }
+    Ok(())
+}
+
+/// Every entry of one used block-table row names a block of the cache.
+pub(crate) fn check_block_ids(
+    seq: usize,
+    row: &[i32],
+    num_blocks: usize,
+) -> Result<(), InputError> {
+    for (block, &got) in row.iter().enumerate() {
+        let inside = usize::try_from(got).is_ok_and(|b| b < num_blocks);
+        if !inside {
+            return Err(InputError::BlockIdOutOfRange {
+                seq,
+                block,
+                got,
+                num_blocks,
+            });
         }
     }
     Ok(())
@@ -409,105 +515,144 @@ fn check_block_table(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputError>
 
 /// `[S, R, 2]` ranges: valid ones (`s < e`) lie inside `[0, L)`, sorted, non-overlapping;
 /// `(0, 0)`-style padding (`s == e`) is ignored as the mask ignores it; `s > e` is an error.
+/// The kernel indexes a sequence's ranges at `seq · 2R` in `i32`, so `S · R · 2` must fit.
 fn check_sequence_ranges(
     data: &[i32],
     shape: [usize; 3],
     seq_lens: &[i32],
 ) -> Result<(), InputError> {
     let [s, r, two] = shape;
-    if s != seq_lens.len() || two != 2 || data.len() != s * r * 2 {
+    let row_len = r
+        .checked_mul(2)
+        .filter(|&x| i32::try_from(x).is_ok())
+        .ok_or_else(|| overflow("mm_prefix_range: 2 * max_ranges", I32_INDICES))?;
+    let total = s
+        .checked_mul(row_len)
+        .filter(|&x| i32::try_from(x).is_ok())
+        .ok_or_else(|| overflow("mm_prefix_range: S * max_ranges * 2", I32_INDICES))?;
+    if s != seq_lens.len() || two != 2 || data.len() != total {
         return Err(shape_err(
             "mm_prefix_range",
             &shape,
-            format!("[S = {}, R, 2] with {} values", seq_lens.len(), s * r * 2),
+            format!("[S = {}, R, 2] with S * R * 2 values", seq_lens.len()),
         ));
     }
-    for (seq, &l) in seq_lens.iter().enumerate() {
-        let row = &data[seq * r * 2..(seq + 1) * r * 2];
-        let mut prev: Option<(i32, i32)> = None;
-        for pair in row.chunks_exact(2) {
-            let (start, end) = (pair[0], pair[1]);
-            if start > end || start < 0 || (start < end && end >= l) {
-                return Err(InputError::RangeOutsideSequence {
+    if row_len == 0 {
+        // R = 0: nothing to check here; the config rejects it (MAX_MM_RANGES >= 1).
+        return Ok(());
+    }
+    for (seq, (row, &l)) in data.chunks_exact(row_len).zip(seq_lens).enumerate() {
+        check_sequence_row(seq, row, l)?;
+    }
+    Ok(())
+}
+
+fn check_sequence_row(seq: usize, row: &[i32], l: i32) -> Result<(), InputError> {
+    let mut prev: Option<(i32, i32)> = None;
+    for pair in row.chunks_exact(2) {
+        let &[start, end] = pair else { continue };
+        if start > end || start < 0 || (start < end && end >= l) {
+            return Err(InputError::RangeOutsideSequence {
+                seq,
+                start,
+                end,
+                seq_len: l,
+            });
+        }
+        if start == end {
+            continue;
+        }
+        if let Some((a0, a1)) = prev {
+            if start <= a1 {
+                return Err(InputError::RangesOverlap {
                     seq,
-                    start,
-                    end,
-                    seq_len: l,
+                    a0,
+                    a1,
+                    b0: start,
+                    b1: end,
                 });
             }
-            if start == end {
-                continue;
-            }
-            if let Some((a0, a1)) = prev {
-                if start <= a1 {
-                    return Err(InputError::RangesOverlap {
-                        seq,
-                        a0,
-                        a1,
-                        b0: start,
-                        b1: end,
-                    });
-                }
-            }
-            prev = Some((start, end));
         }
+        prev = Some((start, end));
     }
     Ok(())
 }
 
 /// `[T, 2]` rows: `(−1, −1)` or an inclusive range inside `[0, L)` containing the
 /// token's absolute position; distinct ranges of one sequence must not overlap.
+/// Runs after `check_cu_seqlens` / `check_seq_lens` (monotone, one length per sequence).
 fn check_query_ranges(
     data: &[i32],
     shape: [usize; 2],
     cu: &[i32],
     seq_lens: &[i32],
 ) -> Result<(), InputError> {
-    let num_tokens = cu.last().map_or(0, |&t| t.max(0) as usize);
-    if shape != [num_tokens, 2] || data.len() != num_tokens * 2 {
+    let num_tokens = cu.last().map_or(0, |&t| usize::try_from(t).unwrap_or(0));
+    let values = num_tokens
+        .checked_mul(2)
+        .filter(|&x| i32::try_from(x).is_ok())
+        .ok_or_else(|| overflow("mm_prefix_query_range: 2 * T", I32_INDICES))?;
+    if shape != [num_tokens, 2] || data.len() != values {
         return Err(shape_err(
             "mm_prefix_query_range",
             &shape,
             format!("[T = {num_tokens}, 2]"),
         ));
     }
-    for (seq, &l) in seq_lens.iter().enumerate() {
-        let (lo, hi) = (cu[seq].max(0) as usize, cu[seq + 1].max(0) as usize);
-        let context = i64::from(l) - (hi - lo) as i64;
-        let mut seen: Vec<(i32, i32)> = Vec::new();
-        for token in lo..hi {
-            let (start, end) = (data[2 * token], data[2 * token + 1]);
-            if (start, end) == (-1, -1) {
-                continue;
-            }
-            let position = context + (token - lo) as i64;
-            let inside = 0 <= start && start <= end && end < l;
-            if !inside || i64::from(start) > position || position > i64::from(end) {
-                return Err(InputError::QueryRangeRow {
-                    token,
-                    start,
-                    end,
-                    position,
-                });
-            }
-            seen.push((start, end));
-        }
-        check_disjoint(seq, seen)?;
+    for (seq, (w, &l)) in cu.windows(2).zip(seq_lens).enumerate() {
+        let &[lo, hi] = w else { continue };
+        let lo = usize::try_from(lo).unwrap_or(0);
+        let hi = usize::try_from(hi).unwrap_or(0);
+        let rows = data
+            .get(lo.saturating_mul(2)..hi.saturating_mul(2))
+            .unwrap_or(&[]);
+        check_query_rows(seq, lo, rows, l)?;
     }
     Ok(())
+}
+
+/// The rows of one sequence, whose first token is `first_token` (positions in i64: no wrap).
+fn check_query_rows(
+    seq: usize,
+    first_token: usize,
+    rows: &[i32],
+    l: i32,
+) -> Result<(), InputError> {
+    let qlen = i64::try_from(rows.len() / 2).unwrap_or(i64::MAX);
+    let context = i64::from(l).saturating_sub(qlen);
+    let mut seen: Vec<(i32, i32)> = Vec::new();
+    for (i, pair) in rows.chunks_exact(2).enumerate() {
+        let &[start, end] = pair else { continue };
+        if (start, end) == (-1, -1) {
+            continue;
+        }
+        let position = context.saturating_add(i64::try_from(i).unwrap_or(i64::MAX));
+        let inside = 0 <= start && start <= end && end < l;
+        if !inside || i64::from(start) > position || position > i64::from(end) {
+            return Err(InputError::QueryRangeRow {
+                token: first_token.saturating_add(i),
+                start,
+                end,
+                position,
+            });
+        }
+        seen.push((start, end));
+    }
+    check_disjoint(seq, seen)
 }
 
 fn check_disjoint(seq: usize, mut ranges: Vec<(i32, i32)>) -> Result<(), InputError> {
     ranges.sort_unstable();
     ranges.dedup();
     for w in ranges.windows(2) {
-        if w[1].0 <= w[0].1 {
+        let &[(a0, a1), (b0, b1)] = w else { continue };
+        if b0 <= a1 {
             return Err(InputError::RangesOverlap {
                 seq,
-                a0: w[0].0,
-                a1: w[0].1,
-                b0: w[1].0,
-                b1: w[1].1,
+                a0,
+                a1,
+                b0,
+                b1,
             });
         }
     }
@@ -539,11 +684,17 @@ fn check_per_head_extras(inp: &UnifiedAttentionInputs<'_>) -> Result<(), InputEr
     Ok(())
 }
 
+/// Square, at least `max q_len` rows, and `rows · cols` within the kernel's `i32` indexing
+/// (`t · qq_bias_stride0 + col`).
 fn check_qq_bias(shape: Option<[usize; 2]>, query_lens: &[i32]) -> Result<(), InputError> {
     let Some([rows, cols]) = shape else {
         return Ok(());
     };
-    let max_query_len = query_lens.iter().copied().max().unwrap_or(0).max(0) as usize;
+    let max_query_len = query_lens
+        .iter()
+        .copied()
+        .max()
+        .map_or(0, |m| usize::try_from(m).unwrap_or(0));
     if rows != cols || rows < max_query_len {
         return Err(InputError::QqBiasShape {
             rows,
@@ -551,5 +702,8 @@ fn check_qq_bias(shape: Option<[usize; 2]>, query_lens: &[i32]) -> Result<(), In
             max_query_len,
         });
     }
-    Ok(())
+    rows.checked_mul(cols)
+        .filter(|&n| i32::try_from(n).is_ok())
+        .map(|_| ())
+        .ok_or_else(|| overflow("qq_bias rows * cols", I32_INDICES))
 }

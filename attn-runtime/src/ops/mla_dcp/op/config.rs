@@ -39,6 +39,10 @@ pub struct StreamOptions {
     pub join_mode: JoinMode,
     /// Spin this many SM cycles on the side stream before the current-chunk attention.
     pub side_delay_cycles: Option<i64>,
+    /// Spin this many SM cycles on the main stream where the exchange starts (wire time of a
+    /// slow link), so a timeline can tell "the current part ran during the exchange" from
+    /// "it ran after it" without depending on kernel durations.
+    pub exchange_delay_cycles: Option<i64>,
 }
 
 impl Default for StreamOptions {
@@ -46,6 +50,7 @@ impl Default for StreamOptions {
         StreamOptions {
             join_mode: JoinMode::Join,
             side_delay_cycles: None,
+            exchange_delay_cycles: None,
         }
     }
 }

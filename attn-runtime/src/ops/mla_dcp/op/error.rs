@@ -58,6 +58,27 @@ pub enum MlaError {
         needed: usize,
         shape: String,
     },
+    #[error("`{buffer}`: its element count does not fit in usize")]
+    SizeOverflow { buffer: &'static str },
+    #[error("{what}: the host copy has {host} values but the device buffer {device}; the host copy must mirror the device data")]
+    HostDeviceMismatch {
+        what: &'static str,
+        host: usize,
+        device: usize,
+    },
+    #[error("block_table row {request} needs {needed} columns (row stride {stride}) past the end of the table")]
+    BlockTableRowShort {
+        request: usize,
+        needed: usize,
+        stride: usize,
+    },
+    #[error("block_table[{request}, {column}] = {got} is outside the latent cache's blocks [0, {num_blocks})")]
+    BlockIdOutOfRange {
+        request: usize,
+        column: usize,
+        got: i32,
+        num_blocks: usize,
+    },
     #[error("latent cache has {len} elements, not a whole number of blocks of block_size · 576 = {block_elems}")]
     CacheShape { len: usize, block_elems: usize },
     #[error("`{buffer}` lives on device {got} but the context runs on device {expected}")]

@@ -1,6 +1,7 @@
 //! Per-stage device timing of a decode step (for the L-row benchmarks): timing-enabled events
 //! recorded on the main stream between the stages and on the side stream around the current-chunk
-//! attention. Only a context built with `profile = true` creates and records them.
+//! attention, read as durations ([`StageTimes`]) or as a timeline from the step's start
+//! ([`StageTimeline`]). Only a context built with `profile = true` creates and records them.
 
 use super::error::MlaError;
 use cudarc::driver::sys::CUevent_flags;
@@ -48,6 +49,54 @@ pub struct StageTimes {
     pub vup_us: f64,
 }
 
+/// When each stage of the last profiled call ended, in device microseconds after its
+/// [`Mark::Start`] event on the main stream (one clock for both streams: CUDA events of one
+/// context share a timebase). The side stream's current part overlaps the exchange when it
+/// starts before the exchange ends; it is hidden when it also ends before.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimeline {
+    pub current_start_us: f64,
+    pub current_end_us: f64,
+    pub gathered_us: f64,
+    pub history_us: f64,
+    pub reduced_us: f64,
+    pub exchanged_us: f64,
+    pub combined_us: f64,
+    pub vup_done_us: f64,
+}
+
+impl StageTimeline {
+    /// The current part started on the side stream before the exchange ended on the main one.
+    pub fn current_starts_before_exchange_ends(&self) -> bool {
+        self.current_start_us < self.exchanged_us
+    }
+
+    /// The current part ran entirely inside the main stream's history + exchange window: it
+    /// costs the step nothing.
+    pub fn current_hidden(&self) -> bool {
+        self.current_starts_before_exchange_ends() && self.current_end_us <= self.exchanged_us
+    }
+
+    /// One line: `main: gather@.. history@.. reduce@.. exchange@.. combine@.. vup@.. |
+    /// side: current [a, b] | overlap=..` (µs after the start).
+    pub fn render(&self) -> String {
+        format!(
+            "main: gather@{:.1} history@{:.1} reduce@{:.1} exchange@{:.1} combine@{:.1} \
+             vup@{:.1} | side: current [{:.1}, {:.1}] | overlap={} hidden={}",
+            self.gathered_us,
+            self.history_us,
+            self.reduced_us,
+            self.exchanged_us,
+            self.combined_us,
+            self.vup_done_us,
+            self.current_start_us,
+            self.current_end_us,
+            self.current_starts_before_exchange_ends(),
+            self.current_hidden()
+        )
+    }
+}
+
 /// The events of one context.
 pub(crate) struct StageEvents {
     events: Vec<CudaEvent>,
@@ -79,14 +128,35 @@ impl StageEvents {
         Ok(f64::from(ms) * 1e3)
     }
 
+    /// Waits for the last event of both streams.
+    fn wait(&self) -> Result<(), MlaError> {
+        for last in [Mark::VupDone, Mark::CurrentEnd] {
+            self.events[last as usize]
+                .synchronize()
+                .map_err(MlaError::driver("waiting for the stage timing events"))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the step and reads every mark relative to its start.
+    pub fn timeline(&self) -> Result<StageTimeline, MlaError> {
+        self.wait()?;
+        let at = |m: Mark| self.us(Mark::Start, m);
+        Ok(StageTimeline {
+            current_start_us: at(Mark::CurrentStart)?,
+            current_end_us: at(Mark::CurrentEnd)?,
+            gathered_us: at(Mark::Gathered)?,
+            history_us: at(Mark::History)?,
+            reduced_us: at(Mark::Reduced)?,
+            exchanged_us: at(Mark::Exchanged)?,
+            combined_us: at(Mark::Combined)?,
+            vup_done_us: at(Mark::VupDone)?,
+        })
+    }
+
     /// Waits for the step's last event and reads every interval.
     pub fn times(&self) -> Result<StageTimes, MlaError> {
-        self.events[Mark::VupDone as usize]
-            .synchronize()
-            .map_err(MlaError::driver("waiting for the stage timing events"))?;
-        self.events[Mark::CurrentEnd as usize]
-            .synchronize()
-            .map_err(MlaError::driver("waiting for the stage timing events"))?;
+        self.wait()?;
         use Mark::*;
         Ok(StageTimes {
             total_us: self.us(Start, VupDone)?,

@@ -1,0 +1,254 @@
+//! `mma` of the GPU IR: a tensor-core dot whose accumulator lives in `Mma` fragments and whose
+//! B operand (and possibly A) sits in a shared alloc. Each 16-wide k-step loads its fragments
+//! with `ldmatrix` (`.x4`: two 8-column B tiles or one 16×16 A tile per instruction; `.trans`
+//! when the alloc holds the operand with its non-K axis contiguous, as V is), so operands
+//! never pass through registers as f32 or through a per-element staging loop.
+//!
+//! Addresses, per lane `l` (matrix `j = l / 8`, row `i = l % 8` of it), for operand tiles
+//! stored `[outer][K]` (no transpose) or `[K][outer]` (transpose):
+//! - A 16×16 (a0..a3 = rows 0-7/8-15 × k 0-7/8-15, row halves first): no transpose: row
+//!   `16·slab + l % 16`, column `k0 + 8·(l / 16)`; transpose: row `k0 + 8·(j / 2) + i`,
+//!   column `16·slab + 8·(j % 2)`.
+//! - B, two n-tiles (b0, b1 of tile `nt`, then of `nt + 1`): no transpose: row
+//!   `8·tile(nt + j / 2) + i`, column `k0 + 8·(j % 2)`; transpose: row `k0 + 8·(j % 2) + i`,
+//!   column `8·tile(nt + j / 2)`.
+
+use super::dot::MmaPlan;
+use super::emitter::Emitter;
+use super::tile_map::{MmaMap, TileMap};
+use super::CodegenError;
+use crate::gpu_ir::OperandSource;
+use crate::ir::{Op, ScalarType, ValueId};
+
+type Res<T> = Result<T, CodegenError>;
+
+/// How the A fragments of each k-step are obtained.
+enum AFrom {
+    Held(String),
+    Repacked(MmaMap),
+    Staged,
+    Shared {
+        base: String,
+        pitch: usize,
+        trans: bool,
+    },
+}
+
+impl<'f> Emitter<'f> {
+    pub(crate) fn emit_mma_shared(
+        &mut self,
+        op: &'f Op,
+        a_src: &OperandSource,
+        b_src: &OperandSource,
+    ) -> Res<()> {
+        let (a, b, acc) = (
+            Self::operand(op, 0)?,
+            Self::operand(op, 1)?,
+            Self::operand(op, 2)?,
+        );
+        let res = Self::result(op)?;
+        let (m, k, n) = match (self.shape(a), self.shape(b)) {
+            ([m, k], [_, n]) => (*m, *k, *n),
+            _ => return Err(CodegenError::Malformed("mma of non-2D operands".into())),
+        };
+        let t = self.scalar(a)?;
+        let p = MmaPlan::new(m, n, k);
+        let map = self.fragment_map(acc, res).ok_or_else(|| {
+            CodegenError::Malformed("mma result is not an accumulator in fragments".into())
+        })?;
+        let OperandSource::Shared {
+            alloc: b_alloc,
+            stage: b_stage,
+            trans: b_trans,
+            ..
+        } = b_src
+        else {
+            return Err(CodegenError::Malformed(
+                "mma B operand not in shared memory".into(),
+            ));
+        };
+        let b_base = self.stage_base(*b_alloc, *b_stage, None)?;
+        let b_pitch = self.prog.alloc(*b_alloc).pitch();
+        let init = match self.splat_source(acc) {
+            Some(x) => self.name(x)?.to_string(),
+            None => self.at_in(acc, TileMap::Mma(map), "s")?,
+        };
+        let name = self.define_tile(res);
+        self.w.open_unrolled("s", map.slots());
+        self.w.line(format!("{name}[s] = {init};"));
+        self.w.close("");
+        self.w.open("");
+        self.w.line("const int attn_lane = tid & 31;");
+        let a_from = self.a_fragments_source(a, a_src, &map, &p)?;
+        if let AFrom::Staged = a_from {
+            self.need_scratch(p.m.next_multiple_of(16) * p.ld * 2);
+            self.w
+                .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
+            self.w.line("__syncthreads();");
+            self.stage_a(a, &p)?;
+            self.w.line("__syncthreads();");
+        }
+        self.w.open_unrolled("j", map.slabs_per_warp);
+        self.w.line(format!("const int slab = {};", map.slab("j")));
+        let guarded = !map.col_split && !map.slabs.is_multiple_of(map.warps);
+        if guarded {
+            self.w.open(format!("if (slab < {})", map.slabs));
+        }
+        self.w.line("#pragma unroll");
+        self.w
+            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
+        self.emit_a_step(a, &a_from, &p, t)?;
+        let frag = |nt: &str| format!("&{name}[(j * {} + {nt}) * 4]", map.tiles_n);
+        let mma = if t == ScalarType::Bf16 {
+            "attn_mma_bf16_16816"
+        } else {
+            "attn_mma_f16_16816"
+        };
+        let pairs = map.tiles_n.is_multiple_of(2);
+        let step = if pairs { 2 } else { 1 };
+        self.w.line("#pragma unroll");
+        self.w.open(format!(
+            "for (int nt = 0; nt < {}; nt += {step})",
+            map.tiles_n
+        ));
+        let lane_tile = if pairs {
+            map.col_tile("(nt + (attn_lane >> 4))")
+        } else {
+            map.col_tile("nt")
+        };
+        let (row, col) = if *b_trans {
+            (
+                "k0 + ((attn_lane >> 3) & 1) * 8 + (attn_lane & 7)".to_string(),
+                format!("{lane_tile} * 8"),
+            )
+        } else {
+            (
+                format!("{lane_tile} * 8 + (attn_lane & 7)"),
+                "k0 + ((attn_lane >> 3) & 1) * 8".to_string(),
+            )
+        };
+        let ld = match (pairs, *b_trans) {
+            (true, false) => "attn_ldsm_x4",
+            (true, true) => "attn_ldsm_x4_trans",
+            (false, false) => "attn_ldsm_x2",
+            (false, true) => "attn_ldsm_x2_trans",
+        };
+        self.w.line(format!(
+            "unsigned b0, b1, b2, b3; {ld}(b0, b1, b2, b3, {b_base} + ({row}) * {b_pitch} + {col});"
+        ));
+        self.w
+            .line(format!("{mma}({}, a0, a1, a2, a3, b0, b1);", frag("nt")));
+        if pairs {
+            self.w.line(format!(
+                "{mma}({}, a0, a1, a2, a3, b2, b3);",
+                frag("nt + 1")
+            ));
+        }
+        self.w.close("");
+        self.w.close("");
+        if guarded {
+            self.w.close("");
+        }
+        self.w.close("");
+        self.w.close("");
+        Ok(())
+    }
+
+    fn a_fragments_source(
+        &self,
+        a: ValueId,
+        src: &OperandSource,
+        map: &MmaMap,
+        p: &MmaPlan,
+    ) -> Res<AFrom> {
+        if let OperandSource::Shared {
+            alloc,
+            stage,
+            trans,
+            ..
+        } = src
+        {
+            return Ok(AFrom::Shared {
+                base: self.stage_base(*alloc, *stage, None)?,
+                pitch: self.prog.alloc(*alloc).pitch(),
+                trans: *trans,
+            });
+        }
+        if let Some(frag) = self.held_a_fragments(a) {
+            return Ok(AFrom::Held(frag));
+        }
+        if let Some(am) = self.repackable_a(a, map, p) {
+            return Ok(AFrom::Repacked(am));
+        }
+        Ok(AFrom::Staged)
+    }
+
+    /// Declares `a0..a3`, the A fragments of k-step `k0` for slab `slab`.
+    fn emit_a_step(&mut self, a: ValueId, from: &AFrom, p: &MmaPlan, t: ScalarType) -> Res<()> {
+        let word =
+            |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
+        let line = match from {
+            AFrom::Held(frag) => {
+                let at = format!("{frag}[(j * {} + k0 / 16) * 4", p.kp / 16);
+                format!(
+                    "const unsigned a0 = {at}], a1 = {at} + 1], a2 = {at} + 2], a3 = {at} + 3];"
+                )
+            }
+            AFrom::Repacked(am) => {
+                let pack = if t == ScalarType::Bf16 {
+                    "attn_pack_bf16"
+                } else {
+                    "attn_pack_f16"
+                };
+                let mut words = Vec::new();
+                for (tile, q) in [(0, 0), (0, 2), (1, 0), (1, 2)] {
+                    let slot = |dq: usize| {
+                        format!("(j * {} + k0 / 8 + {tile}) * 4 + {}", am.tiles_n, q + dq)
+                    };
+                    words.push(format!(
+                        "{pack}({}, {})",
+                        self.at(a, &slot(0))?,
+                        self.at(a, &slot(1))?
+                    ));
+                }
+                format!(
+                    "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
+                    words[0], words[1], words[2], words[3]
+                )
+            }
+            AFrom::Staged => {
+                let ld = p.ld;
+                self.w.line(format!(
+                    "const unsigned short* pa = sa + (slab * 16 + attn_g) * {ld} + 2 * attn_t4;"
+                ));
+                format!(
+                    "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
+                    word("pa", "k0".into()),
+                    word("pa", format!("{} + k0", 8 * ld)),
+                    word("pa", "k0 + 8".into()),
+                    word("pa", format!("{} + k0 + 8", 8 * ld)),
+                )
+            }
+            AFrom::Shared { base, pitch, trans } => {
+                let (row, col, ld) = if *trans {
+                    (
+                        "k0 + (attn_lane >> 4) * 8 + (attn_lane & 7)",
+                        "slab * 16 + ((attn_lane >> 3) & 1) * 8",
+                        "attn_ldsm_x4_trans",
+                    )
+                } else {
+                    (
+                        "slab * 16 + (attn_lane & 15)",
+                        "k0 + (attn_lane >> 4) * 8",
+                        "attn_ldsm_x4",
+                    )
+                };
+                format!(
+                    "unsigned a0, a1, a2, a3; {ld}(a0, a1, a2, a3, {base} + ({row}) * {pitch} + ({col}));"
+                )
+            }
+        };
+        self.w.line(line);
+        Ok(())
+    }
+}

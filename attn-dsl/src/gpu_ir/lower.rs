@@ -1,0 +1,297 @@
+//! Tile IR → GPU IR: the op tree is mirrored, and every tensor-core dot whose operand tiles
+//! are loaded for it alone reads them from shared memory: the load becomes an asynchronous
+//! copy into a `local_alloc` (16-byte `cp.async` chunks along the contiguous global axis,
+//! masked chunks zero-filled, addresses recomputed per chunk) and the dot an `mma` that
+//! fetches its fragments with `ldmatrix`. Everything else stays a tile op.
+
+use super::program::{
+    AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage, TileInAlloc,
+};
+use super::remat::{can_remat, contains_reduce, defining_ops, RematScope};
+use crate::ir::{Block, Function, Layout, OpId, OpKind, Scalar, ScalarType, ValueId};
+use crate::passes::axis_info::AxisAnalysis;
+use std::collections::BTreeMap;
+
+/// Row padding of every alloc, in 16-bit elements: one 16-byte bank group, so the eight row
+/// addresses of an `ldmatrix` (pitch ≡ 16 mod 128 bytes) fall in distinct bank groups.
+pub const ROW_PAD: usize = 8;
+/// Elements of a 16-byte chunk of a 16-bit type.
+pub const CHUNK: usize = 8;
+/// Widest reduction dimension whose loop-invariant A operand is held as register fragments
+/// (16 rows × K per warp: 32 registers at K = 128); wider ones are read from shared memory
+/// per k-step, which is what keeps a D = 256 attention loop out of local memory.
+pub const MAX_HELD_A_K: usize = 128;
+
+/// What the lowering decided for the loads and dots it turns into GPU ops.
+#[derive(Default)]
+struct Decisions {
+    copies: BTreeMap<OpId, AsyncCopy>,
+    mmas: BTreeMap<OpId, (OperandSource, OperandSource)>,
+    allocs: Vec<LocalAlloc>,
+}
+
+/// Lowers a laid-out tile function.
+pub fn lower(f: &Function, axis: &AxisAnalysis) -> GpuProgram {
+    let defs = defining_ops(f);
+    let uses = use_counts(f);
+    let mut d = Decisions::default();
+    let mut ctx = Ctx {
+        f,
+        axis,
+        defs: &defs,
+        uses: &uses,
+        enclosing: Vec::new(),
+    };
+    ctx.decide_block(&f.body, &mut d);
+    GpuProgram {
+        body: build_block(f, &f.body, &d),
+        allocs: d.allocs,
+        alloc_bytes: 0,
+    }
+}
+
+struct Ctx<'a> {
+    f: &'a Function,
+    axis: &'a AxisAnalysis,
+    defs: &'a [Option<OpId>],
+    uses: &'a [u32],
+    /// Blocks enclosing the one being decided, outermost first.
+    enclosing: Vec<&'a Block>,
+}
+
+impl<'a> Ctx<'a> {
+    fn decide_block(&mut self, b: &'a Block, d: &mut Decisions) {
+        for &o in &b.ops {
+            let op = self.f.op(o);
+            if op.kind == OpKind::Dot {
+                self.decide_dot(o, b, d);
+            }
+            self.enclosing.push(b);
+            for r in &op.regions {
+                self.decide_block(r, d);
+            }
+            self.enclosing.pop();
+        }
+    }
+
+    fn decide_dot(&mut self, dot: OpId, b: &Block, d: &mut Decisions) {
+        let op = self.f.op(dot);
+        let (a, bv, acc, res) = (
+            op.operands[0],
+            op.operands[1],
+            op.operands[2],
+            op.results[0],
+        );
+        if !self.fragment_result(acc, res) {
+            return;
+        }
+        let Some((bl, bmap)) = self.copyable_operand(bv, b, true) else {
+            return;
+        };
+        let k = self.f.ty(a).shape[1];
+        let a_src = match self.copyable_operand(a, b, false) {
+            Some((al, amap)) if self.a_from_shared(al, b, k) => {
+                Some(self.add_copy(al, amap, d, false))
+            }
+            _ => None,
+        };
+        let b_src = self.add_copy(bl, bmap, d, true);
+        d.mmas
+            .insert(dot, (a_src.unwrap_or(OperandSource::Registers), b_src));
+    }
+
+    /// A loop-invariant A stays in registers unless K is too wide to hold.
+    fn a_from_shared(&self, load: OpId, b: &Block, k: usize) -> bool {
+        b.ops.contains(&load) || k > MAX_HELD_A_K
+    }
+
+    fn add_copy(
+        &self,
+        load: OpId,
+        map: TileInAlloc,
+        d: &mut Decisions,
+        is_b: bool,
+    ) -> OperandSource {
+        let res = self.f.op(load).results[0];
+        let t = self.f.ty(res);
+        let (rows, cols) = if map.contiguous_axis == 1 {
+            (t.shape[0], t.shape[1])
+        } else {
+            (t.shape[1], t.shape[0])
+        };
+        let elem = t.elem.scalar().unwrap_or(ScalarType::Bf16);
+        let id = AllocId(d.allocs.len() as u32);
+        let name = self
+            .f
+            .value(res)
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}{}", if is_b { "b" } else { "a" }, id.0));
+        d.allocs.push(LocalAlloc {
+            name,
+            elem,
+            rows,
+            cols,
+            pad: ROW_PAD,
+            stages: 1,
+            offset: 0,
+        });
+        d.copies.insert(
+            load,
+            AsyncCopy {
+                load,
+                dst: id,
+                stage: Stage::Only,
+                map,
+                loop_op: None,
+                at: super::program::CopyAt::InPlace,
+            },
+        );
+        // B [K, N] is contiguous along K (axis 0) as a transposed K tile: its rows are the
+        // fragment's N rows, no transpose. A [M, K] is the other way round.
+        let trans = if is_b {
+            map.contiguous_axis == 1
+        } else {
+            map.contiguous_axis == 0
+        };
+        OperandSource::Shared {
+            alloc: id,
+            stage: Stage::Only,
+            map,
+            trans,
+        }
+    }
+
+    /// Whether the dot's result can be an accumulator in fragments: an `Mma` tile with more
+    /// than one column whose accumulator is a splat or in the same layout.
+    fn fragment_result(&self, acc: ValueId, res: ValueId) -> bool {
+        let (rt, at) = (self.f.ty(res), self.f.ty(acc));
+        let mma = matches!(rt.layout, Layout::Mma { .. }) && rt.shape.len() == 2 && rt.shape[1] > 1;
+        let splat = self.defs[acc.0 as usize]
+            .map(|o| matches!(self.f.op(o).kind, OpKind::Splat { .. }))
+            .unwrap_or(false);
+        mma && (splat || at.layout == rt.layout)
+    }
+
+    /// The load defining operand `v` and its placement, when it can become an async copy:
+    /// a 16-bit tile loaded only for this dot (in the dot's block, or for A outside the loop
+    /// around it), 16-element multiples, 16-byte chunks along a contiguous axis, a mask
+    /// uniform over each chunk, zero `other`, pointer and mask recomputable per chunk.
+    fn copyable_operand(&self, v: ValueId, b: &Block, is_b: bool) -> Option<(OpId, TileInAlloc)> {
+        let load = self.defs[v.0 as usize]?;
+        let op = self.f.op(load);
+        let OpKind::Load {
+            has_mask,
+            has_other,
+        } = op.kind
+        else {
+            return None;
+        };
+        let in_block = b.ops.contains(&load);
+        let enclosing = self.enclosing.iter().any(|e| e.ops.contains(&load));
+        if self.uses[v.0 as usize] != 1 || !(in_block || (!is_b && enclosing)) {
+            return None;
+        }
+        let t = self.f.ty(v);
+        let sixteen = matches!(t.elem.scalar(), Some(ScalarType::Bf16 | ScalarType::F16));
+        if !sixteen || t.shape.len() != 2 || t.shape.iter().any(|&n| n % 16 != 0) {
+            return None;
+        }
+        let ptr = op.operands[0];
+        let ax = self.axis.contiguous_axis(ptr);
+        if self.axis.vector_width(self.f, ptr, ax) != CHUNK as u64 {
+            return None;
+        }
+        let remat = |x: ValueId| can_remat(self.f, self.defs, x, RematScope::InPlace);
+        if !remat(ptr) {
+            return None;
+        }
+        if has_mask {
+            let m = op.operands[1];
+            if !remat(m) || self.axis.get(m).constancy.get(ax).copied().unwrap_or(1) < CHUNK as u64
+            {
+                return None;
+            }
+        }
+        if has_other && !self.is_zero(op.operands[2]) {
+            return None;
+        }
+        let rows = t.shape[1 - ax];
+        let threads = 32 * self.f.num_warps as usize;
+        let row_per_thread = has_mask
+            && contains_reduce(self.f, self.defs, op.operands[1])
+            && rows <= threads
+            && threads % rows == 0;
+        Some((
+            load,
+            TileInAlloc {
+                contiguous_axis: ax,
+                chunk: CHUNK,
+                row_per_thread,
+            },
+        ))
+    }
+
+    /// Whether `v` is a splat of the literal zero (what `cp.async` zero-fill produces).
+    fn is_zero(&self, v: ValueId) -> bool {
+        let Some(op) = self.defs[v.0 as usize].map(|o| self.f.op(o)) else {
+            return false;
+        };
+        match op.kind {
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } => self.is_zero(op.operands[0]),
+            OpKind::Const(Scalar::Float(x, _)) => x == 0.0 && x.is_sign_positive(),
+            OpKind::Const(Scalar::Int(x, _)) => x == 0,
+            _ => false,
+        }
+    }
+}
+
+fn use_counts(f: &Function) -> Vec<u32> {
+    let mut uses = vec![0u32; f.values.len()];
+    f.walk(&mut |_, op| {
+        for v in &op.operands {
+            uses[v.0 as usize] += 1;
+        }
+    });
+    uses
+}
+
+/// Mirrors `b`, replacing decided loads by copy + commit and decided dots by `mma`.
+fn build_block(f: &Function, b: &Block, d: &Decisions) -> GpuBlock {
+    let mut out = GpuBlock::default();
+    for &o in &b.ops {
+        let op = f.op(o);
+        let region = |i: usize| build_block(f, &op.regions[i], d);
+        let g = match op.kind {
+            OpKind::For => GpuOp::For {
+                op: o,
+                body: region(0),
+                pipelined: false,
+            },
+            OpKind::If => GpuOp::If {
+                op: o,
+                then_block: region(0),
+                else_block: region(1),
+            },
+            OpKind::While => GpuOp::While {
+                op: o,
+                before: region(0),
+                after: region(1),
+            },
+            _ => match (d.copies.get(&o), d.mmas.get(&o)) {
+                (Some(c), _) => {
+                    out.ops.push(GpuOp::AsyncCopy(c.clone()));
+                    GpuOp::Commit
+                }
+                (None, Some((a, bs))) => GpuOp::Mma {
+                    dot: o,
+                    a: a.clone(),
+                    b: bs.clone(),
+                },
+                (None, None) => GpuOp::Tile(o),
+            },
+        };
+        out.ops.push(g);
+    }
+    out
+}

@@ -1,0 +1,40 @@
+//! The GPU IR: the level between the laid-out tile IR and CUDA text where the memory
+//! hierarchy is explicit. Shared allocations, asynchronous copies, commit/wait groups,
+//! barriers and `ldmatrix` fragment loads are objects here, so passes can decide where they
+//! go: which loads become copies, which loops prefetch a stage ahead, where the program
+//! must synchronize, and which bytes each buffer takes. The tile ops in between are emitted
+//! by the tile emitter as before.
+
+pub mod allocate;
+pub mod dead_tiles;
+pub mod lower;
+pub mod pipeline;
+pub mod printer;
+pub mod program;
+pub mod remat;
+pub mod sync;
+pub mod verify;
+
+pub use program::*;
+
+use crate::ir::Function;
+use crate::passes::axis_info;
+
+/// The GPU-level pipeline, in order:
+pub fn compile(f: &Function) -> Result<GpuProgram, String> {
+    let axis = axis_info::analyze(f);
+    // Dot operands loaded only for their dot become async copies into shared allocs, read
+    // back as ldmatrix fragments (no register round trip, no per-element staging).
+    let mut p = lower::lower(f, &axis);
+    // Tiles that only fed the replaced loads (masks, guards) are not emitted at all.
+    dead_tiles::run(f, &mut p);
+    // Copies whose addresses the next iteration can recompute fly one iteration ahead.
+    pipeline::run(f, &mut p);
+    // Waits and barriers from the dependencies of the final schedule (after pipelining,
+    // which fixes where every copy and read is).
+    sync::run(&mut p.body);
+    // Bytes by liveness, once nothing moves any more.
+    allocate::run(&mut p);
+    verify::verify(f, &p)?;
+    Ok(p)
+}

@@ -1,0 +1,114 @@
+//! Text form of a GPU program: the allocs, then the op tree with tile ops named by their
+//! tile-IR op kind and result. Tests snapshot it; it is what `attn emit --gpu-ir` prints.
+
+use super::program::{CopyAt, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
+use crate::ir::{Function, OpId};
+use std::fmt::Write;
+
+/// Prints `p` (lowered from `f`).
+pub fn print_program(f: &Function, p: &GpuProgram) -> String {
+    let mut s = String::new();
+    for (i, a) in p.allocs.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "%a{i} = local_alloc {} : {}[{} x {}] pad {} stages {} @ {}",
+            a.name, a.elem, a.rows, a.cols, a.pad, a.stages, a.offset
+        );
+    }
+    let _ = writeln!(s, "// shared: {} bytes of allocs", p.alloc_bytes);
+    block(f, &p.body, 0, &mut s);
+    s
+}
+
+fn stage(s: Stage) -> &'static str {
+    match s {
+        Stage::Only => "",
+        Stage::Current => "[cur]",
+        Stage::Next => "[next]",
+    }
+}
+
+fn tile_op(f: &Function, o: OpId) -> String {
+    let op = f.op(o);
+    let res: Vec<String> = op.results.iter().map(|r| format!("%{}", r.0)).collect();
+    let kind = format!("{:?}", op.kind);
+    let kind = kind
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("")
+        .to_lowercase();
+    if res.is_empty() {
+        kind
+    } else {
+        format!("{} = {kind}", res.join(", "))
+    }
+}
+
+fn operand(src: &OperandSource) -> String {
+    match src {
+        OperandSource::Registers => "registers".into(),
+        OperandSource::Shared {
+            alloc,
+            stage: st,
+            trans,
+            ..
+        } => format!(
+            "ldmatrix{} %a{}{}",
+            if *trans { ".trans" } else { "" },
+            alloc.0,
+            stage(*st)
+        ),
+    }
+}
+
+fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
+    let pad = "  ".repeat(depth);
+    for op in &b.ops {
+        let line = match op {
+            GpuOp::Tile(o) => tile_op(f, *o),
+            GpuOp::For { op, pipelined, .. } => format!(
+                "{} {{{}",
+                tile_op(f, *op),
+                if *pipelined {
+                    "  // pipelined, 2 stages"
+                } else {
+                    ""
+                }
+            ),
+            GpuOp::If { op, .. } | GpuOp::While { op, .. } => format!("{} {{", tile_op(f, *op)),
+            GpuOp::AsyncCopy(c) => format!(
+                "async_copy %{} -> %a{}{} (axis {}, {} per chunk{})",
+                f.op(c.load).results[0].0,
+                c.dst.0,
+                stage(c.stage),
+                c.map.contiguous_axis,
+                c.map.chunk,
+                match c.at {
+                    CopyAt::InPlace => "",
+                    CopyAt::FirstIteration => ", first iteration",
+                    CopyAt::NextIteration => ", next iteration",
+                }
+            ),
+            GpuOp::Commit => "commit".into(),
+            GpuOp::Wait { pending } => format!("wait {pending}"),
+            GpuOp::Barrier { reason } => format!("barrier // {reason:?}"),
+            GpuOp::Mma { dot, a, b } => format!(
+                "%{} = mma a: {}, b: {}",
+                f.op(*dot).results[0].0,
+                operand(a),
+                operand(b)
+            ),
+        };
+        let _ = writeln!(s, "{pad}{line}");
+        let inner = super::program::nested(op);
+        for (i, nb) in inner.iter().enumerate() {
+            if i > 0 {
+                let _ = writeln!(s, "{pad}}} else {{");
+            }
+            block(f, nb, depth + 1, s);
+        }
+        if !inner.is_empty() {
+            let _ = writeln!(s, "{pad}}}");
+        }
+    }
+}

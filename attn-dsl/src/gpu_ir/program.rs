@@ -1,0 +1,245 @@
+//! The GPU IR's objects: a program mirrors the tile IR's structured control flow, and between
+//! the tile ops (emitted per element by the tile emitter) it holds the memory hierarchy as
+//! ops that passes can move, allocate and pipeline: shared allocations, asynchronous
+//! global→shared copies, commit/wait groups, barriers, and tensor-core dots whose operands
+//! are read from shared memory by fragment loads (`ldmatrix`).
+
+use crate::ir::{OpId, ScalarType, ValueId};
+
+/// Index of a [`LocalAlloc`] in [`GpuProgram::allocs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AllocId(pub u32);
+
+/// A shared-memory buffer holding one 2D operand tile (per stage), row-major with its
+/// contiguous global axis innermost: `rows × cols` 16-bit elements, each row padded by
+/// `pad` elements so the eight 16-byte rows of an `ldmatrix` hit distinct bank groups.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalAlloc {
+    /// A readable name (the DSL variable of the tile it holds).
+    pub name: String,
+    pub elem: ScalarType,
+    pub rows: usize,
+    pub cols: usize,
+    pub pad: usize,
+    /// Buffers of the ring: 1, or 2 when the copy of iteration i + 1 overlaps iteration i.
+    pub stages: usize,
+    /// Byte offset in dynamic shared memory (assigned by `allocate_shared`).
+    pub offset: usize,
+}
+
+impl LocalAlloc {
+    /// Row pitch in elements.
+    pub fn pitch(&self) -> usize {
+        self.cols + self.pad
+    }
+    /// Bytes of one stage (16-byte multiple, so every stage starts aligned).
+    pub fn stage_bytes(&self) -> usize {
+        (self.rows * self.pitch() * self.elem.size_bytes()).next_multiple_of(16)
+    }
+    pub fn bytes(&self) -> usize {
+        self.stage_bytes() * self.stages
+    }
+}
+
+/// Which buffer of an alloc's ring an access touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// A single-buffered alloc.
+    Only,
+    /// The buffer of the enclosing pipelined loop's current iteration.
+    Current,
+    /// The buffer of the next iteration (the prefetch target).
+    Next,
+}
+
+impl Stage {
+    /// The same buffer seen from the next iteration (Next becomes Current and back).
+    pub fn across_back_edge(self) -> Stage {
+        match self {
+            Stage::Current => Stage::Next,
+            Stage::Next => Stage::Current,
+            Stage::Only => Stage::Only,
+        }
+    }
+}
+
+/// How the tile of a load maps onto its alloc: element (r, c) of the tile is at alloc row
+/// `r` and column `c` when the contiguous axis is 1, and at row `c`, column `r` when it is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileInAlloc {
+    /// The tile axis along which global memory is contiguous (the alloc's column axis).
+    pub contiguous_axis: usize,
+    /// Elements per 16-byte chunk (8 for 16-bit types).
+    pub chunk: usize,
+    /// Whether each thread copies chunks of one alloc row only (instead of consecutive
+    /// chunks of a row going to consecutive threads): chosen when the mask recomputes a
+    /// reduction per row, which then runs once per thread instead of once per chunk.
+    pub row_per_thread: bool,
+}
+
+/// Which iteration's addresses a copy moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyAt {
+    /// Where the load was: the values it reads are all defined.
+    InPlace,
+    /// Before a pipelined loop: its first iteration (issued only when the loop runs).
+    FirstIteration,
+    /// At the top of a pipelined loop's body: the next iteration (issued only when it
+    /// exists), overlapping this iteration's math.
+    NextIteration,
+}
+
+/// `cp.async` of a load's tile into an alloc, one 16-byte chunk per thread and step, masked
+/// chunks zero-filled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AsyncCopy {
+    /// The tile-IR load this copy replaces (its pointer, mask and zero `other`).
+    pub load: OpId,
+    pub dst: AllocId,
+    pub stage: Stage,
+    pub map: TileInAlloc,
+    pub at: CopyAt,
+    /// The pipelined loop whose first or next iteration the copy is for.
+    pub loop_op: Option<OpId>,
+}
+
+/// Where a tensor-core dot reads an operand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OperandSource {
+    /// From registers: held fragments, repacked accumulator fragments or the tile emitter's
+    /// scratch staging (its choice).
+    Registers,
+    /// Fragment loads from an alloc: `ldmatrix` (`.trans` when `trans`) per 16-wide k-step.
+    Shared {
+        alloc: AllocId,
+        stage: Stage,
+        map: TileInAlloc,
+        trans: bool,
+    },
+}
+
+impl OperandSource {
+    pub fn alloc(&self) -> Option<(AllocId, Stage)> {
+        match self {
+            OperandSource::Shared { alloc, stage, .. } => Some((*alloc, *stage)),
+            OperandSource::Registers => None,
+        }
+    }
+}
+
+/// One GPU-IR op.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GpuOp {
+    /// A tile-IR op emitted as is (elementwise work, reductions, stores, terminators).
+    Tile(OpId),
+    /// A tile-IR `for`; `pipelined` loops rotate their allocs' stages every iteration.
+    For {
+        op: OpId,
+        body: GpuBlock,
+        pipelined: bool,
+    },
+    If {
+        op: OpId,
+        then_block: GpuBlock,
+        else_block: GpuBlock,
+    },
+    While {
+        op: OpId,
+        before: GpuBlock,
+        after: GpuBlock,
+    },
+    AsyncCopy(AsyncCopy),
+    /// `cp.async.commit_group`: the copies issued since the last commit form one group.
+    Commit,
+    /// `cp.async.wait_group N`: at most `pending` groups of this thread still in flight.
+    Wait {
+        pending: u32,
+    },
+    /// `__syncthreads()`, with the dependency that needs it.
+    Barrier {
+        reason: BarrierReason,
+    },
+    /// A tile-IR `dot` on tensor cores with its operand sources.
+    Mma {
+        dot: OpId,
+        a: OperandSource,
+        b: OperandSource,
+    },
+}
+
+/// Why a barrier is there (printed, and pinned by tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarrierReason {
+    /// Other threads' copies must be visible before a fragment load (read after write).
+    CopiesVisible,
+    /// Every thread must be done reading a buffer before a copy overwrites it.
+    BufferFree,
+    /// The top of a pipelined loop: this iteration's stage landed, the last one is free.
+    PipelineStage,
+}
+
+/// A straight-line list of GPU ops (block arguments stay those of the tile-IR block).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GpuBlock {
+    pub ops: Vec<GpuOp>,
+}
+
+/// A kernel at the GPU level: the tile function it was lowered from plus its shared
+/// allocations and the op tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuProgram {
+    pub allocs: Vec<LocalAlloc>,
+    pub body: GpuBlock,
+    /// Bytes of dynamic shared memory taken by the allocs (the tile emitter's scratch
+    /// buffer starts here).
+    pub alloc_bytes: usize,
+}
+
+impl GpuProgram {
+    pub fn alloc(&self, id: AllocId) -> &LocalAlloc {
+        &self.allocs[id.0 as usize]
+    }
+}
+
+/// Calls `f` on every op of `b`, nested blocks included, in program order.
+pub fn walk_block(b: &GpuBlock, f: &mut dyn FnMut(&GpuOp)) {
+    for op in &b.ops {
+        f(op);
+        for inner in nested(op) {
+            walk_block(inner, f);
+        }
+    }
+}
+
+/// The nested blocks of an op.
+pub fn nested(op: &GpuOp) -> Vec<&GpuBlock> {
+    match op {
+        GpuOp::For { body, .. } => vec![body],
+        GpuOp::If {
+            then_block,
+            else_block,
+            ..
+        } => vec![then_block, else_block],
+        GpuOp::While { before, after, .. } => vec![before, after],
+        _ => vec![],
+    }
+}
+
+/// The nested blocks of an op, mutably.
+pub fn nested_mut(op: &mut GpuOp) -> Vec<&mut GpuBlock> {
+    match op {
+        GpuOp::For { body, .. } => vec![body],
+        GpuOp::If {
+            then_block,
+            else_block,
+            ..
+        } => vec![then_block, else_block],
+        GpuOp::While { before, after, .. } => vec![before, after],
+        _ => vec![],
+    }
+}
+
+/// The tile-IR values a copy replaces (the load's result), for passes that track uses.
+pub fn copy_result(f: &crate::ir::Function, c: &AsyncCopy) -> Option<ValueId> {
+    f.op(c.load).results.first().copied()
+}

@@ -1,0 +1,79 @@
+//! The GPU IR verifier: every fragment load reads an alloc shaped like its operand, every
+//! access is ordered by a wait and barrier (the sync analysis finds nothing to insert), and
+//! allocs that are alive together do not overlap and fit the shared-memory limit.
+
+use super::program::{GpuBlock, GpuOp, GpuProgram, OperandSource};
+use crate::ir::Function;
+
+/// Largest dynamic shared memory one block may have on any supported GPU (sm_90: 227 KiB).
+pub const MAX_SHARED_BYTES: usize = 227 * 1024;
+
+/// Checks `p` (lowered from `f`); the error says what is wrong.
+pub fn verify(f: &Function, p: &GpuProgram) -> Result<(), String> {
+    let mut err = None;
+    super::program::walk_block(&p.body, &mut |op| {
+        if err.is_none() {
+            err = check_op(f, p, op).err();
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if let Some(u) = super::sync::check(&p.body).first() {
+        return Err(format!("%a{}: {}", u.alloc.0, u.what));
+    }
+    if p.alloc_bytes > MAX_SHARED_BYTES {
+        return Err(format!(
+            "allocs take {} bytes of shared memory; at most {MAX_SHARED_BYTES}",
+            p.alloc_bytes
+        ));
+    }
+    for a in &p.allocs {
+        if a.offset % 16 != 0 || a.offset + a.bytes() > p.alloc_bytes {
+            return Err(format!("alloc {} misplaced at {}", a.name, a.offset));
+        }
+    }
+    Ok(())
+}
+
+fn check_op(f: &Function, p: &GpuProgram, op: &GpuOp) -> Result<(), String> {
+    match op {
+        GpuOp::Mma { dot, a, b } => {
+            let d = f.op(*dot);
+            for (i, src) in [a, b].into_iter().enumerate() {
+                if let OperandSource::Shared { alloc, map, .. } = src {
+                    let shape = &f.ty(d.operands[i]).shape;
+                    let al = p.alloc(*alloc);
+                    let want = if map.contiguous_axis == 1 {
+                        (shape[0], shape[1])
+                    } else {
+                        (shape[1], shape[0])
+                    };
+                    if (al.rows, al.cols) != want {
+                        return Err(format!(
+                            "mma operand {i} of shape {shape:?} read from alloc {} of {}x{}",
+                            al.name, al.rows, al.cols
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        GpuOp::AsyncCopy(c) => {
+            let res = f.op(c.load).results[0];
+            if f.ty(res).num_elements() != p.alloc(c.dst).rows * p.alloc(c.dst).cols {
+                return Err(format!("copy of %{} does not fill its alloc", res.0));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Number of barriers directly in `b` (not in nested blocks): pinned per loop body by tests.
+pub fn barriers_in(b: &GpuBlock) -> usize {
+    b.ops
+        .iter()
+        .filter(|o| matches!(o, GpuOp::Barrier { .. }))
+        .count()
+}

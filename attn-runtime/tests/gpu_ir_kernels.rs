@@ -1,0 +1,154 @@
+//! The shipped unified-attention specializations at the GPU level, checked without a GPU:
+//! for the benchmark shapes (P0, P1, P3, D1) the plan's attention kernel is lowered to the
+//! GPU IR, and the test pins which operand loads became async copies, how many barriers the
+//! KV-tile loop holds, and that NVRTC compiles it for sm_90 without spills or local memory.
+//! A regression of the schedule fails here, in CI, before any GPU time is spent.
+
+use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp};
+use attn_dsl::ir::ScalarType;
+use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions};
+use attn_runtime::ops::unified_attention::config::AttentionProblem;
+use attn_runtime::ops::unified_attention::gpu::{emit_launch, launch_key};
+use attn_runtime::ops::unified_attention::plan::{
+    choose_config, plan_launch, LaunchPlan, LaunchShape, MaskVariant, PathChoice,
+};
+
+/// A paged problem's plan with vLLM's cache layout [blocks, 16, Hkv, D].
+fn plan(p: &AttentionProblem, tokens: usize, path: PathChoice) -> LaunchPlan {
+    let cfg = choose_config(p, path).expect("valid configuration");
+    let (hq, hkv, d) = (
+        p.num_query_heads as usize,
+        p.num_kv_heads as usize,
+        p.head_size as usize,
+    );
+    let shape = LaunchShape {
+        num_tokens: tokens,
+        num_seqs: p.num_seqs as usize,
+        max_seqlen_q: p.max_seqlen_q as usize,
+        q_strides: [hq * d, d],
+        out_strides: [hq * d, d],
+        kv_strides: [16 * hkv * d, hkv * d, d],
+        block_table_stride: 1024,
+        qq_bias_stride0: 0,
+        mask_aux_stride: None,
+        mask_aux_f32_stride: None,
+        softmax_scale: 0.0625,
+        softcap: p.softcap,
+        num_sinks: 0,
+    };
+    plan_launch(&cfg, &shape, ScalarType::Bf16, &MaskVariant::default()).expect("plan")
+}
+
+fn p1() -> AttentionProblem {
+    AttentionProblem {
+        max_seqlen_q: 8192,
+        num_seqs: 1,
+        sliding_window: 1024,
+        ..AttentionProblem::dense_causal(16, 8, 256)
+    }
+}
+
+fn p0() -> AttentionProblem {
+    AttentionProblem {
+        max_seqlen_q: 16384,
+        num_seqs: 1,
+        ..AttentionProblem::dense_causal(16, 16, 128)
+    }
+}
+
+fn d1() -> AttentionProblem {
+    AttentionProblem {
+        max_seqlen_q: 1,
+        num_seqs: 64,
+        ..AttentionProblem::dense_causal(32, 8, 128)
+    }
+}
+
+/// (copies, barriers in the first loop body, pipelined) of the plan's attention kernel.
+fn schedule(label: &str, plan: &LaunchPlan) -> (usize, usize, bool) {
+    let cuda = emit_launch(&plan.attention).unwrap_or_else(|e| panic!("{label}: {e}"));
+    let key = launch_key(&plan.attention);
+    if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
+        let _ = std::fs::write(format!("{dir}/{label}.cu"), &cuda.source);
+    }
+    let f = lowered_ir(plan);
+    let p = gpu_ir::compile(&f).unwrap_or_else(|e| panic!("{label}: {e}"));
+    println!("{label} ({key}):\n{}", print_program(&f, &p));
+    let mut copies = 0;
+    gpu_ir::walk_block(&p.body, &mut |o| {
+        if matches!(o, GpuOp::AsyncCopy(_)) {
+            copies += 1;
+        }
+    });
+    let (barriers, pipelined) = first_loop(&p.body).unwrap_or((0, false));
+    let m = compile(
+        &CudaSource::from_kernel(&cuda),
+        &JitOptions::new(Arch::from_compute_capability(9, 0)),
+    )
+    .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
+    let stats = m.entry_stats();
+    println!("{label}: {stats:?}");
+    if let Some(s) = stats {
+        assert_eq!(
+            (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
+            (0, 0, 0),
+            "{label}: spills or local memory: {s:?}"
+        );
+    }
+    (copies, barriers, pipelined)
+}
+
+/// The specialized IR the op emits for the plan (with its divisibility promises).
+fn lowered_ir(plan: &LaunchPlan) -> attn_dsl::ir::Function {
+    use attn_runtime::kernels::{specialization_cache::specialize_cached, unified_attention};
+    let module = unified_attention::module().expect("module");
+    let f = specialize_cached(&module, plan.attention.kernel, &plan.attention.bindings)
+        .expect("specialize");
+    let mut f = (*f).clone();
+    let div = attn_runtime::ops::unified_attention::gpu::divisible_strides(&plan.attention);
+    attn_dsl::passes::assume::divisible(&mut f, &div).expect("assume");
+    f
+}
+
+/// Barriers directly in the body of the outermost loop that holds any, and whether it is
+/// pipelined.
+fn first_loop(b: &gpu_ir::GpuBlock) -> Option<(usize, bool)> {
+    for o in &b.ops {
+        match o {
+            GpuOp::For {
+                body, pipelined, ..
+            } => return Some((gpu_ir::verify::barriers_in(body), *pipelined)),
+            other => {
+                for inner in gpu_ir::nested(other) {
+                    if let Some(r) = first_loop(inner) {
+                        return Some(r);
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn p1_sliding_prefill_streams_k_and_v_with_one_barrier_per_tile() {
+    let (copies, barriers, pipelined) = schedule("P1", &plan(&p1(), 8192, PathChoice::Heuristic));
+    // Q (D 256: read from shared memory per k-step), K and V (prologue + prefetch each).
+    assert!(pipelined, "P1 loop not pipelined");
+    assert_eq!(copies, 5, "P1 copies");
+    assert_eq!(barriers, 1, "P1 barriers per KV tile");
+}
+
+#[test]
+fn p0_dense_prefill_streams_k_and_v_with_one_barrier_per_tile() {
+    let (copies, barriers, pipelined) = schedule("P0", &plan(&p0(), 16384, PathChoice::Heuristic));
+    assert!(pipelined, "P0 loop not pipelined");
+    assert_eq!(copies, 4, "P0 copies (K and V, prologue + prefetch)");
+    assert_eq!(barriers, 1, "P0 barriers per KV tile");
+}
+
+#[test]
+fn d1_decode_schedule() {
+    let (copies, barriers, pipelined) = schedule("D1", &plan(&d1(), 64, PathChoice::Heuristic));
+    println!("D1: {copies} copies, {barriers} barriers per tile, pipelined {pipelined}");
+}
