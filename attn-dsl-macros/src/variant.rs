@@ -41,7 +41,8 @@ impl Parse for Arg {
     }
 }
 
-const USAGE: &str = "expected `#[variant(mask = my_mask, bounds = my_bounds)]` (optionally `tile_ranges = N`)";
+const USAGE: &str =
+    "expected `#[variant(mask = my_mask, bounds = my_bounds)]` (optionally `tile_ranges = N`)";
 
 fn parse_attr(attr: TokenStream) -> syn::Result<VariantAttr> {
     let args = Punctuated::<Arg, Token![,]>::parse_terminated.parse2(attr)?;
@@ -59,7 +60,12 @@ fn parse_attr(attr: TokenStream) -> syn::Result<VariantAttr> {
             }
         }
     }
-    let missing = |what| syn::Error::new(Span::call_site(), format!("#[variant] needs `{what} = ..`; {USAGE}"));
+    let missing = |what| {
+        syn::Error::new(
+            Span::call_site(),
+            format!("#[variant] needs `{what} = ..`; {USAGE}"),
+        )
+    };
     Ok(VariantAttr {
         mask: mask.ok_or_else(|| missing("mask"))?,
         bounds: bounds.ok_or_else(|| missing("bounds"))?,
@@ -70,18 +76,32 @@ fn parse_attr(attr: TokenStream) -> syn::Result<VariantAttr> {
 fn ident_value(e: &syn::Expr) -> syn::Result<Ident> {
     match e {
         syn::Expr::Path(p) if p.path.get_ident().is_some() => Ok(p.path.segments[0].ident.clone()),
-        other => Err(syn::Error::new_spanned(other, "expected the name of a #[device] fn of this module")),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "expected the name of a #[device] fn of this module",
+        )),
     }
 }
 
 fn int_value(e: &syn::Expr) -> syn::Result<i32> {
     let lit = match e {
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i,
-        other => return Err(syn::Error::new_spanned(other, "expected an integer in 1..=8")),
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i,
+        other => {
+            return Err(syn::Error::new_spanned(
+                other,
+                "expected an integer in 1..=8",
+            ))
+        }
     };
     let n: i32 = lit.base10_parse()?;
     if !(1..=8).contains(&n) {
-        return Err(syn::Error::new(lit.span(), format!("tile_ranges = {n}; it must be in 1..=8 (the kernel's TILE_RANGES rule)")));
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("tile_ranges = {n}; it must be in 1..=8 (the kernel's TILE_RANGES rule)"),
+        ));
     }
     Ok(n)
 }
@@ -91,7 +111,10 @@ pub fn expand_variant(attr: TokenStream, item: TokenStream) -> syn::Result<Token
     let a = parse_attr(attr)?;
     let module: ItemMod = syn::parse2(item.clone())?;
     let Some((_, items)) = &module.content else {
-        return Err(syn::Error::new_spanned(&module, "#[variant] needs the module's body inline (`mod name { .. }`)"));
+        return Err(syn::Error::new_spanned(
+            &module,
+            "#[variant] needs the module's body inline (`mod name { .. }`)",
+        ));
     };
     let (mask, bounds) = (a.mask.to_string(), a.bounds.to_string());
     check_not_plain(&CONTRACT.mask, items, &mask).map_err(to_syn_error)?;
@@ -105,17 +128,33 @@ pub fn expand_variant(attr: TokenStream, item: TokenStream) -> syn::Result<Token
         (&bounds, a.bounds.span()),
     )
     .map_err(to_syn_error)?;
-    probe_variant(&CONTRACT, &parsed, &mask, &bounds, a.tile_ranges, a.mask.span())
-        .map_err(to_syn_error)?;
+    probe_variant(
+        &CONTRACT,
+        &parsed,
+        &mask,
+        &bounds,
+        a.tile_ranges,
+        a.mask.span(),
+    )
+    .map_err(to_syn_error)?;
     Ok(emit(&module, &item, &mask, &bounds, a.tile_ranges))
 }
 
 /// The module shell with `VARIANT` in place of the DSL bodies.
-fn emit(module: &ItemMod, item: &TokenStream, mask: &str, bounds: &str, tile_ranges: i32) -> TokenStream {
+fn emit(
+    module: &ItemMod,
+    item: &TokenStream,
+    mask: &str,
+    bounds: &str,
+    tile_ranges: i32,
+) -> TokenStream {
     let rendered = render_preserving_lines(item);
     let source = &rendered.text;
     let line_offset = rendered.line_offset;
-    let outer = module.attrs.iter().filter(|a| a.style == syn::AttrStyle::Outer);
+    let outer = module
+        .attrs
+        .iter()
+        .filter(|a| a.style == syn::AttrStyle::Outer);
     let (vis, name) = (&module.vis, &module.ident);
     let doc = format!("The `{name}` variant (MASK = `{mask}`, BOUNDS = `{bounds}`), checked at build time; build the runtime's `Variant` from it.");
     quote! {

@@ -24,18 +24,27 @@ pub fn k<const F: Device>(out: *mut i32, n: i32) {{
 
 fn specialize_with(callee: &str) -> Result<attn_dsl::Specialized, attn_dsl::DslError> {
     let m = parse_module_str(&module(callee)).expect("parses");
-    specialize(&m, "k", &[Binding::new("F", ConstValue::Device("f".into()))])
+    specialize(
+        &m,
+        "k",
+        &[Binding::new("F", ConstValue::Device("f".into()))],
+    )
 }
 
 #[test]
 fn parameters_bind_by_name_in_any_order_and_unused_ones_are_dropped() {
-    let spec = specialize_with(
-        "#[device] fn f(n: i32, x: Tile<i32>) -> Tile<i32> { x * n }",
-    )
-    .expect("specializes");
+    let spec = specialize_with("#[device] fn f(n: i32, x: Tile<i32>) -> Tile<i32> { x * n }")
+        .expect("specializes");
     let mut out = HostBuffer::I32(vec![-1; 16]);
-    run(&spec.ir, [1, 1, 1], vec![out.arg_out(), attn_dsl::interp::CpuArg::Scalar(attn_dsl::kernel::ScalarArg::I32(5))])
-        .expect("runs");
+    run(
+        &spec.ir,
+        [1, 1, 1],
+        vec![
+            out.arg_out(),
+            attn_dsl::interp::CpuArg::Scalar(attn_dsl::kernel::ScalarArg::I32(5)),
+        ],
+    )
+    .expect("runs");
     let got: Vec<i64> = out.to_f64s().iter().map(|&v| v as i64).collect();
     assert_eq!(got, (0..16).map(|i| i * 5).collect::<Vec<_>>());
 }
@@ -43,24 +52,36 @@ fn parameters_bind_by_name_in_any_order_and_unused_ones_are_dropped() {
 #[test]
 fn an_argument_the_caller_does_not_offer_is_an_error_naming_what_it_offers() {
     let e = specialize_with("#[device] fn f(x: Tile, m: i32) -> Tile<i32> { x * m }")
-        .err()
-        .expect("m is not offered");
-    assert!(e.message.contains("parameter `m` is not an argument of `Args`"), "{}", e.message);
+        .expect_err("m is not offered");
+    assert!(
+        e.message
+            .contains("parameter `m` is not an argument of `Args`"),
+        "{}",
+        e.message
+    );
     assert!(e.message.contains("flag: bool"), "{}", e.message);
 }
 
 #[test]
 fn a_bool_declared_as_i32_is_an_error_with_the_right_declaration() {
     let e = specialize_with("#[device] fn f(x: Tile, flag: i32) -> Tile<i32> { x * flag }")
-        .err()
-        .expect("flag is a bool");
-    assert!(e.message.contains("declares `flag: i32` but `Args` gives `flag: bool`"), "{}", e.message);
+        .expect_err("flag is a bool");
+    assert!(
+        e.message
+            .contains("declares `flag: i32` but `Args` gives `flag: bool`"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
 fn a_body_that_contradicts_the_declared_return_type_is_an_error() {
     let e = specialize_with("#[device] fn f(x: Tile) -> Tile<bool> { x + 1 }")
-        .err()
-        .expect("returns an i32 tile");
-    assert!(e.message.contains("declares `-> Tile<bool>` but its body returns `Tile<i32> [16]`"), "{}", e.message);
+        .expect_err("returns an i32 tile");
+    assert!(
+        e.message
+            .contains("declares `-> Tile<bool>` but its body returns `Tile<i32> [16]`"),
+        "{}",
+        e.message
+    );
 }

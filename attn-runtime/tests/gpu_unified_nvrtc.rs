@@ -213,7 +213,14 @@ fn two_range_plans_compile() {
         let two_d = plan(&p, PathChoice::Force2d);
         assert_eq!(two_d.config.tile_ranges, 2, "{label}");
         check_plan(label, &two_d, true);
-        let decode = AttentionProblem { max_seqlen_q: 1, ..p };
-        check_plan(label, &plan(&decode, PathChoice::Force3d { num_segments: 8 }), true);
+        let decode = AttentionProblem {
+            max_seqlen_q: 1,
+            ..p
+        };
+        check_plan(
+            label,
+            &plan(&decode, PathChoice::Force3d { num_segments: 8 }),
+            true,
+        );
     }
 }

@@ -14,10 +14,20 @@ use attn_runtime::ops::unified_attention::plan::MaskVariant;
 use bounds_common::plain_config;
 
 /// (visited tiles, tiles holding an allowed key) over every q-block of a prefill of `l`.
-fn sequence_tiles(cfg: &UnifiedAttentionConfig, l: i32, rswa_prefix: i32, ranges: &[[i32; 2]]) -> (i64, i64) {
+fn sequence_tiles(
+    cfg: &UnifiedAttentionConfig,
+    l: i32,
+    rswa_prefix: i32,
+    ranges: &[[i32; 2]],
+) -> (i64, i64) {
     let module = unified_attention::module().expect("module");
     let mcfg = cfg.mask_config();
-    let seq = SequenceMask { seq_len: i64::from(l), causal: true, rswa_prefix_len: i64::from(rswa_prefix), mm_ranges: ranges };
+    let seq = SequenceMask {
+        seq_len: i64::from(l),
+        causal: true,
+        rswa_prefix_len: i64::from(rswa_prefix),
+        mm_ranges: ranges,
+    };
     let (mut visited, mut needed) = (0, 0);
     for b in 0..(l + cfg.block_q - 1) / cfg.block_q {
         let block = ProbeBlock {
@@ -39,7 +49,11 @@ fn sequence_tiles(cfg: &UnifiedAttentionConfig, l: i32, rswa_prefix: i32, ranges
         for q in i64::from(b * cfg.block_q)..i64::from(((b + 1) * cfg.block_q).min(l)) {
             for k in 0..i64::from(l) {
                 if allowed(&mcfg, &seq, q, k) {
-                    assert!(r.covers(k, cfg.tile_size, l), "block {b}: key {k} of q {q} not visited: {:?}", r.ranges);
+                    assert!(
+                        r.covers(k, cfg.tile_size, l),
+                        "block {b}: key {k} of q {q} not visited: {:?}",
+                        r.ranges
+                    );
                     tiles.insert(k / tile);
                 }
             }
@@ -58,7 +72,10 @@ fn r_swa_visits_prefix_and_window_tiles_only() {
     assert_eq!(cfg.tile_ranges, 2);
     let (visited, needed) = sequence_tiles(&cfg, 1024, 100, &[]);
     eprintln!("R-SWA L 1024, R 128, P 100, tile 32: visited {visited} tiles for {needed} holding an allowed key");
-    assert!(visited as f64 <= 1.1 * needed as f64, "visited {visited}, needed {needed}");
+    assert!(
+        visited as f64 <= 1.1 * needed as f64,
+        "visited {visited}, needed {needed}"
+    );
 }
 
 #[test]
@@ -71,5 +88,8 @@ fn unclamped_mm_ranges_visit_ranges_and_window_tiles_only() {
     let ranges = [[100, 355], [600, 855]];
     let (visited, needed) = sequence_tiles(&cfg, 1024, 0, &ranges);
     eprintln!("unclamped MM L 1024, W 64, 2 images of 256, tile 32: visited {visited} tiles for {needed} holding an allowed key");
-    assert!(visited as f64 <= 1.1 * needed as f64, "visited {visited}, needed {needed}");
+    assert!(
+        visited as f64 <= 1.1 * needed as f64,
+        "visited {visited}, needed {needed}"
+    );
 }

@@ -49,9 +49,18 @@ fn kernel_fields(role: &ContractRole) -> Vec<BTreeSet<String>> {
 fn the_contract_lists_exactly_what_the_kernel_passes() {
     for role in [&CONTRACT.mask, &CONTRACT.bounds] {
         let calls = kernel_fields(role);
-        assert_eq!(calls.len(), 1, "{}: one by-name call in the kernel", role.role);
+        assert_eq!(
+            calls.len(),
+            1,
+            "{}: one by-name call in the kernel",
+            role.role
+        );
         let contract: BTreeSet<String> = role.args.iter().map(|a| a.name.to_string()).collect();
-        assert_eq!(calls[0], contract, "{}: kernel fields vs contract", role.role);
+        assert_eq!(
+            calls[0], contract,
+            "{}: kernel fields vs contract",
+            role.role
+        );
     }
 }
 
@@ -59,7 +68,10 @@ fn the_contract_lists_exactly_what_the_kernel_passes() {
 fn the_built_in_mask_and_bounds_satisfy_the_contract() {
     let module = unified_attention::module().expect("module");
     let span = proc_macro2::Span::call_site();
-    for (role, name) in [(&CONTRACT.mask, "vllm_mask"), (&CONTRACT.bounds, "vllm_bounds")] {
+    for (role, name) in [
+        (&CONTRACT.mask, "vllm_mask"),
+        (&CONTRACT.bounds, "vllm_bounds"),
+    ] {
         check_role(&CONTRACT, role, &[], module.module(), (name, span))
             .unwrap_or_else(|e| panic!("{name}: {}", e.message));
     }
@@ -68,9 +80,16 @@ fn the_built_in_mask_and_bounds_satisfy_the_contract() {
 #[test]
 fn a_function_outside_the_contract_is_refused_with_the_expected_signature() {
     let text = "#[device] fn m(q_abs: Tile, k: Tile, window: i32) -> Tile<bool> { k <= q_abs }";
-    let items = attn_runtime::kernels::dsl_module::module_from_source(text, "m.rs").expect("parses");
+    let items =
+        attn_runtime::kernels::dsl_module::module_from_source(text, "m.rs").expect("parses");
     let span = proc_macro2::Span::call_site();
-    let e = check_role(&CONTRACT, &CONTRACT.mask, &[], items.module(), ("m", span)).expect_err("window is not offered");
-    assert!(e.message.contains("`m` takes `window`, which MASK does not provide"), "{}", e.message);
+    let e = check_role(&CONTRACT, &CONTRACT.mask, &[], items.module(), ("m", span))
+        .expect_err("window is not offered");
+    assert!(
+        e.message
+            .contains("`m` takes `window`, which MASK does not provide"),
+        "{}",
+        e.message
+    );
     assert!(e.message.contains("q_abs: Tile<i32>"), "{}", e.message);
 }

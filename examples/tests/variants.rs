@@ -3,8 +3,12 @@
 //! poisoned outputs), the bounds ⊇ mask property with the DSL mask equal to the definition,
 //! and the tile visits of sinks + window.
 
-use attn_examples::{document_window, packed_documents, prefix_lm, sink_window, tree_mask, Variant};
-use attn_runtime::ops::unified_attention::cpu::{run_unified_attention_cpu, CpuOptions, CpuVariant};
+use attn_examples::{
+    document_window, packed_documents, prefix_lm, sink_window, tree_mask, Variant,
+};
+use attn_runtime::ops::unified_attention::cpu::{
+    run_unified_attention_cpu, CpuOptions, CpuVariant,
+};
 use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::ops::unified_attention::variant_check::{
     check_bounds, probe_config, sequence_tile_visits, CaseGeometry, CheckOptions, VariantCase,
@@ -106,10 +110,15 @@ fn prefix_lm_matches_reference() {
 fn sink_window_matches_reference_in_2d_and_3d() {
     let (sinks, window) = (3, 20);
     let variant = sink_window::variant(sinks, window);
-    let mask = |_: usize, q: i64, k: i64| k <= q && (k < i64::from(sinks) || q - k < i64::from(window));
+    let mask =
+        |_: usize, q: i64, k: i64| k <= q && (k < i64::from(sinks) || q - k < i64::from(window));
     let seed = fresh_seed("sinks + window");
     let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
-    let cpu = CpuVariant { variant: &variant, aux_i32: None, aux_f32: None };
+    let cpu = CpuVariant {
+        variant: &variant,
+        aux_i32: None,
+        aux_f32: None,
+    };
     parity("sinks + window", cpu, &data, PathChoice::Force2d, &mask);
     let decode = PagedData::random(&Geometry::new(DECODE, (4, 2), 64), seed + 1);
     let path = PathChoice::Force3d { num_segments: 4 };
@@ -119,7 +128,13 @@ fn sink_window_matches_reference_in_2d_and_3d() {
 /// A random draft tree of `n` nodes: node i's parent is a random earlier node (or none).
 fn random_parents(rng: &mut SplitMix64, n: usize) -> Vec<i32> {
     (0..n)
-        .map(|i| if i == 0 || rng.below(5) == 0 { -1 } else { rng.below(i) as i32 })
+        .map(|i| {
+            if i == 0 || rng.below(5) == 0 {
+                -1
+            } else {
+                rng.below(i) as i32
+            }
+        })
         .collect()
 }
 
@@ -157,7 +172,8 @@ fn document_window_matches_reference() {
     let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
     let stride = 160;
     let ids = doc_ids(&data.seq_lens, stride, &mut seeded(seed + 4), 3);
-    let mask = |s: usize, q: i64, k: i64| same_doc(&ids, stride, s, q, k) && q - k < i64::from(window);
+    let mask =
+        |s: usize, q: i64, k: i64| same_doc(&ids, stride, s, q, k) && q - k < i64::from(window);
     let cpu = CpuVariant::with_i32(&variant, &ids, stride);
     parity("documents + window", cpu, &data, PathChoice::Force2d, &mask);
 }
@@ -166,25 +182,49 @@ fn document_window_matches_reference() {
 fn a_wrong_definition_fails_parity() {
     // The harness must be able to fail: prefix-LM checked against plain causal attention.
     let variant = prefix_lm::variant();
-    let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), fresh_seed("wrong definition"));
+    let data = PagedData::random(
+        &Geometry::new(SEQS, (4, 2), 64),
+        fresh_seed("wrong definition"),
+    );
     let prefix = [100, 70, 0];
     let causal = |_: usize, q: i64, k: i64| k <= q;
     let cpu = CpuVariant::with_i32(&variant, &prefix, 1);
     let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        parity("prefix-LM vs causal", cpu, &data, PathChoice::Force2d, &causal)
+        parity(
+            "prefix-LM vs causal",
+            cpu,
+            &data,
+            PathChoice::Force2d,
+            &causal,
+        )
     }));
-    assert!(failed.is_err(), "a mask that differs from the kernel's must fail parity");
+    assert!(
+        failed.is_err(),
+        "a mask that differs from the kernel's must fail parity"
+    );
 }
 
 fn options(name: &str) -> CheckOptions {
-    CheckOptions { cases: 60, seed: fresh_seed(name), max_seq_len: 256 }
+    CheckOptions {
+        cases: 60,
+        seed: fresh_seed(name),
+        max_seq_len: 256,
+    }
 }
 
-fn assert_covers(name: &str, variant: &Variant, make: &dyn Fn(&mut SplitMix64, CaseGeometry) -> VariantCase) {
-    let report = check_bounds(variant, &options(name), make).unwrap_or_else(|e| panic!("{name}: {e}"));
+fn assert_covers(
+    name: &str,
+    variant: &Variant,
+    make: &dyn Fn(&mut SplitMix64, CaseGeometry) -> VariantCase,
+) {
+    let report =
+        check_bounds(variant, &options(name), make).unwrap_or_else(|e| panic!("{name}: {e}"));
     eprintln!("{name}: {report}");
     assert!(report.passed(), "{name}: {report}");
-    assert!(report.needed_tiles > 0, "{name}: no case had an allowed key");
+    assert!(
+        report.needed_tiles > 0,
+        "{name}: no case had an allowed key"
+    );
 }
 
 fn docs_case(rng: &mut SplitMix64, g: CaseGeometry, window: Option<i64>) -> VariantCase {
@@ -198,8 +238,16 @@ fn docs_case(rng: &mut SplitMix64, g: CaseGeometry, window: Option<i64>) -> Vari
 
 #[test]
 fn every_example_variant_bounds_cover_its_mask() {
-    assert_covers("packed documents", &packed_documents::variant(), &|rng, g| docs_case(rng, g, None));
-    assert_covers("documents + window", &document_window::variant(24), &|rng, g| docs_case(rng, g, Some(24)));
+    assert_covers(
+        "packed documents",
+        &packed_documents::variant(),
+        &|rng, g| docs_case(rng, g, None),
+    );
+    assert_covers(
+        "documents + window",
+        &document_window::variant(24),
+        &|rng, g| docs_case(rng, g, Some(24)),
+    );
     assert_covers("prefix-LM", &prefix_lm::variant(), &|rng, g| {
         let p = rng.below(g.seq_len as usize + 1) as i32;
         VariantCase::new(vec![p], move |q, k| k <= q || k < i64::from(p))
@@ -227,10 +275,14 @@ fn every_example_variant_bounds_cover_its_mask() {
 fn bounds_that_miss_keys_are_reported() {
     // The property must be able to fail: prefix-LM's bounds checked against a mask that
     // also allows the key right after each query.
-    let report = check_bounds(&prefix_lm::variant(), &options("missing keys"), &|rng, g| {
-        let p = rng.below(g.seq_len as usize + 1) as i32;
-        VariantCase::new(vec![p], move |q, k| k <= q + 1 || k < i64::from(p))
-    })
+    let report = check_bounds(
+        &prefix_lm::variant(),
+        &options("missing keys"),
+        &|rng, g| {
+            let p = rng.below(g.seq_len as usize + 1) as i32;
+            VariantCase::new(vec![p], move |q, k| k <= q + 1 || k < i64::from(p))
+        },
+    )
     .expect("check runs");
     assert!(!report.passed(), "{report}");
     assert!(report.mask_mismatch_count > 0, "{report}");

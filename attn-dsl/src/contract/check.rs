@@ -73,7 +73,11 @@ pub fn check_role(
 
 /// A function bound to a role written without `#[device]` (before the module is parsed:
 /// the front end would only say it needs an attribute, not which one nor why).
-pub fn check_not_plain(role: &ContractRole, items: &[syn::Item], name: &str) -> Result<(), DslError> {
+pub fn check_not_plain(
+    role: &ContractRole,
+    items: &[syn::Item],
+    name: &str,
+) -> Result<(), DslError> {
     match plain_fn(items, name) {
         Some(plain) => Err(DslError::new(
             plain.sig.ident.span(),
@@ -125,7 +129,10 @@ fn check_arg(
     expected: &dyn Fn() -> String,
 ) -> Result<(), DslError> {
     let syn::FnArg::Typed(pt) = arg else {
-        return Err(DslError::new(arg.span(), "DSL functions cannot take `self`"));
+        return Err(DslError::new(
+            arg.span(),
+            "DSL functions cannot take `self`",
+        ));
     };
     let (name, _, span) = pattern_name(&pt.pat)?;
     let Some(offered) = role.args.iter().find(|a| a.name == name) else {
@@ -225,7 +232,11 @@ fn check_constexprs(
                 ))
             }
             Some(_) => {}
-            None if d.default.is_some() && matches!(d.kind, ConstKind::Int(_) | ConstKind::Bool | ConstKind::Float) => {}
+            None if d.default.is_some()
+                && matches!(
+                    d.kind,
+                    ConstKind::Int(_) | ConstKind::Bool | ConstKind::Float
+                ) => {}
             None => {
                 let shared: Vec<&str> = contract.constexprs.iter().map(|c| c.name).collect();
                 return Err(DslError::new(

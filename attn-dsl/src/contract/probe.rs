@@ -20,7 +20,13 @@ pub fn probe_variant(
     at: Span,
 ) -> Result<(), DslError> {
     let probe = parse_module_str(contract.probe_source).map_err(|e| {
-        DslError::new(at, format!("internal error: the contract probe does not parse: {}", e.message))
+        DslError::new(
+            at,
+            format!(
+                "internal error: the contract probe does not parse: {}",
+                e.message
+            ),
+        )
     })?;
     let mut merged = Module {
         items: items.items.clone(),
@@ -29,7 +35,10 @@ pub fn probe_variant(
         if merged.item(&item.name()).is_some() {
             return Err(DslError::new(
                 at,
-                format!("`{}` is a reserved name (the contract's probe); rename it", item.name()),
+                format!(
+                    "`{}` is a reserved name (the contract's probe); rename it",
+                    item.name()
+                ),
             ));
         }
         merged.items.push(item);

@@ -10,18 +10,46 @@ const fn arg(name: &'static str, ty: &'static str, doc: &'static str) -> Contrac
 
 /// What MASK receives.
 pub const MASK_ARGS: &[ContractArg] = &[
-    arg("q_abs", "Tile<i32>", "[M, 1] absolute query positions (context_len + t)"),
+    arg(
+        "q_abs",
+        "Tile<i32>",
+        "[M, 1] absolute query positions (context_len + t)",
+    ),
     arg("k", "Tile<i32>", "[1, N] absolute key positions"),
     arg("seq_len", "i32", "L: keys of the sequence"),
-    arg("context_len", "i32", "L - qlen: keys before the first query"),
+    arg(
+        "context_len",
+        "i32",
+        "L - qlen: keys before the first query",
+    ),
     arg("qlen", "i32", "query tokens of the sequence"),
     arg("causal", "bool", "the sequence's causality"),
-    arg("rswa_prefix", "i32", "R-SWA prefix length (0 without R-SWA)"),
-    arg("mm_ranges", "*const i32", "the sequence's [R, 2] multimodal ranges"),
-    arg("q_range_lo", "Tile<i32>", "[M, 1] per-query range starts (MM per-query encoding)"),
+    arg(
+        "rswa_prefix",
+        "i32",
+        "R-SWA prefix length (0 without R-SWA)",
+    ),
+    arg(
+        "mm_ranges",
+        "*const i32",
+        "the sequence's [R, 2] multimodal ranges",
+    ),
+    arg(
+        "q_range_lo",
+        "Tile<i32>",
+        "[M, 1] per-query range starts (MM per-query encoding)",
+    ),
     arg("q_range_hi", "Tile<i32>", "[M, 1] per-query range ends"),
-    arg("aux", "*const i32", "the sequence's row of the variant's i32 aux tensor"),
-    arg("aux_f32", "*const f32", "the sequence's row of the variant's f32 aux tensor"),
+    arg(
+        "aux",
+        "*const i32",
+        "the sequence's row of the variant's i32 aux tensor",
+    ),
+    arg(
+        "aux_f32",
+        "*const f32",
+        "the sequence's row of the variant's f32 aux tensor",
+    ),
 ];
 
 /// What BOUNDS receives.
@@ -30,16 +58,40 @@ pub const BOUNDS_ARGS: &[ContractArg] = &[
     arg("context_len", "i32", "L - qlen"),
     arg("seq_len", "i32", "L"),
     arg("qlen", "i32", "query tokens of the sequence"),
-    arg("b", "i32", "q-block index in the sequence (rows b*BLOCK_Q ..)"),
+    arg(
+        "b",
+        "i32",
+        "q-block index in the sequence (rows b*BLOCK_Q ..)",
+    ),
     arg("causal", "bool", "the sequence's causality"),
     arg("rswa_prefix", "i32", "R-SWA prefix length"),
-    arg("mm_ranges", "*const i32", "the sequence's [R, 2] multimodal ranges"),
+    arg(
+        "mm_ranges",
+        "*const i32",
+        "the sequence's [R, 2] multimodal ranges",
+    ),
     arg("q_range_lo", "Tile<i32>", "[M] per-query range starts"),
     arg("q_range_hi", "Tile<i32>", "[M] per-query range ends"),
-    arg("q_abs", "Tile<i32>", "[M] absolute query positions of the block's rows"),
-    arg("row_valid", "Tile<bool>", "[M] rows that are real (query, head) pairs"),
-    arg("aux", "*const i32", "the sequence's row of the variant's i32 aux tensor"),
-    arg("aux_f32", "*const f32", "the sequence's row of the variant's f32 aux tensor"),
+    arg(
+        "q_abs",
+        "Tile<i32>",
+        "[M] absolute query positions of the block's rows",
+    ),
+    arg(
+        "row_valid",
+        "Tile<bool>",
+        "[M] rows that are real (query, head) pairs",
+    ),
+    arg(
+        "aux",
+        "*const i32",
+        "the sequence's row of the variant's i32 aux tensor",
+    ),
+    arg(
+        "aux_f32",
+        "*const f32",
+        "the sequence's row of the variant's f32 aux tensor",
+    ),
 ];
 
 const fn shared(name: &'static str, ty: &'static str) -> SharedConstexpr {

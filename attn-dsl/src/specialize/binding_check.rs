@@ -26,9 +26,13 @@ pub(crate) fn bind_constexprs(
             // A constexpr a device function of the module declares (a variant's own, e.g.
             // `NUM_SINKS`): bound here, it reaches every device call that declares it.
             if bindings[..i].iter().any(|p| p.name == b.name) {
-                return Err(DslError::new(b.span, format!("constexpr `{}` is bound twice", b.name)));
+                return Err(DslError::new(
+                    b.span,
+                    format!("constexpr `{}` is bound twice", b.name),
+                ));
             }
-            let v = check_kind(module, &d, b.value.clone()).map_err(|m| DslError::new(b.span, m))?;
+            let v =
+                check_kind(module, &d, b.value.clone()).map_err(|m| DslError::new(b.span, m))?;
             extras.push((b.name.clone(), v));
             continue;
         }
@@ -87,7 +91,10 @@ pub(crate) fn bind_constexprs(
 fn variant_decl(module: &Module, name: &str) -> Result<Option<ConstDecl>, DslError> {
     for item in module.items.iter().filter(|i| i.kind == ItemKind::Device) {
         let decls = crate::frontend::signature::constexpr_decls(&item.func)?;
-        if let Some(d) = decls.into_iter().find(|d| d.name == name && d.kind != ConstKind::Device) {
+        if let Some(d) = decls
+            .into_iter()
+            .find(|d| d.name == name && d.kind != ConstKind::Device)
+        {
             return Ok(Some(d));
         }
     }

@@ -101,7 +101,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 span,
                 format!("`{name}` is a device function (`{f}`), not a value; call it: `{name}(..)`"),
             )),
-            None => Err(DslError::new(span, unknown_name(&name, &self.frame().func_name))),
+            None => Err(DslError::new(span, unknown_name(name, &self.frame().func_name))),
         }
     }
 
@@ -394,7 +394,9 @@ impl IntRole {
 /// (upper case): a function sees only the constexprs its generics declare.
 fn unknown_name(name: &str, func: &str) -> String {
     let looks_const = name.chars().any(|c| c.is_ascii_uppercase())
-        && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
     if looks_const {
         format!(
             "unknown variable `{name}`; a constexpr must be declared in `{func}`'s generics \

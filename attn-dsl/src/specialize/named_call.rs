@@ -161,7 +161,9 @@ fn got(l: &Lowerer, v: &Val) -> Got {
 }
 
 /// The by-name argument struct of a call, if the call is written that way.
-pub fn named_args(args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>) -> Option<&syn::ExprStruct> {
+pub fn named_args(
+    args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+) -> Option<&syn::ExprStruct> {
     match (args.len(), args.first()) {
         (1, Some(syn::Expr::Struct(s))) => Some(s),
         _ => None,

@@ -42,8 +42,12 @@ pub(crate) fn check_device_requires(
     bindings: &[Binding],
 ) -> Result<(), DslError> {
     for (_, v) in bound {
-        let ConstValue::Device(name) = v else { continue };
-        let Some(item) = module.item(name) else { continue };
+        let ConstValue::Device(name) = v else {
+            continue;
+        };
+        let Some(item) = module.item(name) else {
+            continue;
+        };
         if item.requires.is_empty() {
             continue;
         }

@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 
 use crate::ops::unified_attention::variant::{AuxDtype, AuxRow, Variant};
-use crate::ops::unified_attention::variant_check::{check_bounds, CaseGeometry, CheckOptions, VariantCase};
+use crate::ops::unified_attention::variant_check::{
+    check_bounds, CaseGeometry, CheckOptions, VariantCase,
+};
 use crate::problem::SplitMix64;
 use crate::registry::parse_binding;
 
@@ -87,7 +89,8 @@ fn random_aux(kind: AuxKind, rng: &mut SplitMix64, g: CaseGeometry) -> Vec<i32> 
 
 /// Runs the checks; the report is the command's output, an error its failure.
 pub fn check_variant(a: &CheckVariantArgs) -> Result<String, String> {
-    let text = std::fs::read_to_string(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let text =
+        std::fs::read_to_string(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
     let label = a.file.display().to_string();
     let mut v = Variant::from_file(&text, &a.module, &label, &a.mask, &a.bounds)
         .map_err(|e| e.to_string())?

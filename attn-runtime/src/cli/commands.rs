@@ -18,10 +18,11 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
         Command::Demo => demo(ctx, out),
         Command::Masks(args) => masks(args, out),
         Command::CheckVariant(args) => {
-            let report = super::check_variant::check_variant(args).map_err(|message| CliError::Build {
-                kernel: "check-variant".into(),
-                message,
-            })?;
+            let report =
+                super::check_variant::check_variant(args).map_err(|message| CliError::Build {
+                    kernel: "check-variant".into(),
+                    message,
+                })?;
             write(out, &report)
         }
         Command::List => list(ctx, out),

@@ -62,13 +62,16 @@ fn parse_range(s: &str) -> Result<[i32; 2], String> {
     Ok([p(a)?, p(b)?])
 }
 
+/// One q-block: the tile ranges `[lo, hi)` it visits and which tiles hold an allowed key.
+pub type BlockTiles = (Vec<(i32, i32)>, Vec<bool>);
+
 /// Per q-block: the tile ranges visited and which tiles hold an allowed key.
 pub struct MaskPicture {
     pub cfg: UnifiedAttentionConfig,
     pub seq_len: i32,
     pub context_len: i32,
     /// Rows: q-blocks; each `(visited tile ranges [lo, hi), tiles with an allowed key)`.
-    pub blocks: Vec<(Vec<(i32, i32)>, Vec<bool>)>,
+    pub blocks: Vec<BlockTiles>,
     /// Allowed (q, k) pairs at cell resolution for the ASCII picture: `[rows][cols]`.
     pub cells: Vec<Vec<bool>>,
 }
@@ -189,7 +192,11 @@ pub fn picture(a: &MasksArgs) -> Result<MaskPicture, String> {
 }
 
 /// Per query token `t`: its allowed keys as sorted half-open intervals (runs).
-fn allowed_rows(a: &MasksArgs, cfg: &UnifiedAttentionConfig, query_len: i32) -> Vec<Vec<(i64, i64)>> {
+fn allowed_rows(
+    a: &MasksArgs,
+    cfg: &UnifiedAttentionConfig,
+    query_len: i32,
+) -> Vec<Vec<(i64, i64)>> {
     let mcfg = cfg.mask_config();
     let context = i64::from(a.seq_len - query_len);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -237,7 +244,11 @@ fn runs_of(f: impl Fn(i64) -> bool, n: i64) -> Vec<(i64, i64)> {
 }
 
 /// Per q-block, the tiles holding a key some query of the block may see.
-fn needed_tiles(cfg: &UnifiedAttentionConfig, rows: &[Vec<(i64, i64)>], num_blocks: usize) -> Vec<Vec<bool>> {
+fn needed_tiles(
+    cfg: &UnifiedAttentionConfig,
+    rows: &[Vec<(i64, i64)>],
+    num_blocks: usize,
+) -> Vec<Vec<bool>> {
     let tile = i64::from(cfg.tile_size.max(1));
     let max_key = rows.iter().flatten().map(|r| r.1).max().unwrap_or(0);
     let num_tiles = (max_key + tile - 1) / tile;

@@ -262,19 +262,28 @@ pub mod unified {
             }
         }
         let a_lo_t = max(0, a_first) / TILE_SIZE;
-        let a_hi_t = max(a_lo_t, min(min(a_last, seq_len - 1) / TILE_SIZE + 1, num_tiles));
+        let a_hi_t = max(
+            a_lo_t,
+            min(min(a_last, seq_len - 1) / TILE_SIZE + 1, num_tiles),
+        );
         let mut b_lo_t = 0;
         let mut b_hi_t = 0;
         if b_first <= b_last {
             b_lo_t = max(0, b_first) / TILE_SIZE;
-            b_hi_t = max(b_lo_t, min(min(b_last, seq_len - 1) / TILE_SIZE + 1, num_tiles));
+            b_hi_t = max(
+                b_lo_t,
+                min(min(b_last, seq_len - 1) / TILE_SIZE + 1, num_tiles),
+            );
         }
         // Range 0 is the span that starts first; `r` is a constexpr, so this folds.
         let mut take_a = a_lo_t <= b_lo_t;
         if r != 0 {
             take_a = !take_a;
         }
-        (select(take_a, a_lo_t, b_lo_t), select(take_a, a_hi_t, b_hi_t))
+        (
+            select(take_a, a_lo_t, b_lo_t),
+            select(take_a, a_hi_t, b_hi_t),
+        )
     }
 
     /// One program per (q-block, kv-head[, segment]): the GQA group of a KV head is processed
@@ -544,9 +553,14 @@ pub mod unified {
                 if USE_ALIBI_SLOPES {
                     if USE_ALIBI_SQRT {
                         let dist = (q_abs.unsqueeze(1) - k_pos.unsqueeze(0)).cast::<f32>();
-                        s = s + select(dist >= 0.0, -slope.unsqueeze(1) * sqrt(max(dist, 0.0)), 0.0);
+                        s = s + select(
+                            dist >= 0.0,
+                            -slope.unsqueeze(1) * sqrt(max(dist, 0.0)),
+                            0.0,
+                        );
                     } else {
-                        s = s + slope.unsqueeze(1) * (k_pos.unsqueeze(0) - context_len).cast::<f32>();
+                        s = s + slope.unsqueeze(1)
+                            * (k_pos.unsqueeze(0) - context_len).cast::<f32>();
                     }
                 }
                 if USE_QQ_BIAS {

@@ -11,7 +11,9 @@ use super::{BuiltKernel, KernelEntry};
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention::{module, ATTENTION_KERNEL};
 use crate::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding};
-use crate::ops::unified_attention::plan::{attention_bindings, choose_config, MaskVariant, PathChoice};
+use crate::ops::unified_attention::plan::{
+    attention_bindings, choose_config, MaskVariant, PathChoice,
+};
 use crate::parity::Tolerance;
 use crate::problem::Problem;
 use attn_dsl::codegen::emit_cuda;
@@ -21,10 +23,26 @@ use attn_dsl::Binding;
 /// The four presets' entries.
 pub(super) fn entries() -> Vec<KernelEntry> {
     vec![
-        entry("unified_attention", "unified attention, P1 shape (Gemma4 sliding, 16/8/256, W 1024)", p1),
-        entry("unified_attention_p0", "unified attention, P0 shape (dense causal 16/16/128)", p0),
-        entry("unified_attention_p3", "unified attention, P3 shape (P1 + 30 clamped image ranges)", p3),
-        entry("unified_attention_d1", "unified attention, D1 shape (decode 32/8/128, 2D)", d1),
+        entry(
+            "unified_attention",
+            "unified attention, P1 shape (Gemma4 sliding, 16/8/256, W 1024)",
+            p1,
+        ),
+        entry(
+            "unified_attention_p0",
+            "unified attention, P0 shape (dense causal 16/16/128)",
+            p0,
+        ),
+        entry(
+            "unified_attention_p3",
+            "unified attention, P3 shape (P1 + 30 clamped image ranges)",
+            p3,
+        ),
+        entry(
+            "unified_attention_d1",
+            "unified attention, D1 shape (decode 32/8/128, 2D)",
+            d1,
+        ),
     ]
 }
 
@@ -98,7 +116,10 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
     let f = specialize_cached(&m, ATTENTION_KERNEL, bindings)
         .map_err(|e| format!("{} (line {})", e.message, e.span.start().line))?;
     let cuda = emit_cuda(&f).map_err(|e| e.to_string())?;
-    let key: Vec<String> = bindings.iter().map(|b| format!("{}={}", b.name, b.value)).collect();
+    let key: Vec<String> = bindings
+        .iter()
+        .map(|b| format!("{}={}", b.name, b.value))
+        .collect();
     Ok(BuiltKernel {
         key: format!("{ATTENTION_KERNEL}<{}>", key.join(",")),
         cuda,
@@ -108,9 +129,11 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
 }
 
 fn no_problem(_: &[Binding]) -> Result<Problem, String> {
-    Err("the unified-attention op launches up to two kernels over paged inputs: run it with \
+    Err(
+        "the unified-attention op launches up to two kernels over paged inputs: run it with \
          `cargo test -p attn-runtime --features gpu --test gpu_unified` (GPU) or the CPU parity \
          tests (`--test unified_parity_grid`), and time it with the `unified_attention` criterion \
          bench; `attn emit` / `attn compile` work on these entries"
-        .into())
+            .into(),
+    )
 }

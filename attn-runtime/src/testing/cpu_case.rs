@@ -7,7 +7,6 @@ use crate::reference::unified_attention::{unified_attention, AttentionOptions};
 
 use super::paged::{assert_close, PagedData, ATOL, RTOL};
 
-
 /// Poisoned elements after every token row of q and out.
 pub const ROW_PADDING: usize = 7;
 

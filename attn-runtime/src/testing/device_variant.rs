@@ -11,7 +11,7 @@ use half::{bf16, f16};
 use super::paged::PagedData;
 use crate::ops::unified_attention::args::{Metadata, TokenLayout, Tokens, UnifiedAttentionArgs};
 use crate::ops::unified_attention::gpu::{AttnError, LaunchReport, UnifiedAttentionContext};
-use crate::ops::unified_attention::paged_cache::{CacheGeometry, PagedKvCache, PagedCacheError};
+use crate::ops::unified_attention::paged_cache::{CacheGeometry, PagedCacheError, PagedKvCache};
 use crate::ops::unified_attention::plan::PathChoice;
 use crate::ops::unified_attention::variant::Variant;
 use crate::ops::unified_attention::variant_args::{AuxTensor, VariantArgs};

@@ -449,11 +449,19 @@ fn host_buffers(
     if let Some(v) = options.variant {
         // An empty tensor still needs an address: one never-read element.
         if let Some((aux, _)) = v.aux_i32 {
-            let aux = if aux.is_empty() { vec![0] } else { aux.to_vec() };
+            let aux = if aux.is_empty() {
+                vec![0]
+            } else {
+                aux.to_vec()
+            };
             m.insert(B::MaskAux, HostBuffer::I32(aux));
         }
         if let Some((aux, _)) = v.aux_f32 {
-            let aux = if aux.is_empty() { vec![0.0] } else { aux.to_vec() };
+            let aux = if aux.is_empty() {
+                vec![0.0]
+            } else {
+                aux.to_vec()
+            };
             m.insert(B::MaskAuxF32, HostBuffer::F32(aux));
         }
     }

@@ -363,7 +363,12 @@ pub fn attention_bindings(
         ("TILE_RANGES", int(variant.tile_ranges(cfg))),
     ]
     .into_iter()
-    .chain(variant.constexprs.iter().map(|(n, v)| (n.as_str(), v.clone())))
+    .chain(
+        variant
+            .constexprs
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.clone())),
+    )
     .map(|(n, v)| Binding::new(n, v))
     .collect()
 }

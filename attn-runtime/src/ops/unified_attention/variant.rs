@@ -13,9 +13,7 @@ use attn_dsl::ConstValue;
 use thiserror::Error;
 
 use super::plan::MaskVariant;
-use crate::kernels::dsl_module::{
-    module_from_source, module_text, DslModule, ModuleLoadError,
-};
+use crate::kernels::dsl_module::{module_from_source, module_text, DslModule, ModuleLoadError};
 use crate::kernels::unified_attention;
 
 /// How long each sequence's row of an aux tensor must be.
@@ -132,7 +130,8 @@ impl Variant {
 
     /// From what `#[variant]` embedded (checked when the user's crate compiled).
     pub fn from_source(v: &VariantSource) -> Self {
-        Variant::new(v.text_at_file_lines(), v.file, v.mask, v.bounds).with_tile_ranges(v.tile_ranges)
+        Variant::new(v.text_at_file_lines(), v.file, v.mask, v.bounds)
+            .with_tile_ranges(v.tile_ranges)
     }
 
     /// From the text the `#[module]` macro embedded (no file reading).
@@ -223,7 +222,11 @@ impl Variant {
             message: e.to_string(),
         })?;
         let items: Vec<syn::Item> = match file.items.as_slice() {
-            [syn::Item::Mod(m)] => m.content.as_ref().map(|(_, i)| i.clone()).unwrap_or_default(),
+            [syn::Item::Mod(m)] => m
+                .content
+                .as_ref()
+                .map(|(_, i)| i.clone())
+                .unwrap_or_default(),
             other => other.to_vec(),
         };
         let c = &attn_dsl::contract::unified_attention::CONTRACT;
@@ -309,20 +312,20 @@ pub fn validate_aux(
     aux_i32: Option<AuxView<'_, i32>>,
     aux_f32: Option<AuxView<'_, f32>>,
 ) -> Result<(), AuxError> {
-    let slot = |decl: Option<AuxDecl>, given: bool, slot: &'static str, dtype: &'static str| {
-        match (decl, given) {
-            (Some(d), false) => Err(AuxError::Missing {
-                variant: variant.name().to_string(),
-                name: d.name,
-                dtype,
-                slot,
-            }),
-            (None, true) => Err(AuxError::Undeclared {
-                variant: variant.name().to_string(),
-                slot,
-            }),
-            _ => Ok(decl),
-        }
+    let slot = |decl: Option<AuxDecl>, given: bool, slot: &'static str, dtype: &'static str| match (
+        decl, given,
+    ) {
+        (Some(d), false) => Err(AuxError::Missing {
+            variant: variant.name().to_string(),
+            name: d.name,
+            dtype,
+            slot,
+        }),
+        (None, true) => Err(AuxError::Undeclared {
+            variant: variant.name().to_string(),
+            slot,
+        }),
+        _ => Ok(decl),
     };
     if let Some(d) = slot(variant.aux_i32, aux_i32.is_some(), "i32", "i32")? {
         let v = aux_i32.ok_or(AuxError::Undeclared {
@@ -431,9 +434,22 @@ mod tests {
         let v = docs();
         assert_eq!(validate_aux(&v, &[10, 20], view(40, 20), None), Ok(()));
         let short = validate_aux(&v, &[10, 20], view(40, 15), None).unwrap_err();
-        assert!(matches!(short, AuxError::RowTooShort { seq: 1, needed: 20, .. }), "{short}");
+        assert!(
+            matches!(
+                short,
+                AuxError::RowTooShort {
+                    seq: 1,
+                    needed: 20,
+                    ..
+                }
+            ),
+            "{short}"
+        );
         let small = validate_aux(&v, &[10, 20], view(39, 20), None).unwrap_err();
-        assert!(matches!(small, AuxError::TooSmall { needed: 40, .. }), "{small}");
+        assert!(
+            matches!(small, AuxError::TooSmall { needed: 40, .. }),
+            "{small}"
+        );
     }
 
     #[test]

@@ -105,10 +105,18 @@ impl std::fmt::Display for BoundsReport {
             self.slack()
         )?;
         if let Some(m) = self.missed.first() {
-            write!(f, "; first missed: L {} qlen {} tile {} block {}: q {} k {}", m.seq_len, m.query_len, m.tile_size, m.q_block, m.q, m.k)?;
+            write!(
+                f,
+                "; first missed: L {} qlen {} tile {} block {}: q {} k {}",
+                m.seq_len, m.query_len, m.tile_size, m.q_block, m.q, m.k
+            )?;
         }
         if let Some(m) = self.mask_mismatches.first() {
-            write!(f, "; first mismatch: L {} qlen {}: q {} k {}: DSL {} vs definition {}", m.seq_len, m.query_len, m.q, m.k, m.dsl, !m.dsl)?;
+            write!(
+                f,
+                "; first mismatch: L {} qlen {}: q {} k {}: DSL {} vs definition {}",
+                m.seq_len, m.query_len, m.q, m.k, m.dsl, !m.dsl
+            )?;
         }
         Ok(())
     }
@@ -158,7 +166,7 @@ pub fn check_bounds(
     let mut report = BoundsReport::default();
     for _ in 0..options.cases {
         let tile = [16, 32][rng.below(2)];
-        let nqpkv = [1, 2, 3, 5, 8][rng.below(5)] as i32;
+        let nqpkv: i32 = [1, 2, 3, 5, 8][rng.below(5)];
         let l = 1 + rng.below(options.max_seq_len.max(1) as usize) as i32;
         let qlen = 1 + rng.below(l as usize) as i32;
         let cfg = probe_config(tile, nqpkv)?;
@@ -169,7 +177,15 @@ pub fn check_bounds(
             query_len: qlen,
         };
         let case = make(&mut rng, g);
-        let r = probe(&module, &cfg, variant, &case, g, b, options.max_seq_len as usize)?;
+        let r = probe(
+            &module,
+            &cfg,
+            variant,
+            &case,
+            g,
+            b,
+            options.max_seq_len as usize,
+        )?;
         tally(&mut report, &cfg, &case, g, b, &r);
         report.cases += 1;
     }
@@ -200,7 +216,13 @@ fn probe(
     };
     // The probe's key axis is a tile: a power of two.
     let keys = keys.max(g.seq_len as usize).next_power_of_two();
-    Ok(probe_block(module, cfg, &variant.mask_variant(), &block, keys)?)
+    Ok(probe_block(
+        module,
+        cfg,
+        &variant.mask_variant(),
+        &block,
+        keys,
+    )?)
 }
 
 /// Adds one block's misses, mismatches and tile counts to the report.
@@ -224,13 +246,18 @@ fn tally(
         for (k, &dsl) in row_mask.iter().enumerate().take(g.seq_len.max(0) as usize) {
             let k = k as i64;
             // The definition is asked only about real rows (an invalid row's q may lie past L).
-            let want = valid
-                && k < i64::from(g.seq_len)
-                && case.mask.as_ref().map_or(dsl, |m| m(q, k));
+            let want =
+                valid && k < i64::from(g.seq_len) && case.mask.as_ref().map_or(dsl, |m| m(q, k));
             if dsl != want && valid {
                 report.mask_mismatch_count += 1;
                 if report.mask_mismatches.len() < KEEP {
-                    report.mask_mismatches.push(MaskMismatch { seq_len: g.seq_len, query_len: g.query_len, q, k, dsl });
+                    report.mask_mismatches.push(MaskMismatch {
+                        seq_len: g.seq_len,
+                        query_len: g.query_len,
+                        q,
+                        k,
+                        dsl,
+                    });
                 }
             }
             if !want {
@@ -240,7 +267,14 @@ fn tally(
             if !r.covers(k, tile, g.seq_len) {
                 report.missed_count += 1;
                 if report.missed.len() < KEEP {
-                    report.missed.push(MissedKey { seq_len: g.seq_len, query_len: g.query_len, tile_size: tile, q_block: b, q, k });
+                    report.missed.push(MissedKey {
+                        seq_len: g.seq_len,
+                        query_len: g.query_len,
+                        tile_size: tile,
+                        q_block: b,
+                        q,
+                        k,
+                    });
                 }
             }
         }
