@@ -136,8 +136,9 @@ fn every_program_compiles_for_sm80_and_sm90() {
 fn dsl_kernels_compile_for_sm80_and_sm90() {
     let mut failures = Vec::new();
     for (label, k) in codegen_common::dsl_kernels() {
+        // Above 48 KiB the launcher opts in; 227 KiB is what one block can have on sm_90.
         assert!(
-            k.shared_bytes <= 48 * 1024,
+            k.shared_bytes <= 227 * 1024,
             "{label}: {} bytes of shared memory",
             k.shared_bytes
         );
@@ -174,16 +175,20 @@ fn compile_errors_are_reported_not_swallowed() {
     assert!(err.contains("NVRTC_ERROR_COMPILATION"), "{err}");
 }
 
+/// The attention kernel's shared memory is its K and V rings: two stages each of
+/// `[BLOCK_N][D + 8]` bf16 (the copies' allocs), and no scratch at all when everything else
+/// stays in fragments.
 #[test]
-fn flash_attention_fits_48k_shared_memory() {
-    for (bm, bn, d) in [(16, 32, 64), (64, 64, 128), (32, 64, 128)] {
+fn flash_attention_shared_memory_is_its_two_stage_rings() {
+    for (bm, bn, d) in [(64, 64, 128), (64, 64, 64), (64, 32, 64)] {
         let k = emit_cuda(&codegen_common::attention(bm, bn, d, 4)).expect("emit");
+        let ring = 2 * bn * (d + 8) * 2;
         assert!(
-            k.shared_bytes <= 48 * 1024,
-            "attention {bm}x{bn}x{d}: {} bytes of shared memory",
-            k.shared_bytes
+            k.shared_bytes as usize >= 2 * ring && k.shared_bytes <= 227 * 1024,
+            "attention {bm}x{bn}x{d}: {} bytes of shared memory, rings {}",
+            k.shared_bytes,
+            2 * ring
         );
-        assert!(k.shared_bytes > 0);
         nvrtc_compile(&k, "sm_90", &[]).unwrap_or_else(|e| panic!("attention {bm}x{bn}x{d}: {e}"));
     }
 }

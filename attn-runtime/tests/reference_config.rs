@@ -96,6 +96,33 @@ fn large_group_block_m_is_next_pow2() {
     assert_eq!(next_pow2(96), 128);
 }
 
+/// Above 2^30 no i32 power of two exists: `next_pow2` used to double past i32::MAX (a panic
+/// in debug builds, an endless loop on 0 in release). It now saturates to i32::MAX, which is
+/// not a power of two, so a config built from such a head count or head size is a typed
+/// error instead of a hang.
+#[test]
+fn huge_heads_and_head_sizes_are_typed_errors() {
+    assert_eq!(next_pow2(1 << 30), 1 << 30);
+    assert_eq!(next_pow2((1 << 30) + 1), i32::MAX);
+    assert_eq!(next_pow2(i32::MAX), i32::MAX);
+    assert_eq!(next_pow2(i32::MIN), 1);
+    assert_eq!(block_m_for(i32::MAX), i32::MAX);
+    for p in [
+        AttentionProblem {
+            head_size: i32::MAX,
+            ..problem()
+        },
+        AttentionProblem {
+            num_query_heads: i32::MAX,
+            num_kv_heads: 1,
+            ..problem()
+        },
+    ] {
+        let err = UnifiedAttentionConfig::from_problem(&p);
+        assert!(err.is_err(), "{p:?} gave {err:?}");
+    }
+}
+
 #[test]
 fn tile_size_rules() {
     assert_eq!(get_tile_size(128, 1024, 2, false), 32);

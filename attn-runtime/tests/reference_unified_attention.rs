@@ -536,3 +536,34 @@ fn outputs_are_finite_and_every_row_written() {
         }
     }
 }
+
+/// The reference holds the op's softcap contract (finite and > 0): it used to drop a softcap
+/// of 0, a negative one or NaN silently (and NaN-poison every row with +inf), so it agreed
+/// with an op that ignored the argument.
+#[test]
+fn softcap_must_be_finite_and_positive() {
+    let b = batch(&[(3, 20)], 4, 2, 8, 5);
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let opts = AttentionOptions {
+            softcap: Some(bad),
+            ..AttentionOptions::default()
+        };
+        let err = unified_attention(&problem(&b, opts)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ReferenceError::InvalidFloat {
+                    what: "softcap",
+                    ..
+                }
+            ),
+            "softcap {bad}: {err}"
+        );
+    }
+    let ok = AttentionOptions {
+        softcap: Some(f64::MIN_POSITIVE),
+        ..AttentionOptions::default()
+    };
+    let out = unified_attention(&problem(&b, ok)).expect("a tiny positive softcap is valid");
+    assert!(out.iter().all(|x| x.is_finite()));
+}

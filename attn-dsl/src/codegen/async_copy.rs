@@ -8,9 +8,12 @@ use super::remat::Scope;
 use super::CodegenError;
 use crate::gpu_ir::remat::defined_in;
 use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuOp, Stage};
-use crate::ir::{Op, OpId, OpKind};
+use crate::ir::{BinaryOp, Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
+
+/// Chunks per thread a copy's loop unrolls.
+const MAX_COPY_UNROLL: usize = 4;
 
 /// The C++ name of an alloc's base pointer.
 pub(crate) fn buf_name(a: AllocId) -> String {
@@ -146,15 +149,15 @@ impl<'f> Emitter<'f> {
         let al = self.prog.alloc(c.dst).clone();
         let (per_row, total) = (al.cols / c.map.chunk, al.rows * al.cols / c.map.chunk);
         // Chunk walk: consecutive threads take consecutive chunks of a row (coalesced), or,
-        // row per thread, thread t takes row t % rows and every (threads / rows)-th chunk.
+        // rows per lane group, the `lanes` consecutive threads of row t / lanes take every
+        // lanes-th chunk of it (and share the row's reductions, see `hoist_row_reductions`).
+        let lanes = self.threads / al.rows;
         let (slots, index) = if c.map.row_per_thread {
-            let lanes = self.threads / al.rows;
             (
                 per_row.div_ceil(lanes),
                 format!(
-                    "const int attn_row = tid % {rows}, attn_col = (tid / {rows} + s * {lanes}) * {ch};",
-                    rows = al.rows,
-                    ch = c.map.chunk
+                    "const int attn_col = (attn_lane_in_row + s * {lanes}) * {};",
+                    c.map.chunk
                 ),
             )
         } else {
@@ -195,9 +198,22 @@ impl<'f> Emitter<'f> {
             Some(g) => self.w.open(format!("if ({g})")),
             None => self.w.open(""),
         }
+        if c.map.row_per_thread {
+            self.w.line(format!(
+                "const int attn_row = tid / {lanes}, attn_lane_in_row = tid % {lanes};"
+            ));
+        }
+        let mask = if c.map.row_per_thread {
+            self.hoist_row_reductions(load, &at, scope, lanes)?
+        } else {
+            mask
+        };
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
-        self.w.open_unrolled("s", slots);
+        // Each chunk recomputes its address (block-table load, 64-bit math): unrolled by 4
+        // at most, so a one-warp program's 16 chunks do not all hold their addresses at once.
+        self.w
+            .open_partly_unrolled("s", slots, slots.min(MAX_COPY_UNROLL));
         self.w.line(index);
         if let Some(t) = tail {
             self.w.line(t);
@@ -209,5 +225,117 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         Ok(())
+    }
+
+    /// For a row-per-lane-group copy: computes each reduction in the mask once per row
+    /// before the chunk loop, the row's `lanes` threads each folding every lanes-th element
+    /// and combining with xor shuffles (all threads of a warp take part: the lane groups
+    /// tile the warp), and returns the mask with those reductions read from variables.
+    fn hoist_row_reductions(
+        &mut self,
+        load: &Op,
+        at: &ElemIndex,
+        scope: &Scope,
+        lanes: usize,
+    ) -> Res<String> {
+        let mask_v = load.operands[1];
+        let mut reduces = Vec::new();
+        self.collect_reduces(mask_v, None, &mut reduces);
+        for (r, guard) in reduces {
+            let name = format!("attn_red{}", r.0);
+            // Not split evenly over the lanes: the chunk loop recomputes it whole.
+            let Ok((partial, combine, t)) = self.remat_reduce_lanes(r, "attn_row", lanes, scope)
+            else {
+                continue;
+            };
+            // Under `uniform || x` (or `uniform ? a : x`...) the mask never reads `x` when the
+            // uniform scalar decides it, so neither does the hoisted loop.
+            let partial = match &guard {
+                Some(g) => format!(
+                    "(({}) ? {partial} : ({t})0)",
+                    self.remat_expr(*g, at, scope).map(|e| {
+                        if self.guard_negated(mask_v, *g) {
+                            format!("!{e}")
+                        } else {
+                            e
+                        }
+                    })?
+                ),
+                None => partial,
+            };
+            self.w.line(format!("{t} {name} = {partial};"));
+            let mut m = 1;
+            while m < lanes {
+                let other = format!("attn_shfl_xor({name}, {m})");
+                self.w.line(format!(
+                    "{name} = {};",
+                    combine.replace("ITEM", &other).replace("ACC", &name)
+                ));
+                m *= 2;
+            }
+            self.hoisted.insert(r.0, (name, "attn_row".to_string()));
+        }
+        let mask = self.remat_expr(mask_v, at, scope);
+        self.hoisted.clear();
+        mask
+    }
+
+    /// The reductions a recomputed tile evaluates (outermost first, no duplicates), each
+    /// with the uniform scalar that decides whether the expression reads it: in `u | x`
+    /// the reduction in `x` is read only when `u` is false, in `u & x` only when `u` is true.
+    fn collect_reduces(
+        &self,
+        v: ValueId,
+        guard: Option<ValueId>,
+        out: &mut Vec<(ValueId, Option<ValueId>)>,
+    ) {
+        if self.f.ty(v).is_scalar() || out.iter().any(|(r, _)| *r == v) {
+            return;
+        }
+        let Some(op) = self.def_op(v) else { return };
+        if matches!(op.kind, OpKind::Reduce { .. }) {
+            out.push((v, guard));
+            return;
+        }
+        if let (OpKind::Binary(BinaryOp::Or | BinaryOp::And), None) = (&op.kind, guard) {
+            let uniform = |x: ValueId| self.uniform_scalar(x);
+            if let (Some(_), None) = (uniform(op.operands[0]), uniform(op.operands[1])) {
+                return self.collect_reduces(op.operands[1], Some(op.operands[0]), out);
+            }
+            if let (None, Some(_)) = (uniform(op.operands[0]), uniform(op.operands[1])) {
+                return self.collect_reduces(op.operands[0], Some(op.operands[1]), out);
+            }
+        }
+        for &x in &op.operands {
+            self.collect_reduces(x, guard, out);
+        }
+    }
+
+    /// The scalar a tile is a splat (or broadcast of a splat) of.
+    fn uniform_scalar(&self, v: ValueId) -> Option<ValueId> {
+        if self.f.ty(v).is_scalar() {
+            return Some(v);
+        }
+        let op = self.def_op(v)?;
+        match op.kind {
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
+                self.uniform_scalar(op.operands[0])
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the guard tile `g` sits in an `or` somewhere in `v` (the reduction is then
+    /// read when `g` is false).
+    fn guard_negated(&self, v: ValueId, g: ValueId) -> bool {
+        let Some(op) = self.def_op(v) else {
+            return false;
+        };
+        if op.operands.contains(&g) {
+            return matches!(op.kind, OpKind::Binary(BinaryOp::Or));
+        }
+        op.operands
+            .iter()
+            .any(|&x| !self.f.ty(x).is_scalar() && self.guard_negated(x, g))
     }
 }

@@ -21,6 +21,9 @@ pub(crate) struct Emitter<'f> {
     pub(crate) stage_vars: Vec<String>,
     /// The stage counter of each pipelined loop (declared with its prologue).
     pub(crate) loop_stage: std::collections::BTreeMap<u32, String>,
+    /// Reductions a copy computed once per row before its chunk loop: value → (variable,
+    /// the row index expression it holds).
+    pub(crate) hoisted: std::collections::BTreeMap<u32, (String, String)>,
     pub(crate) w: SourceWriter,
     pub(crate) threads: usize,
     /// Bytes of dynamic shared memory the ops emitted so far need (max over ops).
@@ -57,6 +60,7 @@ impl<'f> Emitter<'f> {
             prog,
             stage_vars: Vec::new(),
             loop_stage: Default::default(),
+            hoisted: Default::default(),
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
             scratch_bytes: 0,

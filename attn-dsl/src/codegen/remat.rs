@@ -67,6 +67,9 @@ impl<'f> Emitter<'f> {
                 };
                 Ok(format!("(({mask}) ? {load} : {other})"))
             }
+            OpKind::Reduce { .. } if self.hoisted_at(v, at).is_some() => {
+                Ok(self.hoisted_at(v, at).unwrap_or_default())
+            }
             OpKind::Reduce { kind, axis } => self.remat_reduce(v, *kind, *axis, at, scope),
             k if k.is_coordinate_op() => self.element_expr(op, at, &recurse),
             k => Err(CodegenError::Malformed(format!(
@@ -176,5 +179,92 @@ impl<'f> Emitter<'f> {
              for (int {k} = {first}; {k} < {count}; ++{k}) {{ const {rt} item = {item}; acc = {step}; }} \
              return {finish}; }}())"
         ))
+    }
+
+    /// The variable holding reduction `v` at element `at`, if a copy hoisted it for that row.
+    fn hoisted_at(&self, v: ValueId, at: &ElemIndex) -> Option<String> {
+        let (name, row) = self.hoisted.get(&v.0)?;
+        (at.coords(self.shape(v)).0 == *row).then(|| name.clone())
+    }
+
+    /// This thread's share of reduction `v` at kept index `kept`: elements
+    /// `attn_lane_in_row + lanes·i` of the reduced axis, folded in ascending order. Returns the
+    /// partial's expression, the combine step (`ACC`, `ITEM` placeholders) and its C type.
+    pub(crate) fn remat_reduce_lanes(
+        &self,
+        v: ValueId,
+        kept: &str,
+        lanes: usize,
+        scope: &Scope,
+    ) -> Res<(String, String, String)> {
+        let op = self
+            .def_op(v)
+            .ok_or_else(|| CodegenError::Malformed("reduce without op".into()))?;
+        let OpKind::Reduce { kind, axis } = op.kind else {
+            return Err(CodegenError::Malformed("not a reduction".into()));
+        };
+        let x = Self::operand(op, 0)?;
+        let shape = self.shape(x).to_vec();
+        let k = format!("attn_k{}", v.0);
+        let count = match (shape.as_slice(), axis) {
+            ([n], 0) | ([n, _], 0) | ([_, n], 1) => *n,
+            (s, a) => {
+                return Err(CodegenError::Malformed(format!(
+                    "reduce axis {a} of shape {s:?}"
+                )))
+            }
+        };
+        if count % lanes != 0 {
+            return Err(CodegenError::Unsupported(format!(
+                "{count} reduced elements over {lanes} lanes"
+            )));
+        }
+        let item_at = |i: &str| match (shape.len(), axis) {
+            (1, _) => ElemIndex::Coords {
+                row: i.into(),
+                col: "0".into(),
+            },
+            (_, 0) => ElemIndex::Coords {
+                row: i.into(),
+                col: kept.into(),
+            },
+            _ => ElemIndex::Coords {
+                row: kept.into(),
+                col: i.into(),
+            },
+        };
+        let item = self.remat_expr(x, &item_at(&k), scope)?;
+        let t = self.scalar(x)?;
+        let rt = super::c_types::reg_type(self.elem(x));
+        let (init, step) = match kind {
+            ReduceKind::Sum => (
+                zero(self.elem(x)).to_string(),
+                super::elementwise::binary(BinaryOp::Add, t, "ACC", "ITEM")?,
+            ),
+            ReduceKind::Max | ReduceKind::Min => {
+                let b = if kind == ReduceKind::Max {
+                    BinaryOp::Max
+                } else {
+                    BinaryOp::Min
+                };
+                // Max/min ignore NaN and start from the lane's first element.
+                (
+                    "ITEM0".to_string(),
+                    super::elementwise::binary(b, t, "ACC", "ITEM")?,
+                )
+            }
+        };
+        let first = self.remat_expr(x, &item_at("attn_lane_in_row"), scope)?;
+        let init = init.replace("ITEM0", &first);
+        let start = if init == first {
+            format!("attn_lane_in_row + {lanes}")
+        } else {
+            "attn_lane_in_row".into()
+        };
+        let partial = format!(
+            "([&]() {{ {rt} acc = {init}; for (int {k} = {start}; {k} < {count}; {k} += {lanes}) {{ const {rt} item = {item}; acc = {}; }} return acc; }}())",
+            step.replace("ACC", "acc").replace("ITEM", "item")
+        );
+        Ok((partial, step, rt))
     }
 }

@@ -50,6 +50,13 @@ impl SourceWriter {
         self.open(format!("for (int {var} = 0; {var} < {n}; ++{var})"));
     }
 
+    /// A counted loop unrolled by `factor` only (long bodies whose full unrolling would hold
+    /// every iteration's temporaries live at once).
+    pub(crate) fn open_partly_unrolled(&mut self, var: &str, n: usize, factor: usize) {
+        self.line(format!("#pragma unroll {factor}"));
+        self.open(format!("for (int {var} = 0; {var} < {n}; ++{var})"));
+    }
+
     pub(crate) fn finish(self) -> String {
         self.text
     }

@@ -221,7 +221,9 @@ impl<'a> Ctx<'a> {
         let row_per_thread = has_mask
             && contains_reduce(self.f, self.defs, op.operands[1])
             && rows <= threads
-            && threads % rows == 0;
+            && threads % rows == 0
+            // The lanes sharing a row combine with warp shuffles: they must share a warp.
+            && threads / rows <= 32;
         Some((
             load,
             TileInAlloc {

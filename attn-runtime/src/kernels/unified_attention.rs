@@ -96,6 +96,59 @@ pub mod unified {
     }
 
     /// Tile-loop bounds of spec §4 for q-block `b` (rows `q_lo..=q_hi`, spill rows excluded):
+    /// Whether vLLM's mask allows every key of `[k_first, k_last]` for every query of
+    /// `[q_first, q_last]` (absolute positions of the block's valid tokens) and the keys are
+    /// all below `msp`: such a tile needs no mask and no V guard. Conservative: chunked
+    /// attention never has full tiles; MM prefix ranges only add keys, so they cannot make a
+    /// tile less full.
+    #[device]
+    fn vllm_full_tile<
+        const SLIDING_WINDOW: i32,
+        const CHUNK_LOOKBACK: i32,
+        const USE_R_SWA: bool,
+        const R_SWA_WINDOW: i32,
+    >(
+        k_first: i32,
+        k_last: i32,
+        q_first: i32,
+        q_last: i32,
+        msp: i32,
+        causal: bool,
+        rswa_prefix: i32,
+    ) -> bool {
+        let mut full = k_last < msp;
+        if causal {
+            full = full & (k_last <= q_first);
+        }
+        if SLIDING_WINDOW > 0 && !USE_R_SWA {
+            full = full & (q_last - k_first < SLIDING_WINDOW);
+            if !causal {
+                full = full & (k_last - q_first < SLIDING_WINDOW);
+            }
+        }
+        if USE_R_SWA {
+            full = full & ((k_last < rswa_prefix) | (q_last - k_first < R_SWA_WINDOW));
+        }
+        if CHUNK_LOOKBACK >= 0 {
+            full = false;
+        }
+        full
+    }
+
+    /// The full-tile predicate of variants that declare none: every tile is masked.
+    #[device]
+    fn no_full_tile(
+        k_first: i32,
+        k_last: i32,
+        q_first: i32,
+        q_last: i32,
+        msp: i32,
+        causal: bool,
+        rswa_prefix: i32,
+    ) -> bool {
+        k_first > k_last
+    }
+
     /// `(loop_lo, loop_hi, max_seq_prefix_len)`, loop bounds in tiles, half-open, before 3D scoping.
     /// Union bounds for clamped MM ranges; right window for bidirectional sequences; chunk lower bound.
     #[device]
@@ -317,7 +370,7 @@ pub mod unified {
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
-        num_warps = 4,
+        num_warps = BLOCK_M / 16,
         fast_math = true,
         require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must equal num_query_heads / num_kv_heads"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
@@ -376,6 +429,7 @@ pub mod unified {
         const NUM_SEGMENTS: i32 = 1,
         const MASK: Device = vllm_mask,
         const BOUNDS: Device = vllm_bounds,
+        const FULL_TILE: Device = no_full_tile,
         const TILE_RANGES: i32 = 1,
     >(
         q: *const T,
@@ -488,6 +542,9 @@ pub mod unified {
         // One tile loop per range of the bounds function (one range unless the variant or
         // the mode binds TILE_RANGES): ranges ascend and are clipped to start where the
         // previous one ended, so no tile is attended twice whatever BOUNDS returns.
+        // Absolute positions of the block's first and last valid query token.
+        let q_first = context_len + b * BLOCK_Q;
+        let q_last = context_len + min(b * BLOCK_Q + BLOCK_Q, qlen) - 1;
         let mut visited_hi = 0;
         for r in static_range::<TILE_RANGES>() {
             let (tile_lo, tile_hi, bounds_msp) = BOUNDS(BoundsArgs {
@@ -516,6 +573,16 @@ pub mod unified {
                 loop_hi = min((segment + 1) * tiles_per_segment, loop_hi);
             }
             for j in loop_lo..loop_hi {
+                // A full tile (every valid row sees every key) skips the mask and the V guard.
+                let full = FULL_TILE(
+                    j * TILE_SIZE,
+                    j * TILE_SIZE + TILE_SIZE - 1,
+                    q_first,
+                    q_last,
+                    msp,
+                    causal,
+                    rswa_prefix,
+                );
                 let k_pos = j * TILE_SIZE + arange::<TILE_SIZE>();
                 let k_ok = k_pos < msp;
                 // Masked block-table read (DSL rule §1.3): never past the row's used entries.
@@ -549,7 +616,9 @@ pub mod unified {
                     aux_f32: seq_aux_f32,
                 }) & row_valid.unsqueeze(1)
                     & k_ok.unsqueeze(0);
-                s = select(allowed, s, f32::NEG_INFINITY);
+                if !full {
+                    s = select(allowed, s, f32::NEG_INFINITY);
+                }
                 if USE_ALIBI_SLOPES {
                     if USE_ALIBI_SQRT {
                         let dist = (q_abs.unsqueeze(1) - k_pos.unsqueeze(0)).cast::<f32>();
@@ -583,7 +652,7 @@ pub mod unified {
                 // Keep -inf for rows with nothing allowed yet, so a later merge weights them 0.
                 m_i = m_raw;
                 // V guard derived from the mask (DSL rule §3.8): only keys some valid row attends.
-                let v_keep = allowed.cast::<i32>().max(0) > 0;
+                let v_keep = full | (allowed.cast::<i32>().max(0) > 0);
                 let v_tile = load(
                     v_cache + kv_off.unsqueeze(1) + d.unsqueeze(0),
                     (k_ok & v_keep).unsqueeze(1) & d_ok.unsqueeze(0),
@@ -691,6 +760,10 @@ pub const REDUCE_KERNEL: &str = "reduce_segments";
 pub const DEFAULT_MASK: &str = "vllm_mask";
 /// The default tile-bounds device function bound to `BOUNDS` (spec §4).
 pub const DEFAULT_BOUNDS: &str = "vllm_bounds";
+/// The full-tile predicate of the default mask, bound to `FULL_TILE`.
+pub const DEFAULT_FULL_TILE: &str = "vllm_full_tile";
+/// The full-tile predicate of variants that declare none (every tile masked).
+pub const NO_FULL_TILE: &str = "no_full_tile";
 
 /// The unified-attention DSL module (parsed once per thread), for run-time specialization
 /// and for merging a variant's device functions into it.

@@ -295,7 +295,7 @@ mod tests {
                 ParamSpec {
                     name: "n".into(),
                     kind: ParamKind::Scalar(ScalarType::I32),
-                    divisible_by: 16,
+                    divisible_by: 1,
                 },
             ],
             block_threads,
@@ -319,8 +319,10 @@ mod tests {
                 ArgSummary::Scalar(ScalarArg::I32(n)),
             ]
         };
-        assert!(validate_args(&spec(128, 0), &args(48)).is_ok());
-        let e = validate_args(&spec(128, 0), &args(40)).expect_err("40 is not a multiple of 16");
+        let mut s = spec(128, 0);
+        s.params[2].divisible_by = 16;
+        assert!(validate_args(&s, &args(48)).is_ok());
+        let e = validate_args(&s, &args(40)).expect_err("40 is not a multiple of 16");
         assert!(
             matches!(
                 e,

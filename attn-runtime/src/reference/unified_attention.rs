@@ -131,6 +131,13 @@ pub enum ReferenceError {
         value: i64,
         allowed: &'static str,
     },
+    /// A float option outside its contract; the value is kept as text so the error stays `Eq`.
+    #[error("{what} = {value} is invalid: {allowed}")]
+    InvalidFloat {
+        what: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
 }
 
 fn get<T: Copy>(what: &'static str, data: &[T], index: usize) -> Result<T, ReferenceError> {
@@ -167,6 +174,17 @@ impl SeqInfo {
 
 /// Computes the `[T, Hq, D]` f64 output.
 pub fn unified_attention(p: &UnifiedAttentionProblem<'_>) -> Result<Vec<f64>, ReferenceError> {
+    // The op's contract (`limits::check_scalars`): a softcap must be finite and > 0. Ignoring
+    // a bad one here would let the reference agree with an op that silently dropped it.
+    if let Some(c) = p.options.softcap {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(ReferenceError::InvalidFloat {
+                what: "softcap",
+                value: c.to_string(),
+                allowed: "must be finite and > 0 (None turns it off)",
+            });
+        }
+    }
     if p.num_kv_heads == 0 || !p.num_query_heads.is_multiple_of(p.num_kv_heads) || p.block_size == 0
     {
         return Err(ReferenceError::Invalid {
@@ -359,7 +377,7 @@ fn score(
         dot += qd * f64::from(get("k_cache", p.k_cache, kv + d)?);
     }
     let mut x = p.scale * dot;
-    if let Some(c) = o.softcap.filter(|&c| c > 0.0) {
+    if let Some(c) = o.softcap {
         x = c * (x / c).tanh();
     }
     if let Some(alibi) = o.alibi {

@@ -21,6 +21,8 @@
 //! ([`MlaDcpContext::enqueue_until_exchange`], [`MlaDcpContext::enqueue_exchange`],
 //! [`MlaDcpContext::enqueue_after_exchange`]) expose the same steps one by one.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 mod ag_rs_glue;
 mod buffers;
 mod config;
@@ -225,13 +227,19 @@ fn launch_plan(
 }
 
 /// A section of the metadata buffer as a read-only kernel argument.
-fn meta_arg(meta: &CudaSlice<i32>, at: usize, len: usize) -> KernelArg<'_> {
-    KernelArg::input(meta.slice(at..at + len.max(1)))
+fn meta_arg(meta: &CudaSlice<i32>, at: usize, len: usize) -> Result<KernelArg<'_>, MlaError> {
+    at.checked_add(len.max(1))
+        .and_then(|end| meta.try_slice(at..end))
+        .map(KernelArg::input)
+        .ok_or(MlaError::StageOrder {
+            stage: "metadata view",
+            why: "a metadata section lies past the buffer (internal error)",
+        })
 }
 
 /// `buf` viewed as `len` elements of the activation dtype (a byte exchange buffer).
 fn as_act<E>(buf: &CudaSlice<u8>) -> Result<CudaView<'_, E>, MlaError> {
-    let len = buf.len() / std::mem::size_of::<E>();
+    let len = buf.len().checked_div(std::mem::size_of::<E>()).unwrap_or(0);
     // SAFETY: bf16/f16/f32 accept every bit pattern; `len` elements fit in the buffer.
     unsafe { buf.transmute::<E>(len) }.ok_or(MlaError::StageOrder {
         stage: "exchange view",
@@ -240,7 +248,7 @@ fn as_act<E>(buf: &CudaSlice<u8>) -> Result<CudaView<'_, E>, MlaError> {
 }
 
 fn as_act_mut<E>(buf: &mut CudaSlice<u8>) -> Result<CudaViewMut<'_, E>, MlaError> {
-    let len = buf.len() / std::mem::size_of::<E>();
+    let len = buf.len().checked_div(std::mem::size_of::<E>()).unwrap_or(0);
     // SAFETY: as in `as_act`.
     unsafe { buf.transmute_mut::<E>(len) }.ok_or(MlaError::StageOrder {
         stage: "exchange view",
@@ -318,6 +326,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         comm: Option<&Comm>,
         main: &Arc<CudaStream>,
     ) -> Result<(), MlaError> {
+        config.check_bucket()?;
         let d = config.layout.dcp_size;
         if config.dcp_rank >= d {
             return Err(MlaError::Rank {
@@ -383,13 +392,20 @@ impl<E: DecodeElem> MlaDcpContext<E> {
 
     /// `y [T, N·128]` of the last call (valid once the main stream has passed the V-up).
     pub fn output(&self) -> CudaView<'_, E> {
-        let n = self.num_tokens() * self.config.heads() * V_HEAD;
+        // T ≤ max_tokens (checked per call), and `y` holds max_tokens · N · 128.
+        let n = self
+            .num_tokens()
+            .saturating_mul(self.config.heads())
+            .saturating_mul(V_HEAD);
         self.bufs.y.slice(0..n)
     }
 
     /// `lat_out [T, N, 512]`, the combine output of the last call.
     pub fn latent_output(&self) -> CudaView<'_, E> {
-        let n = self.num_tokens() * self.config.heads() * LATENT;
+        let n = self
+            .num_tokens()
+            .saturating_mul(self.config.heads())
+            .saturating_mul(LATENT);
         self.bufs.lat_out.slice(0..n)
     }
 
@@ -480,10 +496,12 @@ impl<E: DecodeElem> MlaDcpContext<E> {
                 _ => {}
             }
         }
-        let n = l.args.len();
-        l.args[n - 3] = PlanArg::I64(one.chunk_stride_out() as i64);
-        l.args[n - 2] = PlanArg::I64(one.chunk_stride_lse() as i64);
-        l.args[n - 1] = PlanArg::I64(one.lse_offset() as i64);
+        // The combine's last three arguments are the exchange strides (`plan.rs`).
+        if let [.., out, lse, offset] = l.args.as_mut_slice() {
+            *out = PlanArg::I64(one.chunk_stride_out() as i64);
+            *lse = PlanArg::I64(one.chunk_stride_lse() as i64);
+            *offset = PlanArg::I64(one.lse_offset() as i64);
+        }
         l
     }
 
@@ -504,9 +522,14 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             num_sms: self.device.limits().sm_count.max(1),
         };
         let mut plan = step.plan_with_splits(self.config.forced_splits)?;
-        let cap = self.bufs.split_slots / plan.num_tokens.max(1);
-        if plan.num_splits as usize > cap {
-            plan = step.plan_with_splits(Some(cap.max(1) as u32))?;
+        let cap = self
+            .bufs
+            .split_slots
+            .checked_div(plan.num_tokens.max(1))
+            .unwrap_or(1);
+        if usize::try_from(plan.num_splits).is_ok_and(|s| s > cap) {
+            // The plan clamps the count to MAX_SPLITS, so a saturated cap is harmless.
+            plan = step.plan_with_splits(Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX)))?;
         }
         let chunk = ChunkLayout::new(
             self.config.dcp_size(),
@@ -575,7 +598,13 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             (m.cu_seqlens_q, step.cu_seqlens_q()),
             (m.hist_lens, step.hist_lens(self.config.dcp_rank)),
         ] {
-            host[dst..dst + src.len()].copy_from_slice(&src);
+            dst.checked_add(src.len())
+                .and_then(|end| host.get_mut(dst..end))
+                .ok_or(MlaError::StageOrder {
+                    stage: "metadata upload",
+                    why: "the step's metadata exceeds the staging buffer (internal error)",
+                })?
+                .copy_from_slice(&src);
         }
         self.fork_join
             .main()
@@ -670,11 +699,11 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         v.insert(BufferRole::CurKv, KernelArg::input(args.cur_kv.slice(..)));
         v.insert(
             BufferRole::TokenReq,
-            meta_arg(&self.bufs.meta, m.token_req, t),
+            meta_arg(&self.bufs.meta, m.token_req, t)?,
         );
         v.insert(
             BufferRole::CuSeqlensQ,
-            meta_arg(&self.bufs.meta, m.cu_seqlens_q, batch + 1),
+            meta_arg(&self.bufs.meta, m.cu_seqlens_q, batch.saturating_add(1))?,
         );
         v.insert(
             BufferRole::CurOut,
@@ -691,7 +720,9 @@ impl<E: DecodeElem> MlaDcpContext<E> {
     /// S0: the Q all-gather into `q_all` (NCCL modes with D > 1).
     fn enqueue_gather(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
         let t = self.num_tokens();
-        let n_loc = t * self.config.heads() * QK_WIDTH;
+        let n_loc = t
+            .saturating_mul(self.config.heads())
+            .saturating_mul(QK_WIDTH);
         let (Some(comm), Some(q_all)) = (&self.comm, self.bufs.q_all.as_mut()) else {
             return Ok(());
         };
@@ -699,7 +730,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         all_gather_rank(
             comm,
             &args.q_loc.slice(0..n_loc),
-            &mut q_all.slice_mut(0..d * n_loc),
+            &mut q_all.slice_mut(0..d.saturating_mul(n_loc)),
         )?;
         Ok(())
     }
@@ -730,11 +761,11 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         );
         v.insert(
             BufferRole::TokenReq,
-            meta_arg(&self.bufs.meta, m.token_req, t),
+            meta_arg(&self.bufs.meta, m.token_req, t)?,
         );
         v.insert(
             BufferRole::HistLens,
-            meta_arg(&self.bufs.meta, m.hist_lens, batch),
+            meta_arg(&self.bufs.meta, m.hist_lens, batch)?,
         );
         v.insert(
             BufferRole::SplitOut,
@@ -1014,7 +1045,13 @@ fn check_simulated<E: DecodeElem>(
             expected: d,
         });
     }
-    let first = &ctxs[0];
+    let Some(first) = ctxs.first() else {
+        return Err(MlaError::RankCount {
+            what: "contexts",
+            got: 0,
+            expected: d,
+        });
+    };
     for (index, c) in ctxs.iter().enumerate() {
         if c.config.exchange != ExchangeMode::Simulated {
             return Err(MlaError::Mismatch {
@@ -1044,7 +1081,13 @@ fn check_simulated<E: DecodeElem>(
 /// The simulated A2A over all D contexts: `recv_r[src] = send_src[r]` on the shared main stream.
 pub fn simulated_exchange<E: DecodeElem>(ctxs: &mut [MlaDcpContext<E>]) -> Result<(), MlaError> {
     check_simulated(ctxs, None)?;
-    let chunk = ctxs[0].state("simulated exchange")?.chunk;
+    let first = ctxs.first().ok_or(MlaError::RankCount {
+        what: "contexts",
+        got: 0,
+        expected: 1,
+    })?;
+    let chunk = first.state("simulated exchange")?.chunk;
+    let main = first.main_stream().clone();
     for c in ctxs.iter() {
         if c.stage != Stage::HistoryDone || c.state("simulated exchange")?.chunk != chunk {
             return Err(MlaError::StageOrder {
@@ -1053,9 +1096,8 @@ pub fn simulated_exchange<E: DecodeElem>(ctxs: &mut [MlaDcpContext<E>]) -> Resul
             });
         }
     }
-    let main = ctxs[0].main_stream().clone();
     let total = chunk.total_bytes();
-    ctxs[0].delay_exchange(&main)?;
+    first.delay_exchange(&main)?;
     let mut sends = Vec::with_capacity(ctxs.len());
     let mut recvs = Vec::with_capacity(ctxs.len());
     for c in ctxs.iter_mut() {
@@ -1103,6 +1145,8 @@ pub fn simulated_decode<E: DecodeElem>(
 }
 
 #[cfg(test)]
+// Tests index their own fixtures; a panic there is a failing test, not a caller's input.
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 mod tests {
     use super::super::metadata::DcpLayout;
     use super::*;

@@ -6,6 +6,8 @@
 //! syntax for the extras:
 //! `UnifiedAttentionArgs { sliding_window: 1024, ..UnifiedAttentionArgs::new(..) }`.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use attn_dsl::kernel::DslType;
 use cudarc::driver::{CudaView, CudaViewMut};
 
@@ -287,10 +289,10 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
             rswa_prefix_lens: self.rswa.as_ref().map(|r| r.prefix_lens.host),
             sinks_len: self.sinks.as_ref().map(CudaView::len),
             alibi_slopes_len: self.alibi_slopes.as_ref().map(|a| a.slopes.len()),
-            qq_bias_shape: self
-                .qq_bias
-                .as_ref()
-                .map(|b| [b.values.len() / b.stride0.max(1), b.stride0]),
+            qq_bias_shape: self.qq_bias.as_ref().map(|b| {
+                let rows = b.values.len().checked_div(b.stride0.max(1)).unwrap_or(0);
+                [rows, b.stride0]
+            }),
         }
     }
 
@@ -369,7 +371,7 @@ pub fn max_query_len(cu_seqlens_q: &[i32]) -> usize {
     cu_seqlens_q
         .windows(2)
         .filter_map(|w| match w {
-            &[a, b] => usize::try_from(i64::from(b) - i64::from(a)).ok(),
+            &[a, b] => usize::try_from(i64::from(b).checked_sub(i64::from(a))?).ok(),
             _ => None,
         })
         .max()

@@ -4,6 +4,10 @@
 //! The rule messages are `pub const` strings: the DSL kernel's `require(cond, MSG)` rules
 //! use the same text, so a rejected configuration reads the same whether it is caught
 //! here (run time, host) or by the compiler (compile time, at the binding).
+//!
+//! Every field comes from the caller's problem, so no arithmetic here may panic or wrap.
+
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
 use thiserror::Error;
 
@@ -152,21 +156,27 @@ pub fn chunk_size_of(sliding_window: i32, chunk_lookback: i32) -> i32 {
     if chunk_lookback < 0 || sliding_window <= 0 {
         return 0;
     }
-    let size = i64::from(sliding_window) / (i64::from(chunk_lookback) + 1);
+    // `chunk_lookback ≥ 0` here, so the divisor is in 1..=2^31 and the i64 sums cannot wrap.
+    let size = i64::from(chunk_lookback)
+        .checked_add(1)
+        .and_then(|d| i64::from(sliding_window).checked_div(d))
+        .unwrap_or(0);
     i32::try_from(size).unwrap_or(i32::MAX)
 }
 
 fn is_pow2(x: i32) -> bool {
-    x > 0 && (x & (x - 1)) == 0
+    u32::try_from(x).is_ok_and(u32::is_power_of_two)
 }
 
-/// Smallest power of two ≥ `x` (1 for `x ≤ 1`).
+/// Smallest power of two ≥ `x` (1 for `x ≤ 1`); `i32::MAX` for `x > 2^30`, where no `i32`
+/// power of two exists. That value is not a power of two, so the config rules that require
+/// one (`HEAD_SIZE_PADDED`, `BLOCK_M`) turn it into a typed error: doubling past `i32::MAX`
+/// used to panic in debug builds and loop forever on 0 in release builds.
 pub fn next_pow2(x: i32) -> i32 {
-    let mut p = 1;
-    while p < x {
-        p *= 2;
-    }
-    p
+    let x = u32::try_from(x).unwrap_or(0);
+    x.checked_next_power_of_two()
+        .and_then(|p| i32::try_from(p).ok())
+        .unwrap_or(i32::MAX)
 }
 
 /// The constexprs of one unified-attention specialization (spec §2 table).
@@ -268,18 +278,18 @@ impl UnifiedAttentionConfig {
     fn validate_heads(&self) -> Result<(), ConfigError> {
         let (hq, hkv) = (self.num_query_heads, self.num_kv_heads);
         require(
-            hq > 0 && hkv > 0 && hq % hkv == 0,
+            hq > 0 && hkv > 0 && hq.checked_rem(hkv) == Some(0),
             MSG_HEADS_NOT_DIVISIBLE,
             || format!("num_query_heads = {hq}, num_kv_heads = {hkv}"),
         )?;
         require(
-            self.num_queries_per_kv == hq / hkv,
+            Some(self.num_queries_per_kv) == hq.checked_div(hkv),
             MSG_QUERIES_PER_KV_MISMATCH,
             || {
                 format!(
-                    "NUM_QUERIES_PER_KV = {}, {hq} / {hkv} = {}",
+                    "NUM_QUERIES_PER_KV = {}, {hq} / {hkv} = {:?}",
                     self.num_queries_per_kv,
-                    hq / hkv
+                    hq.checked_div(hkv)
                 )
             },
         )?;
@@ -335,7 +345,7 @@ impl UnifiedAttentionConfig {
             format!("BLOCK_M = {bm}, NUM_QUERIES_PER_KV = {nq}")
         })?;
         require(
-            nq > 0 && self.block_q == bm / nq,
+            nq > 0 && Some(self.block_q) == bm.checked_div(nq),
             MSG_BLOCK_Q_MISMATCH,
             || {
                 format!(
@@ -489,7 +499,9 @@ pub fn get_tile_size(
 
 /// §6 backend constant: `seq_threshold_3D = 128 // Hkv` (before CUDA-graph snapping).
 pub fn seq_threshold_3d(num_kv_heads: i32) -> i32 {
-    MIN_LAUNCH_GRID_SIZE_2D / num_kv_heads.max(1)
+    MIN_LAUNCH_GRID_SIZE_2D
+        .checked_div(num_kv_heads.max(1))
+        .unwrap_or(MIN_LAUNCH_GRID_SIZE_2D)
 }
 
 /// The preallocated split-KV workspace of the 3D path.
@@ -602,10 +614,11 @@ impl AttentionProblem {
 
 /// §1.1: `window_size = (left, right)` → `SLIDING_WINDOW = 1 + left`, `left = −1` → 0.
 pub fn sliding_window_from_left(left: i32) -> i32 {
+    // `left = i32::MAX` covers every key, as does the saturated window.
     if left < 0 {
         0
     } else {
-        left + 1
+        left.saturating_add(1)
     }
 }
 
@@ -624,7 +637,7 @@ impl UnifiedAttentionConfig {
     /// Unlike vLLM's launcher, an LB ≥ 0 with SW ≤ 0 is not silently dropped (rule 3).
     pub fn from_problem(p: &AttentionProblem) -> Result<Self, ConfigError> {
         let nqpkv = if p.num_kv_heads > 0 {
-            p.num_query_heads / p.num_kv_heads
+            p.num_query_heads.checked_div(p.num_kv_heads).unwrap_or(0)
         } else {
             0
         };
@@ -637,7 +650,11 @@ impl UnifiedAttentionConfig {
             block_size: p.block_size,
             tile_size: get_tile_size(p.head_size, w, p.kv_elem_bytes, !is_3d),
             block_m,
-            block_q: if nqpkv > 0 { block_m / nqpkv } else { 0 },
+            block_q: if nqpkv > 0 {
+                block_m.checked_div(nqpkv).unwrap_or(0)
+            } else {
+                0
+            },
             head_size: p.head_size,
             head_size_padded: next_pow2(p.head_size),
             num_query_heads: p.num_query_heads,

@@ -8,6 +8,8 @@
 //! optional inputs and the split-KV workspace. A call for an already-compiled
 //! specialization allocates no device memory, so steady-state calls can be graph-captured.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -346,7 +348,7 @@ impl UnifiedAttentionContext {
         {
             let loaded = lock(&self.kernels);
             for (launch, variant) in plans.iter().flat_map(launches) {
-                let key = launch_key_for(launch, variant);
+                let key = kernel_key_for(launch, variant);
                 if !loaded.contains_key(&key) {
                     jobs.entry(key).or_insert_with(|| Job::of(launch, variant));
                 }
@@ -382,10 +384,10 @@ impl UnifiedAttentionContext {
             return Err(AttnError::WorkerPanicked { key });
         }
         let mut kernels = lock(&self.kernels);
-        let mut compiled = 0;
+        let mut compiled: usize = 0;
         for (key, built) in done {
             kernels.insert(key, Arc::new(built?));
-            compiled += 1;
+            compiled = compiled.saturating_add(1);
         }
         Ok(compiled)
     }
@@ -396,9 +398,10 @@ impl UnifiedAttentionContext {
         launch: &KernelLaunch,
         variant: Option<&VariantModule>,
     ) -> Result<ResolvedKernel, AttnError> {
+        let cache_key = kernel_key_for(launch, variant);
         let key = launch_key_for(launch, variant);
         let mut kernels = lock(&self.kernels);
-        if let Some(h) = kernels.get(&key) {
+        if let Some(h) = kernels.get(&cache_key) {
             return Ok(ResolvedKernel {
                 handle: h.clone(),
                 key,
@@ -408,7 +411,7 @@ impl UnifiedAttentionContext {
         let handle = Job::of(launch, variant).build(&key)?;
         handle.load(self.stream.context())?;
         let handle = Arc::new(handle);
-        kernels.insert(key.clone(), handle.clone());
+        kernels.insert(cache_key, handle.clone());
         Ok(ResolvedKernel {
             handle,
             key,
@@ -467,29 +470,40 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `kernel<NAME=value,...>`: the key of a launch of the shipped module.
+/// `kernel<NAME=value,...>`: the specialization of a launch of the shipped module.
 pub fn launch_key(launch: &KernelLaunch) -> String {
     launch_key_for(launch, None)
 }
 
-/// `kernel<NAME=value,...>` for the shipped module; a variant's launch adds `@` and the
-/// content hash of its text, since its device function names alone do not identify it.
+/// `kernel<NAME=value,...>`, plus `@` and the content hash of a variant's text for a
+/// variant's launch, since its device function names alone do not identify it.
 pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
     let b: Vec<String> = launch
         .bindings
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
-    let key = format!(
-        "{}<{}>|div16[{}]",
-        launch.kernel,
-        b.join(","),
-        divisible_strides(launch).join(",")
-    );
+    let key = format!("{}<{}>", launch.kernel, b.join(","));
     match variant {
         None => key,
         Some(v) => format!("{key}@{}", &v.hash[..16]),
     }
+}
+
+/// The key of the compiled kernel a launch of the shipped module needs: its
+/// specialization plus the stride arguments it may assume are multiples of 16 (two calls
+/// with the same bindings but differently aligned strides run different code).
+pub fn kernel_key(launch: &KernelLaunch) -> String {
+    kernel_key_for(launch, None)
+}
+
+/// [`kernel_key`] of a launch that may specialize a variant's module.
+pub fn kernel_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
+    format!(
+        "{}|div16[{}]",
+        launch_key_for(launch, variant),
+        divisible_strides(launch).join(",")
+    )
 }
 
 /// The stride arguments of `launch` that are multiples of 16: the specialization assumes
@@ -678,8 +692,13 @@ pub fn run_plan<T: DslType + DeviceRepr>(
     }
     Ok(LaunchReport {
         config: plan.config,
-        compiled: usize::from(attention.compiled)
-            + usize::from(reduce.as_ref().is_some_and(|(_, r)| r.compiled)),
+        compiled: [
+            attention.compiled,
+            reduce.as_ref().is_some_and(|(_, r)| r.compiled),
+        ]
+        .into_iter()
+        .filter(|&c| c)
+        .count(),
         attention: attention.report(&plan.attention),
         reduce: reduce.map(|(l, r)| r.report(l)),
     })

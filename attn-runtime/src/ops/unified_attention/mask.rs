@@ -12,6 +12,8 @@
 //! Row validity (`t < qlen`, `h < Hq`) is the caller's business: a dense reference only
 //! ever asks about real query tokens, so `effective = row_valid ∧ allowed`.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 /// The launch-wide (constexpr) part of the mask: window, chunking, R-SWA and MM options.
 ///
 /// Field names follow the kernel's constexprs so a reader can map one to the other.
@@ -92,9 +94,9 @@ fn window(cfg: &MaskConfig, seq: &SequenceMask<'_>, q: i64, k: i64) -> bool {
     let w = i64::from(cfg.sliding_window);
     if cfg.chunk_lookback >= 0 {
         let c = i64::from(cfg.chunk_size.max(1));
-        q.div_euclid(c) - k.div_euclid(c) <= i64::from(cfg.chunk_lookback)
+        q.div_euclid(c).saturating_sub(k.div_euclid(c)) <= i64::from(cfg.chunk_lookback)
     } else if w > 0 && !cfg.use_r_swa {
-        q - k < w && (seq.causal || k - q < w)
+        q.saturating_sub(k) < w && (seq.causal || k.saturating_sub(q) < w)
     } else {
         true
     }
@@ -102,14 +104,14 @@ fn window(cfg: &MaskConfig, seq: &SequenceMask<'_>, q: i64, k: i64) -> bool {
 
 /// §3.3: prefix keys (`k < P`) stay visible, the rest need `q − k < R`.
 fn rswa(cfg: &MaskConfig, seq: &SequenceMask<'_>, q: i64, k: i64) -> bool {
-    !cfg.use_r_swa || k < seq.rswa_prefix_len || q - k < i64::from(cfg.r_swa_window)
+    !cfg.use_r_swa || k < seq.rswa_prefix_len || q.saturating_sub(k) < i64::from(cfg.r_swa_window)
 }
 
 /// §3.5: OR over ranges `[s, e]` (valid iff `s < e`) containing both q and k,
 /// each optionally clamped to the window's left edge.
 fn multimodal(cfg: &MaskConfig, seq: &SequenceMask<'_>, q: i64, k: i64) -> bool {
     let w = i64::from(cfg.sliding_window);
-    let clamp_ok = !(cfg.mm_prefix_clamp_sw && w > 0) || q - k < w;
+    let clamp_ok = !(cfg.mm_prefix_clamp_sw && w > 0) || q.saturating_sub(k) < w;
     clamp_ok
         && seq.mm_ranges.iter().any(|&[s, e]| {
             let (s, e) = (i64::from(s), i64::from(e));

@@ -6,6 +6,8 @@
 //! parameter order, the constexpr bindings and the grid in ONE place, so both backends
 //! launch exactly the same specialization the same way.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use attn_dsl::ir::ScalarType;
 use attn_dsl::kernel::ScalarArg;
 use attn_dsl::{Binding, ConstValue};
@@ -16,7 +18,7 @@ use super::config::{
 };
 use super::variant::VariantModule;
 use crate::kernels::unified_attention::{
-    ATTENTION_KERNEL, DEFAULT_BOUNDS, DEFAULT_MASK, REDUCE_KERNEL,
+    ATTENTION_KERNEL, DEFAULT_BOUNDS, DEFAULT_FULL_TILE, DEFAULT_MASK, NO_FULL_TILE, REDUCE_KERNEL,
 };
 
 /// 2D or 3D: the §6 heuristic, or a forced path (tests, benchmarks, batch invariance).
@@ -31,12 +33,14 @@ pub enum PathChoice {
     },
 }
 
-/// The device functions bound to the kernel's `MASK` and `BOUNDS` constexprs, and what a
-/// variant binds beyond them.
+/// The device functions bound to the kernel's `MASK`, `BOUNDS` and `FULL_TILE` constexprs,
+/// and what a variant binds beyond them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MaskVariant {
     pub mask: String,
     pub bounds: String,
+    /// The predicate of tiles the mask allows entirely (no mask, no V guard there).
+    pub full_tile: String,
     /// Tile ranges the bounds function returns per q-block (`TILE_RANGES`); `None`: the
     /// built-in mode's count ([`UnifiedAttentionConfig::tile_ranges`]).
     pub tile_ranges: Option<i32>,
@@ -46,11 +50,25 @@ pub struct MaskVariant {
 }
 
 impl Default for MaskVariant {
-    /// vLLM's semantics: the spec §3.6 mask and §4 bounds.
+    /// vLLM's semantics: the spec §3.6 mask, §4 bounds and the mask's full tiles.
     fn default() -> Self {
         MaskVariant {
             mask: DEFAULT_MASK.to_string(),
             bounds: DEFAULT_BOUNDS.to_string(),
+            full_tile: DEFAULT_FULL_TILE.to_string(),
+            tile_ranges: None,
+            constexprs: vec![],
+        }
+    }
+}
+
+impl MaskVariant {
+    /// A user variant's mask and bounds; every tile is masked (it declares no full tiles).
+    pub fn custom(mask: impl Into<String>, bounds: impl Into<String>) -> Self {
+        MaskVariant {
+            mask: mask.into(),
+            bounds: bounds.into(),
+            full_tile: NO_FULL_TILE.to_string(),
             tile_ranges: None,
             constexprs: vec![],
         }
@@ -269,7 +287,9 @@ fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionPro
         && cfg.block_m < PREFILL_BLOCK_M
     {
         cfg.block_m = PREFILL_BLOCK_M;
-        cfg.block_q = PREFILL_BLOCK_M / nqpkv;
+        cfg.block_q = PREFILL_BLOCK_M
+            .checked_div(nqpkv)
+            .unwrap_or(PREFILL_BLOCK_M);
     }
 }
 
@@ -360,6 +380,7 @@ pub fn attention_bindings(
         ("NUM_SEGMENTS", int(cfg.num_segments)),
         ("MASK", ConstValue::Device(variant.mask.clone())),
         ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
+        ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),
         ("TILE_RANGES", int(variant.tile_ranges(cfg))),
     ]
     .into_iter()
@@ -400,7 +421,12 @@ pub fn segment_chunk(num_segments: i32) -> i32 {
 
 /// §1.2: `total_q_blocks = ⌊T / BLOCK_Q⌋ + S` (surplus programs exit early).
 pub fn total_q_blocks(num_tokens: usize, num_seqs: usize, block_q: i32) -> usize {
-    num_tokens / (block_q.max(1) as usize) + num_seqs
+    // Saturates: a count past the grid limit is then refused by `grid_axis` as a typed error.
+    let block_q = usize::try_from(block_q.max(1)).unwrap_or(1);
+    num_tokens
+        .checked_div(block_q)
+        .unwrap_or(num_tokens)
+        .saturating_add(num_seqs)
 }
 
 fn attention_launch(

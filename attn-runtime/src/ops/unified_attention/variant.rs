@@ -191,10 +191,9 @@ impl Variant {
     /// What the plan binds for this variant.
     pub fn mask_variant(&self) -> MaskVariant {
         MaskVariant {
-            mask: self.mask.clone(),
-            bounds: self.bounds.clone(),
             tile_ranges: Some(self.tile_ranges),
             constexprs: self.constexprs.clone(),
+            ..MaskVariant::custom(&self.mask, &self.bounds)
         }
     }
 

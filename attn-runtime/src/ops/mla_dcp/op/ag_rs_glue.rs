@@ -93,6 +93,23 @@ fn to_i32(what: &'static str, v: usize) -> Result<i32, MlaError> {
     })
 }
 
+/// Elements of a `[..]` block of the exchange (the chunk layout already checked its bytes).
+fn elems(dims: &[usize]) -> Result<usize, MlaError> {
+    dims.iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or(MlaError::SizeOverflow {
+            buffer: "AG+RS glue",
+        })
+}
+
+/// `bytes / elem_bytes` as the i64 stride the glue kernels take.
+fn stride(bytes: usize, elem_bytes: usize) -> Result<i64, MlaError> {
+    let n = bytes.checked_div(elem_bytes).unwrap_or(0);
+    i64::try_from(n).map_err(|_| MlaError::SizeOverflow {
+        buffer: "AG+RS glue stride",
+    })
+}
+
 impl AgRsGlue {
     pub fn new(stream: &Arc<CudaStream>) -> Result<Self, MlaError> {
         let module = cuda_source::load_module(stream.context(), "agrs_glue", &ag_rs_glue_source())?;
@@ -112,7 +129,7 @@ impl AgRsGlue {
         out: &mut CudaSlice<E>,
         lse: &mut CudaSlice<f32>,
     ) -> Result<(), MlaError> {
-        let elems = chunk.tokens * chunk.ranks * chunk.heads * chunk.latent;
+        let elems = elems(&[chunk.tokens, chunk.ranks, chunk.heads, chunk.latent])?;
         if elems == 0 {
             return Ok(());
         }
@@ -120,9 +137,9 @@ impl AgRsGlue {
         let tokens = chunk.tokens as i64;
         let ranks = to_i32("AG+RS ranks", chunk.ranks)?;
         let heads = to_i32("AG+RS heads", chunk.heads)?;
-        let cso = (chunk.chunk_bytes() / chunk.dtype.size_bytes()) as i64;
-        let csl = (chunk.chunk_bytes() / 4) as i64;
-        let lse_off = (chunk.lse_offset_in_chunk() / 4) as i64;
+        let cso = stride(chunk.chunk_bytes(), chunk.dtype.size_bytes())?;
+        let csl = stride(chunk.chunk_bytes(), 4)?;
+        let lse_off = stride(chunk.lse_offset_in_chunk(), 4)?;
         let (send_ptr, _rs) = send.device_ptr(stream);
         let (out_ptr, _ro) = out.device_ptr_mut(stream);
         let (lse_ptr, _rl) = lse.device_ptr_mut(stream);
@@ -154,14 +171,14 @@ impl AgRsGlue {
         merged_lse: &CudaSlice<f32>,
         recv: &mut CudaSlice<u8>,
     ) -> Result<(), MlaError> {
-        let elems = one.tokens * one.heads * one.latent;
+        let elems = elems(&[one.tokens, one.heads, one.latent])?;
         if elems == 0 {
             return Ok(());
         }
         let cfg = grid(elems)?;
         let tokens = one.tokens as i64;
         let heads = to_i32("AG+RS heads", one.heads)?;
-        let lse_off = (one.lse_offset_in_chunk() / 4) as i64;
+        let lse_off = stride(one.lse_offset_in_chunk(), 4)?;
         let func = match E::DTYPE {
             ActDtype::Bf16 => &self.unpack_bf16,
             ActDtype::F16 => &self.unpack_f16,

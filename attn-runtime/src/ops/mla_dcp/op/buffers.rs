@@ -2,6 +2,8 @@
 //! that steady-state calls allocate nothing and a CUDA graph would see fixed addresses. Every float
 //! buffer starts NaN-poisoned (bytes 0xFF), so an element a kernel forgets to write shows up.
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use super::super::act_dtype::ActivationElem;
 use super::super::chunk_layout::ChunkLayout;
 use super::super::plan::{LATENT, MAX_SPLITS, QK_WIDTH, V_HEAD};
@@ -14,8 +16,18 @@ use std::sync::Arc;
 /// launch validation requires of every buffer argument.
 const I32_ALIGN: usize = 4;
 
-fn pad(n: usize) -> usize {
-    n.div_ceil(I32_ALIGN) * I32_ALIGN
+fn pad(n: usize) -> Option<usize> {
+    n.div_ceil(I32_ALIGN).checked_mul(I32_ALIGN)
+}
+
+/// `a · b · …` as the element count of `buffer`, or a typed error naming it. The bucket
+/// bound ([`MlaDcpConfig::check_bucket`]) keeps these far from usize::MAX; the checks keep a
+/// wrapped size from ever becoming a short allocation the kernels write past.
+fn size(buffer: &'static str, factors: &[usize]) -> Result<usize, MlaError> {
+    factors
+        .iter()
+        .try_fold(1usize, |n, &f| n.checked_mul(f))
+        .ok_or(MlaError::SizeOverflow { buffer })
 }
 
 /// Where `token_req`, `cu_seqlens_q` and `hist_lens` live inside the one metadata buffer.
@@ -28,15 +40,23 @@ pub(crate) struct MetaLayout {
 }
 
 impl MetaLayout {
-    pub fn new(max_tokens: usize, max_batch: usize) -> Self {
-        let cu_seqlens_q = pad(max_tokens);
-        let hist_lens = cu_seqlens_q + pad(max_batch + 1);
-        MetaLayout {
+    pub fn new(max_tokens: usize, max_batch: usize) -> Result<Self, MlaError> {
+        let overflow = MlaError::SizeOverflow { buffer: "metadata" };
+        let cu_seqlens_q = pad(max_tokens).ok_or(overflow)?;
+        let hist_lens = max_batch
+            .checked_add(1)
+            .and_then(pad)
+            .and_then(|n| n.checked_add(cu_seqlens_q))
+            .ok_or(MlaError::SizeOverflow { buffer: "metadata" })?;
+        let total = pad(max_batch)
+            .and_then(|n| n.checked_add(hist_lens))
+            .ok_or(MlaError::SizeOverflow { buffer: "metadata" })?;
+        Ok(MetaLayout {
             token_req: 0,
             cu_seqlens_q,
             hist_lens,
-            total: hist_lens + pad(max_batch),
-        }
+            total,
+        })
     }
 }
 
@@ -51,12 +71,15 @@ pub(crate) fn history_block_h(gathered_heads: usize) -> usize {
 pub(crate) fn split_slots(config: &MlaDcpConfig, num_sms: usize) -> usize {
     let t = config.max_tokens;
     let max = MAX_SPLITS as usize;
+    // Saturating: the bucket bound keeps `t · 64` far below usize::MAX, and a saturated count
+    // would fail the allocation, never shrink it.
     match config.forced_splits {
-        Some(s) => t * (s as usize).clamp(1, max),
+        Some(s) => t.saturating_mul(usize::try_from(s).unwrap_or(max).clamp(1, max)),
         None => {
             let dn = config.gathered_heads();
             let tiles = dn.div_ceil(history_block_h(dn));
-            (t + num_sms.div_ceil(tiles)).min(t * max)
+            t.saturating_add(num_sms.div_ceil(tiles))
+                .min(t.saturating_mul(max))
         }
     }
 }
@@ -161,14 +184,14 @@ impl<E: ActivationElem> DecodeBuffers<E> {
     ) -> Result<Self, MlaError> {
         let (t, d, n) = (config.max_tokens, config.dcp_size(), config.heads());
         let dn = config.gathered_heads();
-        let meta_layout = MetaLayout::new(t, config.max_batch);
+        let meta_layout = MetaLayout::new(t, config.max_batch)?;
         let meta = alloc::<i32>(stream, meta_layout.total)?;
         // SAFETY: pinned memory is plain host memory; it is fully written before every upload.
         let meta_host = unsafe { stream.context().alloc_pinned::<i32>(meta_layout.total) }
             .map_err(MlaError::driver("allocating the pinned metadata staging"))?;
         let gathers = matches!(config.exchange, ExchangeMode::A2a | ExchangeMode::AgRs) && d > 1;
         let q_all = if gathers {
-            Some(alloc::<E>(stream, d * t * n * QK_WIDTH)?)
+            Some(alloc::<E>(stream, size("q_all", &[d, t, n, QK_WIDTH])?)?)
         } else {
             None
         };
@@ -181,8 +204,8 @@ impl<E: ActivationElem> DecodeBuffers<E> {
         let ag_rs = if config.exchange == ExchangeMode::AgRs {
             let one = ChunkLayout::new(1, n, t, LATENT, E::DTYPE)?;
             Some(AgRsWorkspace {
-                out: alloc::<E>(stream, t * dn * LATENT)?,
-                lse: alloc::<f32>(stream, t * dn)?,
+                out: alloc::<E>(stream, size("AG+RS out", &[t, dn, LATENT])?)?,
+                lse: alloc::<f32>(stream, size("AG+RS lse", &[t, dn])?)?,
                 recv: alloc::<u8>(stream, one.total_bytes())?,
             })
         } else {
@@ -193,16 +216,16 @@ impl<E: ActivationElem> DecodeBuffers<E> {
             meta,
             meta_host,
             q_all,
-            split_out: alloc::<f32>(stream, split_slots * dn * LATENT)?,
-            split_lse: alloc::<f32>(stream, split_slots * dn)?,
+            split_out: alloc::<f32>(stream, size("split_out", &[split_slots, dn, LATENT])?)?,
+            split_lse: alloc::<f32>(stream, size("split_lse", &[split_slots, dn])?)?,
             split_slots,
             hist_send,
             send_lse,
             hist_recv: alloc::<u8>(stream, chunk.total_bytes())?,
-            cur_out: alloc::<E>(stream, t * n * LATENT)?,
-            cur_lse: alloc::<f32>(stream, t * n)?,
-            lat_out: alloc::<E>(stream, t * n * LATENT)?,
-            y: alloc::<E>(stream, t * n * V_HEAD)?,
+            cur_out: alloc::<E>(stream, size("cur_out", &[t, n, LATENT])?)?,
+            cur_lse: alloc::<f32>(stream, size("cur_lse", &[t, n])?)?,
+            lat_out: alloc::<E>(stream, size("lat_out", &[t, n, LATENT])?)?,
+            y: alloc::<E>(stream, size("y", &[t, n, V_HEAD])?)?,
             ag_rs,
         })
     }
@@ -215,13 +238,64 @@ mod tests {
 
     #[test]
     fn meta_sections_are_16_byte_aligned() {
-        let m = MetaLayout::new(5, 3);
+        let m = MetaLayout::new(5, 3).unwrap();
         assert_eq!(
             (m.token_req, m.cu_seqlens_q, m.hist_lens, m.total),
             (0, 8, 12, 16)
         );
-        let m = MetaLayout::new(128, 128);
+        let m = MetaLayout::new(128, 128).unwrap();
         assert_eq!((m.cu_seqlens_q, m.hist_lens, m.total), (128, 260, 388));
+    }
+
+    /// A bucket of usize::MAX tokens used to wrap the metadata size (a panic in debug, a
+    /// short buffer in release); the sizes are now checked and the bucket itself is refused.
+    #[test]
+    fn huge_buckets_are_typed_errors() {
+        assert!(matches!(
+            MetaLayout::new(usize::MAX, 1),
+            Err(MlaError::SizeOverflow { .. })
+        ));
+        assert!(MetaLayout::new(1, usize::MAX).is_err());
+        assert!(size("y", &[usize::MAX, 2]).is_err());
+        let layout = DcpLayout::new(4, 1, 64).unwrap();
+        let ok = MlaDcpConfig::new(layout, 0, 16, 0.1, 128, 64);
+        ok.check_bucket().expect("a serving bucket");
+        // 2^31 / (4 · 16 · 576) = 58254 tokens at most.
+        let edge = MlaDcpConfig {
+            max_tokens: 58_254,
+            ..ok
+        };
+        edge.check_bucket().expect("the largest usable bucket");
+        for bad in [
+            MlaDcpConfig {
+                max_tokens: 58_255,
+                ..ok
+            },
+            MlaDcpConfig {
+                max_tokens: usize::MAX,
+                ..ok
+            },
+            MlaDcpConfig {
+                max_batch: usize::MAX,
+                ..ok
+            },
+            MlaDcpConfig {
+                heads_per_rank: u32::MAX,
+                ..ok
+            },
+        ] {
+            let err = bad.check_bucket();
+            assert!(
+                matches!(err, Err(MlaError::BucketTooLarge { .. })),
+                "{err:?}"
+            );
+        }
+        let huge = MlaDcpConfig {
+            max_tokens: usize::MAX,
+            forced_splits: Some(64),
+            ..ok
+        };
+        assert_eq!(split_slots(&huge, 132), usize::MAX);
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! What an [`super::MlaDcpContext`] is built for: the DCP geometry of this rank, the model side,
 //! the token bucket its buffers are sized for, and the choices of the step (exchange, V-up path).
 
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+
 use super::super::metadata::DcpLayout;
+use super::super::plan::QK_WIDTH;
 use super::super::streams::JoinMode;
+use super::error::MlaError;
 
 /// How the history partials reach the rank that owns their heads (spec §9.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,8 +119,31 @@ impl MlaDcpConfig {
         self.heads_per_rank as usize
     }
 
-    /// D·N: heads of the history pass.
+    /// D·N: heads of the history pass (saturating: [`Self::check_bucket`] refuses a
+    /// geometry where it would not fit).
     pub fn gathered_heads(&self) -> usize {
-        self.dcp_size() * self.heads()
+        self.dcp_size().saturating_mul(self.heads())
+    }
+
+    /// The bucket's sizes are usable: every call's `T · D · N · 576` must fit in i32 (the
+    /// plan refuses it otherwise), so a `max_tokens` past that bound could never be used,
+    /// and refusing it here keeps every buffer size of the context far from wrapping.
+    pub fn check_bucket(&self) -> Result<(), MlaError> {
+        let limit = usize::try_from(i32::MAX).unwrap_or(usize::MAX);
+        let per_token = self.gathered_heads().saturating_mul(QK_WIDTH);
+        for (what, got, max) in [
+            ("dcp_size * heads_per_rank * 576", per_token, limit),
+            (
+                "max_tokens",
+                self.max_tokens,
+                limit.checked_div(per_token).unwrap_or(limit),
+            ),
+            ("max_batch", self.max_batch, limit),
+        ] {
+            if got > max {
+                return Err(MlaError::BucketTooLarge { what, got, max });
+            }
+        }
+        Ok(())
     }
 }

@@ -18,6 +18,12 @@ pub enum MlaError {
     Rank { rank: u32, dcp_size: u32 },
     #[error("{what} = 0; the context needs at least 1")]
     ZeroCapacity { what: &'static str },
+    #[error("{what} = {got} exceeds {max}: the kernels index `[T, D·N, 576]` and the metadata with i32, so no call could use a larger bucket")]
+    BucketTooLarge {
+        what: &'static str,
+        got: usize,
+        max: usize,
+    },
     #[error("the call has {got} {what} but the context was built for at most {max}; build a context for a larger bucket")]
     OverCapacity {
         what: &'static str,

@@ -115,15 +115,24 @@ impl StageEvents {
         Ok(StageEvents { events })
     }
 
+    /// The event of `mark` (one per mark, created in [`Self::new`]).
+    fn event(&self, mark: Mark) -> Result<&CudaEvent, MlaError> {
+        self.events.get(mark as usize).ok_or(MlaError::StageOrder {
+            stage: "stage timing",
+            why: "a mark has no event (internal error)",
+        })
+    }
+
     pub fn record(&self, mark: Mark, stream: &CudaStream) -> Result<(), MlaError> {
-        self.events[mark as usize]
+        self.event(mark)?
             .record(stream)
             .map_err(MlaError::driver("recording a stage timing event"))
     }
 
     fn us(&self, from: Mark, to: Mark) -> Result<f64, MlaError> {
-        let ms = self.events[from as usize]
-            .elapsed_ms(&self.events[to as usize])
+        let ms = self
+            .event(from)?
+            .elapsed_ms(self.event(to)?)
             .map_err(MlaError::driver("reading a stage timing event"))?;
         Ok(f64::from(ms) * 1e3)
     }
@@ -131,7 +140,7 @@ impl StageEvents {
     /// Waits for the last event of both streams.
     fn wait(&self) -> Result<(), MlaError> {
         for last in [Mark::VupDone, Mark::CurrentEnd] {
-            self.events[last as usize]
+            self.event(last)?
                 .synchronize()
                 .map_err(MlaError::driver("waiting for the stage timing events"))?;
         }
