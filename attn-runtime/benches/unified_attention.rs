@@ -102,21 +102,22 @@ fn rows() -> Vec<Row> {
         rate: Rate::KvBytes,
         floor_us: 250.0,
     };
+    let p0 = Row {
+        id: "P0",
+        seqs: vec![(16384, 16384)],
+        heads: (16, 16),
+        head_size: 128,
+        sliding_window: 0,
+        scale: None,
+        mm_ranges: vec![],
+        clamp: false,
+        path: PathChoice::Heuristic,
+        rate: Rate::Flops,
+        floor_us: 1441.0,
+    };
     vec![
-        Row {
-            id: "P0",
-            seqs: vec![(16384, 16384)],
-            heads: (16, 16),
-            head_size: 128,
-            sliding_window: 0,
-            scale: None,
-            mm_ranges: vec![],
-            clamp: false,
-            path: PathChoice::Heuristic,
-            rate: Rate::Flops,
-            floor_us: 1441.0,
-        },
-        p1,
+        p0.clone(),
+        p1.clone(),
         p3.clone(),
         Row {
             id: "P3-noclamp",
@@ -127,8 +128,36 @@ fn rows() -> Vec<Row> {
         Row {
             id: "D1-3D",
             path: PathChoice::Force3d { num_segments: 16 },
-            ..d1
+            ..d1.clone()
         },
+    ]
+    .into_iter()
+    .chain(sweep_rows(&p0, &p1, &d1))
+    .collect()
+}
+
+/// Launch-table sweep: the same workloads under other tilings and split counts (rows named
+/// `<row>-m<BLOCK_M>t<TILE>` and `D1-3D-<segments>`).
+fn sweep_rows(p0: &Row, p1: &Row, d1: &Row) -> Vec<Row> {
+    let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32| Row {
+        id,
+        path: PathChoice::Force2dTiled { block_m, tile_size },
+        ..r.clone()
+    };
+    let split = |id: &'static str, num_segments: i32| Row {
+        id,
+        path: PathChoice::Force3d { num_segments },
+        ..d1.clone()
+    };
+    vec![
+        tiled(p0, "P0-m64t64", 64, 64),
+        tiled(p0, "P0-m128t32", 128, 32),
+        tiled(p0, "P0-m128t64", 128, 64),
+        tiled(p1, "P1-m128t32", 128, 32),
+        tiled(p1, "P1-m64t16", 64, 16),
+        split("D1-3D-4", 4),
+        split("D1-3D-8", 8),
+        split("D1-3D-32", 32),
     ]
 }
 

@@ -7,7 +7,7 @@
 use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp};
 use attn_dsl::ir::ScalarType;
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions};
-use attn_runtime::ops::unified_attention::config::AttentionProblem;
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding};
 use attn_runtime::ops::unified_attention::gpu::{emit_launch, launch_key};
 use attn_runtime::ops::unified_attention::plan::{
     choose_config, plan_launch, LaunchPlan, LaunchShape, MaskVariant, PathChoice,
@@ -53,6 +53,14 @@ fn p0() -> AttentionProblem {
         max_seqlen_q: 16384,
         num_seqs: 1,
         ..AttentionProblem::dense_causal(16, 16, 128)
+    }
+}
+
+fn p3() -> AttentionProblem {
+    AttentionProblem {
+        mm: MmRangeEncoding::PerSequence { max_ranges: 30 },
+        mm_prefix_clamp_sw: true,
+        ..p1()
     }
 }
 
@@ -110,20 +118,21 @@ fn lowered_ir(plan: &LaunchPlan) -> attn_dsl::ir::Function {
     f
 }
 
-/// Barriers directly in the body of the outermost loop that holds any, and whether it is
-/// pipelined.
+/// Barriers directly in the body of the KV-tile loop (the loop whose body holds an `mma`)
+/// and whether it is pipelined.
 fn first_loop(b: &gpu_ir::GpuBlock) -> Option<(usize, bool)> {
     for o in &b.ops {
-        match o {
-            GpuOp::For {
-                body, pipelined, ..
-            } => return Some((gpu_ir::verify::barriers_in(body), *pipelined)),
-            other => {
-                for inner in gpu_ir::nested(other) {
-                    if let Some(r) = first_loop(inner) {
-                        return Some(r);
-                    }
-                }
+        if let GpuOp::For {
+            body, pipelined, ..
+        } = o
+        {
+            if body.ops.iter().any(|x| matches!(x, GpuOp::Mma { .. })) {
+                return Some((gpu_ir::verify::barriers_in(body), *pipelined));
+            }
+        }
+        for inner in gpu_ir::nested(o) {
+            if let Some(r) = first_loop(inner) {
+                return Some(r);
             }
         }
     }
@@ -145,6 +154,16 @@ fn p0_dense_prefill_streams_k_and_v_with_one_barrier_per_tile() {
     assert!(pipelined, "P0 loop not pipelined");
     assert_eq!(copies, 4, "P0 copies (K and V, prologue + prefetch)");
     assert_eq!(barriers, 1, "P0 barriers per KV tile");
+}
+
+#[test]
+fn p3_image_ranges_keep_the_pipelined_schedule() {
+    // The 30 ranges are an unrolled expression: the mask and the V guard stay recomputable,
+    // so K and V still stream one tile ahead with one barrier per tile.
+    let (copies, barriers, pipelined) = schedule("P3", &plan(&p3(), 8192, PathChoice::Heuristic));
+    assert!(pipelined, "P3 loop not pipelined");
+    assert_eq!(copies, 5, "P3 copies");
+    assert_eq!(barriers, 1, "P3 barriers per KV tile");
 }
 
 #[test]

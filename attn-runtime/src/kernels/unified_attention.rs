@@ -84,7 +84,9 @@ pub mod unified {
                 let in_range = (q_range_lo < q_range_hi) & (q_range_lo <= k) & (k <= q_range_hi);
                 allowed = allowed | (in_range & clamp);
             } else {
-                for r in 0..MAX_MM_RANGES {
+                // Unrolled: the mask stays one expression of coordinates and scalars, which
+                // the code generator recomputes wherever it is needed (no loop-carried tile).
+                for r in static_range::<MAX_MM_RANGES>() {
                     let s = load(mm_ranges + 2 * r);
                     let e = load(mm_ranges + 2 * r + 1);
                     let mm = (s < e) & (s <= q_abs) & (q_abs <= e) & (s <= k) & (k <= e);

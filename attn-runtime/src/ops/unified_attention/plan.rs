@@ -31,6 +31,12 @@ pub enum PathChoice {
     Force3d {
         num_segments: i32,
     },
+    /// 2D with an explicit tiling (rows per program, keys per tile): what the launch-table
+    /// sweeps of the benchmarks measure. The kernel's `require` rules still judge it.
+    Force2dTiled {
+        block_m: i32,
+        tile_size: i32,
+    },
 }
 
 /// The device functions bound to the kernel's `MASK`, `BOUNDS` and `FULL_TILE` constexprs,
@@ -250,6 +256,7 @@ pub fn choose_config(
         PathChoice::Heuristic => (heuristic_3d, cfg.num_segments),
         PathChoice::Force2d => (false, 1),
         PathChoice::Force3d { num_segments } => (true, num_segments),
+        PathChoice::Force2dTiled { .. } => (false, 1),
     };
     cfg.is_3d = is_3d;
     cfg.num_segments = num_segments;
@@ -260,6 +267,11 @@ pub fn choose_config(
         problem.kv_elem_bytes,
         !is_3d,
     );
+    if let PathChoice::Force2dTiled { block_m, tile_size } = path {
+        cfg.block_m = block_m;
+        cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
+        cfg.tile_size = tile_size;
+    }
     cfg.validate_launch(&LaunchValues {
         max_seqlen_q: problem.max_seqlen_q,
         softcap: problem.softcap,
