@@ -269,7 +269,9 @@ pub fn choose_config(
     );
     if let PathChoice::Force2dTiled { block_m, tile_size } = path {
         cfg.block_m = block_m;
-        cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
+        cfg.block_q = block_m
+            .checked_div(cfg.num_queries_per_kv.max(1))
+            .unwrap_or(0);
         cfg.tile_size = tile_size;
     }
     cfg.validate_launch(&LaunchValues {
