@@ -88,7 +88,10 @@ fn parse_kernel_attr_takes_the_arguments_separately() {
     let e = parse_kernel_attr(ItemKind::Device, attr, func)
         .err()
         .expect("device args");
-    assert_eq!(e.message, "#[device] takes no arguments");
+    assert_eq!(
+        e.message,
+        "#[device] takes only `require(COND, \"message\")` rules (no num_warps: device functions are inlined)"
+    );
 }
 
 #[test]
