@@ -5,5 +5,5 @@ use attn_runtime::registry::Registry;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    attn_runtime::cli::main_with(Registry::with_builtins(), Some(interp_executor()))
+    attn_runtime::cli::main_with(Registry::with_cli_kernels(), Some(interp_executor()))
 }

@@ -32,6 +32,7 @@ mod instantiate;
 mod kernel_export;
 mod render;
 mod specialization_type;
+mod variant;
 
 use proc_macro::TokenStream;
 
@@ -42,6 +43,19 @@ use proc_macro::TokenStream;
 pub fn module(attr: TokenStream, item: TokenStream) -> TokenStream {
     let item: proc_macro2::TokenStream = item.into();
     match definition::expand_module(attr.into(), item.clone()) {
+        Ok(tokens) => tokens.into(),
+        Err(e) => definition::error_with_module_shell(e, &item).into(),
+    }
+}
+
+/// A user variant of unified attention: `#[variant(mask = f, bounds = g[, tile_ranges = N])]`
+/// on a `mod` of `#[device]` functions. Checked when the crate compiles (signatures against
+/// the kernel's contract, bodies specialized against it), errors at the user's tokens;
+/// emits `VARIANT: attn_dsl::contract::VariantSource`.
+#[proc_macro_attribute]
+pub fn variant(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item: proc_macro2::TokenStream = item.into();
+    match variant::expand_variant(attr.into(), item.clone()) {
         Ok(tokens) => tokens.into(),
         Err(e) => definition::error_with_module_shell(e, &item).into(),
     }

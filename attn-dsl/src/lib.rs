@@ -6,6 +6,7 @@
 
 pub mod ast;
 pub mod codegen;
+pub mod contract;
 pub mod driver;
 pub mod frontend;
 pub mod gpu_ir;

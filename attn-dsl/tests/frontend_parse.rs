@@ -88,7 +88,10 @@ fn parse_kernel_attr_takes_the_arguments_separately() {
     let e = parse_kernel_attr(ItemKind::Device, attr, func)
         .err()
         .expect("device args");
-    assert_eq!(e.message, "#[device] takes no arguments");
+    assert_eq!(
+        e.message,
+        "#[device] takes only `require(COND, \"message\")` rules (no num_warps: device functions are inlined)"
+    );
 }
 
 #[test]
@@ -111,7 +114,7 @@ fn attribute_errors() {
     let e = parse_err("#[kernel(warps = 4)] fn k(o: *mut i32) {}");
     assert_eq!(
         e.message,
-        "unknown kernel attribute `warps`; allowed: `num_warps = N` (a literal or constexpr expression), `require(COND, \"message\")`"
+        "unknown kernel attribute `warps`; allowed: `num_warps = N` (a literal or constexpr expression), `fast_math = true`, `require(COND, \"message\")`"
     );
     let e = parse_err("#[kernel(require(true))] fn k(o: *mut i32) {}");
     assert_eq!(

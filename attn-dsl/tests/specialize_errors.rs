@@ -157,7 +157,9 @@ fn device_binding_must_name_a_device_function() {
     let e = fail(src, "k", &[bind("MASK", ConstValue::Device("nope".into()))]);
     assert_eq!(
         e.message,
-        "constexpr `MASK` is bound to `nope`, which is not a #[device] function of the module (device functions: m)"
+        "constexpr `MASK` is bound to `nope`, which is not a #[device] function of the module (device functions: m); \
+         only the kernel's own module is searched: write your function as a `#[device]` fn of a `#[variant]` module \
+         and pass that to the op as a `Variant` (docs/writing-a-variant.md)"
     );
 }
 

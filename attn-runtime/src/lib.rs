@@ -13,4 +13,5 @@ pub mod reference;
 pub mod registry;
 pub mod split_mix64;
 pub mod tensor;
+pub mod testing;
 pub mod timing;

@@ -31,6 +31,7 @@ fn plan(p: &AttentionProblem, tokens: usize, path: PathChoice) -> LaunchPlan {
         block_table_stride: 1024,
         qq_bias_stride0: 0,
         mask_aux_stride: None,
+        mask_aux_f32_stride: None,
         softmax_scale: 0.0625,
         softcap: p.softcap,
         num_sinks: 0,

@@ -140,6 +140,7 @@ fn gpu_mask_matches_reference_and_bounds_cover_it() {
             mm_ranges: &ranges,
             query_ranges: &[],
             mask_aux: &[],
+            mask_aux_f32: &[],
         };
         let gpu = probe_on_gpu(&cfg, &block, KEYS);
         let (lo, hi, _) = gpu.bounds;

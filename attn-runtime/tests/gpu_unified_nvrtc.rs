@@ -40,6 +40,7 @@ fn plan(p: &AttentionProblem, path: PathChoice) -> LaunchPlan {
         block_table_stride: 64,
         qq_bias_stride0: if p.use_qq_bias { 40 } else { 0 },
         mask_aux_stride: None,
+        mask_aux_f32_stride: None,
         softmax_scale: 0.125,
         softcap: p.softcap,
         num_sinks: if p.use_sinks { hq } else { 0 },
@@ -188,8 +189,38 @@ fn decode_shape(p: &AttentionProblem) -> LaunchShape {
         block_table_stride: 64,
         qq_bias_stride0: 0,
         mask_aux_stride: None,
+        mask_aux_f32_stride: None,
         softmax_scale: 0.125,
         softcap: 0.0,
         num_sinks: 0,
+    }
+}
+
+/// R-SWA and unclamped MM prefixes visit two tile ranges (two tile loops): the emitter and
+/// NVRTC take the two-loop kernel, in 2D and 3D.
+#[test]
+fn two_range_plans_compile() {
+    let rswa = AttentionProblem {
+        r_swa_window: Some(256),
+        ..problem((16, 8), 128, 64)
+    };
+    let mm = AttentionProblem {
+        sliding_window: 512,
+        mm: MmRangeEncoding::PerSequence { max_ranges: 4 },
+        ..problem((16, 8), 128, 64)
+    };
+    for (label, p) in [("R-SWA", rswa), ("unclamped MM", mm)] {
+        let two_d = plan(&p, PathChoice::Force2d);
+        assert_eq!(two_d.config.tile_ranges, 2, "{label}");
+        check_plan(label, &two_d, true);
+        let decode = AttentionProblem {
+            max_seqlen_q: 1,
+            ..p
+        };
+        check_plan(
+            label,
+            &plan(&decode, PathChoice::Force3d { num_segments: 8 }),
+            true,
+        );
     }
 }

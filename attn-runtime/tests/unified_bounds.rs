@@ -140,6 +140,7 @@ prop_compose! {
             cfg.max_mm_ranges = if per_query { 0 } else { 3 };
             cfg.mm_prefix_clamp_sw = clamp && cfg.sliding_window > 0;
         }
+        cfg.tile_ranges = cfg.builtin_tile_ranges();
         let query_len = ((f64::from(l) * qlen_frac) as i32).clamp(1, l);
         let blocks = (query_len + cfg.block_q - 1) / cfg.block_q;
         let q_block = ((f64::from(blocks) * block_frac) as i32).min(blocks - 1);
@@ -177,6 +178,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         mm_ranges: if per_query { &[] } else { &case.ranges },
         query_ranges: if per_query { &rows } else { &[] },
         mask_aux: &[],
+        mask_aux_f32: &[],
     };
     let module = unified_attention::module().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let r = probe_block(&module, cfg, &MaskVariant::default(), &block, KEYS)
@@ -184,6 +186,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     let tile = cfg.tile_size;
     let mcfg = cfg.mask_config();
     let (mut need_lo, mut need_hi) = (i32::MAX, i32::MIN);
+    let mut needed_tiles = std::collections::BTreeSet::new();
     let nq = cfg.num_queries_per_kv;
     for row in 0..cfg.block_m {
         let t = case.q_block * cfg.block_q + row / nq;
@@ -212,16 +215,15 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
             );
             if want {
                 prop_assert!(
-                    tile * r.loop_lo <= k && k < tile * r.loop_hi && k < r.max_seq_prefix_len,
-                    "key {} of row {} (q {}) outside tiles [{}, {}) x {} / msp {}",
+                    r.covers(i64::from(k), tile, case.seq_len),
+                    "key {} of row {} (q {}) outside every tile range {:?} x {}",
                     k,
                     row,
                     q,
-                    r.loop_lo,
-                    r.loop_hi,
-                    tile,
-                    r.max_seq_prefix_len
+                    r.ranges,
+                    tile
                 );
+                needed_tiles.insert(k / tile);
                 need_lo = need_lo.min(k / tile);
                 need_hi = need_hi.max(k / tile + 1);
             }
@@ -253,23 +255,21 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
             BlockMmRanges::PerSequence(&case.ranges)
         },
     );
-    let (lo, hi) = (i64::from(r.loop_lo), i64::from(r.loop_hi));
-    if lo < hi && need_lo <= need_hi {
-        prop_assert!(
-            host.loop_lo <= lo && hi <= host.loop_hi,
-            "DSL [{}, {}) vs host [{}, {})",
-            lo,
-            hi,
-            host.loop_lo,
-            host.loop_hi
-        );
+    if need_lo <= need_hi {
+        for (lo, hi) in r.visited_keys(tile, case.seq_len) {
+            prop_assert!(
+                host.loop_lo * i64::from(tile) <= lo && hi <= host.loop_hi * i64::from(tile),
+                "DSL keys [{}, {}) vs host tiles [{}, {})",
+                lo,
+                hi,
+                host.loop_lo,
+                host.loop_hi
+            );
+        }
     }
-    let visited = (hi - lo).max(0) as u64;
-    let needed = if need_lo <= need_hi {
-        (need_hi - need_lo) as u64
-    } else {
-        0
-    };
+    let visited = r.visited_tiles().max(0) as u64;
+    // Tiles holding at least one allowed key (two ranges can skip the holes between).
+    let needed = needed_tiles.len() as u64;
     if visited < (host.loop_hi - host.loop_lo).max(0) as u64 {
         TIGHTER_THAN_HOST.fetch_add(1, Ordering::Relaxed);
     }

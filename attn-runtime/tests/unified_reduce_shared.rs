@@ -23,6 +23,7 @@ fn shape(num_tokens: usize, hq: usize, d: usize) -> LaunchShape {
         block_table_stride: 4,
         qq_bias_stride0: 0,
         mask_aux_stride: None,
+        mask_aux_f32_stride: None,
         softmax_scale: 0.1,
         softcap: 0.0,
         num_sinks: 0,

@@ -1,35 +1,23 @@
 //! Packed documents: several documents concatenated into one sequence (sequence packing),
 //! each attending causally within itself only.
 //!
-//! `mask_aux` row of a sequence: the document id of every key position `[0, L)`. Each
-//! document occupies one contiguous span; id −1 marks padding, whose rows see nothing and
-//! output 0. The bounds start at the first key of the document of the block's first query
-//! (later documents in the block start later) and end at the block's last query (causal).
+//! `aux` row of a sequence: the document id of every key position `[0, L)`. Each document
+//! occupies one contiguous span; id −1 marks padding, whose rows see nothing and output 0.
+//! The bounds start at the first key of the document of the block's first query (later
+//! documents in the block start later) and end at the block's last query (causal).
 
-use attn_dsl_macros::module;
-use attn_runtime::kernels::dsl_module::ModuleLoadError;
+use attn_dsl_macros::variant;
+use attn_runtime::ops::unified_attention::variant::{AuxDtype, AuxRow, Variant};
 
-use crate::Variant;
-
-#[module]
+#[variant(mask = packed_doc_mask, bounds = packed_doc_bounds)]
 pub mod packed_documents {
     /// Same document (not padding) and causal: `doc[q] == doc[k] >= 0 ∧ k ≤ q < L`.
     #[device]
-    fn packed_doc_mask(
-        q_abs: Tile,
-        k: Tile,
-        seq_len: i32,
-        causal: bool,
-        rswa_prefix: i32,
-        mm_ranges: Ptr,
-        q_range_lo: Tile,
-        q_range_hi: Tile,
-        doc_ids: Ptr,
-    ) -> Tile {
+    fn packed_doc_mask(q_abs: Tile, k: Tile, seq_len: i32, aux: Ptr) -> Tile<bool> {
         let q_ok = q_abs < seq_len;
         let k_ok = (k >= 0) & (k < seq_len);
-        let doc_q = load(doc_ids + q_abs, q_ok, -1);
-        let doc_k = load(doc_ids + k, k_ok, -2);
+        let doc_q = load(aux + q_abs, q_ok, -1);
+        let doc_k = load(aux + k, k_ok, -2);
         (doc_q == doc_k) & (doc_q >= 0) & (k <= q_abs) & k_ok & q_ok
     }
 
@@ -40,24 +28,18 @@ pub mod packed_documents {
         seq_len: i32,
         qlen: i32,
         b: i32,
-        causal: bool,
-        mm_ranges: Ptr,
-        q_range_lo: Tile,
-        q_range_hi: Tile,
-        q_abs: Tile,
-        row_valid: Tile,
-        doc_ids: Ptr,
+        aux: Ptr,
     ) -> (i32, i32, i32) {
         let first_q = context_len + b * BLOCK_Q;
         let last_q = context_len + min(b * BLOCK_Q + BLOCK_Q - 1, qlen - 1);
-        let doc = load(doc_ids + first_q);
+        let doc = load(aux + first_q);
         // Documents are contiguous: on [0, first_q], `doc_ids[k] == doc` is false then
         // true, so a binary search finds where the document starts.
         let mut lo = 0;
         let mut hi = first_q;
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if load(doc_ids + mid) == doc {
+            if load(aux + mid) == doc {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -68,13 +50,11 @@ pub mod packed_documents {
     }
 }
 
-/// The packed-documents variant (`mask_aux`: `[S, max L]` document ids, −1 = padding).
-pub fn variant() -> Result<Variant, ModuleLoadError> {
-    Variant::from_file(
-        include_str!("packed_documents.rs"),
-        "packed_documents",
-        file!(),
-        "packed_doc_mask",
-        "packed_doc_bounds",
+/// The packed-documents variant (`aux`: `[S, ≥ max L]` document ids, −1 = padding).
+pub fn variant() -> Variant {
+    Variant::from_source(&packed_documents::VARIANT).with_aux_i32(
+        "doc_ids",
+        AuxDtype::I32,
+        AuxRow::PerKey,
     )
 }

@@ -2,30 +2,18 @@
 //! bidirectionally by every prefix query, and causally by the rest: a query q sees key k
 //! iff `k ≤ q ∨ k < P` (and `k < L`).
 //!
-//! `mask_aux` row of a sequence: `[P]` (stride 1). The bounds start at tile 0 (every query
-//! sees the whole prefix) and end at `max(last query + 1, P)`.
+//! `aux` row of a sequence: `[P]`. The bounds start at tile 0 (every query sees the whole
+//! prefix) and end at `max(last query + 1, P)`.
 
-use attn_dsl_macros::module;
-use attn_runtime::kernels::dsl_module::ModuleLoadError;
+use attn_dsl_macros::variant;
+use attn_runtime::ops::unified_attention::variant::{AuxDtype, AuxRow, Variant};
 
-use crate::Variant;
-
-#[module]
+#[variant(mask = prefix_lm_mask, bounds = prefix_lm_bounds)]
 pub mod prefix_lm {
     /// `(k ≤ q ∨ k < P) ∧ k < L`.
     #[device]
-    fn prefix_lm_mask(
-        q_abs: Tile,
-        k: Tile,
-        seq_len: i32,
-        causal: bool,
-        rswa_prefix: i32,
-        mm_ranges: Ptr,
-        q_range_lo: Tile,
-        q_range_hi: Tile,
-        prefix_len: Ptr,
-    ) -> Tile {
-        let p = load(prefix_len);
+    fn prefix_lm_mask(q_abs: Tile, k: Tile, seq_len: i32, aux: Ptr) -> Tile<bool> {
+        let p = load(aux);
         ((k <= q_abs) | (k < p)) & (k < seq_len)
     }
 
@@ -36,28 +24,20 @@ pub mod prefix_lm {
         seq_len: i32,
         qlen: i32,
         b: i32,
-        causal: bool,
-        mm_ranges: Ptr,
-        q_range_lo: Tile,
-        q_range_hi: Tile,
-        q_abs: Tile,
-        row_valid: Tile,
-        prefix_len: Ptr,
+        aux: Ptr,
     ) -> (i32, i32, i32) {
-        let p = load(prefix_len);
+        let p = load(aux);
         let last_q = context_len + min(b * BLOCK_Q + BLOCK_Q - 1, qlen - 1);
         let msp = min(max(last_q + 1, p), seq_len);
         (0, cdiv(msp, TILE_SIZE), msp)
     }
 }
 
-/// The prefix-LM variant (`mask_aux`: `[S, 1]` prefix lengths).
-pub fn variant() -> Result<Variant, ModuleLoadError> {
-    Variant::from_file(
-        include_str!("prefix_lm.rs"),
-        "prefix_lm",
-        file!(),
-        "prefix_lm_mask",
-        "prefix_lm_bounds",
+/// The prefix-LM variant (`aux`: `[S, 1]` prefix lengths).
+pub fn variant() -> Variant {
+    Variant::from_source(&prefix_lm::VARIANT).with_aux_i32(
+        "prefix_len",
+        AuxDtype::I32,
+        AuxRow::Fixed(1),
     )
 }

@@ -155,7 +155,10 @@ impl<'f> Emitter<'f> {
         let (slots, index) = if c.map.row_per_thread {
             (
                 per_row.div_ceil(lanes),
-                format!("const int attn_col = (attn_lane_in_row + s * {lanes}) * {};", c.map.chunk),
+                format!(
+                    "const int attn_col = (attn_lane_in_row + s * {lanes}) * {};",
+                    c.map.chunk
+                ),
             )
         } else {
             (
@@ -209,7 +212,8 @@ impl<'f> Emitter<'f> {
             .line(format!("unsigned short* const attn_dst = {dst};"));
         // Each chunk recomputes its address (block-table load, 64-bit math): unrolled by 4
         // at most, so a one-warp program's 16 chunks do not all hold their addresses at once.
-        self.w.open_partly_unrolled("s", slots, slots.min(MAX_COPY_UNROLL));
+        self.w
+            .open_partly_unrolled("s", slots, slots.min(MAX_COPY_UNROLL));
         self.w.line(index);
         if let Some(t) = tail {
             self.w.line(t);
@@ -247,17 +251,26 @@ impl<'f> Emitter<'f> {
             // Under `uniform || x` (or `uniform ? a : x`...) the mask never reads `x` when the
             // uniform scalar decides it, so neither does the hoisted loop.
             let partial = match &guard {
-                Some(g) => format!("(({}) ? {partial} : ({t})0)", self.remat_expr(*g, at, scope).map(|e| {
-                    if self.guard_negated(mask_v, *g) { format!("!{e}") } else { e }
-                })?),
+                Some(g) => format!(
+                    "(({}) ? {partial} : ({t})0)",
+                    self.remat_expr(*g, at, scope).map(|e| {
+                        if self.guard_negated(mask_v, *g) {
+                            format!("!{e}")
+                        } else {
+                            e
+                        }
+                    })?
+                ),
                 None => partial,
             };
             self.w.line(format!("{t} {name} = {partial};"));
             let mut m = 1;
             while m < lanes {
                 let other = format!("attn_shfl_xor({name}, {m})");
-                self.w
-                    .line(format!("{name} = {};", combine.replace("ITEM", &other).replace("ACC", &name)));
+                self.w.line(format!(
+                    "{name} = {};",
+                    combine.replace("ITEM", &other).replace("ACC", &name)
+                ));
                 m *= 2;
             }
             self.hoisted.insert(r.0, (name, "attn_row".to_string()));
@@ -315,10 +328,14 @@ impl<'f> Emitter<'f> {
     /// Whether the guard tile `g` sits in an `or` somewhere in `v` (the reduction is then
     /// read when `g` is false).
     fn guard_negated(&self, v: ValueId, g: ValueId) -> bool {
-        let Some(op) = self.def_op(v) else { return false };
+        let Some(op) = self.def_op(v) else {
+            return false;
+        };
         if op.operands.contains(&g) {
             return matches!(op.kind, OpKind::Binary(BinaryOp::Or));
         }
-        op.operands.iter().any(|&x| !self.f.ty(x).is_scalar() && self.guard_negated(x, g))
+        op.operands
+            .iter()
+            .any(|&x| !self.f.ty(x).is_scalar() && self.guard_negated(x, g))
     }
 }

@@ -197,7 +197,9 @@ impl<'f> Emitter<'f> {
         lanes: usize,
         scope: &Scope,
     ) -> Res<(String, String, String)> {
-        let op = self.def_op(v).ok_or_else(|| CodegenError::Malformed("reduce without op".into()))?;
+        let op = self
+            .def_op(v)
+            .ok_or_else(|| CodegenError::Malformed("reduce without op".into()))?;
         let OpKind::Reduce { kind, axis } = op.kind else {
             return Err(CodegenError::Malformed("not a reduction".into()));
         };
@@ -207,7 +209,9 @@ impl<'f> Emitter<'f> {
         let count = match (shape.as_slice(), axis) {
             ([n], 0) | ([n, _], 0) | ([_, n], 1) => *n,
             (s, a) => {
-                return Err(CodegenError::Malformed(format!("reduce axis {a} of shape {s:?}")))
+                return Err(CodegenError::Malformed(format!(
+                    "reduce axis {a} of shape {s:?}"
+                )))
             }
         };
         if count % lanes != 0 {
@@ -216,9 +220,18 @@ impl<'f> Emitter<'f> {
             )));
         }
         let item_at = |i: &str| match (shape.len(), axis) {
-            (1, _) => ElemIndex::Coords { row: i.into(), col: "0".into() },
-            (_, 0) => ElemIndex::Coords { row: i.into(), col: kept.into() },
-            _ => ElemIndex::Coords { row: kept.into(), col: i.into() },
+            (1, _) => ElemIndex::Coords {
+                row: i.into(),
+                col: "0".into(),
+            },
+            (_, 0) => ElemIndex::Coords {
+                row: i.into(),
+                col: kept.into(),
+            },
+            _ => ElemIndex::Coords {
+                row: kept.into(),
+                col: i.into(),
+            },
         };
         let item = self.remat_expr(x, &item_at(&k), scope)?;
         let t = self.scalar(x)?;
@@ -229,7 +242,11 @@ impl<'f> Emitter<'f> {
                 super::elementwise::binary(BinaryOp::Add, t, "ACC", "ITEM")?,
             ),
             ReduceKind::Max | ReduceKind::Min => {
-                let b = if kind == ReduceKind::Max { BinaryOp::Max } else { BinaryOp::Min };
+                let b = if kind == ReduceKind::Max {
+                    BinaryOp::Max
+                } else {
+                    BinaryOp::Min
+                };
                 // Max/min ignore NaN and start from the lane's first element.
                 (
                     "ITEM0".to_string(),
@@ -239,7 +256,11 @@ impl<'f> Emitter<'f> {
         };
         let first = self.remat_expr(x, &item_at("attn_lane_in_row"), scope)?;
         let init = init.replace("ITEM0", &first);
-        let start = if init == first { format!("attn_lane_in_row + {lanes}") } else { "attn_lane_in_row".into() };
+        let start = if init == first {
+            format!("attn_lane_in_row + {lanes}")
+        } else {
+            "attn_lane_in_row".into()
+        };
         let partial = format!(
             "([&]() {{ {rt} acc = {init}; for (int {k} = {start}; {k} < {count}; {k} += {lanes}) {{ const {rt} item = {item}; acc = {}; }} return acc; }}())",
             step.replace("ACC", "acc").replace("ITEM", "item")

@@ -103,19 +103,36 @@ fn warp_count(expr: syn::Expr) -> syn::Result<WarpCount> {
 
 /// Parses the attribute arguments of an item of `kind`.
 pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslError> {
-    if kind == ItemKind::Device {
-        if let Some(tt) = attr.into_iter().next() {
-            return Err(DslError::new(tt.span(), "#[device] takes no arguments"));
-        }
-        return Ok(KernelAttr {
-            num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
-            requires: vec![],
-            fast_math: false,
-        });
-    }
     let args = Punctuated::<AttrArg, Token![,]>::parse_terminated
         .parse2(attr)
         .map_err(syn_error)?;
+    if kind == ItemKind::Device {
+        // A device function has no launch width; it may carry `require` rules over its own
+        // constexprs (a variant's `NUM_SINKS`), checked when a kernel binds it.
+        let mut requires = vec![];
+        for arg in args {
+            match arg {
+                AttrArg::NumWarps(_, span) => {
+                    return Err(DslError::new(
+                        span,
+                        "#[device] takes only `require(COND, \"message\")` rules (no num_warps: device functions are inlined)",
+                    ))
+                }
+                AttrArg::FastMath(_) => {
+                    return Err(DslError::new(
+                        proc_macro2::Span::call_site(),
+                        "#[device] takes only `require(COND, \"message\")` rules (fast_math is a kernel attribute)",
+                    ))
+                }
+                AttrArg::Require(r) => requires.push(*r),
+            }
+        }
+        return Ok(KernelAttr {
+            num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
+            requires,
+            fast_math: false,
+        });
+    }
     let mut out = KernelAttr {
         num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
         requires: vec![],

@@ -93,6 +93,16 @@ impl<'ast> Visit<'ast> for SyntaxChecker {
         }
         match e {
             syn::Expr::If(i) => self.visit_if(i),
+            // `f(Contract { a: x, .. })`: a call by name, the one place a struct literal means
+            // something (named arguments; see `specialize::named_call`).
+            syn::Expr::Call(c) if crate::specialize::named_call::named_args(&c.args).is_some() => {
+                self.visit_expr(&c.func);
+                if let Some(s) = crate::specialize::named_call::named_args(&c.args) {
+                    for f in &s.fields {
+                        self.visit_expr(&f.expr);
+                    }
+                }
+            }
             syn::Expr::ForLoop(_) | syn::Expr::While(_) => {
                 self.loop_depth += 1;
                 visit::visit_expr(self, e);

@@ -17,7 +17,25 @@ pub(crate) fn bind_constexprs(
     bindings: &[Binding],
 ) -> Result<Vec<(String, ConstValue)>, DslError> {
     let kernel = item.name();
+    let mut extras: Vec<(String, ConstValue)> = vec![];
     for (i, b) in bindings.iter().enumerate() {
+        if let (false, Some(d)) = (
+            decls.iter().any(|d| d.name == b.name),
+            variant_decl(module, &b.name)?,
+        ) {
+            // A constexpr a device function of the module declares (a variant's own, e.g.
+            // `NUM_SINKS`): bound here, it reaches every device call that declares it.
+            if bindings[..i].iter().any(|p| p.name == b.name) {
+                return Err(DslError::new(
+                    b.span,
+                    format!("constexpr `{}` is bound twice", b.name),
+                ));
+            }
+            let v =
+                check_kind(module, &d, b.value.clone()).map_err(|m| DslError::new(b.span, m))?;
+            extras.push((b.name.clone(), v));
+            continue;
+        }
         if !decls.iter().any(|d| d.name == b.name) {
             return Err(DslError::new(
                 b.span,
@@ -64,7 +82,23 @@ pub(crate) fn bind_constexprs(
             ),
         ));
     }
+    bound.extend(extras);
     Ok(bound)
+}
+
+/// The declaration of constexpr `name` by a `#[device]` function of the module (the first
+/// one that declares it), if any; device functions that declare one name must agree on its kind.
+fn variant_decl(module: &Module, name: &str) -> Result<Option<ConstDecl>, DslError> {
+    for item in module.items.iter().filter(|i| i.kind == ItemKind::Device) {
+        let decls = crate::frontend::signature::constexpr_decls(&item.func)?;
+        if let Some(d) = decls
+            .into_iter()
+            .find(|d| d.name == name && d.kind != ConstKind::Device)
+        {
+            return Ok(Some(d));
+        }
+    }
+    Ok(None)
 }
 
 /// The value of a declared default: a `#[device]` function's name for a `Device` constexpr
@@ -129,7 +163,9 @@ pub(crate) fn check_kind(
         (ConstKind::Device, ConstValue::Device(n)) => match module.item(&n) {
             Some(i) if i.kind == ItemKind::Device => Ok(ConstValue::Device(n)),
             _ => Err(format!(
-                "constexpr `{}` is bound to `{n}`, which is not a #[device] function of the module (device functions: {})",
+                "constexpr `{}` is bound to `{n}`, which is not a #[device] function of the module (device functions: {}); \
+                 only the kernel's own module is searched: write your function as a `#[device]` fn of a `#[variant]` module \
+                 and pass that to the op as a `Variant` (docs/writing-a-variant.md)",
                 d.name,
                 device_names(module)
             )),

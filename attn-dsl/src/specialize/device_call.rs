@@ -12,6 +12,7 @@ use super::value::Val;
 use super::{ConstValue, DslError};
 use crate::frontend::signature::{constexpr_decls, device_param_names, ConstDecl, ConstKind};
 use proc_macro2::Span;
+use quote::ToTokens;
 use syn::punctuated::Punctuated;
 use syn::Token;
 
@@ -58,6 +59,9 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 self.device_constexpr(target, d, generics.get(i).copied(), &constexprs, span)?;
             constexprs.push((d.name.clone(), v));
         }
+        if let Some(named) = super::named_call::named_args(args) {
+            return self.call_device_by_name(target, item, constexprs, named, span);
+        }
         let params = device_param_names(&item.func)?;
         if params.len() != args.len() {
             return Err(DslError::new(
@@ -83,6 +87,36 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         let result = self.lower_fn_body(&item.func.block);
         self.frames.pop();
         result
+    }
+
+    /// `target(Contract { name: value, .. })`: parameters bound by name (see `named_call`).
+    fn call_device_by_name(
+        &mut self,
+        target: &str,
+        item: &'m crate::ast::Item,
+        constexprs: Vec<(String, ConstValue)>,
+        named: &syn::ExprStruct,
+        span: Span,
+    ) -> R<Val> {
+        let contract = named.path.to_token_stream().to_string();
+        let offers = self.lower_contract_fields(named)?;
+        let params = typed_params(&item.func)?;
+        let bound = self.bind_by_name(target, &contract, &params, &offers)?;
+        let mut env = Env::default();
+        for (name, v, mutable) in bound {
+            env.define(&name, v, mutable);
+        }
+        self.frames.push(Frame {
+            func_name: target.to_string(),
+            is_kernel: false,
+            constexprs,
+            env,
+        });
+        let result = self.lower_fn_body(&item.func.block);
+        self.frames.pop();
+        let result = result?;
+        self.check_declared_return(target, &item.func.sig.output, &result, span)?;
+        Ok(result)
     }
 
     /// The value of the callee's constexpr `d` at this call.
@@ -124,4 +158,17 @@ impl<'m, 'f> Lowerer<'m, 'f> {
         check_kind(self.module, d, value)
             .map_err(|m| DslError::new(at, format!("in a call of `{target}`: {m}")))
     }
+}
+
+/// Name, mutability, declared type and span of each parameter of a device function.
+fn typed_params(func: &syn::ItemFn) -> R<Vec<(String, bool, syn::Type, Span)>> {
+    let names = device_param_names(func)?;
+    Ok(names
+        .into_iter()
+        .zip(&func.sig.inputs)
+        .filter_map(|((name, mutable, span), arg)| match arg {
+            syn::FnArg::Typed(pt) => Some((name, mutable, (*pt.ty).clone(), span)),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect())
 }

@@ -101,7 +101,7 @@ impl<'m, 'f> Lowerer<'m, 'f> {
                 span,
                 format!("`{name}` is a device function (`{f}`), not a value; call it: `{name}(..)`"),
             )),
-            None => Err(DslError::new(span, format!("unknown variable `{name}`"))),
+            None => Err(DslError::new(span, unknown_name(name, &self.frame().func_name))),
         }
     }
 
@@ -387,5 +387,22 @@ impl IntRole {
                 format!("runtime value `{text}` used as an axis; axes must be constexprs")
             }
         }
+    }
+}
+
+/// `unknown variable`, with the declaration to add when the name reads as a constexpr
+/// (upper case): a function sees only the constexprs its generics declare.
+fn unknown_name(name: &str, func: &str) -> String {
+    let looks_const = name.chars().any(|c| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    if looks_const {
+        format!(
+            "unknown variable `{name}`; a constexpr must be declared in `{func}`'s generics \
+             (`const {name}: i32 = ..`) to be visible in its body"
+        )
+    } else {
+        format!("unknown variable `{name}`")
     }
 }

@@ -18,6 +18,7 @@ mod env;
 mod expr;
 mod generic_args;
 mod lowerer;
+pub mod named_call;
 mod operators;
 mod requires;
 mod sequence;
@@ -79,6 +80,7 @@ pub fn specialize(
     let decls = constexpr_decls(&item.func)?;
     let bound = binding_check::bind_constexprs(module, item, &decls, bindings)?;
     requires::check_requires(item, &bound, bindings)?;
+    requires::check_device_requires(module, &bound, bindings)?;
     let num_warps = warp_count::resolve_num_warps(item, &bound, bindings)?;
     let mut spec = Specialized {
         kernel: kernel.to_string(),

@@ -33,6 +33,40 @@ pub(crate) fn check_requires(
     Ok(())
 }
 
+/// Fails with the first violated rule of a device function bound to one of the kernel's
+/// `Device` constexprs (a variant's mask or bounds), over the kernel's bound values plus
+/// the function's own defaults.
+pub(crate) fn check_device_requires(
+    module: &crate::ast::Module,
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> Result<(), DslError> {
+    for (_, v) in bound {
+        let ConstValue::Device(name) = v else {
+            continue;
+        };
+        let Some(item) = module.item(name) else {
+            continue;
+        };
+        if item.requires.is_empty() {
+            continue;
+        }
+        let mut values = bound.to_vec();
+        for d in crate::frontend::signature::constexpr_decls(&item.func)? {
+            if values.iter().any(|(k, _)| *k == d.name) {
+                continue;
+            }
+            if let Some(expr) = &d.default {
+                let lookup = |n: &str| values.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+                let v = const_eval::eval(expr, &lookup)?;
+                values.push((d.name.clone(), v));
+            }
+        }
+        check_requires(item, &values, bindings)?;
+    }
+    Ok(())
+}
+
 /// `require failed: <message>\n  with A = 1, B = true`, at the binding of the first named
 /// constexpr that was bound explicitly (the rule's span when all came from defaults).
 fn violation(

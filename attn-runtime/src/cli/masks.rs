@@ -11,13 +11,14 @@ use crate::kernels::unified_attention::module;
 use crate::ops::unified_attention::config::{
     AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, UnifiedAttentionConfig,
 };
-use crate::ops::unified_attention::plan::MaskVariant;
+use crate::ops::unified_attention::mask::{allowed, SequenceMask};
+use crate::ops::unified_attention::plan::{choose_config, MaskVariant, PathChoice};
 use std::fmt::Write as _;
 
 /// One configuration to draw (a single sequence, context 0 unless given).
 #[derive(Clone, Debug, clap::Args)]
 pub struct MasksArgs {
-    /// Sequence length L (keys).
+    /// Sequence length L (keys), any positive length (16384 draws in a few seconds).
     #[arg(long, default_value_t = 4096)]
     pub seq_len: i32,
     /// Scheduled query tokens (the last `query_len` positions of the sequence).
@@ -61,13 +62,16 @@ fn parse_range(s: &str) -> Result<[i32; 2], String> {
     Ok([p(a)?, p(b)?])
 }
 
-/// Per q-block: visited tiles and which tiles hold an allowed key.
+/// One q-block: the tile ranges `[lo, hi)` it visits and which tiles hold an allowed key.
+pub type BlockTiles = (Vec<(i32, i32)>, Vec<bool>);
+
+/// Per q-block: the tile ranges visited and which tiles hold an allowed key.
 pub struct MaskPicture {
     pub cfg: UnifiedAttentionConfig,
     pub seq_len: i32,
     pub context_len: i32,
-    /// Rows: q-blocks; each `(lo, hi, tiles with an allowed key)`.
-    pub blocks: Vec<(i32, i32, Vec<bool>)>,
+    /// Rows: q-blocks; each `(visited tile ranges [lo, hi), tiles with an allowed key)`.
+    pub blocks: Vec<BlockTiles>,
     /// Allowed (q, k) pairs at cell resolution for the ASCII picture: `[rows][cols]`.
     pub cells: Vec<Vec<bool>>,
 }
@@ -81,15 +85,21 @@ impl MaskPicture {
         let visited = self
             .blocks
             .iter()
-            .map(|(lo, hi, _)| (hi - lo).max(0) as usize)
+            .flat_map(|(ranges, _)| ranges)
+            .map(|(lo, hi)| (hi - lo).max(0) as usize)
             .sum();
         let needed = self
             .blocks
             .iter()
-            .map(|(_, _, t)| t.iter().filter(|&&x| x).count())
+            .map(|(_, t)| t.iter().filter(|&&x| x).count())
             .sum();
         (visited, needed, self.blocks.len() * self.num_tiles())
     }
+}
+
+/// Whether block `ranges` visit tile `t`.
+fn visits(ranges: &[(i32, i32)], t: i32) -> bool {
+    ranges.iter().any(|(lo, hi)| (*lo..*hi).contains(&t))
 }
 
 fn config(a: &MasksArgs, query_len: i32) -> Result<UnifiedAttentionConfig, String> {
@@ -124,29 +134,30 @@ fn config(a: &MasksArgs, query_len: i32) -> Result<UnifiedAttentionConfig, Strin
         split_kv: None,
         batch_invariant: false,
     };
-    let cfg = UnifiedAttentionConfig::from_problem(&problem).map_err(|e| e.to_string())?;
+    if !a.ranges.is_empty() && !a.no_clamp && a.window <= 0 {
+        return Err(format!(
+            "--range with --window {}: the Gemma4 clamp of MM ranges to the window needs a window; \
+             pass --no-clamp (ranges OR-ed in unclamped) or --window W with W > 0",
+            a.window
+        ));
+    }
+    // The op's own choice (prefill programs take 64 rows), so the picture is what it runs.
+    let cfg = choose_config(&problem, PathChoice::Heuristic).map_err(|e| e.to_string())?;
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
 
-/// Probes every q-block of the configuration on the CPU executor.
+/// Probes every q-block's DSL bounds on the CPU executor; the allowed keys come from the
+/// host mask predicate (property-tested equal to the DSL mask), on all cores, so any L
+/// draws in seconds (the probe's own key axis would need a power of two and L² work).
 pub fn picture(a: &MasksArgs) -> Result<MaskPicture, String> {
     let query_len = a.query_len.unwrap_or(a.seq_len).clamp(1, a.seq_len.max(1));
     let cfg = config(a, query_len)?;
     let module = module().map_err(|e| e.to_string())?;
     let context_len = a.seq_len - query_len;
-    let (tile, keys) = (cfg.tile_size as usize, a.seq_len as usize);
-    let rows_ascii = (query_len as usize)
-        .div_ceil(keys.div_ceil(a.cols.max(1)).max(1))
-        .max(1);
-    let (q_per_row, k_per_col) = (
-        (query_len as usize).div_ceil(rows_ascii),
-        keys.div_ceil(a.cols.max(1)),
-    );
-    let mut cells = vec![vec![false; a.cols.max(1)]; rows_ascii];
-    let mut blocks = vec![];
-    let nqpkv = cfg.num_queries_per_kv.max(1) as usize;
-    for b in 0..(query_len as usize).div_ceil(cfg.block_q.max(1) as usize) {
+    let num_blocks = (query_len as usize).div_ceil(cfg.block_q.max(1) as usize);
+    let mut ranges = Vec::with_capacity(num_blocks);
+    for b in 0..num_blocks {
         let block = ProbeBlock {
             context_len,
             seq_len: a.seq_len,
@@ -157,26 +168,123 @@ pub fn picture(a: &MasksArgs) -> Result<MaskPicture, String> {
             mm_ranges: &a.ranges,
             query_ranges: &[],
             mask_aux: &[],
+            mask_aux_f32: &[],
         };
-        let r = probe_block(&module, &cfg, &MaskVariant::default(), &block, keys)
+        let r = probe_block(&module, &cfg, &MaskVariant::default(), &block, 16)
             .map_err(|e| e.to_string())?;
-        let mut needed = vec![false; keys.div_ceil(tile)];
-        for (row, allowed) in r.mask.iter().enumerate().step_by(nqpkv) {
-            let t = b * cfg.block_q as usize + row / nqpkv;
-            for (k, _) in allowed.iter().enumerate().filter(|(_, &x)| x) {
-                needed[k / tile] = true;
-                cells[(t / q_per_row).min(rows_ascii - 1)][(k / k_per_col).min(a.cols - 1)] = true;
-            }
-        }
-        blocks.push((r.loop_lo, r.loop_hi, needed));
+        let tile = i64::from(cfg.tile_size);
+        let visited: Vec<(i32, i32)> = r
+            .visited_keys(cfg.tile_size, a.seq_len)
+            .into_iter()
+            .map(|(s, e)| ((s / tile) as i32, ((e + tile - 1) / tile) as i32))
+            .collect();
+        ranges.push(visited);
     }
+    let rows = allowed_rows(a, &cfg, query_len);
+    let needed = needed_tiles(&cfg, &rows, num_blocks);
     Ok(MaskPicture {
+        cells: cells(a, &rows, query_len),
         cfg,
         seq_len: a.seq_len,
         context_len,
-        blocks,
-        cells,
+        blocks: ranges.into_iter().zip(needed).collect(),
     })
+}
+
+/// Per query token `t`: its allowed keys as sorted half-open intervals (runs).
+fn allowed_rows(
+    a: &MasksArgs,
+    cfg: &UnifiedAttentionConfig,
+    query_len: i32,
+) -> Vec<Vec<(i64, i64)>> {
+    let mcfg = cfg.mask_config();
+    let context = i64::from(a.seq_len - query_len);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let n = query_len.max(0) as usize;
+    let chunk = n.div_ceil(threads).max(1);
+    let mut out = vec![vec![]; n];
+    std::thread::scope(|s| {
+        for (i, part) in out.chunks_mut(chunk).enumerate() {
+            let mcfg = &mcfg;
+            s.spawn(move || {
+                let seq = SequenceMask {
+                    seq_len: i64::from(a.seq_len),
+                    causal: !a.bidirectional,
+                    rswa_prefix_len: 0,
+                    mm_ranges: if a.ranges.is_empty() { &[] } else { &a.ranges },
+                };
+                for (j, runs) in part.iter_mut().enumerate() {
+                    let q = context + (i * chunk + j) as i64;
+                    *runs = runs_of(|k| allowed(mcfg, &seq, q, k), i64::from(a.seq_len));
+                }
+            });
+        }
+    });
+    out
+}
+
+/// The runs of `k` in `[0, n)` where `f(k)`.
+fn runs_of(f: impl Fn(i64) -> bool, n: i64) -> Vec<(i64, i64)> {
+    let mut runs = vec![];
+    let mut start: Option<i64> = None;
+    for k in 0..n {
+        match (f(k), start) {
+            (true, None) => start = Some(k),
+            (false, Some(s)) => {
+                runs.push((s, k));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        runs.push((s, n));
+    }
+    runs
+}
+
+/// Per q-block, the tiles holding a key some query of the block may see.
+fn needed_tiles(
+    cfg: &UnifiedAttentionConfig,
+    rows: &[Vec<(i64, i64)>],
+    num_blocks: usize,
+) -> Vec<Vec<bool>> {
+    let tile = i64::from(cfg.tile_size.max(1));
+    let max_key = rows.iter().flatten().map(|r| r.1).max().unwrap_or(0);
+    let num_tiles = (max_key + tile - 1) / tile;
+    let bq = cfg.block_q.max(1) as usize;
+    (0..num_blocks)
+        .map(|b| {
+            let mut needed = vec![false; num_tiles as usize];
+            for runs in rows.iter().skip(b * bq).take(bq) {
+                for &(s, e) in runs {
+                    for t in s / tile..(e + tile - 1) / tile {
+                        needed[t as usize] = true;
+                    }
+                }
+            }
+            needed
+        })
+        .collect()
+}
+
+/// The ASCII picture's cells: a cell is set when any of its (q, k) pairs is allowed.
+fn cells(a: &MasksArgs, rows: &[Vec<(i64, i64)>], query_len: i32) -> Vec<Vec<bool>> {
+    let keys = a.seq_len.max(1) as usize;
+    let cols = a.cols.max(1);
+    let k_per_col = keys.div_ceil(cols) as i64;
+    let rows_ascii = (query_len as usize).div_ceil(k_per_col as usize).max(1);
+    let q_per_row = (query_len as usize).div_ceil(rows_ascii).max(1);
+    let mut cells = vec![vec![false; cols]; rows_ascii];
+    for (t, runs) in rows.iter().enumerate() {
+        let row = &mut cells[(t / q_per_row).min(rows_ascii - 1)];
+        for &(s, e) in runs {
+            for c in s / k_per_col..=((e - 1) / k_per_col) {
+                row[(c as usize).min(cols - 1)] = true;
+            }
+        }
+    }
+    cells
 }
 
 /// The terminal picture plus a summary line.
@@ -194,7 +302,7 @@ pub fn ascii(p: &MaskPicture, cols: usize) -> String {
             .enumerate()
             .map(|(c, &allowed)| {
                 let tile_of = (c * k_per_col / tile) as i32;
-                let visited = bl.iter().any(|(lo, hi, _)| (*lo..*hi).contains(&tile_of));
+                let visited = bl.iter().any(|(r, _)| visits(r, tile_of));
                 match (allowed, visited) {
                     (true, _) => '#',
                     (false, true) => '.',
@@ -228,10 +336,10 @@ pub fn svg(p: &MaskPicture) -> String {
         w as f64 * scale,
         h as f64 * scale
     );
-    for (b, (lo, hi, needed)) in p.blocks.iter().enumerate() {
+    for (b, (ranges, needed)) in p.blocks.iter().enumerate() {
         // Runs of equal colour per row keep the file small.
         let colour = |t: usize| match (
-            (*lo..*hi).contains(&(t as i32)),
+            visits(ranges, t as i32),
             needed.get(t).copied().unwrap_or(false),
         ) {
             (true, true) => Some("#1f5fbf"),

@@ -2,6 +2,7 @@
 //! of named kernels. The binary (`src/main.rs` of the root package) only builds the
 //! registry (and, once available, the CPU executor hook) and calls [`main_with`].
 
+pub mod check_variant;
 mod commands;
 pub mod masks;
 
@@ -29,6 +30,9 @@ pub enum Command {
     Demo,
     /// Draw a unified-attention mask and the tiles its bounds visit (ASCII + SVG).
     Masks(masks::MasksArgs),
+    /// Check a unified-attention variant read from a file: the kernel's contract (as
+    /// `#[variant]` does at build time) and bounds ⊇ mask on random geometries, with slack.
+    CheckVariant(check_variant::CheckVariantArgs),
     /// List the registered kernels and their default bindings.
     List,
     /// Print the generated CUDA of a kernel specialization.

@@ -40,11 +40,13 @@ pub mod probe {
         const KEYS: i32,
         const MASK: Device,
         const BOUNDS: Device,
+        const TILE_RANGES: i32,
     >(
         geometry: *const i32,
         mm_ranges: *const i32,
         query_ranges: *const i32,
         mask_aux: *const i32,
+        mask_aux_f32: *const f32,
         bounds_out: *mut i32,
         mask_out: *mut i32,
     ) {
@@ -64,34 +66,42 @@ pub mod probe {
             q_range_lo = load(query_ranges + 2 * t, row_valid, -1);
             q_range_hi = load(query_ranges + 2 * t + 1, row_valid, -1);
         }
-        let (lo, hi, msp) = BOUNDS(
-            context_len,
-            seq_len,
-            qlen,
-            b,
-            causal,
-            mm_ranges,
-            q_range_lo,
-            q_range_hi,
-            q_abs,
-            row_valid,
-            mask_aux,
-        );
-        store(bounds_out, lo);
-        store(bounds_out + 1, hi);
-        store(bounds_out + 2, msp);
+        for r in static_range::<TILE_RANGES>() {
+            let (lo, hi, msp) = BOUNDS(BoundsArgs {
+                r,
+                context_len,
+                seq_len,
+                qlen,
+                b,
+                causal,
+                rswa_prefix,
+                mm_ranges,
+                q_range_lo,
+                q_range_hi,
+                q_abs,
+                row_valid,
+                aux: mask_aux,
+                aux_f32: mask_aux_f32,
+            });
+            store(bounds_out + 3 * r, lo);
+            store(bounds_out + 3 * r + 1, hi);
+            store(bounds_out + 3 * r + 2, msp);
+        }
         let k = arange::<KEYS>();
-        let allowed = MASK(
-            q_abs.unsqueeze(1),
-            k.unsqueeze(0),
+        let allowed = MASK(MaskArgs {
+            q_abs: q_abs.unsqueeze(1),
+            k: k.unsqueeze(0),
             seq_len,
+            context_len,
+            qlen,
             causal,
             rswa_prefix,
             mm_ranges,
-            q_range_lo.unsqueeze(1),
-            q_range_hi.unsqueeze(1),
-            mask_aux,
-        ) & row_valid.unsqueeze(1);
+            q_range_lo: q_range_lo.unsqueeze(1),
+            q_range_hi: q_range_hi.unsqueeze(1),
+            aux: mask_aux,
+            aux_f32: mask_aux_f32,
+        }) & row_valid.unsqueeze(1);
         store(
             mask_out + (rows * KEYS).unsqueeze(1) + k.unsqueeze(0),
             allowed.cast::<i32>(),
@@ -105,7 +115,7 @@ pub fn probe_module() -> Result<DslModule, ModuleLoadError> {
 }
 
 /// One q-block of one sequence, as the kernel would see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ProbeBlock<'a> {
     pub context_len: i32,
     pub seq_len: i32,
@@ -119,17 +129,21 @@ pub struct ProbeBlock<'a> {
     pub mm_ranges: &'a [[i32; 2]],
     /// The sequence's `[qlen, 2]` per-query rows (per-query encoding), by local token.
     pub query_ranges: &'a [[i32; 2]],
-    /// The sequence's row of the variant's `mask_aux` data.
+    /// The sequence's row of the variant's `i32` aux data.
     pub mask_aux: &'a [i32],
+    /// The sequence's row of the variant's `f32` aux data.
+    pub mask_aux_f32: &'a [f32],
 }
 
 /// What the DSL says for one q-block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeResult {
-    /// Tile range `[loop_lo, loop_hi)` (before 3D segment scoping).
+    /// The first tile range `[loop_lo, loop_hi)` (before 3D segment scoping).
     pub loop_lo: i32,
     pub loop_hi: i32,
     pub max_seq_prefix_len: i32,
+    /// Every range `(lo, hi, msp)` BOUNDS returned, in order (`TILE_RANGES` of them).
+    pub ranges: Vec<(i32, i32, i32)>,
     /// `mask[row][k]` for the block's `BLOCK_M` rows and keys `[0, keys)`.
     pub mask: Vec<Vec<bool>>,
 }
@@ -166,14 +180,21 @@ pub fn probe_block(
         block.rswa_prefix_len,
     ];
     let nonempty = |v: Vec<i32>| if v.is_empty() { vec![0] } else { v };
+    let aux_f32 = if block.mask_aux_f32.is_empty() {
+        vec![0.0]
+    } else {
+        block.mask_aux_f32.to_vec()
+    };
     let inputs = [
         HostBuffer::I32(geometry),
         HostBuffer::I32(nonempty(block.mm_ranges.as_flattened().to_vec())),
         HostBuffer::I32(nonempty(block.query_ranges.as_flattened().to_vec())),
         HostBuffer::I32(nonempty(block.mask_aux.to_vec())),
+        HostBuffer::F32(aux_f32),
     ];
     let block_m = cfg.block_m.max(1) as usize;
-    let mut bounds = HostBuffer::I32(vec![i32::MIN; 3]);
+    let num_ranges = variant.tile_ranges(cfg).max(1) as usize;
+    let mut bounds = HostBuffer::I32(vec![i32::MIN; 3 * num_ranges]);
     let mut mask = HostBuffer::I32(vec![-1; block_m * keys]);
     let mut args: Vec<_> = inputs.iter().map(HostBuffer::arg_in).collect();
     args.push(bounds.arg_out());
@@ -181,10 +202,15 @@ pub fn probe_block(
     run(&f, [1, 1, 1], args)?;
     let b = bounds.to_f64s();
     let m = mask.to_f64s();
+    let ranges: Vec<(i32, i32, i32)> = b
+        .chunks(3)
+        .map(|r| (r[0] as i32, r[1] as i32, r[2] as i32))
+        .collect();
     Ok(ProbeResult {
         loop_lo: b[0] as i32,
         loop_hi: b[1] as i32,
         max_seq_prefix_len: b[2] as i32,
+        ranges,
         mask: m
             .chunks(keys.max(1))
             .map(|r| r.iter().map(|&x| x == 1.0).collect())
@@ -198,7 +224,7 @@ pub fn probe_bindings(
     variant: &MaskVariant,
     keys: usize,
 ) -> Vec<Binding> {
-    const NAMES: [&str; 17] = [
+    const NAMES: [&str; 18] = [
         "TILE_SIZE",
         "BLOCK_M",
         "BLOCK_Q",
@@ -216,11 +242,52 @@ pub fn probe_bindings(
         "MAX_MM_RANGES",
         "MASK",
         "BOUNDS",
+        "TILE_RANGES",
     ];
     let mut b: Vec<Binding> = attention_bindings(cfg, ScalarType::F32, variant)
         .into_iter()
-        .filter(|b| NAMES.contains(&b.name.as_str()))
+        .filter(|b| {
+            NAMES.contains(&b.name.as_str()) || variant.constexprs.iter().any(|(n, _)| *n == b.name)
+        })
         .collect();
     b.push(Binding::new("KEYS", ConstValue::Int(keys as i64)));
     b
+}
+
+impl ProbeResult {
+    /// The kernel's view of the ranges: each clipped to start where the previous ones
+    /// ended and to `min(msp, seq_len)`, as `(first key, end key)` half-open intervals.
+    pub fn visited_keys(&self, tile_size: i32, seq_len: i32) -> Vec<(i64, i64)> {
+        let mut visited_hi = 0i64;
+        let mut out = vec![];
+        for &(lo, hi, msp) in &self.ranges {
+            let lo = i64::from(lo).max(visited_hi);
+            visited_hi = visited_hi.max(i64::from(hi));
+            let end = (i64::from(hi) * i64::from(tile_size)).min(i64::from(msp.min(seq_len)));
+            let start = lo * i64::from(tile_size);
+            if start < end {
+                out.push((start, end));
+            }
+        }
+        out
+    }
+
+    /// Whether the kernel's tile loops attend key `k` (see [`ProbeResult::visited_keys`]).
+    pub fn covers(&self, k: i64, tile_size: i32, seq_len: i32) -> bool {
+        self.visited_keys(tile_size, seq_len)
+            .iter()
+            .any(|&(s, e)| s <= k && k < e)
+    }
+
+    /// Tiles the kernel's loops visit for this block.
+    pub fn visited_tiles(&self) -> i64 {
+        let mut visited_hi = 0i64;
+        let mut n = 0;
+        for &(lo, hi, _) in &self.ranges {
+            let lo = i64::from(lo).max(visited_hi);
+            n += (i64::from(hi) - lo).max(0);
+            visited_hi = visited_hi.max(i64::from(hi));
+        }
+        n
+    }
 }

@@ -63,8 +63,7 @@ pub mod unified {
         mm_ranges: Ptr,
         q_range_lo: Tile,
         q_range_hi: Tile,
-        mask_aux: Ptr,
-    ) -> Tile {
+    ) -> Tile<bool> {
         let base = select(causal, k <= q_abs, k < seq_len);
         let mut win = base | !base; // all true, shaped [M, N]
         if CHUNK_LOOKBACK >= 0 {
@@ -169,18 +168,21 @@ pub mod unified {
         const USE_MM_QUERY_RANGE: bool,
         const MM_PREFIX_CLAMP_SW: bool,
         const MAX_MM_RANGES: i32,
+        const R_SWA_WINDOW: i32,
+        const TILE_RANGES: i32,
     >(
+        r: i32,
         context_len: i32,
         seq_len: i32,
         qlen: i32,
         b: i32,
         causal: bool,
+        rswa_prefix: i32,
         mm_ranges: Ptr,
         q_range_lo: Tile,
         q_range_hi: Tile,
-        q_abs_rows: Tile,
-        row_valid: Tile,
-        mask_aux: Ptr,
+        q_abs: Tile,
+        row_valid: Tile<bool>,
     ) -> (i32, i32, i32) {
         let q_lo = b * BLOCK_Q;
         let q_hi = min(q_lo + BLOCK_Q - 1, qlen - 1);
@@ -203,7 +205,7 @@ pub mod unified {
                 if USE_MM_QUERY_RANGE {
                     // Each valid row's own range contains the row, so it intersects the span.
                     let has = row_valid & (q_range_lo < q_range_hi);
-                    let row_first = max(q_range_lo, q_abs_rows - SLIDING_WINDOW + 1);
+                    let row_first = max(q_range_lo, q_abs - SLIDING_WINDOW + 1);
                     let big = 2147483647;
                     first = min(first, select(has, row_first, big).min(0));
                     last = max(last, select(has, q_range_hi, -1).max(0));
@@ -222,7 +224,122 @@ pub mod unified {
             tile_start = max(0, first) / TILE_SIZE;
             tile_end = min(last / TILE_SIZE + 1, num_tiles);
         }
+        if TILE_RANGES > 1 {
+            // Two spans where the mask ORs an unpruned term into a pruned one (R-SWA's
+            // prefix, unclamped MM ranges): range r of the two, in ascending order.
+            let (lo, hi) = two_spans(
+                r,
+                context_len,
+                seq_len,
+                qlen,
+                b,
+                causal,
+                rswa_prefix,
+                mm_ranges,
+                q_range_lo,
+                q_range_hi,
+                row_valid,
+                num_tiles,
+            );
+            tile_start = lo;
+            tile_end = hi;
+        }
         (tile_start, tile_end, msp)
+    }
+
+    /// Tile range `r` (0 or 1) of the two spans that hold every key of modes whose mask is
+    /// `pruned ∨ extra`: the pruned span (window or chunk, or causal) and the extra term's
+    /// hull (R-SWA's prefix `[0, P)`, the MM ranges that meet the block's queries), as
+    /// half-open tile ranges sorted by start (the kernel clips each range to begin where
+    /// the previous ended, so overlap costs nothing and no tile is attended twice).
+    #[device]
+    fn two_spans<
+        const TILE_SIZE: i32,
+        const BLOCK_Q: i32,
+        const SLIDING_WINDOW: i32,
+        const CHUNK_LOOKBACK: i32,
+        const CHUNK_SIZE: i32,
+        const USE_R_SWA: bool,
+        const USE_MM_PREFIX: bool,
+        const USE_MM_QUERY_RANGE: bool,
+        const MAX_MM_RANGES: i32,
+        const R_SWA_WINDOW: i32,
+    >(
+        r: i32,
+        context_len: i32,
+        seq_len: i32,
+        qlen: i32,
+        b: i32,
+        causal: bool,
+        rswa_prefix: i32,
+        mm_ranges: Ptr,
+        q_range_lo: Tile,
+        q_range_hi: Tile,
+        row_valid: Tile,
+        num_tiles: i32,
+    ) -> (i32, i32) {
+        let q_lo = b * BLOCK_Q;
+        let q_hi = min(q_lo + BLOCK_Q - 1, qlen - 1);
+        let a_lo = context_len + q_lo;
+        let a_hi = context_len + q_hi;
+        // Span A: the mask without its OR-ed term.
+        let mut a_first = 0;
+        let mut a_last = select(causal, a_hi, seq_len - 1);
+        if USE_R_SWA {
+            a_first = a_lo - R_SWA_WINDOW + 1;
+        } else if SLIDING_WINDOW > 0 {
+            a_first = a_lo - SLIDING_WINDOW + 1;
+            if CHUNK_LOOKBACK >= 0 {
+                a_first = (a_lo / CHUNK_SIZE - CHUNK_LOOKBACK) * CHUNK_SIZE;
+            }
+            a_last = select(causal, a_hi, a_hi + SLIDING_WINDOW - 1);
+        }
+        // Span B: the OR-ed term's keys.
+        let mut b_first = 2147483647;
+        let mut b_last = -1;
+        if USE_R_SWA {
+            b_first = 0;
+            b_last = rswa_prefix - 1;
+        }
+        if USE_MM_PREFIX {
+            if USE_MM_QUERY_RANGE {
+                let has = row_valid & (q_range_lo < q_range_hi);
+                b_first = min(b_first, select(has, q_range_lo, 2147483647).min(0));
+                b_last = max(b_last, select(has, q_range_hi, -1).max(0));
+            } else {
+                for i in 0..MAX_MM_RANGES {
+                    let s = load(mm_ranges + 2 * i);
+                    let e = load(mm_ranges + 2 * i + 1);
+                    if (s < e) && (s <= a_hi) && (e >= a_lo) {
+                        b_first = min(b_first, s);
+                        b_last = max(b_last, e);
+                    }
+                }
+            }
+        }
+        let a_lo_t = max(0, a_first) / TILE_SIZE;
+        let a_hi_t = max(
+            a_lo_t,
+            min(min(a_last, seq_len - 1) / TILE_SIZE + 1, num_tiles),
+        );
+        let mut b_lo_t = 0;
+        let mut b_hi_t = 0;
+        if b_first <= b_last {
+            b_lo_t = max(0, b_first) / TILE_SIZE;
+            b_hi_t = max(
+                b_lo_t,
+                min(min(b_last, seq_len - 1) / TILE_SIZE + 1, num_tiles),
+            );
+        }
+        // Range 0 is the span that starts first; `r` is a constexpr, so this folds.
+        let mut take_a = a_lo_t <= b_lo_t;
+        if r != 0 {
+            take_a = !take_a;
+        }
+        (
+            select(take_a, a_lo_t, b_lo_t),
+            select(take_a, a_hi_t, b_hi_t),
+        )
     }
 
     /// One program per (q-block, kv-head[, segment]): the GQA group of a KV head is processed
@@ -231,19 +348,27 @@ pub mod unified {
     ///
     /// Variants plug in through two `Device` constexprs (the op binds `vllm_mask` and
     /// `vllm_bounds`); a variant's device functions are merged into this module and may
-    /// declare any of this kernel's constexprs, which they receive by name:
+    /// declare any of this kernel's constexprs, and constexprs of their own (bound like the
+    /// kernel's, checked by their `#[device(require(..))]` rules). Both are called BY NAME
+    /// (`MaskArgs { .. }`, `BoundsArgs { .. }`): a variant declares only the arguments it
+    /// uses, with their types (`attn_dsl::contract::unified_attention` is the same list):
     ///
-    /// - `MASK(q_abs [M,1], k [1,N], seq_len, causal, rswa_prefix, mm_ranges,
-    ///   q_range_lo [M,1], q_range_hi [M,1], aux) -> bool [M,N]`: may row (q_abs) see key k.
-    /// - `BOUNDS(context_len, seq_len, qlen, b, causal, mm_ranges, q_range_lo [M],
-    ///   q_range_hi [M], q_abs [M], row_valid [M], aux) -> (tile_lo, tile_hi, msp)`: the
-    ///   half-open tile range to visit and the load limit `k < msp`. Contract: every key
-    ///   MASK allows for a valid row lies in `[TILE·tile_lo, min(TILE·tile_hi, msp))`.
-    ///   The kernel clamps msp to seq_len and never attends a key >= msp.
+    /// - `MASK(q_abs: Tile<i32> [M,1], k: Tile<i32> [1,N], seq_len, context_len, qlen: i32,
+    ///   causal: bool, rswa_prefix: i32, mm_ranges: *const i32, q_range_lo, q_range_hi:
+    ///   Tile<i32> [M,1], aux: *const i32, aux_f32: *const f32) -> Tile<bool>`: may row
+    ///   (absolute position q_abs) see key k.
+    /// - `BOUNDS(r: i32, context_len, seq_len, qlen, b: i32, causal: bool, rswa_prefix: i32,
+    ///   mm_ranges, q_range_lo, q_range_hi, q_abs: Tile<i32> [M], row_valid: Tile<bool> [M],
+    ///   aux, aux_f32) -> (i32, i32, i32)`: tile range `r` of `TILE_RANGES` as
+    ///   `(tile_lo, tile_hi, msp)`, half-open, plus the load limit `k < msp`. Contract: every
+    ///   key MASK allows for a valid row lies in the union over r of
+    ///   `[TILE·lo_r, min(TILE·hi_r, msp_r))`. Ranges are visited in order and clipped to
+    ///   start where the previous one ended, so a tile is never attended twice; the kernel
+    ///   clamps msp to seq_len and never attends a key >= msp.
     ///
-    /// `aux = mask_aux + seq_idx · mask_aux_stride`: the sequence's row of the variant's data
-    /// (`mask_aux`, any `i32` tensor; a 1-element dummy when the variant has none). The
-    /// V guard and the score mask both use MASK's result, so they cannot disagree.
+    /// `aux = mask_aux + seq_idx · mask_aux_stride` (and `aux_f32` likewise): the sequence's
+    /// row of the variant's data (a 4-element dummy when the variant has none). The V guard
+    /// and the score mask both use MASK's result, so they cannot disagree.
     ///
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
@@ -276,6 +401,7 @@ pub mod unified {
         require(!USE_ALIBI_SQRT || USE_ALIBI_SLOPES, "USE_ALIBI_SQRT needs USE_ALIBI_SLOPES"),
         require(IS_3D || NUM_SEGMENTS == 1, "NUM_SEGMENTS must be 1 when IS_3D is false"),
         require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"),
+        require(TILE_RANGES >= 1 && TILE_RANGES <= 8, "TILE_RANGES (tile ranges per q-block the BOUNDS function returns) must be in 1..=8"),
     )]
     pub fn unified_attention<
         T,
@@ -308,6 +434,7 @@ pub mod unified {
         const BOUNDS: Device = vllm_bounds,
         const FULL_TILE: Device = no_full_tile,
         const SLABS_PER_WARP: i32 = 1,
+        const TILE_RANGES: i32 = 1,
     >(
         q: *const T,
         k_cache: *const T,
@@ -327,6 +454,7 @@ pub mod unified {
         alibi_slopes: *const f32,
         qq_bias: *const f32,
         mask_aux: *const i32,
+        mask_aux_f32: *const f32,
         num_seqs: i32,
         num_query_heads: i32,
         softmax_scale: f32,
@@ -341,6 +469,7 @@ pub mod unified {
         block_table_stride: i64,
         qq_bias_stride0: i32,
         mask_aux_stride: i64,
+        mask_aux_f32_stride: i64,
     ) {
         let q_block_global = program_id(0);
         let kv_head = program_id(1);
@@ -385,25 +514,9 @@ pub mod unified {
             rswa_prefix = load(rswa_prefix_lens + seq_idx);
         }
 
-        // The variant's data row for this sequence (MASK / BOUNDS calling convention).
+        // The variant's data rows for this sequence (MASK / BOUNDS calling convention).
         let seq_aux = mask_aux + seq_idx.cast::<i64>() * mask_aux_stride;
-        let (tile_lo, tile_hi, bounds_msp) = BOUNDS(
-            context_len,
-            seq_len,
-            qlen,
-            b,
-            causal,
-            seq_ranges,
-            q_range_lo,
-            q_range_hi,
-            q_abs,
-            row_valid,
-            seq_aux,
-        );
-        // Never read past L, whatever the bounds function says (NaN tails of the last page).
-        let msp = min(bounds_msp, seq_len);
-        let mut loop_lo = tile_lo;
-        let mut loop_hi = tile_hi;
+        let seq_aux_f32 = mask_aux_f32 + seq_idx.cast::<i64>() * mask_aux_f32_stride;
         let mut segment = 0;
         let mut tiles_per_segment = 0;
         if IS_3D {
@@ -412,8 +525,6 @@ pub mod unified {
             if segment * tiles_per_segment * TILE_SIZE >= seq_len {
                 return;
             }
-            loop_lo = max(segment * tiles_per_segment, tile_lo);
-            loop_hi = min((segment + 1) * tiles_per_segment, tile_hi);
         }
 
         // Online-softmax state (spec §1.4): M = -inf (or the sink), L = 1, acc = 0.
@@ -432,88 +543,127 @@ pub mod unified {
         let bt_row = block_table + seq_idx.cast::<i64>() * block_table_stride;
         let head_off = kv_head.cast::<i64>() * kv_stride_head;
 
+        // One tile loop per range of the bounds function (one range unless the variant or
+        // the mode binds TILE_RANGES): ranges ascend and are clipped to start where the
+        // previous one ended, so no tile is attended twice whatever BOUNDS returns.
         // Absolute positions of the block's first and last valid query token.
         let q_first = context_len + b * BLOCK_Q;
         let q_last = context_len + min(b * BLOCK_Q + BLOCK_Q, qlen) - 1;
-        for j in loop_lo..loop_hi {
-            // A full tile (every valid row sees every key) skips the mask and the V guard.
-            let full = FULL_TILE(
-                j * TILE_SIZE,
-                j * TILE_SIZE + TILE_SIZE - 1,
-                q_first,
-                q_last,
-                msp,
-                causal,
-                rswa_prefix,
-            );
-            let k_pos = j * TILE_SIZE + arange::<TILE_SIZE>();
-            let k_ok = k_pos < msp;
-            // Masked block-table read (DSL rule §1.3): never past the row's used entries.
-            let phys = load(bt_row + k_pos / BLOCK_SIZE, k_ok, 0);
-            let kv_off = phys.cast::<i64>() * kv_stride_block
-                + (k_pos % BLOCK_SIZE).cast::<i64>() * kv_stride_slot
-                + head_off;
-            let k_tile = load(
-                k_cache + kv_off.unsqueeze(0) + d.unsqueeze(1),
-                k_ok.unsqueeze(0) & d_ok.unsqueeze(1),
-                0.0,
-            );
-            let mut s = dot(q_tile, k_tile) * softmax_scale;
-            if USE_SOFTCAP {
-                s = softcap * tanh(s / softcap);
-            }
-            // A key the kernel did not load (k >= MSP) is never attended: its score would
-            // be q·0 = 0, not -inf.
-            let allowed = MASK(
-                q_abs.unsqueeze(1),
-                k_pos.unsqueeze(0),
+        let mut visited_hi = 0;
+        for r in static_range::<TILE_RANGES>() {
+            let (tile_lo, tile_hi, bounds_msp) = BOUNDS(BoundsArgs {
+                r,
+                context_len,
                 seq_len,
+                qlen,
+                b,
                 causal,
                 rswa_prefix,
-                seq_ranges,
-                q_range_lo.unsqueeze(1),
-                q_range_hi.unsqueeze(1),
-                seq_aux,
-            ) & row_valid.unsqueeze(1)
-                & k_ok.unsqueeze(0);
-            if !full {
-                s = select(allowed, s, f32::NEG_INFINITY);
+                mm_ranges: seq_ranges,
+                q_range_lo,
+                q_range_hi,
+                q_abs,
+                row_valid,
+                aux: seq_aux,
+                aux_f32: seq_aux_f32,
+            });
+            // Never read past L, whatever the bounds function says (NaN tails of the last page).
+            let msp = min(bounds_msp, seq_len);
+            let mut loop_lo = max(tile_lo, visited_hi);
+            let mut loop_hi = tile_hi;
+            visited_hi = max(visited_hi, tile_hi);
+            if IS_3D {
+                loop_lo = max(segment * tiles_per_segment, loop_lo);
+                loop_hi = min((segment + 1) * tiles_per_segment, loop_hi);
             }
-            if USE_ALIBI_SLOPES {
-                if USE_ALIBI_SQRT {
-                    let dist = (q_abs.unsqueeze(1) - k_pos.unsqueeze(0)).cast::<f32>();
-                    s = s + select(dist >= 0.0, -slope.unsqueeze(1) * sqrt(max(dist, 0.0)), 0.0);
-                } else {
-                    s = s + slope.unsqueeze(1) * (k_pos.unsqueeze(0) - context_len).cast::<f32>();
-                }
-            }
-            if USE_QQ_BIAS {
-                // Query×query bias (spec §1.4 step 5): row t, column k - context_len.
-                let col = k_pos - context_len;
-                let col_ok = (col >= 0) & (col < qq_bias_stride0);
-                let bias = load(
-                    qq_bias + (t * qq_bias_stride0).unsqueeze(1) + col.unsqueeze(0),
-                    allowed & col_ok.unsqueeze(0),
+            for j in loop_lo..loop_hi {
+                // A full tile (every valid row sees every key) skips the mask and the V guard.
+                let full = FULL_TILE(
+                    j * TILE_SIZE,
+                    j * TILE_SIZE + TILE_SIZE - 1,
+                    q_first,
+                    q_last,
+                    msp,
+                    causal,
+                    rswa_prefix,
+                );
+                let k_pos = j * TILE_SIZE + arange::<TILE_SIZE>();
+                let k_ok = k_pos < msp;
+                // Masked block-table read (DSL rule §1.3): never past the row's used entries.
+                let phys = load(bt_row + k_pos / BLOCK_SIZE, k_ok, 0);
+                let kv_off = phys.cast::<i64>() * kv_stride_block
+                    + (k_pos % BLOCK_SIZE).cast::<i64>() * kv_stride_slot
+                    + head_off;
+                let k_tile = load(
+                    k_cache + kv_off.unsqueeze(0) + d.unsqueeze(1),
+                    k_ok.unsqueeze(0) & d_ok.unsqueeze(1),
                     0.0,
                 );
-                s = s + bias;
+                let mut s = dot(q_tile, k_tile) * softmax_scale;
+                if USE_SOFTCAP {
+                    s = softcap * tanh(s / softcap);
+                }
+                // A key the kernel did not load (k >= MSP) is never attended: its score would
+                // be q·0 = 0, not -inf.
+                let allowed = MASK(MaskArgs {
+                    q_abs: q_abs.unsqueeze(1),
+                    k: k_pos.unsqueeze(0),
+                    seq_len,
+                    context_len,
+                    qlen,
+                    causal,
+                    rswa_prefix,
+                    mm_ranges: seq_ranges,
+                    q_range_lo: q_range_lo.unsqueeze(1),
+                    q_range_hi: q_range_hi.unsqueeze(1),
+                    aux: seq_aux,
+                    aux_f32: seq_aux_f32,
+                }) & row_valid.unsqueeze(1)
+                    & k_ok.unsqueeze(0);
+                if !full {
+                    s = select(allowed, s, f32::NEG_INFINITY);
+                }
+                if USE_ALIBI_SLOPES {
+                    if USE_ALIBI_SQRT {
+                        let dist = (q_abs.unsqueeze(1) - k_pos.unsqueeze(0)).cast::<f32>();
+                        s = s + select(
+                            dist >= 0.0,
+                            -slope.unsqueeze(1) * sqrt(max(dist, 0.0)),
+                            0.0,
+                        );
+                    } else {
+                        s = s + slope.unsqueeze(1)
+                            * (k_pos.unsqueeze(0) - context_len).cast::<f32>();
+                    }
+                }
+                if USE_QQ_BIAS {
+                    // Query×query bias (spec §1.4 step 5): row t, column k - context_len.
+                    let col = k_pos - context_len;
+                    let col_ok = (col >= 0) & (col < qq_bias_stride0);
+                    let bias = load(
+                        qq_bias + (t * qq_bias_stride0).unsqueeze(1) + col.unsqueeze(0),
+                        allowed & col_ok.unsqueeze(0),
+                        0.0,
+                    );
+                    s = s + bias;
+                }
+                let m_raw = max(m_i, s.max(1));
+                let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+                let p = exp(s - m_new.unsqueeze(1));
+                let alpha = exp(m_i - m_new);
+                l_i = l_i * alpha + p.sum(1);
+                acc = acc * alpha.unsqueeze(1);
+                // Keep -inf for rows with nothing allowed yet, so a later merge weights them 0.
+                m_i = m_raw;
+                // V guard derived from the mask (DSL rule §3.8): only keys some valid row attends.
+                let v_keep = full | (allowed.cast::<i32>().max(0) > 0);
+                let v_tile = load(
+                    v_cache + kv_off.unsqueeze(1) + d.unsqueeze(0),
+                    (k_ok & v_keep).unsqueeze(1) & d_ok.unsqueeze(0),
+                    0.0,
+                );
+                acc = dot(p.cast::<T>(), v_tile, acc);
             }
-            let m_raw = max(m_i, s.max(1));
-            let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
-            let p = exp(s - m_new.unsqueeze(1));
-            let alpha = exp(m_i - m_new);
-            l_i = l_i * alpha + p.sum(1);
-            acc = acc * alpha.unsqueeze(1);
-            // Keep -inf for rows with nothing allowed yet, so a later merge weights them 0.
-            m_i = m_raw;
-            // V guard derived from the mask (DSL rule §3.8): only keys some valid row attends.
-            let v_keep = full | (allowed.cast::<i32>().max(0) > 0);
-            let v_tile = load(
-                v_cache + kv_off.unsqueeze(1) + d.unsqueeze(0),
-                (k_ok & v_keep).unsqueeze(1) & d_ok.unsqueeze(0),
-                0.0,
-            );
-            acc = dot(p.cast::<T>(), v_tile, acc);
         }
 
         let store_mask = row_valid.unsqueeze(1) & d_ok.unsqueeze(0);

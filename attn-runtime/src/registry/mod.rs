@@ -5,6 +5,7 @@
 
 mod bindings;
 mod proof;
+mod unified;
 mod vadd;
 
 pub use bindings::{merge_bindings, parse_binding, BindingError};
@@ -89,6 +90,16 @@ impl Registry {
         let mut r = Registry::new();
         r.register(vadd::entry());
         for e in proof::entries() {
+            r.register(e);
+        }
+        r
+    }
+
+    /// The built-ins plus unified attention's preset entries (emit / compile only: see
+    /// `registry::unified`), as the `attn` binary registers them.
+    pub fn with_cli_kernels() -> Self {
+        let mut r = Registry::with_builtins();
+        for e in unified::entries() {
             r.register(e);
         }
         r

@@ -118,7 +118,14 @@ fn softmax_entry() -> KernelEntry {
 fn softmax_problem(bindings: &[Binding]) -> Result<Problem, String> {
     let block = int_binding(bindings, "BLOCK")?;
     let rows = size(bindings, "ROWS", 1 << 20)?;
-    let cols = size(bindings, "COLS", block)?;
+    let cols = size(bindings, "COLS", 1 << 20)?;
+    if cols as i64 > block {
+        return Err(format!(
+            "COLS = {cols} exceeds BLOCK = {block}: one program holds a whole row, so the kernel \
+             needs BLOCK >= COLS; set BLOCK={} (a power of two)",
+            cols.next_power_of_two()
+        ));
+    }
     let len = rows * cols;
     let t = dtype(bindings)?;
     Ok(Problem {

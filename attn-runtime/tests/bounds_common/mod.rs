@@ -40,6 +40,8 @@ pub fn plain_config(tile: i32, nqpkv: i32, window: i32, head_size: i32) -> Unifi
         use_qq_bias: false,
         is_3d: false,
         num_segments: 1,
+        tile_ranges: 1,
+        slabs_per_warp: 1,
     }
 }
 
@@ -78,6 +80,7 @@ pub fn seed_block(use_causal: bool, per_seq: Option<bool>, ranges: &[[i32; 2]]) 
         mm_ranges: ranges,
         query_ranges: &[],
         mask_aux: &[],
+        mask_aux_f32: &[],
     }
 }
 

@@ -139,5 +139,7 @@ pub fn host_call(c: &UnifiedCase) -> HostCall<'_> {
             stride0: cols,
         }),
         path: c.path,
+        mask_aux_stride: None,
+        mask_aux_f32_stride: None,
     }
 }

@@ -143,6 +143,7 @@ pub fn shape(c: &UnifiedCase) -> LaunchShape {
         block_table_stride: c.table_stride,
         qq_bias_stride0: c.qq_bias.map_or(0, |b| b[1]),
         mask_aux_stride: None,
+        mask_aux_f32_stride: None,
         softmax_scale: c.scale,
         softcap: c.softcap.unwrap_or(0.0),
         num_sinks: c.sinks_len.unwrap_or(0),

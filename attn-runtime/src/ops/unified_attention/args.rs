@@ -18,6 +18,7 @@ use super::limits::ScalarArgs;
 use super::paged_cache::{CacheGeometry, PagedKvCache};
 use super::plan::{LaunchShape, PathChoice};
 use super::validate::{InputError, TensorMeta, UnifiedAttentionInputs};
+use super::variant_args::VariantArgs;
 use crate::tensor::extent;
 
 /// How a `[T, H, D]` token tensor (q or out) lies in its buffer: D contiguous, token and
@@ -151,6 +152,8 @@ pub struct UnifiedAttentionArgs<'a, T> {
     pub qq_bias: Option<QqBias<'a>>,
     /// 2D / 3D override; [`PathChoice::Heuristic`] applies §6 with the context's split-KV settings.
     pub path: PathChoice,
+    /// A user variant (mask + bounds as DSL) and its aux tensors; `None`: vLLM's mask.
+    pub variant: Option<VariantArgs<'a>>,
 }
 
 impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
@@ -185,6 +188,7 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
             alibi_slopes: None,
             qq_bias: None,
             path: PathChoice::Heuristic,
+            variant: None,
         }
     }
 
@@ -242,6 +246,16 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
                 stride0: b.stride0,
             }),
             path: self.path,
+            mask_aux_stride: self
+                .variant
+                .as_ref()
+                .and_then(|v| v.aux_i32.as_ref())
+                .map(|a| a.row_stride),
+            mask_aux_f32_stride: self
+                .variant
+                .as_ref()
+                .and_then(|v| v.aux_f32.as_ref())
+                .map(|a| a.row_stride),
         }
     }
 
@@ -367,6 +381,9 @@ pub struct HostCall<'a> {
     pub alibi: Option<HostAlibi>,
     pub qq_bias: Option<HostQqBias>,
     pub path: PathChoice,
+    /// Row strides of a variant's `i32`/bool and `f32` aux tensors (None: no such tensor).
+    pub mask_aux_stride: Option<usize>,
+    pub mask_aux_f32_stride: Option<usize>,
 }
 
 impl<'a> HostCall<'a> {
@@ -522,8 +539,9 @@ impl<'a> HostCall<'a> {
             out_strides: [self.out.token_stride, self.out.head_stride],
             kv_strides: self.cache.strides(),
             block_table_stride: self.block_table_stride,
-            qq_bias_stride0: self.qq_bias.map_or(0, |b| b.stride0),
-            mask_aux_stride: None,
+            qq_bias_stride0: self.qq_bias.as_ref().map_or(0, |b| b.stride0),
+            mask_aux_stride: self.mask_aux_stride,
+            mask_aux_f32_stride: self.mask_aux_f32_stride,
             softmax_scale: self.softmax_scale,
             softcap: self.softcap.unwrap_or(0.0),
             num_sinks: self.sinks_len.unwrap_or(0),

@@ -216,6 +216,10 @@ pub struct UnifiedAttentionConfig {
     /// 16-row slabs of the accumulator per warp (`num_warps = BLOCK_M / (16 · this)`): two let
     /// each B fragment loaded from shared memory feed two mma rows (the launch table's choice).
     pub slabs_per_warp: i32,
+    /// Tile ranges per q-block the built-in bounds visit (`TILE_RANGES`): 1, or 2 where a
+    /// mode allows keys in two disjoint spans (R-SWA: prefix + window; an unclamped MM
+    /// prefix with a window: the ranges' hull + window).
+    pub tile_ranges: i32,
 }
 
 /// Run-time values some §2.1 rules look at (they are not constexprs).
@@ -622,6 +626,16 @@ pub fn sliding_window_from_left(left: i32) -> i32 {
 }
 
 impl UnifiedAttentionConfig {
+    /// Tile ranges vLLM's bounds visit under this configuration: 2 where the mask ORs an
+    /// unpruned term into a pruned one (R-SWA's prefix, unclamped MM ranges), else 1.
+    pub fn builtin_tile_ranges(&self) -> i32 {
+        if self.use_r_swa || (self.use_mm_prefix && !self.mm_prefix_clamp_sw) {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Applies the §6 heuristics to a problem and validates the result (§2.1).
     /// Unlike vLLM's launcher, an LB ≥ 0 with SW ≤ 0 is not silently dropped (rule 3).
     pub fn from_problem(p: &AttentionProblem) -> Result<Self, ConfigError> {
@@ -675,6 +689,11 @@ impl UnifiedAttentionConfig {
                 (true, Some(ws)) => ws.num_segments,
                 _ => 1,
             },
+            tile_ranges: 1,
+        };
+        let cfg = UnifiedAttentionConfig {
+            tile_ranges: cfg.builtin_tile_ranges(),
+            ..cfg
         };
         cfg.validate()?;
         Ok(cfg)

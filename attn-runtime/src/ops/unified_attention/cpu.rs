@@ -24,26 +24,32 @@ use super::plan::{
     MaskVariant, PathChoice, PlanError,
 };
 use super::validate::{validate_inputs, InputError, TensorMeta, UnifiedAttentionInputs};
-use crate::kernels::dsl_module::{module_from_source, DslModule, ModuleLoadError};
+use super::variant::{validate_aux, AuxError, AuxView, Variant, VariantModule};
+use crate::kernels::dsl_module::{DslModule, ModuleLoadError};
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention;
 use crate::reference::unified_attention::{Causality, MmRanges, UnifiedAttentionProblem};
 use crate::reference::Dtype;
 
-/// A user variant: device functions (DSL text) bound to `MASK` / `BOUNDS`, and their data.
+/// A user variant and its aux data (`[S, stride]` tensors, row `s` at `s · stride`).
 #[derive(Clone, Copy, Debug)]
 pub struct CpuVariant<'a> {
-    /// Module text holding the variant's `#[device]` functions (merged with the kernel's).
-    pub source: &'a str,
-    /// Where the text comes from, for messages.
-    pub label: &'a str,
-    /// Device function bound to `MASK`.
-    pub mask: &'a str,
-    /// Device function bound to `BOUNDS`.
-    pub bounds: &'a str,
-    /// The `mask_aux` tensor (`i32`, row `seq` starts at `seq · aux_stride`); may be empty.
-    pub aux: &'a [i32],
-    pub aux_stride: usize,
+    pub variant: &'a Variant,
+    /// The `i32` (or bool) aux tensor and its row stride.
+    pub aux_i32: Option<(&'a [i32], usize)>,
+    /// The `f32` aux tensor and its row stride.
+    pub aux_f32: Option<(&'a [f32], usize)>,
+}
+
+impl<'a> CpuVariant<'a> {
+    /// A variant that reads one `i32` aux tensor.
+    pub fn with_i32(variant: &'a Variant, aux: &'a [i32], stride: usize) -> Self {
+        CpuVariant {
+            variant,
+            aux_i32: Some((aux, stride)),
+            aux_f32: None,
+        }
+    }
 }
 
 /// How to run: dtype, path, variant, and test knobs.
@@ -97,9 +103,12 @@ pub enum CpuError {
     Plan(#[from] PlanError),
     #[error("loading the DSL module: {0}")]
     Module(#[from] ModuleLoadError),
-    #[error("specializing `{kernel}` (line {line}): {message}")]
+    #[error("variant input: {0}")]
+    Aux(#[from] AuxError),
+    #[error("specializing `{kernel}` ({file}:{line}): {message}")]
     Specialize {
         kernel: String,
+        file: String,
         line: usize,
         message: String,
     },
@@ -145,17 +154,25 @@ pub fn run_unified_attention_cpu(
     let attention_problem = attention_problem(problem, &dims, options);
     let cfg = choose_config(&attention_problem, options.path)?;
     let shape = launch_shape(problem, &dims, options);
+    if let Some(v) = options.variant {
+        validate_aux(
+            v.variant,
+            problem.seq_lens,
+            v.aux_i32.map(|(a, s)| host_view(a, s)),
+            v.aux_f32.map(|(a, s)| host_view(a, s)),
+        )?;
+    }
     let variant = options
         .variant
-        .map_or_else(MaskVariant::default, |v| {
-            MaskVariant::custom(v.mask, v.bounds)
-        });
-    let plan = plan_launch(&cfg, &shape, options.dtype.scalar_type(), &variant)?;
+        .map_or_else(MaskVariant::default, |v| v.variant.mask_variant());
+    let mut plan = plan_launch(&cfg, &shape, options.dtype.scalar_type(), &variant)?;
+    plan.variant = options.variant.map(|v| VariantModule::of(v.variant));
     let module = kernel_module(options.variant.as_ref())?;
     let mut buffers = host_buffers(problem, &dims, options, &plan);
-    let mut stats = vec![execute(&module, &plan.attention, &mut buffers)?];
+    let file = module.label().to_string();
+    let mut stats = vec![execute(&module, &file, &plan.attention, &mut buffers)?];
     if let Some(reduce) = &plan.reduce {
-        stats.push(execute(&module, reduce, &mut buffers)?);
+        stats.push(execute(&module, &file, reduce, &mut buffers)?);
     }
     let raw = buffers
         .remove(&BufferRole::Output)
@@ -178,10 +195,17 @@ pub fn run_unified_attention_cpu(
 
 /// The kernel module, merged with the variant's device functions when there is one.
 fn kernel_module(variant: Option<&CpuVariant<'_>>) -> Result<DslModule, CpuError> {
-    let base = unified_attention::module()?;
     match variant {
-        None => Ok(base),
-        Some(v) => Ok(base.merged_with(&module_from_source(v.source, v.label)?)?),
+        None => Ok(unified_attention::module()?),
+        Some(v) => Ok(v.variant.module()?),
+    }
+}
+
+fn host_view<E>(values: &[E], row_stride: usize) -> AuxView<'_, E> {
+    AuxView {
+        len: values.len(),
+        row_stride,
+        host: Some(values),
     }
 }
 
@@ -345,7 +369,8 @@ fn launch_shape(
         kv_strides: [p.block_size * dims.hkv * dims.d, dims.hkv * dims.d, dims.d],
         block_table_stride: p.block_table_stride,
         qq_bias_stride0: o.qq_bias.map_or(0, |b| b.stride0),
-        mask_aux_stride: options.variant.map(|v| v.aux_stride),
+        mask_aux_stride: options.variant.and_then(|v| v.aux_i32).map(|(_, s)| s),
+        mask_aux_f32_stride: options.variant.and_then(|v| v.aux_f32).map(|(_, s)| s),
         softmax_scale: p.scale as f32,
         softcap: o.softcap.unwrap_or(0.0) as f32,
         num_sinks: o.sinks.map_or(0, <[f32]>::len),
@@ -423,12 +448,22 @@ fn host_buffers(
     }
     if let Some(v) = options.variant {
         // An empty tensor still needs an address: one never-read element.
-        let aux = if v.aux.is_empty() {
-            vec![0]
-        } else {
-            v.aux.to_vec()
-        };
-        m.insert(B::MaskAux, HostBuffer::I32(aux));
+        if let Some((aux, _)) = v.aux_i32 {
+            let aux = if aux.is_empty() {
+                vec![0]
+            } else {
+                aux.to_vec()
+            };
+            m.insert(B::MaskAux, HostBuffer::I32(aux));
+        }
+        if let Some((aux, _)) = v.aux_f32 {
+            let aux = if aux.is_empty() {
+                vec![0.0]
+            } else {
+                aux.to_vec()
+            };
+            m.insert(B::MaskAuxF32, HostBuffer::F32(aux));
+        }
     }
     m
 }
@@ -436,12 +471,14 @@ fn host_buffers(
 /// Specializes (cached) and runs one launch of the plan.
 fn execute(
     module: &DslModule,
+    file: &str,
     launch: &KernelLaunch,
     buffers: &mut BTreeMap<BufferRole, HostBuffer>,
 ) -> Result<ExecStats, CpuError> {
     let f = specialize_cached(module, launch.kernel, &launch.bindings).map_err(|e| {
         CpuError::Specialize {
             kernel: launch.kernel.to_string(),
+            file: file.to_string(),
             line: e.span.start().line,
             message: e.message,
         }

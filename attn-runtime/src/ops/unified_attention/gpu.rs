@@ -29,6 +29,8 @@ use super::plan::{
     MaskVariant, PlanError, SegmentWorkspace,
 };
 use super::validate::{validate_inputs, InputError};
+use super::variant::{validate_aux, AuxError, VariantModule};
+use super::variant_args::AuxTensor;
 use crate::kernels::dsl_module::ModuleLoadError;
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention;
@@ -45,9 +47,12 @@ pub enum AttnError {
     Plan(#[from] PlanError),
     #[error("loading the DSL module: {0}")]
     Module(#[from] ModuleLoadError),
-    #[error("specializing `{kernel}` (line {line}): {message}")]
+    #[error("variant input: {0}")]
+    Aux(#[from] AuxError),
+    #[error("specializing `{kernel}` ({file}:{line}): {message}")]
     Specialize {
         kernel: String,
+        file: String,
         line: usize,
         message: String,
     },
@@ -310,7 +315,29 @@ impl UnifiedAttentionContext {
         &self,
         args: &UnifiedAttentionArgs<'_, T>,
     ) -> Result<LaunchPlan, AttnError> {
-        plan_host(&args.host_call(), &self.options)
+        args.check_buffers()?;
+        validate_inputs(&args.inputs())?;
+        check_scalars(&args.scalars())?;
+        if let Some(v) = &args.variant {
+            validate_aux(
+                v.variant,
+                args.seq_lens.host,
+                v.aux_i32.as_ref().map(AuxTensor::view),
+                v.aux_f32.as_ref().map(AuxTensor::view),
+            )?;
+        }
+        let cfg = choose_config(&args.attention_problem(self.options.split_kv), args.path)?;
+        let mask = args
+            .variant
+            .as_ref()
+            .map_or_else(MaskVariant::default, |v| v.variant.mask_variant());
+        let mut plan = plan_launch(&cfg, &args.launch_shape(), T::TYPE, &mask)?;
+        plan.variant = args.variant.as_ref().map(|v| VariantModule::of(v.variant));
+        if let Some(ws) = plan.workspace {
+            let cap = self.options.workspace.ok_or(AttnError::NoWorkspace)?;
+            check_workspace(&ws, &cap)?;
+        }
+        Ok(plan)
     }
 
     /// Compiles (NVRTC, or the disk cache) every specialization the plans need that is not
@@ -320,13 +347,10 @@ impl UnifiedAttentionContext {
         let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
         {
             let loaded = lock(&self.kernels);
-            for launch in plans
-                .iter()
-                .flat_map(|p| std::iter::once(&p.attention).chain(&p.reduce))
-            {
-                let key = kernel_key(launch);
+            for (launch, variant) in plans.iter().flat_map(launches) {
+                let key = kernel_key_for(launch, variant);
                 if !loaded.contains_key(&key) {
-                    jobs.entry(key).or_insert_with(|| Job::of(launch));
+                    jobs.entry(key).or_insert_with(|| Job::of(launch, variant));
                 }
             }
         }
@@ -369,9 +393,13 @@ impl UnifiedAttentionContext {
     }
 
     /// The loaded handle of `launch`'s specialization, compiling it on first use.
-    fn kernel(&self, launch: &KernelLaunch) -> Result<ResolvedKernel, AttnError> {
-        let cache_key = kernel_key(launch);
-        let key = launch_key(launch);
+    fn kernel(
+        &self,
+        launch: &KernelLaunch,
+        variant: Option<&VariantModule>,
+    ) -> Result<ResolvedKernel, AttnError> {
+        let cache_key = kernel_key_for(launch, variant);
+        let key = launch_key_for(launch, variant);
         let mut kernels = lock(&self.kernels);
         if let Some(h) = kernels.get(&cache_key) {
             return Ok(ResolvedKernel {
@@ -380,7 +408,7 @@ impl UnifiedAttentionContext {
                 compiled: false,
             });
         }
-        let handle = Job::of(launch).build(&key)?;
+        let handle = Job::of(launch, variant).build(&key)?;
         handle.load(self.stream.context())?;
         let handle = Arc::new(handle);
         kernels.insert(cache_key, handle.clone());
@@ -416,6 +444,14 @@ pub fn plan_host(call: &HostCall<'_>, options: &ContextOptions) -> Result<Launch
         check_workspace(&ws, &cap)?;
     }
     Ok(plan)
+}
+
+/// Each launch of a plan with the variant module it specializes against (the reduce never
+/// reads the mask, so it is shared by every variant).
+fn launches(p: &LaunchPlan) -> Vec<(&KernelLaunch, Option<&VariantModule>)> {
+    let mut v = vec![(&p.attention, p.variant.as_ref())];
+    v.extend(p.reduce.iter().map(|r| (r, None)));
+    v
 }
 
 /// The call's workspace fits the context's, buffer by buffer; the error names the buffer
@@ -456,24 +492,38 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `kernel<NAME=value,...>`: the module is the shipped one, so kernel and bindings
-/// identify the specialization.
+/// `kernel<NAME=value,...>`: the specialization of a launch of the shipped module.
 pub fn launch_key(launch: &KernelLaunch) -> String {
+    launch_key_for(launch, None)
+}
+
+/// `kernel<NAME=value,...>`, plus `@` and the content hash of a variant's text for a
+/// variant's launch, since its device function names alone do not identify it.
+pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
     let b: Vec<String> = launch
         .bindings
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
-    format!("{}<{}>", launch.kernel, b.join(","))
+    let key = format!("{}<{}>", launch.kernel, b.join(","));
+    match variant {
+        None => key,
+        Some(v) => format!("{key}@{}", &v.hash[..16]),
+    }
 }
 
-/// The key of the compiled kernel a launch needs: its specialization plus the stride
-/// arguments it may assume are multiples of 16 (two calls with the same bindings but
-/// differently aligned strides run different code).
+/// The key of the compiled kernel a launch of the shipped module needs: its
+/// specialization plus the stride arguments it may assume are multiples of 16 (two calls
+/// with the same bindings but differently aligned strides run different code).
 pub fn kernel_key(launch: &KernelLaunch) -> String {
+    kernel_key_for(launch, None)
+}
+
+/// [`kernel_key`] of a launch that may specialize a variant's module.
+pub fn kernel_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
     format!(
         "{}|div16[{}]",
-        launch_key(launch),
+        launch_key_for(launch, variant),
         divisible_strides(launch).join(",")
     )
 }
@@ -506,10 +556,11 @@ struct Job {
     kernel: &'static str,
     bindings: Vec<(String, ConstValue)>,
     divisible: Vec<&'static str>,
+    variant: Option<VariantModule>,
 }
 
 impl Job {
-    fn of(launch: &KernelLaunch) -> Job {
+    fn of(launch: &KernelLaunch, variant: Option<&VariantModule>) -> Job {
         Job {
             kernel: launch.kernel,
             bindings: launch
@@ -518,6 +569,7 @@ impl Job {
                 .map(|b| (b.name.clone(), b.value.clone()))
                 .collect(),
             divisible: divisible_strides(launch),
+            variant: variant.cloned(),
         }
     }
 
@@ -533,17 +585,32 @@ impl Job {
             &bindings,
             &self.divisible,
             key,
+            self.variant.as_ref(),
         )?))
     }
 }
 
-/// The CUDA the op launches for `launch` (specialization cached per process).
+/// The CUDA the op launches for `launch` of the shipped module (specialization cached).
 pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
     emit(
         launch.kernel,
         &launch.bindings,
         &divisible_strides(launch),
         &launch_key(launch),
+        None,
+    )
+}
+
+/// The CUDA the op launches for the attention launch of `plan`, variant included.
+pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
+    let variant = plan.variant.as_ref();
+    let launch = &plan.attention;
+    emit(
+        launch.kernel,
+        &launch.bindings,
+        &divisible_strides(launch),
+        &launch_key_for(launch, variant),
+        variant,
     )
 }
 
@@ -552,10 +619,15 @@ fn emit(
     bindings: &[Binding],
     divisible: &[&str],
     key: &str,
+    variant: Option<&VariantModule>,
 ) -> Result<CudaKernel, AttnError> {
-    let module = unified_attention::module()?;
+    let module = match variant {
+        None => unified_attention::module()?,
+        Some(v) => v.module()?,
+    };
     let f = specialize_cached(&module, kernel, bindings).map_err(|e| AttnError::Specialize {
         kernel: kernel.to_string(),
+        file: module.label().to_string(),
         line: e.span.start().line,
         message: e.message,
     })?;
@@ -563,6 +635,7 @@ fn emit(
     attn_dsl::passes::assume::divisible(&mut f, divisible).map_err(|message| {
         AttnError::Specialize {
             kernel: kernel.to_string(),
+            file: module.label().to_string(),
             line: 0,
             message,
         }
@@ -629,9 +702,9 @@ pub fn run_plan<T: DslType + DeviceRepr>(
     plan: &LaunchPlan,
     args: &mut UnifiedAttentionArgs<'_, T>,
 ) -> Result<LaunchReport, AttnError> {
-    let attention = ctx.kernel(&plan.attention)?;
+    let attention = ctx.kernel(&plan.attention, plan.variant.as_ref())?;
     let reduce = match &plan.reduce {
-        Some(l) => Some((l, ctx.kernel(l)?)),
+        Some(l) => Some((l, ctx.kernel(l, None)?)),
         None => None,
     };
     let mut buffers = ctx.buffers();
@@ -713,6 +786,7 @@ fn resolve_args<'b, T: DslType + DeviceRepr>(
         sinks,
         alibi_slopes,
         qq_bias,
+        variant,
         ..
     } = args;
     let cache = &**cache;
@@ -796,8 +870,22 @@ fn resolve_args<'b, T: DslType + DeviceRepr>(
                 B::QqBias => {
                     KernelArg::input(qq_bias.as_ref().ok_or_else(missing)?.values.slice(..))
                 }
-                // User mask variants run on the CPU executor only for now.
-                B::MaskAux => return Err(missing()),
+                B::MaskAux => KernelArg::input(
+                    variant
+                        .as_ref()
+                        .and_then(|v| v.aux_i32.as_ref())
+                        .ok_or_else(missing)?
+                        .device
+                        .slice(..),
+                ),
+                B::MaskAuxF32 => KernelArg::input(
+                    variant
+                        .as_ref()
+                        .and_then(|v| v.aux_f32.as_ref())
+                        .ok_or_else(missing)?
+                        .device
+                        .slice(..),
+                ),
             },
         };
         resolved.push(karg);

@@ -15,3 +15,6 @@ pub mod mask;
 pub mod paged_cache;
 pub mod plan;
 pub mod validate;
+pub mod variant;
+pub mod variant_args;
+pub mod variant_check;

@@ -16,9 +16,9 @@ use thiserror::Error;
 use super::config::{
     choose_3d, get_tile_size, AttentionProblem, ConfigError, LaunchValues, UnifiedAttentionConfig,
 };
+use super::variant::VariantModule;
 use crate::kernels::unified_attention::{
-    ATTENTION_KERNEL, DEFAULT_BOUNDS, DEFAULT_FULL_TILE, DEFAULT_MASK, NO_FULL_TILE,
-    REDUCE_KERNEL,
+    ATTENTION_KERNEL, DEFAULT_BOUNDS, DEFAULT_FULL_TILE, DEFAULT_MASK, NO_FULL_TILE, REDUCE_KERNEL,
 };
 
 /// 2D or 3D: the §6 heuristic, or a forced path (tests, benchmarks, batch invariance).
@@ -40,13 +40,20 @@ pub enum PathChoice {
     },
 }
 
-/// The device functions bound to the kernel's `MASK`, `BOUNDS` and `FULL_TILE` constexprs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The device functions bound to the kernel's `MASK`, `BOUNDS` and `FULL_TILE` constexprs,
+/// and what a variant binds beyond them.
+#[derive(Clone, Debug, PartialEq)]
 pub struct MaskVariant {
     pub mask: String,
     pub bounds: String,
     /// The predicate of tiles the mask allows entirely (no mask, no V guard there).
     pub full_tile: String,
+    /// Tile ranges the bounds function returns per q-block (`TILE_RANGES`); `None`: the
+    /// built-in mode's count ([`UnifiedAttentionConfig::tile_ranges`]).
+    pub tile_ranges: Option<i32>,
+    /// The variant's own constexprs (declared by its device functions), bound after the
+    /// kernel's.
+    pub constexprs: Vec<(String, ConstValue)>,
 }
 
 impl Default for MaskVariant {
@@ -56,6 +63,8 @@ impl Default for MaskVariant {
             mask: DEFAULT_MASK.to_string(),
             bounds: DEFAULT_BOUNDS.to_string(),
             full_tile: DEFAULT_FULL_TILE.to_string(),
+            tile_ranges: None,
+            constexprs: vec![],
         }
     }
 }
@@ -67,7 +76,16 @@ impl MaskVariant {
             mask: mask.into(),
             bounds: bounds.into(),
             full_tile: NO_FULL_TILE.to_string(),
+            tile_ranges: None,
+            constexprs: vec![],
         }
+    }
+}
+
+impl MaskVariant {
+    /// `TILE_RANGES` under `cfg`.
+    pub fn tile_ranges(&self, cfg: &UnifiedAttentionConfig) -> i32 {
+        self.tile_ranges.unwrap_or(cfg.tile_ranges)
     }
 }
 
@@ -90,8 +108,10 @@ pub struct LaunchShape {
     pub block_table_stride: usize,
     /// Columns of the `qq_bias` matrix (0 when absent).
     pub qq_bias_stride0: usize,
-    /// Row stride of the variant's `mask_aux` tensor; `None` when the variant has no data.
+    /// Row stride of the variant's `i32` aux tensor; `None` when the variant has none.
     pub mask_aux_stride: Option<usize>,
+    /// Row stride of the variant's `f32` aux tensor; `None` when the variant has none.
+    pub mask_aux_f32_stride: Option<usize>,
     pub softmax_scale: f32,
     /// The softcap value (ignored unless `USE_SOFTCAP`).
     pub softcap: f32,
@@ -127,6 +147,8 @@ pub enum BufferRole {
     QqBias,
     /// The variant's `i32` data (see the kernel's MASK / BOUNDS convention).
     MaskAux,
+    /// The variant's `f32` data.
+    MaskAuxF32,
 }
 
 /// One kernel argument, as a role the backend resolves.
@@ -180,6 +202,9 @@ pub struct LaunchPlan {
     pub attention: KernelLaunch,
     pub reduce: Option<KernelLaunch>,
     pub workspace: Option<SegmentWorkspace>,
+    /// The user variant's module the attention launch specializes against (`None`: the
+    /// shipped module). Set by the backend that knows the variant.
+    pub variant: Option<VariantModule>,
 }
 
 impl LaunchPlan {
@@ -245,7 +270,9 @@ pub fn choose_config(
     );
     if let Some((block_m, tile_size, slabs_per_warp)) = prefill_tiling(&cfg, problem) {
         cfg.block_m = block_m;
-        cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
+        cfg.block_q = block_m
+            .checked_div(cfg.num_queries_per_kv.max(1))
+            .unwrap_or(0);
         cfg.tile_size = tile_size;
         cfg.slabs_per_warp = slabs_per_warp;
     }
@@ -357,6 +384,7 @@ pub fn plan_launch(
         attention: attention_launch(cfg, shape, dtype, variant)?,
         reduce,
         workspace,
+        variant: None,
     })
 }
 
@@ -399,8 +427,15 @@ pub fn attention_bindings(
         ("MASK", ConstValue::Device(variant.mask.clone())),
         ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
         ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),
+        ("TILE_RANGES", int(variant.tile_ranges(cfg))),
     ]
     .into_iter()
+    .chain(
+        variant
+            .constexprs
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.clone())),
+    )
     .map(|(n, v)| Binding::new(n, v))
     .collect()
 }
@@ -499,6 +534,14 @@ fn attention_launch(
             "mask_aux",
             opt(shape.mask_aux_stride.is_some(), B::MaskAux, ScalarType::I32),
         ),
+        (
+            "mask_aux_f32",
+            opt(
+                shape.mask_aux_f32_stride.is_some(),
+                B::MaskAuxF32,
+                ScalarType::F32,
+            ),
+        ),
         ("num_seqs", scalar_i32("num_seqs", shape.num_seqs)?),
         (
             "num_query_heads",
@@ -549,6 +592,13 @@ fn attention_launch(
         (
             "mask_aux_stride",
             scalar_i64("mask_aux_stride", shape.mask_aux_stride.unwrap_or(0))?,
+        ),
+        (
+            "mask_aux_f32_stride",
+            scalar_i64(
+                "mask_aux_f32_stride",
+                shape.mask_aux_f32_stride.unwrap_or(0),
+            )?,
         ),
     ];
     let blocks = total_q_blocks(shape.num_tokens, shape.num_seqs, cfg.block_q);

@@ -1,0 +1,139 @@
+//! Registry entries of unified attention for `attn emit` / `attn compile`: one per
+//! performance-table shape (P0 dense causal 16k, P1 Gemma4 sliding layer, P3 P1 + image
+//! ranges, D1 decode), each defaulting to the constexprs the op's plan binds for that shape;
+//! `K=V` overrides any of them. `unified_attention` is P1.
+//!
+//! `attn run` / `attn bench` of these entries point to the op's own harnesses: the op
+//! launches up to two kernels (3D: attention + reduce) over paged inputs, which the
+//! registry's one-kernel problem model does not describe.
+
+use super::{BuiltKernel, KernelEntry};
+use crate::kernels::specialization_cache::specialize_cached;
+use crate::kernels::unified_attention::{module, ATTENTION_KERNEL};
+use crate::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding};
+use crate::ops::unified_attention::plan::{
+    attention_bindings, choose_config, MaskVariant, PathChoice,
+};
+use crate::parity::Tolerance;
+use crate::problem::Problem;
+use attn_dsl::codegen::emit_cuda;
+use attn_dsl::ir::ScalarType;
+use attn_dsl::Binding;
+
+/// The four presets' entries.
+pub(super) fn entries() -> Vec<KernelEntry> {
+    vec![
+        entry(
+            "unified_attention",
+            "unified attention, P1 shape (Gemma4 sliding, 16/8/256, W 1024)",
+            p1,
+        ),
+        entry(
+            "unified_attention_p0",
+            "unified attention, P0 shape (dense causal 16/16/128)",
+            p0,
+        ),
+        entry(
+            "unified_attention_p3",
+            "unified attention, P3 shape (P1 + 30 clamped image ranges)",
+            p3,
+        ),
+        entry(
+            "unified_attention_d1",
+            "unified attention, D1 shape (decode 32/8/128, 2D)",
+            d1,
+        ),
+    ]
+}
+
+fn entry(name: &'static str, summary: &'static str, defaults: fn() -> Vec<Binding>) -> KernelEntry {
+    KernelEntry {
+        name,
+        summary,
+        default_bindings: defaults,
+        build,
+        problem: no_problem,
+        reference: |_| vec![],
+        tolerance: Tolerance {
+            atol: 1.5e-2,
+            rtol: 1e-2,
+        },
+        cases: &[],
+    }
+}
+
+fn plan_bindings(p: AttentionProblem, path: PathChoice) -> Vec<Binding> {
+    match choose_config(&p, path) {
+        Ok(cfg) => attention_bindings(&cfg, ScalarType::Bf16, &MaskVariant::default()),
+        // The presets are valid configurations; an empty list makes `build` say so.
+        Err(_) => vec![],
+    }
+}
+
+fn p0() -> Vec<Binding> {
+    let p = AttentionProblem {
+        max_seqlen_q: 16384,
+        ..AttentionProblem::dense_causal(16, 16, 128)
+    };
+    plan_bindings(p, PathChoice::Heuristic)
+}
+
+fn p1_problem() -> AttentionProblem {
+    AttentionProblem {
+        max_seqlen_q: 8192,
+        sliding_window: 1024,
+        ..AttentionProblem::dense_causal(16, 8, 256)
+    }
+}
+
+fn p1() -> Vec<Binding> {
+    plan_bindings(p1_problem(), PathChoice::Heuristic)
+}
+
+fn p3() -> Vec<Binding> {
+    let p = AttentionProblem {
+        mm: MmRangeEncoding::PerSequence { max_ranges: 30 },
+        mm_prefix_clamp_sw: true,
+        ..p1_problem()
+    };
+    plan_bindings(p, PathChoice::Heuristic)
+}
+
+fn d1() -> Vec<Binding> {
+    let p = AttentionProblem {
+        max_seqlen_q: 1,
+        num_seqs: 64,
+        ..AttentionProblem::dense_causal(32, 8, 128)
+    };
+    plan_bindings(p, PathChoice::Force2d)
+}
+
+fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    if bindings.is_empty() {
+        return Err("internal error: the preset has no valid configuration".into());
+    }
+    let m = module().map_err(|e| e.to_string())?;
+    let f = specialize_cached(&m, ATTENTION_KERNEL, bindings)
+        .map_err(|e| format!("{} (line {})", e.message, e.span.start().line))?;
+    let cuda = emit_cuda(&f).map_err(|e| e.to_string())?;
+    let key: Vec<String> = bindings
+        .iter()
+        .map(|b| format!("{}={}", b.name, b.value))
+        .collect();
+    Ok(BuiltKernel {
+        key: format!("{ATTENTION_KERNEL}<{}>", key.join(",")),
+        cuda,
+        prelude: None,
+        ir: Some((*f).clone()),
+    })
+}
+
+fn no_problem(_: &[Binding]) -> Result<Problem, String> {
+    Err(
+        "the unified-attention op launches up to two kernels over paged inputs: run it with \
+         `cargo test -p attn-runtime --features gpu --test gpu_unified` (GPU) or the CPU parity \
+         tests (`--test unified_parity_grid`), and time it with the `unified_attention` criterion \
+         bench; `attn emit` / `attn compile` work on these entries"
+            .into(),
+    )
+}

@@ -1,0 +1,16 @@
+// The mask is a plain Rust fn, not a #[device] function.
+use attn_dsl_macros::variant;
+
+#[variant(mask = my_mask, bounds = my_bounds)]
+mod my_variant {
+    fn my_mask(q_abs: Tile, k: Tile) -> Tile<bool> {
+        k <= q_abs
+    }
+
+    #[device]
+    fn my_bounds<const TILE_SIZE: i32>(seq_len: i32) -> (i32, i32, i32) {
+        (0, cdiv(seq_len, TILE_SIZE), seq_len)
+    }
+}
+
+fn main() {}
