@@ -52,10 +52,13 @@ fn probe_on_gpu(cfg: &UnifiedAttentionConfig, block: &ProbeBlock<'_>, keys: usiz
     let block_m = cfg.block_m as usize;
     let mut bounds = up(&[i32::MIN; 3]);
     let mut mask = up(&vec![-1; block_m * keys]);
+    // The variant's f32 aux input (none for the built-in mask: a one-element stand-in).
+    let aux_f32 = stream.clone_htod(&[0.0f32]).expect("upload");
     let mut args: Vec<KernelArg<'_>> = inputs
         .iter()
         .map(|b| KernelArg::input(b.as_view()))
         .collect();
+    args.push(KernelArg::input(aux_f32.as_view()));
     args.push(KernelArg::output(bounds.as_view_mut()));
     args.push(KernelArg::output(mask.as_view_mut()));
     handle

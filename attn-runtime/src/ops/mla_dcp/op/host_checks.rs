@@ -32,9 +32,11 @@ pub struct MlaHostInputs<'a> {
 /// history pass of `config`'s rank reads.
 pub fn check_host_inputs(config: &MlaDcpConfig, inp: &MlaHostInputs<'_>) -> Result<(), MlaError> {
     let step = step_of(config, inp);
-    step.validate()?;
+    // Capacity first: a call larger than the context is refused as such, whatever else is
+    // wrong with it (a sum of u32 lengths in usize: it cannot wrap for a slice in memory).
     let t = step.num_tokens();
     check_capacity(config, t, inp.seq_lens.len())?;
+    step.validate()?;
     let num_blocks = check_cache(config, inp.cache_len)?;
     check_sizes(config, inp, t)?;
     check_block_table(&step, config.dcp_rank, inp, num_blocks)
