@@ -322,10 +322,11 @@ fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionPro
 
 /// The launch table's prefill tiling where it departs from the heuristic: head sizes up to 128
 /// run 128-row programs on 4 warps (two 16-row slabs per warp, so each B fragment read from
-/// shared memory feeds two mma rows) over 64-key tiles. Measured on the H200 (2026-12-01, the
-/// `P0-m*t*` rows of the `unified_attention` bench): P0 6.12 ms against 6.39 (128×32, 2 slabs),
-/// 6.60 (128×64, 1 slab), 6.98 (64×32) and 10.3 (64×64, 2 slabs); D = 256 keeps 64×32 with
-/// one slab (P1 0.949 ms against 0.967 at 128×32 and 1.08 at 64×16).
+/// shared memory feeds two mma rows) over 32-key tiles. Measured on the H200 (2026-12-01, the
+/// `P0-m*t*` rows of the `unified_attention` bench): P0 6.38 ms against 6.60 (128×64, 1 slab),
+/// 6.98 (64×32) and 10.3 (64×64, 2 slabs). 128×64 with 2 slabs ran 6.12 ms but spills 120 bytes
+/// per thread, and shipped specializations must not spill. D = 256 keeps 64×32 with one slab
+/// (P1 0.949 ms against 0.967 at 128×32 and 1.08 at 64×16).
 fn prefill_tiling(
     cfg: &UnifiedAttentionConfig,
     problem: &AttentionProblem,
@@ -335,7 +336,7 @@ fn prefill_tiling(
     let fits = cfg.block_m == PREFILL_BLOCK_M
         && wide % nqpkv == 0
         && wide / nqpkv <= problem.max_seqlen_q;
-    (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 64, 2))
+    (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 32, 2))
 }
 
 /// Builds the plan for a validated configuration.
