@@ -105,7 +105,13 @@ fn attention_matches_the_executor() {
             SimArg::Scalar(ScalarArg::F32(0.125)),
         ];
         let grid = [seq.div_ceil(bm) as u32, 1, 1];
-        check(&format!("attention {bm}x{bn}x{d} on {warps} warps"), &f, grid, args, 2e-2);
+        check(
+            &format!("attention {bm}x{bn}x{d} on {warps} warps"),
+            &f,
+            grid,
+            args,
+            2e-2,
+        );
     }
 }
 

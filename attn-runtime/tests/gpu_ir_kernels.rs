@@ -167,7 +167,11 @@ fn p3_image_ranges_stream_k_ahead() {
     let f = lowered_ir(&plan);
     let p = gpu_ir::compile(&f).expect("gpu ir");
     let (_, pipelined) = first_loop(&p.body).expect("KV loop");
-    assert!(pipelined, "P3 loop not pipelined:\n{}", print_program(&f, &p));
+    assert!(
+        pipelined,
+        "P3 loop not pipelined:\n{}",
+        print_program(&f, &p)
+    );
     let cuda = emit_launch(&plan.attention).expect("emit");
     let m = compile(
         &CudaSource::from_kernel(&cuda),

@@ -93,7 +93,8 @@ impl<'f> Emitter<'f> {
         let spw = map.slabs_per_warp;
         let guarded = !map.col_split && !map.slabs.is_multiple_of(map.warps);
         self.w.line("#pragma unroll");
-        self.w.open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
+        self.w
+            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         self.w.line(format!("unsigned attn_a[{spw}][4];"));
         self.w.open_unrolled("j", spw);
         self.w.line(format!("const int slab = {};", map.slab("j")));
@@ -116,8 +117,10 @@ impl<'f> Emitter<'f> {
         let pairs = map.tiles_n.is_multiple_of(2);
         let step = if pairs { 2 } else { 1 };
         self.w.line("#pragma unroll");
-        self.w
-            .open(format!("for (int nt = 0; nt < {}; nt += {step})", map.tiles_n));
+        self.w.open(format!(
+            "for (int nt = 0; nt < {}; nt += {step})",
+            map.tiles_n
+        ));
         let lane_tile = if pairs {
             map.col_tile("(nt + (attn_lane >> 4))")
         } else {

@@ -283,7 +283,9 @@ pub fn choose_config(
     } = path
     {
         cfg.block_m = block_m;
-        cfg.block_q = block_m.checked_div(cfg.num_queries_per_kv.max(1)).unwrap_or(0);
+        cfg.block_q = block_m
+            .checked_div(cfg.num_queries_per_kv.max(1))
+            .unwrap_or(0);
         cfg.tile_size = tile_size;
         cfg.slabs_per_warp = slabs_per_warp;
     }
@@ -333,9 +335,8 @@ fn prefill_tiling(
 ) -> Option<(i32, i32, i32)> {
     let nqpkv = cfg.num_queries_per_kv.max(1);
     let wide = 2 * PREFILL_BLOCK_M;
-    let fits = cfg.block_m == PREFILL_BLOCK_M
-        && wide % nqpkv == 0
-        && wide / nqpkv <= problem.max_seqlen_q;
+    let fits =
+        cfg.block_m == PREFILL_BLOCK_M && wide % nqpkv == 0 && wide / nqpkv <= problem.max_seqlen_q;
     (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 32, 2))
 }
 
