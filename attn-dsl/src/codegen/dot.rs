@@ -391,55 +391,17 @@ impl<'f> Emitter<'f> {
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
-        if staged {
-            self.w.line(format!(
-                "const unsigned short* pa = sa + (slab * 16 + attn_g) * {ld} + 2 * attn_t4;"
-            ));
-        }
         self.w.line("#pragma unroll");
         self.w
             .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
         let word =
             |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
-        match (&held_a, repacked) {
-            (Some(frag), _) => {
-                let at = format!("{frag}[(j * {} + k0 / 16) * 4", p.kp / 16);
-                self.w.line(format!(
-                    "const unsigned a0 = {at}], a1 = {at} + 1], a2 = {at} + 2], a3 = {at} + 3];"
-                ));
-            }
-            (None, Some(am)) => {
-                // The accumulator fragments of column tiles 2kk and 2kk + 1 of `a` are exactly
-                // the A fragment of K step kk: pack pairs of them into 16-bit pairs.
-                let pack = if t == ScalarType::Bf16 {
-                    "attn_pack_bf16"
-                } else {
-                    "attn_pack_f16"
-                };
-                let mut words = Vec::new();
-                for (tile, q) in [(0, 0), (0, 2), (1, 0), (1, 2)] {
-                    let slot = |dq: usize| {
-                        format!("(j * {} + k0 / 8 + {tile}) * 4 + {}", am.tiles_n, q + dq)
-                    };
-                    words.push(format!(
-                        "{pack}({}, {})",
-                        self.at(a, &slot(0))?,
-                        self.at(a, &slot(1))?
-                    ));
-                }
-                self.w.line(format!(
-                    "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
-                    words[0], words[1], words[2], words[3]
-                ));
-            }
-            (None, None) => self.w.line(format!(
-                "const unsigned a0 = {}, a1 = {}, a2 = {}, a3 = {};",
-                word("pa", "k0".into()),
-                word("pa", format!("{} + k0", 8 * ld)),
-                word("pa", "k0 + 8".into()),
-                word("pa", format!("{} + k0 + 8", 8 * ld)),
-            )),
-        }
+        let from = match (&held_a, repacked) {
+            (Some(frag), _) => super::dot_shared::AFrom::Held(frag.clone()),
+            (None, Some(am)) => super::dot_shared::AFrom::Repacked(am),
+            (None, None) => super::dot_shared::AFrom::Staged,
+        };
+        self.emit_a_step(a, &from, &p, t)?;
         self.w.open_unrolled("nt", tiles_n);
         self.w.line(format!(
             "const unsigned short* pb = sb + ({} * 8 + attn_g) * {ld} + 2 * attn_t4;",

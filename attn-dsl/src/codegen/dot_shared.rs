@@ -23,7 +23,7 @@ use crate::ir::{Op, ScalarType, ValueId};
 type Res<T> = Result<T, CodegenError>;
 
 /// How the A fragments of each k-step are obtained.
-enum AFrom {
+pub(crate) enum AFrom {
     Held(String),
     Repacked(MmaMap),
     Staged,
@@ -198,7 +198,13 @@ impl<'f> Emitter<'f> {
     }
 
     /// Declares `a0..a3`, the A fragments of k-step `k0` for slab `slab`.
-    fn emit_a_step(&mut self, a: ValueId, from: &AFrom, p: &MmaPlan, t: ScalarType) -> Res<()> {
+    pub(crate) fn emit_a_step(
+        &mut self,
+        a: ValueId,
+        from: &AFrom,
+        p: &MmaPlan,
+        t: ScalarType,
+    ) -> Res<()> {
         let word =
             |base: &str, off: String| format!("*reinterpret_cast<const unsigned*>({base} + {off})");
         let line = match from {

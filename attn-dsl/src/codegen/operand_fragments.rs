@@ -11,7 +11,7 @@ use super::dot::MmaPlan;
 use super::emitter::Emitter;
 use super::tile_map::MmaMap;
 use super::CodegenError;
-use crate::ir::{Block, Function, OpKind, ScalarType, ValueId};
+use crate::ir::{Block, OpKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -20,7 +20,7 @@ impl<'f> Emitter<'f> {
     /// in `body` whose A is a stored tile defined outside the loop and whose accumulator lives
     /// in fragments. Returns the held values (to release after the loop).
     pub(crate) fn hold_invariant_a_operands(&mut self, body: &'f Block) -> Res<Vec<ValueId>> {
-        let inside = defined_in(self.f, body);
+        let inside = crate::gpu_ir::remat::defined_in(self.f, body);
         let mut held = Vec::new();
         for &o in &body.ops {
             let op = self.f.op(o);
@@ -94,26 +94,4 @@ impl<'f> Emitter<'f> {
         self.hold_a(a, name);
         Ok(())
     }
-}
-
-/// Marks every value defined inside `b` (block arguments and op results, nested regions
-/// included).
-fn defined_in(f: &Function, b: &Block) -> Vec<bool> {
-    fn mark(f: &Function, b: &Block, out: &mut [bool]) {
-        for a in &b.args {
-            out[a.0 as usize] = true;
-        }
-        for &o in &b.ops {
-            let op = f.op(o);
-            for r in &op.results {
-                out[r.0 as usize] = true;
-            }
-            for r in &op.regions {
-                mark(f, r, out);
-            }
-        }
-    }
-    let mut out = vec![false; f.values.len()];
-    mark(f, b, &mut out);
-    out
 }
