@@ -224,7 +224,7 @@ impl<'a> Ctx<'a> {
         let row_per_thread = has_mask
             && contains_reduce(self.f, self.defs, op.operands[1])
             && rows <= threads
-            && threads % rows == 0
+            && threads.is_multiple_of(rows)
             // The lanes sharing a row combine with warp shuffles: they must share a warp.
             && threads / rows <= 32;
         Some((

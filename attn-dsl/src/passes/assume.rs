@@ -34,5 +34,5 @@ pub fn divisible(f: &mut Function, names: &[&str]) -> Result<(), String> {
 
 /// Whether `value` keeps a promise of divisibility by `divisor`.
 pub fn keeps(value: i64, divisor: u64) -> bool {
-    value.unsigned_abs() % divisor == 0
+    value.unsigned_abs().is_multiple_of(divisor)
 }

@@ -334,9 +334,11 @@ fn prefill_tiling(
     problem: &AttentionProblem,
 ) -> Option<(i32, i32, i32)> {
     let nqpkv = cfg.num_queries_per_kv.max(1);
-    let wide = 2 * PREFILL_BLOCK_M;
-    let fits =
-        cfg.block_m == PREFILL_BLOCK_M && wide % nqpkv == 0 && wide / nqpkv <= problem.max_seqlen_q;
+    let wide = PREFILL_BLOCK_M.saturating_mul(2);
+    let tokens = wide.checked_div(nqpkv)?;
+    let fits = cfg.block_m == PREFILL_BLOCK_M
+        && wide.checked_rem(nqpkv) == Some(0)
+        && tokens <= problem.max_seqlen_q;
     (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 32, 2))
 }
 
