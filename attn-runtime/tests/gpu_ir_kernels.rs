@@ -96,6 +96,12 @@ fn schedule(label: &str, plan: &LaunchPlan) -> (usize, usize, bool) {
     .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
     let stats = m.entry_stats();
     println!("{label}: {stats:?}");
+    if let attn_runtime::jit::ModuleImage::Cubin(bytes) = &m.image {
+        if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
+            let _ = std::fs::write(format!("{dir}/{label}.cubin"), bytes);
+        }
+        check_sass(label, bytes);
+    }
     if let Some(s) = stats {
         assert_eq!(
             (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
@@ -104,6 +110,63 @@ fn schedule(label: &str, plan: &LaunchPlan) -> (usize, usize, bool) {
         );
     }
     (copies, barriers, pipelined)
+}
+
+/// Per-KV-tile SASS counts of each pinned kernel's main loop (the largest loop):
+/// `(LDSM, HMMA)`, with exactly one barrier, no local memory, and `cp.async` in the loop.
+/// Counted by `../shared/tools/sass-counts` (nvdisasm, no GPU); a kernel not listed here is only
+/// printed.
+const PINNED_SASS: &[(&str, usize, usize)] = &[
+    // QK: 2 slabs x 8 k-steps of A + 8 x 2 B pairs; PV: 2 x 8 B pairs. 2 x (32 + 32) mma.
+    ("P0", 48, 128),
+    // QK: 16 k-steps of A (Q from shared) + 16 x 2 B pairs; PV: 2 x 16 B pairs.
+    ("P1", 80, 128),
+    // One warp, 16 rows: QK 8 k-steps x (A + 2 B pairs); PV 2 x 8 B pairs.
+    ("D1", 32, 64),
+];
+
+/// Runs the SASS counter on `cubin` and checks the pinned counts of its largest loop.
+fn check_sass(label: &str, cubin: &[u8]) {
+    let tool =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/sass-counts");
+    let Some(&(_, ldsm, hmma)) = PINNED_SASS.iter().find(|(l, _, _)| *l == label) else {
+        return;
+    };
+    assert!(tool.exists(), "{label}: {} is missing", tool.display());
+    let path = std::env::temp_dir().join(format!("attn_sass_{label}_{}.cubin", std::process::id()));
+    std::fs::write(&path, cubin).expect("write cubin");
+    let out = std::process::Command::new(&tool)
+        .arg(&path)
+        .args(["--loops", "1"])
+        .output()
+        .expect("run sass-counts");
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("loop"))
+        .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts:\n{text}"));
+    println!("{label} SASS {line}");
+    let count = |key: &str| -> usize {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .map_or(0, |v| v.parse().unwrap_or(0))
+    };
+    assert_eq!(count("BAR"), 1, "{label}: barriers per KV tile: {line}");
+    assert_eq!(
+        (count("LDL"), count("STL")),
+        (0, 0),
+        "{label}: local memory: {line}"
+    );
+    assert!(
+        count("LDGSTS") > 0,
+        "{label}: no cp.async in the loop: {line}"
+    );
+    assert_eq!(
+        (count("LDSM"), count("HMMA")),
+        (ldsm, hmma),
+        "{label}: {line}"
+    );
 }
 
 /// The specialized IR the op emits for the plan (with its divisibility promises).

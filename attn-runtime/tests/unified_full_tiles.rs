@@ -86,7 +86,15 @@ fn predicate(c: &Case) -> bool {
         Binding::new("R_SWA_WINDOW", int(c.cfg.r_swa_window)),
     ];
     let f = specialize_cached(&module, "full_tile_probe", &bindings).expect("specialize");
-    let g = [c.k.0, c.k.1, c.q.0, c.q.1, c.msp, i64::from(c.causal), c.rswa_prefix];
+    let g = [
+        c.k.0,
+        c.k.1,
+        c.q.0,
+        c.q.1,
+        c.msp,
+        i64::from(c.causal),
+        c.rswa_prefix,
+    ];
     let geometry = HostBuffer::I32(g.iter().map(|&x| x as i32).collect());
     let mut out = HostBuffer::I32(vec![-1]);
     run(&f, [1, 1, 1], vec![geometry.arg_in(), out.arg_out()]).expect("run");
@@ -105,9 +113,7 @@ fn truly_full(c: &Case) -> bool {
         rswa_prefix_len: c.rswa_prefix,
         mm_ranges: &[],
     };
-    (c.q.0..=c.q.1).all(|q| {
-        (c.k.0..=c.k.1).all(|k| k < c.msp && allowed(&c.cfg, &seq, q, k))
-    })
+    (c.q.0..=c.q.1).all(|q| (c.k.0..=c.k.1).all(|k| k < c.msp && allowed(&c.cfg, &seq, q, k)))
 }
 
 #[test]
@@ -132,5 +138,8 @@ fn full_tiles_are_fully_allowed() {
         exact += usize::from(said == truth);
     }
     println!("{full} of 400 tiles full; predicate exact on {exact}");
-    assert!(full >= 20, "the predicate almost never fires ({full} of 400)");
+    assert!(
+        full >= 20,
+        "the predicate almost never fires ({full} of 400)"
+    );
 }
