@@ -102,3 +102,18 @@ fn presets_map_to_the_bench_rows() {
         .with_num_seqs(4);
     assert_eq!(d1.seqs, vec![(1, 512); 4]);
 }
+
+/// The per-KV-head reference `attn run` uses equals the one-call reference.
+#[test]
+fn reference_split_by_kv_head_is_the_reference() {
+    use attn_runtime::cli::unified::reference_by_kv_head;
+    use attn_runtime::reference::unified_attention::{unified_attention, AttentionOptions};
+    use attn_runtime::testing::{Geometry, PagedData};
+    let data = PagedData::random(&Geometry::new(&[(5, 40), (17, 17)], (8, 4), 16), 3);
+    let p = data.problem(AttentionOptions {
+        sliding_window: 8,
+        ..AttentionOptions::default()
+    });
+    let want = unified_attention(&p).expect("reference");
+    assert_eq!(reference_by_kv_head(&p).expect("split reference"), want);
+}
