@@ -5,6 +5,7 @@
 pub mod check_variant;
 mod commands;
 pub mod masks;
+pub mod unified;
 
 use crate::jit::{ArchParseError, JitError};
 use crate::launch::LaunchError;
@@ -50,9 +51,14 @@ pub enum Command {
         arch: Option<String>,
     },
     /// Run on the GPU (or the CPU executor without one) and check against the reference.
+    /// The `unified_attention*` presets run the public op and take `SEQ=<n>` (sequence
+    /// length) and `SEQS=<n>` (sequences) instead of constexprs.
     Run {
         kernel: String,
         bindings: Vec<String>,
+        /// More bindings, `NAME=VALUE` (as `bench --set`).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
         /// Use the CPU executor even when a GPU is present.
         #[arg(long)]
         cpu: bool,

@@ -3,9 +3,9 @@
 //! ranges, D1 decode), each defaulting to the constexprs the op's plan binds for that shape;
 //! `K=V` overrides any of them. `unified_attention` is P1.
 //!
-//! `attn run` / `attn bench` of these entries point to the op's own harnesses: the op
-//! launches up to two kernels (3D: attention + reduce) over paged inputs, which the
-//! registry's one-kernel problem model does not describe.
+//! The op launches up to two kernels (3D: attention + reduce) over paged inputs, which the
+//! registry's one-kernel problem model does not describe: `attn run` / `attn bench` of these
+//! entries go through the public op instead (`cli::unified`), and their `problem` says so.
 
 use super::{BuiltKernel, KernelEntry};
 use crate::kernels::specialization_cache::specialize_cached;
@@ -130,10 +130,9 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
 
 fn no_problem(_: &[Binding]) -> Result<Problem, String> {
     Err(
-        "the unified-attention op launches up to two kernels over paged inputs: run it with \
-         `cargo test -p attn-runtime --features gpu --test gpu_unified` (GPU) or the CPU parity \
-         tests (`--test unified_parity_grid`), and time it with the `unified_attention` criterion \
-         bench; `attn emit` / `attn compile` work on these entries"
+        "the unified-attention op launches up to two kernels over paged inputs: `attn run` / \
+         `attn bench` of this entry run the public op (`SEQ=<n>`, `SEQS=<n>`), not a one-kernel \
+         problem"
             .into(),
     )
 }

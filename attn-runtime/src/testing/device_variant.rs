@@ -9,7 +9,9 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
 
 use super::paged::PagedData;
-use crate::ops::unified_attention::args::{Metadata, TokenLayout, Tokens, UnifiedAttentionArgs};
+use crate::ops::unified_attention::args::{
+    Metadata, MmPrefixRanges, TokenLayout, Tokens, UnifiedAttentionArgs,
+};
 use crate::ops::unified_attention::gpu::{AttnError, LaunchReport, UnifiedAttentionContext};
 use crate::ops::unified_attention::paged_cache::{CacheGeometry, PagedCacheError, PagedKvCache};
 use crate::ops::unified_attention::plan::PathChoice;
@@ -71,6 +73,8 @@ pub struct DeviceVariantProblem<T> {
     block_table: CudaSlice<i32>,
     aux_i32: Option<(CudaSlice<i32>, Vec<i32>, usize)>,
     aux_f32: Option<(CudaSlice<f32>, Vec<f32>, usize)>,
+    /// Per-sequence image ranges `[S, R, 2]` (flattened) and `R`.
+    mm_ranges: Option<(CudaSlice<i32>, Vec<i32>, usize)>,
     layout: TokenLayout,
     poison: Vec<T>,
     stream: Arc<CudaStream>,
@@ -124,10 +128,27 @@ impl<T: DeviceDtype> DeviceVariantProblem<T> {
                 Some((v, s)) => Some((stream.clone_htod(&nonempty(v, 0.0))?, v.to_vec(), s)),
                 None => None,
             },
+            mm_ranges: None,
             layout,
             poison,
             stream: stream.clone(),
         })
+    }
+
+    /// Per-sequence image ranges `[S, max_ranges]` (inclusive `[start, end]`), passed as
+    /// `mm_prefix_ranges` by [`DeviceVariantProblem::args`].
+    pub fn set_mm_ranges(
+        &mut self,
+        ranges: &[[i32; 2]],
+        max_ranges: usize,
+    ) -> Result<(), DeviceRunError> {
+        let flat = ranges.as_flattened().to_vec();
+        self.mm_ranges = Some((
+            self.stream.clone_htod(&nonempty(&flat, -1))?,
+            flat,
+            max_ranges,
+        ));
+        Ok(())
     }
 
     /// The op's arguments with `variant` bound (NaN-poison the output first with
@@ -158,6 +179,12 @@ impl<T: DeviceDtype> DeviceVariantProblem<T> {
             data.block_table_stride,
         );
         args.path = path;
+        if let Some((d, h, r)) = &self.mm_ranges {
+            args.mm_prefix_ranges = MmPrefixRanges::PerSequence {
+                ranges: meta(d, h),
+                max_ranges: *r,
+            };
+        }
         args.variant = variant.map(|variant| VariantArgs {
             variant,
             aux_i32: self.aux_i32.as_ref().map(|(d, h, s)| AuxTensor {
@@ -189,9 +216,23 @@ impl<T: DeviceDtype> DeviceVariantProblem<T> {
         variant: Option<&Variant>,
         path: PathChoice,
     ) -> Result<(Vec<f32>, LaunchReport), DeviceRunError> {
+        self.run_checked_with(ctx, data, variant, path, |_| {})
+    }
+
+    /// [`DeviceVariantProblem::run_checked`] with the op's scalar options (scale, window,
+    /// clamp, ...) set by `configure` on the arguments before the call.
+    pub fn run_checked_with(
+        &mut self,
+        ctx: &UnifiedAttentionContext,
+        data: &PagedData,
+        variant: Option<&Variant>,
+        path: PathChoice,
+        configure: impl FnOnce(&mut UnifiedAttentionArgs<'_, T>),
+    ) -> Result<(Vec<f32>, LaunchReport), DeviceRunError> {
         self.poison_output()?;
         let report = {
             let mut args = self.args(data, variant, path);
+            configure(&mut args);
             crate::ops::unified_attention::gpu::unified_attention(ctx, &mut args)?
         };
         ctx.stream().synchronize()?;
