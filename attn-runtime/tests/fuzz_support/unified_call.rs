@@ -15,7 +15,7 @@ use attn_runtime::split_mix64::SplitMix64;
 use super::unified_case::{mutate, valid_base_in, UnifiedCase, GPU_PROFILE, MUTATIONS};
 
 /// Argument sets the GPU fuzz runs.
-pub const GPU_CASES: u64 = 1_200;
+pub const GPU_CASES: u64 = 2_400;
 /// Largest buffer the fuzz allocates (elements); a layout needing more gets a short buffer.
 pub const MAX_ALLOC: usize = 1 << 22;
 /// Mutations the device API cannot express (D stride, out dtype, ranges, capacity).
