@@ -371,14 +371,7 @@ impl<'f> Emitter<'f> {
         map: MmaMap,
     ) -> Res<()> {
         self.need_scratch(p.b_offset + p.n.next_multiple_of(8) * p.ld * 2);
-        let init = match self.splat_source(acc) {
-            Some(x) => self.name(x)?.to_string(),
-            None => self.at_in(acc, TileMap::Mma(map), "s")?,
-        };
-        let name = self.define_tile(res);
-        self.w.open_unrolled("s", map.slots());
-        self.w.line(format!("{name}[s] = {init};"));
-        self.w.close("");
+        let name = self.init_accumulator(acc, res, map)?;
         self.w.open("");
         let held_a = self.held_a_fragments(a);
         let repacked = self.repackable_a(a, &map, &p);
@@ -421,5 +414,24 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         Ok(())
+    }
+
+    /// Defines the result fragments of a dot as a copy of its accumulator (a splat's scalar
+    /// or the accumulator's own fragments) and returns the result's name.
+    pub(crate) fn init_accumulator(
+        &mut self,
+        acc: ValueId,
+        res: ValueId,
+        map: MmaMap,
+    ) -> Res<String> {
+        let init = match self.splat_source(acc) {
+            Some(x) => self.name(x)?.to_string(),
+            None => self.at_in(acc, TileMap::Mma(map), "s")?,
+        };
+        let name = self.define_tile(res);
+        self.w.open_unrolled("s", map.slots());
+        self.w.line(format!("{name}[s] = {init};"));
+        self.w.close("");
+        Ok(name)
     }
 }

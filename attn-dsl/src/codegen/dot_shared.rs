@@ -15,7 +15,7 @@
 
 use super::dot::MmaPlan;
 use super::emitter::Emitter;
-use super::tile_map::{MmaMap, TileMap};
+use super::tile_map::MmaMap;
 use super::CodegenError;
 use crate::gpu_ir::OperandSource;
 use crate::ir::{Op, ScalarType, ValueId};
@@ -69,14 +69,7 @@ impl<'f> Emitter<'f> {
         };
         let b_base = self.stage_base(*b_alloc, *b_stage, None)?;
         let b_pitch = self.prog.alloc(*b_alloc).pitch();
-        let init = match self.splat_source(acc) {
-            Some(x) => self.name(x)?.to_string(),
-            None => self.at_in(acc, TileMap::Mma(map), "s")?,
-        };
-        let name = self.define_tile(res);
-        self.w.open_unrolled("s", map.slots());
-        self.w.line(format!("{name}[s] = {init};"));
-        self.w.close("");
+        let name = self.init_accumulator(acc, res, map)?;
         self.w.open("");
         self.w.line("const int attn_lane = tid & 31;");
         let a_from = self.a_fragments_source(a, a_src, &map, &p)?;
