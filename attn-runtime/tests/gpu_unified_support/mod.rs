@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use attn_dsl::kernel::DslType;
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::unified_attention::args::{
     Causal, Metadata, MmPrefixRanges, QqBias as QqBiasArg, TokenLayout, Tokens,
@@ -25,45 +24,20 @@ use attn_runtime::reference::unified_attention::{
     unified_attention as reference, AttentionOptions, Causality, MmRanges, QqBias,
 };
 use attn_runtime::reference::Dtype;
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
-use half::{bf16, f16};
+use cudarc::driver::{CudaSlice, CudaStream};
 
 use crate::unified_common::{seeded, PagedData, ATOL, RTOL};
 
 /// Elements after each token row of q and out (poisoned; 16 bytes keeps rows aligned).
-pub const ROW_PADDING: usize = 8;
+pub const ROW_PADDING: usize = attn_runtime::testing::device_variant::DEVICE_ROW_PADDING;
 
 /// Threads for parallel compiles and references (the GPU host has 16 cores).
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get())
 }
 
-/// A 16-bit kernel dtype with its host conversions.
-pub trait TestDtype: DslType + DeviceRepr + ValidAsZeroBits + Copy + Send + Sync {
-    const DTYPE: Dtype;
-    fn from_f32(x: f32) -> Self;
-    fn to_f32(self) -> f32;
-}
-
-impl TestDtype for bf16 {
-    const DTYPE: Dtype = Dtype::Bf16;
-    fn from_f32(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
-    fn to_f32(self) -> f32 {
-        bf16::to_f32(self)
-    }
-}
-
-impl TestDtype for f16 {
-    const DTYPE: Dtype = Dtype::F16;
-    fn from_f32(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-    fn to_f32(self) -> f32 {
-        f16::to_f32(self)
-    }
-}
+/// The 16-bit kernel dtypes with their host conversions (the library's test helper).
+pub use attn_runtime::testing::device_variant::DeviceDtype as TestDtype;
 
 /// A context on device 0 (default stream) with a 3D workspace for up to
 /// `max_tokens` decode tokens of up to `max_heads` heads × `max_head_size`.
