@@ -11,10 +11,10 @@ use attn_runtime::ops::mla_dcp::op::check_host_inputs;
 use attn_runtime::split_mix64::SplitMix64;
 use fuzz_support::mla_case::{mla_mutate, mla_valid_base, MLA_MUTATIONS};
 use fuzz_support::mla_oracle::mla_check;
-use fuzz_support::outcome::{Outcome, Tally};
+use fuzz_support::outcome::{judge, Tally};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, TestRunner};
 
 const CASES: u32 = 20_000;
 
@@ -37,20 +37,7 @@ fn mla_host_validation_fuzz() {
         let ran = catch_unwind(AssertUnwindSafe(|| {
             check_host_inputs(&case.config(), &case.inputs())
         }));
-        let detail = match &ran {
-            Ok(Err(e)) => e.to_string(),
-            Ok(Ok(())) => "accepted".to_string(),
-            Err(_) => "panicked".to_string(),
-        };
-        let outcome = Outcome::of(ran, verdict.is_ok());
-        tally.borrow_mut().add(outcome);
-        if outcome.is_correct() {
-            Ok(())
-        } else {
-            Err(TestCaseError::fail(format!(
-                "{outcome:?}: oracle {verdict:?}, op {detail}; mutations {mutations:?}; {case:?}"
-            )))
-        }
+        judge(&tally, ran, &verdict, (&mutations, &case))
     });
     let tally = tally.into_inner();
     println!("MLA host fuzz: {tally}");

@@ -10,13 +10,13 @@ use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use attn_runtime::split_mix64::SplitMix64;
-use fuzz_support::outcome::{Outcome, Tally};
+use fuzz_support::outcome::{judge, Tally};
 use fuzz_support::unified_case::{mutate, valid_base, MUTATIONS};
 use fuzz_support::unified_host::host_plan;
 use fuzz_support::unified_oracle::check;
 use proptest::collection::vec;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, TestRunner};
 
 const CASES: u32 = 20_000;
 
@@ -37,20 +37,7 @@ fn unified_host_validation_fuzz() {
         }
         let verdict = check(&case);
         let ran = catch_unwind(AssertUnwindSafe(|| host_plan(&case)));
-        let detail = match &ran {
-            Ok(Err(e)) => e.to_string(),
-            Ok(Ok(_)) => "accepted".to_string(),
-            Err(_) => "panicked".to_string(),
-        };
-        let outcome = Outcome::of(ran, verdict.is_ok());
-        tally.borrow_mut().add(outcome);
-        if outcome.is_correct() {
-            Ok(())
-        } else {
-            Err(TestCaseError::fail(format!(
-                "{outcome:?}: oracle {verdict:?}, op {detail}; mutations {mutations:?}; {case:?}"
-            )))
-        }
+        judge(&tally, ran, &verdict, (&mutations, &case))
     });
     let tally = tally.into_inner();
     println!("unified host fuzz: {tally}");

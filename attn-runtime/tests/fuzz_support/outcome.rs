@@ -34,6 +34,30 @@ impl Outcome {
     }
 }
 
+/// Judges one host-fuzz case: classifies the op's result against the oracle's verdict,
+/// counts it, and fails the proptest case (with the oracle's and the op's words and `case`)
+/// when they disagree or the op panicked.
+pub fn judge<T, E: fmt::Display, V: fmt::Debug>(
+    tally: &std::cell::RefCell<Tally>,
+    ran: std::thread::Result<Result<T, E>>,
+    verdict: &Result<(), V>,
+    case: impl fmt::Debug,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let detail = match &ran {
+        Ok(Err(e)) => e.to_string(),
+        Ok(Ok(_)) => "accepted".to_string(),
+        Err(_) => "panicked".to_string(),
+    };
+    let outcome = Outcome::of(ran, verdict.is_ok());
+    tally.borrow_mut().add(outcome);
+    if outcome.is_correct() {
+        return Ok(());
+    }
+    Err(proptest::test_runner::TestCaseError::fail(format!(
+        "{outcome:?}: oracle {verdict:?}, op {detail}; {case:?}"
+    )))
+}
+
 /// Counts of every outcome over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
