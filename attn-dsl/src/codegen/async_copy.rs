@@ -12,6 +12,14 @@ use crate::ir::{BinaryOp, Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
+/// The uniform tile (a splat of a scalar) that decides whether a mask reads a reduction, and
+/// the value of it under which it does.
+#[derive(Clone, Copy, Debug)]
+struct Guard {
+    value: ValueId,
+    read_when: bool,
+}
+
 /// Chunks per thread a copy's loop unrolls.
 const MAX_COPY_UNROLL: usize = 4;
 
@@ -244,34 +252,34 @@ impl<'f> Emitter<'f> {
         for (r, guard) in reduces {
             let name = format!("attn_red{}", r.0);
             // Not split evenly over the lanes: the chunk loop recomputes it whole.
-            let Ok((partial, combine, t)) = self.remat_reduce_lanes(r, "attn_row", lanes, scope)
+            let Ok(fold) =
+                self.remat_reduce_strided(r, "attn_row", "attn_lane_in_row", lanes, scope)
             else {
                 continue;
             };
-            // Under `uniform || x` (or `uniform ? a : x`...) the mask never reads `x` when the
+            // Under `uniform || x` (or `uniform && x`) the mask never reads `x` when the
             // uniform scalar decides it, so neither does the hoisted loop.
-            let partial = match &guard {
-                Some(g) => format!(
-                    "(({}) ? {partial} : ({t})0)",
-                    self.remat_expr(*g, at, scope).map(|e| {
-                        if self.guard_negated(mask_v, *g) {
-                            format!("!{e}")
-                        } else {
-                            e
-                        }
-                    })?
-                ),
-                None => partial,
+            let partial = match guard {
+                Some(Guard { value, read_when }) => {
+                    let g = self.remat_expr(value, at, scope)?;
+                    let not = if read_when { "" } else { "!" };
+                    format!("({not}({g}) ? {} : ({})0)", fold.partial, fold.rt)
+                }
+                None => fold.partial.clone(),
             };
-            self.w.line(format!("{t} {name} = {partial};"));
+            self.w.line(format!("{} {name} = {partial};", fold.rt));
             let mut m = 1;
             while m < lanes {
                 let other = format!("attn_shfl_xor({name}, {m})");
                 self.w.line(format!(
                     "{name} = {};",
-                    combine.replace("ITEM", &other).replace("ACC", &name)
+                    fold.combine.replace("ITEM", &other).replace("ACC", &name)
                 ));
                 m *= 2;
+            }
+            let finished = fold.finish(&name);
+            if finished != name {
+                self.w.line(format!("{name} = {finished};"));
             }
             self.hoisted.insert(r.0, (name, "attn_row".to_string()));
         }
@@ -286,8 +294,8 @@ impl<'f> Emitter<'f> {
     fn collect_reduces(
         &self,
         v: ValueId,
-        guard: Option<ValueId>,
-        out: &mut Vec<(ValueId, Option<ValueId>)>,
+        guard: Option<Guard>,
+        out: &mut Vec<(ValueId, Option<Guard>)>,
     ) {
         if self.f.ty(v).is_scalar() || out.iter().any(|(r, _)| *r == v) {
             return;
@@ -297,13 +305,18 @@ impl<'f> Emitter<'f> {
             out.push((v, guard));
             return;
         }
-        if let (OpKind::Binary(BinaryOp::Or | BinaryOp::And), None) = (&op.kind, guard) {
-            let uniform = |x: ValueId| self.uniform_scalar(x);
-            if let (Some(_), None) = (uniform(op.operands[0]), uniform(op.operands[1])) {
-                return self.collect_reduces(op.operands[1], Some(op.operands[0]), out);
-            }
-            if let (None, Some(_)) = (uniform(op.operands[0]), uniform(op.operands[1])) {
-                return self.collect_reduces(op.operands[0], Some(op.operands[1]), out);
+        if let (OpKind::Binary(b @ (BinaryOp::Or | BinaryOp::And)), None) = (&op.kind, guard) {
+            let read_when = *b == BinaryOp::And;
+            let uniform = |x: ValueId| self.uniform_scalar(x).is_some();
+            let (l, r) = (op.operands[0], op.operands[1]);
+            let split = match (uniform(l), uniform(r)) {
+                (true, false) => Some((l, r)),
+                (false, true) => Some((r, l)),
+                _ => None,
+            };
+            if let Some((value, rest)) = split {
+                let g = Guard { value, read_when };
+                return self.collect_reduces(rest, Some(g), out);
             }
         }
         for &x in &op.operands {
@@ -323,19 +336,5 @@ impl<'f> Emitter<'f> {
             }
             _ => None,
         }
-    }
-
-    /// Whether the guard tile `g` sits in an `or` somewhere in `v` (the reduction is then
-    /// read when `g` is false).
-    fn guard_negated(&self, v: ValueId, g: ValueId) -> bool {
-        let Some(op) = self.def_op(v) else {
-            return false;
-        };
-        if op.operands.contains(&g) {
-            return matches!(op.kind, OpKind::Binary(BinaryOp::Or));
-        }
-        op.operands
-            .iter()
-            .any(|&x| !self.f.ty(x).is_scalar() && self.guard_negated(x, g))
     }
 }

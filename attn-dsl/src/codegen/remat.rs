@@ -70,7 +70,7 @@ impl<'f> Emitter<'f> {
             OpKind::Reduce { .. } if self.hoisted_at(v, at).is_some() => {
                 Ok(self.hoisted_at(v, at).unwrap_or_default())
             }
-            OpKind::Reduce { kind, axis } => self.remat_reduce(v, *kind, *axis, at, scope),
+            OpKind::Reduce { .. } => self.remat_reduce(v, at, scope),
             k if k.is_coordinate_op() => self.element_expr(op, at, &recurse),
             k => Err(CodegenError::Malformed(format!(
                 "%{} ({k:?}) cannot be recomputed",
@@ -82,103 +82,14 @@ impl<'f> Emitter<'f> {
     /// One element of a reduction, as a loop over the reduced axis of its recomputed
     /// operand in ascending order (the executor's order: sums from zero in f32 and rounded
     /// at the end, max/min from the first element).
-    fn remat_reduce(
-        &self,
-        v: ValueId,
-        kind: ReduceKind,
-        axis: usize,
-        at: &ElemIndex,
-        scope: &Scope,
-    ) -> Res<String> {
-        let op = self
-            .def_op(v)
-            .ok_or_else(|| CodegenError::Malformed("reduce without op".into()))?;
-        let x = Self::operand(op, 0)?;
-        let shape = self.shape(x).to_vec();
-        let k = format!("attn_k{}", v.0);
+    fn remat_reduce(&self, v: ValueId, at: &ElemIndex, scope: &Scope) -> Res<String> {
         let kept = if self.f.ty(v).is_scalar() {
             "0".to_string()
         } else {
             at.coords(self.shape(v)).0
         };
-        let (count, item_at) = match (shape.as_slice(), axis) {
-            ([n], 0) => (
-                *n,
-                ElemIndex::Coords {
-                    row: k.clone(),
-                    col: "0".into(),
-                },
-            ),
-            ([m, _], 0) => (
-                *m,
-                ElemIndex::Coords {
-                    row: k.clone(),
-                    col: kept,
-                },
-            ),
-            ([_, n], 1) => (
-                *n,
-                ElemIndex::Coords {
-                    row: kept,
-                    col: k.clone(),
-                },
-            ),
-            (s, a) => {
-                return Err(CodegenError::Malformed(format!(
-                    "reduce axis {a} of shape {s:?}"
-                )))
-            }
-        };
-        let item = self.remat_expr(x, &item_at, scope)?;
-        let t = self.scalar(x)?;
-        let rt = super::c_types::reg_type(self.elem(x));
-        let (init, first, step, finish) = match kind {
-            ReduceKind::Sum if t.is_float() => (
-                "0.0f".to_string(),
-                0,
-                super::elementwise::binary(BinaryOp::Add, ScalarType::F32, "acc", "item")?,
-                super::c_types::round_to(t, "acc".into()),
-            ),
-            ReduceKind::Sum => (
-                zero(self.elem(x)).to_string(),
-                0,
-                super::elementwise::binary(BinaryOp::Add, t, "acc", "item")?,
-                "acc".into(),
-            ),
-            ReduceKind::Max | ReduceKind::Min => {
-                let b = if kind == ReduceKind::Max {
-                    BinaryOp::Max
-                } else {
-                    BinaryOp::Min
-                };
-                (
-                    "item0".into(),
-                    1,
-                    super::elementwise::binary(b, t, "acc", "item")?,
-                    "acc".into(),
-                )
-            }
-        };
-        let first_item = self.remat_expr(
-            x,
-            &match &item_at {
-                ElemIndex::Coords { row, col } if *row == k => ElemIndex::Coords {
-                    row: "0".into(),
-                    col: col.clone(),
-                },
-                ElemIndex::Coords { row, .. } => ElemIndex::Coords {
-                    row: row.clone(),
-                    col: "0".into(),
-                },
-                other => other.clone(),
-            },
-            scope,
-        )?;
-        Ok(format!(
-            "([&]() {{ const {rt} item0 = {first_item}; {rt} acc = {init}; \
-             for (int {k} = {first}; {k} < {count}; ++{k}) {{ const {rt} item = {item}; acc = {step}; }} \
-             return {finish}; }}())"
-        ))
+        let fold = self.remat_reduce_strided(v, &kept, "0", 1, scope)?;
+        Ok(fold.finish(&fold.partial))
     }
 
     /// The variable holding reduction `v` at element `at`, if a copy hoisted it for that row.
@@ -187,16 +98,17 @@ impl<'f> Emitter<'f> {
         (at.coords(self.shape(v)).0 == *row).then(|| name.clone())
     }
 
-    /// This thread's share of reduction `v` at kept index `kept`: elements
-    /// `attn_lane_in_row + lanes·i` of the reduced axis, folded in ascending order. Returns the
-    /// partial's expression, the combine step (`ACC`, `ITEM` placeholders) and its C type.
-    pub(crate) fn remat_reduce_lanes(
+    /// A fold of reduction `v` at kept index `kept` over elements `start + stride·i` of the
+    /// reduced axis, ascending: the whole reduction with `start = 0, stride = 1`, or one lane's
+    /// share of it (the lanes then combine their partials with [`StridedFold::combine`]).
+    pub(crate) fn remat_reduce_strided(
         &self,
         v: ValueId,
         kept: &str,
-        lanes: usize,
+        start: &str,
+        stride: usize,
         scope: &Scope,
-    ) -> Res<(String, String, String)> {
+    ) -> Res<StridedFold> {
         let op = self
             .def_op(v)
             .ok_or_else(|| CodegenError::Malformed("reduce without op".into()))?;
@@ -214,9 +126,9 @@ impl<'f> Emitter<'f> {
                 )))
             }
         };
-        if count % lanes != 0 {
+        if count % stride != 0 {
             return Err(CodegenError::Unsupported(format!(
-                "{count} reduced elements over {lanes} lanes"
+                "{count} reduced elements over {stride} lanes"
             )));
         }
         let item_at = |i: &str| match (shape.len(), axis) {
@@ -236,10 +148,20 @@ impl<'f> Emitter<'f> {
         let item = self.remat_expr(x, &item_at(&k), scope)?;
         let t = self.scalar(x)?;
         let rt = super::c_types::reg_type(self.elem(x));
-        let (init, step) = match kind {
+        // Sums start from zero (f32 for floats, rounded once at the end); max/min ignore NaN
+        // and start from the fold's first element.
+        let (init, combine, from, round) = match kind {
+            ReduceKind::Sum if t.is_float() => (
+                "0.0f".to_string(),
+                super::elementwise::binary(BinaryOp::Add, ScalarType::F32, "ACC", "ITEM")?,
+                start.to_string(),
+                Some(t),
+            ),
             ReduceKind::Sum => (
                 zero(self.elem(x)).to_string(),
                 super::elementwise::binary(BinaryOp::Add, t, "ACC", "ITEM")?,
+                start.to_string(),
+                None,
             ),
             ReduceKind::Max | ReduceKind::Min => {
                 let b = if kind == ReduceKind::Max {
@@ -247,24 +169,42 @@ impl<'f> Emitter<'f> {
                 } else {
                     BinaryOp::Min
                 };
-                // Max/min ignore NaN and start from the lane's first element.
                 (
-                    "ITEM0".to_string(),
+                    self.remat_expr(x, &item_at(start), scope)?,
                     super::elementwise::binary(b, t, "ACC", "ITEM")?,
+                    format!("{start} + {stride}"),
+                    None,
                 )
             }
         };
-        let first = self.remat_expr(x, &item_at("attn_lane_in_row"), scope)?;
-        let init = init.replace("ITEM0", &first);
-        let start = if init == first {
-            format!("attn_lane_in_row + {lanes}")
-        } else {
-            "attn_lane_in_row".into()
-        };
         let partial = format!(
-            "([&]() {{ {rt} acc = {init}; for (int {k} = {start}; {k} < {count}; {k} += {lanes}) {{ const {rt} item = {item}; acc = {}; }} return acc; }}())",
-            step.replace("ACC", "acc").replace("ITEM", "item")
+            "([&]() {{ {rt} acc = {init}; for (int {k} = {from}; {k} < {count}; {k} += {stride}) {{ const {rt} item = {item}; acc = {}; }} return acc; }}())",
+            combine.replace("ACC", "acc").replace("ITEM", "item")
         );
-        Ok((partial, step, rt))
+        Ok(StridedFold {
+            partial,
+            combine,
+            round,
+            rt: rt.to_string(),
+        })
+    }
+}
+
+/// A (partial) reduction as C++: the fold's expression, how two partials combine (`ACC`,
+/// `ITEM` placeholders), the dtype a float sum rounds to at the end, the C type.
+pub(crate) struct StridedFold {
+    pub(crate) partial: String,
+    pub(crate) combine: String,
+    round: Option<ScalarType>,
+    pub(crate) rt: String,
+}
+
+impl StridedFold {
+    /// The finished reduction from the (combined) fold `acc`.
+    pub(crate) fn finish(&self, acc: &str) -> String {
+        match self.round {
+            Some(t) => super::c_types::round_to(t, acc.to_string()),
+            None => acc.to_string(),
+        }
     }
 }
