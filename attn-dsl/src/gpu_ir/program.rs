@@ -4,7 +4,7 @@
 //! global→shared copies, commit/wait groups, barriers, and tensor-core dots whose operands
 //! are read from shared memory by fragment loads (`ldmatrix`).
 
-use crate::ir::{OpId, ScalarType, ValueId};
+use crate::ir::{OpId, ScalarType};
 
 /// Index of a [`LocalAlloc`] in [`GpuProgram::allocs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -237,9 +237,4 @@ pub fn nested_mut(op: &mut GpuOp) -> Vec<&mut GpuBlock> {
         GpuOp::While { before, after, .. } => vec![before, after],
         _ => vec![],
     }
-}
-
-/// The tile-IR values a copy replaces (the load's result), for passes that track uses.
-pub fn copy_result(f: &crate::ir::Function, c: &AsyncCopy) -> Option<ValueId> {
-    f.op(c.load).results.first().copied()
 }
