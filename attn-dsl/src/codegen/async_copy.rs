@@ -145,7 +145,7 @@ impl<'f> Emitter<'f> {
         self.copy_chunks(c, load, &scope, Some(guard), Some(&counter))
     }
 
-    /// The per-thread loop over the copy's 16-byte chunks.
+    /// The per-thread loops over the copy's rows (passes) and each row's 16-byte chunks.
     fn copy_chunks(
         &mut self,
         c: &AsyncCopy,
@@ -155,88 +155,79 @@ impl<'f> Emitter<'f> {
         counter: Option<&str>,
     ) -> Res<()> {
         let al = self.prog.alloc(c.dst).clone();
-        let (per_row, total) = (al.cols / c.map.chunk, al.rows * al.cols / c.map.chunk);
-        // Chunk walk: consecutive threads take consecutive chunks of a row (coalesced), or,
-        // rows per lane group, the `lanes` consecutive threads of row t / lanes take every
-        // lanes-th chunk of it (and share the row's reductions, see `hoist_row_reductions`).
-        let lanes = self.threads / al.rows;
-        let (slots, index) = if c.map.row_per_thread {
-            (
-                per_row.div_ceil(lanes),
-                format!(
-                    "const int attn_col = (attn_lane_in_row + s * {lanes}) * {};",
-                    c.map.chunk
-                ),
-            )
-        } else {
-            (
-                total.div_ceil(self.threads),
-                format!(
-                    "const int attn_i = tid + s * {t}, attn_row = attn_i / {per_row}, attn_col = (attn_i % {per_row}) * {ch};",
-                    t = self.threads,
-                    ch = c.map.chunk
-                ),
-            )
-        };
-        let tail = if c.map.row_per_thread {
-            (!per_row.is_multiple_of(self.threads / al.rows))
-                .then(|| format!("if (attn_col >= {}) break;", al.cols))
-        } else {
-            (!total.is_multiple_of(self.threads)).then(|| format!("if (attn_i >= {total}) break;"))
-        };
+        let (lanes, chunk) = (c.map.lanes, c.map.chunk);
+        let per_row = al.cols / chunk;
+        let rows_per_pass = self.threads / lanes;
         let dst = self.stage_base(c.dst, c.stage, counter)?;
         let (row, cc) = ("attn_row", "attn_col");
-        let at = if c.map.contiguous_axis == 1 {
-            ElemIndex::Coords {
-                row: row.into(),
-                col: cc.into(),
-            }
-        } else {
-            ElemIndex::Coords {
-                row: cc.into(),
-                col: row.into(),
-            }
-        };
-        let ptr = self.remat_expr(load.operands[0], &at, scope)?;
-        let mask = match load.kind {
-            OpKind::Load { has_mask: true, .. } => self.remat_expr(load.operands[1], &at, scope)?,
-            _ => "true".into(),
-        };
+        let at = Self::chunk_coords(c, cc);
         match &guard {
             Some(g) => self.w.open(format!("if ({g})")),
             None => self.w.open(""),
         }
-        if c.map.row_per_thread {
-            self.w.line(format!(
-                "const int attn_row = tid / {lanes}, attn_lane_in_row = tid % {lanes};"
-            ));
-        }
-        let mask = if c.map.row_per_thread {
-            self.hoist_row_reductions(load, &at, scope, lanes)?
-        } else {
-            mask
-        };
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
-        // Each chunk recomputes its address (block-table load, 64-bit math): unrolled by 4
-        // at most, so a one-warp program's 16 chunks do not all hold their addresses at once.
-        self.w
-            .open_partly_unrolled("s", slots, slots.min(MAX_COPY_UNROLL));
-        self.w.line(index);
-        if let Some(t) = tail {
-            self.w.line(t);
+        self.w.open_unrolled("p", al.rows.div_ceil(rows_per_pass));
+        self.w.line(format!(
+            "const int {row} = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
+        ));
+        let mask = match load.kind {
+            OpKind::Load { has_mask: true, .. } => {
+                self.hoist_row_reductions(load, &at, scope, lanes)?
+            }
+            _ => "true".into(),
+        };
+        // A row's address once per pass (the memory clobber of each `cp.async` would make
+        // the compiler reload the block table per chunk otherwise); each chunk adds its column.
+        let src = if c.map.row_contiguous {
+            let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
+            self.w.line(format!("const auto attn_src = {start};"));
+            format!("attn_src + {cc}")
+        } else {
+            self.remat_expr(load.operands[0], &at, scope)?
+        };
+        let slots = per_row.div_ceil(lanes);
+        if c.map.row_contiguous {
+            self.w.open_unrolled("s", slots);
+        } else {
+            // Each chunk recomputes its whole address: unrolled by a few only, so the chunks
+            // do not all hold their addresses at once.
+            self.w
+                .open_partly_unrolled("s", slots, slots.min(MAX_COPY_UNROLL));
         }
         self.w.line(format!(
-            "attn_cp_async16(attn_dst + {row} * {} + {cc}, {ptr}, {mask});",
+            "const int {cc} = (attn_lane_in_row + s * {lanes}) * {chunk};"
+        ));
+        if !per_row.is_multiple_of(lanes) {
+            self.w.line(format!("if ({cc} >= {}) break;", al.cols));
+        }
+        self.w.line(format!(
+            "attn_cp_async16(attn_dst + {row} * {} + {cc}, {src}, {mask});",
             al.pitch()
         ));
+        self.w.close("");
         self.w.close("");
         self.w.close("");
         Ok(())
     }
 
-    /// For a row-per-lane-group copy: computes each reduction in the mask once per row
-    /// before the chunk loop, the row's `lanes` threads each folding every lanes-th element
+    /// Tile coordinates of a chunk of alloc row `attn_row` starting at alloc column `col`.
+    fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
+        let row = "attn_row";
+        if c.map.contiguous_axis == 1 {
+            ElemIndex::Coords {
+                row: row.into(),
+                col: col.into(),
+            }
+        } else {
+            ElemIndex::Coords {
+                row: col.into(),
+                col: row.into(),
+            }
+        }
+    }
+
+    /// Computes each reduction in a copy's mask once per row before the chunk loop, the row's `lanes` threads each folding every lanes-th element
     /// and combining with xor shuffles (all threads of a warp take part: the lane groups
     /// tile the warp), and returns the mask with those reductions read from variables.
     fn hoist_row_reductions(

@@ -7,7 +7,7 @@
 use super::program::{
     AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage, TileInAlloc,
 };
-use super::remat::{can_remat, contains_reduce, defining_ops, RematScope};
+use super::remat::{can_remat, defining_ops, RematScope};
 use crate::ir::{Block, Function, Layout, OpId, OpKind, Scalar, ScalarType, ValueId};
 use crate::passes::axis_info::AxisAnalysis;
 use std::collections::BTreeMap;
@@ -219,20 +219,18 @@ impl<'a> Ctx<'a> {
         if has_other && !self.is_zero(op.operands[2]) {
             return None;
         }
-        let rows = t.shape[1 - ax];
+        let (rows, cols) = (t.shape[1 - ax], t.shape[ax]);
         let threads = 32 * self.f.num_warps as usize;
-        let row_per_thread = has_mask
-            && contains_reduce(self.f, self.defs, op.operands[1])
-            && rows <= threads
-            && threads.is_multiple_of(rows)
-            // The lanes sharing a row combine with warp shuffles: they must share a warp.
-            && threads / rows <= 32;
+        let lanes = TileInAlloc::lanes_for(rows, cols / CHUNK, threads)?;
+        let row_contiguous =
+            self.axis.get(ptr).contiguity.get(ax).copied().unwrap_or(1) >= cols as u64;
         Some((
             load,
             TileInAlloc {
                 contiguous_axis: ax,
                 chunk: CHUNK,
-                row_per_thread,
+                lanes,
+                row_contiguous,
             },
         ))
     }

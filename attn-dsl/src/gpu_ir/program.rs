@@ -65,17 +65,43 @@ impl Stage {
 
 /// How the tile of a load maps onto its alloc: element (r, c) of the tile is at alloc row
 /// `r` and column `c` when the contiguous axis is 1, and at row `c`, column `r` when it is 0.
+///
+/// Threads copy in lane groups: `lanes` consecutive threads share an alloc row, taking its
+/// chunks `lane, lane + lanes, ...`; the block's lane groups cover `threads / lanes` rows at
+/// once and walk the tile's rows in passes. Few rows per thread keep the per-row address work
+/// (a block-table load, 64-bit math) out of the per-chunk loop; at least two lanes per row
+/// keep each warp access whole 32-byte sectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileInAlloc {
     /// The tile axis along which global memory is contiguous (the alloc's column axis).
     pub contiguous_axis: usize,
     /// Elements per 16-byte chunk (8 for 16-bit types).
     pub chunk: usize,
-    /// Whether each thread copies chunks of one alloc row only (instead of consecutive
-    /// chunks of a row going to consecutive threads): chosen when the mask recomputes a
-    /// reduction per row, which then runs once per thread instead of once per chunk.
-    pub row_per_thread: bool,
+    /// Threads sharing one alloc row (a power of two dividing the warp).
+    pub lanes: usize,
+    /// Whether the source is contiguous along a whole alloc row, so a row's address is
+    /// computed once per pass and each chunk adds its column to it.
+    pub row_contiguous: bool,
 }
+
+impl TileInAlloc {
+    /// Lanes per row for a `rows` x `per_row`-chunk tile copied by `threads` threads: the
+    /// fewest that still give each row at least [`MIN_LANES`] (or, with fewer rows than lane
+    /// groups, every thread a row), such that whole passes cover the rows. `None` when no
+    /// power of two up to a warp fits.
+    pub fn lanes_for(rows: usize, per_row: usize, threads: usize) -> Option<usize> {
+        let least = threads
+            .div_ceil(rows.max(1))
+            .max(MIN_LANES.min(per_row.max(1)));
+        (0..=5)
+            .map(|e| 1usize << e)
+            .find(|&l| l >= least && threads.is_multiple_of(l) && rows.is_multiple_of(threads / l))
+    }
+}
+
+/// Lanes a copy gives each row at least: two 16-byte chunks, one 32-byte sector per row and
+/// warp access.
+pub const MIN_LANES: usize = 2;
 
 /// Which iteration's addresses a copy moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -120,7 +120,7 @@ pub fn rows() -> Vec<Row> {
 }
 
 /// Launch-table sweep: the same workloads under other tilings and split counts (rows named
-/// `<row>-m<BLOCK_M>t<TILE>` and `D1-3D-<segments>`).
+/// `<row>-m<BLOCK_M>t<TILE>[s<SLABS>]` and `D1-3D-<segments>`).
 pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
     let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32| Row {
         id,
@@ -142,6 +142,8 @@ pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
         tiled(p0, "P0-m128t64s2", 128, 64, 2),
         tiled(p0, "P0-m64t64s2", 64, 64, 2),
         split("D1-3D-4", 4),
+        tiled(d1, "D1-2D-m16t16", 16, 16, 1),
+        tiled(d1, "D1-2D-m16t64", 16, 64, 1),
     ]
 }
 
