@@ -137,22 +137,23 @@ const PINNED_SASS: &[PinnedSass] = &[
         ldgsts: 8,
         max_ldg: 2,
     },
-    // QK: 16 k-steps of A (Q from shared) + 16 x 2 B pairs; PV: 2 x 16 B pairs.
+    // QK: 16 k-steps of A (Q from shared) + 16 x 2 B pairs; PV: 2 x 16 B pairs. K and V
+    // tiles 32 x 256 over 128 threads, 8 lanes (a line) per row: 2 rows of 4 chunks each.
     PinnedSass {
         label: "P1",
         ldsm: 80,
         hmma: 128,
         ldgsts: 16,
-        max_ldg: 2,
+        max_ldg: 4,
     },
     // One warp, 16 rows: QK 8 k-steps x (A + 2 B pairs); PV 2 x 8 B pairs. K and V tiles
-    // 32 x 128 over 32 threads, 2 lanes per row: 2 rows of 8 chunks each.
+    // 32 x 128 over 32 threads, 8 lanes (a 128-byte line) per row: 8 rows of 2 chunks each.
     PinnedSass {
         label: "D1",
         ldsm: 32,
         hmma: 64,
         ldgsts: 32,
-        max_ldg: 4,
+        max_ldg: 16,
     },
 ];
 

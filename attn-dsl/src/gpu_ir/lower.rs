@@ -85,13 +85,14 @@ impl<'a> Ctx<'a> {
         if !self.fragment_result(acc, res) {
             return;
         }
-        let Some((bl, bmap)) = self.copyable_operand(bv, b, true) else {
+        let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
+        let min_lanes = TileInAlloc::min_lanes_for_rows(m);
+        let Some((bl, bmap)) = self.copyable_operand(bv, b, true, min_lanes) else {
             return;
         };
-        let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         // Registers a held A takes per thread grow with the slabs each warp owns.
         let slabs_per_warp = (m / 16).div_ceil(self.f.num_warps as usize).max(1);
-        let a_src = match self.copyable_operand(a, b, false) {
+        let a_src = match self.copyable_operand(a, b, false, min_lanes) {
             Some((al, amap)) if self.a_from_shared(al, b, k * slabs_per_warp) => {
                 Some(self.add_copy(al, amap, d, false))
             }
@@ -180,7 +181,13 @@ impl<'a> Ctx<'a> {
     /// a 16-bit tile loaded only for this dot (in the dot's block, or for A outside the loop
     /// around it), 16-element multiples, 16-byte chunks along a contiguous axis, a mask
     /// uniform over each chunk, zero `other`, pointer and mask recomputable per chunk.
-    fn copyable_operand(&self, v: ValueId, b: &Block, is_b: bool) -> Option<(OpId, TileInAlloc)> {
+    fn copyable_operand(
+        &self,
+        v: ValueId,
+        b: &Block,
+        is_b: bool,
+        min_lanes: usize,
+    ) -> Option<(OpId, TileInAlloc)> {
         let load = self.defs[v.0 as usize]?;
         let op = self.f.op(load);
         let OpKind::Load {
@@ -221,7 +228,7 @@ impl<'a> Ctx<'a> {
         }
         let (rows, cols) = (t.shape[1 - ax], t.shape[ax]);
         let threads = 32 * self.f.num_warps as usize;
-        let lanes = TileInAlloc::lanes_for(rows, cols / CHUNK, threads)?;
+        let lanes = TileInAlloc::lanes_for(rows, cols / CHUNK, threads, min_lanes)?;
         let row_contiguous =
             self.axis.get(ptr).contiguity.get(ax).copied().unwrap_or(1) >= cols as u64;
         Some((

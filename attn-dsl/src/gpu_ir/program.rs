@@ -69,8 +69,9 @@ impl Stage {
 /// Threads copy in lane groups: `lanes` consecutive threads share an alloc row, taking its
 /// chunks `lane, lane + lanes, ...`; the block's lane groups cover `threads / lanes` rows at
 /// once and walk the tile's rows in passes. Few rows per thread keep the per-row address work
-/// (a block-table load, 64-bit math) out of the per-chunk loop; at least two lanes per row
-/// keep each warp access whole 32-byte sectors.
+/// (a block-table load, 64-bit math) out of the per-chunk loop; more lanes per row make each
+/// warp access fewer, longer runs (whole sectors, whole lines: see
+/// [`TileInAlloc::min_lanes_for_rows`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileInAlloc {
     /// The tile axis along which global memory is contiguous (the alloc's column axis).
@@ -86,22 +87,43 @@ pub struct TileInAlloc {
 
 impl TileInAlloc {
     /// Lanes per row for a `rows` x `per_row`-chunk tile copied by `threads` threads: the
-    /// fewest that still give each row at least [`MIN_LANES`] (or, with fewer rows than lane
+    /// fewest that still give each row at least `min_lanes` (or, with fewer rows than lane
     /// groups, every thread a row), such that whole passes cover the rows. `None` when no
     /// power of two up to a warp fits.
-    pub fn lanes_for(rows: usize, per_row: usize, threads: usize) -> Option<usize> {
+    pub fn lanes_for(
+        rows: usize,
+        per_row: usize,
+        threads: usize,
+        min_lanes: usize,
+    ) -> Option<usize> {
         let least = threads
             .div_ceil(rows.max(1))
-            .max(MIN_LANES.min(per_row.max(1)));
+            .max(min_lanes.min(per_row.max(1)));
         (0..=5)
             .map(|e| 1usize << e)
             .find(|&l| l >= least && threads.is_multiple_of(l) && rows.is_multiple_of(threads / l))
     }
+
+    /// The least lanes per row of a copy feeding a dot with `m` rows per program. A tile read
+    /// by few rows (decode: 16) streams from DRAM, and whole 128-byte lines per row and warp
+    /// access are what keep the L2 from being the limit (D1: 0.392 ms with 8 lanes, 0.460 ms
+    /// with 2, H200); a tile reused by 128 rows makes the loop issue-bound, and fewer rows
+    /// per thread (fewer address computations) win (P0: 5.79 ms with 4 lanes, 6.23 ms with 8).
+    pub fn min_lanes_for_rows(m: usize) -> usize {
+        if m >= ISSUE_BOUND_ROWS {
+            SECTOR_LANES
+        } else {
+            LINE_LANES
+        }
+    }
 }
 
-/// Lanes a copy gives each row at least: two 16-byte chunks, one 32-byte sector per row and
-/// warp access.
-pub const MIN_LANES: usize = 2;
+/// Lanes that cover one 32-byte sector of a row (two 16-byte chunks).
+pub const SECTOR_LANES: usize = 2;
+/// Lanes that cover one 128-byte line of a row.
+pub const LINE_LANES: usize = 8;
+/// Rows per program from which a copied tile's reuse makes its loop issue-bound.
+pub const ISSUE_BOUND_ROWS: usize = 128;
 
 /// Which iteration's addresses a copy moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -120,7 +120,7 @@ pub fn rows() -> Vec<Row> {
 }
 
 /// Launch-table sweep: the same workloads under other tilings and split counts (rows named
-/// `<row>-m<BLOCK_M>t<TILE>[s<SLABS>]` and `D1-3D-<segments>`).
+/// `<row>-m<BLOCK_M>t<TILE>[s<SLABS>]` and `D1-3D-<segments>[t<TILE>]`).
 pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
     let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32| Row {
         id,
@@ -136,14 +136,24 @@ pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
         path: PathChoice::Force3d { num_segments },
         ..d1.clone()
     };
+    let split_tiled = |id: &'static str, num_segments: i32, tile_size: i32| Row {
+        id,
+        path: PathChoice::Force3dTiled {
+            num_segments,
+            tile_size,
+        },
+        ..d1.clone()
+    };
     vec![
         tiled(p0, "P0-m64t32", 64, 32, 1),
         tiled(p0, "P0-m128t32s2", 128, 32, 2),
         tiled(p0, "P0-m128t64s2", 128, 64, 2),
         tiled(p0, "P0-m64t64s2", 64, 64, 2),
         split("D1-3D-4", 4),
+        split("D1-3D-8", 8),
+        split_tiled("D1-3D-4t32", 4, 32),
+        split_tiled("D1-3D-8t32", 8, 32),
         tiled(d1, "D1-2D-m16t16", 16, 16, 1),
-        tiled(d1, "D1-2D-m16t64", 16, 64, 1),
     ]
 }
 

@@ -38,6 +38,11 @@ pub enum PathChoice {
         tile_size: i32,
         slabs_per_warp: i32,
     },
+    /// Split-KV with an explicit split count and keys per tile (decode sweeps).
+    Force3dTiled {
+        num_segments: i32,
+        tile_size: i32,
+    },
 }
 
 /// The device functions bound to the kernel's `MASK`, `BOUNDS` and `FULL_TILE` constexprs,
@@ -256,7 +261,9 @@ pub fn choose_config(
     let (is_3d, num_segments) = match path {
         PathChoice::Heuristic => (heuristic_3d, cfg.num_segments),
         PathChoice::Force2d => (false, 1),
-        PathChoice::Force3d { num_segments } => (true, num_segments),
+        PathChoice::Force3d { num_segments } | PathChoice::Force3dTiled { num_segments, .. } => {
+            (true, num_segments)
+        }
         PathChoice::Force2dTiled { .. } => (false, 1),
     };
     cfg.is_3d = is_3d;
@@ -288,6 +295,9 @@ pub fn choose_config(
             .unwrap_or(0);
         cfg.tile_size = tile_size;
         cfg.slabs_per_warp = slabs_per_warp;
+    }
+    if let PathChoice::Force3dTiled { tile_size, .. } = path {
+        cfg.tile_size = tile_size;
     }
     cfg.validate_launch(&LaunchValues {
         max_seqlen_q: problem.max_seqlen_q,
