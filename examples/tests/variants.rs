@@ -35,7 +35,7 @@ fn parity(
     cpu: CpuVariant<'_>,
     data: &PagedData,
     path: PathChoice,
-    mask: &dyn Fn(usize, i64, i64) -> bool,
+    mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
 ) {
     let problem = data.problem(AttentionOptions::default());
     let options = CpuOptions {

@@ -40,9 +40,15 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
             bindings,
             set,
             cpu,
+            variant,
         } => {
             let all: Vec<String> = bindings.iter().chain(set).cloned().collect();
-            run_kernel(ctx, kernel, &all, *cpu, out)
+            match selected(variant, kernel)? {
+                Some((file, fns)) => {
+                    super::unified_variant::run(kernel, &all, &file, &fns, *cpu, out)
+                }
+                None => run_kernel(ctx, kernel, &all, *cpu, out),
+            }
         }
         Command::Bench {
             kernels,
@@ -50,8 +56,44 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
             runs,
             warmup,
             json,
-        } => bench(ctx, kernels, bindings, *runs, *warmup, json, out),
+            variant,
+        } => {
+            let timing = Timing {
+                runs: *runs,
+                warmup: *warmup,
+                json,
+            };
+            bench(ctx, kernels, bindings, variant, &timing, out)
+        }
     }
+}
+
+/// The variant of `--variant`, if any; only the unified-attention presets run one.
+fn selected(
+    v: &super::unified_variant::VariantSelection,
+    kernel: &str,
+) -> Result<Option<(std::path::PathBuf, super::variant_file::VariantFns)>, CliError> {
+    let fail = |message: String| CliError::Build {
+        kernel: kernel.into(),
+        message,
+    };
+    let chosen = v.resolve().map_err(fail)?;
+    if chosen.is_some() && !super::unified::is_preset(kernel) {
+        return Err(fail(
+            "`--variant` runs through the unified-attention op: name a preset \
+             (`unified_attention`, `unified_attention_p0`, `_p3`, `_d1`), whose problem \
+             geometry it uses"
+                .into(),
+        ));
+    }
+    Ok(chosen)
+}
+
+/// `attn bench`'s timing flags.
+struct Timing<'a> {
+    runs: usize,
+    warmup: usize,
+    json: &'a std::path::Path,
 }
 
 fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
@@ -240,27 +282,39 @@ fn bench(
     ctx: &CliContext,
     kernels: &[String],
     raw: &[String],
-    runs: usize,
-    warmup: usize,
-    json: &std::path::Path,
+    variant: &super::unified_variant::VariantSelection,
+    timing: &Timing<'_>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let (runs, warmup, json) = (timing.runs, timing.warmup, timing.json);
+    let names: Vec<String> = match (kernels.is_empty(), variant.file.is_some()) {
+        (true, true) => vec!["unified_attention".into()],
+        (true, false) => ctx.registry.names().iter().map(|s| s.to_string()).collect(),
+        (false, _) => kernels.to_vec(),
+    };
+    let mut chosen = None;
+    for name in &names {
+        chosen = selected(variant, name)?;
+    }
     if !CudaDevice::is_available() {
         return Err(CliError::NoGpu("no CUDA driver or device found".into()));
     }
     let dev = CudaDevice::new(0)?;
     let stream = dev.default_stream();
-    let names: Vec<String> = if kernels.is_empty() {
-        ctx.registry.names().iter().map(|s| s.to_string()).collect()
-    } else {
-        kernels.to_vec()
-    };
     let pb = ProgressBar::new((names.len() * (runs + warmup)) as u64);
     if let Ok(style) = ProgressStyle::with_template("{msg:<24} [{bar:30}] {pos}/{len}") {
         pb.set_style(style);
     }
     let mut results = Vec::new();
     for name in &names {
+        if let Some((file, fns)) = &chosen {
+            pb.set_message(format!("{name} + {}", fns.mask.as_deref().unwrap_or("?")));
+            let tick = || pb.inc(1);
+            results.push(super::unified_variant::bench_one(
+                &dev, name, raw, file, fns, runs, warmup, &tick,
+            )?);
+            continue;
+        }
         if super::unified::is_preset(name) {
             pb.set_message(name.clone());
             let tick = || pb.inc(1);

@@ -53,6 +53,9 @@ pub struct Variant {
     pub mask: String,
     /// Device function bound to `BOUNDS`.
     pub bounds: String,
+    /// Device function bound to `FULL_TILE` (tiles every row sees whole: no mask there);
+    /// `None`: every tile is masked.
+    pub full_tile: Option<String>,
     /// `TILE_RANGES`: how many ranges the bounds function returns (its `r` argument).
     pub tile_ranges: i32,
     /// The variant's own constexprs (declared by its device functions), e.g. `NUM_SINKS`.
@@ -151,6 +154,7 @@ impl Variant {
             file: file.to_string(),
             mask: mask.to_string(),
             bounds: bounds.to_string(),
+            full_tile: None,
             tile_ranges: 1,
             constexprs: vec![],
             aux_i32: None,
@@ -163,6 +167,13 @@ impl Variant {
         let value = value.into().0;
         self.constexprs.retain(|(n, _)| n != name);
         self.constexprs.push((name.to_string(), value));
+        self
+    }
+
+    /// Binds `FULL_TILE` to the variant's device function `name`: a tile it declares full
+    /// must be allowed whole for every row of the block (`variant_check` checks it).
+    pub fn with_full_tile(mut self, name: &str) -> Self {
+        self.full_tile = Some(name.to_string());
         self
     }
 
@@ -190,10 +201,12 @@ impl Variant {
 
     /// What the plan binds for this variant.
     pub fn mask_variant(&self) -> MaskVariant {
+        let custom = MaskVariant::custom(&self.mask, &self.bounds);
         MaskVariant {
+            full_tile: self.full_tile.clone().unwrap_or(custom.full_tile.clone()),
             tile_ranges: Some(self.tile_ranges),
             constexprs: self.constexprs.clone(),
-            ..MaskVariant::custom(&self.mask, &self.bounds)
+            ..custom
         }
     }
 
