@@ -314,3 +314,52 @@ fn variant_flags_parse() {
     };
     assert_eq!(variant, VariantSelection::default());
 }
+
+fn forgetful(full_tile: &str) -> VariantSelection {
+    selection(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/forgetful_full_tile.rs"),
+        VariantFns {
+            module: Some("forgetful".into()),
+            mask: Some("w_mask".into()),
+            bounds: Some("w_bounds".into()),
+            full_tile: Some(full_tile.into()),
+            tile_ranges: None,
+            aux: None,
+        },
+    )
+}
+
+/// `--full-tile`: a sound predicate passes run and check-variant; one that declares tiles
+/// outside the window full fails both (the kernel skips the mask there).
+#[test]
+fn full_tile_predicates_are_checked_by_run_and_check_variant() {
+    use attn_runtime::cli::check_variant::CheckVariantArgs;
+    let check = |v: VariantSelection| {
+        cli(Command::CheckVariant(CheckVariantArgs {
+            file: v.file.expect("file"),
+            fns: v.fns,
+            constexprs: vec![],
+            cases: 40,
+            seed: 7,
+        }))
+    };
+    let (r, out) = check(forgetful("w_full_tile"));
+    r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(out.contains("0 unsound"), "{out}");
+    assert!(
+        !out.contains(" 0 full tile(s)"),
+        "no tile declared full: {out}"
+    );
+    let (r, _) = check(forgetful("w_full_tile_forgetful"));
+    let e = r.expect_err("unsound full tiles");
+    assert!(e.contains("first unsound full tile"), "{e}");
+    let (r, out) = run_variant("unified_attention", &["SEQ=96"], forgetful("w_full_tile"));
+    r.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let (r, _) = run_variant(
+        "unified_attention",
+        &["SEQ=96"],
+        forgetful("w_full_tile_forgetful"),
+    );
+    assert!(r.expect_err("unsound").contains("MISMATCH"));
+}

@@ -2,7 +2,8 @@
 //! (signatures against the kernel's contract, bodies specialized in its probe) and the
 //! bounds ⊇ mask property on random geometries, for a variant read from a file — with
 //! random aux data of the declared kind, since the command has no definition of the mask:
-//! it checks that the bounds visit every key the DSL mask allows, and reports the slack.
+//! it checks that the bounds visit every key the DSL mask allows, that every tile the
+//! FULL_TILE (`--full-tile`) declares full is allowed whole, and reports the slack.
 
 use std::path::PathBuf;
 
@@ -46,6 +47,13 @@ pub fn check_variant(a: &CheckVariantArgs) -> Result<String, String> {
     if report.passed() {
         Ok(summary)
     } else {
-        Err(format!("{summary}the bounds skip keys the mask allows"))
+        let mut why = vec![];
+        if report.missed_count > 0 {
+            why.push("the bounds skip keys the mask allows");
+        }
+        if report.unsound_full_count > 0 {
+            why.push("FULL_TILE declares tiles full that hold keys the mask forbids");
+        }
+        Err(format!("{summary}{}", why.join("; ")))
     }
 }

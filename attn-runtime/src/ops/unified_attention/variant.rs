@@ -133,8 +133,12 @@ impl Variant {
 
     /// From what `#[variant]` embedded (checked when the user's crate compiled).
     pub fn from_source(v: &VariantSource) -> Self {
-        Variant::new(v.text_at_file_lines(), v.file, v.mask, v.bounds)
-            .with_tile_ranges(v.tile_ranges)
+        let variant = Variant::new(v.text_at_file_lines(), v.file, v.mask, v.bounds)
+            .with_tile_ranges(v.tile_ranges);
+        match v.full_tile {
+            Some(f) => variant.with_full_tile(f),
+            None => variant,
+        }
     }
 
     /// From the text the `#[module]` macro embedded (no file reading).
@@ -245,16 +249,22 @@ impl Variant {
         let at = proc_macro2::Span::call_site();
         attn_dsl::contract::check_not_plain(&c.mask, &items, &self.mask).map_err(fail)?;
         attn_dsl::contract::check_not_plain(&c.bounds, &items, &self.bounds).map_err(fail)?;
+        if let Some(f) = &self.full_tile {
+            attn_dsl::contract::check_not_plain(&c.full_tile, &items, f).map_err(fail)?;
+        }
         let module = self.items().map_err(|e| ContractError {
             file: self.file.clone(),
             line: 0,
             message: e.to_string(),
         })?;
         let parsed = module.module();
-        attn_dsl::contract::check_variant(c, &items, parsed, (&self.mask, at), (&self.bounds, at))
-            .map_err(fail)?;
-        attn_dsl::contract::probe_variant(c, parsed, &self.mask, &self.bounds, self.tile_ranges, at)
-            .map_err(fail)
+        let fns = attn_dsl::contract::VariantFns {
+            mask: (&self.mask, at),
+            bounds: (&self.bounds, at),
+            full_tile: self.full_tile.as_deref().map(|f| (f, at)),
+        };
+        attn_dsl::contract::check_variant(c, &items, parsed, fns).map_err(fail)?;
+        attn_dsl::contract::probe_variant(c, parsed, fns, self.tile_ranges, at).map_err(fail)
     }
 
     /// A short name for messages: the mask function.
