@@ -1,5 +1,6 @@
 //! The subcommands. Output goes to a writer so tests can read it.
 
+use super::progress::{bar, spinner};
 use super::{CliContext, CliError, Command};
 use crate::bench::{render_table, write_json, BenchResult};
 use crate::cache::{CacheOutcome, ModuleCache};
@@ -8,9 +9,8 @@ use crate::launch::{CudaDevice, CudaKernelHandle};
 use crate::parity::{compare_outputs, run_on_cpu, run_on_gpu, DeviceProblem};
 use crate::registry::{merge_bindings, parse_binding, BuiltKernel, KernelEntry};
 use crate::timing::time_runs;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Runs one command, writing its report to `out`.
 pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
@@ -18,11 +18,16 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
         Command::Demo => demo(ctx, out),
         Command::Masks(args) => masks(args, out),
         Command::CheckVariant(args) => {
-            let report =
-                super::check_variant::check_variant(args).map_err(|message| CliError::Build {
-                    kernel: "check-variant".into(),
-                    message,
-                })?;
+            let pb = spinner(format!(
+                "checking the variant: contract, then {} random geometries on the CPU executor",
+                args.cases
+            ));
+            let report = super::check_variant::check_variant(args);
+            pb.finish_and_clear();
+            let report = report.map_err(|message| CliError::Build {
+                kernel: "check-variant".into(),
+                message,
+            })?;
             write(out, &report)
         }
         Command::List => list(ctx, out),
@@ -152,13 +157,6 @@ fn handle(built: &BuiltKernel) -> CudaKernelHandle {
     }
 }
 
-fn spinner(msg: String) -> ProgressBar {
-    let pb = ProgressBar::new_spinner();
-    pb.set_message(msg);
-    pb.enable_steady_tick(Duration::from_millis(100));
-    pb
-}
-
 fn compile(
     ctx: &CliContext,
     kernel: &str,
@@ -251,7 +249,10 @@ fn run_kernel(
         let ir = built.ir.as_ref().ok_or_else(|| {
             CliError::NoCpuPath(format!("{kernel} has no IR for the CPU executor"))
         })?;
-        let outputs = run_on_cpu(exec.as_ref(), ir, &problem).map_err(|m| CliError::Build {
+        let pb = spinner(format!("{kernel}: the CPU executor runs the kernel"));
+        let outputs = run_on_cpu(exec.as_ref(), ir, &problem);
+        pb.finish_and_clear();
+        let outputs = outputs.map_err(|m| CliError::Build {
             kernel: kernel.into(),
             message: format!("CPU executor: {m}"),
         })?;
@@ -301,10 +302,7 @@ fn bench(
     }
     let dev = CudaDevice::new(0)?;
     let stream = dev.default_stream();
-    let pb = ProgressBar::new((names.len() * (runs + warmup)) as u64);
-    if let Ok(style) = ProgressStyle::with_template("{msg:<24} [{bar:30}] {pos}/{len}") {
-        pb.set_style(style);
-    }
+    let pb = bar((names.len() * (runs + warmup)) as u64);
     let mut results = Vec::new();
     for name in &names {
         if let Some((file, fns)) = &chosen {
@@ -383,12 +381,12 @@ fn bench(
 }
 
 fn masks(args: &super::masks::MasksArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let bar = spinner("probing the DSL bounds of every q-block on the CPU executor".into());
+    let pb = spinner("probing the DSL bounds of every q-block on the CPU executor");
     let pic = super::masks::picture(args).map_err(|message| CliError::Build {
         kernel: "unified_attention".into(),
         message,
     })?;
-    bar.finish_and_clear();
+    pb.finish_and_clear();
     write(out, &super::masks::ascii(&pic, args.cols))?;
     if let Some(dir) = args.svg.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {

@@ -5,6 +5,7 @@
 pub mod check_variant;
 mod commands;
 pub mod masks;
+pub mod progress;
 pub mod unified;
 pub mod unified_variant;
 pub mod variant_file;

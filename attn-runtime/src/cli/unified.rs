@@ -173,6 +173,10 @@ pub fn run_checked(
     if !on_gpu && !force_cpu {
         write(out, "no GPU: running on the CPU executor\n")?;
     }
+    let pb = super::progress::spinner(format!(
+        "{kernel}: the op on the {} while the dense f64 reference runs",
+        if on_gpu { "GPU" } else { "CPU executor" }
+    ));
     let (op, (want, ref_elapsed)) = std::thread::scope(|scope| {
         let reference = scope.spawn(|| {
             let t = Instant::now();
@@ -182,6 +186,7 @@ pub fn run_checked(
         let want = reference.join().expect("the reference thread panicked");
         (op, want)
     });
+    pb.finish_and_clear();
     let (where_, path, got, elapsed) = op?;
     let want = want.map_err(|e| err(kernel, format!("reference: {e}")))?;
     let verdict = judge(&got, &want);

@@ -139,8 +139,13 @@ impl VariantCase {
                 aux_f32: &[],
             })
             .collect();
-        dense_mask(&self.loaded.variant, &seqs)
-            .map_err(|e| err(kernel, format!("evaluating the variant's MASK: {e}")))
+        let pb = super::progress::spinner(format!(
+            "evaluating {} on the CPU executor over every (query, key) pair",
+            self.loaded.variant.mask
+        ));
+        let mask = dense_mask(&self.loaded.variant, &seqs);
+        pb.finish_and_clear();
+        mask.map_err(|e| err(kernel, format!("evaluating the variant's MASK: {e}")))
     }
 
     fn shape(&self, kernel: &str, file: &Path) -> String {

@@ -284,6 +284,7 @@ pub struct VariantModule {
 }
 
 impl VariantModule {
+    /// The module text of `v`, hashed.
     pub fn of(v: &Variant) -> Self {
         VariantModule {
             source: v.source.clone(),
