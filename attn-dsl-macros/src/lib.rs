@@ -48,8 +48,8 @@ pub fn module(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-/// A user variant of unified attention: `#[variant(mask = f, bounds = g[, tile_ranges = N])]`
-/// on a `mod` of `#[device]` functions. Checked when the crate compiles (signatures against
+/// A user variant of unified attention: `#[variant(mask = f, bounds = g[, full_tile = h]
+/// [, tile_ranges = N])]` on a `mod` of `#[device]` functions. Checked when the crate compiles (signatures against
 /// the kernel's contract, bodies specialized against it), errors at the user's tokens;
 /// emits `VARIANT: attn_dsl::contract::VariantSource`.
 #[proc_macro_attribute]

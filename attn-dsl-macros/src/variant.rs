@@ -1,4 +1,4 @@
-//! `#[variant(mask = f, bounds = g[, tile_ranges = N])] mod name { #[device] .. }`: a user
+//! `#[variant(mask = f, bounds = g[, full_tile = h][, tile_ranges = N])] mod name { .. }`: a user
 //! variant of unified attention, checked when the user's crate compiles — signatures
 //! against the kernel's contract (`attn_dsl::contract`), bodies specialized in the
 //! contract's probe kernel — with every error at the user's token. Emits
@@ -8,7 +8,7 @@
 use crate::definition::to_syn_error;
 use crate::render::render_preserving_lines;
 use attn_dsl::contract::{
-    check_not_plain, check_variant, probe_variant, unified_attention::CONTRACT,
+    check_not_plain, check_variant, probe_variant, unified_attention::CONTRACT, VariantFns,
 };
 use attn_dsl::frontend::parse_module;
 use proc_macro2::{Span, TokenStream};
@@ -21,6 +21,7 @@ use syn::{Ident, ItemMod, Token};
 struct VariantAttr {
     mask: Ident,
     bounds: Ident,
+    full_tile: Option<Ident>,
     tile_ranges: i32,
 }
 
@@ -41,16 +42,17 @@ impl Parse for Arg {
     }
 }
 
-const USAGE: &str =
-    "expected `#[variant(mask = my_mask, bounds = my_bounds)]` (optionally `tile_ranges = N`)";
+const USAGE: &str = "expected `#[variant(mask = my_mask, bounds = my_bounds)]` (optionally \
+                     `full_tile = my_full_tile`, `tile_ranges = N`)";
 
 fn parse_attr(attr: TokenStream) -> syn::Result<VariantAttr> {
     let args = Punctuated::<Arg, Token![,]>::parse_terminated.parse2(attr)?;
-    let (mut mask, mut bounds, mut tile_ranges) = (None, None, 1);
+    let (mut mask, mut bounds, mut full_tile, mut tile_ranges) = (None, None, None, 1);
     for a in args {
         match a.name.to_string().as_str() {
             "mask" => mask = Some(ident_value(&a.value)?),
             "bounds" => bounds = Some(ident_value(&a.value)?),
+            "full_tile" => full_tile = Some(ident_value(&a.value)?),
             "tile_ranges" => tile_ranges = int_value(&a.value)?,
             other => {
                 return Err(syn::Error::new(
@@ -69,6 +71,7 @@ fn parse_attr(attr: TokenStream) -> syn::Result<VariantAttr> {
     Ok(VariantAttr {
         mask: mask.ok_or_else(|| missing("mask"))?,
         bounds: bounds.ok_or_else(|| missing("bounds"))?,
+        full_tile,
         tile_ranges,
     })
 }
@@ -117,37 +120,44 @@ pub fn expand_variant(attr: TokenStream, item: TokenStream) -> syn::Result<Token
         ));
     };
     let (mask, bounds) = (a.mask.to_string(), a.bounds.to_string());
+    let full_tile = a.full_tile.as_ref().map(Ident::to_string);
     check_not_plain(&CONTRACT.mask, items, &mask).map_err(to_syn_error)?;
     check_not_plain(&CONTRACT.bounds, items, &bounds).map_err(to_syn_error)?;
+    if let Some(f) = &full_tile {
+        check_not_plain(&CONTRACT.full_tile, items, f).map_err(to_syn_error)?;
+    }
     let parsed = parse_module(item.clone()).map_err(to_syn_error)?;
-    check_variant(
-        &CONTRACT,
-        items,
-        &parsed,
-        (&mask, a.mask.span()),
-        (&bounds, a.bounds.span()),
-    )
-    .map_err(to_syn_error)?;
-    probe_variant(
-        &CONTRACT,
-        &parsed,
-        &mask,
-        &bounds,
-        a.tile_ranges,
-        a.mask.span(),
-    )
-    .map_err(to_syn_error)?;
-    Ok(emit(&module, &item, &mask, &bounds, a.tile_ranges))
+    let fns = VariantFns {
+        mask: (&mask, a.mask.span()),
+        bounds: (&bounds, a.bounds.span()),
+        full_tile: full_tile
+            .as_deref()
+            .zip(a.full_tile.as_ref().map(Ident::span)),
+    };
+    check_variant(&CONTRACT, items, &parsed, fns).map_err(to_syn_error)?;
+    probe_variant(&CONTRACT, &parsed, fns, a.tile_ranges, a.mask.span()).map_err(to_syn_error)?;
+    let names = Names {
+        mask: &mask,
+        bounds: &bounds,
+        full_tile: full_tile.as_deref(),
+    };
+    Ok(emit(&module, &item, &names, a.tile_ranges))
+}
+
+/// The functions bound to the roles, as `VARIANT` records them.
+struct Names<'a> {
+    mask: &'a str,
+    bounds: &'a str,
+    full_tile: Option<&'a str>,
 }
 
 /// The module shell with `VARIANT` in place of the DSL bodies.
-fn emit(
-    module: &ItemMod,
-    item: &TokenStream,
-    mask: &str,
-    bounds: &str,
-    tile_ranges: i32,
-) -> TokenStream {
+fn emit(module: &ItemMod, item: &TokenStream, names: &Names<'_>, tile_ranges: i32) -> TokenStream {
+    let (mask, bounds) = (names.mask, names.bounds);
+    let full_tile = match names.full_tile {
+        Some(f) => quote! { ::core::option::Option::Some(#f) },
+        None => quote! { ::core::option::Option::None },
+    };
     let rendered = render_preserving_lines(item);
     let source = &rendered.text;
     let line_offset = rendered.line_offset;
@@ -167,6 +177,7 @@ fn emit(
                 line_offset: #line_offset,
                 mask: #mask,
                 bounds: #bounds,
+                full_tile: #full_tile,
                 tile_ranges: #tile_ranges,
             };
         }

@@ -1,8 +1,31 @@
 //! attn-dsl: the tile compiler as a library.
 //!
-//! Pipeline (DESIGN §3): Rust-syntax source ─syn─▶ [`ast`] ─[`specialize`]─▶ [`ir`]
+//! Pipeline (DESIGN §3): Rust-syntax source ─syn─▶ [`ast`] ─[`specialize`](mod@specialize)─▶ [`ir`]
 //! (typed SSA, constexprs bound) ─[`passes`]─▶ [`interp`] (CPU executor) or [`codegen`]
-//! (CUDA C++ for NVRTC).
+//! (CUDA C++ for NVRTC). [`driver::compile`] runs it in one call, for the macros (inside
+//! rustc), for run-time [`template`]s and for the CLI.
+//!
+//! # A newcomer's path
+//!
+//! Kernels are written in `#[module]`s of `attn-dsl-macros`; this crate compiles them, the
+//! `attn-runtime` crate runs them. The ladder, each step with the `attn` command that shows
+//! it (the kernels live in `attn-runtime/src/kernels/`):
+//!
+//! 1. **Softmax** (`program_id`, `arange`, masked `load`/`store`, reductions):
+//!    `attn emit softmax` prints the CUDA this crate generates; `attn run softmax --cpu`
+//!    runs the same IR on [`interp`] against an f64 reference.
+//! 2. **Matmul** (`dot`, tiles, constexpr tilings): `attn emit matmul BLOCK_M=64`;
+//!    a violated `require(..)` rule is an error naming the binding.
+//! 3. **Flash attention** (online softmax over KV tiles; [`gpu_ir`] turns its loads into
+//!    `cp.async` rings and `ldmatrix`): `attn compile flash_attention` shows registers,
+//!    spills and shared memory from NVRTC.
+//! 4. **Unified attention** (paged varlen, mask and tile bounds as `#[device]` functions
+//!    passed as `Device` constexprs, called by name): `attn run unified_attention --cpu
+//!    --set SEQ=256`, `attn masks --seq-len 512 --window 128`.
+//! 5. **A variant**: `#[variant(mask = .., bounds = .., full_tile = ..)]` checks the user's
+//!    functions against [`contract::unified_attention::CONTRACT`] when their crate
+//!    compiles (`docs/writing-a-variant.md`); `attn check-variant FILE ..` and `attn run
+//!    unified_attention --variant FILE ..` do the same for a file at run time.
 
 pub mod ast;
 pub mod codegen;

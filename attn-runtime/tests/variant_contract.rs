@@ -1,7 +1,8 @@
 //! The variant contract (`attn_dsl::contract::unified_attention`, which `#[variant]` checks
 //! user code against) is exactly what the kernel passes: the fields of its by-name
-//! `MASK(MaskArgs { .. })` / `BOUNDS(BoundsArgs { .. })` calls, and the built-in
-//! `vllm_mask` / `vllm_bounds` satisfy it like any variant.
+//! `MASK(MaskArgs { .. })` / `BOUNDS(BoundsArgs { .. })` / `FULL_TILE(FullTileArgs { .. })`
+//! calls, and the built-in `vllm_mask` / `vllm_bounds` / `vllm_full_tile` satisfy it like
+//! any variant.
 
 use std::collections::BTreeSet;
 
@@ -47,7 +48,7 @@ fn kernel_fields(role: &ContractRole) -> Vec<BTreeSet<String>> {
 
 #[test]
 fn the_contract_lists_exactly_what_the_kernel_passes() {
-    for role in [&CONTRACT.mask, &CONTRACT.bounds] {
+    for role in [&CONTRACT.mask, &CONTRACT.bounds, &CONTRACT.full_tile] {
         let calls = kernel_fields(role);
         assert_eq!(
             calls.len(),
@@ -71,6 +72,8 @@ fn the_built_in_mask_and_bounds_satisfy_the_contract() {
     for (role, name) in [
         (&CONTRACT.mask, "vllm_mask"),
         (&CONTRACT.bounds, "vllm_bounds"),
+        (&CONTRACT.full_tile, "vllm_full_tile"),
+        (&CONTRACT.full_tile, "no_full_tile"),
     ] {
         check_role(&CONTRACT, role, &[], module.module(), (name, span))
             .unwrap_or_else(|e| panic!("{name}: {}", e.message));

@@ -56,7 +56,7 @@ struct Case<'a> {
     variant: &'a Variant,
     data: PagedData,
     aux_i32: Option<(Vec<i32>, usize)>,
-    mask: Box<dyn Fn(usize, i64, i64) -> bool + 'a>,
+    mask: Box<dyn Fn(usize, i64, i64) -> bool + Sync + 'a>,
     path: PathChoice,
 }
 

@@ -35,7 +35,7 @@ fn parity(
     cpu: CpuVariant<'_>,
     data: &PagedData,
     path: PathChoice,
-    mask: &dyn Fn(usize, i64, i64) -> bool,
+    mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
 ) {
     let problem = data.problem(AttentionOptions::default());
     let options = CpuOptions {
@@ -301,4 +301,92 @@ fn sink_window_visits_only_sink_and_window_tiles() {
         assert!(r.passed(), "{r}");
         assert!(r.slack() <= 1.1, "tile {tile}: {r}");
     }
+}
+
+/// Sinks + window declares full tiles (most window tiles skip the mask), all sound, and the
+/// 2D / 3D parity above runs through them.
+#[test]
+fn sink_window_full_tiles_are_declared_and_sound() {
+    let name = "sinks + window full tiles";
+    let report = check_bounds(&sink_window::variant(5, 40), &options(name), &|_, _| {
+        VariantCase::new(vec![], |q, k| k <= q && (k < 5 || q - k < 40))
+    })
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    eprintln!("{name}: {report}");
+    assert!(report.passed(), "{report}");
+    assert!(report.full_tiles > 0, "no tile declared full: {report}");
+    let cfg = probe_config(16, 1).expect("config");
+    let case = VariantCase::new(vec![], |q, k| k <= q && (k < 4 || q - k < 128));
+    let whole =
+        sequence_tile_visits(&sink_window::variant(4, 128), &cfg, &case, 1024).expect("visits");
+    assert!(
+        whole.full_tiles * 2 > whole.visited_tiles,
+        "most visited tiles are full: {whole}"
+    );
+}
+
+/// A FULL_TILE that forgets the window: causal-only full tiles inside a windowed mask.
+#[attn_dsl_macros::variant(mask = w_mask, bounds = w_bounds, full_tile = w_full_tile)]
+mod forgetful_full_tile {
+    #[device]
+    fn w_mask(q_abs: Tile, k: Tile, seq_len: i32) -> Tile<bool> {
+        (k <= q_abs) & (q_abs - k < 24) & (k < seq_len)
+    }
+
+    #[device]
+    fn w_bounds<const TILE_SIZE: i32, const BLOCK_Q: i32>(
+        context_len: i32,
+        seq_len: i32,
+        qlen: i32,
+        b: i32,
+    ) -> (i32, i32, i32) {
+        let last_q = context_len + min(b * BLOCK_Q + BLOCK_Q - 1, qlen - 1);
+        let msp = min(last_q + 1, seq_len);
+        (0, cdiv(msp, TILE_SIZE), msp)
+    }
+
+    /// Unsound: ignores the window of 24.
+    #[device]
+    fn w_full_tile(k_last: i32, q_first: i32, msp: i32) -> bool {
+        (k_last < msp) & (k_last <= q_first)
+    }
+}
+
+/// The soundness check must be able to fail, and the kernel must really skip the mask on
+/// a full tile: the unsound FULL_TILE is reported, and the CPU run leaves the reference.
+#[test]
+fn an_unsound_full_tile_is_reported_and_breaks_parity() {
+    let variant = Variant::from_source(&forgetful_full_tile::VARIANT);
+    let name = "forgetful full tile";
+    let report = check_bounds(&variant, &options(name), &|_, _| {
+        VariantCase::new(vec![], |q, k| k <= q && q - k < 24)
+    })
+    .expect("check runs");
+    assert!(!report.passed(), "{report}");
+    assert!(report.unsound_full_count > 0, "{report}");
+    assert_eq!(report.missed_count, 0, "{report}");
+    let data = PagedData::random(&Geometry::new(&[(150, 150)], (4, 2), 64), fresh_seed(name));
+    let problem = data.problem(AttentionOptions::default());
+    let options = CpuOptions {
+        dtype: data.dtype,
+        path: PathChoice::Force2d,
+        variant: Some(CpuVariant {
+            variant: &variant,
+            aux_i32: None,
+            aux_f32: None,
+        }),
+        ..Default::default()
+    };
+    let run = run_unified_attention_cpu(&problem, &options).expect("runs");
+    let want = masked_reference(&data, &|_, q, k| k <= q && q - k < 24);
+    let worst = run
+        .output
+        .iter()
+        .zip(&want)
+        .map(|(&g, &w)| (f64::from(g) - w).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        worst > 10.0 * ATOL,
+        "the full tiles were masked anyway: {worst}"
+    );
 }

@@ -21,7 +21,7 @@
 //!   `unsqueeze` of a row vector is a copy (see `fragment_ops`): the attention inner loop
 //!   (scores, running max and sum, probabilities, rescaled accumulator) never leaves the
 //!   registers except for the operand staging of its two dots.
-//! - `dot` on bf16/f16 runs `mma.sync.m16n8k16` with f32 accumulation (see [`dot`]). When its
+//! - `dot` on bf16/f16 runs `mma.sync.m16n8k16` with f32 accumulation (see `dot`). When its
 //!   result is an `Mma` tile the accumulator *is* the fragment array; A and B are staged in
 //!   shared memory. A tile loaded only to be a dot operand is read from global memory by the
 //!   staging loop itself (`staged_load`), and an A operand defined outside a loop is staged

@@ -1,14 +1,14 @@
 //! How a tile's elements are spread over the threads of a block: the register slots each
 //! thread holds and which element (row-major flat index) each slot is.
 //!
-//! Two distributions exist, chosen from the value's IR layout (see [`TileMap::for_layout`]):
-//! - [`CyclicMap`] (`Blocked` and unassigned layouts): element `f` lives in thread
+//! Two distributions exist, chosen from the value's IR layout (see `TileMap::for_layout`):
+//! - `CyclicMap` (`Blocked` and unassigned layouts): element `f` lives in thread
 //!   `f % T`, slot `f / T`, so consecutive threads own consecutive elements.
-//! - [`MmaMap`] (`Mma` and `Slice(1, Mma)`): the `mma.sync.m16n8k16` accumulator fragment,
+//! - `MmaMap` (`Mma` and `Slice(1, Mma)`): the `mma.sync.m16n8k16` accumulator fragment,
 //!   warps owning whole 16-row slabs; row vectors are held by the four lanes of each quad.
 //!
 //! Every op that needs no element of another thread works slot by slot through
-//! [`TileMap::flat`], whatever the distribution; ops that move data between threads read the
+//! `TileMap::flat`, whatever the distribution; ops that move data between threads read the
 //! distribution to decide whether a shuffle, a register copy or shared memory does it.
 
 use super::elem_index::ElemIndex;

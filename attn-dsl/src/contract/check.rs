@@ -26,17 +26,30 @@ pub fn expected_signature(role: &ContractRole, name: &str) -> String {
     )
 }
 
-/// Checks the variant's MASK and BOUNDS functions of `items` (the user's module as
-/// written, so a plain `fn` is found too) and `module` (the same items, parsed).
+/// The functions a variant binds to the contract's roles, each with the span its errors
+/// point at when the binding itself is wrong (no such function).
+#[derive(Clone, Copy, Debug)]
+pub struct VariantFns<'a> {
+    pub mask: (&'a str, Span),
+    pub bounds: (&'a str, Span),
+    /// FULL_TILE is optional.
+    pub full_tile: Option<(&'a str, Span)>,
+}
+
+/// Checks the variant's MASK, BOUNDS (and FULL_TILE) functions of `items` (the user's
+/// module as written, so a plain `fn` is found too) and `module` (the same items, parsed).
 pub fn check_variant(
     contract: &VariantContract,
     items: &[syn::Item],
     module: &Module,
-    mask: (&str, Span),
-    bounds: (&str, Span),
+    fns: VariantFns<'_>,
 ) -> Result<(), DslError> {
-    check_role(contract, &contract.mask, items, module, mask)?;
-    check_role(contract, &contract.bounds, items, module, bounds)
+    check_role(contract, &contract.mask, items, module, fns.mask)?;
+    check_role(contract, &contract.bounds, items, module, fns.bounds)?;
+    match fns.full_tile {
+        Some(f) => check_role(contract, &contract.full_tile, items, module, f),
+        None => Ok(()),
+    }
 }
 
 /// Checks the function bound to one role.

@@ -12,7 +12,7 @@ mod check;
 mod probe;
 pub mod unified_attention;
 
-pub use check::{check_not_plain, check_role, check_variant, expected_signature};
+pub use check::{check_not_plain, check_role, check_variant, expected_signature, VariantFns};
 pub use probe::probe_variant;
 
 /// One argument a kernel offers by name.
@@ -25,7 +25,8 @@ pub struct ContractArg {
     pub doc: &'static str,
 }
 
-/// One `Device` constexpr of a kernel (`MASK`, `BOUNDS`) and its calling convention.
+/// One `Device` constexpr of a kernel (`MASK`, `BOUNDS`, `FULL_TILE`) and its calling
+/// convention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContractRole {
     /// The kernel's constexpr (`MASK`).
@@ -53,6 +54,8 @@ pub struct VariantContract {
     pub kernel: &'static str,
     pub mask: ContractRole,
     pub bounds: ContractRole,
+    /// Optional: a variant that binds none gets a predicate that declares no tile full.
+    pub full_tile: ContractRole,
     pub constexprs: &'static [SharedConstexpr],
     /// A one-program kernel calling both roles by name with the contract's types, in the
     /// kernel's own way; specializing it checks a variant's bodies (see `probe`).
@@ -72,6 +75,8 @@ pub struct VariantSource {
     pub mask: &'static str,
     /// Device function bound to BOUNDS.
     pub bounds: &'static str,
+    /// Device function bound to FULL_TILE, if the variant declares one.
+    pub full_tile: Option<&'static str>,
     /// Tile ranges the bounds function returns per q-block.
     pub tile_ranges: i32,
 }

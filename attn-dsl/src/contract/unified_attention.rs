@@ -1,4 +1,4 @@
-//! The contract of `unified_attention`'s `MASK` and `BOUNDS` constexprs (the kernel lives
+//! The contract of `unified_attention`'s `MASK`, `BOUNDS` and `FULL_TILE` constexprs (the kernel lives
 //! in `attn-runtime/src/kernels/unified_attention.rs`; its tests pin that these names and
 //! types are exactly what its by-name calls pass).
 
@@ -94,6 +94,47 @@ pub const BOUNDS_ARGS: &[ContractArg] = &[
     ),
 ];
 
+/// What FULL_TILE receives: one tile of keys and the block's queries, scalars (the
+/// predicate runs once per tile, before the tile is loaded).
+pub const FULL_TILE_ARGS: &[ContractArg] = &[
+    arg("k_first", "i32", "the tile's first key (j * TILE_SIZE)"),
+    arg(
+        "k_last",
+        "i32",
+        "the tile's last key (j * TILE_SIZE + TILE_SIZE - 1)",
+    ),
+    arg(
+        "q_first",
+        "i32",
+        "absolute position of the block's first valid query",
+    ),
+    arg(
+        "q_last",
+        "i32",
+        "absolute position of the block's last valid query",
+    ),
+    arg(
+        "msp",
+        "i32",
+        "the range's key limit min(msp of BOUNDS, L): keys k >= msp are never attended",
+    ),
+    arg("seq_len", "i32", "L: keys of the sequence"),
+    arg("context_len", "i32", "L - qlen"),
+    arg("qlen", "i32", "query tokens of the sequence"),
+    arg("causal", "bool", "the sequence's causality"),
+    arg("rswa_prefix", "i32", "R-SWA prefix length"),
+    arg(
+        "aux",
+        "*const i32",
+        "the sequence's row of the variant's i32 aux tensor",
+    ),
+    arg(
+        "aux_f32",
+        "*const f32",
+        "the sequence's row of the variant's f32 aux tensor",
+    ),
+];
+
 const fn shared(name: &'static str, ty: &'static str) -> SharedConstexpr {
     SharedConstexpr { name, ty }
 }
@@ -118,8 +159,14 @@ pub const SHARED: &[SharedConstexpr] = &[
     shared("TILE_RANGES", "i32"),
 ];
 
-/// A one-program kernel with the attention kernel's row mapping and by-name calls.
+/// A one-program kernel with the attention kernel's row mapping and by-name calls (and
+/// the FULL_TILE of a variant that declares none).
 const PROBE: &str = r#"
+#[device]
+fn __unified_variant_no_full_tile(k_first: i32, k_last: i32) -> bool {
+    k_first > k_last
+}
+
 #[kernel]
 pub fn __unified_variant_probe<
     const TILE_SIZE: i32 = 16,
@@ -139,6 +186,7 @@ pub fn __unified_variant_probe<
     const MAX_MM_RANGES: i32 = 1,
     const MASK: Device,
     const BOUNDS: Device,
+    const FULL_TILE: Device = __unified_variant_no_full_tile,
     const TILE_RANGES: i32 = 1,
 >(
     geometry: *const i32,
@@ -179,6 +227,23 @@ pub fn __unified_variant_probe<
         store(out + 3 * r, lo);
         store(out + 3 * r + 1, hi);
         store(out + 3 * r + 2, msp);
+        let full = FULL_TILE(FullTileArgs {
+            k_first: lo * TILE_SIZE,
+            k_last: lo * TILE_SIZE + TILE_SIZE - 1,
+            q_first: context_len + b * BLOCK_Q,
+            q_last: context_len + min(b * BLOCK_Q + BLOCK_Q, qlen) - 1,
+            msp: min(msp, seq_len),
+            seq_len,
+            context_len,
+            qlen,
+            causal,
+            rswa_prefix,
+            aux,
+            aux_f32,
+        });
+        if full {
+            store(out + 3 * TILE_RANGES + BLOCK_M * TILE_SIZE + r, 1);
+        }
     }
     let k = arange::<TILE_SIZE>();
     let allowed = MASK(MaskArgs {
@@ -215,6 +280,14 @@ pub const CONTRACT: VariantContract = VariantContract {
         args: BOUNDS_ARGS,
         returns: "(i32, i32, i32)",
         returns_doc: "(tile_lo, tile_hi, msp): tile range r, half-open, and the key limit k < msp",
+    },
+    full_tile: ContractRole {
+        role: "FULL_TILE",
+        call: "FullTileArgs",
+        args: FULL_TILE_ARGS,
+        returns: "bool",
+        returns_doc: "every valid query of the block may see every key of the tile (and \
+                      k_last < msp): the tile skips the mask",
     },
     constexprs: SHARED,
     probe_source: PROBE,

@@ -3,7 +3,7 @@
 //! Everything that does not depend on constexpr values is checked here, so the proc macros
 //! report it where the kernel is written: attribute grammar, constexpr and parameter
 //! types, unsupported Rust syntax in bodies, `return` inside loops, and `require` rules
-//! naming undeclared constexprs. Bodies stay syntax trees; [`crate::specialize`] lowers them.
+//! naming undeclared constexprs. Bodies stay syntax trees; [`crate::specialize`](mod@crate::specialize) lowers them.
 
 pub mod attr;
 pub mod expr_idents;

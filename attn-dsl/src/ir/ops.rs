@@ -125,38 +125,38 @@ pub enum OpKind {
     ProgramId(u8),
     /// () -> i32: grid size along `axis`.
     NumPrograms(u8),
-    /// () -> i32[n]: 0, 1, ..., n-1. `n` is a power of two.
+    /// `() -> i32[n]`: 0, 1, ..., n-1. `n` is a power of two.
     Arange { n: usize },
-    /// (scalar x) -> x[shape]: every element equal to x (`full`, scalar/tile mixing).
+    /// `(scalar x) -> x[shape]`: every element equal to x (`full`, scalar/tile mixing).
     Splat { shape: Vec<usize> },
-    /// (x[s]) -> x[shape]: dims of size 1 in s repeat to the dims of `shape` (same rank).
+    /// `(x[s]) -> x[shape]`: dims of size 1 in s repeat to the dims of `shape` (same rank).
     Broadcast { shape: Vec<usize> },
-    /// (x[s]) -> x[s with 1 inserted at axis]: `x.unsqueeze(axis)`, Triton's `x[:, None]`.
+    /// `(x[s]) -> x[s with 1 inserted at axis]`: `x.unsqueeze(axis)`, Triton's `x[:, None]`.
     ExpandDims { axis: usize },
-    /// (x[m, n]) -> x[n, m].
+    /// `(x[m, n]) -> x[n, m]`.
     Trans,
     /// (x) -> op x. Float ops on float types only; `Not` on bool or ints.
     Unary(UnaryOp),
     /// (a, b) -> a op b, same type. `And/Or/Xor` on bool or ints; shifts on ints.
     Binary(BinaryOp),
-    /// (a, b) -> bool[s].
+    /// `(a, b) -> bool[s]`.
     Cmp(CmpPred),
-    /// (cond bool[s], a T[s], b T[s]) -> T[s].
+    /// `(cond bool[s], a T[s], b T[s]) -> T[s]`.
     Select,
-    /// (x S[s]) -> T[s]: float→float rounds to nearest even, float→int truncates,
+    /// `(x S[s]) -> T[s]`: float→float rounds to nearest even, float→int truncates,
     /// int→float rounds, bool→number gives 0/1, number→bool tests != 0.
     Cast(ScalarType),
-    /// (p ptr<T>[s], off i32|i64[s]) -> ptr<T>[s]: advance by `off` elements.
+    /// `(p ptr<T>[s], off i32|i64[s]) -> ptr<T>[s]`: advance by `off` elements.
     AddPtr,
-    /// (p ptr<T>[s] [, mask bool[s] [, other T[s]]]) -> T[s]. Masked-off lanes read
+    /// `(p ptr<T>[s] [, mask bool[s] [, other T[s]]]) -> T[s]`. Masked-off lanes read
     /// `other` (0 when absent) and never touch memory.
     Load { has_mask: bool, has_other: bool },
-    /// (p ptr<T>[s], v T[s] [, mask bool[s]]) -> (). Masked-off lanes never touch memory.
+    /// `(p ptr<T>[s], v T[s] [, mask bool[s]]) -> ()`. Masked-off lanes never touch memory.
     Store { has_mask: bool },
-    /// (a T[m, k], b T[k, n], acc f32[m, n]) -> f32[m, n]: acc + a·b with products of
+    /// `(a T[m, k], b T[k, n], acc f32[m, n]) -> f32[m, n]`: acc + a·b with products of
     /// the (already rounded) inputs accumulated in f32. T ∈ {bf16, f16, f32}.
     Dot,
-    /// (x T[s]) -> T[s without axis].
+    /// `(x T[s]) -> T[s without axis]`.
     Reduce { kind: ReduceKind, axis: usize },
     /// (lo, hi, step: i32, inits...) -> finals...: region 0 has args (iv, iters...) and
     /// ends in `Yield(next iters...)`. Runs for iv = lo; iv < hi; iv += step (step > 0).

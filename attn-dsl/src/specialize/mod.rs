@@ -4,7 +4,7 @@
 //!
 //! The same function serves `instantiate!` (inside rustc, spans from the macro input) and
 //! run-time templates (spans from re-parsed text): the messages are identical.
-//! Typing rules: see [`typing`]. Early return: see [`sequence`].
+//! Typing rules: see [`typing`]. Early return: see `sequence`.
 
 mod assigned_vars;
 mod binding_check;

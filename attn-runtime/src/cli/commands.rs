@@ -1,5 +1,6 @@
 //! The subcommands. Output goes to a writer so tests can read it.
 
+use super::progress::{bar, spinner};
 use super::{CliContext, CliError, Command};
 use crate::bench::{render_table, write_json, BenchResult};
 use crate::cache::{CacheOutcome, ModuleCache};
@@ -8,9 +9,8 @@ use crate::launch::{CudaDevice, CudaKernelHandle};
 use crate::parity::{compare_outputs, run_on_cpu, run_on_gpu, DeviceProblem};
 use crate::registry::{merge_bindings, parse_binding, BuiltKernel, KernelEntry};
 use crate::timing::time_runs;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Runs one command, writing its report to `out`.
 pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
@@ -18,11 +18,16 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
         Command::Demo => demo(ctx, out),
         Command::Masks(args) => masks(args, out),
         Command::CheckVariant(args) => {
-            let report =
-                super::check_variant::check_variant(args).map_err(|message| CliError::Build {
-                    kernel: "check-variant".into(),
-                    message,
-                })?;
+            let pb = spinner(format!(
+                "checking the variant: contract, then {} random geometries on the CPU executor",
+                args.cases
+            ));
+            let report = super::check_variant::check_variant(args);
+            pb.finish_and_clear();
+            let report = report.map_err(|message| CliError::Build {
+                kernel: "check-variant".into(),
+                message,
+            })?;
             write(out, &report)
         }
         Command::List => list(ctx, out),
@@ -40,9 +45,15 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
             bindings,
             set,
             cpu,
+            variant,
         } => {
             let all: Vec<String> = bindings.iter().chain(set).cloned().collect();
-            run_kernel(ctx, kernel, &all, *cpu, out)
+            match selected(variant, kernel)? {
+                Some((file, fns)) => {
+                    super::unified_variant::run(kernel, &all, &file, &fns, *cpu, out)
+                }
+                None => run_kernel(ctx, kernel, &all, *cpu, out),
+            }
         }
         Command::Bench {
             kernels,
@@ -50,8 +61,44 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
             runs,
             warmup,
             json,
-        } => bench(ctx, kernels, bindings, *runs, *warmup, json, out),
+            variant,
+        } => {
+            let timing = Timing {
+                runs: *runs,
+                warmup: *warmup,
+                json,
+            };
+            bench(ctx, kernels, bindings, variant, &timing, out)
+        }
     }
+}
+
+/// The variant of `--variant`, if any; only the unified-attention presets run one.
+fn selected(
+    v: &super::unified_variant::VariantSelection,
+    kernel: &str,
+) -> Result<Option<(std::path::PathBuf, super::variant_file::VariantFns)>, CliError> {
+    let fail = |message: String| CliError::Build {
+        kernel: kernel.into(),
+        message,
+    };
+    let chosen = v.resolve().map_err(fail)?;
+    if chosen.is_some() && !super::unified::is_preset(kernel) {
+        return Err(fail(
+            "`--variant` runs through the unified-attention op: name a preset \
+             (`unified_attention`, `unified_attention_p0`, `_p3`, `_d1`), whose problem \
+             geometry it uses"
+                .into(),
+        ));
+    }
+    Ok(chosen)
+}
+
+/// `attn bench`'s timing flags.
+struct Timing<'a> {
+    runs: usize,
+    warmup: usize,
+    json: &'a std::path::Path,
 }
 
 fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
@@ -108,13 +155,6 @@ fn handle(built: &BuiltKernel) -> CudaKernelHandle {
         Some(p) => CudaKernelHandle::with_prelude(built.cuda.clone(), p.clone()),
         None => CudaKernelHandle::new(built.cuda.clone()),
     }
-}
-
-fn spinner(msg: String) -> ProgressBar {
-    let pb = ProgressBar::new_spinner();
-    pb.set_message(msg);
-    pb.enable_steady_tick(Duration::from_millis(100));
-    pb
 }
 
 fn compile(
@@ -209,7 +249,10 @@ fn run_kernel(
         let ir = built.ir.as_ref().ok_or_else(|| {
             CliError::NoCpuPath(format!("{kernel} has no IR for the CPU executor"))
         })?;
-        let outputs = run_on_cpu(exec.as_ref(), ir, &problem).map_err(|m| CliError::Build {
+        let pb = spinner(format!("{kernel}: the CPU executor runs the kernel"));
+        let outputs = run_on_cpu(exec.as_ref(), ir, &problem);
+        pb.finish_and_clear();
+        let outputs = outputs.map_err(|m| CliError::Build {
             kernel: kernel.into(),
             message: format!("CPU executor: {m}"),
         })?;
@@ -240,27 +283,36 @@ fn bench(
     ctx: &CliContext,
     kernels: &[String],
     raw: &[String],
-    runs: usize,
-    warmup: usize,
-    json: &std::path::Path,
+    variant: &super::unified_variant::VariantSelection,
+    timing: &Timing<'_>,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let (runs, warmup, json) = (timing.runs, timing.warmup, timing.json);
+    let names: Vec<String> = match (kernels.is_empty(), variant.file.is_some()) {
+        (true, true) => vec!["unified_attention".into()],
+        (true, false) => ctx.registry.names().iter().map(|s| s.to_string()).collect(),
+        (false, _) => kernels.to_vec(),
+    };
+    let mut chosen = None;
+    for name in &names {
+        chosen = selected(variant, name)?;
+    }
     if !CudaDevice::is_available() {
         return Err(CliError::NoGpu("no CUDA driver or device found".into()));
     }
     let dev = CudaDevice::new(0)?;
     let stream = dev.default_stream();
-    let names: Vec<String> = if kernels.is_empty() {
-        ctx.registry.names().iter().map(|s| s.to_string()).collect()
-    } else {
-        kernels.to_vec()
-    };
-    let pb = ProgressBar::new((names.len() * (runs + warmup)) as u64);
-    if let Ok(style) = ProgressStyle::with_template("{msg:<24} [{bar:30}] {pos}/{len}") {
-        pb.set_style(style);
-    }
+    let pb = bar((names.len() * (runs + warmup)) as u64);
     let mut results = Vec::new();
     for name in &names {
+        if let Some((file, fns)) = &chosen {
+            pb.set_message(format!("{name} + {}", fns.mask.as_deref().unwrap_or("?")));
+            let tick = || pb.inc(1);
+            results.push(super::unified_variant::bench_one(
+                &dev, name, raw, file, fns, runs, warmup, &tick,
+            )?);
+            continue;
+        }
         if super::unified::is_preset(name) {
             pb.set_message(name.clone());
             let tick = || pb.inc(1);
@@ -329,12 +381,12 @@ fn bench(
 }
 
 fn masks(args: &super::masks::MasksArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let bar = spinner("probing the DSL bounds of every q-block on the CPU executor".into());
+    let pb = spinner("probing the DSL bounds of every q-block on the CPU executor");
     let pic = super::masks::picture(args).map_err(|message| CliError::Build {
         kernel: "unified_attention".into(),
         message,
     })?;
-    bar.finish_and_clear();
+    pb.finish_and_clear();
     write(out, &super::masks::ascii(&pic, args.cols))?;
     if let Some(dir) = args.svg.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {

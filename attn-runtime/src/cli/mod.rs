@@ -5,7 +5,10 @@
 pub mod check_variant;
 mod commands;
 pub mod masks;
+pub mod progress;
 pub mod unified;
+pub mod unified_variant;
+pub mod variant_file;
 
 use crate::jit::{ArchParseError, JitError};
 use crate::launch::LaunchError;
@@ -52,7 +55,8 @@ pub enum Command {
     },
     /// Run on the GPU (or the CPU executor without one) and check against the reference.
     /// The `unified_attention*` presets run the public op and take `SEQ=<n>` (sequence
-    /// length) and `SEQS=<n>` (sequences) instead of constexprs.
+    /// length) and `SEQS=<n>` (sequences) instead of constexprs; with `--variant FILE` they
+    /// run a user variant, checked against the dense reference of its own DSL mask.
     Run {
         kernel: String,
         bindings: Vec<String>,
@@ -62,6 +66,8 @@ pub enum Command {
         /// Use the CPU executor even when a GPU is present.
         #[arg(long)]
         cpu: bool,
+        #[command(flatten)]
+        variant: unified_variant::VariantSelection,
     },
     /// Time kernels with CUDA events; print a table with % of the floor and write JSON.
     Bench {
@@ -77,6 +83,10 @@ pub enum Command {
         warmup: usize,
         #[arg(long, default_value = "device-out/bench.json")]
         json: PathBuf,
+        /// A user variant through the unified-attention op (the presets only; default
+        /// preset `unified_attention`).
+        #[command(flatten)]
+        variant: unified_variant::VariantSelection,
     },
 }
 

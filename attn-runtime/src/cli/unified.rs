@@ -20,8 +20,12 @@ use super::CliError;
 use crate::bench::unified::{context_options, Prepared, Row, PRESETS};
 use crate::bench::BenchResult;
 use crate::launch::CudaDevice;
-use crate::ops::unified_attention::cpu::{run_unified_attention_cpu, CpuOptions};
-use crate::ops::unified_attention::gpu::{run_plan, AttnError, UnifiedAttentionContext};
+use crate::ops::unified_attention::args::UnifiedAttentionArgs;
+use crate::ops::unified_attention::cpu::{run_unified_attention_cpu, CpuOptions, CpuVariant};
+use crate::ops::unified_attention::gpu::{
+    run_plan, AttnError, LaunchReport, UnifiedAttentionContext,
+};
+use crate::ops::unified_attention::plan::PathChoice;
 use crate::reference::unified_attention::{
     unified_attention as reference, AttentionOptions, MmRanges, ReferenceError,
     UnifiedAttentionProblem,
@@ -41,7 +45,7 @@ pub fn is_preset(name: &str) -> bool {
     PRESETS.iter().any(|(n, _)| *n == name)
 }
 
-fn err(kernel: &str, message: impl Into<String>) -> CliError {
+pub(super) fn err(kernel: &str, message: impl Into<String>) -> CliError {
     CliError::Build {
         kernel: kernel.into(),
         message: message.into(),
@@ -125,28 +129,71 @@ pub fn run(
         p.scale = row.softmax_scale();
         p
     };
+    let header = format!("{kernel} [{}]", shape(&row));
+    let case = OpCase {
+        kernel,
+        path: row.path,
+        data: &data,
+        problem: &problem,
+        mm_ranges: (&ranges, row.mm_ranges.len()),
+        variant: None,
+    };
+    run_checked(
+        &case,
+        &header,
+        || reference_by_kv_head(&problem).map_err(|e| e.to_string()),
+        force_cpu,
+        out,
+    )
+}
+
+/// One run of the op: the problem, the preset's path and image ranges, and a variant.
+pub struct OpCase<'a> {
+    pub kernel: &'a str,
+    pub path: PathChoice,
+    pub data: &'a PagedData,
+    /// The reference's view of `data`: scale, window, image ranges, clamp.
+    pub problem: &'a UnifiedAttentionProblem<'a>,
+    /// Per-sequence image ranges (flattened `[S, R]`) and R.
+    pub mm_ranges: (&'a [[i32; 2]], usize),
+    pub variant: Option<CpuVariant<'a>>,
+}
+
+/// Runs `case` on the GPU (or the CPU executor) while `reference` runs on other cores,
+/// prints `header`, where it ran, the times and the verdict; a mismatch is an error.
+pub fn run_checked(
+    case: &OpCase<'_>,
+    header: &str,
+    reference: impl FnOnce() -> Result<Vec<f64>, String> + Send,
+    force_cpu: bool,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let kernel = case.kernel;
     let on_gpu = !force_cpu && CudaDevice::is_available();
     if !on_gpu && !force_cpu {
         write(out, "no GPU: running on the CPU executor\n")?;
     }
-    // The dense f64 reference runs on other cores while the op runs.
+    let pb = super::progress::spinner(format!(
+        "{kernel}: the op on the {} while the dense f64 reference runs",
+        if on_gpu { "GPU" } else { "CPU executor" }
+    ));
     let (op, (want, ref_elapsed)) = std::thread::scope(|scope| {
         let reference = scope.spawn(|| {
             let t = Instant::now();
-            (reference_by_kv_head(&problem), t.elapsed())
+            (reference(), t.elapsed())
         });
-        let op = run_op(kernel, &row, &data, &problem, &ranges, on_gpu);
+        let op = run_op(case, on_gpu);
         let want = reference.join().expect("the reference thread panicked");
         (op, want)
     });
+    pb.finish_and_clear();
     let (where_, path, got, elapsed) = op?;
     let want = want.map_err(|e| err(kernel, format!("reference: {e}")))?;
     let verdict = judge(&got, &want);
     write(
         out,
         &format!(
-            "{kernel} [{}] on {where_}: {path}, {:.1} ms (dense f64 reference {:.1} ms)\n  {}\n",
-            shape(&row),
+            "{header} on {where_}: {path}, {:.1} ms (dense f64 reference {:.1} ms)\n  {}\n",
             elapsed.as_secs_f64() * 1e3,
             ref_elapsed.as_secs_f64() * 1e3,
             verdict.line
@@ -160,30 +207,29 @@ pub fn run(
 
 /// The op on the GPU or the CPU executor: where it ran, its path, `[T, Hq, D]`, its time.
 fn run_op(
-    kernel: &str,
-    row: &Row,
-    data: &PagedData,
-    problem: &UnifiedAttentionProblem<'_>,
-    ranges: &[[i32; 2]],
+    case: &OpCase<'_>,
     on_gpu: bool,
 ) -> Result<(String, String, Vec<f32>, Duration), CliError> {
+    let (kernel, data, problem) = (case.kernel, case.data, case.problem);
     let started = Instant::now();
     let (where_, path, got) = if on_gpu {
         let dev = CudaDevice::new(0)?;
         let ctx = UnifiedAttentionContext::new(&dev, dev.default_stream(), context_options())
             .map_err(|e| err(kernel, e.to_string()))?;
-        let mut dp = DeviceVariantProblem::<bf16>::upload(ctx.stream(), data, None, None)
+        let v = case.variant;
+        let (aux_i32, aux_f32) = (v.and_then(|v| v.aux_i32), v.and_then(|v| v.aux_f32));
+        let mut dp = DeviceVariantProblem::<bf16>::upload(ctx.stream(), data, aux_i32, aux_f32)
             .map_err(|e| err(kernel, e.to_string()))?;
+        let (ranges, max_ranges) = case.mm_ranges;
         if !ranges.is_empty() {
-            dp.set_mm_ranges(ranges, row.mm_ranges.len())
+            dp.set_mm_ranges(ranges, max_ranges)
                 .map_err(|e| err(kernel, e.to_string()))?;
         }
-        let scale = row.softmax_scale() as f32;
         let (got, report) = dp
-            .run_checked_with(&ctx, data, None, row.path, |a| {
-                a.softmax_scale = scale;
-                a.sliding_window = row.sliding_window;
-                a.mm_prefix_clamp_sliding_window = row.clamp;
+            .run_checked_with(&ctx, data, v.map(|v| v.variant), case.path, |a| {
+                a.softmax_scale = problem.scale as f32;
+                a.sliding_window = problem.options.sliding_window;
+                a.mm_prefix_clamp_sliding_window = problem.options.mm_prefix_clamp_sw;
             })
             .map_err(|e| err(kernel, format!("GPU op: {e}")))?;
         let path = format!(
@@ -203,18 +249,15 @@ fn run_op(
         )
     } else {
         let cpu = CpuOptions {
-            path: row.path,
+            path: case.path,
+            variant: case.variant,
             ..CpuOptions::default()
         };
         let run = run_unified_attention_cpu(problem, &cpu)
             .map_err(|e| err(kernel, format!("CPU executor: {e}")))?;
         let path = format!(
             "{} path, tile {}, block_m {}",
-            if run.plan.reduce.is_some() {
-                "3D"
-            } else {
-                "2D"
-            },
+            run.plan.path_name(),
             run.plan.config.tile_size,
             run.plan.config.block_m
         );
@@ -293,13 +336,13 @@ pub fn reference_by_kv_head(p: &UnifiedAttentionProblem<'_>) -> Result<Vec<f64>,
     Ok(out)
 }
 
-struct Verdict {
-    failed: usize,
-    line: String,
+pub(super) struct Verdict {
+    pub failed: usize,
+    pub line: String,
 }
 
 /// Every element against `|err| <= ATOL + RTOL·|ref|` (NaN and a length mismatch fail).
-fn judge(got: &[f32], want: &[f64]) -> Verdict {
+pub(super) fn judge(got: &[f32], want: &[f64]) -> Verdict {
     if got.len() != want.len() {
         return Verdict {
             failed: want.len().max(1),
@@ -361,6 +404,41 @@ impl std::fmt::Display for TimedError {
     }
 }
 
+/// The op on `args` timed with CUDA events: `runs` timed calls after `warmup`, on a plan
+/// validated once (as the criterion bench does); the first call's report and the times.
+pub(super) fn time_op(
+    ctx: &UnifiedAttentionContext,
+    args: &mut UnifiedAttentionArgs<'_, bf16>,
+    runs: usize,
+    warmup: usize,
+    tick: &dyn Fn(),
+) -> Result<(LaunchReport, Vec<f64>), String> {
+    let plan = ctx.plan(args).map_err(|e| e.to_string())?;
+    let report = run_plan(ctx, &plan, args).map_err(|e| e.to_string())?;
+    for _ in 0..warmup {
+        run_plan(ctx, &plan, args).map_err(|e| e.to_string())?;
+        tick();
+    }
+    let times = time_runs(ctx.stream(), runs, || {
+        tick();
+        run_plan(ctx, &plan, args)
+            .map(|_| ())
+            .map_err(TimedError::Op)
+    })
+    .map_err(|e| e.to_string())?;
+    Ok((report, times))
+}
+
+/// The bench key of a launch: path and tiling.
+pub(super) fn bench_key(report: &LaunchReport) -> String {
+    format!(
+        "unified_attention {} path tile {} block_m {}",
+        report.path_name(),
+        report.config.tile_size,
+        report.config.block_m
+    )
+}
+
 /// `attn bench <preset>`: the op timed with CUDA events, `runs` timed calls after `warmup`,
 /// on a plan validated once (as the criterion bench does). Useful FLOPs count the (q, k)
 /// pairs the mask allows; bytes are q, out and the whole KV once.
@@ -378,25 +456,9 @@ pub fn bench_one(
     let stream = ctx.stream().clone();
     let mut prepared = Prepared::build(&stream, &row).map_err(|e| err(kernel, e))?;
     let mut args = prepared.args(&row);
-    let plan = ctx.plan(&args).map_err(|e| err(kernel, e.to_string()))?;
-    let report = run_plan(&ctx, &plan, &mut args).map_err(|e| err(kernel, e.to_string()))?;
-    for _ in 0..warmup {
-        run_plan(&ctx, &plan, &mut args).map_err(|e| err(kernel, e.to_string()))?;
-        tick();
-    }
-    let times = time_runs(&stream, runs, || {
-        tick();
-        run_plan(&ctx, &plan, &mut args)
-            .map(|_| ())
-            .map_err(TimedError::Op)
-    })
-    .map_err(|e| err(kernel, e.to_string()))?;
-    let key = format!(
-        "unified_attention {} path tile {} block_m {}",
-        report.path_name(),
-        report.config.tile_size,
-        report.config.block_m
-    );
+    let (report, times) =
+        time_op(&ctx, &mut args, runs, warmup, tick).map_err(|e| err(kernel, e))?;
+    let key = bench_key(&report);
     Ok(BenchResult::from_runs(
         kernel,
         &key,
@@ -407,7 +469,7 @@ pub fn bench_one(
     ))
 }
 
-fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
+pub(super) fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
     out.write_all(text.as_bytes())
         .map_err(|source| CliError::Io {
             path: "<stdout>".into(),

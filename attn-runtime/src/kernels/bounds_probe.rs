@@ -17,9 +17,11 @@ use crate::ops::unified_attention::plan::{attention_bindings, MaskVariant};
 
 #[module]
 pub mod probe {
-    /// Stores `BOUNDS(..)` of q-block `b` as `[lo, hi, msp]` and `MASK` over keys
-    /// `[0, KEYS)` for every row of the block as `[BLOCK_M, KEYS]` 0/1 (invalid rows 0),
-    /// with the same row mapping and arguments as `unified_attention`.
+    /// Stores `BOUNDS(..)` of q-block `b` as `[lo, hi, msp]`, `FULL_TILE` of every tile of
+    /// keys `[0, KEYS)` under each range's key limit as `[TILE_RANGES, KEYS / TILE_SIZE]`
+    /// 0/1, and `MASK` over keys `[0, KEYS)` for every row of the block as
+    /// `[BLOCK_M, KEYS]` 0/1 (invalid rows 0), with the same row mapping and arguments as
+    /// `unified_attention`.
     #[kernel]
     pub fn bounds_probe<
         const TILE_SIZE: i32,
@@ -40,6 +42,7 @@ pub mod probe {
         const KEYS: i32,
         const MASK: Device,
         const BOUNDS: Device,
+        const FULL_TILE: Device,
         const TILE_RANGES: i32,
     >(
         geometry: *const i32,
@@ -48,6 +51,7 @@ pub mod probe {
         mask_aux: *const i32,
         mask_aux_f32: *const f32,
         bounds_out: *mut i32,
+        full_out: *mut i32,
         mask_out: *mut i32,
     ) {
         let context_len = load(geometry);
@@ -86,6 +90,31 @@ pub mod probe {
             store(bounds_out + 3 * r, lo);
             store(bounds_out + 3 * r + 1, hi);
             store(bounds_out + 3 * r + 2, msp);
+            // The kernel's FULL_TILE call, for every tile (the host keeps the visited ones).
+            let q_first = context_len + b * BLOCK_Q;
+            let q_last = context_len + min(b * BLOCK_Q + BLOCK_Q, qlen) - 1;
+            for j in 0..KEYS / TILE_SIZE {
+                let full = FULL_TILE(FullTileArgs {
+                    k_first: j * TILE_SIZE,
+                    k_last: j * TILE_SIZE + TILE_SIZE - 1,
+                    q_first,
+                    q_last,
+                    msp: min(msp, seq_len),
+                    seq_len,
+                    context_len,
+                    qlen,
+                    causal,
+                    rswa_prefix,
+                    aux: mask_aux,
+                    aux_f32: mask_aux_f32,
+                });
+                let at = full_out + r * (KEYS / TILE_SIZE) + j;
+                if full {
+                    store(at, 1);
+                } else {
+                    store(at, 0);
+                }
+            }
         }
         let k = arange::<KEYS>();
         let allowed = MASK(MaskArgs {
@@ -144,6 +173,8 @@ pub struct ProbeResult {
     pub max_seq_prefix_len: i32,
     /// Every range `(lo, hi, msp)` BOUNDS returned, in order (`TILE_RANGES` of them).
     pub ranges: Vec<(i32, i32, i32)>,
+    /// `full[r][j]`: FULL_TILE of tile `j` under range `r`'s key limit.
+    pub full: Vec<Vec<bool>>,
     /// `mask[row][k]` for the block's `BLOCK_M` rows and keys `[0, keys)`.
     pub mask: Vec<Vec<bool>>,
 }
@@ -194,14 +225,18 @@ pub fn probe_block(
     ];
     let block_m = cfg.block_m.max(1) as usize;
     let num_ranges = variant.tile_ranges(cfg).max(1) as usize;
+    let tiles = keys / cfg.tile_size.max(1) as usize;
     let mut bounds = HostBuffer::I32(vec![i32::MIN; 3 * num_ranges]);
+    let mut full = HostBuffer::I32(vec![-1; num_ranges * tiles.max(1)]);
     let mut mask = HostBuffer::I32(vec![-1; block_m * keys]);
     let mut args: Vec<_> = inputs.iter().map(HostBuffer::arg_in).collect();
     args.push(bounds.arg_out());
+    args.push(full.arg_out());
     args.push(mask.arg_out());
     run(&f, [1, 1, 1], args)?;
     let b = bounds.to_f64s();
     let m = mask.to_f64s();
+    let full = full.to_f64s();
     let ranges: Vec<(i32, i32, i32)> = b
         .chunks(3)
         .map(|r| (r[0] as i32, r[1] as i32, r[2] as i32))
@@ -211,6 +246,10 @@ pub fn probe_block(
         loop_hi: b[1] as i32,
         max_seq_prefix_len: b[2] as i32,
         ranges,
+        full: full
+            .chunks(tiles.max(1))
+            .map(|r| r.iter().map(|&x| x == 1.0).collect())
+            .collect(),
         mask: m
             .chunks(keys.max(1))
             .map(|r| r.iter().map(|&x| x == 1.0).collect())
@@ -224,7 +263,7 @@ pub fn probe_bindings(
     variant: &MaskVariant,
     keys: usize,
 ) -> Vec<Binding> {
-    const NAMES: [&str; 18] = [
+    const NAMES: [&str; 19] = [
         "TILE_SIZE",
         "BLOCK_M",
         "BLOCK_Q",
@@ -242,6 +281,7 @@ pub fn probe_bindings(
         "MAX_MM_RANGES",
         "MASK",
         "BOUNDS",
+        "FULL_TILE",
         "TILE_RANGES",
     ];
     let mut b: Vec<Binding> = attention_bindings(cfg, ScalarType::F32, variant)
@@ -277,6 +317,24 @@ impl ProbeResult {
         self.visited_keys(tile_size, seq_len)
             .iter()
             .any(|&(s, e)| s <= k && k < e)
+    }
+
+    /// Tiles the kernel's loops visit that FULL_TILE declares full (they skip the mask and
+    /// the `k < msp` guard), each with its range's key limit `min(msp, seq_len)`.
+    pub fn full_visited(&self, seq_len: i32) -> Vec<(i64, i64)> {
+        let mut visited_hi = 0i64;
+        let mut out = vec![];
+        for (r, &(lo, hi, msp)) in self.ranges.iter().enumerate() {
+            let lo = i64::from(lo).max(visited_hi);
+            visited_hi = visited_hi.max(i64::from(hi));
+            let full = self.full.get(r).map_or(&[][..], Vec::as_slice);
+            for j in lo.max(0)..i64::from(hi) {
+                if full.get(j as usize) == Some(&true) {
+                    out.push((j, i64::from(msp.min(seq_len))));
+                }
+            }
+        }
+        out
     }
 
     /// Tiles the kernel's loops visit for this block.

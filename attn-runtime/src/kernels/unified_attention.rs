@@ -140,15 +140,7 @@ pub mod unified {
 
     /// The full-tile predicate of variants that declare none: every tile is masked.
     #[device]
-    fn no_full_tile(
-        k_first: i32,
-        k_last: i32,
-        q_first: i32,
-        q_last: i32,
-        msp: i32,
-        causal: bool,
-        rswa_prefix: i32,
-    ) -> bool {
+    fn no_full_tile(k_first: i32, k_last: i32) -> bool {
         k_first > k_last
     }
 
@@ -578,15 +570,20 @@ pub mod unified {
             }
             for j in loop_lo..loop_hi {
                 // A full tile (every valid row sees every key) skips the mask and the V guard.
-                let full = FULL_TILE(
-                    j * TILE_SIZE,
-                    j * TILE_SIZE + TILE_SIZE - 1,
+                let full = FULL_TILE(FullTileArgs {
+                    k_first: j * TILE_SIZE,
+                    k_last: j * TILE_SIZE + TILE_SIZE - 1,
                     q_first,
                     q_last,
                     msp,
+                    seq_len,
+                    context_len,
+                    qlen,
                     causal,
                     rswa_prefix,
-                );
+                    aux: seq_aux,
+                    aux_f32: seq_aux_f32,
+                });
                 let k_pos = j * TILE_SIZE + arange::<TILE_SIZE>();
                 let k_ok = k_pos < msp;
                 // Masked block-table read (DSL rule §1.3): never past the row's used entries.

@@ -7,26 +7,51 @@ use super::paged::PagedData;
 use crate::reference::softmax::softmax_row;
 
 /// `[T, Hq, D]` attention of `data` under `mask(seq, q_abs, k)` (absolute positions).
-pub fn masked_reference(data: &PagedData, mask: &dyn Fn(usize, i64, i64) -> bool) -> Vec<f64> {
+/// Query tokens are independent: they are split over all cores (same result as serial).
+pub fn masked_reference(
+    data: &PagedData,
+    mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
+) -> Vec<f64> {
+    let row = data.num_query_heads * data.head_size;
     let mut out = vec![0.0; data.q.len()];
-    for s in 0..data.seq_lens.len() {
+    let tokens = out.len() / row.max(1);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, tokens.max(1));
+    let per = tokens.div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        for (i, chunk) in out.chunks_mut(per * row.max(1)).enumerate() {
+            scope.spawn(move || token_rows(data, mask, i * per, chunk));
+        }
+    });
+    out
+}
+
+/// The output rows of tokens `first..` into `out` (whole `[Hq, D]` rows).
+fn token_rows(
+    data: &PagedData,
+    mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
+    first: usize,
+    out: &mut [f64],
+) {
+    let (hq, d) = (data.num_query_heads, data.head_size);
+    for (i, token_out) in out.chunks_mut(hq * d).enumerate() {
+        let tok = first + i;
+        // The sequence owning `tok`: the last s with cu_seqlens_q[s] <= tok.
+        let s = data.cu_seqlens_q[1..].partition_point(|&c| c as usize <= tok);
         let (start, end) = (
             data.cu_seqlens_q[s] as usize,
             data.cu_seqlens_q[s + 1] as usize,
         );
         let l = i64::from(data.seq_lens[s]);
-        let context = l - (end - start) as i64;
-        for tok in start..end {
-            let q_abs = context + (tok - start) as i64;
-            let keys: Vec<i64> = (0..l).filter(|&k| mask(s, q_abs, k)).collect();
-            for h in 0..data.num_query_heads {
-                let row = (tok * data.num_query_heads + h) * data.head_size;
-                let o = reference_row(data, s, h, &data.q[row..row + data.head_size], &keys);
-                out[row..row + data.head_size].copy_from_slice(&o);
-            }
+        let q_abs = l - (end - start) as i64 + (tok - start) as i64;
+        let keys: Vec<i64> = (0..l).filter(|&k| mask(s, q_abs, k)).collect();
+        for h in 0..hq {
+            let at = (tok * hq + h) * d;
+            let o = reference_row(data, s, h, &data.q[at..at + d], &keys);
+            token_out[h * d..(h + 1) * d].copy_from_slice(&o);
         }
     }
-    out
 }
 
 /// Element offset of key `k`, head `h`'s K/V vector of sequence `s` in the paged caches.

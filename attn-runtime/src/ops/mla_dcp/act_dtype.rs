@@ -44,11 +44,15 @@ impl std::fmt::Display for ActDtype {
 
 /// A Rust element type usable as the activation dtype on the device.
 pub trait ActivationElem: DeviceRepr + ValidAsZeroBits + Copy + Send + Sync + 'static {
+    /// The dtype tag the kernels are specialized for.
     const DTYPE: ActDtype;
     /// Rounds (to nearest even) from f32; host-side packing and test inputs use it.
     fn from_f32(x: f32) -> Self;
+    /// The exact f32 value (results read back, references compared with).
     fn to_f32(self) -> f32;
+    /// The 16-bit pattern (how the exchange moves partials in their own dtype).
     fn to_bits(self) -> u16;
+    /// From the 16-bit pattern: `T::from_bits(x.to_bits()) == x`.
     fn from_bits(bits: u16) -> Self;
 }
 

@@ -93,6 +93,7 @@ pub struct CpuKernels {
 }
 
 impl CpuKernels {
+    /// Specializes every kernel of `plan` for the CPU executor (once per plan).
     pub fn new(plan: &DecodePlan) -> Result<Self, CpuDecodeError> {
         let spec = |l: &KernelLaunch| specialize_kernel(l.kernel, &l.bindings());
         Ok(CpuKernels {

@@ -366,6 +366,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         }
     }
 
+    /// The configuration the op was built with.
     pub fn config(&self) -> &MlaDcpConfig {
         &self.config
     }

@@ -190,6 +190,7 @@ fn round_up(x: usize, to: usize) -> usize {
 }
 
 impl ExchangeLayout {
+    /// The layout for `ranks` ranks of `heads × tokens` rows of `elem_bytes`-byte elements.
     pub fn new(ranks: usize, heads: usize, tokens: usize, elem_bytes: usize) -> Self {
         let rows = heads * tokens;
         let lse_offset_bytes = round_up(rows * LATENT * elem_bytes, CHUNK_ALIGN);

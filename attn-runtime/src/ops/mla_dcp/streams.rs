@@ -79,6 +79,7 @@ impl ForkJoin {
         self
     }
 
+    /// How the side stream is joined back.
     pub fn mode(&self) -> JoinMode {
         self.mode
     }

@@ -1,11 +1,11 @@
-//! V-up (spec `mla_dcp.md` §6): y[t, n, :] = lat_out[t, n, :] · W_UV[n] for the combine output
+//! V-up (spec `mla_dcp.md` §6): `y[t, n, :] = lat_out[t, n, :] · W_UV[n]` for the combine output
 //! lat_out `[T, N, L]` (batch-major), W_UV `[N, L, V]` and y `[T, N·V]`, all in the activation dtype
 //! with f32 accumulation.
 //!
 //! The main path is ONE `cublasGemmStridedBatchedEx` whose batch strides read lat_out and write y in
 //! place (§6.2): no transposes, no copies. A row-major product is a column-major product of the
-//! transposes, so per head n cuBLAS computes yₙᵀ (V×T, ld N·V) = W_UV[n]ᵀ (V×L, ld V) · xₙᵀ (L×T,
-//! ld N·L), with batch strides L·V, L and V. The fallback is a plain CUDA kernel (one thread per
+//! transposes, so per head n cuBLAS computes `yₙᵀ (V×T, ld N·V) = W_UV[n]ᵀ (V×L, ld V) · xₙᵀ (L×T, ld N·L)`,
+//! with batch strides L·V, L and V. The fallback is a plain CUDA kernel (one thread per
 //! output element) that a DSL kernel fused with the combine will replace.
 
 use super::act_dtype::{ActDtype, ActivationElem};

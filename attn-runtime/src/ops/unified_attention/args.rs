@@ -46,10 +46,12 @@ impl TokenLayout {
         }
     }
 
+    /// `[tokens, heads, head_size]`.
     pub fn shape(&self) -> [usize; 3] {
         [self.num_tokens, self.num_heads, self.head_size]
     }
 
+    /// Element strides of `[token, head, dim]` (the last is 1).
     pub fn strides(&self) -> [usize; 3] {
         [self.token_stride, self.head_stride, 1]
     }

@@ -118,7 +118,7 @@ pub const ALL_RULE_MESSAGES: &[&str] = &[
     MSG_SINKS_LEN,
 ];
 
-/// Backend constant: minimum grid size of the 2D launch ([NEW] `triton_attn.py`).
+/// Backend constant: minimum grid size of the 2D launch (\[NEW\] `triton_attn.py`).
 pub const MIN_LAUNCH_GRID_SIZE_2D: i32 = 128;
 /// Backend constant: segments of the 3D split-KV path.
 pub const NUM_PAR_SOFTMAX_SEGMENTS: i32 = 16;

@@ -294,6 +294,7 @@ impl UnifiedAttentionContext {
         })
     }
 
+    /// The device this context launches on.
     pub fn device(&self) -> &CudaDevice {
         &self.device
     }
@@ -301,6 +302,7 @@ impl UnifiedAttentionContext {
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
+    /// The options the context was created with (workspace capacity, path limits).
     pub fn options(&self) -> &ContextOptions {
         &self.options
     }

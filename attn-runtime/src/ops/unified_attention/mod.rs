@@ -18,3 +18,4 @@ pub mod validate;
 pub mod variant;
 pub mod variant_args;
 pub mod variant_check;
+pub mod variant_dense_mask;

@@ -174,6 +174,7 @@ impl<T: DslType + DeviceRepr + ValidAsZeroBits> PagedKvCache<T> {
 }
 
 impl<T: DslType> PagedKvCache<T> {
+    /// Blocks, block size, KV heads and head size of the cache.
     pub fn geometry(&self) -> CacheGeometry {
         self.geometry
     }

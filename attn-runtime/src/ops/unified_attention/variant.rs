@@ -53,6 +53,9 @@ pub struct Variant {
     pub mask: String,
     /// Device function bound to `BOUNDS`.
     pub bounds: String,
+    /// Device function bound to `FULL_TILE` (tiles every row sees whole: no mask there);
+    /// `None`: every tile is masked.
+    pub full_tile: Option<String>,
     /// `TILE_RANGES`: how many ranges the bounds function returns (its `r` argument).
     pub tile_ranges: i32,
     /// The variant's own constexprs (declared by its device functions), e.g. `NUM_SINKS`.
@@ -130,8 +133,12 @@ impl Variant {
 
     /// From what `#[variant]` embedded (checked when the user's crate compiled).
     pub fn from_source(v: &VariantSource) -> Self {
-        Variant::new(v.text_at_file_lines(), v.file, v.mask, v.bounds)
-            .with_tile_ranges(v.tile_ranges)
+        let variant = Variant::new(v.text_at_file_lines(), v.file, v.mask, v.bounds)
+            .with_tile_ranges(v.tile_ranges);
+        match v.full_tile {
+            Some(f) => variant.with_full_tile(f),
+            None => variant,
+        }
     }
 
     /// From the text the `#[module]` macro embedded (no file reading).
@@ -151,6 +158,7 @@ impl Variant {
             file: file.to_string(),
             mask: mask.to_string(),
             bounds: bounds.to_string(),
+            full_tile: None,
             tile_ranges: 1,
             constexprs: vec![],
             aux_i32: None,
@@ -163,6 +171,13 @@ impl Variant {
         let value = value.into().0;
         self.constexprs.retain(|(n, _)| n != name);
         self.constexprs.push((name.to_string(), value));
+        self
+    }
+
+    /// Binds `FULL_TILE` to the variant's device function `name`: a tile it declares full
+    /// must be allowed whole for every row of the block (`variant_check` checks it).
+    pub fn with_full_tile(mut self, name: &str) -> Self {
+        self.full_tile = Some(name.to_string());
         self
     }
 
@@ -190,10 +205,12 @@ impl Variant {
 
     /// What the plan binds for this variant.
     pub fn mask_variant(&self) -> MaskVariant {
+        let custom = MaskVariant::custom(&self.mask, &self.bounds);
         MaskVariant {
+            full_tile: self.full_tile.clone().unwrap_or(custom.full_tile.clone()),
             tile_ranges: Some(self.tile_ranges),
             constexprs: self.constexprs.clone(),
-            ..MaskVariant::custom(&self.mask, &self.bounds)
+            ..custom
         }
     }
 
@@ -232,16 +249,22 @@ impl Variant {
         let at = proc_macro2::Span::call_site();
         attn_dsl::contract::check_not_plain(&c.mask, &items, &self.mask).map_err(fail)?;
         attn_dsl::contract::check_not_plain(&c.bounds, &items, &self.bounds).map_err(fail)?;
+        if let Some(f) = &self.full_tile {
+            attn_dsl::contract::check_not_plain(&c.full_tile, &items, f).map_err(fail)?;
+        }
         let module = self.items().map_err(|e| ContractError {
             file: self.file.clone(),
             line: 0,
             message: e.to_string(),
         })?;
         let parsed = module.module();
-        attn_dsl::contract::check_variant(c, &items, parsed, (&self.mask, at), (&self.bounds, at))
-            .map_err(fail)?;
-        attn_dsl::contract::probe_variant(c, parsed, &self.mask, &self.bounds, self.tile_ranges, at)
-            .map_err(fail)
+        let fns = attn_dsl::contract::VariantFns {
+            mask: (&self.mask, at),
+            bounds: (&self.bounds, at),
+            full_tile: self.full_tile.as_deref().map(|f| (f, at)),
+        };
+        attn_dsl::contract::check_variant(c, &items, parsed, fns).map_err(fail)?;
+        attn_dsl::contract::probe_variant(c, parsed, fns, self.tile_ranges, at).map_err(fail)
     }
 
     /// A short name for messages: the mask function.
@@ -261,6 +284,7 @@ pub struct VariantModule {
 }
 
 impl VariantModule {
+    /// The module text of `v`, hashed.
     pub fn of(v: &Variant) -> Self {
         VariantModule {
             source: v.source.clone(),

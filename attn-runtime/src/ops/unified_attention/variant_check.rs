@@ -1,7 +1,9 @@
 //! The checking kit for a variant's author: on random geometries, does the variant's DSL
 //! mask equal the author's own definition of it, do its DSL bounds visit every key that
-//! mask allows (bounds ⊇ mask), and how much do they visit beyond (slack)? Also the tile
-//! visits of one whole sequence, the number that pruning is judged by.
+//! mask allows (bounds ⊇ mask), how much do they visit beyond (slack), and is every tile
+//! its FULL_TILE declares full really allowed whole for every row of the block (sound:
+//! the kernel skips the mask there)? Also the tile visits of one whole sequence, the
+//! number that pruning is judged by.
 //!
 //! It runs the variant's real MASK / BOUNDS code (the bounds probe on the CPU executor),
 //! with the kernel's clipping of ranges, so what passes here is what the kernel does.
@@ -65,6 +67,19 @@ pub struct MaskMismatch {
     pub dsl: bool,
 }
 
+/// A visited tile FULL_TILE declares full holding a key some valid row may not see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnsoundFullTile {
+    pub seq_len: i32,
+    pub query_len: i32,
+    pub tile_size: i32,
+    pub q_block: i32,
+    pub tile: i64,
+    /// The first such (query, key).
+    pub q: i64,
+    pub k: i64,
+}
+
 /// What [`check_bounds`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BoundsReport {
@@ -78,12 +93,17 @@ pub struct BoundsReport {
     pub visited_tiles: u64,
     /// Tiles that hold at least one allowed key of a valid row.
     pub needed_tiles: u64,
+    /// Visited tiles FULL_TILE declares full (the mask skipped there).
+    pub full_tiles: u64,
+    /// Of those, tiles holding a key some valid row may not see (the first few kept).
+    pub unsound_full_count: usize,
+    pub unsound_full: Vec<UnsoundFullTile>,
 }
 
 impl BoundsReport {
-    /// No missed key and the DSL mask equals the definition.
+    /// No missed key, the DSL mask equals the definition and every full tile is sound.
     pub fn passed(&self) -> bool {
-        self.missed_count == 0 && self.mask_mismatch_count == 0
+        self.missed_count == 0 && self.mask_mismatch_count == 0 && self.unsound_full_count == 0
     }
 
     /// `visited / needed` (1.0 = no slack).
@@ -104,11 +124,23 @@ impl std::fmt::Display for BoundsReport {
             self.needed_tiles,
             self.slack()
         )?;
+        write!(
+            f,
+            ", {} full tile(s), {} unsound",
+            self.full_tiles, self.unsound_full_count
+        )?;
         if let Some(m) = self.missed.first() {
             write!(
                 f,
                 "; first missed: L {} qlen {} tile {} block {}: q {} k {}",
                 m.seq_len, m.query_len, m.tile_size, m.q_block, m.q, m.k
+            )?;
+        }
+        if let Some(u) = self.unsound_full.first() {
+            write!(
+                f,
+                "; first unsound full tile: L {} qlen {} tile size {} block {}: tile {} holds k {} that q {} may not see",
+                u.seq_len, u.query_len, u.tile_size, u.q_block, u.tile, u.k, u.q
             )?;
         }
         if let Some(m) = self.mask_mismatches.first() {
@@ -281,6 +313,46 @@ fn tally(
     }
     report.needed_tiles += needed.len() as u64;
     report.visited_tiles += r.visited_tiles().max(0) as u64;
+    tally_full_tiles(report, cfg, g, b, r);
+}
+
+/// Every visited tile declared full must hold only keys below its range's key limit that
+/// every valid row's DSL mask allows: the kernel applies neither there.
+fn tally_full_tiles(
+    report: &mut BoundsReport,
+    cfg: &UnifiedAttentionConfig,
+    g: CaseGeometry,
+    b: i32,
+    r: &ProbeResult,
+) {
+    let tile = i64::from(cfg.tile_size);
+    for (j, msp) in r.full_visited(g.seq_len) {
+        report.full_tiles += 1;
+        let bad = (0..cfg.block_m).find_map(|row| {
+            let t = b * cfg.block_q + row / cfg.num_queries_per_kv;
+            let valid = row < cfg.block_q * cfg.num_queries_per_kv && t < g.query_len;
+            let mask = &r.mask[row as usize];
+            let q = i64::from(g.seq_len - g.query_len + t);
+            (j * tile..(j + 1) * tile)
+                .find(|&k| k >= msp || !mask.get(k as usize).copied().unwrap_or(false))
+                .filter(|_| valid)
+                .map(|k| (q, k))
+        });
+        if let Some((q, k)) = bad {
+            report.unsound_full_count += 1;
+            if report.unsound_full.len() < KEEP {
+                report.unsound_full.push(UnsoundFullTile {
+                    seq_len: g.seq_len,
+                    query_len: g.query_len,
+                    tile_size: cfg.tile_size,
+                    q_block: b,
+                    tile: j,
+                    q,
+                    k,
+                });
+            }
+        }
+    }
 }
 
 /// A 2D prefill configuration with `tile` keys per tile and GQA ratio `nqpkv` (variants

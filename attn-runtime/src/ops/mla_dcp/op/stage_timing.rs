@@ -50,7 +50,7 @@ pub struct StageTimes {
 }
 
 /// When each stage of the last profiled call ended, in device microseconds after its
-/// [`Mark::Start`] event on the main stream (one clock for both streams: CUDA events of one
+/// `Mark::Start` event on the main stream (one clock for both streams: CUDA events of one
 /// context share a timebase). The side stream's current part overlaps the exchange when it
 /// starts before the exchange ends; it is hidden when it also ends before.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
