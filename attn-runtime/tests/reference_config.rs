@@ -458,3 +458,30 @@ fn rule_20_block_m_not_multiple_of_group_is_fine() {
     let c = UnifiedAttentionConfig::from_problem(&p).unwrap();
     assert_eq!((c.block_m, c.block_q), (16, 3));
 }
+
+/// The measured decode launch table: segments bring the split-KV grid up to
+/// `DECODE_PROGRAMS` programs, within the workspace, never below one.
+#[test]
+fn decode_segments_follow_the_measured_grid() {
+    use attn_runtime::ops::unified_attention::plan::{decode_segments, DECODE_PROGRAMS};
+    assert_eq!(DECODE_PROGRAMS, 4096);
+    assert_eq!(decode_segments(16, 64, 8), 8, "D1: 512 programs x 8");
+    assert_eq!(
+        decode_segments(16, 8, 2),
+        16,
+        "small batch: the workspace caps it"
+    );
+    assert_eq!(decode_segments(4, 8, 2), 4);
+    assert_eq!(
+        decode_segments(16, 100, 8),
+        4,
+        "800 x 4 = 3200 <= 4096 < 800 x 8"
+    );
+    assert_eq!(decode_segments(16, 1024, 8), 1);
+    assert_eq!(decode_segments(16, i32::MAX, i32::MAX), 1, "no overflow");
+    assert_eq!(
+        decode_segments(0, 0, 0),
+        1,
+        "degenerate inputs still give one segment"
+    );
+}

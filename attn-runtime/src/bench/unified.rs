@@ -107,6 +107,11 @@ pub fn rows() -> Vec<Row> {
             clamp: false,
             ..p3
         },
+        Row {
+            id: "D1",
+            path: PathChoice::Heuristic,
+            ..d1.clone()
+        },
         d1.clone(),
         Row {
             id: "D1-3D",
@@ -408,11 +413,13 @@ pub fn meta((device, host): &(CudaSlice<i32>, Vec<i32>)) -> Metadata<'_> {
     }
 }
 
-/// The context every row runs in: the heuristic never splits KV (rows force 3D when they
-/// want it), with a workspace for the D1 decode batch at 16 segments.
+/// The context every row runs in: the measured launch table (`D1` takes split-KV with the
+/// segments it picks; prefill rows are 2D whatever the table), with a workspace for the D1
+/// decode batch at up to 16 segments.
 pub fn context_options() -> ContextOptions {
+    let measured = ContextOptions::measured(32, 8, 256);
     ContextOptions {
-        split_kv: None,
+        split_kv: measured.split_kv,
         workspace: Some(WorkspaceCapacity {
             max_tokens: 64,
             max_query_heads: 32,

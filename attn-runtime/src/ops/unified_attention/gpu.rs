@@ -178,6 +178,28 @@ impl ContextOptions {
         }
     }
 
+    /// This library's measured launch table for one layer geometry: split-KV for decode
+    /// batches as long as each sequence still gets two segments of the
+    /// [`DECODE_PROGRAMS`](super::plan::DECODE_PROGRAMS)-program grid (256 sequences at Hkv 8;
+    /// vLLM's `128 / Hkv` threshold is tuned for its own kernel), up to 16 segments, and a
+    /// workspace for that many decode tokens.
+    pub fn measured(num_query_heads: usize, num_kv_heads: usize, head_size: usize) -> Self {
+        let hkv = i32::try_from(num_kv_heads.max(1)).unwrap_or(i32::MAX);
+        let threshold = (super::plan::DECODE_PROGRAMS / hkv.saturating_mul(2)).max(1);
+        ContextOptions {
+            split_kv: Some(SplitKvWorkspace {
+                seq_threshold_3d: threshold,
+                num_segments: 16,
+            }),
+            workspace: Some(WorkspaceCapacity {
+                max_tokens: threshold as usize,
+                max_query_heads: num_query_heads,
+                max_head_size: head_size,
+                max_segments: 16,
+            }),
+        }
+    }
+
     /// 2D only: no heuristic 3D, no workspace.
     pub fn two_d_only() -> Self {
         ContextOptions {

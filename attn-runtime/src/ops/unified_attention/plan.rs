@@ -259,7 +259,11 @@ pub fn choose_config(
         problem.batch_invariant,
     );
     let (is_3d, num_segments) = match path {
-        PathChoice::Heuristic => (heuristic_3d, cfg.num_segments),
+        PathChoice::Heuristic if heuristic_3d => (
+            true,
+            decode_segments(cfg.num_segments, problem.num_seqs, problem.num_kv_heads),
+        ),
+        PathChoice::Heuristic => (false, cfg.num_segments),
         PathChoice::Force2d => (false, 1),
         PathChoice::Force3d { num_segments } | PathChoice::Force3dTiled { num_segments, .. } => {
             (true, num_segments)
@@ -317,6 +321,22 @@ pub fn choose_config(
 /// nqpkv tokens) instead of 16. Decode (one token per sequence) keeps vLLM's 16, and head
 /// sizes above 256 keep it too (a 64 × 512 f32 accumulator would not fit in registers).
 pub const PREFILL_BLOCK_M: i32 = 64;
+
+/// Programs a split-KV decode launch aims for (one warp each). Measured on the H200 (D1:
+/// 64 sequences x Hkv 8 x 4k context, tile 16): 2048 programs (4 segments) 0.358 ms, 4096 (8)
+/// 0.333 ms, 8192 (16) 0.385 ms: enough programs to keep ~5 per SM resident through the tail,
+/// segments long enough (≥ 32 tiles at 4k) that the reduce stays small.
+pub const DECODE_PROGRAMS: i32 = 4096;
+
+/// Segments per sequence of a heuristic split-KV launch: the power of two that brings the
+/// grid (sequences x KV heads x segments) closest to [`DECODE_PROGRAMS`] from below, at most
+/// the workspace's `max_segments` and at least 1.
+pub fn decode_segments(max_segments: i32, num_seqs: i32, num_kv_heads: i32) -> i32 {
+    let per_segment = num_seqs.max(1).saturating_mul(num_kv_heads.max(1));
+    let want = (DECODE_PROGRAMS / per_segment).max(1);
+    let pow2 = 1 << (31 - want.leading_zeros());
+    pow2.min(max_segments.max(1))
+}
 
 fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionProblem) {
     let nqpkv = cfg.num_queries_per_kv.max(1);
