@@ -16,6 +16,22 @@ pub const MASK_ARGS: &[ContractArg] = &[
         "[M, 1] absolute query positions (context_len + t)",
     ),
     arg("k", "Tile<i32>", "[1, N] absolute key positions"),
+    arg(
+        "k_first",
+        "i32",
+        "the smallest key of `k` (per-tile pre-tests)",
+    ),
+    arg("k_last", "i32", "the largest key of `k`"),
+    arg(
+        "q_first",
+        "i32",
+        "the smallest valid query position of the block",
+    ),
+    arg(
+        "q_last",
+        "i32",
+        "the largest valid query position of the block",
+    ),
     arg("seq_len", "i32", "L: keys of the sequence"),
     arg(
         "context_len",
@@ -249,6 +265,10 @@ pub fn __unified_variant_probe<
     let allowed = MASK(MaskArgs {
         q_abs: q_abs.unsqueeze(1),
         k: k.unsqueeze(0),
+        k_first: 0,
+        k_last: TILE_SIZE - 1,
+        q_first: context_len + b * BLOCK_Q,
+        q_last: context_len + min(b * BLOCK_Q + BLOCK_Q, qlen) - 1,
         seq_len,
         context_len,
         qlen,

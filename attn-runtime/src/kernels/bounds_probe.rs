@@ -120,6 +120,10 @@ pub mod probe {
         let allowed = MASK(MaskArgs {
             q_abs: q_abs.unsqueeze(1),
             k: k.unsqueeze(0),
+            k_first: 0,
+            k_last: KEYS - 1,
+            q_first: context_len + b * BLOCK_Q,
+            q_last: context_len + min(b * BLOCK_Q + BLOCK_Q, qlen) - 1,
             seq_len,
             context_len,
             qlen,

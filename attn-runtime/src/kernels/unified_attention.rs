@@ -57,6 +57,10 @@ pub mod unified {
     >(
         q_abs: Tile,
         k: Tile,
+        k_first: i32,
+        k_last: i32,
+        q_first: i32,
+        q_last: i32,
         seq_len: i32,
         causal: bool,
         rswa_prefix: i32,
@@ -86,12 +90,16 @@ pub mod unified {
             } else {
                 // A runtime loop on purpose: unrolled (static_range) the mask becomes one
                 // expression the copies can recompute, but 30 ranges per element made P3
-                // slower (10.8 ms against 7.7 ms on the H200, 2026-12-01).
+                // slower (10.8 ms against 7.7 ms on the H200, 2026-12-01). A range that
+                // misses the tile's keys or the block's queries adds nothing: one scalar test
+                // per range and tile skips its elementwise work (most tiles meet one range).
                 for r in 0..MAX_MM_RANGES {
                     let s = load(mm_ranges + 2 * r);
                     let e = load(mm_ranges + 2 * r + 1);
-                    let mm = (s < e) & (s <= q_abs) & (q_abs <= e) & (s <= k) & (k <= e);
-                    allowed = allowed | (mm & clamp);
+                    if (s < e) & (s <= q_last) & (q_first <= e) & (s <= k_last) & (k_first <= e) {
+                        let mm = (s <= q_abs) & (q_abs <= e) & (s <= k) & (k <= e);
+                        allowed = allowed | (mm & clamp);
+                    }
                 }
             }
         }
@@ -345,7 +353,9 @@ pub mod unified {
     /// (`MaskArgs { .. }`, `BoundsArgs { .. }`): a variant declares only the arguments it
     /// uses, with their types (`attn_dsl::contract::unified_attention` is the same list):
     ///
-    /// - `MASK(q_abs: Tile<i32> [M,1], k: Tile<i32> [1,N], seq_len, context_len, qlen: i32,
+    /// - `MASK(q_abs: Tile<i32> [M,1], k: Tile<i32> [1,N], k_first, k_last, q_first, q_last:
+    ///   i32 (the tile's key span and the block's valid query span, for per-tile pre-tests),
+    ///   seq_len, context_len, qlen: i32,
     ///   causal: bool, rswa_prefix: i32, mm_ranges: *const i32, q_range_lo, q_range_hi:
     ///   Tile<i32> [M,1], aux: *const i32, aux_f32: *const f32) -> Tile<bool>`: may row
     ///   (absolute position q_abs) see key k.
@@ -605,6 +615,10 @@ pub mod unified {
                 let allowed = MASK(MaskArgs {
                     q_abs: q_abs.unsqueeze(1),
                     k: k_pos.unsqueeze(0),
+                    k_first: j * TILE_SIZE,
+                    k_last: j * TILE_SIZE + TILE_SIZE - 1,
+                    q_first,
+                    q_last,
                     seq_len,
                     context_len,
                     qlen,
