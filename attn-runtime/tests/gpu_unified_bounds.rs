@@ -52,6 +52,9 @@ fn probe_on_gpu(cfg: &UnifiedAttentionConfig, block: &ProbeBlock<'_>, keys: usiz
     let block_m = cfg.block_m as usize;
     let mut bounds = up(&[i32::MIN; 3]);
     let mut mask = up(&vec![-1; block_m * keys]);
+    // FULL_TILE's verdict for every tile of the (one) range, poisoned like the mask.
+    let tiles = keys / cfg.tile_size as usize;
+    let mut full = up(&vec![-1; tiles]);
     // The variant's f32 aux input (none for the built-in mask: a one-element stand-in).
     let aux_f32 = stream.clone_htod(&[0.0f32]).expect("upload");
     let mut args: Vec<KernelArg<'_>> = inputs
@@ -60,12 +63,18 @@ fn probe_on_gpu(cfg: &UnifiedAttentionConfig, block: &ProbeBlock<'_>, keys: usiz
         .collect();
     args.push(KernelArg::input(aux_f32.as_view()));
     args.push(KernelArg::output(bounds.as_view_mut()));
+    args.push(KernelArg::output(full.as_view_mut()));
     args.push(KernelArg::output(mask.as_view_mut()));
     handle
         .launch(&stream, [1, 1, 1], args)
         .expect("launch probe");
     let b = stream.clone_dtoh(&bounds).expect("download bounds");
     let m = stream.clone_dtoh(&mask).expect("download mask");
+    let f = stream.clone_dtoh(&full).expect("download full tiles");
+    assert!(
+        f.iter().all(|&x| x == 0 || x == 1),
+        "FULL_TILE wrote every tile's verdict: {f:?}"
+    );
     assert!(
         m.iter().all(|&x| x == 0 || x == 1),
         "mask entries must be written 0/1"
