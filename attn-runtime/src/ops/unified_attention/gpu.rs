@@ -185,7 +185,10 @@ impl ContextOptions {
     /// workspace for that many decode tokens.
     pub fn measured(num_query_heads: usize, num_kv_heads: usize, head_size: usize) -> Self {
         let hkv = i32::try_from(num_kv_heads.max(1)).unwrap_or(i32::MAX);
-        let threshold = (super::plan::DECODE_PROGRAMS / hkv.saturating_mul(2)).max(1);
+        let threshold = super::plan::DECODE_PROGRAMS
+            .checked_div(hkv.saturating_mul(2))
+            .unwrap_or(1)
+            .max(1);
         ContextOptions {
             split_kv: Some(SplitKvWorkspace {
                 seq_threshold_3d: threshold,

@@ -333,8 +333,9 @@ pub const DECODE_PROGRAMS: i32 = 4096;
 /// the workspace's `max_segments` and at least 1.
 pub fn decode_segments(max_segments: i32, num_seqs: i32, num_kv_heads: i32) -> i32 {
     let per_segment = num_seqs.max(1).saturating_mul(num_kv_heads.max(1));
-    let want = (DECODE_PROGRAMS / per_segment).max(1);
-    let pow2 = 1 << (31 - want.leading_zeros());
+    let want = DECODE_PROGRAMS.checked_div(per_segment).unwrap_or(1).max(1);
+    // The highest set bit of `want` (>= 1): the power of two at or below it.
+    let pow2 = 1i32.checked_shl(want.ilog2()).unwrap_or(1);
     pow2.min(max_segments.max(1))
 }
 
