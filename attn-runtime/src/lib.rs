@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod cache;
 pub mod cli;
+pub mod graph;
 pub mod jit;
 pub mod kernels;
 pub mod launch;
