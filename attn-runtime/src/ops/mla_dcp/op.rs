@@ -410,6 +410,14 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         self.bufs.lat_out.slice(0..n)
     }
 
+    /// Fills `lat_out` and `y` with NaN (0xFF bytes) on the main stream, so a test sees
+    /// every element the next step does not write.
+    pub fn poison_outputs(&mut self) -> Result<(), MlaError> {
+        let main = self.fork_join.main().clone();
+        buffers::poison(&main, &mut self.bufs.lat_out)?;
+        buffers::poison(&main, &mut self.bufs.y)
+    }
+
     /// The specialization keys compiled so far, sorted.
     pub fn kernel_keys(&self) -> Vec<String> {
         self.kernels.keys().cloned().collect()
