@@ -2,6 +2,8 @@
 
 pub mod bench;
 pub mod cache;
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod cli;
 pub mod graph;
 pub mod jit;

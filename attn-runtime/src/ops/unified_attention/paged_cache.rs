@@ -137,8 +137,21 @@ impl<T: DslType + DeviceRepr> PagedKvCache<T> {
         k: CudaSlice<T>,
         v: CudaSlice<T>,
     ) -> Result<Self, PagedCacheError> {
-        geometry.check_pages(k.len(), v.len())?;
-        Ok(PagedKvCache { k, v, geometry })
+        Self::from_slices_or_return(geometry, k, v).map_err(|(e, _, _)| e)
+    }
+
+    /// [`Self::from_slices`] that hands the buffers back on failure (for callers whose
+    /// buffers alias memory owned elsewhere and so must never be dropped as owners).
+    #[allow(clippy::type_complexity)]
+    pub fn from_slices_or_return(
+        geometry: CacheGeometry,
+        k: CudaSlice<T>,
+        v: CudaSlice<T>,
+    ) -> Result<Self, (PagedCacheError, CudaSlice<T>, CudaSlice<T>)> {
+        match geometry.check_pages(k.len(), v.len()) {
+            Ok(()) => Ok(PagedKvCache { k, v, geometry }),
+            Err(e) => Err((e, k, v)),
+        }
     }
 
     /// Uploads host pages (row-major `[num_blocks, block_size, Hkv, D]`).
@@ -196,6 +209,11 @@ impl<T: DslType> PagedKvCache<T> {
     /// The V buffer itself, for writers.
     pub fn v_mut(&mut self) -> &mut CudaSlice<T> {
         &mut self.v
+    }
+
+    /// The K and V buffers back (e.g. to release aliases of memory owned elsewhere).
+    pub fn into_slices(self) -> (CudaSlice<T>, CudaSlice<T>) {
+        (self.k, self.v)
     }
 
     /// Shape, strides and dtype of K (and V), for the op's input validation.
