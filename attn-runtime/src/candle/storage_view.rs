@@ -92,7 +92,8 @@ impl<T: DslType + DeviceRepr + CudaDType> AliasedCache<T> {
         let (k, v) = (alias(&k), alias(&v));
         match PagedKvCache::from_slices_or_return(geometry, k, v) {
             Ok(cache) => Ok(AliasedCache { cache: Some(cache) }),
-            Err((e, k, v)) => {
+            Err(returned) => {
+                let (e, k, v) = *returned;
                 let _ = (k.leak(), v.leak());
                 Err(CandleOpError::Cache(e))
             }

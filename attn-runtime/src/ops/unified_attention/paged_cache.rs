@@ -137,7 +137,7 @@ impl<T: DslType + DeviceRepr> PagedKvCache<T> {
         k: CudaSlice<T>,
         v: CudaSlice<T>,
     ) -> Result<Self, PagedCacheError> {
-        Self::from_slices_or_return(geometry, k, v).map_err(|(e, _, _)| e)
+        Self::from_slices_or_return(geometry, k, v).map_err(|r| r.0)
     }
 
     /// [`Self::from_slices`] that hands the buffers back on failure (for callers whose
@@ -147,10 +147,10 @@ impl<T: DslType + DeviceRepr> PagedKvCache<T> {
         geometry: CacheGeometry,
         k: CudaSlice<T>,
         v: CudaSlice<T>,
-    ) -> Result<Self, (PagedCacheError, CudaSlice<T>, CudaSlice<T>)> {
+    ) -> Result<Self, Box<(PagedCacheError, CudaSlice<T>, CudaSlice<T>)>> {
         match geometry.check_pages(k.len(), v.len()) {
             Ok(()) => Ok(PagedKvCache { k, v, geometry }),
-            Err(e) => Err((e, k, v)),
+            Err(e) => Err(Box::new((e, k, v))),
         }
     }
 
