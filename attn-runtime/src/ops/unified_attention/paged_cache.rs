@@ -130,6 +130,13 @@ pub struct PagedKvCache<T> {
     geometry: CacheGeometry,
 }
 
+impl<T> PagedKvCache<T> {
+    /// The K and V buffers back (e.g. to release aliases of memory owned elsewhere).
+    pub fn into_slices(self) -> (CudaSlice<T>, CudaSlice<T>) {
+        (self.k, self.v)
+    }
+}
+
 impl<T: DslType + DeviceRepr> PagedKvCache<T> {
     /// Wraps K and V buffers allocated elsewhere (e.g. filled on the GPU), checking sizes.
     pub fn from_slices(
@@ -209,11 +216,6 @@ impl<T: DslType> PagedKvCache<T> {
     /// The V buffer itself, for writers.
     pub fn v_mut(&mut self) -> &mut CudaSlice<T> {
         &mut self.v
-    }
-
-    /// The K and V buffers back (e.g. to release aliases of memory owned elsewhere).
-    pub fn into_slices(self) -> (CudaSlice<T>, CudaSlice<T>) {
-        (self.k, self.v)
     }
 
     /// Shape, strides and dtype of K (and V), for the op's input validation.
