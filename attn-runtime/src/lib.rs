@@ -42,7 +42,10 @@
 
 pub mod bench;
 pub mod cache;
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod cli;
+pub mod graph;
 pub mod jit;
 pub mod kernels;
 pub mod launch;

@@ -31,6 +31,18 @@ pub struct SearchPath {
     pub names: Vec<String>,
 }
 
+/// The file names tried for NVRTC: cudarc's candidates when it opens the library itself.
+#[cfg(feature = "dynamic-loading")]
+fn nvrtc_names() -> Vec<String> {
+    cudarc::get_lib_name_candidates("nvrtc")
+}
+
+/// Linked builds (`candle-cuda`): the dynamic linker looks for the CUDA 13 library's SONAME.
+#[cfg(not(feature = "dynamic-loading"))]
+fn nvrtc_names() -> Vec<String> {
+    vec!["libnvrtc.so.13".to_string(), "libnvrtc.so".to_string()]
+}
+
 /// The library file a search found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedLibrary {
@@ -53,7 +65,7 @@ impl SearchPath {
         SearchPath {
             ld_library_path: ld.to_string_lossy().into_owned(),
             dirs,
-            names: cudarc::get_lib_name_candidates("nvrtc"),
+            names: nvrtc_names(),
         }
     }
 

@@ -136,6 +136,7 @@ impl Drop for NvrtcProgram {
 }
 
 /// Fails with [`JitError::NvrtcUnavailable`] instead of cudarc's panic when the library is missing.
+#[cfg(feature = "dynamic-loading")]
 pub(crate) fn ensure_loaded() -> Result<(), JitError> {
     // SAFETY: only probes the dynamic loader.
     if unsafe { sys::is_culib_present() } {
@@ -143,6 +144,12 @@ pub(crate) fn ensure_loaded() -> Result<(), JitError> {
     } else {
         Err(JitError::NvrtcUnavailable)
     }
+}
+
+/// Linked builds (`candle-cuda`): the loader resolved libnvrtc before `main`, so it is there.
+#[cfg(not(feature = "dynamic-loading"))]
+pub(crate) fn ensure_loaded() -> Result<(), JitError> {
+    Ok(())
 }
 
 /// NVRTC's `(major, minor)` version.

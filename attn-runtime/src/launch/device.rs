@@ -74,6 +74,7 @@ impl CudaDevice {
 }
 
 /// Fails with [`LaunchError::NoDriver`] instead of cudarc's panic when libcuda is missing.
+#[cfg(feature = "dynamic-loading")]
 pub fn ensure_driver() -> Result<(), LaunchError> {
     // SAFETY: only probes the dynamic loader.
     if unsafe { cudarc::driver::sys::is_culib_present() } {
@@ -81,6 +82,12 @@ pub fn ensure_driver() -> Result<(), LaunchError> {
     } else {
         Err(LaunchError::NoDriver)
     }
+}
+
+/// Linked builds (`candle-cuda`): the loader resolved libcuda before `main`, so it is there.
+#[cfg(not(feature = "dynamic-loading"))]
+pub fn ensure_driver() -> Result<(), LaunchError> {
+    Ok(())
 }
 
 /// Reads the limits launches are validated against.

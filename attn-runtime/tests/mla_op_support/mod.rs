@@ -36,6 +36,18 @@ pub struct DeviceInputs<E> {
 
 impl<E: DecodeElem> DeviceInputs<E> {
     pub fn upload(stream: &Arc<CudaStream>, case: &Case, inputs: &Inputs) -> Self {
+        Self::upload_padded(stream, case, inputs, 0)
+    }
+
+    /// [`Self::upload`] with every shard's cache padded with NaN to at least `cache_len`
+    /// elements (whole blocks past the shard, never read), so the caches of different
+    /// steps fit one buffer.
+    pub fn upload_padded(
+        stream: &Arc<CudaStream>,
+        case: &Case,
+        inputs: &Inputs,
+        cache_len: usize,
+    ) -> Self {
         let plan = case.plan();
         let (table, shards) = table_and_shards(&plan, inputs);
         let (d, n, t) = (case.d as usize, case.heads as usize, case.tokens());
@@ -46,7 +58,13 @@ impl<E: DecodeElem> DeviceInputs<E> {
         DeviceInputs {
             caches: shards
                 .iter()
-                .map(|s| up(to_elems(s.cache.to_f64s())))
+                .map(|s| {
+                    let mut c = s.cache.to_f64s();
+                    if c.len() < cache_len {
+                        c.resize(cache_len, f64::NAN);
+                    }
+                    up(to_elems(c))
+                })
                 .collect(),
             q_locs: (0..d)
                 .map(|r| up(to_elems(f64s(&inputs.queries[r * q..(r + 1) * q]))))
@@ -60,6 +78,34 @@ impl<E: DecodeElem> DeviceInputs<E> {
             table_host: table,
             stride: plan.step.block_table_stride,
         }
+    }
+
+    /// Copies `from`'s buffers into this step's (same sizes), keeping the addresses a
+    /// captured graph holds.
+    pub fn overwrite_from(&mut self, stream: &Arc<CudaStream>, from: &Self) {
+        fn copy<T: cudarc::driver::DeviceRepr>(
+            s: &Arc<CudaStream>,
+            src: &CudaSlice<T>,
+            dst: &mut CudaSlice<T>,
+        ) {
+            assert_eq!(src.len(), dst.len(), "captured buffers keep their size");
+            s.memcpy_dtod(src, dst)
+                .expect("copy into the captured buffer");
+        }
+        let pairs = |a: &mut Vec<CudaSlice<E>>, b: &Vec<CudaSlice<E>>| {
+            assert_eq!(a.len(), b.len(), "ranks");
+            for (dst, src) in a.iter_mut().zip(b) {
+                copy(stream, src, dst);
+            }
+        };
+        pairs(&mut self.caches, &from.caches);
+        pairs(&mut self.q_locs, &from.q_locs);
+        pairs(&mut self.w_uvs, &from.w_uvs);
+        copy(stream, &from.q_all, &mut self.q_all);
+        copy(stream, &from.cur_kv, &mut self.cur_kv);
+        copy(stream, &from.table, &mut self.table);
+        assert_eq!(self.stride, from.stride, "block-table stride");
+        self.table_host.clone_from(&from.table_host);
     }
 
     pub fn args<'a>(

@@ -9,6 +9,7 @@ pub mod chunk_layout;
 pub mod cpu;
 pub mod cuda_source;
 pub mod exchange;
+pub mod graph;
 pub mod merge;
 pub mod metadata;
 pub mod op;

@@ -46,6 +46,7 @@ use super::plan::{
 };
 use super::streams::{ForkJoin, SpinKernel};
 use super::vup::{VupFallback, VupGemm, VupShape};
+use crate::graph::GraphError;
 use crate::jit::JitOptions;
 use crate::kernels::mla_dcp::compile_kernel;
 use crate::launch::{process_cache, CudaDevice, CudaKernelHandle, KernelArg, LaunchError};
@@ -410,6 +411,14 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         self.bufs.lat_out.slice(0..n)
     }
 
+    /// Fills `lat_out` and `y` with NaN (0xFF bytes) on the main stream, so a test sees
+    /// every element the next step does not write.
+    pub fn poison_outputs(&mut self) -> Result<(), MlaError> {
+        let main = self.fork_join.main().clone();
+        buffers::poison(&main, &mut self.bufs.lat_out)?;
+        buffers::poison(&main, &mut self.bufs.y)
+    }
+
     /// The specialization keys compiled so far, sorted.
     pub fn kernel_keys(&self) -> Vec<String> {
         self.kernels.keys().cloned().collect()
@@ -506,12 +515,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         l
     }
 
-    /// Plans the call (or reuses the previous plan when the batch shape is unchanged), compiles
-    /// new specializations and uploads the metadata. Returns (uploaded, compiled).
-    fn prepare(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(bool, usize), MlaError> {
-        if self.step.as_ref().is_some_and(|s| s.matches(args)) {
-            return Ok((false, 0));
-        }
+    /// The plan of `args`' batch shape, its split count capped by the split scratch.
+    fn plan_for(&self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<DecodePlan, MlaError> {
         let step = DecodeStep {
             query_lens: args.query_lens.to_vec(),
             seq_lens: args.seq_lens.to_vec(),
@@ -532,6 +537,57 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             // The plan clamps the count to MAX_SPLITS, so a saturated cap is harmless.
             plan = step.plan_with_splits(Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX)))?;
         }
+        Ok(plan)
+    }
+
+    /// Whether the main stream is capturing a graph (its steady-state calls then must not
+    /// plan, upload, compile or record timing events).
+    fn capturing(&self) -> Result<bool, MlaError> {
+        crate::graph::is_capturing(self.fork_join.main())
+            .map_err(MlaError::driver("querying the capture status"))
+    }
+
+    /// Makes a captured step valid for `args`, whose batch shape may differ from the
+    /// captured one only in what the kernels read from the metadata buffer (the KV lengths):
+    /// checks the inputs, re-plans, requires the same launches (kernels, grids, scalars),
+    /// then uploads the new metadata on the main stream, outside any capture. Returns
+    /// whether metadata was uploaded.
+    pub(crate) fn restep_for_replay(
+        &mut self,
+        args: &MlaDcpDecodeArgs<'_, E>,
+    ) -> Result<bool, MlaError> {
+        self.check_args(args)?;
+        let Some(current) = self.step.as_ref() else {
+            return Err(MlaError::StageOrder {
+                stage: "graph replay",
+                why: "no step was captured on this context",
+            });
+        };
+        if current.matches(args) {
+            return Ok(false);
+        }
+        let plan = self.plan_for(args)?;
+        same_launches(&current.plan, &plan)?;
+        self.upload_metadata(&plan)?;
+        if let Some(st) = self.step.as_mut() {
+            st.plan = plan;
+        }
+        Ok(true)
+    }
+
+    /// Plans the call (or reuses the previous plan when the batch shape is unchanged), compiles
+    /// new specializations and uploads the metadata. Returns (uploaded, compiled).
+    fn prepare(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(bool, usize), MlaError> {
+        if self.step.as_ref().is_some_and(|s| s.matches(args)) {
+            return Ok((false, 0));
+        }
+        if self.capturing()? {
+            return Err(GraphError::NotSteadyState {
+                what: "plan a new batch shape (upload its metadata, compile its kernels)",
+            }
+            .into());
+        }
+        let plan = self.plan_for(args)?;
         let chunk = ChunkLayout::new(
             self.config.dcp_size(),
             self.config.heads(),
@@ -631,6 +687,12 @@ impl<E: DecodeElem> MlaDcpContext<E> {
     pub fn prepare_call(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
         self.stage = Stage::Idle;
         self.check_args(args)?;
+        if self.events.is_some() && self.capturing()? {
+            return Err(GraphError::NotSteadyState {
+                what: "record stage-timing events (the context was built with profile = true)",
+            }
+            .into());
+        }
         let (metadata_uploaded, kernels_compiled) = self.prepare(args)?;
         self.stage = Stage::Prepared {
             metadata_uploaded,
@@ -964,6 +1026,21 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         }
         Ok(())
     }
+}
+
+/// A captured step replays `now` only if every launch is the captured one: the graph holds
+/// the kernels, grids and scalar arguments; only the metadata buffer's contents may change.
+fn same_launches(captured: &DecodePlan, now: &DecodePlan) -> Result<(), GraphError> {
+    for (c, n) in captured.launches().iter().zip(now.launches().iter()) {
+        if c != n {
+            return Err(GraphError::ReplayMismatch {
+                what: format!("the {} launch (kernel, grid or scalars)", c.kernel),
+                captured: format!("{} grid {:?}", c.key(), c.grid),
+                now: format!("{} grid {:?}", n.key(), n.grid),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Specializes `launches` (the DSL pipeline) and runs NVRTC for `device`'s arch on all of them

@@ -115,6 +115,13 @@ pub enum AttnError {
     },
     #[error("a kernel compile worker panicked while compiling {key}")]
     WorkerPanicked { key: String },
+    #[error(
+        "{key} is not compiled yet and the stream is capturing a graph: compiling and loading \
+         inside a capture is not capturable; run the call once (or precompile) before capturing"
+    )]
+    CompileDuringCapture { key: String },
+    #[error(transparent)]
+    Graph(#[from] crate::graph::GraphError),
 }
 
 fn driver(during: &'static str) -> impl FnOnce(DriverError) -> AttnError {
@@ -434,6 +441,12 @@ impl UnifiedAttentionContext {
                 key,
                 compiled: false,
             });
+        }
+        // Loading a module may synchronize the context, which a capture cannot record.
+        if crate::graph::is_capturing(&self.stream)
+            .map_err(driver("querying the capture status"))?
+        {
+            return Err(AttnError::CompileDuringCapture { key });
         }
         let handle = Job::of(launch, variant).build(&key)?;
         handle.load(self.stream.context())?;

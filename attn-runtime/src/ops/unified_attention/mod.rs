@@ -10,6 +10,7 @@ pub mod bounds;
 pub mod config;
 pub mod cpu;
 pub mod gpu;
+pub mod graph;
 pub mod limits;
 pub mod mask;
 pub mod paged_cache;

@@ -130,6 +130,13 @@ pub struct PagedKvCache<T> {
     geometry: CacheGeometry,
 }
 
+impl<T> PagedKvCache<T> {
+    /// The K and V buffers back (e.g. to release aliases of memory owned elsewhere).
+    pub fn into_slices(self) -> (CudaSlice<T>, CudaSlice<T>) {
+        (self.k, self.v)
+    }
+}
+
 impl<T: DslType + DeviceRepr> PagedKvCache<T> {
     /// Wraps K and V buffers allocated elsewhere (e.g. filled on the GPU), checking sizes.
     pub fn from_slices(
@@ -137,8 +144,21 @@ impl<T: DslType + DeviceRepr> PagedKvCache<T> {
         k: CudaSlice<T>,
         v: CudaSlice<T>,
     ) -> Result<Self, PagedCacheError> {
-        geometry.check_pages(k.len(), v.len())?;
-        Ok(PagedKvCache { k, v, geometry })
+        Self::from_slices_or_return(geometry, k, v).map_err(|r| r.0)
+    }
+
+    /// [`Self::from_slices`] that hands the buffers back on failure (for callers whose
+    /// buffers alias memory owned elsewhere and so must never be dropped as owners).
+    #[allow(clippy::type_complexity)]
+    pub fn from_slices_or_return(
+        geometry: CacheGeometry,
+        k: CudaSlice<T>,
+        v: CudaSlice<T>,
+    ) -> Result<Self, Box<(PagedCacheError, CudaSlice<T>, CudaSlice<T>)>> {
+        match geometry.check_pages(k.len(), v.len()) {
+            Ok(()) => Ok(PagedKvCache { k, v, geometry }),
+            Err(e) => Err(Box::new((e, k, v))),
+        }
     }
 
     /// Uploads host pages (row-major `[num_blocks, block_size, Hkv, D]`).

@@ -114,6 +114,8 @@ pub enum MlaError {
     Stream(#[from] StreamError),
     #[error(transparent)]
     Source(#[from] CudaSourceError),
+    #[error(transparent)]
+    Graph(#[from] crate::graph::GraphError),
     #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
         during: &'static str,
