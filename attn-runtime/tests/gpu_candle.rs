@@ -5,6 +5,9 @@
 //! dense f64 reference; a tensor on another device or a bad block table comes back as the
 //! op's typed error inside candle's.
 //!
+//! A user variant (even keys + the diagonal, causal) runs on candle tensors too, against a
+//! dense reference of its own definition.
+//!
 //! Prints `CANDLE <case> max_abs=<..>` per case.
 
 #![cfg(all(feature = "gpu", feature = "candle-cuda"))]
@@ -13,10 +16,13 @@ mod gpu_unified_support;
 mod mla_support;
 mod unified_common;
 
+use attn_dsl_macros::variant;
 use attn_runtime::candle::{
-    op_error, CandleMlaDecode, CandleOpError, CandleUnifiedAttention, HostMeta, MlaCall,
-    UnifiedCall,
+    op_error, CandleMlaDecode, CandleOpError, CandleUnifiedAttention, CandleVariant, HostMeta,
+    MlaCall, UnifiedCall,
 };
+use attn_runtime::ops::unified_attention::variant::Variant;
+use attn_runtime::testing::masked_reference;
 use attn_runtime::ops::mla_dcp::op::{ExchangeMode, MlaDcpConfig};
 use attn_runtime::ops::mla_dcp::plan::{LATENT, QK_WIDTH, V_HEAD};
 use attn_runtime::ops::unified_attention::gpu::{AttnError, ContextOptions};
@@ -238,4 +244,73 @@ fn mla_decode_on_candle_tensors_matches_the_reference() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     println!("CANDLE mla max_abs={:.3e}", c.max_abs_err);
+}
+
+/// A user's mask, checked against the kernel's contract when this file compiles.
+#[variant(mask = even_mask, bounds = even_bounds)]
+mod even_keys {
+    /// Causal, and only even keys besides the diagonal.
+    #[device]
+    fn even_mask(q_abs: Tile, k: Tile, seq_len: i32) -> Tile<bool> {
+        (k <= q_abs) & ((k % 2 == 0) | (k == q_abs)) & (k < seq_len)
+    }
+
+    /// Tiles up to the block's last query (causal bounds).
+    #[device]
+    fn even_bounds<const TILE_SIZE: i32, const BLOCK_Q: i32>(
+        context_len: i32,
+        seq_len: i32,
+        qlen: i32,
+        b: i32,
+    ) -> (i32, i32, i32) {
+        let last_q = context_len + min(b * BLOCK_Q + BLOCK_Q - 1, qlen - 1);
+        let msp = min(last_q + 1, seq_len);
+        (0, cdiv(msp, TILE_SIZE), msp)
+    }
+}
+
+/// The README's candle snippet: a custom mask on candle tensors through the op.
+#[test]
+fn a_user_variant_runs_on_candle_tensors() {
+    let dev = cuda();
+    let data = PagedData::random(
+        &Geometry::new(&[(1, 300), (40, 200), (9, 9)], (8, 2), 128),
+        0xE7E4,
+    );
+    let (hq, hkv, d) = (data.num_query_heads, data.num_kv_heads, data.head_size);
+    let nb = data.k_cache.len() / (data.block_size * hkv * d);
+    let cache = [nb, data.block_size, hkv, d];
+    let (k_cache, v_cache) = (
+        bf16_tensor(&data.k_cache, &cache, &dev),
+        bf16_tensor(&data.v_cache, &cache, &dev),
+    );
+    let q = bf16_tensor(&data.q, &[data.num_tokens(), hq, d], &dev);
+    let cu = i32_tensor(&data.cu_seqlens_q, &[data.cu_seqlens_q.len()], &dev);
+    let lens = i32_tensor(&data.seq_lens, &[data.seq_lens.len()], &dev);
+    let rows = data.seq_lens.len();
+    let table = i32_tensor(&data.block_table, &[rows, data.block_table_stride], &dev);
+
+    // What a candle user writes, given q, the paged caches and the metadata tensors:
+    let variant = Variant::from_source(&even_keys::VARIANT);
+    let attn = CandleUnifiedAttention::new(
+        dev.as_cuda_device().expect("cuda"),
+        ContextOptions::measured(hq, hkv, d),
+    )
+    .expect("context");
+    let meta = |device, host| HostMeta { device, host };
+    let call = UnifiedCall {
+        variant: Some(CandleVariant { variant: &variant, aux_i32: None, aux_f32: None }),
+        ..UnifiedCall::new(
+            meta(&cu, &data.cu_seqlens_q),
+            meta(&lens, &data.seq_lens),
+            meta(&table, &data.block_table),
+        )
+    };
+    let out = attn.forward(&q, &k_cache, &v_cache, &call).expect("variant on candle");
+
+    let want = masked_reference(&data, &|_, q, k| k <= q && (k % 2 == 0 || k == q));
+    assert_eq!(out.dims(), &[data.num_tokens(), hq, d]);
+    let c = compare("candle variant", &download(&out), &want, Tolerance::new(ATOL, RTOL))
+        .unwrap_or_else(|e| panic!("candle variant: {e}"));
+    println!("CANDLE variant even_keys max_abs={:.3e}", c.max_abs_err);
 }
