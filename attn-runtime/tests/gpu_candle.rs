@@ -21,13 +21,13 @@ use attn_runtime::candle::{
     op_error, CandleMlaDecode, CandleOpError, CandleUnifiedAttention, CandleVariant, HostMeta,
     MlaCall, UnifiedCall,
 };
-use attn_runtime::ops::unified_attention::variant::Variant;
-use attn_runtime::testing::masked_reference;
 use attn_runtime::ops::mla_dcp::op::{ExchangeMode, MlaDcpConfig};
 use attn_runtime::ops::mla_dcp::plan::{LATENT, QK_WIDTH, V_HEAD};
 use attn_runtime::ops::unified_attention::gpu::{AttnError, ContextOptions};
+use attn_runtime::ops::unified_attention::variant::Variant;
 use attn_runtime::parity::{compare, Tolerance};
 use attn_runtime::reference::unified_attention::unified_attention as reference;
+use attn_runtime::testing::masked_reference;
 use candle_core::{DType, Device, Tensor};
 use gpu_unified_support::Features;
 use mla_support::{dsv3_scale, rank_slice, table_and_shards, tolerances, Case, Inputs};
@@ -299,18 +299,29 @@ fn a_user_variant_runs_on_candle_tensors() {
     .expect("context");
     let meta = |device, host| HostMeta { device, host };
     let call = UnifiedCall {
-        variant: Some(CandleVariant { variant: &variant, aux_i32: None, aux_f32: None }),
+        variant: Some(CandleVariant {
+            variant: &variant,
+            aux_i32: None,
+            aux_f32: None,
+        }),
         ..UnifiedCall::new(
             meta(&cu, &data.cu_seqlens_q),
             meta(&lens, &data.seq_lens),
             meta(&table, &data.block_table),
         )
     };
-    let out = attn.forward(&q, &k_cache, &v_cache, &call).expect("variant on candle");
+    let out = attn
+        .forward(&q, &k_cache, &v_cache, &call)
+        .expect("variant on candle");
 
     let want = masked_reference(&data, &|_, q, k| k <= q && (k % 2 == 0 || k == q));
     assert_eq!(out.dims(), &[data.num_tokens(), hq, d]);
-    let c = compare("candle variant", &download(&out), &want, Tolerance::new(ATOL, RTOL))
-        .unwrap_or_else(|e| panic!("candle variant: {e}"));
+    let c = compare(
+        "candle variant",
+        &download(&out),
+        &want,
+        Tolerance::new(ATOL, RTOL),
+    )
+    .unwrap_or_else(|e| panic!("candle variant: {e}"));
     println!("CANDLE variant even_keys max_abs={:.3e}", c.max_abs_err);
 }

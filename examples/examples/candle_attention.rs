@@ -1,14 +1,18 @@
 //! A small attention block through candle on the GPU: x → q, k, v projections → attention →
 //! output projection, with the attention computed by attn-dsl's unified-attention op over a
-//! paged KV cache (blocks stored out of order, GQA 8/2, causal) and, independently, by
-//! candle's own matmul / softmax composition; the two block outputs must agree.
+//! paged KV cache (blocks stored out of order, GQA 8/2) and, independently, by candle's own
+//! matmul / softmax composition; the two block outputs must agree. Twice: with the built-in
+//! causal mask, and with a custom mask written as a `#[variant]` (causal, even keys only
+//! besides the diagonal), the user code of which is the 13 lines marked below.
 //!
 //! Build and run (the candle feature links CUDA; see the README, "candle"):
 //! `eval "$(scripts/cuda-toolkit-env --link)"; cargo run --release -p attn-examples
 //! --no-default-features --features candle-cuda --example candle_attention`
 
-use attn_runtime::candle::{CandleUnifiedAttention, HostMeta, UnifiedCall};
+use attn_dsl_macros::variant;
+use attn_runtime::candle::{CandleUnifiedAttention, CandleVariant, HostMeta, UnifiedCall};
 use attn_runtime::ops::unified_attention::gpu::ContextOptions;
+use attn_runtime::ops::unified_attention::variant::Variant;
 use candle_core::{DType, Device, Tensor, D};
 
 const TOKENS: usize = 100;
@@ -35,8 +39,47 @@ fn paged(x: &Tensor, reversed: &Tensor) -> candle_core::Result<Tensor> {
         .contiguous()
 }
 
-/// Attention of `[T, Hq, D]` q over `[T, Hkv, D]` k, v with candle ops, in f32, causal.
-fn reference(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
+// ---- the user's mask: checked against the kernel's contract when this file compiles ----
+#[variant(mask = even_mask, bounds = even_bounds)]
+mod even_keys {
+    /// Causal, and only even keys besides the diagonal.
+    #[device]
+    fn even_mask(q_abs: Tile, k: Tile, seq_len: i32) -> Tile<bool> {
+        (k <= q_abs) & ((k % 2 == 0) | (k == q_abs)) & (k < seq_len)
+    }
+
+    /// Tiles up to the block's last query (causal bounds).
+    #[device]
+    fn even_bounds<const TILE_SIZE: i32, const BLOCK_Q: i32>(
+        context_len: i32,
+        seq_len: i32,
+        qlen: i32,
+        b: i32,
+    ) -> (i32, i32, i32) {
+        let last_q = context_len + min(b * BLOCK_Q + BLOCK_Q - 1, qlen - 1);
+        let msp = min(last_q + 1, seq_len);
+        (0, cdiv(msp, TILE_SIZE), msp)
+    }
+}
+
+/// The same masks on the host, for candle's composition: `[T, T]` of 0 (allowed) / -1e30.
+fn additive_mask(even_keys: bool, dev: &Device) -> candle_core::Result<Tensor> {
+    let allowed = |q: usize, k: usize| k <= q && (!even_keys || k.is_multiple_of(2) || k == q);
+    let m: Vec<f32> = (0..TOKENS * TOKENS)
+        .map(|i| {
+            if allowed(i / TOKENS, i % TOKENS) {
+                0.0
+            } else {
+                -1e30
+            }
+        })
+        .collect();
+    Tensor::from_slice(&m, (TOKENS, TOKENS), dev)
+}
+
+/// Attention of `[T, Hq, D]` q over `[T, Hkv, D]` k, v with candle ops, in f32, under the
+/// additive `[T, T]` mask.
+fn reference(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
     let group = HEADS_Q / HEADS_KV;
     let heads_first = |x: &Tensor, h: usize| -> candle_core::Result<Tensor> {
         x.to_dtype(DType::F32)?
@@ -52,9 +95,7 @@ fn reference(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> 
     };
     let (q, k, v) = (heads_first(q, HEADS_Q)?, expand(k)?, expand(v)?);
     let scores = q.matmul(&k.t()?)?.affine(1.0 / (HEAD as f64).sqrt(), 0.0)?;
-    // 0 on and below the diagonal, -1e30 above it.
-    let mask = Tensor::tril2(TOKENS, DType::F32, q.device())?.affine(1e30, -1e30)?;
-    let scores = scores.broadcast_add(&mask)?;
+    let scores = scores.broadcast_add(mask)?;
     let e = scores
         .broadcast_sub(&scores.max_keepdim(D::Minus1)?)?
         .exp()?;
@@ -100,18 +141,43 @@ fn main() -> candle_core::Result<()> {
         },
     );
 
-    let attn = CandleUnifiedAttention::new(dev.as_cuda_device()?, ContextOptions::two_d_only())?;
-    let ours = attn.forward(&q, &k_cache, &v_cache, &call)?;
     let wo32 = wo.to_dtype(DType::F32)?;
     let project = |o: &Tensor| -> candle_core::Result<Tensor> {
         o.to_dtype(DType::F32)?
             .reshape((TOKENS, HEADS_Q * HEAD))?
             .matmul(&wo32)
     };
-    let y = project(&ours)?;
-    let y_ref = project(&reference(&q, &k, &v)?)?;
 
-    let err = (&y - &y_ref)?.abs()?;
+    let attn = CandleUnifiedAttention::new(dev.as_cuda_device()?, ContextOptions::two_d_only())?;
+    let causal = attn.forward(&q, &k_cache, &v_cache, &call)?;
+    check(
+        "causal",
+        &project(&causal)?,
+        &project(&reference(&q, &k, &v, &additive_mask(false, &dev)?)?)?,
+    )?;
+
+    // ---- a custom mask on candle tensors: the user code ----
+    let variant = Variant::from_source(&even_keys::VARIANT);
+    let call = UnifiedCall {
+        variant: Some(CandleVariant {
+            variant: &variant,
+            aux_i32: None,
+            aux_f32: None,
+        }),
+        ..call
+    };
+    let even = attn.forward(&q, &k_cache, &v_cache, &call)?;
+    // ---- end of the user code ----
+    check(
+        "even keys",
+        &project(&even)?,
+        &project(&reference(&q, &k, &v, &additive_mask(true, &dev)?)?)?,
+    )
+}
+
+/// Compares one block output with candle's, printing the worst error; NaN never passes.
+fn check(case: &str, y: &Tensor, y_ref: &Tensor) -> candle_core::Result<()> {
+    let err = (y - y_ref)?.abs()?;
     let bound = y_ref.abs()?.affine(2e-2, 2e-2)?;
     let worst = err.flatten_all()?.max(0)?.to_scalar::<f32>()?;
     let over = err
@@ -125,12 +191,13 @@ fn main() -> candle_core::Result<()> {
         .to_dtype(DType::F32)?
         .sum_all()?
         .to_scalar::<f32>()?;
+    let blocks = TOKENS.div_ceil(BLOCK);
     println!(
-        "CANDLE attention block T={TOKENS} Hq={HEADS_Q} Hkv={HEADS_KV} D={HEAD} paged({blocks} blocks): \
+        "CANDLE attention block ({case}) T={TOKENS} Hq={HEADS_Q} Hkv={HEADS_KV} D={HEAD} paged({blocks} blocks): \
          max_abs={worst:.3e} outside_tol={over} nan={nan}"
     );
     if over > 0.0 || nan > 0.0 || !worst.is_finite() {
-        candle_core::bail!("the op's block output differs from candle's composition");
+        candle_core::bail!("{case}: the op's block output differs from candle's composition");
     }
     Ok(())
 }
