@@ -40,43 +40,65 @@ use crate::launch::{scalar_type, CudaDevice, CudaKernelHandle, Grid, KernelArg, 
 #[derive(Debug, Error)]
 pub enum AttnError {
     #[error("invalid input: {0}")]
+    /// The inputs failed host validation.
     Input(#[from] InputError),
     #[error("invalid configuration: {0}")]
+    /// The configuration is not one the kernels support.
     Config(#[from] ConfigError),
     #[error("no launch plan: {0}")]
+    /// No launch plan fits the call.
     Plan(#[from] PlanError),
     #[error("loading the DSL module: {0}")]
+    /// Loading the DSL kernel module failed.
     Module(#[from] ModuleLoadError),
     #[error("variant input: {0}")]
+    /// A user variant's aux inputs are invalid.
     Aux(#[from] AuxError),
     #[error("specializing `{kernel}` ({file}:{line}): {message}")]
+    /// Specializing a DSL kernel for the call's constexprs failed.
     Specialize {
+        /// Name of the kernel.
         kernel: String,
+        /// Source file of the failing construct.
         file: String,
+        /// Line in that file.
         line: usize,
+        /// What failed.
         message: String,
     },
     #[error("emitting CUDA for {key}: {source}")]
+    /// Emitting CUDA for a specialization failed.
     Codegen {
+        /// The specialization key.
         key: String,
         #[source]
+        /// The codegen error.
         source: CodegenError,
     },
     #[error(transparent)]
+    /// A kernel launch failed.
     Launch(#[from] LaunchError),
     #[error(
         "{what}: the host copy has {host} values but the device buffer {device}; the host copy \
          must mirror the device data"
     )]
+    /// A host metadata copy and its device view have different lengths.
     HostDeviceMismatch {
+        /// Name of the metadata argument.
         what: &'static str,
+        /// Values in the host copy.
         host: usize,
+        /// Elements in the device view.
         device: usize,
     },
     #[error("{what} buffer holds {len} elements; its layout reaches element {needed}")]
+    /// A device buffer is shorter than its layout reaches.
     BufferTooSmall {
+        /// Name of the buffer.
         what: &'static str,
+        /// Elements the buffer holds.
         len: usize,
+        /// Elements its layout needs.
         needed: usize,
     },
     #[error(
@@ -84,43 +106,74 @@ pub enum AttnError {
          {segments} segments{per_row}) but the context's {buffer} holds {capacity}; size \
          ContextOptions::workspace for it"
     )]
+    /// The 3D path needs more split-KV workspace than the context holds.
     WorkspaceTooSmall {
         /// `segm_output`, or `segm_max / segm_expsum`.
         buffer: &'static str,
         /// ` x {padded} padded head size` for `segm_output`, empty for the statistics.
         per_row: String,
+        /// f32 values the call needs.
         needed: usize,
+        /// f32 values the context's buffer holds.
         capacity: usize,
+        /// Tokens of the call.
         tokens: usize,
+        /// Query heads of the call.
         heads: usize,
+        /// KV segments of the 3D path.
         segments: usize,
+        /// Padded head size (`segm_output` only).
         padded: usize,
     },
     #[error("the 3D path was chosen but the context has no split-KV workspace (ContextOptions::workspace is None)")]
+    /// The 3D path was chosen without a split-KV workspace.
     NoWorkspace,
     #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}` (or an argument of another kind)")]
+    /// A kernel parameter does not match the argument the plan passes at its position.
     ParamOrder {
+        /// Name of the kernel.
         kernel: String,
+        /// Parameter index.
         index: usize,
+        /// The kernel's parameter.
         param: String,
+        /// What the plan passes there.
         planned: String,
     },
     #[error("kernel `{kernel}` parameter `{param}`: the call provides no buffer for it (or the plan names it twice)")]
-    MissingBuffer { kernel: String, param: String },
+    /// The call provides no buffer for a kernel parameter (or the plan names it twice).
+    MissingBuffer {
+        /// Name of the kernel.
+        kernel: String,
+        /// The parameter without a buffer.
+        param: String,
+    },
     #[error("CUDA driver call failed while {during}: {source}")]
+    /// A CUDA driver call failed.
     Driver {
+        /// What the op was doing.
         during: &'static str,
         #[source]
+        /// The driver error.
         source: DriverError,
     },
     #[error("a kernel compile worker panicked while compiling {key}")]
-    WorkerPanicked { key: String },
+    /// A kernel compile worker thread panicked.
+    WorkerPanicked {
+        /// The specialization key being compiled.
+        key: String,
+    },
     #[error(
         "{key} is not compiled yet and the stream is capturing a graph: compiling and loading \
          inside a capture is not capturable; run the call once (or precompile) before capturing"
     )]
-    CompileDuringCapture { key: String },
+    /// A specialization would be compiled while the stream captures a CUDA graph.
+    CompileDuringCapture {
+        /// The specialization key not yet compiled.
+        key: String,
+    },
     #[error(transparent)]
+    /// Capturing or launching a CUDA graph failed.
     Graph(#[from] crate::graph::GraphError),
 }
 
@@ -133,9 +186,11 @@ fn driver(during: &'static str) -> impl FnOnce(DriverError) -> AttnError {
 pub struct WorkspaceCapacity {
     /// Largest token count a 3D call may have (decode: one token per sequence).
     pub max_tokens: usize,
+    /// Largest query head count `Hq`.
     pub max_query_heads: usize,
     /// Largest head size (padded to a power of two for the layout).
     pub max_head_size: usize,
+    /// Largest segment count NSEG of the 3D path.
     pub max_segments: usize,
 }
 
@@ -259,15 +314,20 @@ pub struct LaunchedKernel {
     pub key: String,
     /// Content hash of the generated CUDA.
     pub cuda_hash: String,
+    /// Grid dims.
     pub grid: [u32; 3],
+    /// Threads per block.
     pub block_threads: u32,
+    /// Dynamic shared memory, in bytes.
     pub shared_bytes: u32,
 }
 
 /// What one call chose and launched.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchReport {
+    /// The specialization the call chose.
     pub config: UnifiedAttentionConfig,
+    /// The attention kernel launched.
     pub attention: LaunchedKernel,
     /// The 3D segment reduce.
     pub reduce: Option<LaunchedKernel>,
