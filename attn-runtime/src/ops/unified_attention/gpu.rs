@@ -39,23 +39,23 @@ use crate::launch::{scalar_type, CudaDevice, CudaKernelHandle, Grid, KernelArg, 
 /// Why a GPU unified-attention call did not run.
 #[derive(Debug, Error)]
 pub enum AttnError {
-    #[error("invalid input: {0}")]
     /// The inputs failed host validation.
+    #[error("invalid input: {0}")]
     Input(#[from] InputError),
-    #[error("invalid configuration: {0}")]
     /// The configuration is not one the kernels support.
+    #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
-    #[error("no launch plan: {0}")]
     /// No launch plan fits the call.
+    #[error("no launch plan: {0}")]
     Plan(#[from] PlanError),
-    #[error("loading the DSL module: {0}")]
     /// Loading the DSL kernel module failed.
+    #[error("loading the DSL module: {0}")]
     Module(#[from] ModuleLoadError),
-    #[error("variant input: {0}")]
     /// A user variant's aux inputs are invalid.
+    #[error("variant input: {0}")]
     Aux(#[from] AuxError),
-    #[error("specializing `{kernel}` ({file}:{line}): {message}")]
     /// Specializing a DSL kernel for the call's constexprs failed.
+    #[error("specializing `{kernel}` ({file}:{line}): {message}")]
     Specialize {
         /// Name of the kernel.
         kernel: String,
@@ -66,23 +66,23 @@ pub enum AttnError {
         /// What failed.
         message: String,
     },
-    #[error("emitting CUDA for {key}: {source}")]
     /// Emitting CUDA for a specialization failed.
+    #[error("emitting CUDA for {key}: {source}")]
     Codegen {
         /// The specialization key.
         key: String,
-        #[source]
         /// The codegen error.
+        #[source]
         source: CodegenError,
     },
-    #[error(transparent)]
     /// A kernel launch failed.
+    #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// A host metadata copy and its device view have different lengths.
     #[error(
         "{what}: the host copy has {host} values but the device buffer {device}; the host copy \
          must mirror the device data"
     )]
-    /// A host metadata copy and its device view have different lengths.
     HostDeviceMismatch {
         /// Name of the metadata argument.
         what: &'static str,
@@ -91,8 +91,8 @@ pub enum AttnError {
         /// Elements in the device view.
         device: usize,
     },
-    #[error("{what} buffer holds {len} elements; its layout reaches element {needed}")]
     /// A device buffer is shorter than its layout reaches.
+    #[error("{what} buffer holds {len} elements; its layout reaches element {needed}")]
     BufferTooSmall {
         /// Name of the buffer.
         what: &'static str,
@@ -101,12 +101,12 @@ pub enum AttnError {
         /// Elements its layout needs.
         needed: usize,
     },
+    /// The 3D path needs more split-KV workspace than the context holds.
     #[error(
         "the 3D path needs {needed} f32 values of {buffer} ({tokens} tokens x {heads} heads x \
          {segments} segments{per_row}) but the context's {buffer} holds {capacity}; size \
          ContextOptions::workspace for it"
     )]
-    /// The 3D path needs more split-KV workspace than the context holds.
     WorkspaceTooSmall {
         /// `segm_output`, or `segm_max / segm_expsum`.
         buffer: &'static str,
@@ -125,11 +125,11 @@ pub enum AttnError {
         /// Padded head size (`segm_output` only).
         padded: usize,
     },
-    #[error("the 3D path was chosen but the context has no split-KV workspace (ContextOptions::workspace is None)")]
     /// The 3D path was chosen without a split-KV workspace.
+    #[error("the 3D path was chosen but the context has no split-KV workspace (ContextOptions::workspace is None)")]
     NoWorkspace,
-    #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}` (or an argument of another kind)")]
     /// A kernel parameter does not match the argument the plan passes at its position.
+    #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}` (or an argument of another kind)")]
     ParamOrder {
         /// Name of the kernel.
         kernel: String,
@@ -140,40 +140,40 @@ pub enum AttnError {
         /// What the plan passes there.
         planned: String,
     },
-    #[error("kernel `{kernel}` parameter `{param}`: the call provides no buffer for it (or the plan names it twice)")]
     /// The call provides no buffer for a kernel parameter (or the plan names it twice).
+    #[error("kernel `{kernel}` parameter `{param}`: the call provides no buffer for it (or the plan names it twice)")]
     MissingBuffer {
         /// Name of the kernel.
         kernel: String,
         /// The parameter without a buffer.
         param: String,
     },
-    #[error("CUDA driver call failed while {during}: {source}")]
     /// A CUDA driver call failed.
+    #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
         /// What the op was doing.
         during: &'static str,
-        #[source]
         /// The driver error.
+        #[source]
         source: DriverError,
     },
-    #[error("a kernel compile worker panicked while compiling {key}")]
     /// A kernel compile worker thread panicked.
+    #[error("a kernel compile worker panicked while compiling {key}")]
     WorkerPanicked {
         /// The specialization key being compiled.
         key: String,
     },
+    /// A specialization would be compiled while the stream captures a CUDA graph.
     #[error(
         "{key} is not compiled yet and the stream is capturing a graph: compiling and loading \
          inside a capture is not capturable; run the call once (or precompile) before capturing"
     )]
-    /// A specialization would be compiled while the stream captures a CUDA graph.
     CompileDuringCapture {
         /// The specialization key not yet compiled.
         key: String,
     },
-    #[error(transparent)]
     /// Capturing or launching a CUDA graph failed.
+    #[error(transparent)]
     Graph(#[from] crate::graph::GraphError),
 }
 
