@@ -120,15 +120,25 @@ impl std::fmt::Display for VupShape {
 /// The cuBLAS arguments of §6.2 for one shape (column-major view; A = W_UV, B = lat_out, C = y).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StridedGemmParams {
+    /// Rows of C: V.
     pub m: c_int,
+    /// Columns of C: T.
     pub n: c_int,
+    /// Inner dimension: L.
     pub k: c_int,
+    /// Leading dimension of A: V.
     pub lda: c_int,
+    /// Batch stride of A: L·V.
     pub stride_a: c_longlong,
+    /// Leading dimension of B: N·L.
     pub ldb: c_int,
+    /// Batch stride of B: L.
     pub stride_b: c_longlong,
+    /// Leading dimension of C: N·V.
     pub ldc: c_int,
+    /// Batch stride of C: V.
     pub stride_c: c_longlong,
+    /// Batch count: N.
     pub batch: c_int,
 }
 
