@@ -122,7 +122,7 @@ pub enum AttnError {
         heads: usize,
         /// KV segments of the 3D path.
         segments: usize,
-        /// Padded head size (`segm_output` only).
+        /// Padded head size Dp of the workspace layout.
         padded: usize,
     },
     /// The 3D path was chosen without a split-KV workspace.
