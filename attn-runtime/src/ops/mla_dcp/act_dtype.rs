@@ -9,7 +9,9 @@ use half::{bf16, f16};
 /// Which 16-bit float the activations are stored in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ActDtype {
+    /// bfloat16.
     Bf16,
+    /// IEEE half.
     F16,
 }
 

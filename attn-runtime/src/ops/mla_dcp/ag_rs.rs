@@ -106,11 +106,17 @@ impl AgRsBuffers {
 /// Element counts of the AG+RS buffers for one layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AgRsSizes {
+    /// `[T, D·N, L]`: the history partial outputs.
     pub out: usize,
+    /// `[T, D·N]`: the history partial lses.
     pub lse: usize,
+    /// `[D, T, D·N]`: every rank's lse ([`AgRsBuffers::lse_all`]).
     pub lse_all: usize,
+    /// `[D, T, N, L]`: the rescaled partials ([`AgRsBuffers::corrected`]).
     pub corrected: usize,
+    /// `[T, N, L]`: the merged history ([`AgRsBuffers::merged_out`]).
     pub merged_out: usize,
+    /// `[T, N]`: the merged lse ([`AgRsBuffers::merged_lse`]).
     pub merged_lse: usize,
 }
 

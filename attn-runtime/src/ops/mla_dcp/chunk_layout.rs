@@ -23,6 +23,7 @@ pub struct ChunkLayout {
     pub tokens: usize,
     /// L: latent width of a partial output row (512 for DeepSeek-V3).
     pub latent: usize,
+    /// Activation dtype of the partial outputs.
     pub dtype: ActDtype,
     lse_offset: usize,
     chunk_bytes: usize,

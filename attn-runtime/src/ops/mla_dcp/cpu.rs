@@ -19,21 +19,36 @@ use thiserror::Error;
 /// Why the simulated decode step failed.
 #[derive(Debug, Error)]
 pub enum CpuDecodeError {
+    /// Building or loading a DSL kernel failed.
     #[error(transparent)]
     Kernel(#[from] MlaKernelError),
+    /// The DCP geometry or rank is invalid.
     #[error(transparent)]
     Layout(#[from] DcpLayoutError),
+    /// The CPU executor failed running a kernel.
     #[error("running `{kernel}` on the CPU executor: {source}")]
-    Exec { kernel: String, source: ExecError },
+    Exec {
+        /// Name of the kernel.
+        kernel: String,
+        /// The executor's error.
+        source: ExecError,
+    },
+    /// A host input has the wrong number of values.
     #[error("{what} has {got} values, expected {expected}")]
     Input {
+        /// Name of the input.
         what: &'static str,
+        /// Values it has.
         got: usize,
+        /// Values expected.
         expected: usize,
     },
+    /// A kernel of the stage needs a buffer the stage does not provide.
     #[error("kernel `{kernel}` needs buffer {role:?}, which this stage does not provide")]
     MissingBuffer {
+        /// Name of the kernel.
         kernel: &'static str,
+        /// The buffer's role.
         role: BufferRole,
     },
 }
@@ -55,6 +70,7 @@ pub struct SimulatedInputs<'a> {
 pub struct RankShard {
     /// `[num_blocks, B, 576]`; slots the rank does not own stay NaN.
     pub cache: HostBuffer,
+    /// Physical blocks of the shard.
     pub num_blocks: usize,
 }
 
@@ -62,14 +78,18 @@ pub struct RankShard {
 /// element strides of [`super::plan::ExchangeLayout`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExchangeBuffer {
+    /// Outputs, activation-dtype view.
     pub out: HostBuffer,
+    /// LSEs, f32 view.
     pub lse: HostBuffer,
 }
 
 /// A rank's current-chunk partial: `out [T, N, 512]`, `lse [T, N]` f32.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CurrentPartial {
+    /// `out [T, N, 512]` (activation dtype).
     pub out: HostBuffer,
+    /// `lse [T, N]` f32.
     pub lse: HostBuffer,
 }
 
@@ -288,7 +308,9 @@ pub fn current_kv(plan: &DecodePlan, latents: &[Vec<f32>]) -> Vec<f32> {
 /// The split scratch of the history pass: `out [T, D·N, S, 512]`, `lse [T, D·N, S]` (f32).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HistorySplits {
+    /// `out [T, D·N, S, 512]` f32.
     pub out: HostBuffer,
+    /// `lse [T, D·N, S]` f32.
     pub lse: HostBuffer,
 }
 
@@ -435,6 +457,7 @@ pub fn run_v_up(
 /// tamper with the received partials before the combine.
 #[derive(Clone, Debug)]
 pub struct SimulatedStep {
+    /// The kernels specialized for the plan.
     pub kernels: CpuKernels,
     /// `hist_recv` of each rank, after the permutation.
     pub recv: Vec<ExchangeBuffer>,

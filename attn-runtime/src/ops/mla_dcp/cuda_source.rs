@@ -33,16 +33,24 @@ __device__ __forceinline__ f16_bits f32_to_f16(float x) {
 /// Failure to turn a CUDA source string into loaded functions.
 #[derive(Debug, thiserror::Error)]
 pub enum CudaSourceError {
+    /// NVRTC rejected the source.
     #[error("NVRTC failed to compile `{name}` for {arch}: {message}")]
     Compile {
+        /// Name of the source.
         name: String,
+        /// The `sm_XY` arch compiled for.
         arch: String,
+        /// NVRTC's log.
         message: String,
     },
+    /// A CUDA driver call failed.
     #[error("CUDA driver call failed while {during} `{name}`: {source}")]
     Driver {
+        /// What was being done.
         during: &'static str,
+        /// Name of the source or function.
         name: String,
+        /// The driver error.
         source: DriverError,
     },
 }

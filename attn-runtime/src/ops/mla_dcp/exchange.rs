@@ -22,60 +22,113 @@ use std::sync::Arc;
 /// Errors of the exchange: geometry, buffers that do not fit the layout, NCCL / driver failures.
 #[derive(Debug, thiserror::Error)]
 pub enum ExchangeError {
+    /// A dimension of the exchange layout is 0.
     #[error("exchange dimension `{name}` is 0; ranks, heads and latent width must be at least 1")]
-    ZeroDim { name: &'static str },
+    ZeroDim {
+        /// Name of the dimension.
+        name: &'static str,
+    },
+    /// A buffer size of the layout overflows `usize`.
     #[error(
         "exchange buffer size overflows usize for D={ranks}, N={heads}, T={tokens}, L={latent}"
     )]
     Overflow {
+        /// Ranks D.
         ranks: usize,
+        /// Heads per rank N.
         heads: usize,
+        /// Tokens T.
         tokens: usize,
+        /// Latent width L.
         latent: usize,
     },
+    /// The communicator's world size is not the layout's D.
     #[error("the communicator has {world} ranks but the layout is for D={ranks}")]
-    WorldSizeMismatch { world: usize, ranks: usize },
+    WorldSizeMismatch {
+        /// The communicator's world size.
+        world: usize,
+        /// The layout's D.
+        ranks: usize,
+    },
+    /// A rank is not below D.
     #[error("rank {rank} is out of range for D={ranks}")]
-    RankOutOfRange { rank: usize, ranks: usize },
+    RankOutOfRange {
+        /// The rank.
+        rank: usize,
+        /// The layout's D.
+        ranks: usize,
+    },
+    /// A per-rank list has the wrong length.
     #[error("{what}: got {got} entries, expected one per rank ({expected})")]
     RankCount {
+        /// What the list holds.
         what: &'static str,
+        /// Its length.
         got: usize,
+        /// The layout's D.
         expected: usize,
     },
+    /// A buffer is shorter than the layout needs.
     #[error("buffer `{buffer}` of rank {rank} holds {got} elements but needs at least {needed}")]
     BufferTooSmall {
+        /// Name of the buffer.
         buffer: &'static str,
+        /// The rank it belongs to.
         rank: usize,
+        /// Elements it holds.
         got: usize,
+        /// Elements the layout needs.
         needed: usize,
     },
+    /// A buffer lives on another device than its communicator or stream.
     #[error("buffer `{buffer}` of rank {rank} lives on device {got} but its communicator/stream is on device {expected}")]
     WrongDevice {
+        /// Name of the buffer.
         buffer: &'static str,
+        /// The rank it belongs to.
         rank: usize,
+        /// Its device ordinal.
         got: usize,
+        /// The communicator's / stream's device ordinal.
         expected: usize,
     },
+    /// A host buffer has the wrong number of elements.
     #[error("host {what} has {got} elements, expected {expected}")]
     HostLength {
+        /// Name of the host buffer.
         what: &'static str,
+        /// Elements it has.
         got: usize,
+        /// Elements expected.
         expected: usize,
     },
+    /// The data's activation dtype is not the layout's.
     #[error("the layout is for {layout} activations but the data is {got}")]
-    DtypeMismatch { layout: ActDtype, got: ActDtype },
+    DtypeMismatch {
+        /// The layout's dtype.
+        layout: ActDtype,
+        /// The data's dtype.
+        got: ActDtype,
+    },
+    /// An NCCL call failed.
     #[error("NCCL failed during {during} (rank {rank:?}): {code}")]
     Nccl {
+        /// What the exchange was doing.
         during: &'static str,
+        /// The rank that failed, when known.
         rank: Option<usize>,
+        /// The NCCL error code.
         code: String,
     },
+    /// A CUDA driver call failed.
     #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
+        /// What the exchange was doing.
         during: &'static str,
+        /// The driver error.
         source: DriverError,
     },
+    /// Compiling or loading the hand-written CUDA plumbing kernels failed.
     #[error(transparent)]
     Source(#[from] CudaSourceError),
 }

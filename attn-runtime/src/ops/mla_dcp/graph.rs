@@ -91,6 +91,7 @@ impl MlaDcpGraph {
         &self.report
     }
 
+    /// The stream the graph was captured on (the context's main stream).
     pub fn stream(&self) -> &Arc<CudaStream> {
         self.graph.stream()
     }

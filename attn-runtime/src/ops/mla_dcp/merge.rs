@@ -13,8 +13,11 @@ use thiserror::Error;
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error("partial {index} has {got} output values, expected {expected} (the output row width)")]
 pub struct MergeShapeError {
+    /// Index of the partial.
     pub index: usize,
+    /// Its output values.
     pub got: usize,
+    /// The output row width.
     pub expected: usize,
 }
 

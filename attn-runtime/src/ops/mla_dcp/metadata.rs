@@ -22,26 +22,50 @@ pub struct DcpLayout {
 /// Invalid DCP geometry or rank.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum DcpLayoutError {
+    /// `dcp_size` is 0.
     #[error("dcp_size = {0}; it must be >= 1")]
     DcpSize(u32),
+    /// The interleave is 0 or does not divide the block size.
     #[error("interleave = {interleave} must be >= 1 and divide block_size = {block_size}")]
-    Interleave { interleave: u32, block_size: u32 },
+    Interleave {
+        /// I: consecutive tokens per rank turn.
+        interleave: u32,
+        /// B: tokens per physical block.
+        block_size: u32,
+    },
+    /// `dcp_rank` is not below `dcp_size`.
     #[error("dcp_rank = {rank} is outside [0, dcp_size = {dcp_size})")]
-    Rank { rank: u32, dcp_size: u32 },
+    Rank {
+        /// The rank given.
+        rank: u32,
+        /// DCP world size D.
+        dcp_size: u32,
+    },
+    /// An input has the wrong length.
     #[error("{what} has length {got}, expected {expected}")]
     Length {
+        /// Name of the input.
         what: &'static str,
+        /// Its length.
         got: usize,
+        /// The expected length.
         expected: usize,
     },
+    /// A block-table entry is negative.
     #[error("block table entry {index} = {got} is negative")]
-    NegativeBlock { index: usize, got: i64 },
+    NegativeBlock {
+        /// Index of the entry.
+        index: usize,
+        /// Its value.
+        got: i64,
+    },
 }
 
 /// Where a token lives: its owning rank and its local position within that rank's
 /// sequence (`vblk · B + local_off`, monotone in the global position).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenPlacement {
+    /// The rank that owns the token.
     pub owner: u32,
     /// Index of the virtual block (= block-table column).
     pub virtual_block: u64,

@@ -3,6 +3,8 @@
 //! strided-batched GEMM, the NCCL history exchange and Q all-gather, and the fork/join stream
 //! orchestration.
 
+#![warn(missing_docs)]
+
 pub mod act_dtype;
 pub mod ag_rs;
 pub mod chunk_layout;

@@ -88,6 +88,7 @@ pub struct MlaDcpDecodeArgs<'a, E> {
     /// Host copy of `block_table` (same values): the op checks every page id the history
     /// pass reads against the cache before launching.
     pub block_table_host: &'a [i32],
+    /// Row stride of `block_table`, in entries.
     pub block_table_stride: usize,
     /// `W_UV [N, 512, 128]` of this rank's heads.
     pub w_uv: CudaView<'a, E>,
@@ -100,7 +101,9 @@ pub struct LaunchReport {
     pub num_tokens: usize,
     /// KV splits of the history pass.
     pub num_splits: u32,
+    /// How the history partials were exchanged.
     pub exchange: ExchangeMode,
+    /// Which V-up ran.
     pub vup: VupPath,
     /// Whether the step metadata changed and was uploaded (false in steady state).
     pub metadata_uploaded: bool,

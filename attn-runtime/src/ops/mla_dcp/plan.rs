@@ -30,38 +30,73 @@ pub const VUP_BLOCK_T: u32 = 16;
 /// A decode step the plan cannot be built for.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum PlanError {
+    /// The step has no request.
     #[error("the batch is empty; a decode step needs at least one request")]
     EmptyBatch,
+    /// `query_lens` and `seq_lens` differ in length.
     #[error(
         "query_lens has {got} entries but seq_lens has {expected}; give one of each per request"
     )]
-    BatchLength { got: usize, expected: usize },
+    BatchLength {
+        /// Entries of `query_lens`.
+        got: usize,
+        /// Entries of `seq_lens`.
+        expected: usize,
+    },
+    /// A request has no current-chunk token.
     #[error("request {request} has query_len 0; a decode request carries 1..={max} tokens", max = MAX_QUERY_LEN)]
-    EmptyQuery { request: usize },
+    EmptyQuery {
+        /// Request index.
+        request: usize,
+    },
+    /// A request's current chunk is longer than [`MAX_QUERY_LEN`].
     #[error("request {request} has query_len {query_len} > {max}, the longest current chunk supported", max = MAX_QUERY_LEN)]
-    QueryTooLong { request: usize, query_len: u32 },
+    QueryTooLong {
+        /// Request index.
+        request: usize,
+        /// Its current-chunk length.
+        query_len: u32,
+    },
+    /// A request's current chunk is longer than its sequence.
     #[error("request {request} has query_len {query_len} > seq_len {seq_len}; the chunk is part of the sequence")]
     QueryLongerThanSequence {
+        /// Request index.
         request: usize,
+        /// Its current-chunk length.
         query_len: u32,
+        /// Its sequence length.
         seq_len: u32,
     },
+    /// `heads_per_rank` is 0.
     #[error("heads_per_rank = 0; each rank owns at least one head")]
     NoHeads,
+    /// The KV block size is not a positive multiple of 16.
     #[error("block_size = {0} is not a positive multiple of 16")]
     BlockSize(u32),
+    /// The activation dtype is neither bf16 nor f16.
     #[error("activation dtype {0} is not supported; use bf16 or f16")]
     Dtype(ScalarType),
+    /// The block table's rows are narrower than a request needs.
     #[error("request {request} needs {needed} block-table columns but rows have {stride}")]
     BlockTableTooNarrow {
+        /// Request index.
         request: usize,
+        /// Columns it needs.
         needed: u64,
+        /// Row stride of the block table, in entries.
         stride: usize,
     },
+    /// `num_sms` is 0.
     #[error("num_sms = 0; give the device's multiprocessor count (or 1 for one split)")]
     NoSms,
+    /// A size or index does not fit the kernels' 32-bit indices.
     #[error("{what} = {value} overflows the 32-bit index range of the kernels")]
-    Overflow { what: &'static str, value: u64 },
+    Overflow {
+        /// Name of the value.
+        what: &'static str,
+        /// The value.
+        value: u64,
+    },
 }
 
 /// What a decode step is: the batch, the DCP geometry and the model side (spec §2, §9).
@@ -133,20 +168,26 @@ pub enum BufferRole {
 /// One kernel argument: a buffer by role or a scalar by value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PlanArg {
+    /// A buffer, by role.
     Buffer(BufferRole),
+    /// An `i32` scalar.
     I32(i32),
+    /// An `i64` scalar.
     I64(i64),
+    /// An `f32` scalar.
     F32(f32),
 }
 
 /// One kernel launch: the kernel of the `mla` module, its constexprs, grid and arguments.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelLaunch {
+    /// Name of the kernel in the `mla` module.
     pub kernel: &'static str,
     /// Constexpr bindings in declaration order.
     pub constexprs: Vec<(&'static str, ConstValue)>,
     /// `[x, y, z]`, x fastest.
     pub grid: [u32; 3],
+    /// Arguments in parameter order.
     pub args: Vec<PlanArg>,
 }
 
@@ -177,9 +218,13 @@ impl KernelLaunch {
 /// element strides of the two typed views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExchangeLayout {
+    /// Ranks D (chunks).
     pub ranks: usize,
+    /// Heads per rank N.
     pub heads: usize,
+    /// Tokens T.
     pub tokens: usize,
+    /// Bytes per activation element.
     pub elem_bytes: usize,
     lse_offset_bytes: usize,
     chunk_bytes: usize,
@@ -250,11 +295,13 @@ impl ExchangeLayout {
 /// arrays the kernels read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodePlan {
+    /// The decode step the plan is for.
     pub step: DecodeStep,
     /// T: tokens of the step (Σ q_len_b).
     pub num_tokens: usize,
     /// KV splits of the history pass.
     pub num_splits: u32,
+    /// Layout of `hist_send` / `hist_recv`.
     pub exchange: ExchangeLayout,
     /// `mla_history`: split-KV attention of all D·N gathered heads over the rank's shard.
     pub history: KernelLaunch,

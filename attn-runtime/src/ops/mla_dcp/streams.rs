@@ -21,11 +21,15 @@ use std::sync::Arc;
 /// Errors of the stream orchestration (driver failures, NVRTC for the spin kernel).
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
+    /// A CUDA driver call failed.
     #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
+        /// What was being done.
         during: &'static str,
+        /// The driver error.
         source: DriverError,
     },
+    /// Compiling or loading the spin kernel failed.
     #[error(transparent)]
     Source(#[from] CudaSourceError),
 }

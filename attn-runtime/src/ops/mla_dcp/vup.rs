@@ -27,40 +27,69 @@ pub const DEEPSEEK_V_HEAD: usize = 128;
 /// Errors of the V-up: bad geometry, undersized buffers, cuBLAS / driver / NVRTC failures.
 #[derive(Debug, thiserror::Error)]
 pub enum VupError {
+    /// A dimension of the V-up shape is 0.
     #[error("V-up dimension `{name}` is 0; heads, latent width and head width must be at least 1")]
-    ZeroDim { name: &'static str },
+    ZeroDim {
+        /// Name of the dimension.
+        name: &'static str,
+    },
+    /// A GEMM argument does not fit cuBLAS's `int`.
     #[error("V-up value `{name}` = {value} exceeds cuBLAS's int limit {max}")]
     TooLarge {
+        /// Name of the value.
         name: &'static str,
+        /// The value.
         value: usize,
+        /// `i32::MAX`.
         max: i32,
     },
+    /// A buffer is shorter than the shape needs.
     #[error("V-up buffer `{buffer}` holds {got} elements but {shape} needs at least {needed}")]
     BufferTooSmall {
+        /// Name of the buffer.
         buffer: &'static str,
+        /// Elements it holds.
         got: usize,
+        /// Elements the shape needs.
         needed: usize,
+        /// The V-up shape.
         shape: VupShape,
     },
+    /// A buffer lives on another device than the V-up's stream.
     #[error("V-up buffer `{buffer}` lives on device {got} but the V-up runs on device {expected}")]
     WrongDevice {
+        /// Name of the buffer.
         buffer: &'static str,
+        /// Its device ordinal.
         got: usize,
+        /// The stream's device ordinal.
         expected: usize,
     },
+    /// Creating the cuBLAS handle failed.
     #[error("creating the cuBLAS handle for the V-up failed: {source}")]
-    BlasInit { source: CublasError },
-    #[error("cuBLAS strided-batched GEMM failed for {shape} ({dtype}): {source}")]
-    Blas {
-        shape: VupShape,
-        dtype: ActDtype,
+    BlasInit {
+        /// The cuBLAS error.
         source: CublasError,
     },
+    /// The strided-batched GEMM failed.
+    #[error("cuBLAS strided-batched GEMM failed for {shape} ({dtype}): {source}")]
+    Blas {
+        /// The V-up shape.
+        shape: VupShape,
+        /// The activation dtype.
+        dtype: ActDtype,
+        /// The cuBLAS error.
+        source: CublasError,
+    },
+    /// A CUDA driver call failed.
     #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
+        /// What the V-up was doing.
         during: &'static str,
+        /// The driver error.
         source: DriverError,
     },
+    /// Compiling or loading the fallback CUDA kernel failed.
     #[error(transparent)]
     Source(#[from] CudaSourceError),
 }
@@ -68,9 +97,13 @@ pub enum VupError {
 /// The V-up geometry: T tokens, N local heads, latent width L, per-head output width V.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VupShape {
+    /// Tokens T.
     pub tokens: usize,
+    /// Local heads N.
     pub heads: usize,
+    /// Latent width L.
     pub latent: usize,
+    /// Per-head output width V.
     pub v_head: usize,
 }
 
@@ -87,15 +120,25 @@ impl std::fmt::Display for VupShape {
 /// The cuBLAS arguments of §6.2 for one shape (column-major view; A = W_UV, B = lat_out, C = y).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StridedGemmParams {
+    /// Rows of C: V.
     pub m: c_int,
+    /// Columns of C: T.
     pub n: c_int,
+    /// Inner dimension: L.
     pub k: c_int,
+    /// Leading dimension of A: V.
     pub lda: c_int,
+    /// Batch stride of A: L·V.
     pub stride_a: c_longlong,
+    /// Leading dimension of B: N·L.
     pub ldb: c_int,
+    /// Batch stride of B: L.
     pub stride_b: c_longlong,
+    /// Leading dimension of C: N·V.
     pub ldc: c_int,
+    /// Batch stride of C: V.
     pub stride_c: c_longlong,
+    /// Batch count: N.
     pub batch: c_int,
 }
 

@@ -25,8 +25,11 @@ use crate::tensor::extent;
 /// head strides in elements (a row may be padded, e.g. q sliced out of a fused QKV).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenLayout {
+    /// Tokens `T`.
     pub num_tokens: usize,
+    /// Heads `H`.
     pub num_heads: usize,
+    /// Head size `D`.
     pub head_size: usize,
     /// Elements between consecutive tokens.
     pub token_stride: usize,
@@ -66,7 +69,9 @@ impl TokenLayout {
 /// A token tensor: a device buffer (view) and its layout.
 #[derive(Debug)]
 pub struct Tokens<V> {
+    /// The device buffer.
     pub data: V,
+    /// Its `[T, H, D]` layout.
     pub layout: TokenLayout,
 }
 
@@ -74,25 +79,33 @@ pub struct Tokens<V> {
 /// the same values; only the lengths can be (and are) compared cheaply.
 #[derive(Debug)]
 pub struct Metadata<'a> {
+    /// The device buffer.
     pub device: CudaView<'a, i32>,
+    /// Host copy of the same values.
     pub host: &'a [i32],
 }
 
 /// `causal` of §1.1: a flag, or an `i32 [S]` tensor of per-sequence flags (nonzero = causal).
 #[derive(Debug)]
 pub enum Causal<'a> {
+    /// Every sequence causal.
     Causal,
+    /// No sequence causal.
     NonCausal,
+    /// `i32 [S]` per-sequence flags, nonzero = causal.
     PerSequence(CudaView<'a, i32>),
 }
 
 /// Multimodal bidirectional ranges (§3.5) in either encoding of §9.4.
 #[derive(Debug)]
 pub enum MmPrefixRanges<'a> {
+    /// No multimodal ranges.
     None,
     /// `int32 [S, R, 2]` inclusive ranges, padded with `(0, 0)`; `max_ranges` = R.
     PerSequence {
+        /// The ranges.
         ranges: Metadata<'a>,
+        /// R: ranges per sequence.
         max_ranges: usize,
     },
     /// `int32 [T, 2]`: each query token's range, or `(−1, −1)`.
@@ -102,21 +115,27 @@ pub enum MmPrefixRanges<'a> {
 /// R-SWA (§3.3): window R and `int32 [S]` prefix lengths P.
 #[derive(Debug)]
 pub struct Rswa<'a> {
+    /// R-SWA window R.
     pub window: i32,
+    /// `int32 [S]` prefix lengths P.
     pub prefix_lens: Metadata<'a>,
 }
 
 /// ALiBi (§1.4 step 4): `f32 [Hq]` slopes, linear or sqrt variant.
 #[derive(Debug)]
 pub struct AlibiSlopes<'a> {
+    /// `f32 [Hq]` slopes.
     pub slopes: CudaView<'a, f32>,
+    /// `true`: the sqrt variant; `false`: linear.
     pub sqrt: bool,
 }
 
 /// Query×query additive bias `f32 [rows, stride0]` (§1.1 `qq_bias`).
 #[derive(Debug)]
 pub struct QqBias<'a> {
+    /// `f32 [rows, stride0]` bias values.
     pub values: CudaView<'a, f32>,
+    /// Row stride of `values`, in elements.
     pub stride0: usize,
 }
 
@@ -135,22 +154,29 @@ pub struct UnifiedAttentionArgs<'a, T> {
     pub seq_lens: Metadata<'a>,
     /// `int32 [S, block_table_stride]`.
     pub block_table: Metadata<'a>,
+    /// Row stride of `block_table`, in entries.
     pub block_table_stride: usize,
+    /// Multiplier of `q · k` before the softmax.
     pub softmax_scale: f32,
     /// SW = `1 + window_size.left`, 0 = off (see `config::sliding_window_from_left`).
     pub sliding_window: i32,
+    /// Causal masking: all, none, or per sequence.
     pub causal: Causal<'a>,
     /// LB, −1 = off; chunk size `⌊SW / (LB + 1)⌋` (§3.4).
     pub chunk_lookback: i32,
+    /// Multimodal bidirectional ranges (§3.5).
     pub mm_prefix_ranges: MmPrefixRanges<'a>,
     /// Gemma4: AND each MM term with the window's left edge and keep tile pruning.
     pub mm_prefix_clamp_sliding_window: bool,
+    /// R-SWA window and prefix lengths (§3.3); `None` = off.
     pub rswa: Option<Rswa<'a>>,
     /// `c · tanh(s / c)`; `Some(c)` needs `c > 0`.
     pub softcap: Option<f32>,
     /// `f32 [Hq]` per-head sink logits.
     pub sinks: Option<CudaView<'a, f32>>,
+    /// ALiBi slopes (§1.4); `None` = off.
     pub alibi_slopes: Option<AlibiSlopes<'a>>,
+    /// Query×query additive bias; `None` = off.
     pub qq_bias: Option<QqBias<'a>>,
     /// 2D / 3D override; [`PathChoice::Heuristic`] applies §6 with the context's split-KV settings.
     pub path: PathChoice,
@@ -300,7 +326,9 @@ impl<'a, T: DslType> UnifiedAttentionArgs<'a, T> {
 /// Integer metadata as the host sees it: the host copy and the length of its device view.
 #[derive(Clone, Copy, Debug)]
 pub struct HostMetadata<'a> {
+    /// Host copy of the values.
     pub host: &'a [i32],
+    /// Length of the device view, in elements.
     pub device_len: usize,
 }
 
@@ -317,40 +345,57 @@ impl<'a> HostMetadata<'a> {
 /// [`Causal`] without the device view (only the flags' length is checked on the host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostCausal {
+    /// Every sequence causal.
     Causal,
+    /// No sequence causal.
     NonCausal,
-    PerSequence { len: usize },
+    /// Per-sequence flags.
+    PerSequence {
+        /// Length of the flags' device view.
+        len: usize,
+    },
 }
 
 /// [`MmPrefixRanges`] as the host sees it.
 #[derive(Clone, Copy, Debug)]
 pub enum HostMmRanges<'a> {
+    /// No multimodal ranges.
     None,
+    /// `[S, R, 2]` per-sequence ranges.
     PerSequence {
+        /// The ranges.
         ranges: HostMetadata<'a>,
+        /// R: ranges per sequence.
         max_ranges: usize,
     },
+    /// `[T, 2]` per-query ranges.
     PerQuery(HostMetadata<'a>),
 }
 
 /// [`Rswa`] as the host sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct HostRswa<'a> {
+    /// R-SWA window R.
     pub window: i32,
+    /// `int32 [S]` prefix lengths P.
     pub prefix_lens: HostMetadata<'a>,
 }
 
 /// [`AlibiSlopes`] as the host sees it: the slopes' length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostAlibi {
+    /// Elements of the slopes' device view.
     pub len: usize,
+    /// `true`: the sqrt variant; `false`: linear.
     pub sqrt: bool,
 }
 
 /// [`QqBias`] as the host sees it: the values' length and the row stride.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostQqBias {
+    /// Elements of the bias' device view.
     pub values_len: usize,
+    /// Row stride of the bias, in elements.
     pub stride0: usize,
 }
 
@@ -360,31 +405,51 @@ pub struct HostQqBias {
 pub struct HostCall<'a> {
     /// Element type of q, out and the cache.
     pub dtype: ScalarType,
+    /// Layout of q.
     pub q: TokenLayout,
     /// Elements of q's device view.
     pub q_len: usize,
+    /// Layout of out.
     pub out: TokenLayout,
     /// Elements of out's device view.
     pub out_len: usize,
+    /// Geometry of the paged KV cache.
     pub cache: CacheGeometry,
+    /// `int32 [S + 1]` query starts.
     pub cu_seqlens_q: HostMetadata<'a>,
+    /// `int32 [S]` KV lengths.
     pub seq_lens: HostMetadata<'a>,
+    /// `int32 [S, block_table_stride]` block table.
     pub block_table: HostMetadata<'a>,
+    /// Row stride of `block_table`, in entries.
     pub block_table_stride: usize,
+    /// Multiplier of `q · k` before the softmax.
     pub softmax_scale: f32,
+    /// SW, 0 = off (as [`UnifiedAttentionArgs::sliding_window`]).
     pub sliding_window: i32,
+    /// Causal masking: all, none, or per sequence (flags' length).
     pub causal: HostCausal,
+    /// LB, −1 = off (as [`UnifiedAttentionArgs::chunk_lookback`]).
     pub chunk_lookback: i32,
+    /// Multimodal bidirectional ranges.
     pub mm_prefix_ranges: HostMmRanges<'a>,
+    /// Gemma4 clamp of the MM terms to the window (as [`UnifiedAttentionArgs::mm_prefix_clamp_sliding_window`]).
     pub mm_prefix_clamp_sliding_window: bool,
+    /// R-SWA, `None` = off.
     pub rswa: Option<HostRswa<'a>>,
+    /// Softcap `c`, `None` = off.
     pub softcap: Option<f32>,
+    /// Length of `sinks` (one per query head), `None` = off.
     pub sinks_len: Option<usize>,
+    /// ALiBi, `None` = off.
     pub alibi: Option<HostAlibi>,
+    /// Query×query bias, `None` = off.
     pub qq_bias: Option<HostQqBias>,
+    /// 2D / 3D override or the heuristic.
     pub path: PathChoice,
-    /// Row strides of a variant's `i32`/bool and `f32` aux tensors (None: no such tensor).
+    /// Row stride of a variant's `i32`/bool aux tensor (None: no such tensor).
     pub mask_aux_stride: Option<usize>,
+    /// Row stride of a variant's `f32` aux tensor (None: no such tensor).
     pub mask_aux_f32_stride: Option<usize>,
 }
 

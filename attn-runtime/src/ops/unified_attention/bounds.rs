@@ -26,6 +26,7 @@ pub struct BlockGeometry {
     pub context_len: i64,
     /// L.
     pub seq_len: i64,
+    /// qlen: query tokens of the sequence.
     pub query_len: i64,
     /// b: local q-block index within the sequence.
     pub q_block: i64,
@@ -38,8 +39,11 @@ pub struct BlockGeometry {
 /// What the kernel's tile loop needs: `for j in loop_lo..loop_hi`, loads masked by `k < MSP`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileLoopBounds {
+    /// First tile index visited.
     pub loop_lo: i64,
+    /// One past the last tile index visited.
     pub loop_hi: i64,
+    /// MSP: keys at or beyond it are not loaded.
     pub max_seq_prefix_len: i64,
 }
 

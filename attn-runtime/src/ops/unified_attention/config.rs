@@ -182,36 +182,61 @@ pub fn next_pow2(x: i32) -> i32 {
 /// The constexprs of one unified-attention specialization (spec §2 table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnifiedAttentionConfig {
+    /// `BLOCK_SIZE`: tokens per KV-cache block.
     pub block_size: i32,
+    /// `TILE_SIZE`: keys per tile.
     pub tile_size: i32,
+    /// `BLOCK_M`: query rows (token × head) per program.
     pub block_m: i32,
+    /// `BLOCK_Q`: query tokens per program (`BLOCK_M / NUM_QUERIES_PER_KV`).
     pub block_q: i32,
+    /// `HEAD_SIZE`: D.
     pub head_size: i32,
+    /// `HEAD_SIZE_PADDED`: D rounded up to a power of two.
     pub head_size_padded: i32,
+    /// `NUM_QUERY_HEADS`: Hq.
     pub num_query_heads: i32,
     /// Not a kernel constexpr (the kernel sees `NUM_QUERIES_PER_KV`), kept for rule 1.
     pub num_kv_heads: i32,
+    /// `NUM_QUERIES_PER_KV`: `Hq / Hkv`.
     pub num_queries_per_kv: i32,
     /// Bytes per KV element (2 for bf16/f16): rule 19 and `_get_tile_size`.
     pub kv_elem_bytes: i32,
+    /// `SLIDING_WINDOW`: SW, 0 = off.
     pub sliding_window: i32,
+    /// `USE_CAUSAL`.
     pub use_causal: bool,
+    /// `USE_PER_SEQ_CAUSAL`: causality from the per-sequence flags.
     pub use_per_seq_causal: bool,
+    /// `CHUNK_LOOKBACK`: LB, −1 = off.
     pub chunk_lookback: i32,
+    /// `CHUNK_SIZE`: `⌊SW / (LB + 1)⌋` ([`chunk_size_of`]), 0 when chunking is off.
     pub chunk_size: i32,
+    /// `USE_MM_PREFIX`: multimodal bidirectional ranges on.
     pub use_mm_prefix: bool,
     /// Per-query `[T, 2]` range encoding instead of per-sequence `[S, R, 2]`.
     pub use_mm_query_range: bool,
+    /// `MAX_MM_RANGES`: R of the per-sequence encoding.
     pub max_mm_ranges: i32,
+    /// `MM_PREFIX_CLAMP_SW`: clamp the MM terms to the window's left edge.
     pub mm_prefix_clamp_sw: bool,
+    /// `USE_R_SWA`.
     pub use_r_swa: bool,
+    /// `R_SWA_WINDOW`: R.
     pub r_swa_window: i32,
+    /// `USE_SOFTCAP`.
     pub use_softcap: bool,
+    /// `USE_SINKS`.
     pub use_sinks: bool,
+    /// `USE_ALIBI_SLOPES`.
     pub use_alibi_slopes: bool,
+    /// `USE_ALIBI_SQRT`: the sqrt ALiBi variant.
     pub use_alibi_sqrt: bool,
+    /// `USE_QQ_BIAS`.
     pub use_qq_bias: bool,
+    /// The 3D (split-KV) path.
     pub is_3d: bool,
+    /// `NUM_SEGMENTS_PER_SEQ` of the 3D path.
     pub num_segments: i32,
     /// 16-row slabs of the accumulator per warp (`num_warps = BLOCK_M / (16 · this)`): two let
     /// each B fragment loaded from shared memory feed two mma rows (the launch table's choice).
@@ -225,6 +250,7 @@ pub struct UnifiedAttentionConfig {
 /// Run-time values some §2.1 rules look at (they are not constexprs).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LaunchValues {
+    /// Longest query length of the batch.
     pub max_seqlen_q: i32,
     /// The softcap value when `USE_SOFTCAP`.
     pub softcap: f32,
@@ -532,7 +558,9 @@ pub fn choose_3d(
 /// How causality is given to the op: a bool, or a per-sequence tensor (§1.1 `causal`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CausalMode {
+    /// Every sequence causal.
     Causal,
+    /// No sequence causal.
     NonCausal,
     /// `bool [S]` tensor: USE_PER_SEQ_CAUSAL (and USE_CAUSAL = true, as the wrapper sets).
     PerSequence,
@@ -541,9 +569,11 @@ pub enum CausalMode {
 /// Which multimodal range encoding the op receives (§1.1, §9.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmRangeEncoding {
+    /// No multimodal ranges.
     None,
     /// `int32 [S, R, 2]`, padded with `(0, 0)`.
     PerSequence {
+        /// R: ranges per sequence.
         max_ranges: i32,
     },
     /// `int32 [T, 2]`, `(−1, −1)` = not in a range.
@@ -553,36 +583,54 @@ pub enum MmRangeEncoding {
 /// ALiBi variant (§1.4 step 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AlibiMode {
+    /// ALiBi off.
     None,
+    /// Linear slopes.
     Linear,
+    /// The sqrt variant.
     Sqrt,
 }
 
 /// What the op knows before choosing a specialization: geometry and enabled features.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AttentionProblem {
+    /// Hq.
     pub num_query_heads: i32,
+    /// Hkv.
     pub num_kv_heads: i32,
+    /// Head size D.
     pub head_size: i32,
+    /// Tokens per KV-cache block.
     pub block_size: i32,
+    /// Bytes per KV element.
     pub kv_elem_bytes: i32,
     /// SW = `1 + window_size.left` (0 = off); see [`sliding_window_from_left`].
     pub sliding_window: i32,
+    /// How causality is given.
     pub causal: CausalMode,
     /// −1 = off.
     pub chunk_lookback: i32,
+    /// The multimodal range encoding.
     pub mm: MmRangeEncoding,
+    /// Clamp the MM terms to the window's left edge (Gemma4).
     pub mm_prefix_clamp_sw: bool,
     /// `Some(R)` when R-SWA is on (prefix lens given).
     pub r_swa_window: Option<i32>,
     /// `USE_SOFTCAP = softcap > 0`.
     pub softcap: f32,
+    /// Sinks given.
     pub use_sinks: bool,
+    /// ALiBi variant.
     pub alibi: AlibiMode,
+    /// `qq_bias` given.
     pub use_qq_bias: bool,
+    /// Longest query length of the batch.
     pub max_seqlen_q: i32,
+    /// S: sequences in the batch.
     pub num_seqs: i32,
+    /// The split-KV workspace, if the context has one (3D is possible only then).
     pub split_kv: Option<SplitKvWorkspace>,
+    /// Forbid the 3D path, so results do not depend on the batch.
     pub batch_invariant: bool,
 }
 

@@ -34,6 +34,7 @@ use crate::reference::Dtype;
 /// A user variant and its aux data (`[S, stride]` tensors, row `s` at `s · stride`).
 #[derive(Clone, Copy, Debug)]
 pub struct CpuVariant<'a> {
+    /// The variant (mask, bounds and aux declarations).
     pub variant: &'a Variant,
     /// The `i32` (or bool) aux tensor and its row stride.
     pub aux_i32: Option<(&'a [i32], usize)>,
@@ -57,9 +58,11 @@ impl<'a> CpuVariant<'a> {
 pub struct CpuOptions<'a> {
     /// Element type of q, K/V and out.
     pub dtype: Dtype,
+    /// 2D / 3D override, or the §6 heuristic.
     pub path: PathChoice,
     /// The §6 split-KV workspace settings ([`PathChoice::Heuristic`] looks at them).
     pub split_kv: Option<SplitKvWorkspace>,
+    /// A user variant and its aux data; `None`: vLLM's mask.
     pub variant: Option<CpuVariant<'a>>,
     /// Extra elements after each token row of q and out (poisoned): exercises the
     /// stride arguments and lets tests check that nothing outside the rows is written.
@@ -87,6 +90,7 @@ pub struct CpuRun {
     pub raw_output: Vec<f32>,
     /// Elements between consecutive tokens of `raw_output`.
     pub out_token_stride: usize,
+    /// The launch plan that ran.
     pub plan: LaunchPlan,
     /// Executor statistics of the attention launch and, in 3D, of the reduce.
     pub stats: Vec<ExecStats>,
@@ -95,41 +99,69 @@ pub struct CpuRun {
 /// Why a CPU run failed.
 #[derive(Clone, Debug, PartialEq, Error)]
 pub enum CpuError {
+    /// The inputs failed host validation.
     #[error("invalid input: {0}")]
     Input(#[from] InputError),
+    /// The configuration is not one the kernels support.
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
+    /// No launch plan fits the run.
     #[error("no launch plan: {0}")]
     Plan(#[from] PlanError),
+    /// Loading the DSL kernel module failed.
     #[error("loading the DSL module: {0}")]
     Module(#[from] ModuleLoadError),
+    /// A user variant's aux inputs are invalid.
     #[error("variant input: {0}")]
     Aux(#[from] AuxError),
+    /// Specializing a DSL kernel for the run's constexprs failed.
     #[error("specializing `{kernel}` ({file}:{line}): {message}")]
     Specialize {
+        /// Name of the kernel.
         kernel: String,
+        /// Source file of the failing construct.
         file: String,
+        /// Line in that file.
         line: usize,
+        /// What failed.
         message: String,
     },
+    /// An input buffer has the wrong number of elements.
     #[error("{what} has {got} elements, expected {expected}")]
     BufferSize {
+        /// Name of the buffer.
         what: &'static str,
+        /// Elements it has.
         got: usize,
+        /// Elements expected.
         expected: usize,
     },
+    /// A kernel parameter does not match the argument the plan passes at its position.
     #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}`")]
     ParamOrder {
+        /// Name of the kernel.
         kernel: String,
+        /// Parameter index.
         index: usize,
+        /// The kernel's parameter.
         param: String,
+        /// What the plan passes there.
         planned: String,
     },
+    /// The plan names a buffer the run did not provide (or names it twice).
     #[error("kernel `{kernel}` parameter `{param}`: the plan names a buffer the run did not provide (or names it twice)")]
-    MissingBuffer { kernel: String, param: String },
+    MissingBuffer {
+        /// Name of the kernel.
+        kernel: String,
+        /// The parameter without a buffer.
+        param: String,
+    },
+    /// The CPU executor failed running a kernel.
     #[error("executing `{kernel}`: {source}")]
     Exec {
+        /// Name of the kernel.
         kernel: String,
+        /// The executor's error.
         #[source]
         source: ExecError,
     },

@@ -39,46 +39,69 @@ use crate::launch::{scalar_type, CudaDevice, CudaKernelHandle, Grid, KernelArg, 
 /// Why a GPU unified-attention call did not run.
 #[derive(Debug, Error)]
 pub enum AttnError {
+    /// The inputs failed host validation.
     #[error("invalid input: {0}")]
     Input(#[from] InputError),
+    /// The configuration is not one the kernels support.
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
+    /// No launch plan fits the call.
     #[error("no launch plan: {0}")]
     Plan(#[from] PlanError),
+    /// Loading the DSL kernel module failed.
     #[error("loading the DSL module: {0}")]
     Module(#[from] ModuleLoadError),
+    /// A user variant's aux inputs are invalid.
     #[error("variant input: {0}")]
     Aux(#[from] AuxError),
+    /// Specializing a DSL kernel for the call's constexprs failed.
     #[error("specializing `{kernel}` ({file}:{line}): {message}")]
     Specialize {
+        /// Name of the kernel.
         kernel: String,
+        /// Source file of the failing construct.
         file: String,
+        /// Line in that file.
         line: usize,
+        /// What failed.
         message: String,
     },
+    /// Emitting CUDA for a specialization failed.
     #[error("emitting CUDA for {key}: {source}")]
     Codegen {
+        /// The specialization key.
         key: String,
+        /// The codegen error.
         #[source]
         source: CodegenError,
     },
+    /// A kernel launch failed.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// A host metadata copy and its device view have different lengths.
     #[error(
         "{what}: the host copy has {host} values but the device buffer {device}; the host copy \
          must mirror the device data"
     )]
     HostDeviceMismatch {
+        /// Name of the metadata argument.
         what: &'static str,
+        /// Values in the host copy.
         host: usize,
+        /// Elements in the device view.
         device: usize,
     },
+    /// A device buffer is shorter than its layout reaches.
     #[error("{what} buffer holds {len} elements; its layout reaches element {needed}")]
     BufferTooSmall {
+        /// Name of the buffer.
         what: &'static str,
+        /// Elements the buffer holds.
         len: usize,
+        /// Elements its layout needs.
         needed: usize,
     },
+    /// The 3D path needs more split-KV workspace than the context holds.
     #[error(
         "the 3D path needs {needed} f32 values of {buffer} ({tokens} tokens x {heads} heads x \
          {segments} segments{per_row}) but the context's {buffer} holds {capacity}; size \
@@ -89,37 +112,67 @@ pub enum AttnError {
         buffer: &'static str,
         /// ` x {padded} padded head size` for `segm_output`, empty for the statistics.
         per_row: String,
+        /// f32 values the call needs.
         needed: usize,
+        /// f32 values the context's buffer holds.
         capacity: usize,
+        /// Tokens of the call.
         tokens: usize,
+        /// Query heads of the call.
         heads: usize,
+        /// KV segments of the 3D path.
         segments: usize,
+        /// Padded head size Dp of the workspace layout.
         padded: usize,
     },
+    /// The 3D path was chosen without a split-KV workspace.
     #[error("the 3D path was chosen but the context has no split-KV workspace (ContextOptions::workspace is None)")]
     NoWorkspace,
+    /// A kernel parameter does not match the argument the plan passes at its position.
     #[error("kernel `{kernel}` parameter {index} is `{param}` but the plan passes `{planned}` (or an argument of another kind)")]
     ParamOrder {
+        /// Name of the kernel.
         kernel: String,
+        /// Parameter index.
         index: usize,
+        /// The kernel's parameter.
         param: String,
+        /// What the plan passes there.
         planned: String,
     },
+    /// The call provides no buffer for a kernel parameter (or the plan names it twice).
     #[error("kernel `{kernel}` parameter `{param}`: the call provides no buffer for it (or the plan names it twice)")]
-    MissingBuffer { kernel: String, param: String },
+    MissingBuffer {
+        /// Name of the kernel.
+        kernel: String,
+        /// The parameter without a buffer.
+        param: String,
+    },
+    /// A CUDA driver call failed.
     #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
+        /// What the op was doing.
         during: &'static str,
+        /// The driver error.
         #[source]
         source: DriverError,
     },
+    /// A kernel compile worker thread panicked.
     #[error("a kernel compile worker panicked while compiling {key}")]
-    WorkerPanicked { key: String },
+    WorkerPanicked {
+        /// The specialization key being compiled.
+        key: String,
+    },
+    /// A specialization would be compiled while the stream captures a CUDA graph.
     #[error(
         "{key} is not compiled yet and the stream is capturing a graph: compiling and loading \
          inside a capture is not capturable; run the call once (or precompile) before capturing"
     )]
-    CompileDuringCapture { key: String },
+    CompileDuringCapture {
+        /// The specialization key not yet compiled.
+        key: String,
+    },
+    /// Capturing or launching a CUDA graph failed.
     #[error(transparent)]
     Graph(#[from] crate::graph::GraphError),
 }
@@ -133,9 +186,11 @@ fn driver(during: &'static str) -> impl FnOnce(DriverError) -> AttnError {
 pub struct WorkspaceCapacity {
     /// Largest token count a 3D call may have (decode: one token per sequence).
     pub max_tokens: usize,
+    /// Largest query head count `Hq`.
     pub max_query_heads: usize,
     /// Largest head size (padded to a power of two for the layout).
     pub max_head_size: usize,
+    /// Largest segment count NSEG of the 3D path.
     pub max_segments: usize,
 }
 
@@ -259,15 +314,20 @@ pub struct LaunchedKernel {
     pub key: String,
     /// Content hash of the generated CUDA.
     pub cuda_hash: String,
+    /// Grid dims.
     pub grid: [u32; 3],
+    /// Threads per block.
     pub block_threads: u32,
+    /// Dynamic shared memory, in bytes.
     pub shared_bytes: u32,
 }
 
 /// What one call chose and launched.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchReport {
+    /// The specialization the call chose.
     pub config: UnifiedAttentionConfig,
+    /// The attention kernel launched.
     pub attention: LaunchedKernel,
     /// The 3D segment reduce.
     pub reduce: Option<LaunchedKernel>,

@@ -37,10 +37,13 @@ pub fn effective_sliding_window(sliding_window: i32, chunk_lookback: i32) -> i32
 /// The scalar arguments the caller controls.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ScalarArgs {
+    /// Multiplier of `q · k` before the softmax.
     pub softmax_scale: f32,
     /// `Some(c)`: `c · tanh(s / c)`, `c` finite and > 0.
     pub softcap: Option<f32>,
+    /// SW, 0 = off.
     pub sliding_window: i32,
+    /// LB, −1 = off.
     pub chunk_lookback: i32,
 }
 

@@ -5,6 +5,8 @@
 //! plan shared by the backends; the CPU-executor backend; and the GPU op (paged cache,
 //! call arguments, context and launch).
 
+#![warn(missing_docs)]
+
 pub mod args;
 pub mod bounds;
 pub mod config;

@@ -15,9 +15,13 @@ use super::validate::{check_block_ids, InputError, TensorMeta};
 /// holding `num_kv_heads × head_size` contiguous elements (NHD layout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheGeometry {
+    /// Pages (blocks) in the cache.
     pub num_blocks: usize,
+    /// Token slots per block.
     pub block_size: usize,
+    /// KV heads Hkv.
     pub num_kv_heads: usize,
+    /// Head size D.
     pub head_size: usize,
 }
 
@@ -97,23 +101,39 @@ impl CacheGeometry {
 /// Why a cache could not be built.
 #[derive(Debug, Error)]
 pub enum PagedCacheError {
+    /// An extent is 0 or `block_size` is not a multiple of 16.
     #[error(
         "cache geometry {geometry:?} is invalid: every extent must be >= 1 and block_size a \
          multiple of 16"
     )]
-    Geometry { geometry: CacheGeometry },
-    #[error("cache geometry {geometry:?} holds more elements than i64 offsets can address")]
-    Overflow { geometry: CacheGeometry },
-    #[error("{which} holds {got} elements; geometry {geometry:?} needs {expected}")]
-    Length {
-        which: &'static str,
-        got: usize,
-        expected: usize,
+    Geometry {
+        /// The cache geometry.
         geometry: CacheGeometry,
     },
+    /// The cache holds more elements than `i64` offsets address.
+    #[error("cache geometry {geometry:?} holds more elements than i64 offsets can address")]
+    Overflow {
+        /// The cache geometry.
+        geometry: CacheGeometry,
+    },
+    /// Host data for K or V has the wrong number of elements.
+    #[error("{which} holds {got} elements; geometry {geometry:?} needs {expected}")]
+    Length {
+        /// Which tensor (`"k"` or `"v"`).
+        which: &'static str,
+        /// Elements it holds.
+        got: usize,
+        /// Elements the geometry needs.
+        expected: usize,
+        /// The cache geometry.
+        geometry: CacheGeometry,
+    },
+    /// A CUDA driver call failed.
     #[error("CUDA driver call failed while {during}: {source}")]
     Driver {
+        /// What the cache was doing.
         during: &'static str,
+        /// The driver error.
         source: DriverError,
     },
 }

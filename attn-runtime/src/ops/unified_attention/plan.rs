@@ -26,21 +26,28 @@ use crate::kernels::unified_attention::{
 pub enum PathChoice {
     /// §6: 3D iff a split-KV workspace is configured, the batch is pure decode and small.
     Heuristic,
+    /// 2D, whatever the batch.
     Force2d,
     /// Split-KV with this many segments (a power of two); decode batches only.
     Force3d {
+        /// `NUM_SEGMENTS_PER_SEQ`.
         num_segments: i32,
     },
     /// 2D with an explicit tiling (rows per program, keys per tile): what the launch-table
     /// sweeps of the benchmarks measure. The kernel's `require` rules still judge it.
     Force2dTiled {
+        /// `BLOCK_M`: query rows per program.
         block_m: i32,
+        /// `TILE_SIZE`: keys per tile.
         tile_size: i32,
+        /// `SLABS_PER_WARP`: 16-row slabs each warp computes (`num_warps = BLOCK_M / (16 · SLABS_PER_WARP)`).
         slabs_per_warp: i32,
     },
     /// Split-KV with an explicit split count and keys per tile (decode sweeps).
     Force3dTiled {
+        /// `NUM_SEGMENTS_PER_SEQ`.
         num_segments: i32,
+        /// `TILE_SIZE`: keys per tile.
         tile_size: i32,
     },
 }
@@ -49,7 +56,9 @@ pub enum PathChoice {
 /// and what a variant binds beyond them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MaskVariant {
+    /// The device function bound to `MASK`.
     pub mask: String,
+    /// The device function bound to `BOUNDS`.
     pub bounds: String,
     /// The predicate of tiles the mask allows entirely (no mask, no V guard there).
     pub full_tile: String,
@@ -110,6 +119,7 @@ pub struct LaunchShape {
     pub out_strides: [usize; 2],
     /// K/V cache strides `[block, slot, head]` in elements (shared by K and V).
     pub kv_strides: [usize; 3],
+    /// Row stride of the block table, in entries.
     pub block_table_stride: usize,
     /// Columns of the `qq_bias` matrix (0 when absent).
     pub qq_bias_stride0: usize,
@@ -117,6 +127,7 @@ pub struct LaunchShape {
     pub mask_aux_stride: Option<usize>,
     /// Row stride of the variant's `f32` aux tensor; `None` when the variant has none.
     pub mask_aux_f32_stride: Option<usize>,
+    /// Multiplier of `q · k` before the softmax.
     pub softmax_scale: f32,
     /// The softcap value (ignored unless `USE_SOFTCAP`).
     pub softcap: f32,
@@ -127,9 +138,13 @@ pub struct LaunchShape {
 /// A buffer the op owns or receives, by its role in the op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum BufferRole {
+    /// q `[T, Hq, D]`.
     Query,
+    /// The paged K cache.
     KeyCache,
+    /// The paged V cache.
     ValueCache,
+    /// out `[T, Hq, D]`.
     Output,
     /// 3D workspace `[T, Hq, NSEG, Dp]` f32.
     SegmentOutput,
@@ -137,8 +152,11 @@ pub enum BufferRole {
     SegmentMax,
     /// 3D workspace `[T, Hq, NSEG]` f32.
     SegmentExpSum,
+    /// `i32 [S + 1]` query starts.
     CuSeqlensQ,
+    /// `i32 [S]` KV lengths.
     SeqLens,
+    /// `i32 [S, max_blocks]` block table.
     BlockTable,
     /// `i32 [S]`, nonzero = causal.
     PerSeqCausal,
@@ -146,9 +164,13 @@ pub enum BufferRole {
     MmPrefixRange,
     /// `i32 [T, 2]`.
     MmPrefixQueryRange,
+    /// `i32 [S]` R-SWA prefix lengths.
     RswaPrefixLens,
+    /// `f32 [Hq]` sink logits.
     Sinks,
+    /// `f32 [Hq]` ALiBi slopes.
     AlibiSlopes,
+    /// `f32 [Qmax, Qmax]` query×query bias.
     QqBias,
     /// The variant's `i32` data (see the kernel's MASK / BOUNDS convention).
     MaskAux,
@@ -159,9 +181,11 @@ pub enum BufferRole {
 /// One kernel argument, as a role the backend resolves.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum KernelArg {
+    /// A buffer, by role.
     Buffer(BufferRole),
     /// An optional input that is off: a 1-element buffer of this dtype, never read.
     Dummy(ScalarType),
+    /// A scalar argument.
     Scalar(ScalarArg),
 }
 
@@ -169,19 +193,26 @@ pub enum KernelArg {
 /// parameter order (each with the parameter's name, so a backend can check the order).
 #[derive(Clone, Debug)]
 pub struct KernelLaunch {
+    /// Name of the DSL kernel.
     pub kernel: &'static str,
+    /// Its constexpr bindings (the specialization).
     pub bindings: Vec<Binding>,
     /// `[x, y, z]`; a grid with a zero extent means "nothing to do" (T = 0).
     pub grid: [u32; 3],
+    /// Arguments in parameter order, each with the parameter's name.
     pub args: Vec<(&'static str, KernelArg)>,
 }
 
 /// The 3D split-KV workspace the attention launch writes and the reduce reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentWorkspace {
+    /// Tokens T.
     pub num_tokens: usize,
+    /// Query heads Hq.
     pub num_query_heads: usize,
+    /// Segments NSEG.
     pub num_segments: usize,
+    /// Head size padded to a power of two (Dp).
     pub head_size_padded: usize,
 }
 
@@ -202,10 +233,15 @@ impl SegmentWorkspace {
 /// Everything to run one call: the attention launch, and in 3D the reduce launch.
 #[derive(Clone, Debug)]
 pub struct LaunchPlan {
+    /// The constexpr configuration.
     pub config: UnifiedAttentionConfig,
+    /// Element type of q, out and the cache.
     pub dtype: ScalarType,
+    /// The attention launch.
     pub attention: KernelLaunch,
+    /// The 3D segment reduce launch; `None` in 2D.
     pub reduce: Option<KernelLaunch>,
+    /// The 3D workspace; `None` in 2D.
     pub workspace: Option<SegmentWorkspace>,
     /// The user variant's module the attention launch specializes against (`None`: the
     /// shipped module). Set by the backend that knows the variant.
@@ -226,22 +262,43 @@ impl LaunchPlan {
 /// Why no plan could be made.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum PlanError {
+    /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The element type is not supported.
     #[error("dtype {got} is not supported; allowed: bf16, f16, f32")]
-    Dtype { got: ScalarType },
+    Dtype {
+        /// The element type given.
+        got: ScalarType,
+    },
+    /// The cache's element size does not match the dtype.
     #[error("kv_elem_bytes = {got} does not match the {dtype} element size {expected}")]
     ElemBytes {
+        /// The `kv_elem_bytes` given.
         got: i32,
+        /// The element type.
         dtype: ScalarType,
+        /// Its size in bytes.
         expected: usize,
     },
+    /// A grid axis needs more programs than CUDA allows.
     #[error("grid axis {axis} would need {value} programs; at most {max} are allowed")]
-    GridTooLarge { axis: usize, value: usize, max: u32 },
+    GridTooLarge {
+        /// Grid axis (0 = x, 1 = y, 2 = z).
+        axis: usize,
+        /// Programs it would need.
+        value: usize,
+        /// The most CUDA allows on that axis.
+        max: u32,
+    },
+    /// A size does not fit the kernel's scalar parameter type.
     #[error("{what} = {value} does not fit in the kernel's {ty} parameter")]
     ScalarOverflow {
+        /// Name of the size.
         what: &'static str,
+        /// Its value.
         value: usize,
+        /// The parameter's type.
         ty: &'static str,
     },
 }

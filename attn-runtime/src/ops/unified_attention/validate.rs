@@ -16,8 +16,11 @@ use super::limits::{MAX_HEAD_SIZE, MAX_SEQ_LEN};
 /// Shape, element strides and dtype of one tensor argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TensorMeta<const N: usize> {
+    /// Size of each dim.
     pub shape: [usize; N],
+    /// Stride of each dim, in elements.
     pub strides: [usize; N],
+    /// Element dtype.
     pub dtype: ScalarType,
 }
 
@@ -46,6 +49,7 @@ pub struct UnifiedAttentionInputs<'a> {
     pub q: TensorMeta<3>,
     /// `[num_blocks, BLOCK_SIZE, Hkv, D]`.
     pub k: TensorMeta<4>,
+    /// `[num_blocks, BLOCK_SIZE, Hkv, D]`.
     pub v: TensorMeta<4>,
     /// `[T, Hq, D]`.
     pub out: TensorMeta<3>,
@@ -55,7 +59,9 @@ pub struct UnifiedAttentionInputs<'a> {
     pub seq_lens: &'a [i32],
     /// `int32 [S, max_blocks]`, row stride `block_table_stride`.
     pub block_table: &'a [i32],
+    /// `[S, max_blocks]`: the block table's logical shape.
     pub block_table_shape: [usize; 2],
+    /// Row stride of `block_table`, in entries.
     pub block_table_stride: usize,
     /// Per-sequence ranges `[S, R, 2]` (flat) with their shape.
     pub mm_prefix_range: Option<(&'a [i32], [usize; 3])>,
@@ -65,7 +71,9 @@ pub struct UnifiedAttentionInputs<'a> {
     pub per_seq_causal_len: Option<usize>,
     /// `int32 [S]` R-SWA prefix lengths.
     pub rswa_prefix_lens: Option<&'a [i32]>,
+    /// Length of `sinks` (one per query head), if given.
     pub sinks_len: Option<usize>,
+    /// Length of `alibi_slopes` (one per query head), if given.
     pub alibi_slopes_len: Option<usize>,
     /// `[Qmax, Qmax]`.
     pub qq_bias_shape: Option<[usize; 2]>,
@@ -74,122 +82,245 @@ pub struct UnifiedAttentionInputs<'a> {
 /// Why the op refuses its inputs; each message gives the bad value and what is allowed.
 #[derive(Clone, Debug, PartialEq, Error)]
 pub enum InputError {
+    /// A tensor's shape does not match the one the other inputs imply.
     #[error("{tensor} has shape {got:?}, expected {expected}")]
     Shape {
+        /// Name of the tensor argument.
         tensor: &'static str,
+        /// Its shape.
         got: Vec<usize>,
+        /// The expected shape, in words.
         expected: String,
     },
+    /// A tensor's last (head) dim is not contiguous.
     #[error("{tensor} has stride {stride} along the head dim; it must be 1 (contiguous D)")]
-    HeadDimStride { tensor: &'static str, stride: usize },
+    HeadDimStride {
+        /// Name of the tensor argument.
+        tensor: &'static str,
+        /// Its head-dim stride, in elements.
+        stride: usize,
+    },
+    /// Two index tuples of a tensor map to the same element.
     #[error("{tensor} has strides {strides:?} that alias or overlap for shape {shape:?}")]
     OverlappingStrides {
+        /// Name of the tensor argument.
         tensor: &'static str,
+        /// Its shape.
         shape: Vec<usize>,
+        /// Its element strides.
         strides: Vec<usize>,
     },
+    /// A tensor's dtype is not one the op accepts there.
     #[error("{tensor} has dtype {got}, allowed: {allowed}")]
     Dtype {
+        /// Name of the tensor argument.
         tensor: &'static str,
+        /// Its dtype.
         got: ScalarType,
+        /// The dtypes allowed, in words.
         allowed: String,
     },
+    /// `Hq` is not a multiple of `Hkv` (GQA needs whole groups).
     #[error("num_query_heads {hq} is not a multiple of num_kv_heads {hkv}")]
-    HeadsNotDivisible { hq: usize, hkv: usize },
+    HeadsNotDivisible {
+        /// Number of query heads `Hq`.
+        hq: usize,
+        /// Number of KV heads `Hkv`.
+        hkv: usize,
+    },
+    /// `cu_seqlens_q` is empty.
     #[error("cu_seqlens_q must have at least one entry (S + 1 with S >= 0), got 0")]
     CuSeqlensEmpty,
+    /// `cu_seqlens_q[0]` is not 0.
     #[error("cu_seqlens_q[0] = {got}, it must be 0")]
-    CuSeqlensStart { got: i32 },
+    CuSeqlensStart {
+        /// The value of `cu_seqlens_q[0]`.
+        got: i32,
+    },
+    /// `cu_seqlens_q` decreases somewhere.
     #[error("cu_seqlens_q decreases at index {index}: {prev} then {next}")]
-    CuSeqlensNotMonotone { index: usize, prev: i32, next: i32 },
+    CuSeqlensNotMonotone {
+        /// Index of the entry that is below its predecessor.
+        index: usize,
+        /// The entry before it.
+        prev: i32,
+        /// The entry at `index`.
+        next: i32,
+    },
+    /// The last entry of `cu_seqlens_q` is not the token count `T`.
     #[error("cu_seqlens_q ends at {got}, it must end at the token count T = {num_tokens}")]
-    CuSeqlensEnd { got: i32, num_tokens: usize },
+    CuSeqlensEnd {
+        /// The last entry of `cu_seqlens_q`.
+        got: i32,
+        /// The token count `T` (`q.shape[0]`).
+        num_tokens: usize,
+    },
+    /// A per-sequence or per-head argument has the wrong length.
     #[error("{what} has length {got}, expected {expected} (one per {per})")]
     Length {
+        /// Name of the argument.
         what: &'static str,
+        /// Its length.
         got: usize,
+        /// The expected length.
         expected: usize,
+        /// What there is one entry per (`"sequence"`, `"query head"`).
         per: &'static str,
     },
+    /// A sequence's KV length is shorter than its query length.
     #[error("seq_lens[{seq}] = {seq_len} is below the query length {query_len} of that sequence")]
     SeqLenBelowQueryLen {
+        /// Sequence index.
         seq: usize,
+        /// Its `seq_lens` entry.
         seq_len: i32,
+        /// Its query length (from `cu_seqlens_q`).
         query_len: i32,
     },
+    /// The block table's shape and row stride reach past its buffer.
     #[error(
         "block_table is {rows}x{cols} with row stride {stride} but its buffer holds {len} entries"
     )]
     BlockTableBuffer {
+        /// Rows of the block table (`S`).
         rows: usize,
+        /// Columns of the block table (`max_blocks`).
         cols: usize,
+        /// Row stride, in entries.
         stride: usize,
+        /// Length of the buffer, in entries.
         len: usize,
     },
+    /// A block-table row has fewer columns than its sequence needs blocks.
     #[error("block_table row {seq} has {cols} entries, sequence needs ceil({seq_len} / {block_size}) = {needed}")]
     BlockTableRowTooShort {
+        /// Sequence index.
         seq: usize,
+        /// Columns of the block table.
         cols: usize,
+        /// The sequence's KV length.
         seq_len: i32,
+        /// Tokens per cache block.
         block_size: usize,
+        /// Blocks the sequence needs.
         needed: usize,
     },
+    /// A block id the sequence uses is not a block of the cache.
     #[error("block_table[{seq}, {block}] = {got} is outside the cache's blocks [0, {num_blocks})")]
     BlockIdOutOfRange {
+        /// Sequence index (row).
         seq: usize,
+        /// Logical block index (column).
         block: usize,
+        /// The block id found there.
         got: i32,
+        /// Number of blocks in the KV cache.
         num_blocks: usize,
     },
+    /// A per-sequence multimodal range is not inclusive and inside the sequence.
     #[error(
         "mm range [{start}, {end}] of sequence {seq} is not inclusive and inside [0, {seq_len})"
     )]
     RangeOutsideSequence {
+        /// Sequence index.
         seq: usize,
+        /// Range start (inclusive KV position).
         start: i32,
+        /// Range end (inclusive KV position).
         end: i32,
+        /// The sequence's KV length.
         seq_len: i32,
     },
+    /// Two multimodal ranges of one sequence overlap (or are unsorted).
     #[error("mm ranges of sequence {seq} are unsorted or overlap: [{a0}, {a1}] then [{b0}, {b1}]")]
     RangesOverlap {
+        /// Sequence index.
         seq: usize,
+        /// Start of the first range.
         a0: i32,
+        /// End of the first range.
         a1: i32,
+        /// Start of the second range.
         b0: i32,
+        /// End of the second range.
         b1: i32,
     },
+    /// A per-query range row is neither `(-1, -1)` nor a valid range containing the token.
     #[error("per-query range row {token} = [{start}, {end}] must be (-1, -1) or contain the token's position {position}")]
     QueryRangeRow {
+        /// Token index (row of `mm_prefix_query_range`).
         token: usize,
+        /// Range start.
         start: i32,
+        /// Range end.
         end: i32,
+        /// The token's KV position in its sequence.
         position: i64,
     },
+    /// An R-SWA prefix length is negative.
     #[error("rswa_prefix_lens[{seq}] = {got} is negative")]
-    NegativePrefixLen { seq: usize, got: i32 },
+    NegativePrefixLen {
+        /// Sequence index.
+        seq: usize,
+        /// Its `rswa_prefix_lens` entry.
+        got: i32,
+    },
+    /// A size or offset does not fit the integer type the kernels use for it.
     #[error("{what} does not fit in {limit}")]
     Overflow {
+        /// The quantity (often a tensor name: its element offsets).
         what: &'static str,
+        /// The integer type it must fit, in words.
         limit: &'static str,
     },
+    /// A sequence is longer than [`MAX_SEQ_LEN`].
     #[error("seq_lens[{seq}] = {seq_len} exceeds the longest supported sequence {max}")]
-    SeqLenTooLong { seq: usize, seq_len: i32, max: i32 },
+    SeqLenTooLong {
+        /// Sequence index.
+        seq: usize,
+        /// Its `seq_lens` entry.
+        seq_len: i32,
+        /// The longest supported sequence.
+        max: i32,
+    },
+    /// A dimension is above its supported maximum (e.g. the head size, [`MAX_HEAD_SIZE`]).
     #[error("{what} = {got} exceeds the supported maximum {max}")]
     DimTooLarge {
+        /// Name of the dimension.
         what: &'static str,
+        /// Its value.
         got: usize,
+        /// The supported maximum.
         max: usize,
     },
+    /// `softmax_scale` is NaN or infinite.
     #[error("softmax_scale = {got}; it must be finite")]
-    SoftmaxScale { got: f32 },
+    SoftmaxScale {
+        /// The given scale.
+        got: f32,
+    },
+    /// `softcap` is not finite and positive.
     #[error("softcap = {got}; it must be finite and > 0 (leave it None to turn softcap off)")]
-    Softcap { got: f32 },
+    Softcap {
+        /// The given softcap.
+        got: f32,
+    },
+    /// With chunked attention (`chunk_lookback`), the sliding window exceeds [`MAX_SEQ_LEN`].
     #[error("sliding_window = {window} with chunk_lookback on exceeds the longest supported sequence {max}")]
-    ChunkedWindowTooLarge { window: i32, max: i32 },
+    ChunkedWindowTooLarge {
+        /// The sliding window.
+        window: i32,
+        /// The longest supported sequence.
+        max: i32,
+    },
+    /// `qq_bias` is not square or has fewer rows than the longest query.
     #[error("qq_bias is {rows}x{cols}; it must be square with at least max query length {max_query_len} rows")]
     QqBiasShape {
+        /// Rows of `qq_bias`.
         rows: usize,
+        /// Columns of `qq_bias`.
         cols: usize,
+        /// The longest query length in the batch.
         max_query_len: usize,
     },
 }

@@ -28,8 +28,11 @@ pub enum AuxRow {
 /// What an aux value means to the variant; `Bool` rides in the `i32` slot as 0 / 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuxDtype {
+    /// `i32` values.
     I32,
+    /// Booleans, stored as `i32` 0 / 1.
     Bool,
+    /// `f32` values.
     F32,
 }
 
@@ -38,7 +41,9 @@ pub enum AuxDtype {
 pub struct AuxDecl {
     /// Name in messages (the variant's word for it, e.g. `doc_ids`).
     pub name: &'static str,
+    /// What its values mean.
     pub dtype: AuxDtype,
+    /// How long each sequence's row is.
     pub row: AuxRow,
 }
 
@@ -70,47 +75,83 @@ pub struct Variant {
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error("{file}:{line}: {message}")]
 pub struct ContractError {
+    /// File of the offending construct.
     pub file: String,
+    /// Line in that file.
     pub line: usize,
+    /// What breaks the contract.
     pub message: String,
 }
 
 /// Why a variant's aux inputs were refused.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum AuxError {
+    /// The variant reads an aux tensor the call does not pass.
     #[error("variant `{variant}` reads the {dtype} aux tensor `{name}` but the call passes none; pass it as `aux_{slot}`")]
     Missing {
+        /// Name of the variant (its mask function).
         variant: String,
+        /// The variant's name for the tensor.
         name: &'static str,
+        /// Its dtype, in words.
         dtype: &'static str,
+        /// The call's slot for it (`i32` or `f32`).
         slot: &'static str,
     },
+    /// The call passes an aux tensor the variant does not declare.
     #[error("the call passes an `aux_{slot}` tensor but variant `{variant}` declares none; declare it with `Variant::with_aux_{slot}`")]
-    Undeclared { variant: String, slot: &'static str },
+    Undeclared {
+        /// Name of the variant (its mask function).
+        variant: String,
+        /// The call's slot (`i32` or `f32`).
+        slot: &'static str,
+    },
+    /// A sequence's aux row is longer than the row stride.
     #[error("aux tensor `{name}`: row stride {stride} is less than the {needed} values row {seq} needs ({rule})")]
     RowTooShort {
+        /// The variant's name for the tensor.
         name: &'static str,
+        /// Sequence index.
         seq: usize,
+        /// Row stride, in values.
         stride: usize,
+        /// Values the row needs.
         needed: usize,
+        /// Why the row needs that many (per key, or fixed).
         rule: &'static str,
     },
+    /// The aux tensor is shorter than its rows reach.
     #[error("aux tensor `{name}` holds {len} values; {seqs} sequences with row stride {stride} need {needed}")]
     TooSmall {
+        /// The variant's name for the tensor.
         name: &'static str,
+        /// Values it holds.
         len: usize,
+        /// Sequences S.
         seqs: usize,
+        /// Row stride, in values.
         stride: usize,
+        /// Values its rows need.
         needed: usize,
     },
+    /// A bool aux tensor holds a value other than 0 or 1.
     #[error("aux tensor `{name}` is bool (0 or 1) but element {index} is {value}")]
     NotBool {
+        /// The variant's name for the tensor.
         name: &'static str,
+        /// Index of the element.
         index: usize,
+        /// Its value.
         value: i32,
     },
+    /// The aux tensor's layout is not representable (e.g. a row offset overflows).
     #[error("aux tensor `{name}`: {what}")]
-    Layout { name: &'static str, what: String },
+    Layout {
+        /// The variant's name for the tensor.
+        name: &'static str,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 impl Variant {
@@ -277,7 +318,9 @@ impl Variant {
 /// once per thread), identified by its content hash.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VariantModule {
+    /// The module text.
     pub source: String,
+    /// The file it was written in, for messages.
     pub file: String,
     /// blake3 of `source` (hex).
     pub hash: String,
@@ -322,7 +365,9 @@ impl From<f64> for VariantValue {
 /// Host view of one aux tensor of a call: its length, row stride and (optionally) values.
 #[derive(Clone, Copy, Debug)]
 pub struct AuxView<'a, E> {
+    /// Values the tensor holds.
     pub len: usize,
+    /// Row stride, in values.
     pub row_stride: usize,
     /// The values, when the host has them (bool tensors are checked to be 0 / 1).
     pub host: Option<&'a [E]>,

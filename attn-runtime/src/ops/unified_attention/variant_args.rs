@@ -8,6 +8,7 @@ use super::variant::{AuxView, Variant};
 /// One aux tensor `[S, row_stride]` on the device.
 #[derive(Debug)]
 pub struct AuxTensor<'a, E> {
+    /// The device buffer.
     pub device: CudaView<'a, E>,
     /// The same values on the host, when the caller has them (validation reads them).
     pub host: Option<&'a [E]>,
@@ -29,6 +30,7 @@ impl<E> AuxTensor<'_, E> {
 /// A variant bound to one call: the variant and the aux tensors it declares.
 #[derive(Debug)]
 pub struct VariantArgs<'a> {
+    /// The variant (mask, bounds and aux declarations).
     pub variant: &'a Variant,
     /// Read by the variant as `aux` (`i32`, or bool as 0 / 1).
     pub aux_i32: Option<AuxTensor<'a, i32>>,

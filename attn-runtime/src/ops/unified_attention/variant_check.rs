@@ -20,7 +20,9 @@ use crate::problem::SplitMix64;
 /// One random case's data, made by the author for a geometry: the aux rows of the one
 /// sequence and the definition of the mask (absolute query and key positions).
 pub struct VariantCase {
+    /// The sequence's `i32` (or bool) aux row.
     pub aux_i32: Vec<i32>,
+    /// The sequence's `f32` aux row.
     pub aux_f32: Vec<f32>,
     /// The author's definition; `None` checks the bounds against the DSL mask itself
     /// (no definition to compare the mask with: `attn check-variant`).
@@ -41,27 +43,39 @@ impl VariantCase {
 /// A sequence as a case sees it: `L` keys, the last `qlen` of which are queries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CaseGeometry {
+    /// L: keys of the sequence.
     pub seq_len: i32,
+    /// Query tokens (the last `query_len` of the keys).
     pub query_len: i32,
 }
 
 /// Key `k` of query `q` (absolute positions) the mask allows but the bounds skip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MissedKey {
+    /// L: keys of the sequence.
     pub seq_len: i32,
+    /// Query tokens of the sequence.
     pub query_len: i32,
+    /// Keys per tile.
     pub tile_size: i32,
+    /// The q-block probed.
     pub q_block: i32,
+    /// Query position (absolute).
     pub q: i64,
+    /// Key position (absolute).
     pub k: i64,
 }
 
 /// The DSL mask disagreeing with the author's definition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MaskMismatch {
+    /// L: keys of the sequence.
     pub seq_len: i32,
+    /// Query tokens of the sequence.
     pub query_len: i32,
+    /// Query position (absolute).
     pub q: i64,
+    /// Key position (absolute).
     pub k: i64,
     /// What the DSL mask said.
     pub dsl: bool,
@@ -70,24 +84,34 @@ pub struct MaskMismatch {
 /// A visited tile FULL_TILE declares full holding a key some valid row may not see.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnsoundFullTile {
+    /// L: keys of the sequence.
     pub seq_len: i32,
+    /// Query tokens of the sequence.
     pub query_len: i32,
+    /// Keys per tile.
     pub tile_size: i32,
+    /// The q-block probed.
     pub q_block: i32,
+    /// The tile's index.
     pub tile: i64,
     /// The first such (query, key).
     pub q: i64,
+    /// Key position of the first such pair (absolute).
     pub k: i64,
 }
 
 /// What [`check_bounds`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BoundsReport {
+    /// Random cases run.
     pub cases: usize,
     /// Keys the mask allows that no range visits (the first few are kept in `missed`).
     pub missed_count: usize,
+    /// The first few missed keys.
     pub missed: Vec<MissedKey>,
+    /// Pairs where the DSL mask and the definition disagree (the first few are kept in `mask_mismatches`).
     pub mask_mismatch_count: usize,
+    /// The first few mask mismatches.
     pub mask_mismatches: Vec<MaskMismatch>,
     /// Tiles the bounds make the kernel visit, summed over the probed blocks.
     pub visited_tiles: u64,
@@ -97,6 +121,7 @@ pub struct BoundsReport {
     pub full_tiles: u64,
     /// Of those, tiles holding a key some valid row may not see (the first few kept).
     pub unsound_full_count: usize,
+    /// The first few unsound full tiles.
     pub unsound_full: Vec<UnsoundFullTile>,
 }
 
@@ -157,10 +182,13 @@ impl std::fmt::Display for BoundsReport {
 /// Why a check could not run.
 #[derive(Debug, Error)]
 pub enum VariantCheckError {
+    /// The variant's module did not load.
     #[error(transparent)]
     Module(#[from] ModuleLoadError),
+    /// The bounds probe failed.
     #[error(transparent)]
     Probe(#[from] ProbeError),
+    /// No configuration could be chosen for a probed geometry ([`choose_config`] refused it).
     #[error("no configuration: {0}")]
     Config(String),
 }
@@ -168,7 +196,9 @@ pub enum VariantCheckError {
 /// Options of [`check_bounds`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckOptions {
+    /// Random cases to draw.
     pub cases: usize,
+    /// Seed of the case generator.
     pub seed: u64,
     /// Largest sequence length drawn (keys probed: `[0, max_seq_len)`).
     pub max_seq_len: i32,

@@ -15,8 +15,11 @@ use crate::kernels::bounds_probe::{probe_block, ProbeBlock};
 /// One sequence of a problem: its geometry and its rows of the variant's aux tensors.
 #[derive(Clone, Copy, Debug)]
 pub struct SequenceInputs<'a> {
+    /// Keys and query length of the sequence.
     pub geometry: CaseGeometry,
+    /// The sequence's row of the `i32` (or bool) aux tensor.
     pub aux_i32: &'a [i32],
+    /// The sequence's row of the `f32` aux tensor.
     pub aux_f32: &'a [f32],
 }
 

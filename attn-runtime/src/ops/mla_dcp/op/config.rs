@@ -74,12 +74,15 @@ pub struct MlaDcpConfig {
     pub max_tokens: usize,
     /// The most requests one call may carry.
     pub max_batch: usize,
+    /// How the history partials are exchanged across ranks.
     pub exchange: ExchangeMode,
+    /// Which V-up implementation runs.
     pub vup: VupPath,
     /// Forces the history split count (tests, tuning); `None` uses the plan's heuristic.
     pub forced_splits: Option<u32>,
     /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
     pub profile: bool,
+    /// Stream options of the context.
     pub streams: StreamOptions,
 }
 

@@ -14,17 +14,25 @@ use super::error::MlaError;
 /// What the call hands the op, as host-visible lengths and host copies.
 #[derive(Clone, Copy, Debug)]
 pub struct MlaHostInputs<'a> {
+    /// q_len_b of each request.
     pub query_lens: &'a [u32],
+    /// S_b of each request (global, not per rank).
     pub seq_lens: &'a [u32],
     /// Host copy of `block_table [batch, block_table_stride]`.
     pub block_table: &'a [i32],
     /// Elements of the device block table (must equal the host copy's).
     pub block_table_device_len: usize,
+    /// Row stride of `block_table`, in entries.
     pub block_table_stride: usize,
+    /// Elements of `q_loc` (`[T, N, 576]`).
     pub q_loc_len: usize,
+    /// Elements of `q_all` (`[D, T, N, 576]`), when the call passes it.
     pub q_all_len: Option<usize>,
+    /// Elements of `cur_kv` (`[T, 576]`).
     pub cur_kv_len: usize,
+    /// Elements of the latent cache shard.
     pub cache_len: usize,
+    /// Elements of `W_UV` (`[N, 512, 128]`).
     pub w_uv_len: usize,
 }
 

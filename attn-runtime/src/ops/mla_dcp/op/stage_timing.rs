@@ -38,14 +38,19 @@ const MARKS: usize = 9;
 pub struct StageTimes {
     /// Fork to the end of the V-up (the whole step on the main stream).
     pub total_us: f64,
+    /// Duration of the Q all-gather.
     pub gather_us: f64,
+    /// Duration of the history pass (`mla_history`).
     pub history_us: f64,
+    /// Duration of the split reduce (`mla_history_reduce`).
     pub reduce_us: f64,
+    /// Duration of the history exchange.
     pub exchange_us: f64,
     /// On the side stream (overlapped with gather, history, reduce and exchange).
     pub current_us: f64,
     /// Includes the main stream's wait on current_attn_done.
     pub combine_us: f64,
+    /// Duration of the V-up.
     pub vup_us: f64,
 }
 
@@ -55,13 +60,21 @@ pub struct StageTimes {
 /// starts before the exchange ends; it is hidden when it also ends before.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTimeline {
+    /// Side stream: the current-chunk attention started.
     pub current_start_us: f64,
+    /// Side stream: the current-chunk attention ended.
     pub current_end_us: f64,
+    /// The Q all-gather ended.
     pub gathered_us: f64,
+    /// The history pass ended.
     pub history_us: f64,
+    /// The split reduce ended.
     pub reduced_us: f64,
+    /// The exchange ended.
     pub exchanged_us: f64,
+    /// The combine ended.
     pub combined_us: f64,
+    /// The V-up ended (end of the step).
     pub vup_done_us: f64,
 }
 
