@@ -226,18 +226,7 @@ impl ContextOptions {
     /// 16 segments, a workspace for that many decode tokens.
     pub fn vllm_defaults(num_query_heads: usize, num_kv_heads: usize, head_size: usize) -> Self {
         let threshold = seq_threshold_3d(i32::try_from(num_kv_heads).unwrap_or(i32::MAX));
-        ContextOptions {
-            split_kv: Some(SplitKvWorkspace {
-                seq_threshold_3d: threshold,
-                num_segments: 16,
-            }),
-            workspace: Some(WorkspaceCapacity {
-                max_tokens: threshold.max(1) as usize,
-                max_query_heads: num_query_heads,
-                max_head_size: head_size,
-                max_segments: 16,
-            }),
-        }
+        Self::split_kv_up_to(threshold, num_query_heads, head_size)
     }
 
     /// This library's measured launch table for one layer geometry: split-KV for decode
@@ -251,13 +240,19 @@ impl ContextOptions {
             .checked_div(hkv.saturating_mul(2))
             .unwrap_or(1)
             .max(1);
+        Self::split_kv_up_to(threshold, num_query_heads, head_size)
+    }
+
+    /// Split-KV (16 segments) for decode batches of up to `threshold` sequences, with a
+    /// workspace for that many decode tokens.
+    fn split_kv_up_to(threshold: i32, num_query_heads: usize, head_size: usize) -> Self {
         ContextOptions {
             split_kv: Some(SplitKvWorkspace {
                 seq_threshold_3d: threshold,
                 num_segments: 16,
             }),
             workspace: Some(WorkspaceCapacity {
-                max_tokens: threshold as usize,
+                max_tokens: threshold.max(1) as usize,
                 max_query_heads: num_query_heads,
                 max_head_size: head_size,
                 max_segments: 16,

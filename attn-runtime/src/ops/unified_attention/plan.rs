@@ -336,20 +336,16 @@ pub fn choose_config(
         problem.kv_elem_bytes,
         !is_3d,
     );
-    if let Some((block_m, tile_size, slabs_per_warp)) = prefill_tiling(&cfg, problem) {
-        cfg.block_m = block_m;
-        cfg.block_q = block_m
-            .checked_div(cfg.num_queries_per_kv.max(1))
-            .unwrap_or(0);
-        cfg.tile_size = tile_size;
-        cfg.slabs_per_warp = slabs_per_warp;
-    }
-    if let PathChoice::Force2dTiled {
-        block_m,
-        tile_size,
-        slabs_per_warp,
-    } = path
-    {
+    // A forced tiling replaces the launch table's (every field of it).
+    let tiling = match path {
+        PathChoice::Force2dTiled {
+            block_m,
+            tile_size,
+            slabs_per_warp,
+        } => Some((block_m, tile_size, slabs_per_warp)),
+        _ => prefill_tiling(&cfg, problem),
+    };
+    if let Some((block_m, tile_size, slabs_per_warp)) = tiling {
         cfg.block_m = block_m;
         cfg.block_q = block_m
             .checked_div(cfg.num_queries_per_kv.max(1))
