@@ -64,16 +64,6 @@ pub fn can_remat(f: &Function, defs: &[Option<OpId>], v: ValueId, scope: RematSc
     kind_ok && op.operands.iter().all(|&x| can_remat(f, defs, x, scope))
 }
 
-/// Whether recomputing `v` evaluates a reduction (a loop over a whole row or column of its
-/// operand): such values are worth computing once per tile row, see `TileInAlloc`.
-pub fn contains_reduce(f: &Function, defs: &[Option<OpId>], v: ValueId) -> bool {
-    let Some(op) = defs[v.0 as usize].map(|o| f.op(o)) else {
-        return false;
-    };
-    matches!(op.kind, OpKind::Reduce { .. })
-        || (!f.ty(v).is_scalar() && op.operands.iter().any(|&x| contains_reduce(f, defs, x)))
-}
-
 /// Whether pointer `p` derives from a `*const` kernel parameter: the kernel never writes that
 /// memory, so reading it again anywhere gives the same value.
 pub fn reads_read_only(f: &Function, defs: &[Option<OpId>], p: ValueId) -> bool {
