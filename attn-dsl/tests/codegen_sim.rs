@@ -236,6 +236,53 @@ fn dsl_flash_attention_matches_the_executor() {
     }
 }
 
+/// One K tile read by both dots (QKᵀ as loaded, PV through `trans`): the GPU program copies
+/// it once and each `mma` reads the alloc with its own `ldmatrix` orientation, in the
+/// four-warp row layout and in the column split of 16-row tiles.
+#[test]
+fn latent_tile_shared_by_both_dots_matches_the_executor() {
+    use attn_dsl::gpu_ir::{self, GpuOp};
+    use attn_dsl::{Binding, ConstValue};
+    const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
+    let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
+    for (bm, bn, d) in [(64, 32, 64), (16, 32, 64), (16, 64, 32)] {
+        let binds = [
+            Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
+            Binding::new("BLOCK_M", ConstValue::Int(bm)),
+            Binding::new("BLOCK_N", ConstValue::Int(bn)),
+            Binding::new("HEAD_DIM", ConstValue::Int(d)),
+        ];
+        let c = attn_dsl::driver::compile(&module, "latent_fwd", &binds).expect("compile");
+        let f = &c.specialized.ir;
+        let p = gpu_ir::compile(f).expect("gpu ir");
+        let mut shared_b = Vec::new();
+        gpu_ir::walk_block(&p.body, &mut |o| {
+            if let GpuOp::Mma {
+                b: gpu_ir::OperandSource::Shared { alloc, trans, .. },
+                ..
+            } = o
+            {
+                shared_b.push((*alloc, *trans));
+            }
+        });
+        let text = gpu_ir::printer::print_program(f, &p);
+        assert_eq!(shared_b.len(), 2, "both dots read B from shared:\n{text}");
+        assert_eq!(shared_b[0].0, shared_b[1].0, "one alloc:\n{text}");
+        assert_ne!(shared_b[0].1, shared_b[1].1, "read both ways:\n{text}");
+        let (heads, seq) = (2usize, 75usize);
+        let n = heads * seq * d as usize;
+        let args = vec![
+            input(ScalarType::Bf16, n, 40),
+            input(ScalarType::Bf16, n, 41),
+            output(ScalarType::F32, n),
+            i32s(seq as i32),
+            SimArg::Scalar(ScalarArg::F32(0.125)),
+        ];
+        let grid = [seq.div_ceil(bm as usize) as u32, heads as u32, 1];
+        check(&format!("latent_fwd {bm}x{bn}x{d}"), f, grid, args, 2e-2);
+    }
+}
+
 /// Row reductions, row broadcasts and a layout conversion on `Mma` fragments with tails
 /// (rows < 16 per slab, columns < 8, two slabs per warp, a warp without its second slab)
 /// against the executor, and

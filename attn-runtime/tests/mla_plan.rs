@@ -34,8 +34,8 @@ fn metadata_arrays() {
 fn grids_and_bindings() {
     let p = step(8, &[2, 1], &[4000, 10]).plan().expect("plan");
     assert_eq!(p.num_tokens, 3);
-    // 128 gathered heads in tiles of 64.
-    assert_eq!(p.history.grid[..2], [3, 2]);
+    // 128 gathered heads in tiles of HIST_BLOCK_H = 16.
+    assert_eq!(p.history.grid[..2], [3, 8]);
     assert_eq!(p.history.grid[2], p.num_splits);
     assert_eq!(p.history_reduce.grid, [3, 128, 1]);
     assert_eq!(p.current.grid, [3, 1, 1]);
@@ -51,11 +51,16 @@ fn grids_and_bindings() {
 
 #[test]
 fn split_heuristic_occupancy_and_length() {
-    // Long history, few programs: occupancy-bound (132 SMs / (1 token · 2 head tiles) = 66 → 64).
+    // Long history, few programs: occupancy-bound (132 SMs / (1 token · 8 head tiles) = 17).
     let mut long = step(8, &[1], &[1 << 20]);
     long.block_table_stride = 4096;
     let p = long.plan().expect("plan");
-    assert_eq!(p.num_splits, MAX_SPLITS);
+    assert_eq!(p.num_splits, 17);
+    // One head tile: 132 splits wanted, clamped.
+    let mut few_heads = step(1, &[1], &[1 << 20]);
+    few_heads.heads_per_rank = 16;
+    few_heads.block_table_stride = 4096;
+    assert_eq!(few_heads.plan().expect("plan").num_splits, MAX_SPLITS);
     // Short local history: length-bound, one split.
     let p = step(8, &[1], &[8 * MIN_KEYS_PER_SPLIT as u32])
         .plan()

@@ -3,6 +3,11 @@
 //! copy into a `local_alloc` (16-byte `cp.async` chunks along the contiguous global axis,
 //! masked chunks zero-filled, addresses recomputed per chunk) and the dot an `mma` that
 //! fetches its fragments with `ldmatrix`. Everything else stays a tile op.
+//!
+//! A B tile may also feed several dots of one block, directly or through `trans` (MLA's
+//! latent tile is the keys of QKᵀ and, transposed, the values of PV): it is copied once and
+//! each `mma` reads the same alloc with its own `ldmatrix` orientation, provided every one of
+//! those dots becomes an `mma` (otherwise the tile stays in registers for all of them).
 
 use super::program::{
     AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage, TileInAlloc,
@@ -21,6 +26,15 @@ pub const CHUNK: usize = 8;
 /// (16 rows × K per warp: 32 registers at K = 128); wider ones are read from shared memory
 /// per k-step, which is what keeps a D = 256 attention loop out of local memory.
 pub const MAX_HELD_A_K: usize = 128;
+
+/// A load that can become an async copy for a dot operand, and how that operand views it.
+#[derive(Clone, Copy)]
+struct Candidate {
+    load: OpId,
+    map: TileInAlloc,
+    /// The operand is `trans` of the loaded tile: the same alloc read the other way.
+    view_trans: bool,
+}
 
 /// What the lowering decided for the loads and dots it turns into GPU ops.
 #[derive(Default)]
@@ -87,18 +101,18 @@ impl<'a> Ctx<'a> {
         }
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let min_lanes = TileInAlloc::min_lanes_for_rows(m);
-        let Some((bl, bmap)) = self.copyable_operand(bv, b, true, min_lanes) else {
+        let Some(bc) = self.copyable_operand(bv, b, true, min_lanes) else {
             return;
         };
         // Registers a held A takes per thread grow with the slabs each warp owns.
         let slabs_per_warp = (m / 16).div_ceil(self.f.num_warps as usize).max(1);
         let a_src = match self.copyable_operand(a, b, false, min_lanes) {
-            Some((al, amap)) if self.a_from_shared(al, b, k * slabs_per_warp) => {
-                Some(self.add_copy(al, amap, d, false))
+            Some(ac) if self.a_from_shared(ac.load, b, k * slabs_per_warp) => {
+                Some(self.add_copy(ac, d, false))
             }
             _ => None,
         };
-        let b_src = self.add_copy(bl, bmap, d, true);
+        let b_src = self.add_copy(bc, d, true);
         d.mmas
             .insert(dot, (a_src.unwrap_or(OperandSource::Registers), b_src));
     }
@@ -109,13 +123,39 @@ impl<'a> Ctx<'a> {
         b.ops.contains(&load) || k_per_warp > MAX_HELD_A_K
     }
 
-    fn add_copy(
-        &self,
-        load: OpId,
-        map: TileInAlloc,
-        d: &mut Decisions,
-        is_b: bool,
-    ) -> OperandSource {
+    fn add_copy(&self, c: Candidate, d: &mut Decisions, is_b: bool) -> OperandSource {
+        let Candidate {
+            load,
+            map,
+            view_trans,
+        } = c;
+        let id = match d.copies.get(&load) {
+            Some(c) => c.dst,
+            None => self.new_copy(load, map, d, is_b),
+        };
+        // The operand's view of the alloc: a `trans` view swaps which of its axes is the
+        // alloc's column axis.
+        let map = TileInAlloc {
+            contiguous_axis: map.contiguous_axis ^ usize::from(view_trans),
+            ..map
+        };
+        // B [K, N] is contiguous along K (axis 0) as a transposed K tile: its rows are the
+        // fragment's N rows, no transpose. A [M, K] is the other way round.
+        let trans = if is_b {
+            map.contiguous_axis == 1
+        } else {
+            map.contiguous_axis == 0
+        };
+        OperandSource::Shared {
+            alloc: id,
+            stage: Stage::Only,
+            map,
+            trans,
+        }
+    }
+
+    /// Adds the alloc and the copy of `load` into it.
+    fn new_copy(&self, load: OpId, map: TileInAlloc, d: &mut Decisions, is_b: bool) -> AllocId {
         let res = self.f.op(load).results[0];
         let t = self.f.ty(res);
         let (rows, cols) = if map.contiguous_axis == 1 {
@@ -151,19 +191,7 @@ impl<'a> Ctx<'a> {
                 at: super::program::CopyAt::InPlace,
             },
         );
-        // B [K, N] is contiguous along K (axis 0) as a transposed K tile: its rows are the
-        // fragment's N rows, no transpose. A [M, K] is the other way round.
-        let trans = if is_b {
-            map.contiguous_axis == 1
-        } else {
-            map.contiguous_axis == 0
-        };
-        OperandSource::Shared {
-            alloc: id,
-            stage: Stage::Only,
-            map,
-            trans,
-        }
+        id
     }
 
     /// Whether the dot's result can be an accumulator in fragments: an `Mma` tile with more
@@ -177,17 +205,22 @@ impl<'a> Ctx<'a> {
         mma && (splat || at.layout == rt.layout)
     }
 
-    /// The load defining operand `v` and its placement, when it can become an async copy:
-    /// a 16-bit tile loaded only for this dot (in the dot's block, or for A outside the loop
-    /// around it), 16-element multiples, 16-byte chunks along a contiguous axis, a mask
-    /// uniform over each chunk, zero `other`, pointer and mask recomputable per chunk.
+    /// The load defining operand `v` (directly or through `trans`) and its placement, when
+    /// it can become an async copy: a 16-bit tile loaded only for this dot (in the dot's
+    /// block, or for A outside the loop around it) or only for B operands of `mma`s of this
+    /// block, 16-element multiples, 16-byte chunks along a contiguous axis, a mask uniform
+    /// over each chunk, zero `other`, pointer and mask recomputable per chunk.
     fn copyable_operand(
         &self,
         v: ValueId,
         b: &Block,
         is_b: bool,
         min_lanes: usize,
-    ) -> Option<(OpId, TileInAlloc)> {
+    ) -> Option<Candidate> {
+        let (v, view_trans) = match self.def(v) {
+            Some(t) if is_b && t.kind == OpKind::Trans => (t.operands[0], true),
+            _ => (v, false),
+        };
         let load = self.defs[v.0 as usize]?;
         let op = self.f.op(load);
         let OpKind::Load {
@@ -199,7 +232,9 @@ impl<'a> Ctx<'a> {
         };
         let in_block = b.ops.contains(&load);
         let enclosing = self.enclosing.iter().any(|e| e.ops.contains(&load));
-        if self.uses[v.0 as usize] != 1 || !(in_block || (!is_b && enclosing)) {
+        let single = self.uses[v.0 as usize] == 1 && !view_trans;
+        let consumers_ok = single || (is_b && in_block && self.only_mma_b_operands(v, b));
+        if !consumers_ok || !(in_block || (!is_b && enclosing)) {
             return None;
         }
         let t = self.f.ty(v);
@@ -231,15 +266,61 @@ impl<'a> Ctx<'a> {
         let lanes = TileInAlloc::lanes_for(rows, cols / CHUNK, threads, min_lanes)?;
         let row_contiguous =
             self.axis.get(ptr).contiguity.get(ax).copied().unwrap_or(1) >= cols as u64;
-        Some((
+        Some(Candidate {
             load,
-            TileInAlloc {
+            map: TileInAlloc {
                 contiguous_axis: ax,
                 chunk: CHUNK,
                 lanes,
                 row_contiguous,
             },
-        ))
+            view_trans,
+        })
+    }
+
+    /// Whether every use of `v` is the B operand of a dot of block `b` that becomes an
+    /// `mma` (its result an accumulator in fragments), directly or through one `trans` used
+    /// only that way: then one copy serves all of them.
+    fn only_mma_b_operands(&self, v: ValueId, b: &Block) -> bool {
+        let users = self.users_in(v, b);
+        users.len() == self.uses[v.0 as usize] as usize
+            && users.iter().all(|&u| {
+                let op = self.f.op(u);
+                match op.kind {
+                    OpKind::Dot => {
+                        op.operands[1] == v
+                            && op.operands[0] != v
+                            && self.fragment_result(op.operands[2], op.results[0])
+                    }
+                    OpKind::Trans => {
+                        let t = op.results[0];
+                        let inner = self.users_in(t, b);
+                        !inner.is_empty()
+                            && inner.len() == self.uses[t.0 as usize] as usize
+                            && inner.iter().all(|&w| {
+                                let d = self.f.op(w);
+                                d.kind == OpKind::Dot
+                                    && d.operands[1] == t
+                                    && d.operands[0] != t
+                                    && self.fragment_result(d.operands[2], d.results[0])
+                            })
+                    }
+                    _ => false,
+                }
+            })
+    }
+
+    /// The ops directly in `b` that read `v`, once each.
+    fn users_in(&self, v: ValueId, b: &Block) -> Vec<OpId> {
+        b.ops
+            .iter()
+            .copied()
+            .filter(|&o| self.f.op(o).operands.contains(&v))
+            .collect()
+    }
+
+    fn def(&self, v: ValueId) -> Option<&'a crate::ir::Op> {
+        self.defs[v.0 as usize].map(|o| self.f.op(o))
     }
 
     /// Whether `v` is a splat of the literal zero (what `cp.async` zero-fill produces).

@@ -34,16 +34,34 @@ pub fn template(kernel: &str) -> Result<&'static Template, MlaKernelError> {
 /// Specializes `kernel` on `bindings` through the same pipeline `instantiate!` runs
 /// (specialize → passes → CUDA): the optimized IR and the CUDA source.
 pub fn compile_kernel(kernel: &str, bindings: &[Binding]) -> Result<Compiled, MlaKernelError> {
+    compile_kernel_assuming(kernel, bindings, &[])
+}
+
+/// [`compile_kernel`] with the integer parameters in `divisible` promised multiples of 16
+/// (what proves the latent rows 16-byte aligned, so they move by `cp.async`); the caller
+/// launches it only with arguments that keep the promise.
+pub fn compile_kernel_assuming(
+    kernel: &str,
+    bindings: &[Binding],
+    divisible: &[&str],
+) -> Result<Compiled, MlaKernelError> {
     let consts: Vec<(&str, attn_dsl::ConstValue)> = bindings
         .iter()
         .map(|b| (b.name.as_str(), b.value.clone()))
         .collect();
-    template(kernel)?
+    let failed = |message: String| MlaKernelError::Specialize {
+        kernel: kernel.to_string(),
+        message,
+    };
+    let mut c = template(kernel)?
         .specialize(&consts)
-        .map_err(|e| MlaKernelError::Specialize {
-            kernel: kernel.to_string(),
-            message: e.to_string(),
-        })
+        .map_err(|e| failed(e.to_string()))?;
+    if !divisible.is_empty() {
+        attn_dsl::passes::assume::divisible(&mut c.specialized.ir, divisible).map_err(failed)?;
+        c.cuda =
+            attn_dsl::codegen::emit_cuda(&c.specialized.ir).map_err(|e| failed(e.to_string()))?;
+    }
+    Ok(c)
 }
 
 /// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.

@@ -48,7 +48,6 @@ use super::streams::{ForkJoin, SpinKernel};
 use super::vup::{VupFallback, VupGemm, VupShape};
 use crate::graph::GraphError;
 use crate::jit::JitOptions;
-use crate::kernels::mla_dcp::compile_kernel;
 use crate::launch::{process_cache, CudaDevice, CudaKernelHandle, KernelArg, LaunchError};
 use ag_rs_glue::AgRsGlue;
 use attn_dsl::kernel::{DslType, ScalarArg};
@@ -1057,7 +1056,7 @@ pub fn compile_launches<'l>(
     let mut kernels: BTreeMap<String, CudaKernelHandle> = BTreeMap::new();
     for l in launches {
         if let std::collections::btree_map::Entry::Vacant(e) = kernels.entry(l.key()) {
-            let c = compile_kernel(l.kernel, &l.bindings())?;
+            let c = l.compile()?;
             e.insert(CudaKernelHandle::new(c.cuda));
         }
     }
@@ -1265,7 +1264,7 @@ mod tests {
                 if !seen.insert(l.key()) {
                     continue;
                 }
-                let c = compile_kernel(l.kernel, &l.bindings()).unwrap();
+                let c = l.compile().unwrap();
                 let m = compile_for_arch(&CudaSource::from_kernel(&c.cuda), arch)
                     .unwrap_or_else(|e| panic!("{}: {e}", l.key()));
                 println!("{}: {:?}", l.key(), m.entry_stats());

@@ -4,7 +4,9 @@
 //! (`op.rs`) execute the same plan, so the only thing they differ in is where buffers live.
 
 use super::metadata::{history_len, DcpLayout};
+use crate::kernels::mla_dcp::{compile_kernel_assuming, MlaKernelError};
 use attn_dsl::ir::ScalarType;
+use attn_dsl::passes::assume::{keeps, DIVISOR};
 use attn_dsl::{Binding, ConstValue};
 use thiserror::Error;
 
@@ -18,6 +20,14 @@ pub const V_HEAD: usize = 128;
 pub const CHUNK_ALIGN: usize = 256;
 /// Upper bound on KV splits of the history pass (bounds the split scratch).
 pub const MAX_SPLITS: u32 = 64;
+/// Gathered heads per history program: one 16-row `mma` slab whose columns the 4 warps
+/// split, so the [16, 512] accumulator is 64 registers per thread. (A 64-head tile would
+/// give each warp a whole [16, 512] slab, 256 registers: it spills.)
+pub const HIST_BLOCK_H: u32 = 16;
+/// Keys per history tile (a power of two; smaller when the page is): a 32 × 576 latent
+/// tile is 37 KB of shared memory per stage, so two stages and the queries leave room for
+/// two programs per SM.
+pub const HIST_KV_TILE: u32 = 32;
 /// Fewest local history keys worth a split of their own: below this, the reduce and the
 /// extra partial cost more than the parallelism buys (the local-length threshold of §9.2).
 pub const MIN_KEYS_PER_SPLIT: u64 = 256;
@@ -189,6 +199,9 @@ pub struct KernelLaunch {
     pub grid: [u32; 3],
     /// Arguments in parameter order.
     pub args: Vec<PlanArg>,
+    /// Integer parameters the specialization may assume multiples of 16 (their arguments
+    /// here keep the promise; part of [`KernelLaunch::key`]).
+    pub divisible: Vec<&'static str>,
 }
 
 impl KernelLaunch {
@@ -207,7 +220,17 @@ impl KernelLaunch {
             .iter()
             .map(|(n, v)| format!("{n}={v}"))
             .collect();
-        format!("{}<{}>", self.kernel, b.join(","))
+        let key = format!("{}<{}>", self.kernel, b.join(","));
+        if self.divisible.is_empty() {
+            key
+        } else {
+            format!("{key}|div16[{}]", self.divisible.join(","))
+        }
+    }
+
+    /// Specializes the launch's kernel on its constexprs and divisibility promises.
+    pub fn compile(&self) -> Result<attn_dsl::driver::Compiled, MlaKernelError> {
+        compile_kernel_assuming(self.kernel, &self.bindings(), &self.divisible)
     }
 }
 
@@ -467,23 +490,23 @@ impl DecodeStep {
         )?;
         let grid_t = t as u32;
 
-        let hist_block_h = next_pow2_at_least(dn.min(64) as u32, 16);
-        let head_tiles = dn.div_ceil(u64::from(hist_block_h)) as u32;
+        let head_tiles = dn.div_ceil(u64::from(HIST_BLOCK_H)) as u32;
         let num_splits =
             splits.map_or_else(|| self.num_splits(head_tiles), |s| s.clamp(1, MAX_SPLITS));
         let b = self.layout.block_size;
-        // Largest power of two ≤ 64 dividing B: tiles never straddle a physical block.
-        let kv_tile = 1u32 << b.trailing_zeros().min(6);
+        // Largest power of two ≤ HIST_KV_TILE dividing B: tiles never straddle a block.
+        let kv_tile = 1u32 << b.trailing_zeros().min(HIST_KV_TILE.trailing_zeros());
         let exchange = ExchangeLayout::new(d as usize, n as usize, t, 2);
         let dt = dtype_binding(self.dtype);
         use BufferRole as R;
         use PlanArg::{Buffer as Buf, F32, I32, I64};
 
+        let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
         let history = KernelLaunch {
             kernel: "mla_history",
             constexprs: vec![
                 dt.clone(),
-                ("BLOCK_H", ConstValue::Int(hist_block_h.into())),
+                ("BLOCK_H", ConstValue::Int(HIST_BLOCK_H.into())),
                 ("KV_TILE", ConstValue::Int(kv_tile.into())),
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
@@ -502,8 +525,14 @@ impl DecodeStep {
                 I32(dn_i32),
                 F32(self.softmax_scale),
                 I64(self.block_table_stride as i64),
-                I64(i64::from(b) * QK_WIDTH as i64),
+                I64(cache_stride_block),
             ],
+            // Latent rows start 16-byte aligned: they move by `cp.async`.
+            divisible: if keeps(cache_stride_block, DIVISOR) {
+                vec!["cache_stride_block"]
+            } else {
+                vec![]
+            },
         };
         let exchange_args = [I32(t_i32), I32(n_i32)];
         let strides = [
@@ -532,6 +561,7 @@ impl DecodeStep {
             ],
             grid: [grid_t, dn as u32, 1],
             args: reduce_args,
+            divisible: vec![],
         };
         let max_q = self.query_lens.iter().copied().max().unwrap_or(1);
         let cur_block_h = next_pow2_at_least(n.min(64), 16);
@@ -556,6 +586,7 @@ impl DecodeStep {
                 I32(n_i32),
                 F32(self.softmax_scale),
             ],
+            divisible: vec![],
         };
         let mut combine_args = vec![
             Buf(R::RecvOut),
@@ -578,6 +609,7 @@ impl DecodeStep {
             ],
             grid: [grid_t, n, 1],
             args: combine_args,
+            divisible: vec![],
         };
         let v_up = KernelLaunch {
             kernel: "mla_v_up",
@@ -590,6 +622,7 @@ impl DecodeStep {
                 I32(t_i32),
                 I32(n_i32),
             ],
+            divisible: vec![],
         };
         Ok(DecodePlan {
             step: self.clone(),

@@ -1,0 +1,131 @@
+//! The shipped MLA history specializations at the GPU level, checked without a GPU: for the
+//! benchmark rows (L1, L2, the long single request) the plan's `mla_history` is lowered to
+//! the GPU IR, and the test pins that the latent tile is copied once into shared memory and
+//! read by both dots, that the queries come from shared memory, and that NVRTC compiles it
+//! for sm_90 without spills or local memory.
+
+use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp, OperandSource};
+use attn_dsl::ConstValue;
+use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
+use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
+use attn_runtime::ops::mla_dcp::plan::{DecodeStep, KernelLaunch};
+use attn_runtime::reference::mla::MlaConfig;
+
+/// The decode step of `batch` requests of `ctx` tokens, `heads` query heads over `dcp` ranks
+/// (page 64, q_len 1), as the MLA benchmark builds it.
+fn step(batch: usize, ctx: u32, heads: u32, dcp: u32) -> DecodeStep {
+    let layout = DcpLayout::new(dcp, 1, 64).expect("layout");
+    DecodeStep {
+        query_lens: vec![1; batch],
+        seq_lens: vec![ctx; batch],
+        heads_per_rank: heads / dcp,
+        dtype: attn_dsl::ir::ScalarType::Bf16,
+        softmax_scale: MlaConfig::deepseek_v3().softmax_scale() as f32,
+        block_table_stride: layout.max_blocks_per_request(u64::from(ctx)) as usize,
+        layout,
+        num_sms: 132,
+    }
+}
+
+fn set(l: &mut KernelLaunch, name: &str, v: i64) {
+    for (n, x) in l.constexprs.iter_mut() {
+        if *n == name {
+            *x = ConstValue::Int(v);
+        }
+    }
+}
+
+/// What the history kernel's GPU program and machine code look like.
+struct Schedule {
+    copies: usize,
+    mmas_from_shared_b: usize,
+    shared_a: usize,
+    registers: u32,
+    spills: (u32, u32, u32),
+}
+
+fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
+    let c = l.compile().unwrap_or_else(|e| panic!("{label}: {e}"));
+    let f = &c.specialized.ir;
+    let p = gpu_ir::compile(f).unwrap_or_else(|e| panic!("{label}: {e}"));
+    println!("{label} ({}):\n{}", l.key(), print_program(f, &p));
+    let (mut copies, mut mmas_from_shared_b, mut shared_a) = (0, 0, 0);
+    gpu_ir::walk_block(&p.body, &mut |o| match o {
+        GpuOp::AsyncCopy(_) => copies += 1,
+        GpuOp::Mma { a, b, .. } => {
+            mmas_from_shared_b += usize::from(matches!(b, OperandSource::Shared { .. }));
+            shared_a += usize::from(matches!(a, OperandSource::Shared { .. }));
+        }
+        _ => {}
+    });
+    if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
+        let _ = std::fs::write(format!("{dir}/{label}.cu"), &c.cuda.source);
+    }
+    let m = compile(
+        &CudaSource::from_kernel(&c.cuda),
+        &JitOptions::new(Arch::from_compute_capability(9, 0)),
+    )
+    .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
+    if let (ModuleImage::Cubin(bytes), Ok(dir)) = (&m.image, std::env::var("ATTN_DUMP_DIR")) {
+        let _ = std::fs::write(format!("{dir}/{label}.cubin"), bytes);
+    }
+    let s = m.entry_stats().expect("ptxas statistics");
+    println!("{label}: {s:?}, shared {} B", c.cuda.shared_bytes);
+    Schedule {
+        copies,
+        mmas_from_shared_b,
+        shared_a,
+        registers: s.registers,
+        spills: (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
+    }
+}
+
+/// The MLA benchmark rows: (label, batch, context, heads, dcp).
+const ROWS: &[(&str, usize, u32, u32, u32)] = &[
+    ("L1", 128, 4096, 128, 1),
+    ("L1-dcp2", 128, 4096, 128, 2),
+    ("L2", 128, 32768, 16, 1),
+    ("long", 1, 32768, 128, 1),
+];
+
+#[test]
+fn history_reads_the_latent_tile_once_for_both_dots_without_spills() {
+    for &(label, batch, ctx, heads, dcp) in ROWS {
+        let l = step(batch, ctx, heads, dcp).plan().expect("plan").history;
+        assert!(
+            l.divisible.contains(&"cache_stride_block"),
+            "{label}: latent rows not promised 16-byte aligned"
+        );
+        let s = schedule(label, &l);
+        // Q latent (read per k-step by QKᵀ), and the latent and rope key tiles (prologue +
+        // prefetch each); Q rope (64 wide) is held in registers.
+        assert_eq!(s.copies, 5, "{label}: copies");
+        // QKᵀ over the rope, QKᵀ over the latent, PV over the same latent alloc transposed.
+        assert_eq!(
+            s.mmas_from_shared_b, 3,
+            "{label}: mmas reading B from shared"
+        );
+        assert_eq!(
+            s.shared_a, 1,
+            "{label}: the latent query from shared memory"
+        );
+        assert_eq!(s.spills, (0, 0, 0), "{label}: spills or local memory");
+        assert!(s.registers <= 255, "{label}: {} registers", s.registers);
+    }
+}
+
+/// Tile shapes around the shipped one, printed for sweeps (`-- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn history_tilings() {
+    for (bh, kv) in [(16, 16), (16, 32), (16, 64), (32, 32), (64, 32)] {
+        let mut l = step(128, 4096, 128, 1).plan().expect("plan").history;
+        set(&mut l, "BLOCK_H", bh);
+        set(&mut l, "KV_TILE", kv);
+        let s = schedule(&format!("L1-h{bh}-t{kv}"), &l);
+        println!(
+            "h{bh} t{kv}: copies {} registers {} spills {:?}",
+            s.copies, s.registers, s.spills
+        );
+    }
+}
