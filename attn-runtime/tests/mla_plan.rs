@@ -59,7 +59,7 @@ fn split_heuristic_occupancy_and_length() {
     // One head tile: 132 splits wanted, clamped.
     let mut few_heads = step(1, &[1], &[1 << 20]);
     few_heads.heads_per_rank = 16;
-    few_heads.block_table_stride = 4096;
+    few_heads.block_table_stride = 16384;
     assert_eq!(few_heads.plan().expect("plan").num_splits, MAX_SPLITS);
     // Short local history: length-bound, one split.
     let p = step(8, &[1], &[8 * MIN_KEYS_PER_SPLIT as u32])
