@@ -51,12 +51,13 @@ fn grids_and_bindings() {
 
 #[test]
 fn split_heuristic_occupancy_and_length() {
-    // Long history, few programs: occupancy-bound (132 SMs / (1 token · 8 head tiles) = 17).
+    // Long history, few programs: occupancy-bound (132 SMs x 2 programs / (1 token · 8 head
+    // tiles) = 33).
     let mut long = step(8, &[1], &[1 << 20]);
     long.block_table_stride = 4096;
     let p = long.plan().expect("plan");
-    assert_eq!(p.num_splits, 17);
-    // One head tile: 132 splits wanted, clamped.
+    assert_eq!(p.num_splits, 33);
+    // One head tile: 264 splits wanted, clamped.
     let mut few_heads = step(1, &[1], &[1 << 20]);
     few_heads.heads_per_rank = 16;
     few_heads.block_table_stride = 16384;

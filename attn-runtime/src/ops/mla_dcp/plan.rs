@@ -28,6 +28,9 @@ pub const HIST_BLOCK_H: u32 = 16;
 /// tile is 37 KB of shared memory per stage, so two stages and the queries leave room for
 /// two programs per SM.
 pub const HIST_KV_TILE: u32 = 32;
+/// History programs resident per SM: shared memory (the 16 × 576 queries and two stages of
+/// the latent tile, 95 KB) fits two in an SM's 228 KB.
+pub const HIST_PROGRAMS_PER_SM: u32 = 2;
 /// Fewest local history keys worth a split of their own: below this, the reduce and the
 /// extra partial cost more than the parallelism buys (the local-length threshold of §9.2).
 pub const MIN_KEYS_PER_SPLIT: u64 = 256;
@@ -454,14 +457,15 @@ impl DecodeStep {
 
     /// KV splits of the history pass (§9.2), the same on every rank so that one
     /// specialization serves all of them:
-    /// - FlashMLA-like occupancy: enough splits that `T · head_tiles · splits` fills the SMs
-    ///   once (`num_sm_parts = SMs / ⌈programs without splits⌉`);
+    /// - FlashMLA-like occupancy: enough splits that `T · head_tiles · splits` fills every
+    ///   SM's [`HIST_PROGRAMS_PER_SM`] resident programs once;
     /// - local-length threshold: no split gets fewer than [`MIN_KEYS_PER_SPLIT`] keys of the
     ///   longest local history (rank 0 holds the most: `n_local` is non-increasing in r);
     /// - at most [`MAX_SPLITS`], at least 1.
     pub fn num_splits(&self, head_tiles: u32) -> u32 {
         let programs = (self.num_tokens() as u64 * u64::from(head_tiles)).max(1);
-        let occupancy = u64::from(self.num_sms).div_ceil(programs);
+        let slots = u64::from(self.num_sms) * u64::from(HIST_PROGRAMS_PER_SM);
+        let occupancy = slots.div_ceil(programs);
         let longest = self.hist_lens(0).into_iter().max().unwrap_or(0) as u64;
         let by_length = longest.div_ceil(MIN_KEYS_PER_SPLIT).max(1);
         occupancy.min(by_length).clamp(1, u64::from(MAX_SPLITS)) as u32
