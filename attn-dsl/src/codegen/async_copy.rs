@@ -178,13 +178,27 @@ impl<'f> Emitter<'f> {
             _ => "true".into(),
         };
         // A row's address once per pass (the memory clobber of each `cp.async` would make
-        // the compiler reload the block table per chunk otherwise); each chunk adds its column.
-        let src = if c.map.row_contiguous {
+        // the compiler reload the block table per chunk otherwise), at this lane's first
+        // chunk; each chunk then adds a constant stride, an immediate offset of the copy.
+        let stride = lanes * chunk;
+        let (src, dst_at) = if c.map.row_contiguous {
             let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
-            self.w.line(format!("const auto attn_src = {start};"));
-            format!("attn_src + {cc}")
+            self.w.line(format!(
+                "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
+            ));
+            self.w.line(format!(
+                "unsigned short* const attn_dst_row = attn_dst + {row} * {} + attn_lane_in_row * {chunk};",
+                al.pitch()
+            ));
+            (
+                format!("attn_src + s * {stride}"),
+                format!("attn_dst_row + s * {stride}"),
+            )
         } else {
-            self.remat_expr(load.operands[0], &at, scope)?
+            (
+                self.remat_expr(load.operands[0], &at, scope)?,
+                format!("attn_dst + {row} * {} + {cc}", al.pitch()),
+            )
         };
         let slots = per_row.div_ceil(lanes);
         if c.map.row_contiguous {
@@ -201,10 +215,8 @@ impl<'f> Emitter<'f> {
         if !per_row.is_multiple_of(lanes) {
             self.w.line(format!("if ({cc} >= {}) break;", al.cols));
         }
-        self.w.line(format!(
-            "attn_cp_async16(attn_dst + {row} * {} + {cc}, {src}, {mask});",
-            al.pitch()
-        ));
+        self.w
+            .line(format!("attn_cp_async16({dst_at}, {src}, {mask});"));
         self.w.close("");
         self.w.close("");
         self.w.close("");

@@ -100,6 +100,14 @@ impl<'f> Emitter<'f> {
             }
             OpKind::Cmp(p) => Ok(format!("({} {} {})", arg(0)?, cmp_op(*p), arg(1)?)),
             OpKind::Select => Ok(format!("({} ? {} : {})", arg(0)?, arg(1)?, arg(2)?)),
+            // A 16-bit cast only a dot reads is rounded once, by the dot's own conversion to
+            // the operand type (the same round to nearest even): rounding here as well would
+            // hold a second copy of the tile in registers.
+            OpKind::Cast(ScalarType::Bf16 | ScalarType::F16)
+                if self.only_dot_operand(res) && self.scalar(Self::operand(op, 0)?)?.is_float() =>
+            {
+                arg(0)
+            }
             OpKind::Cast(to) => Ok(cast(self.scalar(Self::operand(op, 0)?)?, *to, &arg(0)?)),
             OpKind::AddPtr => Ok(format!("({} + {})", arg(0)?, arg(1)?)),
             other => Err(CodegenError::Malformed(format!(
@@ -131,10 +139,11 @@ fn cmp_op(p: CmpPred) -> &'static str {
     }
 }
 
-/// `op x` under `fast_math`: `exp` of f32 through the hardware `ex2` (`__expf`: one
-/// multiply and one MUFU op instead of a range-reduced polynomial).
+/// `op x` under `fast_math`: `exp` of f32 through the hardware `ex2` (`attn_fast_exp`: one
+/// multiply and one MUFU op instead of a range-reduced polynomial, results below 2^-126
+/// flushed to zero).
 fn fast_unary(fast: bool, op: UnaryOp, t: ScalarType, x: &str) -> Option<String> {
-    (fast && t == ScalarType::F32 && op == UnaryOp::Exp).then(|| format!("__expf({x})"))
+    (fast && t == ScalarType::F32 && op == UnaryOp::Exp).then(|| format!("attn_fast_exp({x})"))
 }
 
 /// `a op b` under `fast_math`: plain f32 `+ - *`, which NVRTC contracts into FMAs (the

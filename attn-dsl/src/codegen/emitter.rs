@@ -42,6 +42,9 @@ pub(crate) struct Emitter<'f> {
     fused: Vec<bool>,
     /// Loop-invariant A operands held as mma fragments, and their register arrays.
     held_a: std::collections::BTreeMap<u32, String>,
+    /// Values read only as the A or B operand of 16-bit dots, which round every element to
+    /// the operand type (round to nearest even) when they pack or stage it.
+    dot_operand_only: Vec<bool>,
 }
 
 impl<'f> Emitter<'f> {
@@ -72,7 +75,13 @@ impl<'f> Emitter<'f> {
             stageable: super::staged_load::find_stageable_loads(f),
             fused: vec![false; f.values.len()],
             held_a: Default::default(),
+            dot_operand_only: dot_operand_only(f),
         })
+    }
+
+    /// Whether `v` is only read as a dot's A or B operand (see `dot_operand_only`).
+    pub(crate) fn only_dot_operand(&self, v: ValueId) -> bool {
+        self.dot_operand_only[v.0 as usize]
     }
 
     // ---- values ----
@@ -301,6 +310,11 @@ impl<'f> Emitter<'f> {
         }
         self.w.open(")");
         self.w.line("const int tid = threadIdx.x;");
+        // The range lets the compiler divide `tid` by powers of two with plain shifts.
+        self.w.line(format!(
+            "__builtin_assume(tid >= 0 && tid < {});",
+            self.threads
+        ));
         if self.uses_mma() {
             self.w.line(
                 "// mma fragment coordinates: warp, row group g = lane / 4, column pair t4 = lane % 4",
@@ -673,4 +687,17 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         Ok(())
     }
+}
+
+/// Per value: read at least once, and only as operand 0 or 1 of a `dot`.
+fn dot_operand_only(f: &Function) -> Vec<bool> {
+    let mut uses = vec![(0u32, 0u32); f.values.len()];
+    f.walk(&mut |_, op| {
+        for (i, v) in op.operands.iter().enumerate() {
+            let u = &mut uses[v.0 as usize];
+            u.0 += 1;
+            u.1 += u32::from(op.kind == OpKind::Dot && i < 2);
+        }
+    });
+    uses.into_iter().map(|(n, d)| n > 0 && n == d).collect()
 }

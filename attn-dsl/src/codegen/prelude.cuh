@@ -37,6 +37,14 @@ __device__ __forceinline__ unsigned short attn_f32_to_f16_bits(float x) {
 __device__ __forceinline__ float attn_round_bf16(float x) {
     return attn_bf16_bits_to_f32(attn_f32_to_bf16_bits(x));
 }
+/// `fast_math` e^x: `ex2.approx.ftz` of x·log2(e), one multiply and one MUFU op. Flushing
+/// results below 2^-126 to zero is what drops the denormal fix-up `__expf` carries (a compare
+/// and two multiplies per call); a softmax weight that small is zero next to its row's 1.
+__device__ __forceinline__ float attn_fast_exp(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+    return r;
+}
 /// Rounds an f32 to the nearest f16 (ties to even) and returns it as f32.
 __device__ __forceinline__ float attn_round_f16(float x) {
     return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x));

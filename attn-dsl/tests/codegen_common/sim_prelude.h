@@ -25,6 +25,7 @@ extern std::barrier<>* attn_warp_barriers[32];
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __restrict__
+#define __builtin_assume(x) ((void)0)
 #define __align__(n) alignas(n)
 
 inline void __syncthreads() { attn_block_barrier->arrive_and_wait(); }
@@ -84,6 +85,11 @@ inline unsigned short attn_f32_to_f16_bits(float x) {
     unsigned short b;
     std::memcpy(&b, &h, 2);
     return b;
+}
+// `ex2.approx.ftz` of x·log2(e): results below 2^-126 flush to zero.
+inline float attn_fast_exp(float x) {
+    const float r = std::exp2(x * 1.4426950408889634f);
+    return std::fabs(r) < 1.17549435e-38f ? 0.0f : r;
 }
 inline float attn_round_bf16(float x) { return attn_bf16_bits_to_f32(attn_f32_to_bf16_bits(x)); }
 inline float attn_round_f16(float x) { return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x)); }

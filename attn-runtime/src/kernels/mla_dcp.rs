@@ -137,6 +137,7 @@ pub mod mla {
     /// latent columns of the same rows. Writes one normalized partial per split.
     #[kernel(
         num_warps = 4,
+        fast_math = true,
         require(BLOCK_H >= 16 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be a power of two >= 16"),
         require(KV_TILE >= 16 && KV_TILE & (KV_TILE - 1) == 0, "KV_TILE must be a power of two >= 16"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
@@ -253,6 +254,7 @@ pub mod mla {
     /// starts at token c0 attends to the chunk's keys c0..=t (causal within the chunk, spec §4.2).
     #[kernel(
         num_warps = 4,
+        fast_math = true,
         require(BLOCK_H >= 16 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be a power of two >= 16"),
         require(MAX_CHUNK >= 16 && MAX_CHUNK & (MAX_CHUNK - 1) == 0, "MAX_CHUNK must be a power of two >= 16"),
     )]
