@@ -147,6 +147,45 @@ fn small_m_column_split_attention_matches_the_executor() {
     }
 }
 
+/// Attention whose mask and V guard come from a loop over ranges (see
+/// `kernels/range_attention.rs.txt`): the V guard is the range part alone, so a copy that
+/// ignored it, or recomputed the loop wrong, would add (or drop) V rows the executor zeroes
+/// (or keeps). The recomputed loop (V copied; with scores that see the ranges, with the loop
+/// only the copy runs, or with a key-vector loop the copy evaluates per row) and the staged
+/// fallback (`mix`).
+#[test]
+fn range_masked_attention_matches_the_executor() {
+    for (mix, score_ranges, key_ranges) in [
+        (false, true, false),
+        (false, false, false),
+        (false, true, true),
+        (true, true, false),
+    ] {
+        let f = codegen_common::range_attention(mix, score_ranges, key_ranges);
+        let src = emit_cuda(&f).expect("emit").source;
+        if !mix {
+            assert!(
+                src.matches("attn_cp_async16(").count() >= 4,
+                "K and V copies (prologue and prefetch):\n{src}"
+            );
+        }
+        let (heads, seq, d) = (2usize, 150usize, 64usize);
+        let n = heads * seq * d;
+        let args = vec![
+            input(ScalarType::Bf16, n, 41),
+            input(ScalarType::Bf16, n, 42),
+            input(ScalarType::Bf16, n, 43),
+            output(ScalarType::Bf16, n),
+            SimArg::Buf(HostBuffer::I32(codegen_common::RANGES.to_vec())),
+            i32s(seq as i32),
+            SimArg::Scalar(ScalarArg::F32(0.125)),
+        ];
+        let grid = [seq.div_ceil(64) as u32, heads as u32, 1];
+        let label = format!("range attention mix={mix} scores={score_ranges} keys={key_ranges}");
+        check(&label, &f, grid, args, 2e-2);
+    }
+}
+
 #[test]
 fn matmul_matches_the_executor() {
     for t in [ScalarType::Bf16, ScalarType::F32] {

@@ -116,6 +116,95 @@ fn wide_loop_invariant_a_is_read_from_shared_memory() {
     assert_eq!((q.rows, q.cols, q.stages), (64, 256, 1), "{text}");
 }
 
+/// A mask OR-ed over a runtime list of ranges (a loop carrying the mask tile, the shape of
+/// attention's image ranges) guards V: the loop is elementwise, so the V copy recomputes it
+/// and streams ahead like K, with the one barrier at the top of the tile loop (the range
+/// loop nested in it swaps no stages). The score mask is read only by `if !full`, so the
+/// range loop moves into that branch and a full tile skips it.
+#[test]
+fn a_v_guard_from_a_range_loop_is_pipelined() {
+    let f = codegen_common::range_attention(false, true, false);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = print_program(&f, &p);
+    let (body, pipelined) = first_loop(&p);
+    assert!(pipelined, "{text}");
+    assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
+    let next_copies = body
+        .ops
+        .iter()
+        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
+        .count();
+    assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
+    let has_loop = |b: &gpu_ir::GpuBlock| b.ops.iter().any(|o| matches!(o, GpuOp::For { .. }));
+    assert!(!has_loop(body), "range loop left in the tile loop:\n{text}");
+    let in_branch = body.ops.iter().any(|o| match o {
+        GpuOp::If { then_block, .. } => has_loop(then_block),
+        _ => false,
+    });
+    assert!(in_branch, "range loop not in the `!full` branch:\n{text}");
+}
+
+/// When only the V guard reads the range loop, the copy's recomputation is its only use: the
+/// tile loop runs no range loop at all (the pure loop is dead once the guard is a copy's).
+#[test]
+fn a_range_loop_only_the_v_copy_reads_is_not_run() {
+    let f = codegen_common::range_attention(false, false, false);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = print_program(&f, &p);
+    let (body, pipelined) = first_loop(&p);
+    assert!(pipelined, "{text}");
+    let mut loops = 0;
+    gpu_ir::walk_block(body, &mut |o| {
+        loops += matches!(o, GpuOp::For { .. }) as usize
+    });
+    assert_eq!(loops, 0, "{text}");
+    let next_copies = body
+        .ops
+        .iter()
+        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
+        .count();
+    assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
+}
+
+/// A V guard that is a loop's key vector (no reduction): the copy evaluates the loop at each
+/// row it copies, and V still streams.
+#[test]
+fn a_v_guard_read_per_row_from_a_loop_is_pipelined() {
+    let f = codegen_common::range_attention(false, true, true);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = print_program(&f, &p);
+    let (body, pipelined) = first_loop(&p);
+    assert!(pipelined, "{text}");
+    assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
+    let next_copies = body
+        .ops
+        .iter()
+        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
+        .count();
+    assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
+}
+
+/// The same loop reading whole rows of the mask it carries is not elementwise: no copy can
+/// recompute it per element, so V stays a tile load (K still streams).
+#[test]
+fn a_range_loop_reading_whole_rows_is_not_recomputed() {
+    let f = codegen_common::range_attention(true, true, false);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = print_program(&f, &p);
+    let (body, pipelined) = first_loop(&p);
+    assert!(pipelined, "{text}");
+    let copies: Vec<_> = body
+        .ops
+        .iter()
+        .filter_map(|o| match o {
+            GpuOp::AsyncCopy(c) => Some(c.dst),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(copies.len(), 1, "only K is copied:\n{text}");
+    assert_eq!(p.alloc(copies[0]).name, "k_tile", "{text}");
+}
+
 /// The emitted kernel without its waits reads shared memory before the copies land: the
 /// simulator (which lands a copy only at its wait) must see different results.
 #[test]

@@ -167,7 +167,8 @@ impl<'f> Emitter<'f> {
         }
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
-        self.w.open_unrolled("p", al.rows.div_ceil(rows_per_pass));
+        let passes = al.rows.div_ceil(rows_per_pass);
+        self.w.open_unrolled("p", passes);
         self.w.line(format!(
             "const int {row} = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
         ));
@@ -254,23 +255,39 @@ impl<'f> Emitter<'f> {
         self.collect_reduces(mask_v, None, &mut reduces);
         for (r, guard) in reduces {
             let name = format!("attn_red{}", r.0);
-            // Not split evenly over the lanes: the chunk loop recomputes it whole.
-            let Ok(fold) =
-                self.remat_reduce_strided(r, "attn_row", "attn_lane_in_row", lanes, scope)
-            else {
-                continue;
-            };
+            let (row, lane) = ("attn_row", "attn_lane_in_row");
             // Under `uniform || x` (or `uniform && x`) the mask never reads `x` when the
             // uniform scalar decides it, so neither does the hoisted loop.
-            let partial = match guard {
-                Some(Guard { value, read_when }) => {
-                    let g = self.remat_expr(value, at, scope)?;
-                    let not = if read_when { "" } else { "!" };
-                    format!("({not}({g}) ? {} : ({})0)", fold.partial, fold.rt)
+            let read = self.read_condition(guard, at, scope)?;
+            let fold = match self.remat_reduce_batched(r, row, lane, lanes, scope) {
+                // Loops or branches in the reduced tile run once for the lane's elements.
+                Ok(Some((stmts, fold))) => {
+                    self.w.line(format!("{} {name} = ({})0;", fold.rt, fold.rt));
+                    match &read {
+                        Some(c) => self.w.open(format!("if ({c})")),
+                        None => self.w.open(""),
+                    }
+                    for l in stmts {
+                        self.w.line(l);
+                    }
+                    self.w.line(format!("{name} = {};", fold.partial));
+                    self.w.close("");
+                    fold
                 }
-                None => fold.partial.clone(),
+                Ok(None) => {
+                    // Not split evenly over the lanes: the chunk loop recomputes it whole.
+                    let Ok(fold) = self.remat_reduce_strided(r, row, lane, lanes, scope) else {
+                        continue;
+                    };
+                    let partial = match &read {
+                        Some(c) => format!("({c} ? {} : ({})0)", fold.partial, fold.rt),
+                        None => fold.partial.clone(),
+                    };
+                    self.w.line(format!("{} {name} = {partial};", fold.rt));
+                    fold
+                }
+                Err(_) => continue,
             };
-            self.w.line(format!("{} {name} = {partial};", fold.rt));
             let mut m = 1;
             while m < lanes {
                 let other = format!("attn_shfl_xor({name}, {m})");
@@ -289,6 +306,22 @@ impl<'f> Emitter<'f> {
         let mask = self.remat_expr(mask_v, at, scope);
         self.hoisted.clear();
         mask
+    }
+
+    /// The condition under which a mask reads a reduction its `guard` decides (`None`: always).
+    fn read_condition(
+        &self,
+        guard: Option<Guard>,
+        at: &ElemIndex,
+        scope: &Scope,
+    ) -> Res<Option<String>> {
+        Ok(match guard {
+            Some(Guard { value, read_when }) => {
+                let g = self.remat_expr(value, at, scope)?;
+                Some(format!("{}({g})", if read_when { "" } else { "!" }))
+            }
+            None => None,
+        })
     }
 
     /// The reductions a recomputed tile evaluates (outermost first, no duplicates), each

@@ -24,6 +24,12 @@ pub(crate) struct Emitter<'f> {
     /// Reductions a copy computed once per row before its chunk loop: value → (variable,
     /// the row index expression it holds).
     pub(crate) hoisted: std::collections::BTreeMap<u32, (String, String)>,
+    /// Values a recomputed loop or branch binds while its statements are generated (its
+    /// scalars, induction variable, carried tiles at the batch's element): value → (C++
+    /// expression, the element it is valid at; `None` for scalars).
+    pub(crate) remat_locals: std::cell::RefCell<
+        std::collections::BTreeMap<u32, (String, Option<super::elem_index::ElemIndex>)>,
+    >,
     pub(crate) w: SourceWriter,
     pub(crate) threads: usize,
     /// Bytes of dynamic shared memory the ops emitted so far need (max over ops).
@@ -64,6 +70,7 @@ impl<'f> Emitter<'f> {
             stage_vars: Vec::new(),
             loop_stage: Default::default(),
             hoisted: Default::default(),
+            remat_locals: Default::default(),
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
             scratch_bytes: 0,
@@ -229,6 +236,11 @@ impl<'f> Emitter<'f> {
             )));
         }
         Ok(format!("{}[{slot}]", self.name(v)?))
+    }
+
+    /// The id of the op that defines `v`, if it is not a block argument.
+    pub(crate) fn def_id(&self, v: ValueId) -> Option<OpId> {
+        self.defs.get(v.0 as usize).copied().flatten()
     }
 
     /// The op that defines `v`, if it is not a block argument.

@@ -65,6 +65,7 @@ mod names;
 mod operand_fragments;
 mod recompute;
 mod remat;
+mod remat_region;
 mod staged_load;
 pub mod tile_map;
 mod writer;

@@ -12,6 +12,7 @@ pub mod pipeline;
 pub mod printer;
 pub mod program;
 pub mod remat;
+pub mod sink;
 pub mod sync;
 pub mod verify;
 
@@ -28,6 +29,8 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     let mut p = lower::lower(f, &axis);
     // Tiles that only fed the replaced loads (masks, guards) are not emitted at all.
     dead_tiles::run(f, &mut p);
+    // What only one branch reads (the score mask of a tile that may be full) runs in it.
+    sink::run(f, &mut p);
     // Copies whose addresses the next iteration can recompute fly one iteration ahead.
     pipeline::run(f, &mut p);
     // Waits and barriers from the dependencies of the final schedule (after pipelining,

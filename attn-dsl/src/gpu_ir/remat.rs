@@ -7,11 +7,21 @@
 //! block table (an L1-cached load per chunk, in the copy's own layout). A prefetch for the
 //! next iteration of a loop recomputes values defined in the loop body too, with the
 //! induction variable advanced by one step. A reduction over a recomputable tile (the V
-//! guard of attention: is any row allowed to see this key?) is recomputed as a loop. The
-//! emitter's evaluator
-//! (`codegen::remat`) follows exactly these rules.
+//! guard of attention: is any row allowed to see this key?) is recomputed as a loop.
+//!
+//! The result of a structured `for` or `if` (a mask OR-ed over a runtime list of ranges, the
+//! MM prefix mask of attention) is recomputable too when its region is *elementwise*: every
+//! op in it is one of the above, its scalars depend only on the region's scalars (the
+//! induction variable) and on recomputable values, branches test scalars, and the tiles it
+//! carries are only combined element by element (no broadcast, reduction or other element
+//! of them is read). Element `(i, j)` of such a result is then the same loop or branch run
+//! on element `(i, j)` of its carried tiles; the emitter runs it once for all the elements a
+//! copy thread needs, so the region's scalar work (its loads and tests) is done once per
+//! thread, not per element. The emitter's evaluator (`codegen::remat`) follows exactly these
+//! rules.
 
-use crate::ir::{Function, OpId, OpKind, ParamKind, ValueId};
+use crate::ir::{Block, Function, OpId, OpKind, ParamKind, ValueId};
+use std::collections::BTreeSet;
 
 /// Where the recomputed expression is evaluated.
 #[derive(Clone, Copy, Debug)]
@@ -39,29 +49,165 @@ pub fn defining_ops(f: &Function) -> Vec<Option<OpId>> {
 
 /// Whether every element of `v` can be recomputed from scalars in `scope`.
 pub fn can_remat(f: &Function, defs: &[Option<OpId>], v: ValueId, scope: RematScope) -> bool {
-    let scalar = f.ty(v).is_scalar();
-    if let RematScope::Loop {
-        iv,
-        defined_in_body,
-    } = scope
-    {
-        if v == iv {
+    Remat { f, defs, scope }.value(v, None)
+}
+
+/// A region (a loop body or branch) being recomputed.
+struct Region<'r> {
+    /// Values defined anywhere in the outermost recomputed region: recomputed there, never
+    /// read by name.
+    inside: &'r [bool],
+    /// Block arguments of the enclosing regions and results of the branches before this
+    /// point: the recomputed region binds them (per element for tiles).
+    bound: BTreeSet<ValueId>,
+    /// Tiles known only at the element being recomputed: bound tiles and the tiles computed
+    /// from them. Only elementwise ops may read them.
+    per_element: BTreeSet<ValueId>,
+}
+
+struct Remat<'a> {
+    f: &'a Function,
+    defs: &'a [Option<OpId>],
+    scope: RematScope<'a>,
+}
+
+impl Remat<'_> {
+    fn value(&self, v: ValueId, region: Option<&Region>) -> bool {
+        if let Some(r) = region {
+            if r.bound.contains(&v) {
+                return true;
+            }
+            if r.inside[v.0 as usize] {
+                return self.defined_by_op(v, region);
+            }
+        }
+        let scalar = self.f.ty(v).is_scalar();
+        if let RematScope::Loop {
+            iv,
+            defined_in_body,
+        } = self.scope
+        {
+            if v == iv {
+                return true;
+            }
+            if scalar && !defined_in_body[v.0 as usize] {
+                return true;
+            }
+        } else if scalar {
             return true;
         }
-        if scalar && !defined_in_body[v.0 as usize] {
-            return true;
-        }
-    } else if scalar {
-        return true;
+        self.defined_by_op(v, region)
     }
-    let Some(op) = defs[v.0 as usize].map(|o| f.op(o)) else {
-        // A block argument (a loop-carried value): known only to the iteration that has it.
-        return false;
-    };
-    let kind_ok = op.kind.is_coordinate_op()
+
+    fn defined_by_op(&self, v: ValueId, region: Option<&Region>) -> bool {
+        let Some(o) = self.defs[v.0 as usize] else {
+            // A block argument (a loop-carried value): known only to the iteration that has it.
+            return false;
+        };
+        let op = self.f.op(o);
+        match op.kind {
+            OpKind::For | OpKind::If => self.structured(o, region),
+            _ => {
+                simple_kind(self.f, self.defs, o)
+                    && op.operands.iter().all(|&x| self.value(x, region))
+            }
+        }
+    }
+
+    /// Whether the results of `for`/`if` op `o` are recomputable (see the module doc).
+    fn structured(&self, o: OpId, outer: Option<&Region>) -> bool {
+        let f = self.f;
+        let op = f.op(o);
+        if op.kind == OpKind::If && !f.ty(op.operands[0]).is_scalar() {
+            return false;
+        }
+        // Bounds and initial values, or the condition, are evaluated where the op is.
+        if !op.operands.iter().all(|&x| self.value(x, outer)) {
+            return false;
+        }
+        let owned;
+        let inside = match outer {
+            Some(r) => r.inside,
+            None => {
+                owned = defined_in_regions(f, op);
+                &owned
+            }
+        };
+        let bound = outer.map(|r| r.bound.clone()).unwrap_or_default();
+        let per_element = outer.map(|r| r.per_element.clone()).unwrap_or_default();
+        op.regions.iter().all(|b| {
+            let tiles = b.args.iter().filter(|&&a| !f.ty(a).is_scalar());
+            let mut r = Region {
+                inside,
+                bound: bound.iter().chain(&b.args).copied().collect(),
+                per_element: per_element.iter().chain(tiles).copied().collect(),
+            };
+            self.elementwise_block(b, &mut r)
+        })
+    }
+
+    fn elementwise_block(&self, b: &Block, r: &mut Region) -> bool {
+        let f = self.f;
+        for &o in &b.ops {
+            let op = f.op(o);
+            let ok = match op.kind {
+                OpKind::Yield => op.operands.iter().all(|&x| self.value(x, Some(r))),
+                OpKind::If => self.structured(o, Some(r)),
+                _ => {
+                    simple_kind(f, self.defs, o)
+                        && op.operands.iter().all(|&x| self.value(x, Some(r)))
+                        && op
+                            .operands
+                            .iter()
+                            .all(|&x| !r.per_element.contains(&x) || same_element(f, o, x))
+                }
+            };
+            if !ok {
+                return false;
+            }
+            let derived =
+                op.kind == OpKind::If || op.operands.iter().any(|x| r.per_element.contains(x));
+            for &res in &op.results {
+                if op.kind == OpKind::If {
+                    r.bound.insert(res);
+                }
+                if derived && !f.ty(res).is_scalar() {
+                    r.per_element.insert(res);
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Ops recomputable from recomputable operands: index arithmetic, constants, reductions and
+/// loads of read-only memory.
+fn simple_kind(f: &Function, defs: &[Option<OpId>], o: OpId) -> bool {
+    let op = f.op(o);
+    op.kind.is_coordinate_op()
         || matches!(op.kind, OpKind::Const(_) | OpKind::Reduce { .. })
-        || (matches!(op.kind, OpKind::Load { .. }) && reads_read_only(f, defs, op.operands[0]));
-    kind_ok && op.operands.iter().all(|&x| can_remat(f, defs, x, scope))
+        || (matches!(op.kind, OpKind::Load { .. }) && reads_read_only(f, defs, op.operands[0]))
+}
+
+/// Whether element `e` of op `o`'s result reads only element `e` of its operand `x`.
+fn same_element(f: &Function, o: OpId, x: ValueId) -> bool {
+    let op = f.op(o);
+    let elementwise = matches!(
+        op.kind,
+        OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Cmp(_) | OpKind::Select | OpKind::Cast(_)
+    );
+    elementwise && op.results.iter().all(|&r| f.ty(r).shape == f.ty(x).shape)
+}
+
+/// Marks every value defined in the regions of `op` (not its results).
+fn defined_in_regions(f: &Function, op: &crate::ir::Op) -> Vec<bool> {
+    let mut out = vec![false; f.values.len()];
+    for b in &op.regions {
+        for (o, d) in out.iter_mut().zip(defined_in(f, b)) {
+            *o |= d;
+        }
+    }
+    out
 }
 
 /// Whether pointer `p` derives from a `*const` kernel parameter: the kernel never writes that

@@ -130,11 +130,23 @@ impl Walker {
                     st.0.entry(k).or_default().read = true;
                 }
             }
-            GpuOp::For { body, .. } => {
+            GpuOp::For {
+                body, pipelined, ..
+            } => {
+                // Only a pipelined loop's back edge swaps the current and next stages; a
+                // loop nested in one (a mask loop over ranges) runs within one iteration of
+                // it, and its stages stay where they are.
+                let back = |s: &State| {
+                    if *pipelined {
+                        s.across_back_edge()
+                    } else {
+                        s.clone()
+                    }
+                };
                 let once = self.dry(body, st.clone());
-                let entry = st.join(&once.across_back_edge());
+                let entry = st.join(&back(&once));
                 let exit = self.block(body, entry.clone());
-                return st.join(&exit.across_back_edge());
+                return st.join(&back(&exit));
             }
             GpuOp::If {
                 then_block,

@@ -542,6 +542,35 @@ type DslCase = (
     Vec<(&'static str, attn_dsl::ConstValue)>,
 );
 
+/// `tests/kernels/range_attention.rs.txt` specialized for bf16, 64 x 32 tiles, D 64 and
+/// four ranges (`mix`: the range loop also reads whole rows of the mask it carries;
+/// `score_ranges`: the scores see the ranges, not only the V guard; `key_ranges`: the V
+/// guard is a loop's key vector, read without a reduction).
+pub fn range_attention(mix: bool, score_ranges: bool, key_ranges: bool) -> Function {
+    use attn_dsl::{Binding, ConstValue};
+    const SRC: &str = include_str!("../kernels/range_attention.rs.txt");
+    let module = attn_dsl::frontend::parse_module_str(SRC).expect("parse range_attention");
+    let binds = [
+        Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
+        Binding::new("BLOCK_M", ConstValue::Int(64)),
+        Binding::new("BLOCK_N", ConstValue::Int(32)),
+        Binding::new("HEAD_DIM", ConstValue::Int(64)),
+        Binding::new("NUM_RANGES", ConstValue::Int(RANGES.len() as i64 / 2)),
+        Binding::new("MIX", ConstValue::Bool(mix)),
+        Binding::new("SCORE_RANGES", ConstValue::Bool(score_ranges)),
+        Binding::new("KEY_RANGES", ConstValue::Bool(key_ranges)),
+    ];
+    attn_dsl::driver::compile(&module, "range_fwd", &binds)
+        .expect("compile range_fwd")
+        .specialized
+        .ir
+}
+
+/// The ranges [lo, hi] of [`range_attention`] tests (seq 150): one inside the first q-block,
+/// one across the first two q-blocks and reaching past their diagonals, one past the end,
+/// one empty.
+pub const RANGES: [i32; 8] = [10, 40, 50, 130, 140, 200, 90, 80];
+
 /// The DSL kernels of `tests/kernels/*.rs.txt`, compiled through the whole pipeline
 /// (`driver::compile`: specialize, passes, verify, emit) for several bindings.
 pub fn dsl_kernels() -> Vec<(String, attn_dsl::codegen::CudaKernel)> {
@@ -549,6 +578,7 @@ pub fn dsl_kernels() -> Vec<(String, attn_dsl::codegen::CudaKernel)> {
     const SOFTMAX: &str = include_str!("../kernels/softmax.rs.txt");
     const MATMUL: &str = include_str!("../kernels/matmul.rs.txt");
     const FLASH: &str = include_str!("../kernels/flash_attention.rs.txt");
+    const RANGE: &str = include_str!("../kernels/range_attention.rs.txt");
     let dt = |s| ConstValue::Dtype(s);
     let i = ConstValue::Int;
     let cases: Vec<DslCase> = vec![
@@ -593,6 +623,20 @@ pub fn dsl_kernels() -> Vec<(String, attn_dsl::codegen::CudaKernel)> {
                 ("BLOCK_N", i(64)),
                 ("HEAD_DIM", i(128)),
                 ("CAUSAL", ConstValue::Bool(true)),
+            ],
+        ),
+        (
+            "range_fwd",
+            RANGE,
+            vec![
+                ("T", dt(Bf16)),
+                ("BLOCK_M", i(64)),
+                ("BLOCK_N", i(32)),
+                ("HEAD_DIM", i(64)),
+                ("NUM_RANGES", i(4)),
+                ("MIX", ConstValue::Bool(false)),
+                ("SCORE_RANGES", ConstValue::Bool(true)),
+                ("KEY_RANGES", ConstValue::Bool(true)),
             ],
         ),
         (
