@@ -464,8 +464,8 @@ fn rule_20_block_m_not_multiple_of_group_is_fine() {
 #[test]
 fn decode_segments_follow_the_measured_grid() {
     use attn_runtime::ops::unified_attention::plan::{decode_segments, DECODE_PROGRAMS};
-    assert_eq!(DECODE_PROGRAMS, 4096);
-    assert_eq!(decode_segments(16, 64, 8), 8, "D1: 512 programs x 8");
+    assert_eq!(DECODE_PROGRAMS, 2048);
+    assert_eq!(decode_segments(16, 64, 8), 4, "D1: 512 programs x 4");
     assert_eq!(
         decode_segments(16, 8, 2),
         16,
@@ -474,8 +474,8 @@ fn decode_segments_follow_the_measured_grid() {
     assert_eq!(decode_segments(4, 8, 2), 4);
     assert_eq!(
         decode_segments(16, 100, 8),
-        4,
-        "800 x 4 = 3200 <= 4096 < 800 x 8"
+        2,
+        "800 x 2 = 1600 <= 2048 < 800 x 4"
     );
     assert_eq!(decode_segments(16, 1024, 8), 1);
     assert_eq!(decode_segments(16, i32::MAX, i32::MAX), 1, "no overflow");

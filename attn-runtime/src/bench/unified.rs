@@ -413,9 +413,9 @@ pub fn meta((device, host): &(CudaSlice<i32>, Vec<i32>)) -> Metadata<'_> {
     }
 }
 
-/// The context every row runs in: the measured launch table (`D1` takes split-KV with the
-/// segments it picks; prefill rows are 2D whatever the table), with a workspace for the D1
-/// decode batch at up to 16 segments.
+/// The context every row runs in: the measured launch table (`D1`'s 512 programs stay 2D;
+/// prefill rows are 2D whatever the table), with a workspace for the D1 decode batch at up
+/// to 16 segments (the forced split-KV rows).
 pub fn context_options() -> ContextOptions {
     let measured = ContextOptions::measured(32, 8, 256);
     ContextOptions {

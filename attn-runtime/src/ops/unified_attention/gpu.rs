@@ -230,14 +230,15 @@ impl ContextOptions {
     }
 
     /// This library's measured launch table for one layer geometry: split-KV for decode
-    /// batches as long as each sequence still gets two segments of the
-    /// [`DECODE_PROGRAMS`](super::plan::DECODE_PROGRAMS)-program grid (256 sequences at Hkv 8;
-    /// vLLM's `128 / Hkv` threshold is tuned for its own kernel), up to 16 segments, and a
-    /// workspace for that many decode tokens.
+    /// batches whose 2D grid has fewer than
+    /// [`DECODE_2D_PROGRAMS`](super::plan::DECODE_2D_PROGRAMS) programs (63 sequences at
+    /// Hkv 8; vLLM's `128 / Hkv` threshold is tuned for its own kernel), up to 16 segments,
+    /// and a workspace for that many decode tokens.
     pub fn measured(num_query_heads: usize, num_kv_heads: usize, head_size: usize) -> Self {
         let hkv = i32::try_from(num_kv_heads.max(1)).unwrap_or(i32::MAX);
-        let threshold = super::plan::DECODE_PROGRAMS
-            .checked_div(hkv.saturating_mul(2))
+        let threshold = super::plan::DECODE_2D_PROGRAMS
+            .saturating_sub(1)
+            .checked_div(hkv)
             .unwrap_or(1)
             .max(1);
         Self::split_kv_up_to(threshold, num_query_heads, head_size)

@@ -375,11 +375,16 @@ pub fn choose_config(
 /// sizes above 256 keep it too (a 64 × 512 f32 accumulator would not fit in registers).
 pub const PREFILL_BLOCK_M: i32 = 64;
 
-/// Programs a split-KV decode launch aims for (one warp each). Measured on the H200 (D1:
-/// 64 sequences x Hkv 8 x 4k context, tile 16): 2048 programs (4 segments) 0.358 ms, 4096 (8)
-/// 0.333 ms, 8192 (16) 0.385 ms: enough programs to keep ~5 per SM resident through the tail,
-/// segments long enough (≥ 32 tiles at 4k) that the reduce stays small.
-pub const DECODE_PROGRAMS: i32 = 4096;
+/// Programs a split-KV decode launch aims for (one warp each). Measured on the H200
+/// (2026-12-01T14:31Z, D1: 64 sequences x Hkv 8 x 4k context, tile 16, after the copy and
+/// exp code-generation changes): 2048 programs (4 segments) 0.292 ms, 4096 (8) 0.298 ms;
+/// earlier, with twice the instructions per tile, 4096 had won (0.333 against 0.358 ms).
+pub const DECODE_PROGRAMS: i32 = 2048;
+
+/// Decode batches whose 2D grid (sequences x KV heads, one warp each) has at least this many
+/// programs stay on the 2D path: D1's 512 ran 0.289 ms in the same run, no slower than any
+/// split (and without the reduce launch).
+pub const DECODE_2D_PROGRAMS: i32 = 512;
 
 /// Segments per sequence of a heuristic split-KV launch: the power of two that brings the
 /// grid (sequences x KV heads x segments) closest to [`DECODE_PROGRAMS`] from below, at most
