@@ -45,6 +45,9 @@ impl<'f> Emitter<'f> {
                 if self.try_defer(op, res)? {
                     return Ok(());
                 }
+                if let Some(factor) = self.row_scale_factor(op) {
+                    return self.emit_row_scale(op, factor);
+                }
                 let m = self.map(res);
                 self.convert_operands(op, m)?;
                 self.define_map(res, move |e, s| {

@@ -66,6 +66,7 @@ mod operand_fragments;
 mod recompute;
 mod remat;
 mod remat_region;
+mod row_scale;
 mod staged_load;
 pub mod tile_map;
 mod writer;

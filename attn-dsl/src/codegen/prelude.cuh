@@ -145,6 +145,8 @@ __device__ __forceinline__ void attn_mma_f16_16816(float* c, unsigned a0, unsign
 // Warp shuffles (all 32 lanes take part: control flow is uniform). Row reductions of mma
 // fragments combine the 4 lanes of a quad with xor 1 and xor 2.
 // ---------------------------------------------------------------------------------------------
+/// Whether `p` holds in any lane of the warp (every lane must call it).
+__device__ __forceinline__ bool attn_warp_any(bool p) { return __any_sync(0xffffffffu, p); }
 __device__ __forceinline__ float attn_shfl_xor(float v, int m) {
     return __shfl_xor_sync(0xffffffffu, v, m);
 }

@@ -155,6 +155,16 @@ inline T attn_shfl_xor(T v, int mask) {
     return r;
 }
 
+inline bool attn_warp_any(bool p) {
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    attn_warp_regs[w][lane].bits = p ? 1 : 0;
+    attn_warp_sync();
+    bool r = false;
+    for (int i = 0; i < 32; ++i) r = r || attn_warp_regs[w][i].bits != 0;
+    attn_warp_sync();
+    return r;
+}
+
 template <bool BF16>
 inline void attn_mma_emulated(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                               unsigned b0, unsigned b1) {
