@@ -33,31 +33,35 @@ pub struct Item {
     pub requires: Vec<Require>,
     /// Warps per program (`#[kernel(num_warps = 4)]` or a constexpr expression such as
     /// `num_warps = BLOCK_M / 16`); 4 when unspecified.
-    pub num_warps: WarpCount,
+    pub num_warps: LaunchCount,
+    /// Buffers of each software-pipelined copy ring (`#[kernel(num_stages = 3)]` or a
+    /// constexpr expression); 2 when unspecified: one tile computed while the next lands.
+    pub num_stages: LaunchCount,
     /// `fast_math = true`: the CUDA back end may contract f32 arithmetic into FMAs and use
     /// the hardware `exp2` for `exp` (the CPU executor stays exact; GPU parity tolerances
     /// cover the difference).
     pub fast_math: bool,
 }
 
-/// How many warps one program of a kernel uses.
+/// A launch count of a kernel attribute: warps per program, or pipeline stages.
 ///
-/// An expression lets the launch width follow a tile constexpr (one warp per 16-row slab
-/// keeps a `dot` accumulator in tensor-core fragments for every `BLOCK_M`).
+/// An expression lets it follow a tile constexpr (one warp per 16-row slab keeps a `dot`
+/// accumulator in tensor-core fragments for every `BLOCK_M`; a decode tiling streams with
+/// more stages than a prefill one).
 #[derive(Clone)]
-pub enum WarpCount {
+pub enum LaunchCount {
     /// Known when the attribute is parsed (a literal, or the default).
     Fixed(u32),
     /// A constexpr expression, evaluated once the constexprs are bound (like a `require`).
     Constexpr { expr: Box<syn::Expr>, span: Span },
 }
 
-impl WarpCount {
-    /// The warp count when it does not depend on constexprs.
+impl LaunchCount {
+    /// The count when it does not depend on constexprs.
     pub fn fixed(&self) -> Option<u32> {
         match self {
-            WarpCount::Fixed(n) => Some(*n),
-            WarpCount::Constexpr { .. } => None,
+            LaunchCount::Fixed(n) => Some(*n),
+            LaunchCount::Constexpr { .. } => None,
         }
     }
 }

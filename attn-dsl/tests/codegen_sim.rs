@@ -282,6 +282,50 @@ fn dsl_flash_attention_matches_the_executor() {
     }
 }
 
+/// Three- and four-stage rings against the executor, on sequences of fewer key tiles than
+/// stages (the prologue's guards), as many, and more (the ring wraps).
+#[test]
+fn deeper_pipelines_match_the_executor() {
+    use attn_dsl::{Binding, ConstValue};
+    const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
+    let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
+    let binds = [
+        Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
+        Binding::new("BLOCK_M", ConstValue::Int(64)),
+        Binding::new("BLOCK_N", ConstValue::Int(16)),
+        Binding::new("HEAD_DIM", ConstValue::Int(32)),
+        Binding::new("CAUSAL", ConstValue::Bool(false)),
+    ];
+    let base = attn_dsl::driver::compile(&module, "flash_fwd", &binds).expect("compile");
+    for (stages, seq) in [(3, 20usize), (3, 75), (4, 40), (4, 130)] {
+        let mut f = base.specialized.ir.clone();
+        f.num_stages = stages;
+        let src = emit_cuda(&f).expect("emit").source;
+        assert!(
+            src.contains(&format!("attn_cp_wait<{}>();", stages - 2)),
+            "{stages} stages"
+        );
+        let heads = 2usize;
+        let n = heads * seq * 32;
+        let args = vec![
+            input(ScalarType::Bf16, n, 50),
+            input(ScalarType::Bf16, n, 51),
+            input(ScalarType::Bf16, n, 52),
+            output(ScalarType::Bf16, n),
+            i32s(seq as i32),
+            SimArg::Scalar(ScalarArg::F32(0.125)),
+        ];
+        let grid = [seq.div_ceil(64) as u32, heads as u32, 1];
+        check(
+            &format!("flash {stages} stages, seq {seq}"),
+            &f,
+            grid,
+            args,
+            2e-2,
+        );
+    }
+}
+
 /// One K tile read by both dots (QKᵀ as loaded, PV through `trans`): the GPU program copies
 /// it once and each `mma` reads the alloc with its own `ldmatrix` orientation, in the
 /// four-warp row layout and in the column split of 16-row tiles.

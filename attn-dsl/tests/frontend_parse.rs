@@ -114,8 +114,15 @@ fn attribute_errors() {
     let e = parse_err("#[kernel(warps = 4)] fn k(o: *mut i32) {}");
     assert_eq!(
         e.message,
-        "unknown kernel attribute `warps`; allowed: `num_warps = N` (a literal or constexpr expression), `fast_math = true`, `require(COND, \"message\")`"
+        "unknown kernel attribute `warps`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `require(COND, \"message\")`"
     );
+    let e = parse_err("#[kernel(num_stages = 5)] fn k(o: *mut i32) {}");
+    assert_eq!(
+        e.message,
+        "num_stages = 5 is not supported; allowed: 1, 2, 3, 4"
+    );
+    let e = parse_err("#[kernel(num_stages = 2, num_stages = 3)] fn k(o: *mut i32) {}");
+    assert_eq!(e.message, "`num_stages` is given twice");
     let e = parse_err("#[kernel(require(true))] fn k(o: *mut i32) {}");
     assert_eq!(
         e.message,

@@ -66,6 +66,42 @@ fn flash_attention_k_and_v_are_pipelined_with_one_barrier_per_tile() {
     assert_eq!(p.alloc_bytes, 2 * 2 * 64 * 136 * 2, "{text}");
 }
 
+/// `num_stages = 3`: the prologue fills two buffers (one commit group each), the body waits
+/// until one group is left in flight and still holds one barrier, and the rings have three
+/// buffers.
+#[test]
+fn three_stages_prefetch_two_tiles_ahead_with_one_barrier_per_tile() {
+    let mut f = flash(64, 64, 32, false);
+    f.num_stages = 3;
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = print_program(&f, &p);
+    assert!(p.allocs.iter().all(|a| a.stages == 3), "{text}");
+    let prologue: Vec<Stage> = p
+        .body
+        .ops
+        .iter()
+        .filter_map(|o| match o {
+            GpuOp::AsyncCopy(c) => Some(c.stage),
+            _ => None,
+        })
+        .collect();
+    let k_v = |k| [Stage::Fixed(k), Stage::Fixed(k)];
+    assert!(prologue.ends_with(&[k_v(0), k_v(1)].concat()), "{text}");
+    let (body, pipelined) = first_loop(&p);
+    assert!(pipelined, "{text}");
+    assert_eq!(
+        body.ops.first(),
+        Some(&GpuOp::Wait { pending: 1 }),
+        "{text}"
+    );
+    assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
+    assert!(
+        body.ops.iter().any(|o| matches!(o, GpuOp::AsyncCopy(c)
+            if c.stage == Stage::Next && c.at == gpu_ir::CopyAt::Ahead(2))),
+        "{text}"
+    );
+}
+
 #[test]
 fn verifier_rejects_a_loop_without_its_barrier() {
     let f = flash(64, 64, 64, false);

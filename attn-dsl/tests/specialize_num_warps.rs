@@ -1,5 +1,5 @@
-//! `num_warps = <constexpr expression>`: evaluated after binding, checked against the
-//! supported launch widths, with errors at the binding the value came from.
+//! `num_warps = <constexpr expression>` (and `num_stages`): evaluated after binding, checked
+//! against the supported values, with errors at the binding the value came from.
 
 use attn_dsl::frontend::parse_module_str;
 use attn_dsl::{specialize, Binding, ConstValue, DslError, Specialized};
@@ -123,5 +123,29 @@ fn undeclared_name_is_a_front_end_error() {
     assert_eq!(
         e.message,
         "unknown constexpr `ROWS` in `num_warps`; declared constexprs: BLOCK_M"
+    );
+}
+
+const STAGED: &str = r#"
+#[kernel(num_stages = EXTRA + 1)]
+fn rows<const EXTRA: i32>(out: *mut i32) {
+    store(out + arange::<16>(), arange::<16>());
+}
+"#;
+
+#[test]
+fn stage_count_follows_the_binding_and_defaults_to_two() {
+    for (extra, stages) in [(2, 3), (1, 2), (0, 1)] {
+        let s = try_spec(STAGED, vec![Binding::new("EXTRA", ConstValue::Int(extra))])
+            .unwrap_or_else(|e| panic!("EXTRA = {extra}: {}", e.message));
+        assert_eq!(s.ir.num_stages, stages, "EXTRA = {extra}");
+    }
+    let plain = "#[kernel] fn rows(out: *mut i32) { store(out, 1); }";
+    assert_eq!(try_spec(plain, vec![]).expect("spec").ir.num_stages, 2);
+    let e =
+        try_spec(STAGED, vec![Binding::new("EXTRA", ConstValue::Int(7))]).expect_err("8 stages");
+    assert_eq!(
+        e.message,
+        "num_stages = EXTRA + 1 evaluates to 8, which is not supported; allowed: 1, 2, 3, 4\n  with EXTRA = 7"
     );
 }

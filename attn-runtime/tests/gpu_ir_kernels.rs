@@ -290,6 +290,7 @@ fn p0_two_slabs_per_warp_fits_the_register_file() {
         block_m: 128,
         tile_size: 32,
         slabs_per_warp: 2,
+        num_stages: 2,
     };
     let (copies, barriers, pipelined) = schedule("P0-m128t32s2", &plan(&p0(), 16384, path));
     assert!(pipelined);

@@ -110,8 +110,15 @@ impl<'f> Emitter<'f> {
         };
         Ok(match stage {
             Stage::Only => base,
+            Stage::Fixed(k) => format!("({base} + {})", k * elems),
             Stage::Current => format!("({base} + {} * {elems})", counter()?),
-            Stage::Next => format!("({base} + ({} ^ 1) * {elems})", counter()?),
+            // The buffer the previous iteration read: `counter - 1` around the ring.
+            Stage::Next if al.stages == 2 => format!("({base} + ({} ^ 1) * {elems})", counter()?),
+            Stage::Next => {
+                let c = counter()?;
+                let last = al.stages - 1;
+                format!("({base} + ({c} == 0 ? {last} : {c} - 1) * {elems})")
+            }
         })
     }
 
@@ -127,15 +134,21 @@ impl<'f> Emitter<'f> {
         let name = |e: &Self, i: usize| e.name(lop.operands[i]).map(str::to_string);
         let (lo, hi, step) = (name(self, 0)?, name(self, 1)?, name(self, 2)?);
         let counter = self.stage_var(l)?;
-        let (iv_expr, guard) = if c.at == CopyAt::FirstIteration {
-            (lo.clone(), format!("{lo} < {hi}"))
-        } else {
-            let ivn = self.name(iv)?.to_string();
-            (
-                format!("({ivn} + {step})"),
-                format!("{ivn} + {step} < {hi}"),
-            )
+        let ahead = |from: &str, k: usize| match k {
+            0 => from.to_string(),
+            1 => format!("({from} + {step})"),
+            k => format!("({from} + {k} * {step})"),
         };
+        let iv_expr = match c.at {
+            CopyAt::Prologue(k) => ahead(&lo, k),
+            CopyAt::Ahead(k) => ahead(self.name(iv)?, k),
+            CopyAt::InPlace => {
+                return Err(CodegenError::Malformed(
+                    "an in-place copy with a loop stage".into(),
+                ))
+            }
+        };
+        let guard = format!("{iv_expr} < {hi}");
         let inside = defined_in(self.f, body);
         let scope = Scope::Loop {
             iv,

@@ -646,7 +646,12 @@ impl<'f> Emitter<'f> {
         self.assign_all(&carried, &next)?;
         if pipelined {
             let st = self.stage_vars.pop().unwrap_or_default();
-            self.w.line(format!("{st} ^= 1;"));
+            match self.f.num_stages {
+                2 => self.w.line(format!("{st} ^= 1;")),
+                s => self
+                    .w
+                    .line(format!("{st} = {st} == {} ? 0 : {st} + 1;", s - 1)),
+            }
         }
         self.w.close("");
         for a in held {

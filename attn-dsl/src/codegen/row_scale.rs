@@ -28,7 +28,9 @@ impl<'f> Emitter<'f> {
         let TileMap::Mma(m) = self.map(res) else {
             return None;
         };
-        if m.is_rows() || m.slots() < MIN_SLOTS || self.f.ty(res).elem.scalar() != Some(ScalarType::F32)
+        if m.is_rows()
+            || m.slots() < MIN_SLOTS
+            || self.f.ty(res).elem.scalar() != Some(ScalarType::F32)
         {
             return None;
         }
@@ -58,8 +60,10 @@ impl<'f> Emitter<'f> {
         let scaled = self.fresh_name("attn_scaled");
         self.w.line(format!("bool {scaled} = false;"));
         self.w.open_unrolled("s", slots);
-        self.w
-            .line(format!("{scaled} |= ({} != 1.0f);", self.at_in(factor, m, "s")?));
+        self.w.line(format!(
+            "{scaled} |= ({} != 1.0f);",
+            self.at_in(factor, m, "s")?
+        ));
         self.w.close("");
         let name = self.define_tile(res);
         let product = self.element_expr(op, &m.index("s"), &|v, _| self.at_in(v, m, "s"))?;

@@ -1,12 +1,14 @@
-//! Arguments of `#[kernel(...)]` / `#[device]`: the launch width and the constexpr rules.
+//! Arguments of `#[kernel(...)]` / `#[device]`: the launch width, the pipeline depth and the
+//! constexpr rules.
 //!
-//! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, fast_math = true, require(COND, "message"), ...)]`,
-//! where `num_warps` is a literal (checked here) or a constexpr expression such as
-//! `BLOCK_M / 16` (checked by the specializer once the constexprs are bound),
+//! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, num_stages = 3, fast_math = true,
+//! require(COND, "message"), ...)]`, where `num_warps` and `num_stages` are literals (checked
+//! here) or constexpr expressions such as `BLOCK_M / 16` (checked by the specializer once the
+//! constexprs are bound),
 //! `#[device]` (no arguments: device functions are inlined and have no launch width).
 
 use super::syn_error;
-use crate::ast::{ItemKind, Require, WarpCount};
+use crate::ast::{ItemKind, LaunchCount, Require};
 use crate::specialize::DslError;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream, Parser};
@@ -18,18 +20,24 @@ use syn::Token;
 pub const DEFAULT_NUM_WARPS: u32 = 4;
 /// Launch widths the back ends support (one to sixteen warps, powers of two).
 pub const ALLOWED_NUM_WARPS: [u32; 5] = [1, 2, 4, 8, 16];
+/// Pipeline stages when the attribute gives none (one tile computed while the next lands).
+pub const DEFAULT_NUM_STAGES: u32 = 2;
+/// Stages a copy ring may have (1: no prefetch).
+pub const ALLOWED_NUM_STAGES: [u32; 4] = [1, 2, 3, 4];
 
 /// The parsed attribute of one item.
 #[derive(Clone)]
 pub struct KernelAttr {
-    pub num_warps: WarpCount,
+    pub num_warps: LaunchCount,
+    pub num_stages: LaunchCount,
     pub requires: Vec<Require>,
     pub fast_math: bool,
 }
 
 /// One comma-separated argument of `#[kernel(...)]`.
 enum AttrArg {
-    NumWarps(WarpCount, Span),
+    NumWarps(LaunchCount, Span),
+    NumStages(LaunchCount, Span),
     FastMath(bool),
     Require(Box<Require>),
 }
@@ -41,7 +49,18 @@ impl Parse for AttrArg {
             "num_warps" => {
                 input.parse::<Token![=]>()?;
                 let expr: syn::Expr = input.parse()?;
-                Ok(AttrArg::NumWarps(warp_count(expr)?, key.span()))
+                Ok(AttrArg::NumWarps(
+                    launch_count(expr, "num_warps", &ALLOWED_NUM_WARPS)?,
+                    key.span(),
+                ))
+            }
+            "num_stages" => {
+                input.parse::<Token![=]>()?;
+                let expr: syn::Expr = input.parse()?;
+                Ok(AttrArg::NumStages(
+                    launch_count(expr, "num_stages", &ALLOWED_NUM_STAGES)?,
+                    key.span(),
+                ))
             }
             "fast_math" => {
                 input.parse::<Token![=]>()?;
@@ -71,7 +90,7 @@ impl Parse for AttrArg {
             }
             other => Err(syn::Error::new(
                 key.span(),
-                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N` (a literal or constexpr expression), `fast_math = true`, `require(COND, \"message\")`"),
+                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `require(COND, \"message\")`"),
             )),
         }
     }
@@ -79,26 +98,29 @@ impl Parse for AttrArg {
 
 /// A literal is checked now (the error stays where the kernel is written); any other
 /// expression waits for the specializer, which knows the constexpr values.
-fn warp_count(expr: syn::Expr) -> syn::Result<WarpCount> {
+fn launch_count(expr: syn::Expr, what: &str, allowed: &[u32]) -> syn::Result<LaunchCount> {
     let syn::Expr::Lit(syn::ExprLit {
         lit: syn::Lit::Int(lit),
         ..
     }) = &expr
     else {
         let span = expr.span();
-        return Ok(WarpCount::Constexpr {
+        return Ok(LaunchCount::Constexpr {
             expr: Box::new(expr),
             span,
         });
     };
     let n: u32 = lit.base10_parse()?;
-    if !ALLOWED_NUM_WARPS.contains(&n) {
+    if !allowed.contains(&n) {
         return Err(syn::Error::new(
             lit.span(),
-            format!("num_warps = {n} is not supported; allowed: 1, 2, 4, 8, 16"),
+            format!(
+                "{what} = {n} is not supported; allowed: {}",
+                allowed_list(allowed)
+            ),
         ));
     }
-    Ok(WarpCount::Fixed(n))
+    Ok(LaunchCount::Fixed(n))
 }
 
 /// Parses the attribute arguments of an item of `kind`.
@@ -118,6 +140,12 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                         "#[device] takes only `require(COND, \"message\")` rules (no num_warps: device functions are inlined)",
                     ))
                 }
+                AttrArg::NumStages(_, span) => {
+                    return Err(DslError::new(
+                        span,
+                        "#[device] takes only `require(COND, \"message\")` rules (num_stages is a kernel attribute)",
+                    ))
+                }
                 AttrArg::FastMath(_) => {
                     return Err(DslError::new(
                         proc_macro2::Span::call_site(),
@@ -128,17 +156,19 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
             }
         }
         return Ok(KernelAttr {
-            num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
+            num_warps: LaunchCount::Fixed(DEFAULT_NUM_WARPS),
+            num_stages: LaunchCount::Fixed(DEFAULT_NUM_STAGES),
             requires,
             fast_math: false,
         });
     }
     let mut out = KernelAttr {
-        num_warps: WarpCount::Fixed(DEFAULT_NUM_WARPS),
+        num_warps: LaunchCount::Fixed(DEFAULT_NUM_WARPS),
+        num_stages: LaunchCount::Fixed(DEFAULT_NUM_STAGES),
         requires: vec![],
         fast_math: false,
     };
-    let mut warps_seen = false;
+    let (mut warps_seen, mut stages_seen) = (false, false);
     for arg in args {
         match arg {
             AttrArg::NumWarps(n, span) => {
@@ -148,9 +178,25 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                 warps_seen = true;
                 out.num_warps = n;
             }
+            AttrArg::NumStages(n, span) => {
+                if stages_seen {
+                    return Err(DslError::new(span, "`num_stages` is given twice"));
+                }
+                stages_seen = true;
+                out.num_stages = n;
+            }
             AttrArg::FastMath(v) => out.fast_math = v,
             AttrArg::Require(r) => out.requires.push(*r),
         }
     }
     Ok(out)
+}
+
+/// `1, 2, 4, 8, 16`: the values an attribute takes, for its error message.
+pub(crate) fn allowed_list(allowed: &[u32]) -> String {
+    allowed
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -151,14 +151,18 @@ pub fn parse_kernel_attr(
     for r in &parsed.requires {
         check_constexpr_names(&r.cond, "require", &decls)?;
     }
-    if let crate::ast::WarpCount::Constexpr { expr, .. } = &parsed.num_warps {
+    if let crate::ast::LaunchCount::Constexpr { expr, .. } = &parsed.num_warps {
         check_constexpr_names(expr, "num_warps", &decls)?;
+    }
+    if let crate::ast::LaunchCount::Constexpr { expr, .. } = &parsed.num_stages {
+        check_constexpr_names(expr, "num_stages", &decls)?;
     }
     Ok(Item {
         kind,
         func,
         requires: parsed.requires,
         num_warps: parsed.num_warps,
+        num_stages: parsed.num_stages,
         fast_math: parsed.fast_math,
     })
 }

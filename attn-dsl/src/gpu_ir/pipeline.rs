@@ -1,22 +1,28 @@
-//! Software pipelining (two stages): a copy in a loop body whose addresses depend only on the
-//! induction variable and on values the body can recompute is issued one iteration ahead.
-//! The loop's prologue copies the first iteration; the top of each iteration waits for its
-//! own stage, synchronizes once (this stage landed for everyone, and everyone is done with
-//! the buffer about to be refilled), then issues the next iteration's copies, which fly
-//! while this iteration computes. The allocs become two-buffer rings.
+//! Software pipelining (`num_stages` S ≥ 2 buffers per ring): a copy in a loop body whose
+//! addresses depend only on the induction variable and on values the body can recompute is
+//! issued S − 1 iterations ahead. The loop's prologue copies its first S − 1 iterations,
+//! one commit group each; the top of each iteration waits until only the S − 2 newest
+//! groups are in flight (so its own stage landed), synchronizes once (this stage landed for
+//! everyone, and everyone is done with the buffer the previous iteration read, the one about
+//! to be refilled), then issues the copies of iteration i + S − 1, which fly while this and
+//! the next S − 2 iterations compute. The allocs become S-buffer rings.
 
 use super::program::{AllocId, CopyAt, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
 use super::remat::{can_remat, defined_in, defining_ops, RematScope};
 use crate::ir::{Function, OpId, OpKind};
 use std::collections::BTreeSet;
 
-/// Pipelines every eligible loop of `p`.
+/// Pipelines every eligible loop of `p` (nothing with fewer than two stages).
 pub fn run(f: &Function, p: &mut GpuProgram) {
+    let stages = f.num_stages as usize;
+    if stages < 2 {
+        return;
+    }
     let defs = defining_ops(f);
     let mut piped = BTreeSet::new();
-    pipeline_block(f, &defs, &mut p.body, &mut piped);
+    pipeline_block(f, &defs, &mut p.body, &mut piped, stages);
     for a in piped {
-        p.allocs[a.0 as usize].stages = 2;
+        p.allocs[a.0 as usize].stages = stages;
     }
 }
 
@@ -25,11 +31,12 @@ fn pipeline_block(
     defs: &[Option<OpId>],
     b: &mut GpuBlock,
     piped: &mut BTreeSet<AllocId>,
+    stages: usize,
 ) {
     let mut out = Vec::with_capacity(b.ops.len());
     for mut op in std::mem::take(&mut b.ops) {
         for inner in super::program::nested_mut(&mut op) {
-            pipeline_block(f, defs, inner, piped);
+            pipeline_block(f, defs, inner, piped, stages);
         }
         if let GpuOp::For {
             op: loop_op,
@@ -37,11 +44,10 @@ fn pipeline_block(
             pipelined,
         } = &mut op
         {
-            let prologue = pipeline_loop(f, defs, *loop_op, body, piped);
+            let prologue = pipeline_loop(f, defs, *loop_op, body, piped, stages);
             if !prologue.is_empty() {
                 *pipelined = true;
                 out.extend(prologue);
-                out.push(GpuOp::Commit);
             }
         }
         out.push(op);
@@ -49,13 +55,15 @@ fn pipeline_block(
     b.ops = out;
 }
 
-/// Moves the body's prefetchable copies one iteration ahead; returns the prologue copies.
+/// Moves the body's prefetchable copies `stages - 1` iterations ahead; returns the
+/// prologue (its copies, one commit group per iteration).
 fn pipeline_loop(
     f: &Function,
     defs: &[Option<OpId>],
     loop_op: OpId,
     body: &mut GpuBlock,
     piped: &mut BTreeSet<AllocId>,
+    stages: usize,
 ) -> Vec<GpuOp> {
     let tile_loop = f.op(loop_op);
     let Some(&iv) = tile_loop.regions[0].args.first() else {
@@ -102,7 +110,9 @@ fn pipeline_loop(
         GpuOp::AsyncCopy(c)
     };
     let mut top = vec![
-        GpuOp::Wait { pending: 0 },
+        GpuOp::Wait {
+            pending: (stages - 2) as u32,
+        },
         GpuOp::Barrier {
             reason: super::program::BarrierReason::PipelineStage,
         },
@@ -110,15 +120,21 @@ fn pipeline_loop(
     top.extend(
         moved
             .iter()
-            .map(|c| copy(c, CopyAt::NextIteration, Stage::Next)),
+            .map(|c| copy(c, CopyAt::Ahead(stages - 1), Stage::Next)),
     );
     top.push(GpuOp::Commit);
     top.extend(kept);
     body.ops = top;
-    moved
-        .iter()
-        .map(|c| copy(c, CopyAt::FirstIteration, Stage::Current))
-        .collect()
+    let mut prologue = Vec::new();
+    for k in 0..stages - 1 {
+        prologue.extend(
+            moved
+                .iter()
+                .map(|c| copy(c, CopyAt::Prologue(k), Stage::Fixed(k))),
+        );
+        prologue.push(GpuOp::Commit);
+    }
+    prologue
 }
 
 /// Makes the `mma`s of `op` that read a ring alloc read the current iteration's stage.

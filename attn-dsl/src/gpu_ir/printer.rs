@@ -20,11 +20,12 @@ pub fn print_program(f: &Function, p: &GpuProgram) -> String {
     s
 }
 
-fn stage(s: Stage) -> &'static str {
+fn stage(s: Stage) -> String {
     match s {
-        Stage::Only => "",
-        Stage::Current => "[cur]",
-        Stage::Next => "[next]",
+        Stage::Only => String::new(),
+        Stage::Current => "[cur]".into(),
+        Stage::Next => "[next]".into(),
+        Stage::Fixed(k) => format!("[{k}]"),
     }
 }
 
@@ -70,9 +71,9 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 "{} {{{}",
                 tile_op(f, *op),
                 if *pipelined {
-                    "  // pipelined, 2 stages"
+                    format!("  // pipelined, {} stages", f.num_stages)
                 } else {
-                    ""
+                    String::new()
                 }
             ),
             GpuOp::If { op, .. } | GpuOp::While { op, .. } => format!("{} {{", tile_op(f, *op)),
@@ -85,8 +86,10 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 c.map.chunk,
                 match c.at {
                     CopyAt::InPlace => "",
-                    CopyAt::FirstIteration => ", first iteration",
-                    CopyAt::NextIteration => ", next iteration",
+                    CopyAt::Prologue(0) => ", first iteration",
+                    CopyAt::Prologue(_) => ", a prologue iteration",
+                    CopyAt::Ahead(1) => ", next iteration",
+                    CopyAt::Ahead(_) => ", stages - 1 iterations ahead",
                 }
             ),
             GpuOp::Commit => "commit".into(),

@@ -48,17 +48,22 @@ pub enum Stage {
     Only,
     /// The buffer of the enclosing pipelined loop's current iteration.
     Current,
-    /// The buffer of the next iteration (the prefetch target).
+    /// The prefetch target: the buffer the previous iteration read, refilled with the tile
+    /// of the iteration `stages - 1` ahead.
     Next,
+    /// Buffer `k` of the ring, filled before a pipelined loop with its iteration `k`.
+    Fixed(usize),
 }
 
 impl Stage {
-    /// The same buffer seen from the next iteration (Next becomes Current and back).
+    /// The same buffer seen from the next iteration, in the two-buffer view the sync
+    /// analysis takes of any ring (the current stage and all the others): what this
+    /// iteration read is what a later one refills, what it prefetched is read later.
     pub fn across_back_edge(self) -> Stage {
         match self {
             Stage::Current => Stage::Next,
             Stage::Next => Stage::Current,
-            Stage::Only => Stage::Only,
+            other => other,
         }
     }
 }
@@ -130,11 +135,11 @@ pub const ISSUE_BOUND_ROWS: usize = 128;
 pub enum CopyAt {
     /// Where the load was: the values it reads are all defined.
     InPlace,
-    /// Before a pipelined loop: its first iteration (issued only when the loop runs).
-    FirstIteration,
-    /// At the top of a pipelined loop's body: the next iteration (issued only when it
-    /// exists), overlapping this iteration's math.
-    NextIteration,
+    /// Before a pipelined loop: its iteration `k` (issued only when the loop has it).
+    Prologue(usize),
+    /// At the top of a pipelined loop's body: the iteration this many ahead (issued only
+    /// when it exists), overlapping this iteration's math.
+    Ahead(usize),
 }
 
 /// `cp.async` of a load's tile into an alloc, one 16-byte chunk per thread and step, masked

@@ -15,6 +15,16 @@ use std::collections::BTreeMap;
 
 type Key = (AllocId, Stage);
 
+/// The buffer an access touches in the analysis' two-buffer view of a ring: a prologue's
+/// buffer 0 is the first iteration's current one, its later buffers are among the others.
+fn key(alloc: AllocId, s: Stage) -> Key {
+    match s {
+        Stage::Fixed(0) => (alloc, Stage::Current),
+        Stage::Fixed(_) => (alloc, Stage::Next),
+        other => (alloc, other),
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Flags {
     in_flight: bool,
@@ -46,8 +56,16 @@ impl State {
         )
     }
     fn wait_all(&mut self) {
-        for f in self.0.values_mut() {
-            if f.in_flight {
+        self.land(|_| true);
+    }
+    /// `wait_group N > 0` at the top of a pipelined body: the oldest groups, those of the
+    /// current iteration's stage, have landed; the prefetches of later ones may still fly.
+    fn wait_current(&mut self) {
+        self.land(|s| s == Stage::Current);
+    }
+    fn land(&mut self, which: impl Fn(Stage) -> bool) {
+        for ((_, s), f) in self.0.iter_mut() {
+            if f.in_flight && which(*s) {
                 (f.in_flight, f.landed) = (false, true);
             }
         }
@@ -108,7 +126,7 @@ impl Walker {
     fn op(&mut self, op: &mut GpuOp, mut st: State, out: &mut Vec<GpuOp>) -> State {
         match op {
             GpuOp::AsyncCopy(c) => {
-                let k = (c.dst, c.stage);
+                let k = key(c.dst, c.stage);
                 if st.get(k).read {
                     self.need(
                         out,
@@ -121,6 +139,7 @@ impl Walker {
                 st.0.entry(k).or_default().in_flight = true;
             }
             GpuOp::Wait { pending: 0 } => st.wait_all(),
+            GpuOp::Wait { .. } => st.wait_current(),
             GpuOp::Barrier { .. } => st.barrier(),
             GpuOp::Mma { a, b, .. } => {
                 for k in [a.alloc(), b.alloc()].into_iter().flatten() {

@@ -75,6 +75,9 @@ pub struct Function {
     pub assumed_divisible: Vec<(String, u64)>,
     /// Contractible f32 arithmetic and hardware `exp` in CUDA (the kernel's `fast_math`).
     pub fast_math: bool,
+    /// Buffers of each software-pipelined copy ring (the kernel's `num_stages`): the
+    /// pipeliner issues a loop's copies `num_stages - 1` iterations ahead.
+    pub num_stages: u32,
 }
 
 impl Function {
@@ -88,6 +91,7 @@ impl Function {
             num_warps,
             assumed_divisible: Vec::new(),
             fast_math: false,
+            num_stages: 2,
         }
     }
     pub fn value(&self, v: ValueId) -> &ValueData {

@@ -17,6 +17,7 @@ mod device_call;
 mod env;
 mod expr;
 mod generic_args;
+mod launch_count;
 mod lowerer;
 pub mod named_call;
 mod operators;
@@ -24,7 +25,6 @@ mod requires;
 mod sequence;
 pub mod typing;
 mod value;
-mod warp_count;
 
 pub use bindings::{Binding, ConstValue};
 
@@ -81,13 +81,15 @@ pub fn specialize(
     let bound = binding_check::bind_constexprs(module, item, &decls, bindings)?;
     requires::check_requires(item, &bound, bindings)?;
     requires::check_device_requires(module, &bound, bindings)?;
-    let num_warps = warp_count::resolve_num_warps(item, &bound, bindings)?;
+    let num_warps = launch_count::resolve_num_warps(item, &bound, bindings)?;
+    let num_stages = launch_count::resolve_num_stages(item, &bound, bindings)?;
     let mut spec = Specialized {
         kernel: kernel.to_string(),
         bindings: bound.clone(),
         ir: Function::new("", num_warps),
     };
     spec.ir.fast_math = item.fast_math;
+    spec.ir.num_stages = num_stages;
     let key = spec.key();
     let hash = blake3::hash(key.as_bytes()).to_hex();
     spec.ir.name = format!("{kernel}_{}", &hash.as_str()[..8]);

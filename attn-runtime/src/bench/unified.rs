@@ -127,14 +127,19 @@ pub fn rows() -> Vec<Row> {
 /// Launch-table sweep: the same workloads under other tilings and split counts (rows named
 /// `<row>-m<BLOCK_M>t<TILE>[s<SLABS>]` and `D1-3D-<segments>[t<TILE>]`).
 pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
-    let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32| Row {
-        id,
-        path: PathChoice::Force2dTiled {
-            block_m,
-            tile_size,
-            slabs_per_warp: slabs,
-        },
-        ..r.clone()
+    let staged =
+        |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32, stages: i32| Row {
+            id,
+            path: PathChoice::Force2dTiled {
+                block_m,
+                tile_size,
+                slabs_per_warp: slabs,
+                num_stages: stages,
+            },
+            ..r.clone()
+        };
+    let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32| {
+        staged(r, id, block_m, tile_size, slabs, 2)
     };
     let split = |id: &'static str, num_segments: i32| Row {
         id,
@@ -159,6 +164,9 @@ pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
         split_tiled("D1-3D-4t32", 4, 32),
         split_tiled("D1-3D-8t32", 8, 32),
         tiled(d1, "D1-2D-m16t16", 16, 16, 1),
+        staged(d1, "D1-2D-s2", 16, 32, 1, 2),
+        staged(d1, "D1-2D-s4", 16, 32, 1, 4),
+        staged(p0, "P0-m128t32s2-3st", 128, 32, 2, 3),
     ]
 }
 

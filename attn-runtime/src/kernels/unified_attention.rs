@@ -376,6 +376,7 @@ pub mod unified {
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
         num_warps = BLOCK_M / (16 * SLABS_PER_WARP),
+        num_stages = NUM_STAGES,
         fast_math = true,
         require(NUM_QUERIES_PER_KV >= 1, "NUM_QUERIES_PER_KV must equal num_query_heads / num_kv_heads"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
@@ -436,6 +437,7 @@ pub mod unified {
         const BOUNDS: Device = vllm_bounds,
         const FULL_TILE: Device = no_full_tile,
         const SLABS_PER_WARP: i32 = 1,
+        const NUM_STAGES: i32 = 2,
         const TILE_RANGES: i32 = 1,
     >(
         q: *const T,

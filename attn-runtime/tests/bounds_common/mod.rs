@@ -42,6 +42,7 @@ pub fn plain_config(tile: i32, nqpkv: i32, window: i32, head_size: i32) -> Unifi
         num_segments: 1,
         tile_ranges: 1,
         slabs_per_warp: 1,
+        num_stages: 2,
     }
 }
 

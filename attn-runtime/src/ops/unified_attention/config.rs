@@ -241,6 +241,9 @@ pub struct UnifiedAttentionConfig {
     /// 16-row slabs of the accumulator per warp (`num_warps = BLOCK_M / (16 · this)`): two let
     /// each B fragment loaded from shared memory feed two mma rows (the launch table's choice).
     pub slabs_per_warp: i32,
+    /// Buffers of each K/V copy ring (`NUM_STAGES`, the kernel's `num_stages`): tiles in
+    /// flight plus the one computed (the launch table's choice).
+    pub num_stages: i32,
     /// Tile ranges per q-block the built-in bounds visit (`TILE_RANGES`): 1, or 2 where a
     /// mode allows keys in two disjoint spans (R-SWA: prefix + window; an unclamped MM
     /// prefix with a window: the ranges' hull + window).
@@ -699,6 +702,7 @@ impl UnifiedAttentionConfig {
         let w = effective_sliding_window(p.sliding_window, lb);
         let cfg = UnifiedAttentionConfig {
             slabs_per_warp: 1,
+            num_stages: 2,
             block_size: p.block_size,
             tile_size: get_tile_size(p.head_size, w, p.kv_elem_bytes, !is_3d),
             block_m,

@@ -42,6 +42,8 @@ pub enum PathChoice {
         tile_size: i32,
         /// `SLABS_PER_WARP`: 16-row slabs each warp computes (`num_warps = BLOCK_M / (16 · SLABS_PER_WARP)`).
         slabs_per_warp: i32,
+        /// `NUM_STAGES`: buffers of each K/V copy ring.
+        num_stages: i32,
     },
     /// Split-KV with an explicit split count and keys per tile (decode sweeps).
     Force3dTiled {
@@ -342,6 +344,7 @@ pub fn choose_config(
             block_m,
             tile_size,
             slabs_per_warp,
+            ..
         } => Some((block_m, tile_size, slabs_per_warp)),
         _ => prefill_tiling(&cfg, problem),
     };
@@ -356,6 +359,10 @@ pub fn choose_config(
     if let PathChoice::Force3dTiled { tile_size, .. } = path {
         cfg.tile_size = tile_size;
     }
+    cfg.num_stages = match path {
+        PathChoice::Force2dTiled { num_stages, .. } => num_stages,
+        _ => stages_for(&cfg),
+    };
     cfg.validate_launch(&LaunchValues {
         max_seqlen_q: problem.max_seqlen_q,
         softcap: problem.softcap,
@@ -380,6 +387,21 @@ pub const PREFILL_BLOCK_M: i32 = 64;
 /// exp code-generation changes): 2048 programs (4 segments) 0.292 ms, 4096 (8) 0.298 ms;
 /// earlier, with twice the instructions per tile, 4096 had won (0.333 against 0.358 ms).
 pub const DECODE_PROGRAMS: i32 = 2048;
+
+/// Ring depth of the one-warp decode programs (`num_warps = 1`): a single warp computes too
+/// little to cover DRAM latency with one tile in flight, so two fly while it works.
+pub const DECODE_NUM_STAGES: i32 = 3;
+
+/// The launch table's ring depth: [`DECODE_NUM_STAGES`] for one-warp programs, 2 (one tile
+/// in flight) for prefill, whose shared memory two programs per SM already fill.
+fn stages_for(cfg: &UnifiedAttentionConfig) -> i32 {
+    let rows_per_warp = cfg.slabs_per_warp.saturating_mul(16);
+    if cfg.block_m == rows_per_warp {
+        DECODE_NUM_STAGES
+    } else {
+        2
+    }
+}
 
 /// Decode batches whose 2D grid (sequences x KV heads, one warp each) has at least this many
 /// programs stay on the 2D path: D1's 512 ran 0.289 ms in the same run, no slower than any
@@ -517,6 +539,7 @@ pub fn attention_bindings(
         ("IS_3D", flag(cfg.is_3d)),
         ("NUM_SEGMENTS", int(cfg.num_segments)),
         ("SLABS_PER_WARP", int(cfg.slabs_per_warp)),
+        ("NUM_STAGES", int(cfg.num_stages)),
         ("MASK", ConstValue::Device(variant.mask.clone())),
         ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
         ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),

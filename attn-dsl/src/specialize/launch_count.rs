@@ -1,0 +1,79 @@
+//! `num_warps = <constexpr expression>` and `num_stages = <constexpr expression>`: the launch
+//! width and the pipeline depth of one specialization.
+//!
+//! Evaluated after binding, like a `require` rule, so a kernel can size its program to a
+//! tile constexpr (`num_warps = BLOCK_M / 16`: one warp per 16-row tensor-core slab) or
+//! stream deeper on the tilings that need bytes in flight (decode).
+
+use super::const_eval;
+use super::requires::{blame_span, with_values};
+use super::value::describe_const;
+use super::{Binding, ConstValue, DslError};
+use crate::ast::{Item, LaunchCount};
+use crate::frontend::attr::{allowed_list, ALLOWED_NUM_STAGES, ALLOWED_NUM_WARPS};
+use quote::ToTokens;
+
+/// The warp count of `item` under the bound constexprs; an expression that is not an
+/// integer in [`ALLOWED_NUM_WARPS`] fails at the binding it depends on, with the values.
+pub(crate) fn resolve_num_warps(
+    item: &Item,
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> Result<u32, DslError> {
+    resolve(
+        &item.num_warps,
+        "num_warps",
+        &ALLOWED_NUM_WARPS,
+        bound,
+        bindings,
+    )
+}
+
+/// The pipeline stages of `item` under the bound constexprs (see [`resolve_num_warps`]).
+pub(crate) fn resolve_num_stages(
+    item: &Item,
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> Result<u32, DslError> {
+    resolve(
+        &item.num_stages,
+        "num_stages",
+        &ALLOWED_NUM_STAGES,
+        bound,
+        bindings,
+    )
+}
+
+fn resolve(
+    count: &LaunchCount,
+    what: &str,
+    allowed: &[u32],
+    bound: &[(String, ConstValue)],
+    bindings: &[Binding],
+) -> Result<u32, DslError> {
+    let (expr, span) = match count {
+        LaunchCount::Fixed(n) => return Ok(*n),
+        LaunchCount::Constexpr { expr, span } => (expr, *span),
+    };
+    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let value = const_eval::eval(expr, &lookup)?;
+    let written = expr.to_token_stream().to_string();
+    match value {
+        ConstValue::Int(v) if allowed.iter().any(|&a| i64::from(a) == v) => Ok(v as u32),
+        ConstValue::Int(v) => Err(DslError::new(
+            blame_span(expr, bindings, span),
+            format!(
+                "{what} = {written} evaluates to {v}, which is not supported; allowed: {}{}",
+                allowed_list(allowed),
+                with_values(expr, bound)
+            ),
+        )),
+        other => Err(DslError::new(
+            span,
+            format!(
+                "{what} = {written} must be an integer constexpr, got {}",
+                describe_const(&other)
+            ),
+        )),
+    }
+}
