@@ -361,7 +361,7 @@ pub fn choose_config(
     }
     cfg.num_stages = match path {
         PathChoice::Force2dTiled { num_stages, .. } => num_stages,
-        _ => stages_for(&cfg),
+        _ => NUM_STAGES,
     };
     cfg.validate_launch(&LaunchValues {
         max_seqlen_q: problem.max_seqlen_q,
@@ -388,20 +388,12 @@ pub const PREFILL_BLOCK_M: i32 = 64;
 /// earlier, with twice the instructions per tile, 4096 had won (0.333 against 0.358 ms).
 pub const DECODE_PROGRAMS: i32 = 2048;
 
-/// Ring depth of the one-warp decode programs (`num_warps = 1`): a single warp computes too
-/// little to cover DRAM latency with one tile in flight, so two fly while it works.
-pub const DECODE_NUM_STAGES: i32 = 3;
-
-/// The launch table's ring depth: [`DECODE_NUM_STAGES`] for one-warp programs, 2 (one tile
-/// in flight) for prefill, whose shared memory two programs per SM already fill.
-fn stages_for(cfg: &UnifiedAttentionConfig) -> i32 {
-    let rows_per_warp = cfg.slabs_per_warp.saturating_mul(16);
-    if cfg.block_m == rows_per_warp {
-        DECODE_NUM_STAGES
-    } else {
-        2
-    }
-}
+/// The launch table's K/V ring depth, every tiling: one tile in flight while one is computed.
+/// Deeper rings cost resident programs more than they add bytes in flight. Measured on the
+/// H200 (2026-12-01T14:56Z): D1 2D 0.286 ms with 2 stages, 0.304 with 3, 0.459 with 4 (39, 56
+/// and 73 KB of shared memory: 5, 4 and 3 one-warp programs per SM); P0 5.06 ms with 2, 5.42
+/// with 3.
+pub const NUM_STAGES: i32 = 2;
 
 /// Decode batches whose 2D grid (sequences x KV heads, one warp each) has at least this many
 /// programs stay on the 2D path: D1's 512 ran 0.289 ms in the same run, no slower than any
