@@ -26,6 +26,14 @@ fn flash(d: i64, bm: i64, bn: i64, causal: bool) -> Function {
         .ir
 }
 
+/// Copies of a loop body that fill the prefetch stage.
+fn prefetched(body: &gpu_ir::GpuBlock) -> usize {
+    body.ops
+        .iter()
+        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
+        .count()
+}
+
 /// The first `for` of the program and its body.
 fn first_loop(p: &GpuProgram) -> (&gpu_ir::GpuBlock, bool) {
     p.body
@@ -52,11 +60,7 @@ fn flash_attention_k_and_v_are_pipelined_with_one_barrier_per_tile() {
     let (body, pipelined) = first_loop(&p);
     assert!(pipelined, "{text}");
     assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
-    let next_copies = body
-        .ops
-        .iter()
-        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
-        .count();
+    let next_copies = prefetched(body);
     assert_eq!(next_copies, 2, "{text}");
     // K is contiguous along D (its rows in shared memory are keys), V along D too but it is
     // the B operand [keys, D]: read transposed.
@@ -165,11 +169,7 @@ fn a_v_guard_from_a_range_loop_is_pipelined() {
     let (body, pipelined) = first_loop(&p);
     assert!(pipelined, "{text}");
     assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
-    let next_copies = body
-        .ops
-        .iter()
-        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
-        .count();
+    let next_copies = prefetched(body);
     assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
     let has_loop = |b: &gpu_ir::GpuBlock| b.ops.iter().any(|o| matches!(o, GpuOp::For { .. }));
     assert!(!has_loop(body), "range loop left in the tile loop:\n{text}");
@@ -194,11 +194,7 @@ fn a_range_loop_only_the_v_copy_reads_is_not_run() {
         loops += matches!(o, GpuOp::For { .. }) as usize
     });
     assert_eq!(loops, 0, "{text}");
-    let next_copies = body
-        .ops
-        .iter()
-        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
-        .count();
+    let next_copies = prefetched(body);
     assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
 }
 
@@ -212,11 +208,7 @@ fn a_v_guard_read_per_row_from_a_loop_is_pipelined() {
     let (body, pipelined) = first_loop(&p);
     assert!(pipelined, "{text}");
     assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
-    let next_copies = body
-        .ops
-        .iter()
-        .filter(|o| matches!(o, GpuOp::AsyncCopy(c) if c.stage == Stage::Next))
-        .count();
+    let next_copies = prefetched(body);
     assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
 }
 

@@ -113,22 +113,16 @@ fn block_reads_any(f: &Function, defs: &[Option<OpId>], b: &GpuBlock, vals: &[Va
 
 /// Whether `op` (or anything nested in it) loads from global memory.
 fn op_loads(f: &Function, op: &GpuOp) -> bool {
-    let mut any = false;
-    super::program::walk_block(
-        &GpuBlock {
-            ops: vec![op.clone()],
-        },
-        &mut |o| {
-            if let GpuOp::Tile(t) = o {
-                any |= matches!(f.op(*t).kind, OpKind::Load { .. });
-            }
-        },
-    );
-    any
+    any_tile_op(f, op, |k| matches!(k, OpKind::Load { .. }))
 }
 
 /// Whether `op` (or anything nested in it) may write global memory.
 fn may_store(f: &Function, op: &GpuOp) -> bool {
+    any_tile_op(f, op, |k| matches!(k, OpKind::Store { .. }))
+}
+
+/// Whether a tile op of `op` or nested in it has a kind `pred` accepts.
+fn any_tile_op(f: &Function, op: &GpuOp, pred: impl Fn(&OpKind) -> bool) -> bool {
     let mut any = false;
     super::program::walk_block(
         &GpuBlock {
@@ -136,7 +130,7 @@ fn may_store(f: &Function, op: &GpuOp) -> bool {
         },
         &mut |o| {
             if let GpuOp::Tile(t) = o {
-                any |= matches!(f.op(*t).kind, OpKind::Store { .. });
+                any |= pred(&f.op(*t).kind);
             }
         },
     );
