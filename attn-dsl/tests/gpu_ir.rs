@@ -26,6 +26,15 @@ fn flash(d: i64, bm: i64, bn: i64, causal: bool) -> Function {
         .ir
 }
 
+/// The GPU program of `range_attention(..)` and its text, its tile loop pipelined.
+fn pipelined_range_attention(a: bool, b: bool, c: bool) -> (GpuProgram, String) {
+    let f = codegen_common::range_attention(a, b, c);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = print_program(&f, &p);
+    assert!(first_loop(&p).1, "tile loop not pipelined:\n{text}");
+    (p, text)
+}
+
 /// Copies of a loop body that fill the prefetch stage.
 fn prefetched(body: &gpu_ir::GpuBlock) -> usize {
     body.ops
@@ -163,11 +172,8 @@ fn wide_loop_invariant_a_is_read_from_shared_memory() {
 /// range loop moves into that branch and a full tile skips it.
 #[test]
 fn a_v_guard_from_a_range_loop_is_pipelined() {
-    let f = codegen_common::range_attention(false, true, false);
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    let text = print_program(&f, &p);
-    let (body, pipelined) = first_loop(&p);
-    assert!(pipelined, "{text}");
+    let (p, text) = pipelined_range_attention(false, true, false);
+    let (body, _) = first_loop(&p);
     assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
     let next_copies = prefetched(body);
     assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
@@ -184,11 +190,8 @@ fn a_v_guard_from_a_range_loop_is_pipelined() {
 /// tile loop runs no range loop at all (the pure loop is dead once the guard is a copy's).
 #[test]
 fn a_range_loop_only_the_v_copy_reads_is_not_run() {
-    let f = codegen_common::range_attention(false, false, false);
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    let text = print_program(&f, &p);
-    let (body, pipelined) = first_loop(&p);
-    assert!(pipelined, "{text}");
+    let (p, text) = pipelined_range_attention(false, false, false);
+    let (body, _) = first_loop(&p);
     let mut loops = 0;
     gpu_ir::walk_block(body, &mut |o| {
         loops += matches!(o, GpuOp::For { .. }) as usize
@@ -202,11 +205,8 @@ fn a_range_loop_only_the_v_copy_reads_is_not_run() {
 /// row it copies, and V still streams.
 #[test]
 fn a_v_guard_read_per_row_from_a_loop_is_pipelined() {
-    let f = codegen_common::range_attention(false, true, true);
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    let text = print_program(&f, &p);
-    let (body, pipelined) = first_loop(&p);
-    assert!(pipelined, "{text}");
+    let (p, text) = pipelined_range_attention(false, true, true);
+    let (body, _) = first_loop(&p);
     assert_eq!(gpu_ir::verify::barriers_in(body), 1, "{text}");
     let next_copies = prefetched(body);
     assert_eq!(next_copies, 2, "K and V prefetched:\n{text}");
@@ -216,11 +216,8 @@ fn a_v_guard_read_per_row_from_a_loop_is_pipelined() {
 /// recompute it per element, so V stays a tile load (K still streams).
 #[test]
 fn a_range_loop_reading_whole_rows_is_not_recomputed() {
-    let f = codegen_common::range_attention(true, true, false);
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    let text = print_program(&f, &p);
-    let (body, pipelined) = first_loop(&p);
-    assert!(pipelined, "{text}");
+    let (p, text) = pipelined_range_attention(true, true, false);
+    let (body, _) = first_loop(&p);
     let copies: Vec<_> = body
         .ops
         .iter()
