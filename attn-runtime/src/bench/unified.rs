@@ -120,13 +120,13 @@ pub fn rows() -> Vec<Row> {
         },
     ]
     .into_iter()
-    .chain(sweep_rows(&p0, &d1))
+    .chain(sweep_rows(&p0, &p1, &d1))
     .collect()
 }
 
 /// Launch-table sweep: the same workloads under other tilings and split counts (rows named
 /// `<row>-m<BLOCK_M>t<TILE>[s<SLABS>]` and `D1-3D-<segments>[t<TILE>]`).
-pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
+pub fn sweep_rows(p0: &Row, p1: &Row, d1: &Row) -> Vec<Row> {
     let staged =
         |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32, stages: i32| Row {
             id,
@@ -164,6 +164,10 @@ pub fn sweep_rows(p0: &Row, d1: &Row) -> Vec<Row> {
         split_tiled("D1-3D-4t32", 4, 32),
         split_tiled("D1-3D-8t32", 8, 32),
         tiled(d1, "D1-2D-m16t16", 16, 16, 1),
+        tiled(d1, "D1-2D-m16t64", 16, 64, 1),
+        tiled(p1, "P1-m64t64", 64, 64, 1),
+        tiled(p1, "P1-m128t32", 128, 32, 1),
+        tiled(p1, "P1-m64t16", 64, 16, 1),
         staged(d1, "D1-2D-s2", 16, 32, 1, 2),
         staged(d1, "D1-2D-s4", 16, 32, 1, 4),
         staged(p0, "P0-m128t32s2-3st", 128, 32, 2, 3),
