@@ -1,7 +1,8 @@
 //! Registry entries of unified attention for `attn emit` / `attn compile`: one per
 //! performance-table shape (P0 dense causal 16k, P1 Gemma4 sliding layer, P3 P1 + image
 //! ranges, D1 decode), each defaulting to the constexprs the op's plan binds for that shape;
-//! `K=V` overrides any of them. `unified_attention` is P1.
+//! `K=V` overrides any of them. `unified_attention` is P1. Like the op's launcher for a
+//! contiguous cache, the entries promise every stride parameter a multiple of 16.
 //!
 //! The op launches up to two kernels (3D: attention + reduce) over paged inputs, which the
 //! registry's one-kernel problem model does not describe: `attn run` / `attn bench` of these
@@ -17,7 +18,7 @@ use crate::ops::unified_attention::plan::{
 use crate::parity::Tolerance;
 use crate::problem::Problem;
 use attn_dsl::codegen::emit_cuda;
-use attn_dsl::ir::ScalarType;
+use attn_dsl::ir::{ParamKind, ScalarType};
 use attn_dsl::Binding;
 
 /// The four presets' entries.
@@ -115,6 +116,19 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
     let m = module().map_err(|e| e.to_string())?;
     let f = specialize_cached(&m, ATTENTION_KERNEL, bindings)
         .map_err(|e| format!("{} (line {})", e.message, e.span.start().line))?;
+    // The shapes' caches use vLLM's contiguous layout, whose strides are all multiples of
+    // 16: the op's launcher promises exactly that, so the emitted code is the op's.
+    let mut f = (*f).clone();
+    let strides: Vec<String> = f
+        .params
+        .iter()
+        .filter(|p| {
+            p.name.contains("stride") && matches!(p.kind, ParamKind::Scalar(t) if t.is_int())
+        })
+        .map(|p| p.name.clone())
+        .collect();
+    let names: Vec<&str> = strides.iter().map(String::as_str).collect();
+    attn_dsl::passes::assume::divisible(&mut f, &names)?;
     let cuda = emit_cuda(&f).map_err(|e| e.to_string())?;
     let key: Vec<String> = bindings
         .iter()
@@ -124,7 +138,7 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
         key: format!("{ATTENTION_KERNEL}<{}>", key.join(",")),
         cuda,
         prelude: None,
-        ir: Some((*f).clone()),
+        ir: Some(f),
     })
 }
 
@@ -135,4 +149,36 @@ fn no_problem(_: &[Binding]) -> Result<Problem, String> {
          problem"
             .into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The presets emit what the op launches: every stride promised a multiple of 16, so the
+    /// K/V tiles move by `cp.async` (without the promise they would be staged elementwise).
+    #[test]
+    fn presets_carry_the_ops_stride_promises() {
+        for e in entries() {
+            let built = build(&(e.default_bindings)()).expect("preset builds");
+            let ir = built.ir.expect("ir");
+            let promised: Vec<&str> = ir
+                .assumed_divisible
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect();
+            for s in ["kv_stride_block", "kv_stride_slot", "kv_stride_head"] {
+                assert!(
+                    promised.contains(&s),
+                    "{}: {s} not promised: {promised:?}",
+                    e.name
+                );
+            }
+            assert!(
+                built.cuda.source.contains("attn_cp_async16"),
+                "{}: no async copy",
+                e.name
+            );
+        }
+    }
 }
