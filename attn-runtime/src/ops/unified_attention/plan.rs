@@ -431,7 +431,9 @@ fn tune_prefill_block_m(cfg: &mut UnifiedAttentionConfig, problem: &AttentionPro
 /// `P0-m*t*` rows of the `unified_attention` bench): P0 6.38 ms against 6.60 (128×64, 1 slab),
 /// 6.98 (64×32) and 10.3 (64×64, 2 slabs). 128×64 with 2 slabs ran 6.12 ms but spills 120 bytes
 /// per thread, and shipped specializations must not spill. D = 256 keeps 64×32 with one slab
-/// (P1 0.949 ms against 0.967 at 128×32 and 1.08 at 64×16).
+/// (P1 0.949 ms against 0.967 at 128×32 and 1.08 at 64×16; re-measured on the current code
+/// generator, 2026-12-01T15:23Z: 0.783 ms against 0.865 at 128×32, 0.924 at 64×16 and 1.08 at
+/// 64×64, and P0 5.06 ms against 5.13 at 128×64 and 6.19 at 64×32).
 fn prefill_tiling(
     cfg: &UnifiedAttentionConfig,
     problem: &AttentionProblem,
