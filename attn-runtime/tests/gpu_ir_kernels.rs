@@ -4,6 +4,8 @@
 //! KV-tile loop holds, and that NVRTC compiles it for sm_90 without spills or local memory.
 //! A regression of the schedule fails here, in CI, before any GPU time is spent.
 
+mod sass_support;
+
 use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp};
 use attn_dsl::ir::ScalarType;
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions};
@@ -171,31 +173,12 @@ const PINNED_SASS: &[PinnedSass] = &[
 
 /// Runs the SASS counter on `cubin` and checks the pinned counts of its largest loop.
 fn check_sass(label: &str, cubin: &[u8]) {
-    let tool =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/sass-counts");
     let Some(pin) = PINNED_SASS.iter().find(|p| p.label == label) else {
         return;
     };
-    assert!(tool.exists(), "{label}: {} is missing", tool.display());
-    let path = std::env::temp_dir().join(format!("attn_sass_{label}_{}.cubin", std::process::id()));
-    std::fs::write(&path, cubin).expect("write cubin");
-    let out = std::process::Command::new(&tool)
-        .arg(&path)
-        .args(["--loops", "1"])
-        .output()
-        .expect("run sass-counts");
-    let _ = std::fs::remove_file(&path);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("loop"))
-        .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts:\n{text}"));
+    let (line, counts) = sass_support::main_loop(label, cubin);
     println!("{label} SASS {line}");
-    let count = |key: &str| -> usize {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-            .map_or(0, |v| v.parse().unwrap_or(0))
-    };
+    let count = |key: &str| sass_support::count(&counts, key);
     assert_eq!(count("BAR"), 1, "{label}: barriers per KV tile: {line}");
     assert_eq!(
         (count("LDL"), count("STL")),

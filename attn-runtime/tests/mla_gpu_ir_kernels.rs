@@ -4,6 +4,8 @@
 //! read by both dots, that the queries come from shared memory, and that NVRTC compiles it
 //! for sm_90 without spills or local memory.
 
+mod sass_support;
+
 use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp, OperandSource};
 use attn_dsl::ConstValue;
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
@@ -42,6 +44,8 @@ struct Schedule {
     shared_a: usize,
     registers: u32,
     spills: (u32, u32, u32),
+    /// SASS counts of the KV-tile loop.
+    sass: std::collections::BTreeMap<String, usize>,
 }
 
 fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
@@ -66,9 +70,14 @@ fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
         &JitOptions::new(Arch::from_compute_capability(9, 0)),
     )
     .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
-    if let (ModuleImage::Cubin(bytes), Ok(dir)) = (&m.image, std::env::var("ATTN_DUMP_DIR")) {
+    let ModuleImage::Cubin(bytes) = &m.image else {
+        panic!("{label}: NVRTC gave no cubin");
+    };
+    if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
         let _ = std::fs::write(format!("{dir}/{label}.cubin"), bytes);
     }
+    let (line, sass) = sass_support::main_loop(label, bytes);
+    println!("{label} SASS {line}");
     let s = m.entry_stats().expect("ptxas statistics");
     println!("{label}: {s:?}, shared {} B", c.cuda.shared_bytes);
     Schedule {
@@ -77,6 +86,7 @@ fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
         shared_a,
         registers: s.registers,
         spills: (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
+        sass,
     }
 }
 
@@ -111,6 +121,24 @@ fn history_reads_the_latent_tile_once_for_both_dots_without_spills() {
         );
         assert_eq!(s.spills, (0, 0, 0), "{label}: spills or local memory");
         assert!(s.registers <= 255, "{label}: {} registers", s.registers);
+        // Per 32-key tile, per warp (16 heads, the warps split the keys of QKᵀ and the
+        // columns of PV): QKᵀ 36 k-steps, one B `ldmatrix` and one mma each, plus an A
+        // `ldmatrix` on the 32 latent ones (the rope query is held): 68; PV 2 k-steps x 8
+        // `ldmatrix.trans` B pairs (16 LDSM) feeding 32 mma.
+        // The latent and rope key tiles: 32 rows x 72 chunks over 128 threads, 18 chunks each.
+        // Barriers: the pipeline's, 2 x 2 for the cross-warp max and sum, 2 for staging P.
+        let c = |k: &str| sass_support::count(&s.sass, k);
+        assert_eq!(
+            (
+                c("LDSM"),
+                c("HMMA"),
+                c("LDGSTS"),
+                c("BAR"),
+                c("LDL") + c("STL")
+            ),
+            (84, 68, 18, 7, 0),
+            "{label}: (LDSM, HMMA, LDGSTS, BAR, local) per tile"
+        );
     }
 }
 

@@ -1,0 +1,40 @@
+//! SASS instruction counts of a kernel's main loop on a machine without a GPU: the cubin is
+//! disassembled by `../shared/tools/sass-counts` (nvdisasm from a wheel) and the counts of
+//! its largest loop returned by mnemonic, so a test can pin what one KV tile executes.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+/// The counts line (`loop 0x..-0x..: n=... LDSM=.. HMMA=..`) and its counts, of the largest
+/// loop of `cubin`.
+pub fn main_loop(label: &str, cubin: &[u8]) -> (String, BTreeMap<String, usize>) {
+    let tool =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/sass-counts");
+    assert!(tool.exists(), "{label}: {} is missing", tool.display());
+    let path = std::env::temp_dir().join(format!("attn_sass_{label}_{}.cubin", std::process::id()));
+    std::fs::write(&path, cubin).expect("write cubin");
+    let out = std::process::Command::new(&tool)
+        .arg(&path)
+        .args(["--loops", "1"])
+        .output()
+        .expect("run sass-counts");
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("loop"))
+        .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts:\n{text}"))
+        .to_string();
+    let counts = line
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect();
+    (line, counts)
+}
+
+/// The count of `key` in `counts` (0 when the loop has none).
+pub fn count(counts: &BTreeMap<String, usize>, key: &str) -> usize {
+    counts.get(key).copied().unwrap_or(0)
+}
