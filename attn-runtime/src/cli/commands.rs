@@ -412,8 +412,9 @@ fn demo(ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
     };
     write(out, &format!("attn demo: running {where_}\n\n"))?;
     for entry in ctx.registry.entries() {
-        // Unified attention's presets have no one-kernel problem (and the full shapes are
-        // too large for the CPU executor): the seed geometry below stands for them.
+        // Unified attention's and MLA history's presets have no one-kernel problem (and the
+        // full shapes are too large for the CPU executor): the seed geometry below stands for
+        // unified attention, the `mla_*` tests for MLA.
         if (entry.problem)(&(entry.default_bindings)()).is_err() {
             continue;
         }

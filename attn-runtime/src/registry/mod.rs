@@ -4,6 +4,7 @@
 //! every path end to end until the DSL lands.
 
 mod bindings;
+mod mla;
 mod proof;
 mod unified;
 mod vadd;
@@ -95,11 +96,12 @@ impl Registry {
         r
     }
 
-    /// The built-ins plus unified attention's preset entries (emit / compile only: see
-    /// `registry::unified`), as the `attn` binary registers them.
+    /// The built-ins plus unified attention's and MLA history's preset entries (emit /
+    /// compile only: see `registry::unified`, `registry::mla`), as the `attn` binary
+    /// registers them.
     pub fn with_cli_kernels() -> Self {
         let mut r = Registry::with_builtins();
-        for e in unified::entries() {
+        for e in unified::entries().into_iter().chain(mla::entries()) {
             r.register(e);
         }
         r

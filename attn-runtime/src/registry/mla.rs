@@ -1,0 +1,125 @@
+//! Registry entries of the MLA history kernel for `attn emit` / `attn compile`: the
+//! specialization the MLA-DCP op's plan launches for the L1 row (128 × 4096, 128 heads) and
+//! the L2 row (128 × 32768, 16 heads), with the plan's stride promise; `K=V` overrides any
+//! constexpr. The op launches five kernels over paged inputs and an exchange, so `attn run`
+//! of these entries points at the op (`gpu_mla_op`, the `mla_decode` bench).
+
+use super::{BuiltKernel, KernelEntry};
+use crate::kernels::mla_dcp::compile_kernel_assuming;
+use crate::ops::mla_dcp::metadata::DcpLayout;
+use crate::ops::mla_dcp::plan::DecodeStep;
+use crate::parity::Tolerance;
+use crate::problem::Problem;
+use crate::reference::mla::MlaConfig;
+use attn_dsl::Binding;
+
+/// The two entries.
+pub(super) fn entries() -> Vec<KernelEntry> {
+    vec![
+        entry(
+            "mla_history",
+            "MLA history split-KV, L1 plan (128 x 4096, 128 heads, dcp 1)",
+            || history_bindings(128, 4096, 128),
+        ),
+        entry(
+            "mla_history_l2",
+            "MLA history split-KV, L2 plan (128 x 32768, 16 heads, dcp 1)",
+            || history_bindings(128, 32768, 16),
+        ),
+    ]
+}
+
+fn entry(name: &'static str, summary: &'static str, defaults: fn() -> Vec<Binding>) -> KernelEntry {
+    KernelEntry {
+        name,
+        summary,
+        default_bindings: defaults,
+        build,
+        problem: no_problem,
+        reference: |_| vec![],
+        tolerance: Tolerance {
+            atol: 1.5e-2,
+            rtol: 1e-2,
+        },
+        cases: &[],
+    }
+}
+
+/// The constexprs of the history launch the op plans for `batch` decode requests of `ctx`
+/// tokens over `heads` heads (page 64, one rank).
+fn history_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
+    let Ok(layout) = DcpLayout::new(1, 1, 64) else {
+        return vec![];
+    };
+    let step = DecodeStep {
+        query_lens: vec![1; batch],
+        seq_lens: vec![ctx; batch],
+        heads_per_rank: heads,
+        dtype: attn_dsl::ir::ScalarType::Bf16,
+        softmax_scale: MlaConfig::deepseek_v3().softmax_scale() as f32,
+        block_table_stride: layout.max_blocks_per_request(u64::from(ctx)) as usize,
+        layout,
+        num_sms: 132,
+    };
+    step.plan()
+        .map(|p| p.history.bindings())
+        .unwrap_or_default()
+}
+
+fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    if bindings.is_empty() {
+        return Err("internal error: the preset has no valid plan".into());
+    }
+    // The latent cache is [blocks, BLOCK_SIZE, 576]: its block stride is a multiple of 16,
+    // which the op's plan promises (`KernelLaunch::divisible`).
+    let c = compile_kernel_assuming("mla_history", bindings, &["cache_stride_block"])
+        .map_err(|e| e.to_string())?;
+    let key: Vec<String> = bindings
+        .iter()
+        .map(|b| format!("{}={}", b.name, b.value))
+        .collect();
+    Ok(BuiltKernel {
+        key: format!("mla_history<{}>", key.join(",")),
+        cuda: c.cuda,
+        prelude: None,
+        ir: Some(c.specialized.ir),
+    })
+}
+
+fn no_problem(_: &[Binding]) -> Result<Problem, String> {
+    Err(
+        "the MLA-DCP op launches five kernels over a paged latent cache and an exchange: run it \
+         through the op (`tests/gpu_mla_op.rs`, the `mla_decode` bench), not as a one-kernel \
+         problem"
+            .into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The entries build the op's specialization: the stride promised, the latent tile
+    /// moved by `cp.async`.
+    #[test]
+    fn presets_build_the_ops_history_kernel() {
+        for e in entries() {
+            let built = build(&(e.default_bindings)()).expect("preset builds");
+            let ir = built.ir.expect("ir");
+            assert!(
+                ir.assumed_divisible
+                    .iter()
+                    .any(|(n, _)| n == "cache_stride_block"),
+                "{}",
+                e.name
+            );
+            assert!(built.cuda.source.contains("attn_cp_async16"), "{}", e.name);
+            assert!(
+                built.key.contains("BLOCK_H=16"),
+                "{}: {}",
+                e.name,
+                built.key
+            );
+        }
+    }
+}
