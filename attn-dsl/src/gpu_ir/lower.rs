@@ -101,7 +101,12 @@ impl<'a> Ctx<'a> {
         }
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let min_lanes = TileInAlloc::min_lanes_for_rows(m);
-        let Some(bc) = self.copyable_operand(bv, b, true, min_lanes) else {
+        // A B tile another dot already copies (a shared latent tile) is read from that copy:
+        // every consumer becomes an `mma` once one does.
+        let Some(bc) = self
+            .copied(bv, d)
+            .or_else(|| self.copyable_operand(bv, b, true, min_lanes))
+        else {
             return;
         };
         // Registers a held A takes per thread grow with the slabs each warp owns.
@@ -317,6 +322,20 @@ impl<'a> Ctx<'a> {
             .copied()
             .filter(|&o| self.f.op(o).operands.contains(&v))
             .collect()
+    }
+
+    /// The copy already decided for B operand `v`'s load (directly or through `trans`).
+    fn copied(&self, v: ValueId, d: &Decisions) -> Option<Candidate> {
+        let (v, view_trans) = match self.def(v) {
+            Some(t) if t.kind == OpKind::Trans => (t.operands[0], true),
+            _ => (v, false),
+        };
+        let load = self.defs[v.0 as usize]?;
+        d.copies.get(&load).map(|c| Candidate {
+            load,
+            map: c.map,
+            view_trans,
+        })
     }
 
     fn def(&self, v: ValueId) -> Option<&'a crate::ir::Op> {
