@@ -222,9 +222,10 @@ impl<'a> Ctx<'a> {
         is_b: bool,
         min_lanes: usize,
     ) -> Option<Candidate> {
-        let (v, view_trans) = match self.def(v) {
-            Some(t) if is_b && t.kind == OpKind::Trans => (t.operands[0], true),
-            _ => (v, false),
+        let (v, view_trans) = if is_b {
+            self.through_trans(v)
+        } else {
+            (v, false)
         };
         let load = self.defs[v.0 as usize]?;
         let op = self.f.op(load);
@@ -326,16 +327,21 @@ impl<'a> Ctx<'a> {
 
     /// The copy already decided for B operand `v`'s load (directly or through `trans`).
     fn copied(&self, v: ValueId, d: &Decisions) -> Option<Candidate> {
-        let (v, view_trans) = match self.def(v) {
-            Some(t) if t.kind == OpKind::Trans => (t.operands[0], true),
-            _ => (v, false),
-        };
+        let (v, view_trans) = self.through_trans(v);
         let load = self.defs[v.0 as usize]?;
         d.copies.get(&load).map(|c| Candidate {
             load,
             map: c.map,
             view_trans,
         })
+    }
+
+    /// `x` and `true` when `v = trans(x)`, else `v` and `false`.
+    fn through_trans(&self, v: ValueId) -> (ValueId, bool) {
+        match self.def(v) {
+            Some(t) if t.kind == OpKind::Trans => (t.operands[0], true),
+            _ => (v, false),
+        }
     }
 
     fn def(&self, v: ValueId) -> Option<&'a crate::ir::Op> {

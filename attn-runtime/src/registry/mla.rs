@@ -8,7 +8,6 @@ use super::{BuiltKernel, KernelEntry};
 use crate::kernels::mla_dcp::compile_kernel_assuming;
 use crate::ops::mla_dcp::metadata::DcpLayout;
 use crate::ops::mla_dcp::plan::DecodeStep;
-use crate::parity::Tolerance;
 use crate::problem::Problem;
 use crate::reference::mla::MlaConfig;
 use attn_dsl::Binding;
@@ -30,19 +29,7 @@ pub(super) fn entries() -> Vec<KernelEntry> {
 }
 
 fn entry(name: &'static str, summary: &'static str, defaults: fn() -> Vec<Binding>) -> KernelEntry {
-    KernelEntry {
-        name,
-        summary,
-        default_bindings: defaults,
-        build,
-        problem: no_problem,
-        reference: |_| vec![],
-        tolerance: Tolerance {
-            atol: 1.5e-2,
-            rtol: 1e-2,
-        },
-        cases: &[],
-    }
+    super::op_preset_entry(name, summary, defaults, build, no_problem)
 }
 
 /// The constexprs of the history launch the op plans for `batch` decode requests of `ctx`

@@ -29,6 +29,30 @@ pub struct BuiltKernel {
     pub ir: Option<Function>,
 }
 
+/// An entry for `attn emit` / `attn compile` of a specialization an op launches: it builds
+/// the op's kernel but has no one-kernel problem (`problem` says how to run the op instead).
+pub(crate) fn op_preset_entry(
+    name: &'static str,
+    summary: &'static str,
+    default_bindings: fn() -> Vec<Binding>,
+    build: fn(&[Binding]) -> Result<BuiltKernel, String>,
+    problem: fn(&[Binding]) -> Result<Problem, String>,
+) -> KernelEntry {
+    KernelEntry {
+        name,
+        summary,
+        default_bindings,
+        build,
+        problem,
+        reference: |_| vec![],
+        tolerance: Tolerance {
+            atol: 1.5e-2,
+            rtol: 1e-2,
+        },
+        cases: &[],
+    }
+}
+
 /// One named kernel.
 pub struct KernelEntry {
     pub name: &'static str,

@@ -15,7 +15,6 @@ use crate::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding};
 use crate::ops::unified_attention::plan::{
     attention_bindings, choose_config, MaskVariant, PathChoice,
 };
-use crate::parity::Tolerance;
 use crate::problem::Problem;
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::ir::{ParamKind, ScalarType};
@@ -48,19 +47,7 @@ pub(super) fn entries() -> Vec<KernelEntry> {
 }
 
 fn entry(name: &'static str, summary: &'static str, defaults: fn() -> Vec<Binding>) -> KernelEntry {
-    KernelEntry {
-        name,
-        summary,
-        default_bindings: defaults,
-        build,
-        problem: no_problem,
-        reference: |_| vec![],
-        tolerance: Tolerance {
-            atol: 1.5e-2,
-            rtol: 1e-2,
-        },
-        cases: &[],
-    }
+    super::op_preset_entry(name, summary, defaults, build, no_problem)
 }
 
 fn plan_bindings(p: AttentionProblem, path: PathChoice) -> Vec<Binding> {
