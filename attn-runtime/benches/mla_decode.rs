@@ -68,17 +68,14 @@ impl Row {
         self.heads / self.dcp
     }
     fn step(&self, num_sms: u32) -> DecodeStep {
-        let layout = self.layout();
-        DecodeStep {
-            query_lens: vec![1; self.batch],
-            seq_lens: vec![self.ctx; self.batch],
-            layout,
-            heads_per_rank: self.heads_per_rank(),
-            dtype: attn_dsl::ir::ScalarType::Bf16,
-            softmax_scale: MlaConfig::deepseek_v3().softmax_scale() as f32,
-            block_table_stride: self.blocks_per_request(),
+        DecodeStep::uniform_decode(
+            self.batch,
+            self.ctx,
+            self.heads_per_rank(),
+            self.layout(),
+            MlaConfig::deepseek_v3().softmax_scale() as f32,
             num_sms,
-        }
+        )
     }
     fn blocks_per_request(&self) -> usize {
         self.layout().max_blocks_per_request(u64::from(self.ctx)) as usize

@@ -17,16 +17,8 @@ use attn_runtime::reference::mla::MlaConfig;
 /// (page 64, q_len 1), as the MLA benchmark builds it.
 fn step(batch: usize, ctx: u32, heads: u32, dcp: u32) -> DecodeStep {
     let layout = DcpLayout::new(dcp, 1, 64).expect("layout");
-    DecodeStep {
-        query_lens: vec![1; batch],
-        seq_lens: vec![ctx; batch],
-        heads_per_rank: heads / dcp,
-        dtype: attn_dsl::ir::ScalarType::Bf16,
-        softmax_scale: MlaConfig::deepseek_v3().softmax_scale() as f32,
-        block_table_stride: layout.max_blocks_per_request(u64::from(ctx)) as usize,
-        layout,
-        num_sms: 132,
-    }
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    DecodeStep::uniform_decode(batch, ctx, heads / dcp, layout, scale, 132)
 }
 
 fn set(l: &mut KernelLaunch, name: &str, v: i64) {

@@ -38,16 +38,8 @@ fn history_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
     let Ok(layout) = DcpLayout::new(1, 1, 64) else {
         return vec![];
     };
-    let step = DecodeStep {
-        query_lens: vec![1; batch],
-        seq_lens: vec![ctx; batch],
-        heads_per_rank: heads,
-        dtype: attn_dsl::ir::ScalarType::Bf16,
-        softmax_scale: MlaConfig::deepseek_v3().softmax_scale() as f32,
-        block_table_stride: layout.max_blocks_per_request(u64::from(ctx)) as usize,
-        layout,
-        num_sms: 132,
-    };
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    let step = DecodeStep::uniform_decode(batch, ctx, heads, layout, scale, 132);
     step.plan()
         .map(|p| p.history.bindings())
         .unwrap_or_default()

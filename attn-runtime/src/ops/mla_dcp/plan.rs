@@ -354,6 +354,28 @@ fn dtype_binding(t: ScalarType) -> (&'static str, ConstValue) {
 }
 
 impl DecodeStep {
+    /// `batch` bf16 decode requests (q_len 1) of `ctx` tokens each over `heads_per_rank`
+    /// heads, the block table as wide as the longest needs: the benchmark rows' shape.
+    pub fn uniform_decode(
+        batch: usize,
+        ctx: u32,
+        heads_per_rank: u32,
+        layout: DcpLayout,
+        softmax_scale: f32,
+        num_sms: u32,
+    ) -> Self {
+        DecodeStep {
+            query_lens: vec![1; batch],
+            seq_lens: vec![ctx; batch],
+            heads_per_rank,
+            dtype: ScalarType::Bf16,
+            softmax_scale,
+            block_table_stride: layout.max_blocks_per_request(u64::from(ctx)) as usize,
+            layout,
+            num_sms,
+        }
+    }
+
     /// Checks the batch and geometry against what the kernels support.
     pub fn validate(&self) -> Result<(), PlanError> {
         if self.seq_lens.is_empty() {
