@@ -109,7 +109,11 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
         // Operand tiles of 16-multiples with an accumulator in fragments are async-copied
         // into row-padded allocs instead: [rows][cols + 8] along each one's contiguous axis.
         let staged_through_scratch = mma_scratch(m, k, n, 4);
-        let in_fragments = m.div_ceil(16) >= 4 || m == 16;
+        // Fewer slabs than warps: a warp grid whose columns split N (rows: the largest
+        // divisor of the warp count not above the slab count).
+        let slabs = m.div_ceil(16);
+        let grid_cols = 4 / (1..=slabs).rev().find(|r| 4 % r == 0).unwrap_or(1);
+        let in_fragments = slabs >= 4 || n % (8 * grid_cols) == 0;
         let copied = [m, k, n].iter().all(|d| d % 16 == 0) && in_fragments;
         let want = if copied {
             m * (k + 8) * 2 + k * (n + 8) * 2

@@ -328,14 +328,15 @@ fn deeper_pipelines_match_the_executor() {
 
 /// One K tile read by both dots (QKᵀ as loaded, PV through `trans`): the GPU program copies
 /// it once and each `mma` reads the alloc with its own `ldmatrix` orientation, in the
-/// four-warp row layout and in the column split of 16-row tiles.
+/// four-warp row layout, in the column split of 16-row tiles and on the 2 × 2 warp grid of
+/// 32-row tiles.
 #[test]
 fn latent_tile_shared_by_both_dots_matches_the_executor() {
     use attn_dsl::gpu_ir::{self, GpuOp};
     use attn_dsl::{Binding, ConstValue};
     const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
     let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
-    for (bm, bn, d) in [(64, 32, 64), (16, 32, 64), (16, 64, 32)] {
+    for (bm, bn, d) in [(64, 32, 64), (16, 32, 64), (16, 64, 32), (32, 32, 64)] {
         let binds = [
             Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
             Binding::new("BLOCK_M", ConstValue::Int(bm)),
@@ -392,8 +393,22 @@ fn mma_fragment_row_ops_match_the_executor() {
         (ScalarType::Bf16, 16, 16, 64, 4),
         (ScalarType::F16, 8, 16, 64, 2),
         (ScalarType::Bf16, 16, 16, 16, 4),
+        // Fewer slabs than warps, more than one: warp grids [2, 2], [3, 2] (a grid row short
+        // of its second slab), [2, 4] and [4, 2].
+        (ScalarType::Bf16, 32, 32, 64, 4),
+        (ScalarType::Bf16, 64, 16, 32, 6),
+        (ScalarType::F16, 32, 16, 64, 8),
+        (ScalarType::Bf16, 64, 16, 32, 8),
     ] {
         let f = codegen_common::mma_rows(t, m, k, n, w);
+        let slabs = m.div_ceil(16);
+        if slabs > 1 && slabs < w as usize {
+            let src = emit_cuda(&f).expect("emit").source;
+            assert!(
+                src.contains("(attn_warp % "),
+                "{m}x{n}/{w}: no warp grid:\n{src}"
+            );
+        }
         let args = vec![
             input(t, m * k, 20),
             input(t, k * n, 21),

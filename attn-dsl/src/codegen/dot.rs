@@ -347,10 +347,10 @@ impl<'f> Emitter<'f> {
         // Column-split fragments hold only a column block of A's rows per warp, but every
         // warp needs all of K: those are staged instead.
         let fits = !am.is_rows()
-            && !am.col_split
-            && !res.col_split
+            && !am.col_split()
+            && !res.col_split()
             && am.m == res.m
-            && am.warps == res.warps
+            && am.same_grid(res)
             && p.k == p.kp;
         fits.then_some(am)
     }
@@ -377,10 +377,10 @@ impl<'f> Emitter<'f> {
         let repacked = self.repackable_a(a, &map, &p);
         let staged = held_a.is_none() && repacked.is_none();
         self.stage_operands(staged.then_some(a), b, &p)?;
-        let (ld, warps, tiles_n) = (p.ld, map.warps, map.tiles_n);
+        let (ld, tiles_n) = (p.ld, map.tiles_n);
         self.w.open_unrolled("j", map.slabs_per_warp);
         self.w.line(format!("const int slab = {};", map.slab("j")));
-        let guarded = !map.col_split && !map.slabs.is_multiple_of(warps);
+        let guarded = map.ragged_slabs();
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }

@@ -84,7 +84,7 @@ impl<'f> Emitter<'f> {
         // k-step outer, slabs inner: each B fragment pair loaded once feeds the mma of every
         // slab this warp owns (two 16-row slabs per warp halve the shared-memory reads of B).
         let spw = map.slabs_per_warp;
-        let guarded = !map.col_split && !map.slabs.is_multiple_of(map.warps);
+        let guarded = map.ragged_slabs();
         self.w.line("#pragma unroll");
         self.w
             .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));

@@ -85,6 +85,17 @@ impl<'f> Emitter<'f> {
                 operand(x, &at.squeezed(self.shape(res), *axis))
             }
             OpKind::ExpandDims { .. } => arg(0),
+            OpKind::Unary(UnaryOp::Exp) if self.fast_exp_of_difference(op) => {
+                let sub = self.def_op(Self::operand(op, 0)?).ok_or_else(|| {
+                    CodegenError::Malformed("exp operand lost its definition".into())
+                })?;
+                let (x, y) = (Self::operand(sub, 0)?, Self::operand(sub, 1)?);
+                Ok(format!(
+                    "attn_fast_exp_sub({}, {})",
+                    operand(x, at)?,
+                    operand(y, at)?
+                ))
+            }
             OpKind::Unary(u) => {
                 let t = self.scalar(Self::operand(op, 0)?)?;
                 let x = arg(0)?;
@@ -117,6 +128,23 @@ impl<'f> Emitter<'f> {
                 "{other:?} is not a simple op"
             ))),
         }
+    }
+}
+
+impl Emitter<'_> {
+    /// Whether `op` is an f32 `exp(x - y)` under `fast_math` (emitted as one FMA and `ex2`
+    /// from `x` and `y` directly, so the difference itself is never needed).
+    fn fast_exp_of_difference(&self, op: &Op) -> bool {
+        let Ok(arg) = Self::operand(op, 0) else {
+            return false;
+        };
+        let f32_sub = self.def_op(arg).is_some_and(|d| {
+            d.kind == OpKind::Binary(BinaryOp::Sub)
+                && d.operands
+                    .iter()
+                    .all(|&v| self.scalar(v) == Ok(ScalarType::F32))
+        });
+        self.f.fast_math && f32_sub
     }
 }
 

@@ -8,17 +8,18 @@
 //! CPU executor's ascending sum: f32 sums agree to rounding, not bit for bit. `max`/`min`
 //! start from NaN, which `fmaxf`/`fminf` ignore, so they equal the executor's result exactly.
 //!
-//! Column-split fragments (warps own column blocks of one slab) add a cross-warp step: the
-//! first lane of each quad writes its warp's partial to a `[16][W]` buffer in the scratch
-//! area, and after a barrier every thread folds the `W` partials in ascending warp order (so
-//! a row sum is `((p0 + p1) + p2) + ...` over per-warp quad trees; all threads compute the
-//! same value, keeping the replicated row vector consistent across warps). A barrier before
-//! the writes keeps them off scratch data other warps may still read.
+//! Column-split fragments (the `C` warps of a grid row own column blocks of its slabs) add a
+//! cross-warp step: the first lane of each quad writes its warp's partial to a `[rows][C]`
+//! buffer in the scratch area, and after a barrier every thread folds its grid row's `C`
+//! partials in ascending grid-column order (so a row sum is `((p0 + p1) + p2) + ...` over
+//! per-warp quad trees; all threads compute the same value, keeping the replicated row vector
+//! consistent across warps). A barrier before the writes keeps them off scratch data other
+//! warps may still read.
 
 use super::c_types::{reg_type, round_to, scalar_reg_type};
 use super::elementwise::binary;
 use super::emitter::Emitter;
-use super::tile_map::TileMap;
+use super::tile_map::{MmaMap, TileMap};
 use super::CodegenError;
 use crate::ir::{BinaryOp, Op, ReduceKind, ScalarType, ValueId};
 
@@ -64,7 +65,7 @@ impl<'f> Emitter<'f> {
             ReduceKind::Min => BinaryOp::Min,
         };
         let rt = reg_type(self.elem(x));
-        let split = xm.col_split.then_some(xm.warps);
+        let split = xm.col_split().then_some(xm);
         let name = self.define_tile(res);
         if split.is_some() {
             self.w.open("");
@@ -103,43 +104,47 @@ impl<'f> Emitter<'f> {
             Some(_) => self.w.line("attn_part[r] = acc;"),
         }
         self.w.close("");
-        if let Some(warps) = split {
-            self.combine_warp_partials(&name, bop, acc_t, warps, &*finish)?;
+        if let Some(xm) = split {
+            self.combine_warp_partials(&name, bop, acc_t, &rm, &xm, &*finish)?;
             self.w.close("");
         }
         Ok(true)
     }
 
     /// The cross-warp step of a column-split row reduction: per-warp partials `attn_part[r]`
-    /// (rows `g + 8r`) go through a `[16][warps]` scratch buffer and are folded in ascending
-    /// warp order into `name[r]`.
+    /// (the rows of row-vector slot `r`) go through a `[rows][col_warps]` scratch buffer and
+    /// are folded in ascending grid-column order into `name[r]`.
     fn combine_warp_partials(
         &mut self,
         name: &str,
         bop: BinaryOp,
         acc_t: ScalarType,
-        warps: usize,
+        rows: &MmaMap,
+        frag: &MmaMap,
         finish: &dyn Fn(String) -> String,
     ) -> Res<()> {
         let ct = scalar_reg_type(acc_t);
-        self.need_scratch(16 * warps * 8);
+        let cw = frag.col_warps;
+        let padded_rows = frag.slabs_per_warp * frag.row_warps * 16;
+        self.need_scratch(padded_rows * cw * 8);
+        let row = rows.row("r");
         self.w.open("");
         self.w.line(format!(
             "{ct}* attn_red = reinterpret_cast<{ct}*>(attn_scratch);"
         ));
         self.w.line("__syncthreads();");
-        self.w.open_unrolled("r", 2);
+        self.w.open_unrolled("r", rows.slots());
         self.w.line(format!(
-            "if (attn_t4 == 0) attn_red[(attn_g + 8 * r) * {warps} + attn_warp] = attn_part[r];"
+            "if (attn_t4 == 0) attn_red[{row} * {cw} + {}] = attn_part[r];",
+            frag.warp_col()
         ));
         self.w.close("");
         self.w.line("__syncthreads();");
-        self.w.open_unrolled("r", 2);
-        self.w.line(format!(
-            "const {ct}* row = attn_red + (attn_g + 8 * r) * {warps};"
-        ));
+        self.w.open_unrolled("r", rows.slots());
+        self.w
+            .line(format!("const {ct}* row = attn_red + {row} * {cw};"));
         self.w.line(format!("{ct} acc = row[0];"));
-        self.w.open_unrolled("w", warps - 1);
+        self.w.open_unrolled("w", cw - 1);
         self.w.line(format!(
             "acc = {};",
             binary(bop, acc_t, "acc", "row[w + 1]")?

@@ -19,6 +19,12 @@
 //! `8 · (w · tiles_n + nt) + 2t + (q & 1)` with `tiles_n = n / (8W)`. Row vectors are then
 //! replicated in every warp (and every lane of a quad); row reductions need a cross-warp step
 //! (see `fragment_ops`), and only warp 0's first quad lane writes a row vector to memory.
+//!
+//! Warp grid (`Mma { warps_per_cta: [R, C] }`, both above 1): the two combined, for tiles
+//! with fewer slabs than warps but more than one (MLA's 32 gathered heads on 4 warps). Warp
+//! `w` is grid row `w / C` and grid column `w % C`: it owns slabs `w / C + jR` over column
+//! block `w % C`. A row vector is replicated over the `C` warps of a grid row; its writer is
+//! the grid row's column-0 warp. `[W, 1]` and `[1, W]` are the two maps above.
 
 /// Geometry of one tile in the `Mma` distribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,43 +32,87 @@ pub(crate) struct MmaMap {
     pub(crate) m: usize,
     pub(crate) n: usize,
     pub(crate) warps: usize,
+    /// The warp grid: `row_warps × col_warps = warps`. Warp `w` is grid row
+    /// `w / col_warps` (it owns slabs `w / col_warps + j · row_warps`) and grid column
+    /// `w % col_warps` (it owns that `n / col_warps`-wide column block).
+    pub(crate) row_warps: usize,
+    pub(crate) col_warps: usize,
     /// 16-row slabs of the tile, and per warp (rounded up).
     pub(crate) slabs: usize,
     pub(crate) slabs_per_warp: usize,
     /// 8-column tiles per warp (1 for row vectors).
     pub(crate) tiles_n: usize,
-    /// Whether warps split the columns of one 16-row slab (see the module docs).
-    pub(crate) col_split: bool,
 }
 
 impl MmaMap {
+    /// The row map: `warps` warps over the slabs, every warp over all columns.
     pub(crate) fn new(m: usize, n: usize, warps: usize) -> Self {
-        let warps = warps.max(1);
-        let slabs = m.div_ceil(16).max(1);
-        MmaMap {
-            m,
-            n,
-            warps,
-            slabs,
-            slabs_per_warp: slabs.div_ceil(warps),
-            tiles_n: n.div_ceil(8).max(1),
-            col_split: false,
-        }
+        Self::grid(m, n, warps.max(1), 1)
     }
 
     /// The column-split map of an `[m, n]` tile (`m <= 16`, `n` a multiple of `8 · warps`;
     /// the layout pass only chooses it then) or of its row vector (`n == 1`).
+    #[cfg(test)]
     pub(crate) fn new_split(m: usize, n: usize, warps: usize) -> Self {
-        let warps = warps.max(1);
+        Self::grid(m, n, 1, warps.max(1))
+    }
+
+    /// The map on a `row_warps × col_warps` warp grid (`n` a multiple of `8 · col_warps`
+    /// when `col_warps > 1`, or a row vector).
+    pub(crate) fn grid(m: usize, n: usize, row_warps: usize, col_warps: usize) -> Self {
+        let (row_warps, col_warps) = (row_warps.max(1), col_warps.max(1));
+        let slabs = m.div_ceil(16).max(1);
+        let tiles_n = if n == 1 {
+            1
+        } else if col_warps > 1 {
+            (n / (8 * col_warps)).max(1)
+        } else {
+            n.div_ceil(8).max(1)
+        };
         MmaMap {
             m,
             n,
-            warps,
-            slabs: 1,
-            slabs_per_warp: 1,
-            tiles_n: if n == 1 { 1 } else { (n / (8 * warps)).max(1) },
-            col_split: true,
+            warps: row_warps * col_warps,
+            row_warps,
+            col_warps,
+            slabs,
+            slabs_per_warp: slabs.div_ceil(row_warps),
+            tiles_n,
         }
+    }
+
+    /// Whether warps split the columns (`col_warps > 1`): row vectors are then replicated
+    /// over a grid row's warps and row reductions need a cross-warp step.
+    pub(crate) fn col_split(&self) -> bool {
+        self.col_warps > 1
+    }
+
+    /// This warp's grid row (an expression).
+    pub(crate) fn warp_row(&self) -> String {
+        match (self.row_warps, self.col_warps) {
+            (_, 1) => "attn_warp".into(),
+            (1, _) => "0".into(),
+            (_, cw) => format!("(attn_warp / {cw})"),
+        }
+    }
+
+    /// This warp's grid column (an expression).
+    pub(crate) fn warp_col(&self) -> String {
+        match (self.row_warps, self.col_warps) {
+            (_, 1) => "0".into(),
+            (1, _) => "attn_warp".into(),
+            (_, cw) => format!("(attn_warp % {cw})"),
+        }
+    }
+
+    /// Whether some warps own slot groups past the last slab (their `slab` must be guarded).
+    pub(crate) fn ragged_slabs(&self) -> bool {
+        !self.slabs.is_multiple_of(self.row_warps)
+    }
+
+    /// Whether `other` distributes rows and columns over the same warp grid.
+    pub(crate) fn same_grid(&self, other: &MmaMap) -> bool {
+        (self.row_warps, self.col_warps) == (other.row_warps, other.col_warps)
     }
 
     /// Whether this is a quad-replicated row vector (one column).
@@ -85,12 +135,10 @@ impl MmaMap {
 
     /// The warp's slab index of slab slot group `j` (an expression).
     pub(crate) fn slab(&self, j: &str) -> String {
-        if self.col_split {
-            "0".into()
-        } else if self.slabs_per_warp == 1 {
-            "attn_warp".into()
+        if self.slabs_per_warp == 1 {
+            self.warp_row()
         } else {
-            format!("(attn_warp + {j} * {})", self.warps)
+            format!("({} + {j} * {})", self.warp_row(), self.row_warps)
         }
     }
 
@@ -110,9 +158,10 @@ impl MmaMap {
         if self.is_rows() {
             return "0".into();
         }
-        if self.col_split {
+        if self.col_split() {
             return format!(
-                "((attn_warp * {tn} + ({slot} / 4) % {tn}) * 8 + 2 * attn_t4 + ({slot} & 1))",
+                "(({wc} * {tn} + ({slot} / 4) % {tn}) * 8 + 2 * attn_t4 + ({slot} & 1))",
+                wc = self.warp_col(),
                 tn = self.tiles_n
             );
         }
@@ -135,20 +184,17 @@ impl MmaMap {
     }
 
     fn rows_exact(&self) -> bool {
-        if self.col_split {
-            return self.m == 16;
-        }
-        self.m == self.slabs_per_warp * self.warps * 16
+        self.m == self.slabs_per_warp * self.row_warps * 16
     }
 
     fn cols_exact(&self) -> bool {
-        self.is_rows() || self.n == self.tiles_n * 8 * if self.col_split { self.warps } else { 1 }
+        self.is_rows() || self.n == self.tiles_n * 8 * self.col_warps
     }
 
     /// The global 8-column tile of this warp's column tile `nt` (an expression).
     pub(crate) fn col_tile(&self, nt: &str) -> String {
-        if self.col_split {
-            format!("(attn_warp * {} + {nt})", self.tiles_n)
+        if self.col_split() {
+            format!("({} * {} + {nt})", self.warp_col(), self.tiles_n)
         } else {
             nt.to_string()
         }
@@ -182,8 +228,8 @@ impl MmaMap {
         let mut c: Vec<String> = self.owned(slot).into_iter().collect();
         if self.is_rows() {
             c.push("attn_t4 == 0".into());
-            if self.col_split {
-                c.push("attn_warp == 0".into());
+            if self.col_split() {
+                c.push(format!("{} == 0", self.warp_col()));
             }
         }
         (!c.is_empty()).then(|| c.join(" && "))
@@ -197,11 +243,7 @@ impl MmaMap {
 
     /// Whether `rows` is the row vector of this fragment's rows (same rows, same warps).
     pub(crate) fn has_row_vector(&self, rows: &MmaMap) -> bool {
-        rows.is_rows()
-            && !self.is_rows()
-            && rows.m == self.m
-            && rows.warps == self.warps
-            && rows.col_split == self.col_split
+        rows.is_rows() && !self.is_rows() && rows.m == self.m && rows.same_grid(self)
     }
 }
 
@@ -293,6 +335,57 @@ mod tests {
             r.writer("s").as_deref(),
             Some("attn_t4 == 0 && attn_warp == 0")
         );
+    }
+
+    /// The grid map: every element exactly once, every row-vector row in the four lanes of
+    /// every quad of the `C` warps of its grid row.
+    #[test]
+    fn warp_grid_covers_every_element() {
+        for (m, n, rw, cw) in [
+            (32, 32, 2, 2),
+            (32, 512, 2, 2),
+            (64, 64, 4, 2),
+            (48, 16, 2, 2),
+        ] {
+            for cols in [n, 1] {
+                let map = MmaMap::grid(m, cols, rw, cw);
+                let mut seen = vec![0usize; m * cols];
+                for warp in 0..rw * cw {
+                    let (wr, wc) = (warp / cw, warp % cw);
+                    for lane in 0..32 {
+                        let (g, t) = (lane / 4, lane % 4);
+                        for s in 0..map.slots() {
+                            let slab = wr + (s / map.per_slab()) * rw;
+                            let (row, col) = if map.is_rows() {
+                                (slab * 16 + g + (s & 1) * 8, 0)
+                            } else {
+                                let nt = wc * map.tiles_n + (s / 4) % map.tiles_n;
+                                (slab * 16 + g + ((s >> 1) & 1) * 8, nt * 8 + 2 * t + (s & 1))
+                            };
+                            if row < m && col < cols {
+                                seen[row * cols + col] += 1;
+                            }
+                        }
+                    }
+                }
+                let want = if map.is_rows() { 4 * cw } else { 1 };
+                assert!(seen.iter().all(|&c| c == want), "{m}x{cols}/{rw}x{cw}");
+            }
+        }
+        let f = MmaMap::grid(32, 512, 2, 2);
+        assert_eq!(
+            (f.slots(), f.owned("s"), f.ragged_slabs()),
+            (128, None, false)
+        );
+        assert!(f.col("s").contains("(attn_warp % 2) * 32"));
+        assert_eq!(f.slab("j"), "(attn_warp / 2)");
+        let r = MmaMap::grid(32, 1, 2, 2);
+        assert!(f.has_row_vector(&r) && !f.has_row_vector(&MmaMap::new_split(32, 1, 4)));
+        assert_eq!(
+            r.writer("s").as_deref(),
+            Some("attn_t4 == 0 && (attn_warp % 2) == 0")
+        );
+        assert!(MmaMap::grid(48, 16, 2, 2).ragged_slabs());
     }
 
     #[test]

@@ -69,8 +69,8 @@ impl<'f> Emitter<'f> {
         self.w.open_unrolled("j", map.slabs_per_warp);
         // Warps past the last slab read the last one (their fragments are never used).
         self.w.line(format!(
-            "const int slab = attn_min(attn_warp + j * {}, {});",
-            map.warps,
+            "const int slab = attn_min({}, {});",
+            map.slab("j"),
             map.slabs - 1
         ));
         self.w.line(format!(

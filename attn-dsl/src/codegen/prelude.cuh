@@ -45,6 +45,14 @@ __device__ __forceinline__ float attn_fast_exp(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
     return r;
 }
+/// `fast_math` e^(x - y) (a softmax weight: a score less its row max): x·log2(e) − y·log2(e)
+/// is one FMA per element, since y·log2(e) is shared by the row (FlashAttention's exp2 form).
+__device__ __forceinline__ float attn_fast_exp_sub(float x, float y) {
+    const float l = 1.4426950408889634f;
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmaf_rn(x, l, -(y * l))));
+    return r;
+}
 /// Rounds an f32 to the nearest f16 (ties to even) and returns it as f32.
 __device__ __forceinline__ float attn_round_f16(float x) {
     return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x));
@@ -177,10 +185,10 @@ __device__ __forceinline__ unsigned attn_pack_f16(float lo, float hi) {
 // commit groups: `attn_cp_wait<N>` returns once at most N of this thread's groups are in flight;
 // other threads' copies are visible after a following barrier.
 // ---------------------------------------------------------------------------------------------
+// The compiler's own conversion, not inline asm: it sees through it, so a row base plus the
+// unrolled loops' constant offsets stays one 32-bit register plus an immediate per access.
 __device__ __forceinline__ unsigned attn_smem_addr(const void* p) {
-    unsigned a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 template <class T>
 __device__ __forceinline__ void attn_cp_async16(unsigned short* dst, const T* src, bool ok) {

@@ -142,9 +142,15 @@ impl CyclicMap {
     }
 }
 
-/// Whether an `Mma` layout splits the columns over the warps (`[1, W]` with `W > 1`).
-fn is_col_split(warps_per_cta: &[u32; 2]) -> bool {
-    warps_per_cta[0] == 1 && warps_per_cta[1] > 1
+/// The `MmaMap` of an `Mma` layout's warp grid for an `[m, n]` tile (`n == 1`: its row
+/// vector), on `warps` warps; a grid that does not multiply out to them is the row map.
+fn mma_map(warps_per_cta: &[u32; 2], m: usize, n: usize, warps: usize) -> MmaMap {
+    let [r, c] = warps_per_cta.map(|x| x.max(1) as usize);
+    if r * c == warps {
+        MmaMap::grid(m, n, r, c)
+    } else {
+        MmaMap::new(m, n, warps)
+    }
 }
 
 /// The distribution of one tile value (see the module docs).
@@ -165,15 +171,13 @@ impl TileMap {
     pub(crate) fn for_layout(layout: &Layout, shape: &[usize], threads: usize) -> Self {
         let warps = threads / 32;
         match (layout, shape) {
-            (Layout::Mma { warps_per_cta }, [m, n]) if is_col_split(warps_per_cta) => {
-                TileMap::Mma(MmaMap::new_split(*m, *n, warps))
+            (Layout::Mma { warps_per_cta }, [m, n]) => {
+                TileMap::Mma(mma_map(warps_per_cta, *m, *n, warps))
             }
-            (Layout::Mma { .. }, [m, n]) => TileMap::Mma(MmaMap::new(*m, *n, warps)),
             (Layout::Slice { dim: 1, parent }, [m]) => match **parent {
-                Layout::Mma { warps_per_cta } if is_col_split(&warps_per_cta) => {
-                    TileMap::Mma(MmaMap::new_split(*m, 1, warps))
+                Layout::Mma { warps_per_cta } => {
+                    TileMap::Mma(mma_map(&warps_per_cta, *m, 1, warps))
                 }
-                Layout::Mma { .. } => TileMap::Mma(MmaMap::new(*m, 1, warps)),
                 _ => TileMap::new(shape, threads),
             },
             (Layout::Blocked(b), [_, _]) => {

@@ -16,10 +16,12 @@
 //! elementwise-connected to it (loop-carried accumulators, scores, probabilities, masks)
 //! computes in place; its row reductions become `Slice(1, Mma)` row vectors.
 //!
-//! A group whose tensor-core dots all have a single 16-row slab (`rows <= 16`, fewer slabs
-//! than warps: decode tiles) and `N` a multiple of `8 · num_warps` gets
-//! `Mma { warps_per_cta: [1, num_warps] }` instead: the warps split the columns, so none
-//! idles; any other small-M dot in the group makes the whole group fall back to `Blocked`.
+//! A group whose tensor-core dots all have fewer 16-row slabs than warps gets a warp grid
+//! `Mma { warps_per_cta: [R, C] }` instead: `R` is the largest divisor of `num_warps` not
+//! above the slab count and the `C = num_warps / R` warps of a grid row split the columns, so
+//! none idles and each holds `1/C` of the accumulator (`[1, num_warps]` for one-slab decode
+//! tiles; `[2, 2]` for MLA's 32 heads on 4 warps). Every dot of the group must get the same
+//! grid with `N` a multiple of `8 · C`; any other makes the whole group fall back to `Blocked`.
 //!
 //! When one rank-1 group has several slice constraints that disagree, the first in program
 //! order wins, and the back end converts at the other `reduce`/`expand_dims` sites, as it does
@@ -98,6 +100,16 @@ struct SliceConstraint {
     parent: ValueId,
 }
 
+/// The warp grid `[R, C]` of a tensor-core dot result with `slabs` 16-row slabs (fewer than
+/// `warps`) and `cols` columns: `R` the largest divisor of `warps` not above `slabs`, and the
+/// columns in 8-column tiles over the `C = warps / R` grid columns (`None` if they do not
+/// split evenly).
+fn warp_grid(slabs: usize, cols: usize, warps: usize) -> Option<[u32; 2]> {
+    let rows = (1..=slabs).rev().find(|r| warps.is_multiple_of(*r))?;
+    let col_warps = warps / rows;
+    (cols > 0 && cols.is_multiple_of(8 * col_warps)).then_some([rows as u32, col_warps as u32])
+}
+
 /// Union-find over values plus the slice constraints between groups.
 struct Groups {
     parent: Vec<u32>,
@@ -107,10 +119,10 @@ struct Groups {
     accessed: Vec<bool>,
     /// Results of tensor-core `dot`s (bf16/f16 operands): their groups get `Mma`.
     mma_results: Vec<bool>,
-    /// Results of tensor-core `dot`s (of any row count), and those of them whose warps can
-    /// split the columns of one 16-row slab (rows <= 16, columns a multiple of 8 · warps).
+    /// Results of tensor-core `dot`s (of any row count), and the warp grid of those with
+    /// fewer slabs than warps whose columns split over the grid's columns.
     tc_results: Vec<bool>,
-    split_results: Vec<bool>,
+    grid_results: Vec<Option<[u32; 2]>>,
     /// Index tiles: pure functions of element coordinates and scalars (`arange`, splats and
     /// elementwise ops, broadcasts and unsqueezes of index tiles), like the CUDA emitter's
     /// recomputed tiles.
@@ -126,7 +138,7 @@ impl Groups {
             accessed: vec![false; n],
             mma_results: vec![false; n],
             tc_results: vec![false; n],
-            split_results: vec![false; n],
+            grid_results: vec![None; n],
             index: vec![false; n],
         }
     }
@@ -226,15 +238,16 @@ impl Groups {
                 // Every warp must own at least one 16-row slab: with fewer rows the warps
                 // would idle and the few that work would hold the whole tile.
                 let rows = f.ty(op.results[0]).shape.first().copied().unwrap_or(0);
-                let slabs_cover_warps = rows.div_ceil(16) >= f.num_warps.max(1) as usize;
+                let slabs = rows.div_ceil(16).max(1);
                 let warps = f.num_warps.max(1) as usize;
                 let cols = f.ty(op.results[0]).shape.get(1).copied().unwrap_or(0);
-                let splits = rows <= 16 && cols > 0 && cols.is_multiple_of(8 * warps);
                 if matches!(a, Some(ScalarType::Bf16 | ScalarType::F16)) {
                     let r = op.results[0].0 as usize;
                     self.tc_results[r] = true;
-                    self.mma_results[r] = slabs_cover_warps;
-                    self.split_results[r] = !slabs_cover_warps && splits;
+                    self.mma_results[r] = slabs >= warps;
+                    self.grid_results[r] = (slabs < warps)
+                        .then(|| warp_grid(slabs, cols, warps))
+                        .flatten();
                 }
                 self.union_all(f, &[op.operands[2], op.results[0]])
             }
@@ -344,12 +357,18 @@ impl Groups {
                 warps_per_cta: [f.num_warps.max(1), 1],
             };
         }
-        // Small-M dots: the warps split the columns, when every dot of the group allows it.
-        let dots = || members.iter().filter(|&&v| self.tc_results[v]);
-        if rank == 2 && dots().next().is_some() && dots().all(|&v| self.split_results[v]) {
-            return Layout::Mma {
-                warps_per_cta: [1, f.num_warps.max(1)],
-            };
+        // Small-M dots: a warp grid whose columns split the tile, when every dot of the
+        // group gets the same one.
+        let mut grids = members
+            .iter()
+            .filter(|&&v| self.tc_results[v])
+            .map(|&v| self.grid_results[v]);
+        if let (true, Some(Some(first))) = (rank == 2, grids.next()) {
+            if grids.all(|g| g == Some(first)) {
+                return Layout::Mma {
+                    warps_per_cta: first,
+                };
+            }
         }
         // The largest member decides how threads spread; the pointers that loads and stores
         // access decide the fast axis and the vector width (the narrowest access wins).
@@ -601,10 +620,23 @@ mod tests {
             "{}",
             print_function(&f)
         );
-        // Fewer 16-row slabs than warps, more than one slab: no Mma.
-        let (mut f, _, s, _, _) = dot_rows(32, 4);
+        // Fewer 16-row slabs than warps, more than one slab: a 2 × 2 warp grid.
+        let (mut f, _, s, mx, _) = dot_rows(32, 4);
         run(&mut f);
-        assert!(matches!(f.ty(s).layout, Layout::Blocked(_)));
+        let grid = Layout::Mma {
+            warps_per_cta: [2, 2],
+        };
+        assert_eq!(f.ty(s).layout, grid);
+        assert_eq!(
+            f.ty(mx).layout,
+            Layout::Slice {
+                dim: 1,
+                parent: Box::new(grid)
+            }
+        );
+        assert_eq!(warp_grid(3, 64, 4), Some([2, 2]));
+        assert_eq!(warp_grid(2, 64, 8), Some([2, 4]));
+        assert_eq!(warp_grid(2, 24, 4), None);
         // One slab, 64 columns over 4 warps (16 each): the warps split the columns.
         let (mut f, _, s, mx, _) = dot_rows(16, 4);
         run(&mut f);

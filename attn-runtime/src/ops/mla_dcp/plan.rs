@@ -20,16 +20,30 @@ pub const V_HEAD: usize = 128;
 pub const CHUNK_ALIGN: usize = 256;
 /// Upper bound on KV splits of the history pass (bounds the split scratch).
 pub const MAX_SPLITS: u32 = 64;
-/// Gathered heads per history program: one 16-row `mma` slab whose columns the 4 warps
-/// split, so the [16, 512] accumulator is 64 registers per thread. (A 64-head tile would
-/// give each warp a whole [16, 512] slab, 256 registers: it spills.)
-pub const HIST_BLOCK_H: u32 = 16;
+/// Gathered heads per history program when there are at least this many: two 16-row `mma`
+/// slabs on a 2 × 2 warp grid (each warp one slab's [16, 256] accumulator half, 128
+/// registers), so every latent B fragment read from shared memory feeds two heads' slabs
+/// where 16 heads fed one: per 32-key tile a warp issues 100 `ldmatrix` for 136 `mma` (84 for
+/// 68 at 16 heads). (A 64-head tile on 4 warps gives each a whole [16, 512] slab: it spills.)
+pub const HIST_BLOCK_H: u32 = 32;
+/// Gathered heads per history program below [`HIST_BLOCK_H`] heads (L2's 16): one slab whose
+/// columns the 4 warps split, so no warp idles.
+pub const HIST_BLOCK_H_NARROW: u32 = 16;
+
+/// Gathered heads per history program for `gathered` heads (see [`HIST_BLOCK_H`]).
+pub fn hist_block_h(gathered: u64) -> u32 {
+    if gathered >= u64::from(HIST_BLOCK_H) {
+        HIST_BLOCK_H
+    } else {
+        HIST_BLOCK_H_NARROW
+    }
+}
 /// Keys per history tile (a power of two; smaller when the page is): a 32 × 576 latent
 /// tile is 37 KB of shared memory per stage, so two stages and the queries leave room for
 /// two programs per SM.
 pub const HIST_KV_TILE: u32 = 32;
-/// History programs resident per SM: shared memory (the 16 × 576 queries and two stages of
-/// the latent tile, 95 KB) fits two in an SM's 228 KB.
+/// History programs resident per SM: shared memory (the 32 × 576 queries and two stages of
+/// the latent tile, 111 KB) fits two in an SM's 228 KB, and so do the registers (240 × 128).
 pub const HIST_PROGRAMS_PER_SM: u32 = 2;
 /// Fewest local history keys worth a split of their own: below this, the reduce and the
 /// extra partial cost more than the parallelism buys (the local-length threshold of §9.2).
@@ -516,7 +530,8 @@ impl DecodeStep {
         )?;
         let grid_t = t as u32;
 
-        let head_tiles = dn.div_ceil(u64::from(HIST_BLOCK_H)) as u32;
+        let block_h = hist_block_h(dn);
+        let head_tiles = dn.div_ceil(u64::from(block_h)) as u32;
         let num_splits =
             splits.map_or_else(|| self.num_splits(head_tiles), |s| s.clamp(1, MAX_SPLITS));
         let b = self.layout.block_size;
@@ -532,7 +547,7 @@ impl DecodeStep {
             kernel: "mla_history",
             constexprs: vec![
                 dt.clone(),
-                ("BLOCK_H", ConstValue::Int(HIST_BLOCK_H.into())),
+                ("BLOCK_H", ConstValue::Int(block_h.into())),
                 ("KV_TILE", ConstValue::Int(kv_tile.into())),
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
