@@ -326,6 +326,63 @@ fn deeper_pipelines_match_the_executor() {
     }
 }
 
+/// K/V tiles gathered through a block table: the prefetch copies take their row addresses
+/// from registers filled one iteration early (the block-table loads of the tile after next),
+/// so a wrong iteration, pass or lane there reads the wrong pages; the pages are a random
+/// permutation, and the sequences end mid-tile and mid-page.
+#[test]
+fn paged_gathers_with_early_row_addresses_match_the_executor() {
+    use attn_dsl::{Binding, ConstValue};
+    const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
+    let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
+    let (d, page, heads) = (32usize, 16usize, 2usize);
+    for (bm, bn, stages, seq) in [(64, 16, 2, 75usize), (64, 32, 2, 40), (64, 16, 3, 130)] {
+        let binds = [
+            Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
+            Binding::new("BLOCK_M", ConstValue::Int(bm)),
+            Binding::new("BLOCK_N", ConstValue::Int(bn)),
+            Binding::new("HEAD_DIM", ConstValue::Int(d as i64)),
+            Binding::new("PAGE", ConstValue::Int(page as i64)),
+        ];
+        let c = attn_dsl::driver::compile(&module, "paged_fwd", &binds).expect("compile");
+        let mut f = c.specialized.ir.clone();
+        f.num_stages = stages;
+        let src = emit_cuda(&f).expect("emit").source;
+        assert_eq!(
+            src.matches("const bf16* attn_row_src").count(),
+            2,
+            "K and V row addresses one iteration early:\n{src}"
+        );
+        let max_pages = seq.div_ceil(page) + 1;
+        let pages = heads * max_pages + 3;
+        // A permutation of the pages (spread over the cache, none shared).
+        let mut order: Vec<i32> = (0..pages as i32).collect();
+        let keys = random(pages, 70 + seq as u64, 0.0, 1.0);
+        order.sort_by(|a, b| keys[*a as usize].total_cmp(&keys[*b as usize]));
+        let bt = HostBuffer::I32(order[..heads * max_pages].to_vec());
+        let cache = pages * page * d;
+        let n = heads * seq * d;
+        let args = vec![
+            input(ScalarType::Bf16, n, 60),
+            input(ScalarType::Bf16, cache, 61),
+            input(ScalarType::Bf16, cache, 62),
+            SimArg::Buf(bt),
+            output(ScalarType::F32, n),
+            i32s(seq as i32),
+            i32s(max_pages as i32),
+            SimArg::Scalar(ScalarArg::F32(0.125)),
+        ];
+        let grid = [seq.div_ceil(bm as usize) as u32, heads as u32, 1];
+        check(
+            &format!("paged {bm}x{bn}, {stages} stages, seq {seq}"),
+            &f,
+            grid,
+            args,
+            2e-2,
+        );
+    }
+}
+
 /// One K tile read by both dots (QKᵀ as loaded, PV through `trans`): the GPU program copies
 /// it once and each `mma` reads the alloc with its own `ldmatrix` orientation, in the
 /// four-warp row layout, in the column split of 16-row tiles and on the 2 × 2 warp grid of

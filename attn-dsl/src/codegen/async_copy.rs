@@ -7,7 +7,7 @@ use super::emitter::Emitter;
 use super::remat::Scope;
 use super::CodegenError;
 use crate::gpu_ir::remat::defined_in;
-use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuOp, Stage};
+use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuBlock, GpuOp, Stage};
 use crate::ir::{BinaryOp, Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
@@ -19,6 +19,69 @@ struct Guard {
     value: ValueId,
     read_when: bool,
 }
+
+/// A pipelined loop's bounds as C++ names, and iterations ahead of a point of it.
+struct LoopIteration {
+    iv: ValueId,
+    lo: String,
+    hi: String,
+    step: String,
+}
+
+impl LoopIteration {
+    fn of(e: &Emitter<'_>, l: OpId) -> Res<Self> {
+        let lop = e.f.op(l);
+        let name = |i: usize| e.name(lop.operands[i]).map(str::to_string);
+        Ok(LoopIteration {
+            iv: lop.regions[0].args[0],
+            lo: name(0)?,
+            hi: name(1)?,
+            step: name(2)?,
+        })
+    }
+
+    /// The induction variable `k` iterations after `from`.
+    fn ahead(&self, from: &str, k: usize) -> String {
+        match k {
+            0 => from.to_string(),
+            1 => format!("({from} + {})", self.step),
+            k => format!("({from} + {k} * {})", self.step),
+        }
+    }
+}
+
+/// The alloc row (within a pass) that thread `tid` copies with `lanes` lanes per row, as a
+/// C++ expression. A 16-byte shared store is served a quarter-warp (8 threads) at a time, so
+/// the rows of one quarter-warp must land in distinct bank groups: with fewer than 8 lanes a
+/// quarter-warp holds `8 / lanes` rows, and it takes rows `lanes` apart (rows 0 and 4 with 4
+/// lanes) instead of consecutive ones. An alloc row's pitch is an odd number of 16-byte
+/// groups (see `ROW_PAD`), so those rows start `lanes` groups apart and their chunks tile
+/// all eight groups, where consecutive rows (one group apart) would overlap. Each warp still
+/// covers the same `32 / lanes` rows, and a row's lanes stay consecutive threads.
+pub(crate) fn thread_row(lanes: usize) -> String {
+    if lanes >= 8 {
+        return format!("tid / {lanes}");
+    }
+    format!(
+        "(tid / 32) * {} + ((tid / 8) % 4) % {lanes} + ((tid % 8) / {lanes}) * {lanes} + ((tid / 8) % 4) / {lanes} * 8",
+        32 / lanes
+    )
+}
+
+/// The row [`thread_row`] gives thread `tid` (the same formula, for tests).
+#[cfg(test)]
+pub(crate) fn thread_row_of(tid: usize, lanes: usize) -> usize {
+    if lanes >= 8 {
+        return tid / lanes;
+    }
+    let q = (tid / 8) % 4;
+    (tid / 32) * (32 / lanes) + q % lanes + ((tid % 8) / lanes) * lanes + q / lanes * 8
+}
+
+/// Passes (rows per thread) up to which a prefetch's row addresses are computed one
+/// iteration early: each costs a 64-bit pointer held across the loop, and a copy of many
+/// passes (one-warp decode: 8) already overlaps its rows' block-table loads.
+const MAX_EARLY_ROW_PASSES: usize = 2;
 
 /// Chunks per thread a copy's loop unrolls.
 const MAX_COPY_UNROLL: usize = 4;
@@ -128,34 +191,111 @@ impl<'f> Emitter<'f> {
         let Some(l) = c.loop_op.filter(|_| c.at != CopyAt::InPlace) else {
             return self.copy_chunks(c, load, &Scope::InPlace, None, None);
         };
-        let lop = self.f.op(l);
-        let body = &lop.regions[0];
-        let iv = body.args[0];
-        let name = |e: &Self, i: usize| e.name(lop.operands[i]).map(str::to_string);
-        let (lo, hi, step) = (name(self, 0)?, name(self, 1)?, name(self, 2)?);
-        let counter = self.stage_var(l)?;
-        let ahead = |from: &str, k: usize| match k {
-            0 => from.to_string(),
-            1 => format!("({from} + {step})"),
-            k => format!("({from} + {k} * {step})"),
-        };
+        let it = LoopIteration::of(self, l)?;
         let iv_expr = match c.at {
-            CopyAt::Prologue(k) => ahead(&lo, k),
-            CopyAt::Ahead(k) => ahead(self.name(iv)?, k),
+            CopyAt::Prologue(k) => it.ahead(&it.lo, k),
+            CopyAt::Ahead(k) => it.ahead(self.name(it.iv)?, k),
             CopyAt::InPlace => {
                 return Err(CodegenError::Malformed(
                     "an in-place copy with a loop stage".into(),
                 ))
             }
         };
-        let guard = format!("{iv_expr} < {hi}");
-        let inside = defined_in(self.f, body);
+        let guard = format!("{iv_expr} < {}", it.hi);
+        let counter = self.stage_var(l)?;
+        let inside = defined_in(self.f, &self.f.op(l).regions[0]);
         let scope = Scope::Loop {
-            iv,
+            iv: it.iv,
             iv_expr,
             defined_in_body: &inside,
         };
         self.copy_chunks(c, load, &scope, Some(guard), Some(&counter))
+    }
+
+    /// Before pipelined loop `l` (GPU body `gbody`): for each prefetch copy whose row
+    /// addresses read memory (a paged tile's block-table entry), declares the per-pass
+    /// address array and fills it for the loop's first prefetch. Each prefetch then copies
+    /// from the array and refills it for the next iteration's tile, so the block-table load
+    /// has a whole iteration to arrive instead of stalling the copy issue behind it.
+    pub(crate) fn declare_row_sources(&mut self, l: OpId, gbody: &GpuBlock) -> Res<()> {
+        for g in &gbody.ops {
+            let GpuOp::AsyncCopy(c) = g else { continue };
+            let CopyAt::Ahead(k) = c.at else { continue };
+            let load = self.f.op(c.load);
+            if c.loop_op != Some(l) || !c.map.row_contiguous || !self.reads_memory(load.operands[0])
+            {
+                continue;
+            }
+            let al = self.prog.alloc(c.dst).clone();
+            let passes = al.rows.div_ceil(self.threads / c.map.lanes);
+            if passes > MAX_EARLY_ROW_PASSES {
+                continue;
+            }
+            let it = LoopIteration::of(self, l)?;
+            let name = self.fresh_name("attn_row_src");
+            let elem = super::c_types::storage_type(al.elem);
+            self.w.line(format!(
+                "// (row addresses of the prefetch of `{}`, one iteration early)",
+                al.name
+            ));
+            self.w.line(format!("const {elem}* {name}[{passes}];"));
+            let first = it.ahead(&it.lo, k);
+            self.fill_row_sources(c, &name, &first, &it.hi, l)?;
+            self.row_sources.insert(c.load.0, name);
+        }
+        Ok(())
+    }
+
+    /// `name[p] = ` the row addresses of copy `c` at iteration `iv_expr` of loop `l`, for
+    /// every pass `p`, when that iteration exists.
+    fn fill_row_sources(
+        &mut self,
+        c: &AsyncCopy,
+        name: &str,
+        iv_expr: &str,
+        hi: &str,
+        l: OpId,
+    ) -> Res<()> {
+        let load = self.f.op(c.load);
+        let inside = defined_in(self.f, &self.f.op(l).regions[0]);
+        let scope = Scope::Loop {
+            iv: self.f.op(l).regions[0].args[0],
+            iv_expr: iv_expr.to_string(),
+            defined_in_body: &inside,
+        };
+        let al = self.prog.alloc(c.dst);
+        let (lanes, chunk) = (c.map.lanes, c.map.chunk);
+        let rows_per_pass = self.threads / lanes;
+        let passes = al.rows.div_ceil(rows_per_pass);
+        let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), &scope)?;
+        self.w.open(format!("if ({iv_expr} < {hi})"));
+        self.w.open_unrolled("p", passes);
+        self.w.line(format!(
+            "const int attn_row = p * {rows_per_pass} + {}, attn_lane_in_row = tid % {lanes};",
+            thread_row(lanes)
+        ));
+        self.w
+            .line(format!("{name}[p] = {start} + attn_lane_in_row * {chunk};"));
+        self.w.close("");
+        self.w.close("");
+        Ok(())
+    }
+
+    /// Whether computing `v` (recomputed from its definitions) loads from memory.
+    fn reads_memory(&self, v: ValueId) -> bool {
+        let mut stack = vec![v];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x.0) {
+                continue;
+            }
+            let Some(op) = self.def_op(x) else { continue };
+            if matches!(op.kind, OpKind::Load { .. }) {
+                return true;
+            }
+            stack.extend(op.operands.iter().copied());
+        }
+        false
     }
 
     /// The per-thread loops over the copy's rows (passes) and each row's 16-byte chunks.
@@ -183,7 +323,8 @@ impl<'f> Emitter<'f> {
         let passes = al.rows.div_ceil(rows_per_pass);
         self.w.open_unrolled("p", passes);
         self.w.line(format!(
-            "const int {row} = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
+            "const int {row} = p * {rows_per_pass} + {}, attn_lane_in_row = tid % {lanes};",
+            thread_row(lanes)
         ));
         let mask = match load.kind {
             OpKind::Load { has_mask: true, .. } => {
@@ -195,11 +336,21 @@ impl<'f> Emitter<'f> {
         // the compiler reload the block table per chunk otherwise), at this lane's first
         // chunk; each chunk then adds a constant stride, an immediate offset of the copy.
         let stride = lanes * chunk;
+        let early = match (scope, self.row_sources.get(&c.load.0)) {
+            (Scope::Loop { .. }, Some(name)) => Some(name.clone()),
+            _ => None,
+        };
         let (src, dst_at) = if c.map.row_contiguous {
-            let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
-            self.w.line(format!(
-                "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
-            ));
+            match &early {
+                Some(name) => self.w.line(format!("const auto attn_src = {name}[p];")),
+                None => {
+                    let start =
+                        self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
+                    self.w.line(format!(
+                        "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
+                    ));
+                }
+            }
             self.w.line(format!(
                 "unsigned short* const attn_dst_row = attn_dst + {row} * {} + attn_lane_in_row * {chunk};",
                 al.pitch()
@@ -234,6 +385,16 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         self.w.close("");
+        if let (Some(name), Some(l)) = (early, c.loop_op) {
+            let it = LoopIteration::of(self, l)?;
+            let CopyAt::Ahead(k) = c.at else {
+                return Err(CodegenError::Malformed(
+                    "early row addresses off a prefetch".into(),
+                ));
+            };
+            let next = it.ahead(self.name(it.iv)?, k + 1);
+            self.fill_row_sources(c, &name, &next, &it.hi, l)?;
+        }
         Ok(())
     }
 
@@ -384,6 +545,36 @@ impl<'f> Emitter<'f> {
                 self.uniform_scalar(op.operands[0])
             }
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thread_row_of;
+
+    /// Every pass row gets exactly `lanes` threads, consecutive ones, and the 16-byte chunks a
+    /// quarter-warp stores at once (rows of pitch ≡ 1 group mod 8, chunk `lane + lanes · s`)
+    /// fall in eight distinct bank groups.
+    #[test]
+    fn copy_rows_cover_the_pass_without_bank_conflicts() {
+        for lanes in [1, 2, 4, 8, 16, 32] {
+            let threads = 128;
+            let mut seen = vec![0; threads / lanes];
+            for tid in 0..threads {
+                let r = thread_row_of(tid, lanes);
+                seen[r] += 1;
+                assert_eq!(thread_row_of(tid - tid % lanes, lanes), r, "lanes {lanes}");
+            }
+            assert!(seen.iter().all(|&c| c == lanes), "lanes {lanes}: {seen:?}");
+            for quarter in 0..threads / 8 {
+                let mut groups: Vec<usize> = (quarter * 8..quarter * 8 + 8)
+                    .map(|tid| (thread_row_of(tid, lanes) + tid % lanes) % 8)
+                    .collect();
+                groups.sort_unstable();
+                groups.dedup();
+                assert_eq!(groups.len(), 8, "lanes {lanes}, quarter {quarter}");
+            }
         }
     }
 }

@@ -21,6 +21,10 @@ pub(crate) struct Emitter<'f> {
     pub(crate) stage_vars: Vec<String>,
     /// The stage counter of each pipelined loop (declared with its prologue).
     pub(crate) loop_stage: std::collections::BTreeMap<u32, String>,
+    /// Prefetch copies whose row addresses read memory (a block table), computed one
+    /// iteration before the copy: load op → the per-pass address array (see
+    /// `declare_row_sources`).
+    pub(crate) row_sources: std::collections::BTreeMap<u32, String>,
     /// Reductions a copy computed once per row before its chunk loop: value → (variable,
     /// the row index expression it holds).
     pub(crate) hoisted: std::collections::BTreeMap<u32, (String, String)>,
@@ -70,6 +74,7 @@ impl<'f> Emitter<'f> {
             stage_vars: Vec::new(),
             loop_stage: Default::default(),
             hoisted: Default::default(),
+            row_sources: Default::default(),
             remat_locals: Default::default(),
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
@@ -624,6 +629,7 @@ impl<'f> Emitter<'f> {
         if pipelined {
             let st = self.stage_var(id)?;
             self.stage_vars.push(st);
+            self.declare_row_sources(id, gbody)?;
         }
         let inits = &op.operands[3..];
         let iters = body.args.get(1..).unwrap_or(&[]);
