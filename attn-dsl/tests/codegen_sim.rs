@@ -393,7 +393,15 @@ fn latent_tile_shared_by_both_dots_matches_the_executor() {
     use attn_dsl::{Binding, ConstValue};
     const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
     let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
-    for (bm, bn, d) in [(64, 32, 64), (16, 32, 64), (16, 64, 32), (32, 32, 64)] {
+    // (16, 32, 128): one 8-key column tile per warp over 8 k-steps, so QKᵀ alternates two
+    // partial accumulators.
+    for (bm, bn, d) in [
+        (64, 32, 64),
+        (16, 32, 64),
+        (16, 64, 32),
+        (32, 32, 64),
+        (16, 32, 128),
+    ] {
         let binds = [
             Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
             Binding::new("BLOCK_M", ConstValue::Int(bm)),
@@ -417,6 +425,12 @@ fn latent_tile_shared_by_both_dots_matches_the_executor() {
         assert_eq!(shared_b.len(), 2, "both dots read B from shared:\n{text}");
         assert_eq!(shared_b[0].0, shared_b[1].0, "one alloc:\n{text}");
         assert_ne!(shared_b[0].1, shared_b[1].1, "read both ways:\n{text}");
+        let src = emit_cuda(f).expect("emit").source;
+        assert_eq!(
+            src.contains("attn_kpart"),
+            d == 128,
+            "{bm}x{bn}x{d}: partial accumulators"
+        );
         let (heads, seq) = (2usize, 75usize);
         let n = heads * seq * d as usize;
         let args = vec![

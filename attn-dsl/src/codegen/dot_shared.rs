@@ -85,6 +85,17 @@ impl<'f> Emitter<'f> {
         // slab this warp owns (two 16-row slabs per warp halve the shared-memory reads of B).
         let spw = map.slabs_per_warp;
         let guarded = map.ragged_slabs();
+        let ways = k_split_ways(&map, &p);
+        let part_slots = map.slots();
+        if ways > 1 {
+            self.w.line(format!(
+                "// ({ways} partial accumulators over alternating k-steps: independent mma chains)"
+            ));
+            self.w.line(format!(
+                "float attn_kpart[{}] = {{}};",
+                (ways - 1) * part_slots
+            ));
+        }
         self.w.line("#pragma unroll");
         self.w
             .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", p.kp));
@@ -145,11 +156,23 @@ impl<'f> Emitter<'f> {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
         let a_regs = "attn_a[j][0], attn_a[j][1], attn_a[j][2], attn_a[j][3]";
-        self.w
-            .line(format!("{mma}({}, {a_regs}, b0, b1);", frag("nt")));
+        let tn = map.tiles_n;
+        // The mma of column tile `nt` (B registers `b_lo`, `b_hi`), into the main accumulator
+        // or, on alternating k-steps, into a partial one.
+        let issue = |w: &mut super::writer::SourceWriter, nt: &str, (b_lo, b_hi): (u8, u8)| {
+            let main = format!("{mma}({}, {a_regs}, b{b_lo}, b{b_hi});", frag(nt));
+            if ways == 1 {
+                w.line(main);
+                return;
+            }
+            let part = format!(
+                "{mma}(&attn_kpart[((k0 / 16) % {ways} - 1) * {part_slots} + (j * {tn} + {nt}) * 4], {a_regs}, b{b_lo}, b{b_hi});"
+            );
+            w.line(format!("if ((k0 / 16) % {ways} == 0) {main} else {part}"));
+        };
+        issue(&mut self.w, "nt", (0, 1));
         if pairs {
-            self.w
-                .line(format!("{mma}({}, {a_regs}, b2, b3);", frag("nt + 1")));
+            issue(&mut self.w, "nt + 1", (2, 3));
         }
         if guarded {
             self.w.close("");
@@ -157,6 +180,14 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         self.w.close("");
+        if ways > 1 {
+            self.w.open_unrolled("s", part_slots);
+            let sum: Vec<String> = (0..ways - 1)
+                .map(|w| format!("attn_kpart[{} + s]", w * part_slots))
+                .collect();
+            self.w.line(format!("{name}[s] += {};", sum.join(" + ")));
+            self.w.close("");
+        }
         self.w.close("");
         Ok(())
     }
@@ -264,4 +295,21 @@ impl<'f> Emitter<'f> {
         self.w.line(line);
         Ok(())
     }
+}
+
+/// Independent `mma` chains a warp wants in flight: a dependent `mma.sync` waits for the one
+/// before it on the same accumulator, so a warp with fewer accumulator tiles than this over
+/// a long K (MLA's QKᵀ: 2 tiles over 36 k-steps) stalls on its own results.
+const MIN_MMA_CHAINS: usize = 4;
+
+/// Partial accumulators (1 = none) for an `mma` over `p.kp / 16` k-steps with `map`'s
+/// accumulator tiles per warp: enough alternating k-step chains for [`MIN_MMA_CHAINS`],
+/// when K is long enough (at least 8 k-steps) to pay for the final sums.
+fn k_split_ways(map: &MmaMap, p: &MmaPlan) -> usize {
+    let chains = map.slabs_per_warp * map.tiles_n;
+    let steps = p.kp / 16;
+    if chains >= MIN_MMA_CHAINS || steps < 8 {
+        return 1;
+    }
+    MIN_MMA_CHAINS.div_ceil(chains).min(steps / 4).max(1)
 }
