@@ -431,6 +431,10 @@ fn latent_tile_shared_by_both_dots_matches_the_executor() {
             d == 128,
             "{bm}x{bn}x{d}: partial accumulators"
         );
+        assert!(
+            src.contains("row sums kept per lane"),
+            "{bm}x{bn}x{d}: deferred row sum:\n{src}"
+        );
         let (heads, seq) = (2usize, 75usize);
         let n = heads * seq * d as usize;
         let args = vec![

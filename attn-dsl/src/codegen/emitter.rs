@@ -25,6 +25,10 @@ pub(crate) struct Emitter<'f> {
     /// iteration before the copy: load op → the per-pass address array (see
     /// `declare_row_sources`).
     pub(crate) row_sources: std::collections::BTreeMap<u32, String>,
+    /// Row sums emitted as per-lane partials (see `deferred_sum`).
+    pub(crate) partial_rows: std::collections::BTreeSet<u32>,
+    /// Uses of each value (operands of ops, yields included).
+    use_counts: Vec<u32>,
     /// Reductions a copy computed once per row before its chunk loop: value → (variable,
     /// the row index expression it holds).
     pub(crate) hoisted: std::collections::BTreeMap<u32, (String, String)>,
@@ -75,6 +79,8 @@ impl<'f> Emitter<'f> {
             loop_stage: Default::default(),
             hoisted: Default::default(),
             row_sources: Default::default(),
+            partial_rows: Default::default(),
+            use_counts: use_counts(f),
             remat_locals: Default::default(),
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
@@ -89,6 +95,11 @@ impl<'f> Emitter<'f> {
             held_a: Default::default(),
             dot_operand_only: dot_operand_only(f),
         })
+    }
+
+    /// How many operands (of ops and terminators) read `v`.
+    pub(crate) fn use_count(&self, v: ValueId) -> u32 {
+        self.use_counts[v.0 as usize]
     }
 
     /// Whether `v` is only read as a dot's A or B operand (see `dot_operand_only`).
@@ -631,10 +642,17 @@ impl<'f> Emitter<'f> {
             self.stage_vars.push(st);
             self.declare_row_sources(id, gbody)?;
         }
+        let deferred = self.deferred_row_sums(op);
+        for (_, r) in &deferred {
+            self.partial_rows.insert(r.0);
+        }
         let inits = &op.operands[3..];
         let iters = body.args.get(1..).unwrap_or(&[]);
         let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
         self.assign_all(&carried, inits)?;
+        for (i, _) in &deferred {
+            self.start_row_sum(op.results[*i])?;
+        }
         let iv = *body
             .args
             .first()
@@ -660,6 +678,9 @@ impl<'f> Emitter<'f> {
             }
         }
         self.w.close("");
+        for (i, _) in deferred {
+            self.finish_row_sum(op.results[i])?;
+        }
         for a in held {
             self.held_a.remove(&a.0);
         }
@@ -713,6 +734,16 @@ impl<'f> Emitter<'f> {
 }
 
 /// Per value: read at least once, and only as operand 0 or 1 of a `dot`.
+fn use_counts(f: &Function) -> Vec<u32> {
+    let mut uses = vec![0u32; f.values.len()];
+    f.walk(&mut |_, op| {
+        for v in &op.operands {
+            uses[v.0 as usize] += 1;
+        }
+    });
+    uses
+}
+
 fn dot_operand_only(f: &Function) -> Vec<bool> {
     let mut uses = vec![(0u32, 0u32); f.values.len()];
     f.walk(&mut |_, op| {

@@ -65,7 +65,9 @@ impl<'f> Emitter<'f> {
             ReduceKind::Min => BinaryOp::Min,
         };
         let rt = reg_type(self.elem(x));
-        let split = xm.col_split().then_some(xm);
+        // A deferred row sum (see `deferred_sum`) stays per lane: no shuffles, no warps.
+        let partial = self.partial_rows.contains(&res.0);
+        let split = (xm.col_split() && !partial).then_some(xm);
         let name = self.define_tile(res);
         if split.is_some() {
             self.w.open("");
@@ -92,7 +94,7 @@ impl<'f> Emitter<'f> {
         }
         self.w.close("");
         self.w.close("");
-        for lanes in [1, 2] {
+        for lanes in [1, 2].into_iter().filter(|_| !partial) {
             let other = format!("attn_shfl_xor(acc, {lanes})");
             self.w
                 .line(format!("acc = {};", binary(bop, acc_t, "acc", &other)?));
@@ -114,7 +116,7 @@ impl<'f> Emitter<'f> {
     /// The cross-warp step of a column-split row reduction: per-warp partials `attn_part[r]`
     /// (the rows of row-vector slot `r`) go through a `[rows][col_warps]` scratch buffer and
     /// are folded in ascending grid-column order into `name[r]`.
-    fn combine_warp_partials(
+    pub(crate) fn combine_warp_partials(
         &mut self,
         name: &str,
         bop: BinaryOp,

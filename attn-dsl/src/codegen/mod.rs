@@ -51,6 +51,7 @@
 
 mod async_copy;
 mod c_types;
+mod deferred_sum;
 mod describe;
 mod dot;
 mod dot_shared;
