@@ -326,9 +326,9 @@ fn deeper_pipelines_match_the_executor() {
     }
 }
 
-/// K/V tiles gathered through a block table: the prefetch copies take their row addresses
-/// from registers filled one iteration early (the block-table loads of the tile after next),
-/// so a wrong iteration, pass or lane there reads the wrong pages; the pages are a random
+/// K/V tiles gathered through a block table: the prefetch copies take their block-table
+/// entries from registers filled one iteration early (the loads of the tile after next), so
+/// a wrong iteration, pass or lane there reads the wrong pages; the pages are a random
 /// permutation, and the sequences end mid-tile and mid-page.
 #[test]
 fn paged_gathers_with_early_row_addresses_match_the_executor() {
@@ -349,9 +349,9 @@ fn paged_gathers_with_early_row_addresses_match_the_executor() {
         f.num_stages = stages;
         let src = emit_cuda(&f).expect("emit").source;
         assert_eq!(
-            src.matches("const bf16* attn_row_src").count(),
+            src.matches("int attn_row_ld").count(),
             2,
-            "K and V row addresses one iteration early:\n{src}"
+            "K and V block-table loads one iteration early:\n{src}"
         );
         let max_pages = seq.div_ceil(page) + 1;
         let pages = heads * max_pages + 3;

@@ -7,7 +7,7 @@ use super::emitter::Emitter;
 use super::remat::Scope;
 use super::CodegenError;
 use crate::gpu_ir::remat::defined_in;
-use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuBlock, GpuOp, Stage};
+use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuOp, Stage};
 use crate::ir::{BinaryOp, Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
@@ -21,15 +21,15 @@ struct Guard {
 }
 
 /// A pipelined loop's bounds as C++ names, and iterations ahead of a point of it.
-struct LoopIteration {
-    iv: ValueId,
-    lo: String,
-    hi: String,
+pub(crate) struct LoopIteration {
+    pub(crate) iv: ValueId,
+    pub(crate) lo: String,
+    pub(crate) hi: String,
     step: String,
 }
 
 impl LoopIteration {
-    fn of(e: &Emitter<'_>, l: OpId) -> Res<Self> {
+    pub(crate) fn of(e: &Emitter<'_>, l: OpId) -> Res<Self> {
         let lop = e.f.op(l);
         let name = |i: usize| e.name(lop.operands[i]).map(str::to_string);
         Ok(LoopIteration {
@@ -41,7 +41,7 @@ impl LoopIteration {
     }
 
     /// The induction variable `k` iterations after `from`.
-    fn ahead(&self, from: &str, k: usize) -> String {
+    pub(crate) fn ahead(&self, from: &str, k: usize) -> String {
         match k {
             0 => from.to_string(),
             1 => format!("({from} + {})", self.step),
@@ -59,7 +59,7 @@ impl LoopIteration {
 /// all eight groups, where consecutive rows (one group apart) would overlap. Each warp still
 /// covers the same `32 / lanes` rows, and a row's lanes stay consecutive threads.
 pub(crate) fn thread_row(lanes: usize) -> String {
-    if lanes >= 8 {
+    if lanes >= 8 || super::feature_disabled("copy_rows") {
         return format!("tid / {lanes}");
     }
     format!(
@@ -77,11 +77,6 @@ pub(crate) fn thread_row_of(tid: usize, lanes: usize) -> usize {
     let q = (tid / 8) % 4;
     (tid / 32) * (32 / lanes) + q % lanes + ((tid % 8) / lanes) * lanes + q / lanes * 8
 }
-
-/// Passes (rows per thread) up to which a prefetch's row addresses are computed one
-/// iteration early: each costs a 64-bit pointer held across the loop, and a copy of many
-/// passes (one-warp decode: 8) already overlaps its rows' block-table loads.
-const MAX_EARLY_ROW_PASSES: usize = 2;
 
 /// Chunks per thread a copy's loop unrolls.
 const MAX_COPY_UNROLL: usize = 4;
@@ -212,92 +207,6 @@ impl<'f> Emitter<'f> {
         self.copy_chunks(c, load, &scope, Some(guard), Some(&counter))
     }
 
-    /// Before pipelined loop `l` (GPU body `gbody`): for each prefetch copy whose row
-    /// addresses read memory (a paged tile's block-table entry), declares the per-pass
-    /// address array and fills it for the loop's first prefetch. Each prefetch then copies
-    /// from the array and refills it for the next iteration's tile, so the block-table load
-    /// has a whole iteration to arrive instead of stalling the copy issue behind it.
-    pub(crate) fn declare_row_sources(&mut self, l: OpId, gbody: &GpuBlock) -> Res<()> {
-        for g in &gbody.ops {
-            let GpuOp::AsyncCopy(c) = g else { continue };
-            let CopyAt::Ahead(k) = c.at else { continue };
-            let load = self.f.op(c.load);
-            if c.loop_op != Some(l) || !c.map.row_contiguous || !self.reads_memory(load.operands[0])
-            {
-                continue;
-            }
-            let al = self.prog.alloc(c.dst).clone();
-            let passes = al.rows.div_ceil(self.threads / c.map.lanes);
-            if passes > MAX_EARLY_ROW_PASSES {
-                continue;
-            }
-            let it = LoopIteration::of(self, l)?;
-            let name = self.fresh_name("attn_row_src");
-            let elem = super::c_types::storage_type(al.elem);
-            self.w.line(format!(
-                "// (row addresses of the prefetch of `{}`, one iteration early)",
-                al.name
-            ));
-            self.w.line(format!("const {elem}* {name}[{passes}];"));
-            let first = it.ahead(&it.lo, k);
-            self.fill_row_sources(c, &name, &first, &it.hi, l)?;
-            self.row_sources.insert(c.load.0, name);
-        }
-        Ok(())
-    }
-
-    /// `name[p] = ` the row addresses of copy `c` at iteration `iv_expr` of loop `l`, for
-    /// every pass `p`, when that iteration exists.
-    fn fill_row_sources(
-        &mut self,
-        c: &AsyncCopy,
-        name: &str,
-        iv_expr: &str,
-        hi: &str,
-        l: OpId,
-    ) -> Res<()> {
-        let load = self.f.op(c.load);
-        let inside = defined_in(self.f, &self.f.op(l).regions[0]);
-        let scope = Scope::Loop {
-            iv: self.f.op(l).regions[0].args[0],
-            iv_expr: iv_expr.to_string(),
-            defined_in_body: &inside,
-        };
-        let al = self.prog.alloc(c.dst);
-        let (lanes, chunk) = (c.map.lanes, c.map.chunk);
-        let rows_per_pass = self.threads / lanes;
-        let passes = al.rows.div_ceil(rows_per_pass);
-        let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), &scope)?;
-        self.w.open(format!("if ({iv_expr} < {hi})"));
-        self.w.open_unrolled("p", passes);
-        self.w.line(format!(
-            "const int attn_row = p * {rows_per_pass} + {}, attn_lane_in_row = tid % {lanes};",
-            thread_row(lanes)
-        ));
-        self.w
-            .line(format!("{name}[p] = {start} + attn_lane_in_row * {chunk};"));
-        self.w.close("");
-        self.w.close("");
-        Ok(())
-    }
-
-    /// Whether computing `v` (recomputed from its definitions) loads from memory.
-    fn reads_memory(&self, v: ValueId) -> bool {
-        let mut stack = vec![v];
-        let mut seen = std::collections::BTreeSet::new();
-        while let Some(x) = stack.pop() {
-            if !seen.insert(x.0) {
-                continue;
-            }
-            let Some(op) = self.def_op(x) else { continue };
-            if matches!(op.kind, OpKind::Load { .. }) {
-                return true;
-            }
-            stack.extend(op.operands.iter().copied());
-        }
-        false
-    }
-
     /// The per-thread loops over the copy's rows (passes) and each row's 16-byte chunks.
     fn copy_chunks(
         &mut self,
@@ -336,21 +245,12 @@ impl<'f> Emitter<'f> {
         // the compiler reload the block table per chunk otherwise), at this lane's first
         // chunk; each chunk then adds a constant stride, an immediate offset of the copy.
         let stride = lanes * chunk;
-        let early = match (scope, self.row_sources.get(&c.load.0)) {
-            (Scope::Loop { .. }, Some(name)) => Some(name.clone()),
-            _ => None,
-        };
+        let early = matches!(scope, Scope::Loop { .. }) && self.use_early_row_loads(c.load);
         let (src, dst_at) = if c.map.row_contiguous {
-            match &early {
-                Some(name) => self.w.line(format!("const auto attn_src = {name}[p];")),
-                None => {
-                    let start =
-                        self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
-                    self.w.line(format!(
-                        "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
-                    ));
-                }
-            }
+            let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
+            self.w.line(format!(
+                "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
+            ));
             self.w.line(format!(
                 "unsigned short* const attn_dst_row = attn_dst + {row} * {} + attn_lane_in_row * {chunk};",
                 al.pitch()
@@ -385,21 +285,14 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         self.w.close("");
-        if let (Some(name), Some(l)) = (early, c.loop_op) {
-            let it = LoopIteration::of(self, l)?;
-            let CopyAt::Ahead(k) = c.at else {
-                return Err(CodegenError::Malformed(
-                    "early row addresses off a prefetch".into(),
-                ));
-            };
-            let next = it.ahead(self.name(it.iv)?, k + 1);
-            self.fill_row_sources(c, &name, &next, &it.hi, l)?;
+        if early {
+            self.refill_early_row_loads(c)?;
         }
         Ok(())
     }
 
     /// Tile coordinates of a chunk of alloc row `attn_row` starting at alloc column `col`.
-    fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
+    pub(crate) fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
         let row = "attn_row";
         if c.map.contiguous_axis == 1 {
             ElemIndex::Coords {

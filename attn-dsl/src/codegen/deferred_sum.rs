@@ -21,7 +21,11 @@ impl<'f> Emitter<'f> {
     /// The carried positions of `for` op `lp` whose row sums can stay per lane (see the
     /// module docs), with the `reduce` whose result is then a per-lane partial.
     pub(crate) fn deferred_row_sums(&self, lp: &Op) -> Vec<(usize, ValueId)> {
-        let Some(body) = lp.regions.first() else {
+        let Some(body) = lp
+            .regions
+            .first()
+            .filter(|_| !super::feature_disabled("deferred_sum"))
+        else {
             return vec![];
         };
         let Some(yield_op) = body.ops.last().map(|&o| self.f.op(o)) else {

@@ -308,7 +308,7 @@ const MIN_MMA_CHAINS: usize = 4;
 fn k_split_ways(map: &MmaMap, p: &MmaPlan) -> usize {
     let chains = map.slabs_per_warp * map.tiles_n;
     let steps = p.kp / 16;
-    if chains >= MIN_MMA_CHAINS || steps < 8 {
+    if chains >= MIN_MMA_CHAINS || steps < 8 || super::feature_disabled("k_split") {
         return 1;
     }
     MIN_MMA_CHAINS.div_ceil(chains).min(steps / 4).max(1)
