@@ -326,12 +326,11 @@ fn deeper_pipelines_match_the_executor() {
     }
 }
 
-/// K/V tiles gathered through a block table: the prefetch copies take their block-table
-/// entries from registers filled one iteration early (the loads of the tile after next), so
-/// a wrong iteration, pass or lane there reads the wrong pages; the pages are a random
+/// K/V tiles gathered through a block table: each copied row's address goes through its
+/// block-table entry (a load inside the copy's address); the pages are a random
 /// permutation, and the sequences end mid-tile and mid-page.
 #[test]
-fn paged_gathers_with_early_row_addresses_match_the_executor() {
+fn paged_gathers_match_the_executor() {
     use attn_dsl::{Binding, ConstValue};
     const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
     let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
@@ -348,10 +347,16 @@ fn paged_gathers_with_early_row_addresses_match_the_executor() {
         let mut f = c.specialized.ir.clone();
         f.num_stages = stages;
         let src = emit_cuda(&f).expect("emit").source;
+        // K and V: one copy per prologue stage and one prefetch each, every row's source
+        // address through its block-table entry.
         assert_eq!(
-            src.matches("int attn_row_ld").count(),
-            2,
-            "K and V block-table loads one iteration early:\n{src}"
+            src.matches("attn_cp_async16(").count(),
+            2 * stages as usize,
+            "K and V copied asynchronously:\n{src}"
+        );
+        assert!(
+            src.contains("attn_ld(((bt"),
+            "rows gathered through the block table:\n{src}"
         );
         let max_pages = seq.div_ceil(page) + 1;
         let pages = heads * max_pages + 3;

@@ -20,64 +20,6 @@ struct Guard {
     read_when: bool,
 }
 
-/// A pipelined loop's bounds as C++ names, and iterations ahead of a point of it.
-pub(crate) struct LoopIteration {
-    pub(crate) iv: ValueId,
-    pub(crate) lo: String,
-    pub(crate) hi: String,
-    step: String,
-}
-
-impl LoopIteration {
-    pub(crate) fn of(e: &Emitter<'_>, l: OpId) -> Res<Self> {
-        let lop = e.f.op(l);
-        let name = |i: usize| e.name(lop.operands[i]).map(str::to_string);
-        Ok(LoopIteration {
-            iv: lop.regions[0].args[0],
-            lo: name(0)?,
-            hi: name(1)?,
-            step: name(2)?,
-        })
-    }
-
-    /// The induction variable `k` iterations after `from`.
-    pub(crate) fn ahead(&self, from: &str, k: usize) -> String {
-        match k {
-            0 => from.to_string(),
-            1 => format!("({from} + {})", self.step),
-            k => format!("({from} + {k} * {})", self.step),
-        }
-    }
-}
-
-/// The alloc row (within a pass) that thread `tid` copies with `lanes` lanes per row, as a
-/// C++ expression. A 16-byte shared store is served a quarter-warp (8 threads) at a time, so
-/// the rows of one quarter-warp must land in distinct bank groups: with fewer than 8 lanes a
-/// quarter-warp holds `8 / lanes` rows, and it takes rows `lanes` apart (rows 0 and 4 with 4
-/// lanes) instead of consecutive ones. An alloc row's pitch is an odd number of 16-byte
-/// groups (see `ROW_PAD`), so those rows start `lanes` groups apart and their chunks tile
-/// all eight groups, where consecutive rows (one group apart) would overlap. Each warp still
-/// covers the same `32 / lanes` rows, and a row's lanes stay consecutive threads.
-pub(crate) fn thread_row(lanes: usize) -> String {
-    if lanes >= 8 || super::feature_disabled("copy_rows") {
-        return format!("tid / {lanes}");
-    }
-    format!(
-        "(tid / 32) * {} + ((tid / 8) % 4) % {lanes} + ((tid % 8) / {lanes}) * {lanes} + ((tid / 8) % 4) / {lanes} * 8",
-        32 / lanes
-    )
-}
-
-/// The row [`thread_row`] gives thread `tid` (the same formula, for tests).
-#[cfg(test)]
-pub(crate) fn thread_row_of(tid: usize, lanes: usize) -> usize {
-    if lanes >= 8 {
-        return tid / lanes;
-    }
-    let q = (tid / 8) % 4;
-    (tid / 32) * (32 / lanes) + q % lanes + ((tid % 8) / lanes) * lanes + q / lanes * 8
-}
-
 /// Chunks per thread a copy's loop unrolls.
 const MAX_COPY_UNROLL: usize = 4;
 
@@ -186,21 +128,30 @@ impl<'f> Emitter<'f> {
         let Some(l) = c.loop_op.filter(|_| c.at != CopyAt::InPlace) else {
             return self.copy_chunks(c, load, &Scope::InPlace, None, None);
         };
-        let it = LoopIteration::of(self, l)?;
+        let lop = self.f.op(l);
+        let body = &lop.regions[0];
+        let iv = body.args[0];
+        let name = |e: &Self, i: usize| e.name(lop.operands[i]).map(str::to_string);
+        let (lo, hi, step) = (name(self, 0)?, name(self, 1)?, name(self, 2)?);
+        let counter = self.stage_var(l)?;
+        let ahead = |from: &str, k: usize| match k {
+            0 => from.to_string(),
+            1 => format!("({from} + {step})"),
+            k => format!("({from} + {k} * {step})"),
+        };
         let iv_expr = match c.at {
-            CopyAt::Prologue(k) => it.ahead(&it.lo, k),
-            CopyAt::Ahead(k) => it.ahead(self.name(it.iv)?, k),
+            CopyAt::Prologue(k) => ahead(&lo, k),
+            CopyAt::Ahead(k) => ahead(self.name(iv)?, k),
             CopyAt::InPlace => {
                 return Err(CodegenError::Malformed(
                     "an in-place copy with a loop stage".into(),
                 ))
             }
         };
-        let guard = format!("{iv_expr} < {}", it.hi);
-        let counter = self.stage_var(l)?;
-        let inside = defined_in(self.f, &self.f.op(l).regions[0]);
+        let guard = format!("{iv_expr} < {hi}");
+        let inside = defined_in(self.f, body);
         let scope = Scope::Loop {
-            iv: it.iv,
+            iv,
             iv_expr,
             defined_in_body: &inside,
         };
@@ -232,8 +183,7 @@ impl<'f> Emitter<'f> {
         let passes = al.rows.div_ceil(rows_per_pass);
         self.w.open_unrolled("p", passes);
         self.w.line(format!(
-            "const int {row} = p * {rows_per_pass} + {}, attn_lane_in_row = tid % {lanes};",
-            thread_row(lanes)
+            "const int {row} = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
         ));
         let mask = match load.kind {
             OpKind::Load { has_mask: true, .. } => {
@@ -245,7 +195,6 @@ impl<'f> Emitter<'f> {
         // the compiler reload the block table per chunk otherwise), at this lane's first
         // chunk; each chunk then adds a constant stride, an immediate offset of the copy.
         let stride = lanes * chunk;
-        let early = matches!(scope, Scope::Loop { .. }) && self.use_early_row_loads(c.load);
         let (src, dst_at) = if c.map.row_contiguous {
             let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
             self.w.line(format!(
@@ -285,14 +234,11 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         self.w.close("");
-        if early {
-            self.refill_early_row_loads(c)?;
-        }
         Ok(())
     }
 
     /// Tile coordinates of a chunk of alloc row `attn_row` starting at alloc column `col`.
-    pub(crate) fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
+    fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
         let row = "attn_row";
         if c.map.contiguous_axis == 1 {
             ElemIndex::Coords {
@@ -438,36 +384,6 @@ impl<'f> Emitter<'f> {
                 self.uniform_scalar(op.operands[0])
             }
             _ => None,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::thread_row_of;
-
-    /// Every pass row gets exactly `lanes` threads, consecutive ones, and the 16-byte chunks a
-    /// quarter-warp stores at once (rows of pitch ≡ 1 group mod 8, chunk `lane + lanes · s`)
-    /// fall in eight distinct bank groups.
-    #[test]
-    fn copy_rows_cover_the_pass_without_bank_conflicts() {
-        for lanes in [1, 2, 4, 8, 16, 32] {
-            let threads = 128;
-            let mut seen = vec![0; threads / lanes];
-            for tid in 0..threads {
-                let r = thread_row_of(tid, lanes);
-                seen[r] += 1;
-                assert_eq!(thread_row_of(tid - tid % lanes, lanes), r, "lanes {lanes}");
-            }
-            assert!(seen.iter().all(|&c| c == lanes), "lanes {lanes}: {seen:?}");
-            for quarter in 0..threads / 8 {
-                let mut groups: Vec<usize> = (quarter * 8..quarter * 8 + 8)
-                    .map(|tid| (thread_row_of(tid, lanes) + tid % lanes) % 8)
-                    .collect();
-                groups.sort_unstable();
-                groups.dedup();
-                assert_eq!(groups.len(), 8, "lanes {lanes}, quarter {quarter}");
-            }
         }
     }
 }

@@ -21,12 +21,6 @@ pub(crate) struct Emitter<'f> {
     pub(crate) stage_vars: Vec<String>,
     /// The stage counter of each pipelined loop (declared with its prologue).
     pub(crate) loop_stage: std::collections::BTreeMap<u32, String>,
-    /// Prefetch copies whose row addresses load memory (a block table) one iteration early:
-    /// copy's load op → its carried loads (see `early_rows`).
-    pub(crate) early_rows: std::collections::BTreeMap<u32, Vec<super::early_rows::EarlyLoad>>,
-    /// While set, every load a recomputation emits is recorded (value, element, expression).
-    pub(crate) load_capture:
-        std::cell::RefCell<Option<Vec<(ValueId, super::elem_index::ElemIndex, String)>>>,
     /// Row sums emitted as per-lane partials (see `deferred_sum`).
     pub(crate) partial_rows: std::collections::BTreeSet<u32>,
     /// Uses of each value (operands of ops, yields included).
@@ -80,8 +74,6 @@ impl<'f> Emitter<'f> {
             stage_vars: Vec::new(),
             loop_stage: Default::default(),
             hoisted: Default::default(),
-            early_rows: Default::default(),
-            load_capture: Default::default(),
             partial_rows: Default::default(),
             use_counts: use_counts(f),
             remat_locals: Default::default(),
@@ -643,7 +635,6 @@ impl<'f> Emitter<'f> {
         if pipelined {
             let st = self.stage_var(id)?;
             self.stage_vars.push(st);
-            self.declare_early_row_loads(id, gbody)?;
         }
         let deferred = self.deferred_row_sums(op);
         for (_, r) in &deferred {

@@ -55,7 +55,6 @@ mod deferred_sum;
 mod describe;
 mod dot;
 mod dot_shared;
-mod early_rows;
 mod elem_index;
 mod elementwise;
 mod emitter;
@@ -182,7 +181,7 @@ pub fn content_hash(source: &str) -> String {
 }
 
 /// Code-generation features an A/B measurement can switch off: `ATTN_CODEGEN_DISABLE` holds
-/// a comma-separated list of `early_rows`, `copy_rows`, `deferred_sum`, `k_split`. The
+/// a comma-separated list of `deferred_sum`, `k_split`. The
 /// generated source changes with them, and so does every cache key built from it. Unset (the
 /// default) enables everything; benchmarks compare one binary's kernels with and without.
 pub(crate) fn feature_disabled(feature: &str) -> bool {

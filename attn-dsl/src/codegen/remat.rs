@@ -71,21 +71,16 @@ impl<'f> Emitter<'f> {
             } => {
                 let ptr = recurse(Self::operand(op, 0)?, at)?;
                 let load = format!("attn_ld({ptr})");
-                let expr = if *has_mask {
-                    let mask = recurse(Self::operand(op, 1)?, at)?;
-                    let other = if *has_other {
-                        recurse(Self::operand(op, 2)?, at)?
-                    } else {
-                        zero(self.elem(v)).to_string()
-                    };
-                    format!("(({mask}) ? {load} : {other})")
-                } else {
-                    load
-                };
-                if let Some(cap) = self.load_capture.borrow_mut().as_mut() {
-                    cap.push((v, at.clone(), expr.clone()));
+                if !has_mask {
+                    return Ok(load);
                 }
-                Ok(expr)
+                let mask = recurse(Self::operand(op, 1)?, at)?;
+                let other = if *has_other {
+                    recurse(Self::operand(op, 2)?, at)?
+                } else {
+                    zero(self.elem(v)).to_string()
+                };
+                Ok(format!("(({mask}) ? {load} : {other})"))
             }
             OpKind::Reduce { .. } if self.hoisted_at(v, at).is_some() => {
                 Ok(self.hoisted_at(v, at).unwrap_or_default())
