@@ -34,19 +34,24 @@ use std::time::Duration;
 const BLOCK: u32 = 64;
 const PROFILED_RUNS: usize = 20;
 
-/// One L row: `batch × ctx`, `heads` query heads in the whole model, split over `dcp` ranks.
+/// One L row: `batch × ctx`, `heads` query heads in the whole model, split over `dcp` ranks;
+/// sweep rows force the history tile height (gathered heads per program).
 #[derive(Clone, Copy, Debug)]
 struct Row {
     batch: usize,
     ctx: u32,
     heads: u32,
     dcp: u32,
+    history_heads: Option<u32>,
 }
 
 impl Row {
     fn name(&self) -> String {
+        let sweep = self
+            .history_heads
+            .map_or(String::new(), |h| format!(" bh{h}"));
         format!(
-            "{}x{} h{} dcp{}",
+            "{}x{} h{} dcp{}{sweep}",
             self.batch, self.ctx, self.heads, self.dcp
         )
     }
@@ -82,48 +87,63 @@ impl Row {
     }
 }
 
-const ROWS: [Row; 7] = [
+const ROWS: [Row; 8] = [
     Row {
         batch: 1,
         ctx: 32768,
         heads: 128,
         dcp: 1,
+        history_heads: None,
     },
     Row {
         batch: 1,
         ctx: 32768,
         heads: 128,
         dcp: 2,
+        history_heads: None,
     },
     Row {
         batch: 32,
         ctx: 8192,
         heads: 128,
         dcp: 1,
+        history_heads: None,
     },
     Row {
         batch: 32,
         ctx: 8192,
         heads: 128,
         dcp: 2,
+        history_heads: None,
     },
     Row {
         batch: 128,
         ctx: 4096,
         heads: 128,
         dcp: 1,
+        history_heads: None,
     },
     Row {
         batch: 128,
         ctx: 4096,
         heads: 128,
         dcp: 2,
+        history_heads: None,
     },
     Row {
         batch: 128,
         ctx: 32768,
         heads: 16,
         dcp: 1,
+        history_heads: None,
+    },
+    // Sweep: L1 with 64-head history tiles on 8 warps (the shipped rule takes 32 on 4).
+    Row {
+        batch: 128,
+        ctx: 4096,
+        heads: 128,
+        dcp: 1,
+        history_heads: Some(64),
     },
 ];
 
@@ -274,6 +294,7 @@ fn bench_row(
         row.batch,
         row.batch,
     );
+    config.forced_history_heads = row.history_heads;
     config.exchange = if row.dcp == 1 {
         ExchangeMode::A2a
     } else {
@@ -339,7 +360,7 @@ fn precompile(dev: &CudaDevice) {
     let sms = dev.limits().sm_count.max(1);
     let plans: Vec<_> = ROWS
         .iter()
-        .map(|r| r.step(sms).plan().expect("plan"))
+        .map(|r| r.step(sms).plan_with(None, r.history_heads).expect("plan"))
         .collect();
     let launches = plans.iter().flat_map(|p| p.launches());
     let n = compile_launches(dev, launches).expect("precompile").len();

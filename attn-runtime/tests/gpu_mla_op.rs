@@ -44,6 +44,7 @@ struct Opts {
     exchange: ExchangeMode,
     vup: VupPath,
     forced_splits: Option<u32>,
+    forced_history_heads: Option<u32>,
     streams: StreamOptions,
     /// Tokens of bucket beyond the call's T (the buffers are sized for the bucket).
     bucket_extra: usize,
@@ -58,6 +59,7 @@ impl Default for Opts {
             exchange: ExchangeMode::Simulated,
             vup: VupPath::Cublas,
             forced_splits: None,
+            forced_history_heads: None,
             streams: StreamOptions::default(),
             bucket_extra: 3,
             no_event_tracking: false,
@@ -78,6 +80,7 @@ fn config(case: &Case, r: u32, o: &Opts) -> MlaDcpConfig {
     c.exchange = o.exchange;
     c.vup = o.vup;
     c.forced_splits = o.forced_splits;
+    c.forced_history_heads = o.forced_history_heads;
     c.streams = o.streams;
     c.profile = o.profile;
     c
@@ -210,6 +213,21 @@ fn forced_splits_and_the_split_heuristic() {
         out.reports[0].num_splits > 1,
         "a 2-token step over a 350-key shard must split on a big GPU"
     );
+}
+
+/// Every history tiling (16 heads on 4 column-split warps, 32 on a 2 × 2 grid, 64 on a
+/// 4 × 2 grid of 8 warps) against the reference, with 48 gathered heads so the last tile
+/// of each has rows past the heads.
+#[test]
+fn every_history_tile_height_matches_the_reference() {
+    let case = Case::new(2, 8, 64, 24, &[700, 130, 9], &[2, 1, 1]);
+    for h in [16, 32, 64] {
+        let o = Opts {
+            forced_history_heads: Some(h),
+            ..Opts::default()
+        };
+        simulated_case::<bf16>(&format!("history tiles of {h} heads, D=2"), &case, 17, &o);
+    }
 }
 
 #[test]

@@ -143,6 +143,38 @@ fn history_reads_the_latent_tile_once_for_both_dots_without_spills() {
     }
 }
 
+/// The 64-head tiling a plan can be forced to (the `bh64` sweep row): 8 warps on a 4 × 2
+/// grid, each with the 32-head tiling's per-warp work, and half its copy work per thread.
+#[test]
+fn history_at_64_heads_runs_8_warps_without_spills() {
+    let l = step(128, 4096, 128, 1)
+        .plan_with(None, Some(64))
+        .expect("plan")
+        .history;
+    let s = schedule("L1-bh64", &l);
+    assert_eq!(s.spills, (0, 0, 0), "spills or local memory");
+    let c = |k: &str| sass_support::count(&s.sass, k);
+    assert_eq!(
+        (
+            c("LDSM"),
+            c("HMMA"),
+            c("LDGSTS"),
+            c("BAR"),
+            c("LDL") + c("STL")
+        ),
+        (100, 136, 9, 5, 0),
+        "(LDSM, HMMA, LDGSTS, BAR, local) per tile"
+    );
+    let err = step(128, 4096, 128, 1).plan_with(None, Some(48)).err();
+    assert!(
+        matches!(
+            err,
+            Some(attn_runtime::ops::mla_dcp::plan::PlanError::HistoryHeads { got: 48 })
+        ),
+        "{err:?}"
+    );
+}
+
 /// Tile shapes around the shipped one, printed for sweeps (`-- --ignored --nocapture`).
 #[test]
 #[ignore]

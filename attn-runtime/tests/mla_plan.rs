@@ -34,8 +34,8 @@ fn metadata_arrays() {
 fn grids_and_bindings() {
     let p = step(8, &[2, 1], &[4000, 10]).plan().expect("plan");
     assert_eq!(p.num_tokens, 3);
-    // 128 gathered heads in tiles of HIST_BLOCK_H = 16.
-    assert_eq!(p.history.grid[..2], [3, 8]);
+    // 128 gathered heads in tiles of HIST_BLOCK_H = 32.
+    assert_eq!(p.history.grid[..2], [3, 4]);
     assert_eq!(p.history.grid[2], p.num_splits);
     assert_eq!(p.history_reduce.grid, [3, 128, 1]);
     assert_eq!(p.current.grid, [3, 1, 1]);
@@ -51,12 +51,22 @@ fn grids_and_bindings() {
 
 #[test]
 fn split_heuristic_occupancy_and_length() {
-    // Long history, few programs: occupancy-bound (132 SMs x 2 programs / (1 token · 8 head
-    // tiles) = 33).
+    // Long history, few programs: occupancy-bound (132 SMs x 2 programs / (1 token · 4 head
+    // tiles of 32) = 66, clamped to MAX_SPLITS; the same at 64-head tiles, 1 program per SM
+    // over 2 tiles), and 33 at 16-head tiles (8 of them).
     let mut long = step(8, &[1], &[1 << 20]);
     long.block_table_stride = 4096;
     let p = long.plan().expect("plan");
-    assert_eq!(p.num_splits, 33);
+    assert_eq!(p.num_splits, MAX_SPLITS);
+    assert_eq!(
+        long.plan_with(None, Some(64)).expect("plan").num_splits,
+        MAX_SPLITS
+    );
+    assert_eq!(long.plan_with(None, Some(16)).expect("plan").num_splits, 33);
+    assert!(matches!(
+        long.plan_with(None, Some(8)),
+        Err(PlanError::HistoryHeads { got: 8 })
+    ));
     // One head tile: 264 splits wanted, clamped.
     let mut few_heads = step(1, &[1], &[1 << 20]);
     few_heads.heads_per_rank = 16;
@@ -67,9 +77,9 @@ fn split_heuristic_occupancy_and_length() {
         .plan()
         .expect("plan");
     assert_eq!(p.num_splits, 1);
-    // Many tokens fill the machine already.
-    let q = vec![1; 200];
-    let s = vec![100_000; 200];
+    // Many tokens fill the machine already (300 programs of one 32-head tile, 264 slots).
+    let q = vec![1; 300];
+    let s = vec![100_000; 300];
     let mut st = step(2, &q, &s);
     st.block_table_stride = 1000;
     assert_eq!(st.plan().expect("plan").num_splits, 1);

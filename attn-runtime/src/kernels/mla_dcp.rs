@@ -134,11 +134,12 @@ pub mod mla {
 
     /// History attention, one program per (query token, tile of gathered heads, KV split). Keys
     /// are the 576-wide latent rows of the rank's shard (512 latent + 64 rope); values are the 512
-    /// latent columns of the same rows. Writes one normalized partial per split.
+    /// latent columns of the same rows. Writes one normalized partial per split. 64-head tiles
+    /// run on 8 warps (a 4 × 2 warp grid, one slab per warp as at 32 heads on 4).
     #[kernel(
-        num_warps = 4,
+        num_warps = 4 + 4 * (BLOCK_H / 64),
         fast_math = true,
-        require(BLOCK_H >= 16 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be a power of two >= 16"),
+        require(BLOCK_H >= 16 && BLOCK_H <= 64 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be 16, 32 or 64"),
         require(KV_TILE >= 16 && KV_TILE & (KV_TILE - 1) == 0, "KV_TILE must be a power of two >= 16"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),

@@ -529,7 +529,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             block_table_stride: args.block_table_stride,
             num_sms: self.device.limits().sm_count.max(1),
         };
-        let mut plan = step.plan_with_splits(self.config.forced_splits)?;
+        let heads = self.config.forced_history_heads;
+        let mut plan = step.plan_with(self.config.forced_splits, heads)?;
         let cap = self
             .bufs
             .split_slots
@@ -537,7 +538,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             .unwrap_or(1);
         if usize::try_from(plan.num_splits).is_ok_and(|s| s > cap) {
             // The plan clamps the count to MAX_SPLITS, so a saturated cap is harmless.
-            plan = step.plan_with_splits(Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX)))?;
+            plan = step.plan_with(Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX)), heads)?;
         }
         Ok(plan)
     }

@@ -38,6 +38,20 @@ pub fn hist_block_h(gathered: u64) -> u32 {
         HIST_BLOCK_H_NARROW
     }
 }
+
+/// The history tile heights a plan may be forced to (`MlaDcpConfig::forced_history_heads`):
+/// 64 runs on 8 warps (a 4 × 2 grid), the others on 4.
+pub const HIST_BLOCK_H_CHOICES: [u32; 3] = [16, 32, 64];
+
+/// History programs resident per SM with `block_h` heads: shared memory holds the queries
+/// and two latent stages of two programs up to 32 heads (111 KB each), of one at 64 (148 KB).
+pub fn hist_programs_per_sm(block_h: u32) -> u32 {
+    if block_h > 32 {
+        1
+    } else {
+        HIST_PROGRAMS_PER_SM
+    }
+}
 /// Keys per history tile (a power of two; smaller when the page is): a 32 × 576 latent
 /// tile is 37 KB of shared memory per stage, so two stages and the queries leave room for
 /// two programs per SM.
@@ -57,6 +71,12 @@ pub const VUP_BLOCK_T: u32 = 16;
 /// A decode step the plan cannot be built for.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum PlanError {
+    /// A forced history tile height the kernel has no tiling for.
+    #[error("history tile of {got} heads; choose one of {HIST_BLOCK_H_CHOICES:?}")]
+    HistoryHeads {
+        /// The forced height.
+        got: u32,
+    },
     /// The step has no request.
     #[error("the batch is empty; a decode step needs at least one request")]
     EmptyBatch,
@@ -498,9 +518,9 @@ impl DecodeStep {
     /// - local-length threshold: no split gets fewer than [`MIN_KEYS_PER_SPLIT`] keys of the
     ///   longest local history (rank 0 holds the most: `n_local` is non-increasing in r);
     /// - at most [`MAX_SPLITS`], at least 1.
-    pub fn num_splits(&self, head_tiles: u32) -> u32 {
+    pub fn num_splits(&self, head_tiles: u32, programs_per_sm: u32) -> u32 {
         let programs = (self.num_tokens() as u64 * u64::from(head_tiles)).max(1);
-        let slots = u64::from(self.num_sms) * u64::from(HIST_PROGRAMS_PER_SM);
+        let slots = u64::from(self.num_sms) * u64::from(programs_per_sm);
         let occupancy = slots.div_ceil(programs);
         let longest = self.hist_lens(0).into_iter().max().unwrap_or(0) as u64;
         let by_length = longest.div_ceil(MIN_KEYS_PER_SPLIT).max(1);
@@ -516,7 +536,20 @@ impl DecodeStep {
     /// Like [`DecodeStep::plan`] with the split count forced (tests, tuning); clamped to
     /// `1..=MAX_SPLITS`.
     pub fn plan_with_splits(&self, splits: Option<u32>) -> Result<DecodePlan, PlanError> {
+        self.plan_with(splits, None)
+    }
+
+    /// Like [`DecodeStep::plan_with_splits`] with the history tile height forced too (one of
+    /// [`HIST_BLOCK_H_CHOICES`]; tuning sweeps).
+    pub fn plan_with(
+        &self,
+        splits: Option<u32>,
+        block_h: Option<u32>,
+    ) -> Result<DecodePlan, PlanError> {
         self.validate()?;
+        if let Some(h) = block_h.filter(|h| !HIST_BLOCK_H_CHOICES.contains(h)) {
+            return Err(PlanError::HistoryHeads { got: h });
+        }
         let t = self.num_tokens();
         let d = self.layout.dcp_size;
         let n = self.heads_per_rank;
@@ -530,10 +563,12 @@ impl DecodeStep {
         )?;
         let grid_t = t as u32;
 
-        let block_h = hist_block_h(dn);
+        let block_h = block_h.unwrap_or_else(|| hist_block_h(dn));
         let head_tiles = dn.div_ceil(u64::from(block_h)) as u32;
-        let num_splits =
-            splits.map_or_else(|| self.num_splits(head_tiles), |s| s.clamp(1, MAX_SPLITS));
+        let num_splits = splits.map_or_else(
+            || self.num_splits(head_tiles, hist_programs_per_sm(block_h)),
+            |s| s.clamp(1, MAX_SPLITS),
+        );
         let b = self.layout.block_size;
         // Largest power of two ≤ HIST_KV_TILE dividing B: tiles never straddle a block.
         let kv_tile = 1u32 << b.trailing_zeros().min(HIST_KV_TILE.trailing_zeros());

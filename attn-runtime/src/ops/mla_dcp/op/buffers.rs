@@ -6,7 +6,7 @@
 
 use super::super::act_dtype::ActivationElem;
 use super::super::chunk_layout::ChunkLayout;
-use super::super::plan::{LATENT, MAX_SPLITS, QK_WIDTH, V_HEAD};
+use super::super::plan::{self, LATENT, MAX_SPLITS, QK_WIDTH, V_HEAD};
 use super::config::{ExchangeMode, MlaDcpConfig};
 use super::error::MlaError;
 use cudarc::driver::{result, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice};
@@ -60,11 +60,6 @@ impl MetaLayout {
     }
 }
 
-/// Block height of the history pass for D·N gathered heads (the plan's rule).
-pub(crate) fn history_block_h(gathered_heads: usize) -> usize {
-    gathered_heads.clamp(1, 64).next_power_of_two().max(16)
-}
-
 /// (token, split) pairs the split scratch holds. The plan's heuristic gives at most
 /// ⌈SMs / (T · head_tiles)⌉ splits, so T · splits ≤ T + ⌈SMs / head_tiles⌉; a forced count S
 /// needs T · S.
@@ -77,8 +72,12 @@ pub(crate) fn split_slots(config: &MlaDcpConfig, num_sms: usize) -> usize {
         Some(s) => t.saturating_mul(usize::try_from(s).unwrap_or(max).clamp(1, max)),
         None => {
             let dn = config.gathered_heads();
-            let tiles = dn.div_ceil(history_block_h(dn));
-            t.saturating_add(num_sms.div_ceil(tiles))
+            let block_h = config
+                .forced_history_heads
+                .unwrap_or_else(|| plan::hist_block_h(dn as u64));
+            let tiles = dn.div_ceil(block_h as usize).max(1);
+            let slots = num_sms.saturating_mul(plan::hist_programs_per_sm(block_h) as usize);
+            t.saturating_add(slots.div_ceil(tiles))
                 .min(t.saturating_mul(max))
         }
     }
@@ -302,14 +301,38 @@ mod tests {
     fn split_slots_cover_the_heuristic_and_forced_counts() {
         let layout = DcpLayout::new(1, 1, 64).unwrap();
         let mut c = MlaDcpConfig::new(layout, 0, 128, 0.1, 128, 128);
-        // D·N = 128 → BLOCK_H 64, 2 head tiles: 128 + 66.
+        // D·N = 128 → BLOCK_H 32, 4 head tiles, 2 programs per SM: 128 + 264 / 4.
         assert_eq!(split_slots(&c, 132), 194);
         c.max_tokens = 1;
         assert_eq!(split_slots(&c, 132), 64, "capped at MAX_SPLITS per token");
         c.forced_splits = Some(3);
         assert_eq!(split_slots(&c, 132), 3);
-        assert_eq!(history_block_h(2), 16);
-        assert_eq!(history_block_h(128), 64);
-        assert_eq!(history_block_h(40), 64);
+    }
+
+    /// The scratch holds every split count the plan's heuristic picks, for each tile height.
+    #[test]
+    fn split_slots_hold_the_plans_splits() {
+        use super::super::super::plan::DecodeStep;
+        for (heads, forced) in [
+            (128, None),
+            (128, Some(64)),
+            (128, Some(16)),
+            (16, None),
+            (40, None),
+        ] {
+            for tokens in [1usize, 3, 32, 128] {
+                let layout = DcpLayout::new(1, 1, 64).unwrap();
+                let mut c = MlaDcpConfig::new(layout, 0, heads, 0.1, tokens, tokens);
+                c.forced_history_heads = forced;
+                let step = DecodeStep::uniform_decode(tokens, 4096, heads, layout, 0.1, 132);
+                let plan = step.plan_with(None, forced).expect("plan");
+                let need = plan.num_tokens * plan.num_splits as usize;
+                assert!(
+                    need <= split_slots(&c, 132),
+                    "{heads} heads, {forced:?}, {tokens} tokens: {need} > {}",
+                    split_slots(&c, 132)
+                );
+            }
+        }
     }
 }

@@ -80,6 +80,9 @@ pub struct MlaDcpConfig {
     pub vup: VupPath,
     /// Forces the history split count (tests, tuning); `None` uses the plan's heuristic.
     pub forced_splits: Option<u32>,
+    /// Forces the history tile height, gathered heads per program (tuning sweeps; one of
+    /// `plan::HIST_BLOCK_H_CHOICES`); `None` uses the plan's rule.
+    pub forced_history_heads: Option<u32>,
     /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
     pub profile: bool,
     /// Stream options of the context.
@@ -107,6 +110,7 @@ impl MlaDcpConfig {
             exchange: ExchangeMode::A2a,
             vup: VupPath::Cublas,
             forced_splits: None,
+            forced_history_heads: None,
             profile: false,
             streams: StreamOptions::default(),
         }
