@@ -93,6 +93,27 @@ fn split_heuristic_occupancy_and_length() {
     );
 }
 
+/// The benchmark rows' split counts: one wave of resident programs at most (L2's 128
+/// programs take 2 splits of 264 slots, not 3).
+#[test]
+fn benchmark_rows_split_within_one_wave() {
+    let scale = 0.135;
+    let rows = [
+        (128, 32768, 16, 1, 2), // L2
+        (128, 4096, 128, 1, 1), // L1
+        (128, 4096, 64, 2, 1),  // L1, dcp 2 (per rank)
+        (1, 32768, 128, 1, MAX_SPLITS),
+        (32, 8192, 128, 1, 2),
+    ];
+    for (batch, ctx, heads, dcp, want) in rows {
+        let layout = DcpLayout::new(dcp, 1, 64).expect("layout");
+        let p = DecodeStep::uniform_decode(batch, ctx, heads, layout, scale, 132)
+            .plan()
+            .expect("plan");
+        assert_eq!(p.num_splits, want, "{batch}x{ctx} h{heads} dcp{dcp}");
+    }
+}
+
 #[test]
 fn exchange_layout_offsets() {
     // N = 16, T = 3, bf16: out = 16·3·512·2 = 49152 B, lse 192 B → chunk 49408 B.
