@@ -46,6 +46,21 @@ struct Row {
 }
 
 impl Row {
+    const fn new(batch: usize, ctx: u32, heads: u32, dcp: u32) -> Self {
+        Row {
+            batch,
+            ctx,
+            heads,
+            dcp,
+            history_heads: None,
+        }
+    }
+    const fn history_heads(self, heads: u32) -> Self {
+        Row {
+            history_heads: Some(heads),
+            ..self
+        }
+    }
     fn name(&self) -> String {
         let sweep = self
             .history_heads
@@ -88,63 +103,15 @@ impl Row {
 }
 
 const ROWS: [Row; 8] = [
-    Row {
-        batch: 1,
-        ctx: 32768,
-        heads: 128,
-        dcp: 1,
-        history_heads: None,
-    },
-    Row {
-        batch: 1,
-        ctx: 32768,
-        heads: 128,
-        dcp: 2,
-        history_heads: None,
-    },
-    Row {
-        batch: 32,
-        ctx: 8192,
-        heads: 128,
-        dcp: 1,
-        history_heads: None,
-    },
-    Row {
-        batch: 32,
-        ctx: 8192,
-        heads: 128,
-        dcp: 2,
-        history_heads: None,
-    },
-    Row {
-        batch: 128,
-        ctx: 4096,
-        heads: 128,
-        dcp: 1,
-        history_heads: None,
-    },
-    Row {
-        batch: 128,
-        ctx: 4096,
-        heads: 128,
-        dcp: 2,
-        history_heads: None,
-    },
-    Row {
-        batch: 128,
-        ctx: 32768,
-        heads: 16,
-        dcp: 1,
-        history_heads: None,
-    },
+    Row::new(1, 32768, 128, 1),
+    Row::new(1, 32768, 128, 2),
+    Row::new(32, 8192, 128, 1),
+    Row::new(32, 8192, 128, 2),
+    Row::new(128, 4096, 128, 1),
+    Row::new(128, 4096, 128, 2),
+    Row::new(128, 32768, 16, 1),
     // Sweep: L1 with 64-head history tiles on 8 warps (the shipped rule takes 32 on 4).
-    Row {
-        batch: 128,
-        ctx: 4096,
-        heads: 128,
-        dcp: 1,
-        history_heads: Some(64),
-    },
+    Row::new(128, 4096, 128, 1).history_heads(64),
 ];
 
 const FILL_SOURCE: &str = r#"

@@ -82,6 +82,18 @@ fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
     }
 }
 
+/// The loop's (LDSM, HMMA, LDGSTS, BAR, LDL + STL) per KV tile.
+fn tile_counts(s: &Schedule) -> (usize, usize, usize, usize, usize) {
+    let c = |k: &str| sass_support::count(&s.sass, k);
+    (
+        c("LDSM"),
+        c("HMMA"),
+        c("LDGSTS"),
+        c("BAR"),
+        c("LDL") + c("STL"),
+    )
+}
+
 /// The MLA benchmark rows: (label, batch, context, heads, dcp).
 const ROWS: &[(&str, usize, u32, u32, u32)] = &[
     ("L1", 128, 4096, 128, 1),
@@ -123,20 +135,13 @@ fn history_reads_the_latent_tile_once_for_both_dots_without_spills() {
         // The latent and rope key tiles: 32 rows x 72 chunks over 128 threads, 18 chunks each.
         // Barriers: the pipeline's, 2 for the cross-warp max, 2 for staging P (the row sum
         // stays per lane and warp until the loop ends).
-        let c = |k: &str| sass_support::count(&s.sass, k);
         let want = if heads / dcp * dcp >= 32 {
             (100, 136, 18, 5, 0)
         } else {
             (84, 68, 18, 5, 0)
         };
         assert_eq!(
-            (
-                c("LDSM"),
-                c("HMMA"),
-                c("LDGSTS"),
-                c("BAR"),
-                c("LDL") + c("STL")
-            ),
+            tile_counts(&s),
             want,
             "{label}: (LDSM, HMMA, LDGSTS, BAR, local) per tile"
         );
@@ -153,15 +158,8 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
         .history;
     let s = schedule("L1-bh64", &l);
     assert_eq!(s.spills, (0, 0, 0), "spills or local memory");
-    let c = |k: &str| sass_support::count(&s.sass, k);
     assert_eq!(
-        (
-            c("LDSM"),
-            c("HMMA"),
-            c("LDGSTS"),
-            c("BAR"),
-            c("LDL") + c("STL")
-        ),
+        tile_counts(&s),
         (100, 136, 9, 5, 0),
         "(LDSM, HMMA, LDGSTS, BAR, local) per tile"
     );

@@ -75,7 +75,7 @@ impl<'f> Emitter<'f> {
             loop_stage: Default::default(),
             hoisted: Default::default(),
             partial_rows: Default::default(),
-            use_counts: use_counts(f),
+            use_counts: f.use_counts(),
             remat_locals: Default::default(),
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
@@ -728,16 +728,6 @@ impl<'f> Emitter<'f> {
 }
 
 /// Per value: read at least once, and only as operand 0 or 1 of a `dot`.
-fn use_counts(f: &Function) -> Vec<u32> {
-    let mut uses = vec![0u32; f.values.len()];
-    f.walk(&mut |_, op| {
-        for v in &op.operands {
-            uses[v.0 as usize] += 1;
-        }
-    });
-    uses
-}
-
 fn dot_operand_only(f: &Function) -> Vec<bool> {
     let mut uses = vec![(0u32, 0u32); f.values.len()];
     f.walk(&mut |_, op| {

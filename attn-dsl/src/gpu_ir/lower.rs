@@ -47,7 +47,7 @@ struct Decisions {
 /// Lowers a laid-out tile function.
 pub fn lower(f: &Function, axis: &AxisAnalysis) -> GpuProgram {
     let defs = defining_ops(f);
-    let uses = use_counts(f);
+    let uses = f.use_counts();
     let mut d = Decisions::default();
     let mut ctx = Ctx {
         f,
@@ -360,16 +360,6 @@ impl<'a> Ctx<'a> {
             _ => false,
         }
     }
-}
-
-fn use_counts(f: &Function) -> Vec<u32> {
-    let mut uses = vec![0u32; f.values.len()];
-    f.walk(&mut |_, op| {
-        for v in &op.operands {
-            uses[v.0 as usize] += 1;
-        }
-    });
-    uses
 }
 
 /// Mirrors `b`, replacing decided loads by copy + commit and decided dots by `mma`.

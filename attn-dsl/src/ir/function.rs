@@ -130,6 +130,16 @@ impl Function {
         self.ops.push(op);
         OpId(self.ops.len() as u32 - 1)
     }
+    /// How many operands (of ops and terminators reachable from the body) read each value.
+    pub fn use_counts(&self) -> Vec<u32> {
+        let mut uses = vec![0u32; self.values.len()];
+        self.walk(&mut |_, op| {
+            for v in &op.operands {
+                uses[v.0 as usize] += 1;
+            }
+        });
+        uses
+    }
     /// Visits every op reachable from the body, parents before the ops of their regions.
     pub fn walk(&self, f: &mut impl FnMut(OpId, &Op)) {
         fn walk_block(func: &Function, b: &Block, f: &mut impl FnMut(OpId, &Op)) {

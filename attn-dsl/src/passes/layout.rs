@@ -596,6 +596,21 @@ mod tests {
         (f, a, s, mx, d)
     }
 
+    /// A `rows` x 64 dot on 4 warps gets warp grid `wpc`, and its row maximum the slice of it.
+    fn assert_grid(rows: usize, wpc: [u32; 2]) {
+        let (mut f, _, s, mx, _) = dot_rows(rows, 4);
+        run(&mut f);
+        let grid = Layout::Mma { warps_per_cta: wpc };
+        assert_eq!(f.ty(s).layout, grid);
+        assert_eq!(
+            f.ty(mx).layout,
+            Layout::Slice {
+                dim: 1,
+                parent: Box::new(grid)
+            }
+        );
+    }
+
     #[test]
     fn dot_results_get_mma_and_their_row_reductions_slices() {
         let (mut f, a, s, mx, d) = dot_rows(64, 4);
@@ -621,36 +636,12 @@ mod tests {
             print_function(&f)
         );
         // Fewer 16-row slabs than warps, more than one slab: a 2 × 2 warp grid.
-        let (mut f, _, s, mx, _) = dot_rows(32, 4);
-        run(&mut f);
-        let grid = Layout::Mma {
-            warps_per_cta: [2, 2],
-        };
-        assert_eq!(f.ty(s).layout, grid);
-        assert_eq!(
-            f.ty(mx).layout,
-            Layout::Slice {
-                dim: 1,
-                parent: Box::new(grid)
-            }
-        );
+        assert_grid(32, [2, 2]);
         assert_eq!(warp_grid(3, 64, 4), Some([2, 2]));
         assert_eq!(warp_grid(2, 64, 8), Some([2, 4]));
         assert_eq!(warp_grid(2, 24, 4), None);
         // One slab, 64 columns over 4 warps (16 each): the warps split the columns.
-        let (mut f, _, s, mx, _) = dot_rows(16, 4);
-        run(&mut f);
-        let split = Layout::Mma {
-            warps_per_cta: [1, 4],
-        };
-        assert_eq!(f.ty(s).layout, split);
-        assert_eq!(
-            f.ty(mx).layout,
-            Layout::Slice {
-                dim: 1,
-                parent: Box::new(split)
-            }
-        );
+        assert_grid(16, [1, 4]);
         // 64 columns do not split over 16 warps in 8-column tiles: fall back.
         let (mut f, _, s, _, _) = dot_rows(16, 16);
         run(&mut f);
