@@ -9,7 +9,7 @@
 //! the run-time output equals the compile-time one byte for byte.
 
 use crate::ast::Module;
-use crate::driver::{compile, Compiled};
+use crate::driver::{emit, optimize, Compiled};
 use crate::frontend::parse_module_str;
 use crate::specialize::{Binding, ConstValue, DslError};
 use proc_macro2::Span;
@@ -107,12 +107,26 @@ impl Template {
     /// Specializes the kernel on `bindings` (`("BLOCK", ConstValue::Int(128))`, ...) through
     /// the same pipeline as `instantiate!`; the error message is the compile-time one.
     pub fn specialize(&self, bindings: &[(&str, ConstValue)]) -> Result<Compiled, SpecializeError> {
+        self.specialize_with(bindings, |_| Ok(()))
+    }
+
+    /// [`Self::specialize`] with `refine` applied to the optimized IR before the one CUDA
+    /// emission (facts the caller promises, e.g. divisible integer arguments); its error is
+    /// reported at the kernel's line.
+    pub fn specialize_with(
+        &self,
+        bindings: &[(&str, ConstValue)],
+        refine: impl FnOnce(&mut crate::ir::Function) -> Result<(), String>,
+    ) -> Result<Compiled, SpecializeError> {
         let parsed = self.parsed()?;
         let bindings: Vec<Binding> = bindings
             .iter()
             .map(|(name, value)| Binding::new(*name, value.clone()))
             .collect();
-        compile(&parsed.module, self.kernel, &bindings).map_err(|e| self.error(&parsed, e))
+        let at = |e| self.error(&parsed, e);
+        let mut s = optimize(&parsed.module, self.kernel, &bindings).map_err(at)?;
+        refine(&mut s.ir).map_err(|m| at(DslError::new(parsed.anchor, m)))?;
+        emit(s).map_err(at)
     }
 
     /// The module parsed from [`Self::source`], parsed once per thread.

@@ -106,3 +106,27 @@ fn template_specializes_repeatedly_and_from_other_threads() {
         .collect();
     assert!(from_threads.iter().all(|e| *e == first), "{from_threads:?}");
 }
+
+/// `specialize_with` refines the optimized IR before the one emission: a promise about an
+/// integer argument shows in the emitted CUDA, and a refusal is reported at the kernel line.
+#[test]
+fn refined_specializations_emit_once_with_the_facts() {
+    let t = ConstValue::Dtype(ScalarType::F32);
+    let binds = [("T", t), ("BLOCK", ConstValue::Int(256))];
+    let plain = blocks::FILL_TEMPLATE.specialize(&binds).expect("plain");
+    let refined = blocks::FILL_TEMPLATE
+        .specialize_with(&binds, |f| attn_dsl::passes::assume::divisible(f, &["n"]))
+        .expect("refined");
+    assert!(refined
+        .specialized
+        .ir
+        .assumed_divisible
+        .iter()
+        .any(|(name, _)| name == "n"));
+    assert!(plain.specialized.ir.assumed_divisible.is_empty());
+    let err = blocks::FILL_TEMPLATE
+        .specialize_with(&binds, |_| Err("no such promise".to_string()))
+        .expect_err("refused");
+    assert_eq!(err.message, "no such promise");
+    assert_eq!(err.line, line_of("pub fn fill<T, const BLOCK: i32>"));
+}

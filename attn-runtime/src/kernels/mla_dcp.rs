@@ -53,15 +53,11 @@ pub fn compile_kernel_assuming(
         kernel: kernel.to_string(),
         message,
     };
-    let mut c = template(kernel)?
-        .specialize(&consts)
-        .map_err(|e| failed(e.to_string()))?;
-    if !divisible.is_empty() {
-        attn_dsl::passes::assume::divisible(&mut c.specialized.ir, divisible).map_err(failed)?;
-        c.cuda =
-            attn_dsl::codegen::emit_cuda(&c.specialized.ir).map_err(|e| failed(e.to_string()))?;
-    }
-    Ok(c)
+    template(kernel)?
+        .specialize_with(&consts, |f| {
+            attn_dsl::passes::assume::divisible(f, divisible)
+        })
+        .map_err(|e| failed(e.to_string()))
 }
 
 /// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.
