@@ -7,84 +7,12 @@ mod codegen_common;
 
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::interp::HostBuffer;
-use attn_dsl::ir::{Function, ScalarType};
+use attn_dsl::ir::ScalarType;
 use attn_dsl::kernel::ScalarArg;
-use codegen_common::cpu_sim::{self, SimArg};
-
-/// Deterministic uniform values in `[lo, hi)` (SplitMix64).
-fn random(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            lo + (hi - lo) * ((z >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
-}
-
-fn input(t: ScalarType, n: usize, seed: u64) -> SimArg {
-    SimArg::Buf(HostBuffer::from_f64s(t, &random(n, seed, -2.0, 2.0)))
-}
-
-fn output(t: ScalarType, n: usize) -> SimArg {
-    SimArg::Buf(HostBuffer::poisoned(t, n))
-}
-
-/// Runs `f` both ways and compares every buffer: `|got - want| <= tol * (1 + |want|)`,
-/// NaN never equal to anything (poisoned outputs must be written by both).
-fn check(label: &str, f: &Function, grid: [u32; 3], args: Vec<SimArg>, tol: f64) {
-    check_each(label, f, grid, args, |_| tol);
-}
-
-/// [`check`] with a tolerance per argument index; returns the simulator's buffers (or
-/// nothing when g++ is missing).
-fn check_each(
-    label: &str,
-    f: &Function,
-    grid: [u32; 3],
-    args: Vec<SimArg>,
-    tol: impl Fn(usize) -> f64,
-) -> Option<Vec<Vec<f64>>> {
-    if !cpu_sim::have_gxx() {
-        eprintln!("skipping {label}: no g++");
-        return None;
-    }
-    let k = emit_cuda(f).unwrap_or_else(|e| panic!("{label}: emit: {e}"));
-    let mut want = args.clone();
-    cpu_sim::run_interp(f, grid, &mut want).unwrap_or_else(|e| panic!("{label}: interp: {e}"));
-    let mut got = args;
-    cpu_sim::run(&k, grid, &mut got).unwrap_or_else(|e| panic!("{label}: sim: {e}"));
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        let (SimArg::Buf(g), SimArg::Buf(w)) = (g, w) else {
-            continue;
-        };
-        let (g, w) = (g.to_f64s(), w.to_f64s());
-        assert_eq!(g.len(), w.len());
-        for (j, (a, b)) in g.iter().zip(&w).enumerate() {
-            let ok = (a - b).abs() <= tol(i) * (1.0 + b.abs());
-            assert!(
-                ok,
-                "{label}: argument {i} element {j}: sim {a}, executor {b}"
-            );
-        }
-    }
-    Some(
-        got.iter()
-            .map(|a| match a {
-                SimArg::Buf(b) => b.to_f64s(),
-                SimArg::Scalar(_) => vec![],
-            })
-            .collect(),
-    )
-}
-
-fn i32s(v: i32) -> SimArg {
-    SimArg::Scalar(ScalarArg::I32(v))
-}
+use codegen_common::cpu_sim::SimArg;
+use codegen_common::sim_check::{
+    check, check_each, flash_args, i32s, input, latent_args, output, paged_args,
+};
 
 #[test]
 fn attention_matches_the_executor() {
@@ -267,15 +195,7 @@ fn dsl_flash_attention_matches_the_executor() {
             "row-scale skip on {bm}x{d}"
         );
         let (heads, seq) = (2usize, 75usize);
-        let n = heads * seq * d as usize;
-        let args = vec![
-            input(t, n, 10),
-            input(t, n, 11),
-            input(t, n, 12),
-            output(t, n),
-            i32s(seq as i32),
-            SimArg::Scalar(ScalarArg::F32(0.125)),
-        ];
+        let args = flash_args(t, heads, seq, d as usize, 10);
         let grid = [seq.div_ceil(bm as usize) as u32, heads as u32, 1];
         let label = format!("flash_fwd {t} {bm}x{bn}x{d} causal={causal}");
         check(&label, &c.specialized.ir, grid, args, 2e-2);
@@ -306,15 +226,7 @@ fn deeper_pipelines_match_the_executor() {
             "{stages} stages"
         );
         let heads = 2usize;
-        let n = heads * seq * 32;
-        let args = vec![
-            input(ScalarType::Bf16, n, 50),
-            input(ScalarType::Bf16, n, 51),
-            input(ScalarType::Bf16, n, 52),
-            output(ScalarType::Bf16, n),
-            i32s(seq as i32),
-            SimArg::Scalar(ScalarArg::F32(0.125)),
-        ];
+        let args = flash_args(ScalarType::Bf16, heads, seq, 32, 50);
         let grid = [seq.div_ceil(64) as u32, heads as u32, 1];
         check(
             &format!("flash {stages} stages, seq {seq}"),
@@ -358,25 +270,7 @@ fn paged_gathers_match_the_executor() {
             src.contains("attn_ld(((bt"),
             "rows gathered through the block table:\n{src}"
         );
-        let max_pages = seq.div_ceil(page) + 1;
-        let pages = heads * max_pages + 3;
-        // A permutation of the pages (spread over the cache, none shared).
-        let mut order: Vec<i32> = (0..pages as i32).collect();
-        let keys = random(pages, 70 + seq as u64, 0.0, 1.0);
-        order.sort_by(|a, b| keys[*a as usize].total_cmp(&keys[*b as usize]));
-        let bt = HostBuffer::I32(order[..heads * max_pages].to_vec());
-        let cache = pages * page * d;
-        let n = heads * seq * d;
-        let args = vec![
-            input(ScalarType::Bf16, n, 60),
-            input(ScalarType::Bf16, cache, 61),
-            input(ScalarType::Bf16, cache, 62),
-            SimArg::Buf(bt),
-            output(ScalarType::F32, n),
-            i32s(seq as i32),
-            i32s(max_pages as i32),
-            SimArg::Scalar(ScalarArg::F32(0.125)),
-        ];
+        let args = paged_args(heads, seq, d, page, 60 + seq as u64);
         let grid = [seq.div_ceil(bm as usize) as u32, heads as u32, 1];
         check(
             &format!("paged {bm}x{bn}, {stages} stages, seq {seq}"),
@@ -441,14 +335,7 @@ fn latent_tile_shared_by_both_dots_matches_the_executor() {
             "{bm}x{bn}x{d}: deferred row sum:\n{src}"
         );
         let (heads, seq) = (2usize, 75usize);
-        let n = heads * seq * d as usize;
-        let args = vec![
-            input(ScalarType::Bf16, n, 40),
-            input(ScalarType::Bf16, n, 41),
-            output(ScalarType::F32, n),
-            i32s(seq as i32),
-            SimArg::Scalar(ScalarArg::F32(0.125)),
-        ];
+        let args = latent_args(heads, seq, d as usize, 40);
         let grid = [seq.div_ceil(bm as usize) as u32, heads as u32, 1];
         check(&format!("latent_fwd {bm}x{bn}x{d}"), f, grid, args, 2e-2);
     }

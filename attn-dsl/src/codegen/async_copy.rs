@@ -200,8 +200,15 @@ impl<'f> Emitter<'f> {
             self.w.line(format!(
                 "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
             ));
+            // Swizzled, the lane's chunks `lane + lanes·s` (lanes a multiple of 8) sit at
+            // `(lane ^ row % 8) + lanes·s`: still one row pointer plus immediate offsets.
+            let lane_chunk = if al.swizzled {
+                format!("((attn_lane_in_row ^ ({row} & 7)) * {chunk})")
+            } else {
+                format!("attn_lane_in_row * {chunk}")
+            };
             self.w.line(format!(
-                "unsigned short* const attn_dst_row = attn_dst + {row} * {} + attn_lane_in_row * {chunk};",
+                "unsigned short* const attn_dst_row = attn_dst + {row} * {} + {lane_chunk};",
                 al.pitch()
             ));
             (
@@ -211,7 +218,7 @@ impl<'f> Emitter<'f> {
         } else {
             (
                 self.remat_expr(load.operands[0], &at, scope)?,
-                format!("attn_dst + {row} * {} + {cc}", al.pitch()),
+                format!("attn_dst + {}", al.offset(row, cc)),
             )
         };
         let slots = per_row.div_ceil(lanes);

@@ -29,7 +29,7 @@ pub(crate) enum AFrom {
     Staged,
     Shared {
         base: String,
-        pitch: usize,
+        alloc: crate::gpu_ir::LocalAlloc,
         trans: bool,
     },
 }
@@ -68,7 +68,7 @@ impl<'f> Emitter<'f> {
             ));
         };
         let b_base = self.stage_base(*b_alloc, *b_stage, None)?;
-        let b_pitch = self.prog.alloc(*b_alloc).pitch();
+        let b_al = self.prog.alloc(*b_alloc).clone();
         let name = self.init_accumulator(acc, res, map)?;
         self.w.open("");
         self.w.line("const int attn_lane = tid & 31;");
@@ -148,7 +148,8 @@ impl<'f> Emitter<'f> {
             (false, true) => "attn_ldsm_x2_trans",
         };
         self.w.line(format!(
-            "unsigned b0, b1, b2, b3; {ld}(b0, b1, b2, b3, {b_base} + ({row}) * {b_pitch} + {col});"
+            "unsigned b0, b1, b2, b3; {ld}(b0, b1, b2, b3, {b_base} + {});",
+            b_al.offset(&row, &col)
         ));
         self.w.open_unrolled("j", spw);
         if guarded {
@@ -208,7 +209,7 @@ impl<'f> Emitter<'f> {
         {
             return Ok(AFrom::Shared {
                 base: self.stage_base(*alloc, *stage, None)?,
-                pitch: self.prog.alloc(*alloc).pitch(),
+                alloc: self.prog.alloc(*alloc).clone(),
                 trans: *trans,
             });
         }
@@ -273,7 +274,7 @@ impl<'f> Emitter<'f> {
                     word("pa", format!("{} + k0 + 8", 8 * ld)),
                 )
             }
-            AFrom::Shared { base, pitch, trans } => {
+            AFrom::Shared { base, alloc, trans } => {
                 let (row, col, ld) = if *trans {
                     (
                         "k0 + (attn_lane >> 4) * 8 + (attn_lane & 7)",
@@ -288,7 +289,8 @@ impl<'f> Emitter<'f> {
                     )
                 };
                 format!(
-                    "unsigned a0, a1, a2, a3; {ld}(a0, a1, a2, a3, {base} + ({row}) * {pitch} + ({col}));"
+                    "unsigned a0, a1, a2, a3; {ld}(a0, a1, a2, a3, {base} + {});",
+                    alloc.offset(row, col)
                 )
             }
         };
@@ -308,7 +310,7 @@ const MIN_MMA_CHAINS: usize = 4;
 fn k_split_ways(map: &MmaMap, p: &MmaPlan) -> usize {
     let chains = map.slabs_per_warp * map.tiles_n;
     let steps = p.kp / 16;
-    if chains >= MIN_MMA_CHAINS || steps < 8 || super::feature_disabled("k_split") {
+    if chains >= MIN_MMA_CHAINS || steps < 8 || crate::features::disabled("k_split") {
         return 1;
     }
     MIN_MMA_CHAINS.div_ceil(chains).min(steps / 4).max(1)

@@ -179,19 +179,3 @@ pub fn content_hash(source: &str) -> String {
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
     h.finalize().to_hex().to_string()
 }
-
-/// Code-generation features an A/B measurement can switch off: `ATTN_CODEGEN_DISABLE` holds
-/// a comma-separated list of `deferred_sum`, `k_split`. The
-/// generated source changes with them, and so does every cache key built from it. Unset (the
-/// default) enables everything; benchmarks compare one binary's kernels with and without.
-pub(crate) fn feature_disabled(feature: &str) -> bool {
-    static DISABLED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    DISABLED
-        .get_or_init(|| {
-            std::env::var("ATTN_CODEGEN_DISABLE")
-                .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
-                .unwrap_or_default()
-        })
-        .iter()
-        .any(|d| d == feature)
-}

@@ -17,6 +17,15 @@ use crate::ir::{Block, Function, Layout, OpId, OpKind, Scalar, ScalarType, Value
 use crate::passes::axis_info::AxisAnalysis;
 use std::collections::BTreeMap;
 
+/// Lanes per row of a swizzled alloc's copy: a quarter-warp stores one row's 128-byte line.
+const SWIZZLE_LANES: usize = 8;
+
+/// Whether an alloc of a `rows × cols` tile is swizzled instead of padded: opt-in
+/// (`ATTN_CODEGEN_ENABLE=swizzle`) until a GPU A/B decides.
+fn swizzles(rows: usize, cols: usize) -> bool {
+    crate::features::enabled("swizzle") && LocalAlloc::can_swizzle(rows, cols)
+}
+
 /// Row padding of every alloc, in 16-bit elements: one 16-byte bank group, so the eight row
 /// addresses of an `ldmatrix` (pitch ≡ 16 mod 128 bytes) fall in distinct bank groups.
 pub const ROW_PAD: usize = 8;
@@ -176,12 +185,14 @@ impl<'a> Ctx<'a> {
             .name
             .clone()
             .unwrap_or_else(|| format!("{}{}", if is_b { "b" } else { "a" }, id.0));
+        let swizzled = swizzles(rows, cols);
         d.allocs.push(LocalAlloc {
             name,
             elem,
             rows,
             cols,
-            pad: ROW_PAD,
+            pad: if swizzled { 0 } else { ROW_PAD },
+            swizzled,
             stages: 1,
             offset: 0,
         });
@@ -269,6 +280,12 @@ impl<'a> Ctx<'a> {
         }
         let (rows, cols) = (t.shape[1 - ax], t.shape[ax]);
         let threads = 32 * self.f.num_warps as usize;
+        // A swizzled row is stored a whole 128-byte line per quarter-warp (8 lanes).
+        let min_lanes = if swizzles(rows, cols) {
+            min_lanes.max(SWIZZLE_LANES)
+        } else {
+            min_lanes
+        };
         let lanes = TileInAlloc::lanes_for(rows, cols / CHUNK, threads, min_lanes)?;
         let row_contiguous =
             self.axis.get(ptr).contiguity.get(ax).copied().unwrap_or(1) >= cols as u64;

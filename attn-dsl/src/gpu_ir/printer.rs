@@ -11,8 +11,18 @@ pub fn print_program(f: &Function, p: &GpuProgram) -> String {
     for (i, a) in p.allocs.iter().enumerate() {
         let _ = writeln!(
             s,
-            "%a{i} = local_alloc {} : {}[{} x {}] pad {} stages {} @ {}",
-            a.name, a.elem, a.rows, a.cols, a.pad, a.stages, a.offset
+            "%a{i} = local_alloc {} : {}[{} x {}] {} stages {} @ {}",
+            a.name,
+            a.elem,
+            a.rows,
+            a.cols,
+            if a.swizzled {
+                "swizzled".to_string()
+            } else {
+                format!("pad {}", a.pad)
+            },
+            a.stages,
+            a.offset
         );
     }
     let _ = writeln!(s, "// shared: {} bytes of allocs", p.alloc_bytes);

@@ -12,7 +12,9 @@ pub struct AllocId(pub u32);
 
 /// A shared-memory buffer holding one 2D operand tile (per stage), row-major with its
 /// contiguous global axis innermost: `rows × cols` 16-bit elements, each row padded by
-/// `pad` elements so the eight 16-byte rows of an `ldmatrix` hit distinct bank groups.
+/// `pad` elements so the eight 16-byte rows of an `ldmatrix` hit distinct bank groups — or,
+/// `swizzled`, unpadded rows whose 16-byte chunk `c` sits at chunk `c ^ (row % 8)` (every
+/// row starts on a 128-byte line; an `ldmatrix`'s eight rows still hit eight bank groups).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LocalAlloc {
     /// A readable name (the DSL variable of the tile it holds).
@@ -21,6 +23,7 @@ pub struct LocalAlloc {
     pub rows: usize,
     pub cols: usize,
     pub pad: usize,
+    pub swizzled: bool,
     /// Buffers of the ring: 1, or 2 when the copy of iteration i + 1 overlaps iteration i.
     pub stages: usize,
     /// Byte offset in dynamic shared memory (assigned by `allocate_shared`).
@@ -28,6 +31,25 @@ pub struct LocalAlloc {
 }
 
 impl LocalAlloc {
+    /// Whether a `rows × cols` 16-bit tile can be swizzled: whole 128-byte lines per row and
+    /// whole groups of eight rows.
+    pub fn can_swizzle(rows: usize, cols: usize) -> bool {
+        cols.is_multiple_of(64) && rows.is_multiple_of(8)
+    }
+
+    /// The element offset of (`row`, `col`) in one stage (C++ expressions; `col` a multiple
+    /// of 8 when swizzled: a chunk start).
+    pub fn offset(&self, row: &str, col: &str) -> String {
+        if self.swizzled {
+            format!(
+                "({row}) * {} + (((({col}) >> 3) ^ (({row}) & 7)) << 3)",
+                self.pitch()
+            )
+        } else {
+            format!("({row}) * {} + ({col})", self.pitch())
+        }
+    }
+
     /// Row pitch in elements.
     pub fn pitch(&self) -> usize {
         self.cols + self.pad

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cpu_sim;
+pub mod sim_check;
 
 use attn_dsl::ir::{
     BinaryOp as B, Builder, CmpPred, Function, IrResult, Loc, ParamKind, ReduceKind, Scalar,

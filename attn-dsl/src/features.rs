@@ -1,0 +1,30 @@
+//! Code-generation features an A/B measurement can switch, read once per process from the
+//! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`deferred_sum`,
+//! `k_split`), `ATTN_CODEGEN_ENABLE` opt-in ones to switch on (`swizzle`), comma-separated.
+//! The generated source changes with them, and so does every cache key built from it. Unset
+//! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
+//! with and without.
+
+use std::sync::OnceLock;
+
+fn listed(var: &str, cell: &'static OnceLock<Vec<String>>, feature: &str) -> bool {
+    cell.get_or_init(|| {
+        std::env::var(var)
+            .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default()
+    })
+    .iter()
+    .any(|d| d == feature)
+}
+
+/// Whether shipped feature `feature` is switched off.
+pub(crate) fn disabled(feature: &str) -> bool {
+    static DISABLED: OnceLock<Vec<String>> = OnceLock::new();
+    listed("ATTN_CODEGEN_DISABLE", &DISABLED, feature)
+}
+
+/// Whether opt-in feature `feature` is switched on.
+pub(crate) fn enabled(feature: &str) -> bool {
+    static ENABLED: OnceLock<Vec<String>> = OnceLock::new();
+    listed("ATTN_CODEGEN_ENABLE", &ENABLED, feature)
+}
