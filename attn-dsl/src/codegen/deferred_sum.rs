@@ -125,14 +125,7 @@ impl<'f> Emitter<'f> {
         self.w.line(format!("{dst}[r] = acc;"));
         self.w.close("");
         if rows.col_split() {
-            self.combine_warp_partials(
-                &name,
-                BinaryOp::Add,
-                ScalarType::F32,
-                &rows,
-                &rows,
-                &|x| x,
-            )?;
+            self.combine_warp_partials(&name, BinaryOp::Add, ScalarType::F32, &rows, &|x| x)?;
         }
         self.w.close("");
         Ok(())

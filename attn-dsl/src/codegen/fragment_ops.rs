@@ -67,9 +67,9 @@ impl<'f> Emitter<'f> {
         let rt = reg_type(self.elem(x));
         // A deferred row sum (see `deferred_sum`) stays per lane: no shuffles, no warps.
         let partial = self.partial_rows.contains(&res.0);
-        let split = (xm.col_split() && !partial).then_some(xm);
+        let split = xm.col_split() && !partial;
         let name = self.define_tile(res);
-        if split.is_some() {
+        if split {
             self.w.open("");
             self.w.line(format!(
                 "{} attn_part[{}];",
@@ -99,15 +99,16 @@ impl<'f> Emitter<'f> {
             self.w
                 .line(format!("acc = {};", binary(bop, acc_t, "acc", &other)?));
         }
-        match split {
-            None => self
-                .w
-                .line(format!("{name}[r] = {};", finish("acc".into()))),
-            Some(_) => self.w.line("attn_part[r] = acc;"),
+        if split {
+            self.w.line("attn_part[r] = acc;");
+        } else {
+            self.w
+                .line(format!("{name}[r] = {};", finish("acc".into())));
         }
         self.w.close("");
-        if let Some(xm) = split {
-            self.combine_warp_partials(&name, bop, acc_t, &rm, &xm, &*finish)?;
+        if split {
+            // The row vector shares its fragment's warp grid (`has_row_vector`).
+            self.combine_warp_partials(&name, bop, acc_t, &rm, &*finish)?;
             self.w.close("");
         }
         Ok(true)
@@ -122,12 +123,11 @@ impl<'f> Emitter<'f> {
         bop: BinaryOp,
         acc_t: ScalarType,
         rows: &MmaMap,
-        frag: &MmaMap,
         finish: &dyn Fn(String) -> String,
     ) -> Res<()> {
         let ct = scalar_reg_type(acc_t);
-        let cw = frag.col_warps;
-        let padded_rows = frag.slabs_per_warp * frag.row_warps * 16;
+        let cw = rows.col_warps;
+        let padded_rows = rows.slabs_per_warp * rows.row_warps * 16;
         self.need_scratch(padded_rows * cw * 8);
         let row = rows.row("r");
         self.w.open("");
@@ -138,7 +138,7 @@ impl<'f> Emitter<'f> {
         self.w.open_unrolled("r", rows.slots());
         self.w.line(format!(
             "if (attn_t4 == 0) attn_red[{row} * {cw} + {}] = attn_part[r];",
-            frag.warp_col()
+            rows.warp_col()
         ));
         self.w.close("");
         self.w.line("__syncthreads();");

@@ -31,8 +31,7 @@
 pub(crate) struct MmaMap {
     pub(crate) m: usize,
     pub(crate) n: usize,
-    pub(crate) warps: usize,
-    /// The warp grid: `row_warps × col_warps = warps`. Warp `w` is grid row
+    /// The warp grid: `row_warps × col_warps` warps. Warp `w` is grid row
     /// `w / col_warps` (it owns slabs `w / col_warps + j · row_warps`) and grid column
     /// `w % col_warps` (it owns that `n / col_warps`-wide column block).
     pub(crate) row_warps: usize,
@@ -72,7 +71,6 @@ impl MmaMap {
         MmaMap {
             m,
             n,
-            warps: row_warps * col_warps,
             row_warps,
             col_warps,
             slabs,
@@ -251,21 +249,22 @@ impl MmaMap {
 mod tests {
     use super::*;
 
-    /// Evaluates the map for every (warp, lane, slot) and checks that the owned slots cover
-    /// every element exactly once (fragments) or exactly once per quad lane (row vectors).
-    fn coverage(m: usize, n: usize, warps: usize) {
-        let map = MmaMap::new(m, n, warps);
+    /// Evaluates `map` for every (warp, lane, slot) of its grid and checks that the owned
+    /// slots cover every element exactly once (fragments), or each row once per lane of every
+    /// quad of the grid row's `C` warps (row vectors).
+    fn coverage(map: MmaMap) {
+        let (m, n, rw, cw) = (map.m, map.n, map.row_warps, map.col_warps);
         let mut seen = vec![0usize; m * n];
-        for warp in 0..warps {
+        for warp in 0..rw * cw {
+            let (wr, wc) = (warp / cw, warp % cw);
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
                 for s in 0..map.slots() {
-                    let j = s / map.per_slab();
-                    let slab = warp + j * warps;
+                    let slab = wr + (s / map.per_slab()) * rw;
                     let (row, col) = if map.is_rows() {
                         (slab * 16 + g + (s & 1) * 8, 0)
                     } else {
-                        let nt = (s / 4) % map.tiles_n;
+                        let nt = wc * map.tiles_n + (s / 4) % map.tiles_n;
                         (slab * 16 + g + ((s >> 1) & 1) * 8, nt * 8 + 2 * t + (s & 1))
                     };
                     if row < m && col < n {
@@ -274,8 +273,11 @@ mod tests {
                 }
             }
         }
-        let want = if map.is_rows() { 4 } else { 1 };
-        assert!(seen.iter().all(|&c| c == want), "{m}x{n}/{warps}: {seen:?}");
+        let want = if map.is_rows() { 4 * cw } else { 1 };
+        assert!(
+            seen.iter().all(|&c| c == want),
+            "{m}x{n}/{rw}x{cw}: {seen:?}"
+        );
     }
 
     #[test]
@@ -290,7 +292,7 @@ mod tests {
             (48, 24, 2),
             (33, 1, 2),
         ] {
-            coverage(m, n, w);
+            coverage(MmaMap::new(m, n, w));
         }
     }
 
@@ -305,26 +307,7 @@ mod tests {
             (16, 1, 4),
             (10, 1, 2),
         ] {
-            let map = MmaMap::new_split(m, n, warps);
-            let mut seen = vec![0usize; m * n];
-            for warp in 0..warps {
-                for lane in 0..32 {
-                    let (g, t) = (lane / 4, lane % 4);
-                    for s in 0..map.slots() {
-                        let (row, col) = if map.is_rows() {
-                            (g + (s & 1) * 8, 0)
-                        } else {
-                            let nt = warp * map.tiles_n + (s / 4) % map.tiles_n;
-                            (g + ((s >> 1) & 1) * 8, nt * 8 + 2 * t + (s & 1))
-                        };
-                        if row < m && col < n {
-                            seen[row * n + col] += 1;
-                        }
-                    }
-                }
-            }
-            let want = if map.is_rows() { 4 * warps } else { 1 };
-            assert!(seen.iter().all(|&c| c == want), "{m}x{n}/{warps}: {seen:?}");
+            coverage(MmaMap::new_split(m, n, warps));
         }
         let f = MmaMap::new_split(16, 64, 4);
         assert_eq!((f.slots(), f.owned("s")), (8, None));
@@ -348,28 +331,7 @@ mod tests {
             (48, 16, 2, 2),
         ] {
             for cols in [n, 1] {
-                let map = MmaMap::grid(m, cols, rw, cw);
-                let mut seen = vec![0usize; m * cols];
-                for warp in 0..rw * cw {
-                    let (wr, wc) = (warp / cw, warp % cw);
-                    for lane in 0..32 {
-                        let (g, t) = (lane / 4, lane % 4);
-                        for s in 0..map.slots() {
-                            let slab = wr + (s / map.per_slab()) * rw;
-                            let (row, col) = if map.is_rows() {
-                                (slab * 16 + g + (s & 1) * 8, 0)
-                            } else {
-                                let nt = wc * map.tiles_n + (s / 4) % map.tiles_n;
-                                (slab * 16 + g + ((s >> 1) & 1) * 8, nt * 8 + 2 * t + (s & 1))
-                            };
-                            if row < m && col < cols {
-                                seen[row * cols + col] += 1;
-                            }
-                        }
-                    }
-                }
-                let want = if map.is_rows() { 4 * cw } else { 1 };
-                assert!(seen.iter().all(|&c| c == want), "{m}x{cols}/{rw}x{cw}");
+                coverage(MmaMap::grid(m, cols, rw, cw));
             }
         }
         let f = MmaMap::grid(32, 512, 2, 2);
