@@ -53,12 +53,8 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
     // which the op's plan promises (`KernelLaunch::divisible`).
     let c = compile_kernel_assuming("mla_history", bindings, &["cache_stride_block"])
         .map_err(|e| e.to_string())?;
-    let key: Vec<String> = bindings
-        .iter()
-        .map(|b| format!("{}={}", b.name, b.value))
-        .collect();
     Ok(BuiltKernel {
-        key: format!("mla_history<{}>", key.join(",")),
+        key: c.specialized.key(),
         cuda: c.cuda,
         prelude: None,
         ir: Some(c.specialized.ir),

@@ -31,7 +31,7 @@ pub const HIST_BLOCK_H: u32 = 32;
 pub const HIST_BLOCK_H_NARROW: u32 = 16;
 
 /// Gathered heads per history program for `gathered` heads (see [`HIST_BLOCK_H`]).
-pub fn hist_block_h(gathered: u64) -> u32 {
+fn hist_block_h(gathered: u64) -> u32 {
     if gathered >= u64::from(HIST_BLOCK_H) {
         HIST_BLOCK_H
     } else {
@@ -43,13 +43,32 @@ pub fn hist_block_h(gathered: u64) -> u32 {
 /// 64 runs on 8 warps (a 4 × 2 grid), the others on 4.
 pub const HIST_BLOCK_H_CHOICES: [u32; 3] = [16, 32, 64];
 
-/// History programs resident per SM with `block_h` heads: shared memory holds the queries
-/// and two latent stages of two programs up to 32 heads (111 KB each), of one at 64 (148 KB).
-pub fn hist_programs_per_sm(block_h: u32) -> u32 {
-    if block_h > 32 {
-        1
-    } else {
-        HIST_PROGRAMS_PER_SM
+/// How the history pass tiles the gathered heads: the plan's and the split scratch's one
+/// source for the tile height, the head tiles and the resident programs per SM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryTiling {
+    /// Gathered heads per program (`BLOCK_H`).
+    pub block_h: u32,
+    /// Programs along the head axis.
+    pub head_tiles: u32,
+    /// Programs resident per SM: shared memory holds the queries and two latent stages of two
+    /// programs up to 32 heads (111 KB each), of one at 64 (148 KB).
+    pub programs_per_sm: u32,
+}
+
+impl HistoryTiling {
+    /// The tiling of `gathered` heads, at the plan's rule's height or the `forced` one.
+    pub fn new(gathered: u64, forced: Option<u32>) -> Self {
+        let block_h = forced.unwrap_or_else(|| hist_block_h(gathered));
+        HistoryTiling {
+            block_h,
+            head_tiles: gathered.div_ceil(u64::from(block_h)) as u32,
+            programs_per_sm: if block_h > 32 {
+                1
+            } else {
+                HIST_PROGRAMS_PER_SM
+            },
+        }
     }
 }
 /// Keys per history tile (a power of two; smaller when the page is): a 32 × 576 latent
@@ -514,15 +533,15 @@ impl DecodeStep {
     /// KV splits of the history pass (§9.2), the same on every rank so that one
     /// specialization serves all of them:
     /// - FlashMLA-like occupancy: the most splits for which `T · head_tiles · splits` still
-    ///   fits the SMs' resident programs ([`hist_programs_per_sm`]) in one wave. Rounding up
+    ///   fits the SMs' resident programs ([`HistoryTiling::programs_per_sm`]) in one wave. Rounding up
     ///   instead starts a second, partial wave: L2 (128 programs, 264 resident) ran 1.74 ms
     ///   with 3 splits against 1.30 ms with 2 (H200, 2026-12-01);
     /// - local-length threshold: no split gets fewer than [`MIN_KEYS_PER_SPLIT`] keys of the
     ///   longest local history (rank 0 holds the most: `n_local` is non-increasing in r);
     /// - at most [`MAX_SPLITS`], at least 1.
-    pub fn num_splits(&self, head_tiles: u32, programs_per_sm: u32) -> u32 {
-        let programs = (self.num_tokens() as u64 * u64::from(head_tiles)).max(1);
-        let slots = u64::from(self.num_sms) * u64::from(programs_per_sm);
+    pub fn num_splits(&self, tiling: HistoryTiling) -> u32 {
+        let programs = (self.num_tokens() as u64 * u64::from(tiling.head_tiles)).max(1);
+        let slots = u64::from(self.num_sms) * u64::from(tiling.programs_per_sm);
         let occupancy = (slots / programs).max(1);
         let longest = self.hist_lens(0).into_iter().max().unwrap_or(0) as u64;
         let by_length = longest.div_ceil(MIN_KEYS_PER_SPLIT).max(1);
@@ -565,12 +584,8 @@ impl DecodeStep {
         )?;
         let grid_t = t as u32;
 
-        let block_h = block_h.unwrap_or_else(|| hist_block_h(dn));
-        let head_tiles = dn.div_ceil(u64::from(block_h)) as u32;
-        let num_splits = splits.map_or_else(
-            || self.num_splits(head_tiles, hist_programs_per_sm(block_h)),
-            |s| s.clamp(1, MAX_SPLITS),
-        );
+        let tiling = HistoryTiling::new(dn, block_h);
+        let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
         let b = self.layout.block_size;
         // Largest power of two ≤ HIST_KV_TILE dividing B: tiles never straddle a block.
         let kv_tile = 1u32 << b.trailing_zeros().min(HIST_KV_TILE.trailing_zeros());
@@ -584,12 +599,12 @@ impl DecodeStep {
             kernel: "mla_history",
             constexprs: vec![
                 dt.clone(),
-                ("BLOCK_H", ConstValue::Int(block_h.into())),
+                ("BLOCK_H", ConstValue::Int(tiling.block_h.into())),
                 ("KV_TILE", ConstValue::Int(kv_tile.into())),
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
             ],
-            grid: [grid_t, head_tiles, num_splits],
+            grid: [grid_t, tiling.head_tiles, num_splits],
             args: vec![
                 Buf(R::QAll),
                 Buf(R::LatentCache),

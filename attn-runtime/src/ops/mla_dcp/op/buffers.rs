@@ -61,8 +61,8 @@ impl MetaLayout {
 }
 
 /// (token, split) pairs the split scratch holds. The plan's heuristic gives at most
-/// ⌈SMs / (T · head_tiles)⌉ splits, so T · splits ≤ T + ⌈SMs / head_tiles⌉; a forced count S
-/// needs T · S.
+/// ⌊slots / (T · head_tiles)⌋ splits (slots = SMs × resident programs per SM, at least one
+/// split), so T · splits ≤ T + ⌈slots / head_tiles⌉; a forced count S needs T · S.
 pub(crate) fn split_slots(config: &MlaDcpConfig, num_sms: usize) -> usize {
     let t = config.max_tokens;
     let max = MAX_SPLITS as usize;
@@ -71,12 +71,12 @@ pub(crate) fn split_slots(config: &MlaDcpConfig, num_sms: usize) -> usize {
     match config.forced_splits {
         Some(s) => t.saturating_mul(usize::try_from(s).unwrap_or(max).clamp(1, max)),
         None => {
-            let dn = config.gathered_heads();
-            let block_h = config
-                .forced_history_heads
-                .unwrap_or_else(|| plan::hist_block_h(dn as u64));
-            let tiles = dn.div_ceil(block_h as usize).max(1);
-            let slots = num_sms.saturating_mul(plan::hist_programs_per_sm(block_h) as usize);
+            let tiling = plan::HistoryTiling::new(
+                config.gathered_heads() as u64,
+                config.forced_history_heads,
+            );
+            let tiles = (tiling.head_tiles as usize).max(1);
+            let slots = num_sms.saturating_mul(tiling.programs_per_sm as usize);
             t.saturating_add(slots.div_ceil(tiles))
                 .min(t.saturating_mul(max))
         }
