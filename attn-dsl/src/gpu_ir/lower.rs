@@ -20,10 +20,17 @@ use std::collections::BTreeMap;
 /// Lanes per row of a swizzled alloc's copy: a quarter-warp stores one row's 128-byte line.
 const SWIZZLE_LANES: usize = 8;
 
-/// Whether an alloc of a `rows × cols` tile is swizzled instead of padded: opt-in
-/// (`ATTN_CODEGEN_ENABLE=swizzle`) until a GPU A/B decides.
-fn swizzles(rows: usize, cols: usize) -> bool {
-    crate::features::enabled("swizzle") && LocalAlloc::can_swizzle(rows, cols)
+/// Whether an alloc of a `rows × cols` tile is swizzled instead of padded, for a copy whose
+/// rows take at least `min_lanes` lanes. Swizzled rows are stored a line per quarter-warp,
+/// which streaming copies (few rows per program) want anyway; an issue-bound copy (128 rows
+/// and more, 2 lanes per row) would pay 4× the per-row address work. Measured on the H200
+/// (2026-12-01T19:30Z, one binary, `scripts/ab-h200`): D1 283 → 257 µs (4.17 TB/s), L2
+/// 1365 → 1157 µs, L1 915 → 864 µs, P1 737 → 708 µs, P3 1252 → 1214 µs, but P0 (128 rows)
+/// 4.32 → 4.70 ms. `ATTN_CODEGEN_DISABLE=swizzle` pads every alloc, `ATTN_CODEGEN_ENABLE=
+/// swizzle` swizzles the issue-bound ones too.
+fn swizzles(rows: usize, cols: usize, min_lanes: usize) -> bool {
+    let wanted = min_lanes >= SWIZZLE_LANES || crate::features::enabled("swizzle");
+    wanted && !crate::features::disabled("swizzle") && LocalAlloc::can_swizzle(rows, cols)
 }
 
 /// Row padding of every alloc, in 16-bit elements: one 16-byte bank group, so the eight row
@@ -43,6 +50,8 @@ struct Candidate {
     map: TileInAlloc,
     /// The operand is `trans` of the loaded tile: the same alloc read the other way.
     view_trans: bool,
+    /// The alloc's rows are XOR-swizzled instead of padded (see [`swizzles`]).
+    swizzled: bool,
 }
 
 /// What the lowering decided for the loads and dots it turns into GPU ops.
@@ -142,10 +151,11 @@ impl<'a> Ctx<'a> {
             load,
             map,
             view_trans,
+            swizzled,
         } = c;
         let id = match d.copies.get(&load) {
             Some(c) => c.dst,
-            None => self.new_copy(load, map, d, is_b),
+            None => self.new_copy(load, map, swizzled, d, is_b),
         };
         // The operand's view of the alloc: a `trans` view swaps which of its axes is the
         // alloc's column axis.
@@ -169,7 +179,14 @@ impl<'a> Ctx<'a> {
     }
 
     /// Adds the alloc and the copy of `load` into it.
-    fn new_copy(&self, load: OpId, map: TileInAlloc, d: &mut Decisions, is_b: bool) -> AllocId {
+    fn new_copy(
+        &self,
+        load: OpId,
+        map: TileInAlloc,
+        swizzled: bool,
+        d: &mut Decisions,
+        is_b: bool,
+    ) -> AllocId {
         let res = self.f.op(load).results[0];
         let t = self.f.ty(res);
         let (rows, cols) = if map.contiguous_axis == 1 {
@@ -185,7 +202,6 @@ impl<'a> Ctx<'a> {
             .name
             .clone()
             .unwrap_or_else(|| format!("{}{}", if is_b { "b" } else { "a" }, id.0));
-        let swizzled = swizzles(rows, cols);
         d.allocs.push(LocalAlloc {
             name,
             elem,
@@ -281,7 +297,8 @@ impl<'a> Ctx<'a> {
         let (rows, cols) = (t.shape[1 - ax], t.shape[ax]);
         let threads = 32 * self.f.num_warps as usize;
         // A swizzled row is stored a whole 128-byte line per quarter-warp (8 lanes).
-        let min_lanes = if swizzles(rows, cols) {
+        let swizzled = swizzles(rows, cols, min_lanes);
+        let min_lanes = if swizzled {
             min_lanes.max(SWIZZLE_LANES)
         } else {
             min_lanes
@@ -298,6 +315,7 @@ impl<'a> Ctx<'a> {
                 row_contiguous,
             },
             view_trans,
+            swizzled,
         })
     }
 
@@ -350,6 +368,7 @@ impl<'a> Ctx<'a> {
             load,
             map: c.map,
             view_trans,
+            swizzled: d.allocs[c.dst.0 as usize].swizzled,
         })
     }
 
