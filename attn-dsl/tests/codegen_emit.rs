@@ -117,16 +117,16 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
         let copied = [m, k, n].iter().all(|d| d % 16 == 0) && in_fragments;
         // Streaming copies (fewer than 128 rows) of whole 64-column rows are swizzled,
         // unpadded; the others padded by one 16-byte chunk.
+        // Swizzled allocs are whole 1024-byte atoms at 1024-byte offsets; A is placed first.
         let alloc = |rows: usize, cols: usize| {
-            let pad = if cols % 64 == 0 && rows % 8 == 0 {
-                0
-            } else {
-                8
-            };
-            rows * (cols + pad) * 2
+            let swizzled = cols % 64 == 0 && rows % 8 == 0;
+            let pad = if swizzled { 0 } else { 8 };
+            let align = if swizzled { 1024 } else { 16 };
+            ((rows * (cols + pad) * 2).next_multiple_of(align), align)
         };
+        let ((a_bytes, _), (b_bytes, b_align)) = (alloc(m, k), alloc(k, n));
         let want = if copied {
-            alloc(m, k) + alloc(k, n)
+            a_bytes.next_multiple_of(b_align) + b_bytes
         } else {
             staged_through_scratch
         };

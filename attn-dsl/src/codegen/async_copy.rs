@@ -59,6 +59,10 @@ impl<'f> Emitter<'f> {
             }
             GpuOp::Wait { pending } => {
                 self.w.line(format!("attn_cp_wait<{pending}>();"));
+                if crate::features::enabled("wgmma") {
+                    // What landed must be visible to the tensor cores' async proxy too.
+                    self.w.line("attn_fence_proxy_async();");
+                }
                 Ok(())
             }
             GpuOp::Barrier { reason } => {
@@ -200,20 +204,16 @@ impl<'f> Emitter<'f> {
             self.w.line(format!(
                 "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
             ));
-            // Swizzled, the lane's chunks `lane + lanes·s` (lanes a multiple of 8) sit at
-            // `(lane ^ row % 8) + lanes·s`: still one row pointer plus immediate offsets.
-            let lane_chunk = if al.swizzled {
-                format!("((attn_lane_in_row ^ ({row} & 7)) * {chunk})")
-            } else {
-                format!("attn_lane_in_row * {chunk}")
-            };
+            // Swizzled, the lane's chunks `lane + lanes·s` (lanes a multiple of 8) keep their
+            // place in the line and step column blocks: still one row pointer plus
+            // immediate offsets.
+            let (row_start, dst_stride) = al.copy_row(row, "attn_lane_in_row", lanes, chunk);
             self.w.line(format!(
-                "unsigned short* const attn_dst_row = attn_dst + {row} * {} + {lane_chunk};",
-                al.pitch()
+                "unsigned short* const attn_dst_row = attn_dst + {row_start};"
             ));
             (
                 format!("attn_src + s * {stride}"),
-                format!("attn_dst_row + s * {stride}"),
+                format!("attn_dst_row + s * {dst_stride}"),
             )
         } else {
             (

@@ -34,6 +34,23 @@ pub(crate) enum AFrom {
     },
 }
 
+/// What the k-step loop of a shared-operand dot needs, whichever instructions it issues.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedSteps<'a> {
+    pub(crate) a: ValueId,
+    pub(crate) a_from: &'a AFrom,
+    pub(crate) p: &'a MmaPlan,
+    pub(crate) t: ScalarType,
+    pub(crate) map: &'a MmaMap,
+    /// The accumulator's register array.
+    pub(crate) acc: &'a str,
+    /// The B alloc's stage base (an `unsigned short*` expression) and the alloc.
+    pub(crate) b_base: &'a str,
+    pub(crate) b_al: &'a crate::gpu_ir::LocalAlloc,
+    /// B is read transposed (`ldmatrix.trans`): the alloc's rows are K (MN-major).
+    pub(crate) b_trans: bool,
+}
+
 impl<'f> Emitter<'f> {
     pub(crate) fn emit_mma_shared(
         &mut self,
@@ -81,6 +98,48 @@ impl<'f> Emitter<'f> {
             self.stage_a(a, &p)?;
             self.w.line("__syncthreads();");
         }
+        let steps = SharedSteps {
+            a,
+            a_from: &a_from,
+            p: &p,
+            t,
+            map: &map,
+            acc: &name,
+            b_base: &b_base,
+            b_al: &b_al,
+            b_trans: *b_trans,
+        };
+        match super::wgmma::plan(&steps) {
+            Some(wg) => {
+                // One source, both paths: sm_90a compiles the warpgroup MMA, every other
+                // target the mma.sync steps (the layouts and accumulators are the same).
+                self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+                self.emit_wgmma_steps(&steps, &wg)?;
+                self.w.line("#else");
+                self.emit_mma_steps(&steps)?;
+                self.w.line("#endif");
+            }
+            None => self.emit_mma_steps(&steps)?,
+        }
+        self.w.close("");
+        Ok(())
+    }
+
+    /// The k-step loop on `mma.sync`: `ldmatrix` B fragments, one `mma` per slab and column
+    /// tile.
+    fn emit_mma_steps(&mut self, st: &SharedSteps<'_>) -> Res<()> {
+        let SharedSteps {
+            a,
+            a_from,
+            p,
+            t,
+            map,
+            acc: name,
+            b_base,
+            b_al,
+            b_trans,
+        } = *st;
+        let (map, b_trans) = (*map, &b_trans);
         // k-step outer, slabs inner: each B fragment pair loaded once feeds the mma of every
         // slab this warp owns (two 16-row slabs per warp halve the shared-memory reads of B).
         let spw = map.slabs_per_warp;
@@ -105,7 +164,7 @@ impl<'f> Emitter<'f> {
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
-        self.emit_a_step(a, &a_from, &p, t)?;
+        self.emit_a_step(a, a_from, &p, t)?;
         self.w
             .line("attn_a[j][0] = a0; attn_a[j][1] = a1; attn_a[j][2] = a2; attn_a[j][3] = a3;");
         if guarded {
@@ -189,7 +248,7 @@ impl<'f> Emitter<'f> {
             self.w.line(format!("{name}[s] += {};", sum.join(" + ")));
             self.w.close("");
         }
-        self.w.close("");
+
         Ok(())
     }
 

@@ -70,6 +70,7 @@ mod remat_region;
 mod row_scale;
 mod staged_load;
 pub mod tile_map;
+mod wgmma;
 mod writer;
 
 use crate::ir::{Function, Layout, Param};

@@ -235,5 +235,41 @@ __device__ __forceinline__ void attn_ldsm_x2_trans(unsigned& r0, unsigned& r1, u
     r2 = r3 = 0u;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hopper warpgroup MMA (sm_90a only: the emitter guards every use with
+// `__CUDA_ARCH_FEAT_SM90_ALL`, and the mma.sync path is the other branch of the same source).
+// B operands are read from shared memory through a 64-bit matrix descriptor:
+//   bits 0-13 start address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset
+//   >> 4, 62-63 swizzle (1 = 128 B).
+// The allocs are 128-byte-swizzled column blocks (see `LocalAlloc`): each block of 8 rows is
+// a 1024-byte atom, so SBO = 1024 in both majors; K-major (B rows = N, e.g. K of QK^T) steps
+// K inside a line, MN-major (B rows = K, e.g. V of PV) has LBO = the column block's bytes.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned long long attn_wgmma_desc(unsigned addr, unsigned lbo,
+                                                              unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) |
+           ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+/// Makes this thread's completed generic-proxy shared writes (cp.async) visible to the async
+/// proxy that `wgmma` reads through; a barrier after it covers the other threads' writes.
+__device__ __forceinline__ void attn_fence_proxy_async() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void attn_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void attn_wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void attn_wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/// Orders a register after the wait: the compiler must not read an accumulator before it.
+__device__ __forceinline__ void attn_reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+#endif
+
 /// Dynamic shared memory: one scratch buffer reused by every op that moves data between threads.
-extern __shared__ __align__(16) unsigned char attn_smem[];
+extern __shared__ __align__(1024) unsigned char attn_smem[];

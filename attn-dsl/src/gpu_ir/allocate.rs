@@ -1,8 +1,9 @@
 //! Shared-memory allocation by liveness: each alloc lives from its first to its last access in
 //! program order (a use inside a loop keeps it alive for the whole loop, since the next
 //! iteration comes back to it); allocs whose lives do not overlap share bytes. Offsets are
-//! 16-byte aligned (what `cp.async` and `ldmatrix` rows need). The tile emitter's scratch
-//! buffer is placed after the allocs.
+//! 16-byte aligned (what `cp.async` and `ldmatrix` rows need), 1024-byte aligned for swizzled
+//! allocs (whole swizzle atoms, as tensor-core descriptors address them). The tile emitter's
+//! scratch buffer is placed after the allocs.
 
 use super::program::{AllocId, GpuBlock, GpuOp, GpuProgram};
 
@@ -18,6 +19,7 @@ pub fn run(p: &mut GpuProgram) {
     for i in order {
         let span = live[i].unwrap_or((0, 0));
         let size = p.allocs[i].bytes();
+        let align = p.allocs[i].alignment();
         let mut offset = 0;
         // First fit among the placed allocs whose lives overlap this one's.
         let mut clashes: Vec<(usize, usize)> = placed
@@ -30,7 +32,7 @@ pub fn run(p: &mut GpuProgram) {
             if offset + size <= o {
                 break;
             }
-            offset = offset.max((o + s).next_multiple_of(16));
+            offset = offset.max((o + s).next_multiple_of(align));
         }
         p.allocs[i].offset = offset;
         placed.push((offset, size, span));

@@ -29,7 +29,9 @@ const SWIZZLE_LANES: usize = 8;
 /// 4.32 → 4.70 ms. `ATTN_CODEGEN_DISABLE=swizzle` pads every alloc, `ATTN_CODEGEN_ENABLE=
 /// swizzle` swizzles the issue-bound ones too.
 fn swizzles(rows: usize, cols: usize, min_lanes: usize) -> bool {
-    let wanted = min_lanes >= SWIZZLE_LANES || crate::features::enabled("swizzle");
+    // Warpgroup MMAs read B through descriptors of the swizzled layout only.
+    let forced = crate::features::enabled("swizzle") || crate::features::enabled("wgmma");
+    let wanted = min_lanes >= SWIZZLE_LANES || forced;
     wanted && !crate::features::disabled("swizzle") && LocalAlloc::can_swizzle(rows, cols)
 }
 

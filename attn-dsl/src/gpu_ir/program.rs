@@ -13,8 +13,11 @@ pub struct AllocId(pub u32);
 /// A shared-memory buffer holding one 2D operand tile (per stage), row-major with its
 /// contiguous global axis innermost: `rows × cols` 16-bit elements, each row padded by
 /// `pad` elements so the eight 16-byte rows of an `ldmatrix` hit distinct bank groups — or,
-/// `swizzled`, unpadded rows whose 16-byte chunk `c` sits at chunk `c ^ (row % 8)` (every
-/// row starts on a 128-byte line; an `ldmatrix`'s eight rows still hit eight bank groups).
+/// `swizzled`, unpadded: the tile is stored as column blocks of [`SWIZZLE_COLS`] (one
+/// 128-byte line per row, block after block), and in each block the 16-byte chunk `c` of
+/// row `r` sits at chunk `c ^ (r % 8)`. An `ldmatrix`'s eight rows still hit eight bank
+/// groups, and each block of eight rows is 1024 contiguous bytes: the 128-byte swizzle atom
+/// the tensor cores' shared-memory descriptors (`wgmma`) read, K-major or MN-major.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LocalAlloc {
     /// A readable name (the DSL variable of the tile it holds).
@@ -30,33 +33,76 @@ pub struct LocalAlloc {
     pub offset: usize,
 }
 
+/// Columns of a swizzled alloc's column block: one 128-byte line of 16-bit elements.
+pub const SWIZZLE_COLS: usize = 64;
+/// Bytes of a swizzle atom (eight 128-byte rows): the alignment of swizzled stages.
+pub const SWIZZLE_ATOM_BYTES: usize = 1024;
+
 impl LocalAlloc {
     /// Whether a `rows × cols` 16-bit tile can be swizzled: whole 128-byte lines per row and
     /// whole groups of eight rows.
     pub fn can_swizzle(rows: usize, cols: usize) -> bool {
-        cols.is_multiple_of(64) && rows.is_multiple_of(8)
+        cols.is_multiple_of(SWIZZLE_COLS) && rows.is_multiple_of(8)
+    }
+
+    /// Elements of one column block of a swizzled stage.
+    pub fn block_elems(&self) -> usize {
+        self.rows * SWIZZLE_COLS
     }
 
     /// The element offset of (`row`, `col`) in one stage (C++ expressions; `col` a multiple
     /// of 8 when swizzled: a chunk start).
     pub fn offset(&self, row: &str, col: &str) -> String {
-        if self.swizzled {
-            format!(
-                "({row}) * {} + (((({col}) >> 3) ^ (({row}) & 7)) << 3)",
-                self.pitch()
-            )
-        } else {
-            format!("({row}) * {} + ({col})", self.pitch())
+        if !self.swizzled {
+            return format!("({row}) * {} + ({col})", self.pitch());
         }
+        if self.cols == SWIZZLE_COLS {
+            return format!("({row}) * {SWIZZLE_COLS} + (((({col}) >> 3) ^ (({row}) & 7)) << 3)");
+        }
+        format!(
+            "(({col}) >> 6) * {} + ({row}) * {SWIZZLE_COLS} + ((((({col}) >> 3) & 7) ^ (({row}) & 7)) << 3)",
+            self.block_elems()
+        )
+    }
+
+    /// A copy's destination for the chunks of `row` that lane `lane` of `lanes` stores
+    /// (chunks `lane + lanes·s`), as (C++ element offset of chunk s = 0, elements between
+    /// consecutive `s`): one row pointer plus immediate offsets. Swizzled, `lanes` is a
+    /// multiple of 8, so a lane's chunks keep their position in the line and step whole
+    /// column blocks.
+    pub fn copy_row(&self, row: &str, lane: &str, lanes: usize, chunk: usize) -> (String, usize) {
+        if !self.swizzled {
+            return (
+                format!("({row}) * {} + ({lane}) * {chunk}", self.pitch()),
+                lanes * chunk,
+            );
+        }
+        let block = self.block_elems();
+        (
+            format!(
+                "(({lane}) >> 3) * {block} + ({row}) * {SWIZZLE_COLS} + ((({lane}) & 7) ^ (({row}) & 7)) * {chunk}"
+            ),
+            (lanes / 8) * block,
+        )
     }
 
     /// Row pitch in elements.
     pub fn pitch(&self) -> usize {
         self.cols + self.pad
     }
-    /// Bytes of one stage (16-byte multiple, so every stage starts aligned).
+    /// Bytes of one stage (16-byte multiple, so every stage starts aligned; whole swizzle
+    /// atoms when swizzled, so every stage's atoms stay 1024-byte aligned).
     pub fn stage_bytes(&self) -> usize {
-        (self.rows * self.pitch() * self.elem.size_bytes()).next_multiple_of(16)
+        (self.rows * self.pitch() * self.elem.size_bytes()).next_multiple_of(self.alignment())
+    }
+
+    /// The byte alignment of the alloc's offset and stages.
+    pub fn alignment(&self) -> usize {
+        if self.swizzled {
+            SWIZZLE_ATOM_BYTES
+        } else {
+            16
+        }
     }
     pub fn bytes(&self) -> usize {
         self.stage_bytes() * self.stages

@@ -171,6 +171,12 @@ pub fn sweep_rows(p0: &Row, p1: &Row, d1: &Row) -> Vec<Row> {
         staged(d1, "D1-2D-s2", 16, 32, 1, 2),
         staged(d1, "D1-2D-s4", 16, 32, 1, 4),
         staged(p0, "P0-m128t32s2-3st", 128, 32, 2, 3),
+        // One slab per warp on 8 warps: two warpgroups, the shapes the warpgroup MMA
+        // path (sm_90a) wants (no B fragments in registers, so no reason for 2 slabs).
+        tiled(p0, "P0-m128t32s1", 128, 32, 1),
+        tiled(p0, "P0-m128t64s1", 128, 64, 1),
+        tiled(p0, "P0-m128t128s1", 128, 128, 1),
+        tiled(p1, "P1-m128t64", 128, 64, 1),
     ]
 }
 

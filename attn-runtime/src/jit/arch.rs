@@ -37,6 +37,18 @@ impl Arch {
         }
     }
 
+    /// The arch the JIT compiles for on a device of compute capability `major.minor`: its
+    /// exact arch, with the arch-specific features where the device has them (`sm_90a` on
+    /// 9.0: the warpgroup MMA path of sources that carry one; a cubin of it loads on 9.0
+    /// devices only, which is all the JIT targets).
+    pub fn native(major: i32, minor: i32) -> Arch {
+        let plain = Self::from_compute_capability(major, minor);
+        Arch {
+            arch_specific: plain.number == 90,
+            ..plain
+        }
+    }
+
     /// NVRTC option producing a cubin for exactly this arch.
     pub fn cubin_option(self) -> String {
         format!("--gpu-architecture={self}")
@@ -97,6 +109,8 @@ mod tests {
         assert_eq!(Arch::SM_80.cubin_option(), "--gpu-architecture=sm_80");
         assert!("sm_x0".parse::<Arch>().is_err());
         assert!("sm_9".parse::<Arch>().is_err());
+        assert_eq!(Arch::native(9, 0).to_string(), "sm_90a");
+        assert_eq!(Arch::native(8, 0), Arch::SM_80);
         assert_eq!(Arch::from_compute_capability(9, 0), Arch::SM_90);
     }
 }

@@ -38,7 +38,7 @@ impl CudaDevice {
             .name()
             .map_err(LaunchError::driver("reading the device name"))?;
         Ok(CudaDevice {
-            arch: Arch::from_compute_capability(major, minor),
+            arch: Arch::native(major, minor),
             limits,
             name,
             ctx,

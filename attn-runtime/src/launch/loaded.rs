@@ -46,7 +46,7 @@ impl LoadedKernel {
         let (major, minor) = ctx
             .compute_capability()
             .map_err(LaunchError::driver("reading the compute capability"))?;
-        let opts = JitOptions::new(Arch::from_compute_capability(major, minor));
+        let opts = JitOptions::new(Arch::native(major, minor));
         let cached = process_cache().get_or_compile(source, &opts)?;
         let limits = query_limits(ctx)?;
         let (func, outcome) = load_with_rebuild(ctx, source, &opts, cached)?;
