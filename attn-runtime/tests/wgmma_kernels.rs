@@ -56,16 +56,16 @@ fn sm90a_loop(
     (line, counts)
 }
 
-/// 128 rows on two warpgroups over 64-key tiles (one slab per warp).
+/// 128 rows on two warpgroups over 128-key tiles (one slab per warp).
 #[test]
 fn p0_runs_both_dots_on_warpgroup_mmas() {
     let path = PathChoice::Force2dTiled {
         block_m: 128,
-        tile_size: 64,
+        tile_size: 128,
         slabs_per_warp: 1,
         num_stages: 2,
     };
-    let (line, c) = sm90a_loop("P0-m128t64s1", &plan(&p0(), 16384, path));
+    let (line, c) = sm90a_loop("P0-m128t128s1", &plan(&p0(), 16384, path));
     let n = |k: &str| sass_support::count(&c, k);
     println!("{line} {}", n("HGMMA"));
 }

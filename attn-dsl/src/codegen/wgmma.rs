@@ -88,36 +88,72 @@ impl WgmmaPlan {
         }
     }
 
-    /// The instruction for slab `j` (inline PTX: N/2 accumulators, 4 A words, B descriptor).
-    fn instruction(&self, t: ScalarType, acc: &str, per_slab: usize) -> String {
+    /// The instruction for slab `j` (inline PTX: N/2 accumulators, then A — four words of
+    /// `attn_a[ks][j]` or the descriptor `attn_ad` — then the B descriptor `attn_bd`).
+    fn instruction(&self, t: ScalarType, acc: &str, per_slab: usize, a: &WgmmaA) -> String {
         let regs = self.n / 2;
         let ty = if t == ScalarType::Bf16 { "bf16" } else { "f16" };
         let d: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+        let tb = u8::from(self.mn_major);
+        let (a_ops, a_inputs, next) = match a {
+            WgmmaA::Registers => (
+                format!("{{%{}, %{}, %{}, %{}}}", regs, regs + 1, regs + 2, regs + 3),
+                "\"r\"(attn_a[ks][j][0]), \"r\"(attn_a[ks][j][1]), \"r\"(attn_a[ks][j][2]), \"r\"(attn_a[ks][j][3])".to_string(),
+                regs + 4,
+            ),
+            WgmmaA::Shared { .. } => (format!("%{regs}"), "\"l\"(attn_ad)".to_string(), regs + 1),
+        };
+        // Shared A is K-major (no transpose); registers take no A transpose operand.
+        let trans = match a {
+            WgmmaA::Registers => format!("{tb}"),
+            WgmmaA::Shared { .. } => format!("0, {tb}"),
+        };
         let asm = format!(
-            "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{scale}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{d}}}, {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{desc}, p, 1, 1, {tb};\\n}}\\n",
-            scale = regs + 5,
+            "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{scale}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{d}}}, {a_ops}, %{desc}, p, 1, 1, {trans};\\n}}\\n",
+            scale = next + 1,
             n = self.n,
             d = d.join(", "),
-            a0 = regs,
-            a1 = regs + 1,
-            a2 = regs + 2,
-            a3 = regs + 3,
-            desc = regs + 4,
-            tb = u8::from(self.mn_major),
+            desc = next,
         );
         let outs: Vec<String> = (0..regs)
             .map(|i| format!("\"+f\"({acc}[j * {per_slab} + {i}])"))
             .collect();
         format!(
-            "asm volatile(\"{asm}\" : {} : \"r\"(attn_a[j][0]), \"r\"(attn_a[j][1]), \"r\"(attn_a[j][2]), \"r\"(attn_a[j][3]), \"l\"(attn_bd), \"r\"(1));",
+            "asm volatile(\"{asm}\" : {} : {a_inputs}, \"l\"(attn_bd), \"r\"(1));",
             outs.join(", ")
         )
     }
 }
 
+/// Where a warpgroup MMA reads A.
+pub(crate) enum WgmmaA {
+    /// Fragment registers, all k-steps built before the first instruction (registers an
+    /// instruction in flight reads must not be rewritten: building them between the
+    /// instructions would serialize them).
+    Registers,
+    /// A K-major swizzled alloc through a descriptor (no registers, no `ldmatrix`).
+    Shared { base: String, block_bytes: usize },
+}
+
+impl WgmmaA {
+    fn of(from: &AFrom) -> WgmmaA {
+        match from {
+            AFrom::Shared {
+                base,
+                alloc,
+                trans: false,
+            } if alloc.swizzled => WgmmaA::Shared {
+                base: base.clone(),
+                block_bytes: alloc.block_elems() * alloc.elem.size_bytes(),
+            },
+            _ => WgmmaA::Registers,
+        }
+    }
+}
+
 impl<'f> Emitter<'f> {
-    /// The k-step loop on warpgroup MMAs: A fragments as for `mma.sync`, one instruction per
-    /// slab and k-step, then one commit and wait.
+    /// The k-step loop on warpgroup MMAs: A fragments first (or A descriptors), one
+    /// instruction per slab and k-step, then one commit and wait.
     pub(crate) fn emit_wgmma_steps(
         &mut self,
         st: &SharedSteps<'_>,
@@ -125,22 +161,41 @@ impl<'f> Emitter<'f> {
     ) -> Result<(), CodegenError> {
         let map = st.map;
         let spw = map.slabs_per_warp;
+        let steps = st.p.kp / 16;
+        let a = WgmmaA::of(st.a_from);
         self.w.line(format!(
             "const unsigned attn_bdesc = attn_smem_addr({});",
             st.b_base
         ));
+        match &a {
+            WgmmaA::Registers => {
+                self.w.line(format!("unsigned attn_a[{steps}][{spw}][4];"));
+                self.w.open_unrolled("ks", steps);
+                self.w.line("const int k0 = ks * 16;");
+                self.w.open_unrolled("j", spw);
+                self.w.line(format!("const int slab = {};", map.slab("j")));
+                self.emit_a_step(st.a, st.a_from, st.p, st.t)?;
+                self.w.line(
+                    "attn_a[ks][j][0] = a0; attn_a[ks][j][1] = a1; attn_a[ks][j][2] = a2; attn_a[ks][j][3] = a3;",
+                );
+                self.w.close("");
+                self.w.close("");
+            }
+            WgmmaA::Shared { base, .. } => {
+                self.w.line(format!(
+                    "const unsigned attn_adesc = attn_smem_addr({base});"
+                ));
+                // The warpgroup's first row: its first warp's slab, 16 rows each.
+                self.w.line(format!(
+                    "const int attn_wg_warp = attn_warp & ~{};",
+                    WARPGROUP - 1
+                ));
+            }
+        }
         // The accumulators were written by ordinary instructions (zeros, the rescale).
         self.w.line("attn_wgmma_fence();");
-        self.w.line("#pragma unroll");
-        self.w
-            .open(format!("for (int k0 = 0; k0 < {}; k0 += 16)", st.p.kp));
-        self.w.line(format!("unsigned attn_a[{spw}][4];"));
-        self.w.open_unrolled("j", spw);
-        self.w.line(format!("const int slab = {};", map.slab("j")));
-        self.emit_a_step(st.a, st.a_from, st.p, st.t)?;
-        self.w
-            .line("attn_a[j][0] = a0; attn_a[j][1] = a1; attn_a[j][2] = a2; attn_a[j][3] = a3;");
-        self.w.close("");
+        self.w.open_unrolled("ks", steps);
+        self.w.line("const int k0 = ks * 16;");
         self.w.line(format!(
             "const unsigned long long attn_bd = attn_wgmma_desc(attn_bdesc + {}, {}, {});",
             wg.k_step_offset(),
@@ -148,7 +203,16 @@ impl<'f> Emitter<'f> {
             wg.sbo
         ));
         self.w.open_unrolled("j", spw);
-        self.w.line(wg.instruction(st.t, st.acc, 4 * map.tiles_n));
+        if let WgmmaA::Shared { block_bytes, .. } = &a {
+            let first_row = map.slab("j").replace("attn_warp", "attn_wg_warp");
+            self.w.line(format!(
+                "const unsigned long long attn_ad = attn_wgmma_desc(attn_adesc + {first_row} * {} + (k0 >> 6) * {block_bytes} + (k0 & 63) * 2, 16, {});",
+                16 * SWIZZLE_COLS * 2,
+                wg.sbo
+            ));
+        }
+        self.w
+            .line(wg.instruction(st.t, st.acc, 4 * map.tiles_n, &a));
         self.w.close("");
         self.w.close("");
         self.w.line("attn_wgmma_commit();");

@@ -28,9 +28,9 @@ const SWIZZLE_LANES: usize = 8;
 /// 1365 → 1157 µs, L1 915 → 864 µs, P1 737 → 708 µs, P3 1252 → 1214 µs, but P0 (128 rows)
 /// 4.32 → 4.70 ms. `ATTN_CODEGEN_DISABLE=swizzle` pads every alloc, `ATTN_CODEGEN_ENABLE=
 /// swizzle` swizzles the issue-bound ones too.
-fn swizzles(rows: usize, cols: usize, min_lanes: usize) -> bool {
-    // Warpgroup MMAs read B through descriptors of the swizzled layout only.
-    let forced = crate::features::enabled("swizzle") || crate::features::enabled("wgmma");
+fn swizzles(rows: usize, cols: usize, min_lanes: usize, warpgroup: bool) -> bool {
+    // Warpgroup MMAs read their operands through descriptors of the swizzled layout only.
+    let forced = crate::features::enabled("swizzle") || warpgroup;
     let wanted = min_lanes >= SWIZZLE_LANES || forced;
     wanted && !crate::features::disabled("swizzle") && LocalAlloc::can_swizzle(rows, cols)
 }
@@ -121,18 +121,19 @@ impl<'a> Ctx<'a> {
         }
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let min_lanes = TileInAlloc::min_lanes_for_rows(m);
+        let warpgroup = self.warpgroup_shaped(res);
         // A B tile another dot already copies (a shared latent tile) is read from that copy:
         // every consumer becomes an `mma` once one does.
         let Some(bc) = self
             .copied(bv, d)
-            .or_else(|| self.copyable_operand(bv, b, true, min_lanes))
+            .or_else(|| self.copyable_operand(bv, b, true, min_lanes, warpgroup))
         else {
             return;
         };
         // Registers a held A takes per thread grow with the slabs each warp owns.
         let slabs_per_warp = (m / 16).div_ceil(self.f.num_warps as usize).max(1);
-        let a_src = match self.copyable_operand(a, b, false, min_lanes) {
-            Some(ac) if self.a_from_shared(ac.load, b, k * slabs_per_warp) => {
+        let a_src = match self.copyable_operand(a, b, false, min_lanes, warpgroup) {
+            Some(ac) if self.a_from_shared(ac.load, b, k * slabs_per_warp, warpgroup) => {
                 Some(self.add_copy(ac, d, false))
             }
             _ => None,
@@ -143,9 +144,19 @@ impl<'a> Ctx<'a> {
     }
 
     /// A loop-invariant A stays in registers unless the warp's share (K × its slabs) is
-    /// too wide to hold.
-    fn a_from_shared(&self, load: OpId, b: &Block, k_per_warp: usize) -> bool {
-        b.ops.contains(&load) || k_per_warp > MAX_HELD_A_K
+    /// too wide to hold, or the dot is warpgroup-shaped: the MMA's descriptor reads A from
+    /// shared memory without registers or `ldmatrix`.
+    fn a_from_shared(&self, load: OpId, b: &Block, k_per_warp: usize, warpgroup: bool) -> bool {
+        b.ops.contains(&load) || k_per_warp > MAX_HELD_A_K || warpgroup
+    }
+
+    /// Whether the dot's result can be issued as warpgroup MMAs (`ATTN_CODEGEN_ENABLE=
+    /// wgmma`): rows over whole warpgroups of 4 warps (`[W, 1]`, `W` a multiple of 4) and
+    /// whole 64-row blocks. Its operand allocs are then swizzled (the descriptors' layout).
+    fn warpgroup_shaped(&self, res: ValueId) -> bool {
+        let t = self.f.ty(res);
+        let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, 1] } if w % 4 == 0);
+        crate::features::enabled("wgmma") && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
     }
 
     fn add_copy(&self, c: Candidate, d: &mut Decisions, is_b: bool) -> OperandSource {
@@ -250,6 +261,7 @@ impl<'a> Ctx<'a> {
         b: &Block,
         is_b: bool,
         min_lanes: usize,
+        warpgroup: bool,
     ) -> Option<Candidate> {
         let (v, view_trans) = if is_b {
             self.through_trans(v)
@@ -299,7 +311,7 @@ impl<'a> Ctx<'a> {
         let (rows, cols) = (t.shape[1 - ax], t.shape[ax]);
         let threads = 32 * self.f.num_warps as usize;
         // A swizzled row is stored a whole 128-byte line per quarter-warp (8 lanes).
-        let swizzled = swizzles(rows, cols, min_lanes);
+        let swizzled = swizzles(rows, cols, min_lanes, warpgroup);
         let min_lanes = if swizzled {
             min_lanes.max(SWIZZLE_LANES)
         } else {
