@@ -1,6 +1,7 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`deferred_sum`,
-//! `k_split`, `swizzle`), `ATTN_CODEGEN_ENABLE` ones to force on (`swizzle` for issue-bound copies), comma-separated.
+//! `k_split`, `swizzle`, `wgmma`), `ATTN_CODEGEN_ENABLE` ones to force on (`swizzle` for
+//! issue-bound copies), comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.
@@ -27,4 +28,11 @@ pub(crate) fn disabled(feature: &str) -> bool {
 pub(crate) fn enabled(feature: &str) -> bool {
     static ENABLED: OnceLock<Vec<String>> = OnceLock::new();
     listed("ATTN_CODEGEN_ENABLE", &ENABLED, feature)
+}
+
+/// Whether the code generator emits warpgroup MMAs (`wgmma`, compiled on sm_90a) beside
+/// `mma.sync` for the dots that fit them (shipped; `ATTN_CODEGEN_DISABLE=wgmma` turns it
+/// off): a launch table picks its tilings by it.
+pub fn warpgroup_mma() -> bool {
+    !disabled("wgmma")
 }

@@ -31,7 +31,7 @@ pub mod ast;
 pub mod codegen;
 pub mod contract;
 pub mod driver;
-mod features;
+pub mod features;
 pub mod frontend;
 pub mod gpu_ir;
 pub mod interp;

@@ -24,6 +24,7 @@ fn problem() -> AttentionProblem {
         num_seqs: 4,
         split_kv: None,
         batch_invariant: false,
+        mma: MmaKind::Sync,
     }
 }
 

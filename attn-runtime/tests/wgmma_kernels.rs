@@ -1,27 +1,23 @@
-//! The shipped prefill specializations on Hopper's warpgroup MMA, checked without a GPU: with
-//! `ATTN_CODEGEN_ENABLE=wgmma` (set for this whole test binary, before any code generation)
-//! the plan's attention kernel carries a `wgmma` path beside its `mma.sync` one, and NVRTC
-//! compiles it for sm_90a without spills or local memory, the KV-tile loop issuing warpgroup
-//! MMAs (HGMMA) and no `mma.sync` (HMMA) or B-operand `ldmatrix`.
+//! The shipped prefill specializations on Hopper's warpgroup MMA, checked without a GPU: the
+//! plan an sm_90a device gets (the launch table's warpgroup entries) carries a `wgmma` path
+//! beside its `mma.sync` one, and NVRTC compiles it for sm_90a without spills or local
+//! memory, the KV-tile loop issuing warpgroup MMAs (HGMMA) and no `mma.sync` (HMMA) or
+//! `ldmatrix`.
 
 mod sass_support;
 mod unified_plans;
 
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
 use unified_plans::{p0, p1, p3, plan};
-
-fn enable_wgmma() {
-    std::env::set_var("ATTN_CODEGEN_ENABLE", "wgmma");
-}
 
 /// The loop's SASS counts of the plan's kernel compiled for sm_90a (spill-free, asserted).
 fn sm90a_loop(
     label: &str,
     plan: &LaunchPlan,
 ) -> (String, std::collections::BTreeMap<String, usize>) {
-    enable_wgmma();
     let cuda = emit_launch(&plan.attention).unwrap_or_else(|e| panic!("{label}: {e}"));
     assert!(
         cuda.source.contains("__CUDA_ARCH_FEAT_SM90_ALL")
@@ -56,30 +52,55 @@ fn sm90a_loop(
     (line, counts)
 }
 
-/// 128 rows on two warpgroups over 128-key tiles (one slab per warp).
+/// The launch table's warpgroup entry for a problem (the op's choice on an sm_90a device).
+fn warpgroup(p: AttentionProblem) -> AttentionProblem {
+    AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p
+    }
+}
+
+/// Pinned per-KV-tile counts of the loop: warpgroup MMAs only (no `mma.sync`, no
+/// `ldmatrix`: A is read through a descriptor or built from the scores in registers), one
+/// barrier, no local memory.
+fn check(label: &str, c: &std::collections::BTreeMap<String, usize>, line: &str, hgmma: usize) {
+    let n = |k: &str| sass_support::count(c, k);
+    assert_eq!(
+        n("HGMMA"),
+        hgmma,
+        "{label}: warpgroup MMAs per tile: {line}"
+    );
+    assert_eq!(
+        (n("HMMA"), n("LDSM")),
+        (0, 0),
+        "{label}: mma.sync or ldmatrix left: {line}"
+    );
+    assert_eq!(n("BAR"), 1, "{label}: barriers per tile: {line}");
+    assert_eq!(
+        (n("LDL"), n("STL")),
+        (0, 0),
+        "{label}: local memory: {line}"
+    );
+}
+
+/// P0 (D 128) on one warpgroup, 64 × 32: QKᵀ 8 k-steps of m64n32k16, PV 2 of m64n128k16.
 #[test]
 fn p0_runs_both_dots_on_warpgroup_mmas() {
-    let path = PathChoice::Force2dTiled {
-        block_m: 128,
-        tile_size: 128,
-        slabs_per_warp: 1,
-        num_stages: 2,
-    };
-    let (line, c) = sm90a_loop("P0-m128t128s1", &plan(&p0(), 16384, path));
-    let n = |k: &str| sass_support::count(&c, k);
-    println!("{line} {}", n("HGMMA"));
+    let (line, c) = sm90a_loop("P0", &plan(&warpgroup(p0()), 16384, PathChoice::Heuristic));
+    check("P0", &c, &line, 10);
 }
 
+/// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.
 #[test]
 fn p1_runs_both_dots_on_warpgroup_mmas() {
-    let (line, c) = sm90a_loop("P1", &plan(&p1(), 8192, PathChoice::Heuristic));
-    let n = |k: &str| sass_support::count(&c, k);
-    println!("{line} {}", n("HGMMA"));
+    let (line, c) = sm90a_loop("P1", &plan(&warpgroup(p1()), 8192, PathChoice::Heuristic));
+    check("P1", &c, &line, 20);
 }
 
+/// P3 (P1 plus 30 image ranges) keeps the heuristic's 64 × 32 on one warpgroup (the ranges'
+/// mask would spill at 128 × 64): QKᵀ 16 k-steps of m64n32k16, PV 2 of m64n256k16.
 #[test]
 fn p3_runs_both_dots_on_warpgroup_mmas() {
-    let (line, c) = sm90a_loop("P3", &plan(&p3(), 8192, PathChoice::Heuristic));
-    let n = |k: &str| sass_support::count(&c, k);
-    println!("{line} {}", n("HGMMA"));
+    let (line, c) = sm90a_loop("P3", &plan(&warpgroup(p3()), 8192, PathChoice::Heuristic));
+    check("P3", &c, &line, 18);
 }

@@ -59,7 +59,7 @@ impl<'f> Emitter<'f> {
             }
             GpuOp::Wait { pending } => {
                 self.w.line(format!("attn_cp_wait<{pending}>();"));
-                if crate::features::enabled("wgmma") {
+                if self.f.warpgroup_mma {
                     // What landed must be visible to the tensor cores' async proxy too.
                     self.w.line("attn_fence_proxy_async();");
                 }

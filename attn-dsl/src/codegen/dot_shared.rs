@@ -109,7 +109,7 @@ impl<'f> Emitter<'f> {
             b_al: &b_al,
             b_trans: *b_trans,
         };
-        match super::wgmma::plan(&steps) {
+        match super::wgmma::plan(self.f.warpgroup_mma, &steps) {
             Some(wg) => {
                 // One source, both paths: sm_90a compiles the warpgroup MMA, every other
                 // target the mma.sync steps (the layouts and accumulators are the same).

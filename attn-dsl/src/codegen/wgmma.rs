@@ -39,12 +39,12 @@ pub(crate) struct WgmmaPlan {
     block_bytes: usize,
 }
 
-/// The warpgroup plan of a shared-operand dot, when the feature is on (`ATTN_CODEGEN_ENABLE=
-/// wgmma`) and the dot fits: row map over whole warpgroups, no ragged slabs, A in registers
+/// The warpgroup plan of a shared-operand dot of a function that targets warpgroup MMAs
+/// ([`crate::ir::Function::warpgroup_mma`]), when the dot fits: row map over whole warpgroups, no ragged slabs, A in registers
 /// (held, repacked or `ldmatrix`ed), B a swizzled alloc holding exactly the operand, N within
 /// one instruction (whole column blocks when MN-major), 16-bit types.
-pub(crate) fn plan(st: &SharedSteps<'_>) -> Option<WgmmaPlan> {
-    if !crate::features::enabled("wgmma") {
+pub(crate) fn plan(warpgroup_mma: bool, st: &SharedSteps<'_>) -> Option<WgmmaPlan> {
+    if !warpgroup_mma {
         return None;
     }
     let (map, b) = (st.map, st.b_al);

@@ -150,13 +150,13 @@ impl<'a> Ctx<'a> {
         b.ops.contains(&load) || k_per_warp > MAX_HELD_A_K || warpgroup
     }
 
-    /// Whether the dot's result can be issued as warpgroup MMAs (`ATTN_CODEGEN_ENABLE=
-    /// wgmma`): rows over whole warpgroups of 4 warps (`[W, 1]`, `W` a multiple of 4) and
+    /// Whether the dot's result can be issued as warpgroup MMAs (the function targets them,
+    /// [`Function::warpgroup_mma`]): rows over whole warpgroups of 4 warps (`[W, 1]`, `W` a multiple of 4) and
     /// whole 64-row blocks. Its operand allocs are then swizzled (the descriptors' layout).
     fn warpgroup_shaped(&self, res: ValueId) -> bool {
         let t = self.f.ty(res);
         let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, 1] } if w % 4 == 0);
-        crate::features::enabled("wgmma") && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
+        self.f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
     }
 
     fn add_copy(&self, c: Candidate, d: &mut Decisions, is_b: bool) -> OperandSource {

@@ -78,6 +78,11 @@ pub struct Function {
     /// Buffers of each software-pipelined copy ring (the kernel's `num_stages`): the
     /// pipeliner issues a loop's copies `num_stages - 1` iterations ahead.
     pub num_stages: u32,
+    /// The launcher targets Hopper's warpgroup MMAs (sm_90a): dots over whole warpgroups
+    /// get swizzled operand allocs, A read from shared memory, and a `wgmma` path beside
+    /// their `mma.sync` one (a code-generation target, set after specialization like the
+    /// divisibility promises; part of the source, so of every cache key).
+    pub warpgroup_mma: bool,
 }
 
 impl Function {
@@ -92,6 +97,7 @@ impl Function {
             assumed_divisible: Vec::new(),
             fast_math: false,
             num_stages: 2,
+            warpgroup_mma: false,
         }
     }
     pub fn value(&self, v: ValueId) -> &ValueData {

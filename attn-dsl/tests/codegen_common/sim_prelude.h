@@ -247,6 +247,9 @@ inline void attn_cp_wait() {
         attn_copy_groups.erase(attn_copy_groups.begin());
     }
 }
+// The async-proxy fence orders nothing here: the simulator has one proxy (and runs the
+// mma.sync branch of a warpgroup-targeted source, never `wgmma`).
+inline void attn_fence_proxy_async() {}
 
 // ldmatrix as a warp exchange of row addresses.
 template <bool TRANS>

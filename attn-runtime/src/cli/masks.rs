@@ -133,6 +133,7 @@ fn config(a: &MasksArgs, query_len: i32) -> Result<UnifiedAttentionConfig, Strin
         num_seqs: 1,
         split_kv: None,
         batch_invariant: false,
+        mma: crate::ops::unified_attention::config::MmaKind::Sync,
     };
     if !a.ranges.is_empty() && !a.no_clamp && a.window <= 0 {
         return Err(format!(

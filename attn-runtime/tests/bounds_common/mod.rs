@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use attn_runtime::kernels::bounds_probe::ProbeBlock;
-use attn_runtime::ops::unified_attention::config::{block_m_for, UnifiedAttentionConfig};
+use attn_runtime::ops::unified_attention::config::{block_m_for, MmaKind, UnifiedAttentionConfig};
 
 /// A 2D configuration with every mask option but causality and the window off: block 16,
 /// one KV head, `nqpkv` query heads of `head_size`.
@@ -41,6 +41,7 @@ pub fn plain_config(tile: i32, nqpkv: i32, window: i32, head_size: i32) -> Unifi
         is_3d: false,
         num_segments: 1,
         tile_ranges: 1,
+        mma: MmaKind::Sync,
         slabs_per_warp: 1,
         num_stages: 2,
     }

@@ -127,6 +127,7 @@ pub fn problem(c: &UnifiedCase) -> AttentionProblem {
         num_seqs: as_i32(c.num_seqs()),
         split_kv: None,
         batch_invariant: false,
+        mma: attn_runtime::ops::unified_attention::config::MmaKind::Sync,
     }
 }
 

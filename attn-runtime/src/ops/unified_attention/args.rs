@@ -593,6 +593,8 @@ impl<'a> HostCall<'a> {
             num_seqs: as_i32(self.num_seqs()),
             split_kv,
             batch_invariant: false,
+            // Arch-neutral: the GPU context sets its device's.
+            mma: crate::ops::unified_attention::config::MmaKind::Sync,
         }
     }
 

@@ -248,6 +248,9 @@ pub struct UnifiedAttentionConfig {
     /// mode allows keys in two disjoint spans (R-SWA: prefix + window; an unclamped MM
     /// prefix with a window: the ranges' hull + window).
     pub tile_ranges: i32,
+    /// The tensor-core instructions the launch targets (the problem's; the launch table
+    /// picks tilings by it, and the code generator emits warpgroup MMAs for `Warpgroup`).
+    pub mma: MmaKind,
 }
 
 /// Run-time values some §2.1 rules look at (they are not constexprs).
@@ -635,6 +638,31 @@ pub struct AttentionProblem {
     pub split_kv: Option<SplitKvWorkspace>,
     /// Forbid the 3D path, so results do not depend on the batch.
     pub batch_invariant: bool,
+    /// The tensor-core instructions the target runs the dots on (the launch table has
+    /// tilings for each).
+    pub mma: MmaKind,
+}
+
+/// Which tensor-core instructions a target issues for the kernel's dots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MmaKind {
+    /// Warp-level `mma.sync` (sm_80 and later).
+    #[default]
+    Sync,
+    /// Hopper's warpgroup MMAs (`wgmma`, sm_90a), where the code generator emits them.
+    Warpgroup,
+}
+
+impl MmaKind {
+    /// The instructions the JIT's code for `arch` runs on: warpgroup MMAs when it compiles
+    /// sm_90a and the code generator emits them.
+    pub fn for_arch(arch: crate::jit::Arch) -> MmaKind {
+        if arch.arch_specific && arch.number == 90 && attn_dsl::features::warpgroup_mma() {
+            MmaKind::Warpgroup
+        } else {
+            MmaKind::Sync
+        }
+    }
 }
 
 impl AttentionProblem {
@@ -662,6 +690,7 @@ impl AttentionProblem {
             num_seqs: 1,
             split_kv: None,
             batch_invariant: false,
+            mma: MmaKind::Sync,
         }
     }
 }
@@ -742,6 +771,7 @@ impl UnifiedAttentionConfig {
                 _ => 1,
             },
             tile_ranges: 1,
+            mma: p.mma,
         };
         let cfg = UnifiedAttentionConfig {
             tile_ranges: cfg.builtin_tile_ranges(),

@@ -382,6 +382,7 @@ fn attention_problem(
         num_seqs: dims.num_seqs as i32,
         split_kv: options.split_kv,
         batch_invariant: false,
+        mma: crate::ops::unified_attention::config::MmaKind::Sync,
     }
 }
 

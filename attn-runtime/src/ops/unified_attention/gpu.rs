@@ -22,7 +22,10 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError};
 use thiserror::Error;
 
 use super::args::{Causal, HostCall, MmPrefixRanges, UnifiedAttentionArgs};
-use super::config::{seq_threshold_3d, ConfigError, SplitKvWorkspace, UnifiedAttentionConfig};
+use super::config::{
+    seq_threshold_3d, AttentionProblem, ConfigError, MmaKind, SplitKvWorkspace,
+    UnifiedAttentionConfig,
+};
 use super::limits::check_scalars;
 use super::plan::{
     choose_config, plan_launch, BufferRole, KernelArg as PlanArg, KernelLaunch, LaunchPlan,
@@ -416,7 +419,11 @@ impl UnifiedAttentionContext {
                 v.aux_f32.as_ref().map(AuxTensor::view),
             )?;
         }
-        let cfg = choose_config(&args.attention_problem(self.options.split_kv), args.path)?;
+        let problem = AttentionProblem {
+            mma: MmaKind::for_arch(self.device.arch()),
+            ..args.attention_problem(self.options.split_kv)
+        };
+        let cfg = choose_config(&problem, args.path)?;
         let mask = args
             .variant
             .as_ref()
@@ -593,7 +600,7 @@ pub fn launch_key(launch: &KernelLaunch) -> String {
     launch_key_for(launch, None)
 }
 
-/// `kernel<NAME=value,...>`, plus `@` and the content hash of a variant's text for a
+/// `kernel<NAME=value,...>` (`+wgmma` when generated for warpgroup MMAs), plus `@` and the content hash of a variant's text for a
 /// variant's launch, since its device function names alone do not identify it.
 pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
     let b: Vec<String> = launch
@@ -601,7 +608,10 @@ pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) ->
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
-    let key = format!("{}<{}>", launch.kernel, b.join(","));
+    let mut key = format!("{}<{}>", launch.kernel, b.join(","));
+    if launch.mma == MmaKind::Warpgroup {
+        key.push_str("+wgmma");
+    }
     match variant {
         None => key,
         Some(v) => format!("{key}@{}", &v.hash[..16]),
@@ -652,6 +662,7 @@ struct Job {
     kernel: &'static str,
     bindings: Vec<(String, ConstValue)>,
     divisible: Vec<&'static str>,
+    mma: MmaKind,
     variant: Option<VariantModule>,
 }
 
@@ -665,6 +676,7 @@ impl Job {
                 .map(|b| (b.name.clone(), b.value.clone()))
                 .collect(),
             divisible: divisible_strides(launch),
+            mma: launch.mma,
             variant: variant.cloned(),
         }
     }
@@ -681,6 +693,7 @@ impl Job {
             &bindings,
             &self.divisible,
             key,
+            self.mma,
             self.variant.as_ref(),
         )?))
     }
@@ -693,6 +706,7 @@ pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
         &launch.bindings,
         &divisible_strides(launch),
         &launch_key(launch),
+        launch.mma,
         None,
     )
 }
@@ -706,6 +720,7 @@ pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
         &launch.bindings,
         &divisible_strides(launch),
         &launch_key_for(launch, variant),
+        launch.mma,
         variant,
     )
 }
@@ -715,6 +730,7 @@ fn emit(
     bindings: &[Binding],
     divisible: &[&str],
     key: &str,
+    mma: MmaKind,
     variant: Option<&VariantModule>,
 ) -> Result<CudaKernel, AttnError> {
     let module = match variant {
@@ -736,6 +752,7 @@ fn emit(
             message,
         }
     })?;
+    f.warpgroup_mma = mma == MmaKind::Warpgroup;
     emit_cuda(&f).map_err(|source| AttnError::Codegen {
         key: key.to_string(),
         source,

@@ -14,7 +14,8 @@ use attn_dsl::{Binding, ConstValue};
 use thiserror::Error;
 
 use super::config::{
-    choose_3d, get_tile_size, AttentionProblem, ConfigError, LaunchValues, UnifiedAttentionConfig,
+    choose_3d, get_tile_size, AlibiMode, AttentionProblem, ConfigError, LaunchValues,
+    MmRangeEncoding, MmaKind, UnifiedAttentionConfig,
 };
 use super::variant::VariantModule;
 use crate::kernels::unified_attention::{
@@ -203,6 +204,8 @@ pub struct KernelLaunch {
     pub grid: [u32; 3],
     /// Arguments in parameter order, each with the parameter's name.
     pub args: Vec<(&'static str, KernelArg)>,
+    /// The tensor-core instructions the kernel is generated for (part of its key).
+    pub mma: MmaKind,
 }
 
 /// The 3D split-KV workspace the attention launch writes and the reduce reads.
@@ -443,9 +446,41 @@ fn prefill_tiling(
     let tokens = wide.checked_div(nqpkv)?;
     let fits = cfg.block_m == PREFILL_BLOCK_M
         && wide.checked_rem(nqpkv) == Some(0)
-        && tokens <= problem.max_seqlen_q;
-    (fits && cfg.head_size_padded <= 128 && !cfg.is_3d).then_some((wide, 32, 2))
+        && tokens <= problem.max_seqlen_q
+        && !cfg.is_3d;
+    if !fits {
+        return None;
+    }
+    match (problem.mma, cfg.head_size_padded) {
+        // The heuristic's 64 rows on one warpgroup (4 warps, one slab each) over 32-key
+        // tiles: 126 registers and 48 KB, four programs per SM.
+        (MmaKind::Warpgroup, d) if d <= 128 => None,
+        (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(problem) => Some(WARPGROUP_TILING_D256),
+        (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
+        _ => None,
+    }
 }
+
+/// Whether the scores need no per-element terms beyond the window and causal mask (no
+/// image ranges, softcap, ALiBi or query bias): the 128 × 64 warpgroup tiling holds 226
+/// registers for those, and P3's 30 image ranges would spill there (64 bytes), so masks with
+/// extra terms keep the heuristic's 64 rows.
+fn lean_scores(problem: &AttentionProblem) -> bool {
+    problem.mm == MmRangeEncoding::None
+        && problem.softcap <= 0.0
+        && problem.alibi == AlibiMode::None
+        && !problem.use_qq_bias
+}
+
+/// The warpgroup-MMA prefill tiling `(BLOCK_M, TILE_SIZE, SLABS_PER_WARP)` of head sizes up
+/// to 256 (D ≤ 128 keeps the heuristic's 64 × 32 on one warpgroup): 128 rows on two
+/// warpgroups (8 warps, one slab each: the tensor cores read B from shared memory, so a
+/// second slab per warp saves nothing) over 64-key tiles. Measured on the H200
+/// (2026-12-01T20:15Z, `scripts/ab-h200`, warpgroup MMAs): P1 486 µs at 128 × 64 against
+/// 534 at 64 × 32, 573 at 128 × 32 and 731 at 64 × 64; P0 3.44 ms at 64 × 32 against 3.57
+/// at 128 × 32, 3.98 at 128 × 64, 4.01 at 128 × 128 (8 warps, one program per SM) and 3.85
+/// at 128 × 32 with 2 slabs per warp (which spills 8 bytes).
+pub const WARPGROUP_TILING_D256: (i32, i32, i32) = (128, 64, 1);
 
 /// Builds the plan for a validated configuration.
 pub fn plan_launch(
@@ -729,6 +764,7 @@ fn attention_launch(
         bindings: attention_bindings(cfg, dtype, variant),
         grid,
         args,
+        mma: cfg.mma,
     })
 }
 
@@ -770,6 +806,7 @@ fn reduce_launch(
             1,
         ],
         args,
+        mma: MmaKind::Sync,
     })
 }
 
