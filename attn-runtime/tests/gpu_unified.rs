@@ -14,7 +14,9 @@ mod unified_common;
 
 use std::sync::{Mutex, MutexGuard};
 
-use attn_runtime::ops::unified_attention::config::{ConfigError, MSG_CHUNK_WITHOUT_WINDOW};
+use attn_runtime::ops::unified_attention::config::{
+    ConfigError, MmaKind, MSG_CHUNK_WITHOUT_WINDOW,
+};
 use attn_runtime::ops::unified_attention::cpu::{run_unified_attention_cpu, CpuOptions};
 use attn_runtime::ops::unified_attention::gpu::{
     launch_key, unified_attention, AttnError, ContextOptions, UnifiedAttentionContext,
@@ -171,6 +173,7 @@ fn gpu_matches_cpu_executor_on_small_shapes() {
                     dtype: Dtype::Bf16,
                     path: f.path,
                     split_kv,
+                    mma: MmaKind::for_arch(ctx.device().arch()),
                     ..Default::default()
                 },
             )

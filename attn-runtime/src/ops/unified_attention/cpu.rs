@@ -67,6 +67,10 @@ pub struct CpuOptions<'a> {
     /// Extra elements after each token row of q and out (poisoned): exercises the
     /// stride arguments and lets tests check that nothing outside the rows is written.
     pub row_padding: usize,
+    /// The tensor-core target whose launch-table tiling to plan (the executor runs the tile
+    /// IR whatever the target; a GPU's, `MmaKind::for_arch`, makes both run one
+    /// specialization).
+    pub mma: crate::ops::unified_attention::config::MmaKind,
 }
 
 impl Default for CpuOptions<'_> {
@@ -77,6 +81,7 @@ impl Default for CpuOptions<'_> {
             split_kv: None,
             variant: None,
             row_padding: 0,
+            mma: crate::ops::unified_attention::config::MmaKind::Sync,
         }
     }
 }
@@ -382,7 +387,7 @@ fn attention_problem(
         num_seqs: dims.num_seqs as i32,
         split_kv: options.split_kv,
         batch_invariant: false,
-        mma: crate::ops::unified_attention::config::MmaKind::Sync,
+        mma: options.mma,
     }
 }
 
