@@ -119,7 +119,7 @@ fn shared_bytes_of_a_dot_kernel_is_exact() {
         // unpadded; the others padded by one 16-byte chunk.
         // Swizzled allocs are whole 1024-byte atoms at 1024-byte offsets; A is placed first.
         let alloc = |rows: usize, cols: usize| {
-            let swizzled = cols % 64 == 0 && rows % 8 == 0;
+            let swizzled = cols.is_multiple_of(64) && rows.is_multiple_of(8);
             let pad = if swizzled { 0 } else { 8 };
             let align = if swizzled { 1024 } else { 16 };
             ((rows * (cols + pad) * 2).next_multiple_of(align), align)

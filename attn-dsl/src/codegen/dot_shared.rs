@@ -144,7 +144,7 @@ impl<'f> Emitter<'f> {
         // slab this warp owns (two 16-row slabs per warp halve the shared-memory reads of B).
         let spw = map.slabs_per_warp;
         let guarded = map.ragged_slabs();
-        let ways = k_split_ways(&map, &p);
+        let ways = k_split_ways(&map, p);
         let part_slots = map.slots();
         if ways > 1 {
             self.w.line(format!(
@@ -164,7 +164,7 @@ impl<'f> Emitter<'f> {
         if guarded {
             self.w.open(format!("if (slab < {})", map.slabs));
         }
-        self.emit_a_step(a, a_from, &p, t)?;
+        self.emit_a_step(a, a_from, p, t)?;
         self.w
             .line("attn_a[j][0] = a0; attn_a[j][1] = a1; attn_a[j][2] = a2; attn_a[j][3] = a3;");
         if guarded {
