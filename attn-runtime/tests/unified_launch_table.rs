@@ -1,0 +1,94 @@
+//! The launch table's prefill tilings per tensor-core target (`MmaKind`): the mma.sync
+//! entries are unchanged by the warpgroup ones, the warpgroup entries apply where they were
+//! measured (P1's lean scores) and nowhere their registers would spill (P3's image ranges,
+//! softcap), decode is the same for both, and a warpgroup launch is its own specialization.
+
+mod unified_plans;
+
+use attn_runtime::jit::Arch;
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::gpu::launch_key;
+use attn_runtime::ops::unified_attention::plan::{choose_config, PathChoice};
+use unified_plans::{d1, p0, p1, p3, plan};
+
+fn on(mma: MmaKind, p: AttentionProblem) -> AttentionProblem {
+    AttentionProblem { mma, ..p }
+}
+
+/// `(BLOCK_M, TILE_SIZE, SLABS_PER_WARP)` the heuristic path takes.
+fn tiling(p: &AttentionProblem) -> (i32, i32, i32) {
+    let c = choose_config(p, PathChoice::Heuristic).expect("valid configuration");
+    assert_eq!(c.mma, p.mma, "the config keeps the problem's target");
+    (c.block_m, c.tile_size, c.slabs_per_warp)
+}
+
+#[test]
+fn mma_sync_entries_are_unchanged() {
+    assert_eq!(tiling(&p0()), (128, 32, 2));
+    assert_eq!(tiling(&p1()), (64, 32, 1));
+    assert_eq!(tiling(&p3()), (64, 32, 1));
+}
+
+#[test]
+fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
+    let wg = |p| tiling(&on(MmaKind::Warpgroup, p));
+    assert_eq!(wg(p0()), (64, 32, 1), "D 128: one warpgroup, 64 x 32");
+    assert_eq!(
+        wg(p1()),
+        (128, 64, 1),
+        "D 256, lean scores: two warpgroups, 64 keys"
+    );
+    assert_eq!(wg(p3()), (64, 32, 1), "image ranges keep 64 rows");
+    let softcapped = AttentionProblem {
+        softcap: 50.0,
+        ..p1()
+    };
+    assert_eq!(wg(softcapped), (64, 32, 1), "softcap keeps 64 rows");
+    let short = AttentionProblem {
+        max_seqlen_q: 32,
+        ..p1()
+    };
+    assert_eq!(wg(short), (64, 32, 1), "fewer tokens than 128 rows hold");
+}
+
+#[test]
+fn decode_is_the_same_on_both_targets() {
+    assert_eq!(tiling(&d1()), tiling(&on(MmaKind::Warpgroup, d1())));
+}
+
+#[test]
+fn a_warpgroup_launch_is_its_own_specialization() {
+    let sync = plan(&p1(), 8192, PathChoice::Heuristic);
+    let wg = plan(&on(MmaKind::Warpgroup, p1()), 8192, PathChoice::Heuristic);
+    assert_eq!(sync.attention.mma, MmaKind::Sync);
+    assert_eq!(wg.attention.mma, MmaKind::Warpgroup);
+    assert!(launch_key(&wg.attention).ends_with("+wgmma"));
+    assert!(!launch_key(&sync.attention).contains("wgmma"));
+    // The same tiling forced on both targets still gives two keys.
+    let forced = PathChoice::Force2dTiled {
+        block_m: 64,
+        tile_size: 32,
+        slabs_per_warp: 1,
+        num_stages: 2,
+    };
+    let a = plan(&p1(), 8192, forced);
+    let b = plan(&on(MmaKind::Warpgroup, p1()), 8192, forced);
+    assert_ne!(launch_key(&a.attention), launch_key(&b.attention));
+    // A 3D plan's reduce has no dot: it is generated for mma.sync whatever the target.
+    let split = plan(
+        &on(MmaKind::Warpgroup, d1()),
+        64,
+        PathChoice::Force3d { num_segments: 4 },
+    );
+    assert_eq!(split.reduce.expect("3D reduce").mma, MmaKind::Sync);
+}
+
+#[test]
+fn only_sm90a_targets_warpgroup_mmas() {
+    let sm90a: Arch = "sm_90a".parse().expect("arch");
+    assert_eq!(MmaKind::for_arch(sm90a), MmaKind::Warpgroup);
+    assert_eq!(MmaKind::for_arch(Arch::SM_90), MmaKind::Sync);
+    assert_eq!(MmaKind::for_arch(Arch::SM_80), MmaKind::Sync);
+    assert_eq!(MmaKind::for_arch(Arch::native(9, 0)), MmaKind::Warpgroup);
+    assert_eq!(MmaKind::for_arch(Arch::native(8, 0)), MmaKind::Sync);
+}
