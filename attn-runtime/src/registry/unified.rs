@@ -1,6 +1,7 @@
 //! Registry entries of unified attention for `attn emit` / `attn compile`: one per
 //! performance-table shape (P0 dense causal 16k, P1 Gemma4 sliding layer, P3 P1 + image
-//! ranges, D1 decode), each defaulting to the constexprs the op's plan binds for that shape;
+//! ranges, D1 decode), and P0/P1/P3 as an sm_90a device plans them (`_sm90a`), each
+//! defaulting to the constexprs the op's plan binds for that shape;
 //! `K=V` overrides any of them. `unified_attention` is P1. Like the op's launcher for a
 //! contiguous cache, the entries promise every stride parameter a multiple of 16.
 //!
@@ -11,7 +12,7 @@
 use super::{BuiltKernel, KernelEntry};
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention::{module, ATTENTION_KERNEL};
-use crate::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding};
+use crate::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding, MmaKind};
 use crate::ops::unified_attention::plan::{
     attention_bindings, choose_config, MaskVariant, PathChoice,
 };
@@ -20,7 +21,9 @@ use attn_dsl::codegen::emit_cuda;
 use attn_dsl::ir::{ParamKind, ScalarType};
 use attn_dsl::Binding;
 
-/// The four presets' entries.
+/// The presets' entries: the four shapes as planned for `mma.sync`, and P0, P1, P3 as an
+/// sm_90a device plans them (`_sm90a`: the launch table's warpgroup entries, the kernel
+/// generated with its `wgmma` branch; compile with `--arch sm_90a` to see that branch).
 pub(super) fn entries() -> Vec<KernelEntry> {
     vec![
         entry(
@@ -43,11 +46,45 @@ pub(super) fn entries() -> Vec<KernelEntry> {
             "unified attention, D1 shape (decode 32/8/128, 2D)",
             d1,
         ),
+        warpgroup_entry(
+            "unified_attention_sm90a",
+            "unified attention, P1 shape, as an sm_90a device plans it (warpgroup MMAs)",
+            || warpgroup(p1_problem()),
+        ),
+        warpgroup_entry(
+            "unified_attention_p0_sm90a",
+            "unified attention, P0 shape, as an sm_90a device plans it (warpgroup MMAs)",
+            || warpgroup(p0_problem()),
+        ),
+        warpgroup_entry(
+            "unified_attention_p3_sm90a",
+            "unified attention, P3 shape, as an sm_90a device plans it (warpgroup MMAs)",
+            || warpgroup(p3_problem()),
+        ),
     ]
 }
 
 fn entry(name: &'static str, summary: &'static str, defaults: fn() -> Vec<Binding>) -> KernelEntry {
     super::op_preset_entry(name, summary, defaults, build, no_problem)
+}
+
+fn warpgroup_entry(
+    name: &'static str,
+    summary: &'static str,
+    defaults: fn() -> Vec<Binding>,
+) -> KernelEntry {
+    super::op_preset_entry(name, summary, defaults, build_warpgroup, emit_only)
+}
+
+/// The bindings of `p` planned for warpgroup MMAs.
+fn warpgroup(p: AttentionProblem) -> Vec<Binding> {
+    plan_bindings(
+        AttentionProblem {
+            mma: MmaKind::Warpgroup,
+            ..p
+        },
+        PathChoice::Heuristic,
+    )
 }
 
 fn plan_bindings(p: AttentionProblem, path: PathChoice) -> Vec<Binding> {
@@ -58,12 +95,15 @@ fn plan_bindings(p: AttentionProblem, path: PathChoice) -> Vec<Binding> {
     }
 }
 
-fn p0() -> Vec<Binding> {
-    let p = AttentionProblem {
+fn p0_problem() -> AttentionProblem {
+    AttentionProblem {
         max_seqlen_q: 16384,
         ..AttentionProblem::dense_causal(16, 16, 128)
-    };
-    plan_bindings(p, PathChoice::Heuristic)
+    }
+}
+
+fn p0() -> Vec<Binding> {
+    plan_bindings(p0_problem(), PathChoice::Heuristic)
 }
 
 fn p1_problem() -> AttentionProblem {
@@ -78,13 +118,16 @@ fn p1() -> Vec<Binding> {
     plan_bindings(p1_problem(), PathChoice::Heuristic)
 }
 
-fn p3() -> Vec<Binding> {
-    let p = AttentionProblem {
+fn p3_problem() -> AttentionProblem {
+    AttentionProblem {
         mm: MmRangeEncoding::PerSequence { max_ranges: 30 },
         mm_prefix_clamp_sw: true,
         ..p1_problem()
-    };
-    plan_bindings(p, PathChoice::Heuristic)
+    }
+}
+
+fn p3() -> Vec<Binding> {
+    plan_bindings(p3_problem(), PathChoice::Heuristic)
 }
 
 fn d1() -> Vec<Binding> {
@@ -97,6 +140,15 @@ fn d1() -> Vec<Binding> {
 }
 
 fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    build_for(bindings, false)
+}
+
+fn build_warpgroup(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    build_for(bindings, true)
+}
+
+/// The preset's kernel as the op emits it, for warpgroup MMAs when `warpgroup_mma`.
+fn build_for(bindings: &[Binding], warpgroup_mma: bool) -> Result<BuiltKernel, String> {
     if bindings.is_empty() {
         return Err("internal error: the preset has no valid configuration".into());
     }
@@ -116,13 +168,15 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
         .collect();
     let names: Vec<&str> = strides.iter().map(String::as_str).collect();
     attn_dsl::passes::assume::divisible(&mut f, &names)?;
+    f.warpgroup_mma = warpgroup_mma;
     let cuda = emit_cuda(&f).map_err(|e| e.to_string())?;
     let key: Vec<String> = bindings
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
+    let target = if warpgroup_mma { "+wgmma" } else { "" };
     Ok(BuiltKernel {
-        key: format!("{ATTENTION_KERNEL}<{}>", key.join(",")),
+        key: format!("{ATTENTION_KERNEL}<{}>{target}", key.join(",")),
         cuda,
         prelude: None,
         ir: Some(f),
@@ -138,6 +192,15 @@ fn no_problem(_: &[Binding]) -> Result<Problem, String> {
     )
 }
 
+fn emit_only(_: &[Binding]) -> Result<Problem, String> {
+    Err(
+        "an `_sm90a` entry is for `attn emit` / `attn compile --arch sm_90a` only: `attn run` / \
+         `attn bench` of the plain preset (e.g. `unified_attention_p0`) run the public op, which \
+         plans the warpgroup entry itself on an sm_90a device"
+            .into(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,7 +210,13 @@ mod tests {
     #[test]
     fn presets_carry_the_ops_stride_promises() {
         for e in entries() {
-            let built = build(&(e.default_bindings)()).expect("preset builds");
+            let built = (e.build)(&(e.default_bindings)()).expect("preset builds");
+            assert_eq!(
+                built.cuda.source.contains("wgmma.mma_async"),
+                e.name.ends_with("_sm90a"),
+                "{}: warpgroup branch iff an sm_90a preset",
+                e.name
+            );
             let ir = built.ir.expect("ir");
             let promised: Vec<&str> = ir
                 .assumed_divisible
