@@ -139,12 +139,11 @@ impl<'f> Emitter<'f> {
             b_al,
             b_trans,
         } = *st;
-        let (map, b_trans) = (*map, &b_trans);
         // k-step outer, slabs inner: each B fragment pair loaded once feeds the mma of every
         // slab this warp owns (two 16-row slabs per warp halve the shared-memory reads of B).
         let spw = map.slabs_per_warp;
         let guarded = map.ragged_slabs();
-        let ways = k_split_ways(&map, p);
+        let ways = k_split_ways(map, p);
         let part_slots = map.slots();
         if ways > 1 {
             self.w.line(format!(
@@ -189,7 +188,7 @@ impl<'f> Emitter<'f> {
         } else {
             map.col_tile("nt")
         };
-        let (row, col) = if *b_trans {
+        let (row, col) = if b_trans {
             (
                 "k0 + ((attn_lane >> 3) & 1) * 8 + (attn_lane & 7)".to_string(),
                 format!("{lane_tile} * 8"),
@@ -200,7 +199,7 @@ impl<'f> Emitter<'f> {
                 "k0 + ((attn_lane >> 3) & 1) * 8".to_string(),
             )
         };
-        let ld = match (pairs, *b_trans) {
+        let ld = match (pairs, b_trans) {
             (true, false) => "attn_ldsm_x4",
             (true, true) => "attn_ldsm_x4_trans",
             (false, false) => "attn_ldsm_x2",
@@ -248,7 +247,6 @@ impl<'f> Emitter<'f> {
             self.w.line(format!("{name}[s] += {};", sum.join(" + ")));
             self.w.close("");
         }
-
         Ok(())
     }
 

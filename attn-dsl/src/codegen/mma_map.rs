@@ -133,10 +133,16 @@ impl MmaMap {
 
     /// The warp's slab index of slab slot group `j` (an expression).
     pub(crate) fn slab(&self, j: &str) -> String {
+        self.slab_of(&self.warp_row(), j)
+    }
+
+    /// The slab index of slab slot group `j` of the warp in grid row `warp_row` (an
+    /// expression: another warp's, e.g. the first warp of a warpgroup).
+    pub(crate) fn slab_of(&self, warp_row: &str, j: &str) -> String {
         if self.slabs_per_warp == 1 {
-            self.warp_row()
+            warp_row.to_string()
         } else {
-            format!("({} + {j} * {})", self.warp_row(), self.row_warps)
+            format!("({warp_row} + {j} * {})", self.row_warps)
         }
     }
 

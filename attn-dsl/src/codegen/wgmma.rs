@@ -40,9 +40,10 @@ pub(crate) struct WgmmaPlan {
 }
 
 /// The warpgroup plan of a shared-operand dot of a function that targets warpgroup MMAs
-/// ([`crate::ir::Function::warpgroup_mma`]), when the dot fits: row map over whole warpgroups, no ragged slabs, A in registers
-/// (held, repacked or `ldmatrix`ed), B a swizzled alloc holding exactly the operand, N within
-/// one instruction (whole column blocks when MN-major), 16-bit types.
+/// ([`crate::ir::Function::warpgroup_mma`]), when the dot fits: row map over whole
+/// warpgroups, no ragged slabs, A not staged (held, repacked, or in an alloc), B a swizzled
+/// alloc holding exactly the operand, N within one instruction (whole column blocks when
+/// MN-major), 16-bit types.
 pub(crate) fn plan(warpgroup_mma: bool, st: &SharedSteps<'_>) -> Option<WgmmaPlan> {
     if !warpgroup_mma {
         return None;
@@ -66,7 +67,7 @@ pub(crate) fn plan(warpgroup_mma: bool, st: &SharedSteps<'_>) -> Option<WgmmaPla
     if !(rows && a && ty && b.swizzled && n_ok) {
         return None;
     }
-    let block_bytes = b.block_elems() * b.elem.size_bytes();
+    let block_bytes = b.block_bytes();
     Some(WgmmaPlan {
         n,
         mn_major,
@@ -84,7 +85,7 @@ impl WgmmaPlan {
         if self.mn_major {
             format!("k0 * {}", SWIZZLE_COLS * 2)
         } else {
-            format!("(k0 >> 6) * {} + (k0 & 63) * 2", self.block_bytes)
+            k_major_step(self.block_bytes)
         }
     }
 
@@ -95,18 +96,20 @@ impl WgmmaPlan {
         let ty = if t == ScalarType::Bf16 { "bf16" } else { "f16" };
         let d: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
         let tb = u8::from(self.mn_major);
-        let (a_ops, a_inputs, next) = match a {
+        // Shared A is K-major (no transpose); registers take no A transpose operand.
+        let (a_ops, a_inputs, next, trans) = match a {
             WgmmaA::Registers => (
                 format!("{{%{}, %{}, %{}, %{}}}", regs, regs + 1, regs + 2, regs + 3),
                 "\"r\"(attn_a[ks][j][0]), \"r\"(attn_a[ks][j][1]), \"r\"(attn_a[ks][j][2]), \"r\"(attn_a[ks][j][3])".to_string(),
                 regs + 4,
+                format!("{tb}"),
             ),
-            WgmmaA::Shared { .. } => (format!("%{regs}"), "\"l\"(attn_ad)".to_string(), regs + 1),
-        };
-        // Shared A is K-major (no transpose); registers take no A transpose operand.
-        let trans = match a {
-            WgmmaA::Registers => format!("{tb}"),
-            WgmmaA::Shared { .. } => format!("0, {tb}"),
+            WgmmaA::Shared { .. } => (
+                format!("%{regs}"),
+                "\"l\"(attn_ad)".to_string(),
+                regs + 1,
+                format!("0, {tb}"),
+            ),
         };
         let asm = format!(
             "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{scale}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{d}}}, {a_ops}, %{desc}, p, 1, 1, {trans};\\n}}\\n",
@@ -123,6 +126,12 @@ impl WgmmaPlan {
             outs.join(", ")
         )
     }
+}
+
+/// Byte offset of k-step `k0` in a K-major swizzled alloc whose column blocks take
+/// `block_bytes`: its block, then its 32 bytes within the line.
+fn k_major_step(block_bytes: usize) -> String {
+    format!("(k0 >> 6) * {block_bytes} + (k0 & 63) * 2")
 }
 
 /// Where a warpgroup MMA reads A.
@@ -144,7 +153,7 @@ impl WgmmaA {
                 trans: false,
             } if alloc.swizzled => WgmmaA::Shared {
                 base: base.clone(),
-                block_bytes: alloc.block_elems() * alloc.elem.size_bytes(),
+                block_bytes: alloc.block_bytes(),
             },
             _ => WgmmaA::Registers,
         }
@@ -204,10 +213,11 @@ impl<'f> Emitter<'f> {
         ));
         self.w.open_unrolled("j", spw);
         if let WgmmaA::Shared { block_bytes, .. } = &a {
-            let first_row = map.slab("j").replace("attn_warp", "attn_wg_warp");
+            let first_slab = map.slab_of("attn_wg_warp", "j");
             self.w.line(format!(
-                "const unsigned long long attn_ad = attn_wgmma_desc(attn_adesc + {first_row} * {} + (k0 >> 6) * {block_bytes} + (k0 & 63) * 2, 16, {});",
+                "const unsigned long long attn_ad = attn_wgmma_desc(attn_adesc + {first_slab} * {} + {}, 16, {});",
                 16 * SWIZZLE_COLS * 2,
+                k_major_step(*block_bytes),
                 wg.sbo
             ));
         }

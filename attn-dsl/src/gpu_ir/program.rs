@@ -50,6 +50,11 @@ impl LocalAlloc {
         self.rows * SWIZZLE_COLS
     }
 
+    /// Bytes of one column block of a swizzled stage.
+    pub fn block_bytes(&self) -> usize {
+        self.block_elems() * self.elem.size_bytes()
+    }
+
     /// The element offset of (`row`, `col`) in one stage (C++ expressions; `col` a multiple
     /// of 8 when swizzled: a chunk start).
     pub fn offset(&self, row: &str, col: &str) -> String {
