@@ -13,6 +13,7 @@ use super::{BuiltKernel, KernelEntry};
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention::{module, ATTENTION_KERNEL};
 use crate::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding, MmaKind};
+use crate::ops::unified_attention::gpu::specialization_key;
 use crate::ops::unified_attention::plan::{
     attention_bindings, choose_config, MaskVariant, PathChoice,
 };
@@ -140,15 +141,15 @@ fn d1() -> Vec<Binding> {
 }
 
 fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
-    build_for(bindings, false)
+    build_for(bindings, MmaKind::Sync)
 }
 
 fn build_warpgroup(bindings: &[Binding]) -> Result<BuiltKernel, String> {
-    build_for(bindings, true)
+    build_for(bindings, MmaKind::Warpgroup)
 }
 
-/// The preset's kernel as the op emits it, for warpgroup MMAs when `warpgroup_mma`.
-fn build_for(bindings: &[Binding], warpgroup_mma: bool) -> Result<BuiltKernel, String> {
+/// The preset's kernel as the op emits it for the tensor-core target `mma`.
+fn build_for(bindings: &[Binding], mma: MmaKind) -> Result<BuiltKernel, String> {
     if bindings.is_empty() {
         return Err("internal error: the preset has no valid configuration".into());
     }
@@ -168,15 +169,10 @@ fn build_for(bindings: &[Binding], warpgroup_mma: bool) -> Result<BuiltKernel, S
         .collect();
     let names: Vec<&str> = strides.iter().map(String::as_str).collect();
     attn_dsl::passes::assume::divisible(&mut f, &names)?;
-    f.warpgroup_mma = warpgroup_mma;
+    f.warpgroup_mma = mma == MmaKind::Warpgroup;
     let cuda = emit_cuda(&f).map_err(|e| e.to_string())?;
-    let key: Vec<String> = bindings
-        .iter()
-        .map(|b| format!("{}={}", b.name, b.value))
-        .collect();
-    let target = if warpgroup_mma { "+wgmma" } else { "" };
     Ok(BuiltKernel {
-        key: format!("{ATTENTION_KERNEL}<{}>{target}", key.join(",")),
+        key: specialization_key(ATTENTION_KERNEL, bindings, mma),
         cuda,
         prelude: None,
         ir: Some(f),

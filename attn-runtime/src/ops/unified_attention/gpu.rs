@@ -600,18 +600,24 @@ pub fn launch_key(launch: &KernelLaunch) -> String {
     launch_key_for(launch, None)
 }
 
-/// `kernel<NAME=value,...>` (`+wgmma` when generated for warpgroup MMAs), plus `@` and the content hash of a variant's text for a
-/// variant's launch, since its device function names alone do not identify it.
-pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
-    let b: Vec<String> = launch
-        .bindings
+/// `kernel<NAME=value,...>`, `+wgmma` when generated for warpgroup MMAs: a specialization
+/// of the shipped module for a tensor-core target.
+pub fn specialization_key(kernel: &str, bindings: &[Binding], mma: MmaKind) -> String {
+    let b: Vec<String> = bindings
         .iter()
         .map(|b| format!("{}={}", b.name, b.value))
         .collect();
-    let mut key = format!("{}<{}>", launch.kernel, b.join(","));
-    if launch.mma == MmaKind::Warpgroup {
-        key.push_str("+wgmma");
-    }
+    let target = match mma {
+        MmaKind::Warpgroup => "+wgmma",
+        MmaKind::Sync => "",
+    };
+    format!("{kernel}<{}>{target}", b.join(","))
+}
+
+/// The launch's [`specialization_key`], plus `@` and the content hash of a variant's text
+/// for a variant's launch, since its device function names alone do not identify it.
+pub fn launch_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
+    let key = specialization_key(launch.kernel, &launch.bindings, launch.mma);
     match variant {
         None => key,
         Some(v) => format!("{key}@{}", &v.hash[..16]),
