@@ -43,11 +43,17 @@ fn warpgroup_targeted_flash_attention_matches_the_executor() {
         let text = gpu_ir::printer::print_program(&f, &p);
         assert_eq!(p.allocs.len(), 3, "Q, K and V allocs:\n{text}");
         assert!(p.allocs.iter().all(|a| a.swizzled && a.pad == 0), "{text}");
+        // The next tile's copies are issued while QK^T runs: its wait follows them.
+        let issue = text.find(", async").expect(&text);
+        let copies = text[issue..].find("next iteration").expect(&text);
+        let wait = text[issue..].find("mma_wait").expect(&text);
+        assert!(copies < wait, "{text}");
         let src = emit_cuda(&f).expect("emit").source;
         assert_eq!(
             src.matches("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
                 .count(),
-            2
+            3,
+            "two dots and the deferred wait"
         );
         assert!(
             src.contains("p, 1, 1, 0, 0;"),

@@ -69,12 +69,21 @@ impl<'f> Emitter<'f> {
                 self.w.line(format!("__syncthreads(); // {reason:?}"));
                 Ok(())
             }
-            GpuOp::Mma { dot, a, b } => {
+            GpuOp::Mma {
+                dot,
+                a,
+                b,
+                inline_wait,
+            } => {
                 let op = self.f.op(*dot);
                 self.op_comment(op);
-                let r = self.emit_mma_shared(op, a, b);
+                let r = self.emit_mma_shared(op, a, b, *inline_wait);
                 self.converted.clear();
                 r
+            }
+            GpuOp::MmaWait { dot } => {
+                self.emit_wgmma_wait(*dot);
+                Ok(())
             }
             other => Err(CodegenError::Malformed(format!(
                 "{other:?} is not a memory op"

@@ -57,6 +57,7 @@ impl<'f> Emitter<'f> {
         op: &'f Op,
         a_src: &OperandSource,
         b_src: &OperandSource,
+        inline_wait: bool,
     ) -> Res<()> {
         let (a, b, acc) = (
             Self::operand(op, 0)?,
@@ -115,6 +116,12 @@ impl<'f> Emitter<'f> {
                 // target the mma.sync steps (the layouts and accumulators are the same).
                 self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
                 self.emit_wgmma_steps(&steps, &wg)?;
+                if inline_wait {
+                    self.emit_wgmma_complete(&name, map.slots());
+                } else {
+                    self.pending_mma
+                        .insert(op.results[0].0, (name.clone(), map.slots()));
+                }
                 self.w.line("#else");
                 self.emit_mma_steps(&steps)?;
                 self.w.line("#endif");

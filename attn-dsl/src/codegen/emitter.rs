@@ -52,6 +52,9 @@ pub(crate) struct Emitter<'f> {
     fused: Vec<bool>,
     /// Loop-invariant A operands held as mma fragments, and their register arrays.
     held_a: std::collections::BTreeMap<u32, String>,
+    /// Warpgroup MMAs issued without their wait (dot result → accumulator array and its
+    /// registers), waited for at the dot's `MmaWait`.
+    pub(crate) pending_mma: std::collections::BTreeMap<u32, (String, usize)>,
     /// Values read only as the A or B operand of 16-bit dots, which round every element to
     /// the operand type (round to nearest even) when they pack or stage it.
     dot_operand_only: Vec<bool>,
@@ -88,6 +91,7 @@ impl<'f> Emitter<'f> {
             stageable: super::staged_load::find_stageable_loads(f),
             fused: vec![false; f.values.len()],
             held_a: Default::default(),
+            pending_mma: Default::default(),
             dot_operand_only: dot_operand_only(f),
         })
     }

@@ -19,7 +19,7 @@ use super::dot_shared::{AFrom, SharedSteps};
 use super::emitter::Emitter;
 use super::CodegenError;
 use crate::gpu_ir::{SWIZZLE_ATOM_BYTES, SWIZZLE_COLS};
-use crate::ir::ScalarType;
+use crate::ir::{OpId, ScalarType};
 
 /// Warps of a warpgroup: one instruction covers 4 × 16 rows.
 const WARPGROUP: usize = 4;
@@ -226,10 +226,30 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         self.w.line("attn_wgmma_commit();");
-        self.w.line("attn_wgmma_wait<0>();");
-        self.w.open_unrolled("s", map.slots());
-        self.w.line(format!("attn_reg_fence({}[s]);", st.acc));
-        self.w.close("");
         Ok(())
+    }
+
+    /// Waits for the committed warpgroup MMAs and fences each of the `slots` registers of
+    /// `acc`.
+    pub(crate) fn emit_wgmma_complete(&mut self, acc: &str, slots: usize) {
+        self.w.line("attn_wgmma_wait<0>();");
+        self.w.open_unrolled("s", slots);
+        self.w.line(format!("attn_reg_fence({acc}[s]);"));
+        self.w.close("");
+    }
+
+    /// The `MmaWait` of `dot`: its deferred warpgroup wait on sm_90a (nothing where the
+    /// dot ran as synchronous MMAs, or was not warpgroup-shaped).
+    pub(crate) fn emit_wgmma_wait(&mut self, dot: OpId) {
+        let res = self.f.op(dot).results[0].0;
+        let Some((acc, slots)) = self.pending_mma.remove(&res) else {
+            return;
+        };
+        self.w.line(format!(
+            "// the MMAs of %{res} complete here (issued above, the ops since ran meanwhile)"
+        ));
+        self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+        self.emit_wgmma_complete(&acc, slots);
+        self.w.line("#endif");
     }
 }

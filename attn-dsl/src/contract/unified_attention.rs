@@ -57,6 +57,12 @@ pub const MASK_ARGS: &[ContractArg] = &[
     ),
     arg("q_range_hi", "Tile<i32>", "[M, 1] per-query range ends"),
     arg(
+        "mm_first",
+        "i32",
+        "the block's first candidate MM range (ranges outside [mm_first, mm_end) meet none of its queries)",
+    ),
+    arg("mm_end", "i32", "one past the block's last candidate MM range"),
+    arg(
         "aux",
         "*const i32",
         "the sequence's row of the variant's i32 aux tensor",
@@ -277,6 +283,8 @@ pub fn __unified_variant_probe<
         mm_ranges,
         q_range_lo: q_range_lo.unsqueeze(1),
         q_range_hi: q_range_hi.unsqueeze(1),
+        mm_first: 0,
+        mm_end: MAX_MM_RANGES,
         aux,
         aux_f32,
     }) & row_valid.unsqueeze(1);

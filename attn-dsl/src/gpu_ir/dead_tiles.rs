@@ -32,7 +32,7 @@ fn mark_block(f: &Function, defs: &[Option<OpId>], b: &GpuBlock, used: &mut [boo
                     used[v.0 as usize] = true;
                 }
             }
-            GpuOp::Mma { dot, a, b } => {
+            GpuOp::Mma { dot, a, b, .. } => {
                 let d = f.op(*dot);
                 used[d.operands[2].0 as usize] = true;
                 for (i, src) in [a, b].into_iter().enumerate() {

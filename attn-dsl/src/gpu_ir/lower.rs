@@ -443,6 +443,7 @@ fn build_block(f: &Function, b: &Block, d: &Decisions) -> GpuBlock {
                     dot: o,
                     a: a.clone(),
                     b: bs.clone(),
+                    inline_wait: true,
                 },
                 (None, None) => GpuOp::Tile(o),
             },

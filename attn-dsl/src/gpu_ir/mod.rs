@@ -8,6 +8,7 @@
 pub mod allocate;
 pub mod dead_tiles;
 pub mod lower;
+pub mod mma_overlap;
 pub mod pipeline;
 pub mod printer;
 pub mod program;
@@ -33,6 +34,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     sink::run(f, &mut p);
     // Copies whose addresses the next iteration can recompute fly one iteration ahead.
     pipeline::run(f, &mut p);
+    // Under warpgroup MMAs the next tile's copies (their address work) run while the
+    // iteration's first dot computes on the tensor cores.
+    mma_overlap::run(f, &mut p);
     // Waits and barriers from the dependencies of the final schedule (after pipelining,
     // which fixes where every copy and read is).
     sync::run(&mut p.body);

@@ -105,12 +105,19 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
             GpuOp::Commit => "commit".into(),
             GpuOp::Wait { pending } => format!("wait {pending}"),
             GpuOp::Barrier { reason } => format!("barrier // {reason:?}"),
-            GpuOp::Mma { dot, a, b } => format!(
-                "%{} = mma a: {}, b: {}",
+            GpuOp::Mma {
+                dot,
+                a,
+                b,
+                inline_wait,
+            } => format!(
+                "%{} = mma a: {}, b: {}{}",
                 f.op(*dot).results[0].0,
                 operand(a),
-                operand(b)
+                operand(b),
+                if *inline_wait { "" } else { ", async" }
             ),
+            GpuOp::MmaWait { dot } => format!("mma_wait %{}", f.op(*dot).results[0].0),
         };
         let _ = writeln!(s, "{pad}{line}");
         let inner = super::program::nested(op);

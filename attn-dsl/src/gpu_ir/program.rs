@@ -285,11 +285,20 @@ pub enum GpuOp {
     Barrier {
         reason: BarrierReason,
     },
-    /// A tile-IR `dot` on tensor cores with its operand sources.
+    /// A tile-IR `dot` on tensor cores with its operand sources. `inline_wait`: the op
+    /// waits for its own MMAs; when false, a later [`GpuOp::MmaWait`] of the same dot does,
+    /// and what lies between runs while the tensor cores work (warpgroup MMAs only: on
+    /// targets whose MMAs are synchronous the wait is where the op is).
     Mma {
         dot: OpId,
         a: OperandSource,
         b: OperandSource,
+        inline_wait: bool,
+    },
+    /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
+    /// accumulator before this point.
+    MmaWait {
+        dot: OpId,
     },
 }
 

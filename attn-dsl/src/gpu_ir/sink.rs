@@ -88,7 +88,7 @@ fn reads_any(f: &Function, defs: &[Option<OpId>], op: &GpuOp, vals: &[ValueId]) 
         | GpuOp::For { op: o, .. }
         | GpuOp::If { op: o, .. }
         | GpuOp::While { op: o, .. } => f.op(*o).operands.iter().any(|v| vals.contains(v)),
-        GpuOp::Mma { dot, a, b } => {
+        GpuOp::Mma { dot, a, b, .. } => {
             let d = f.op(*dot);
             vals.contains(&d.operands[2])
                 || [a, b].into_iter().enumerate().any(|(i, src)| {

@@ -38,7 +38,7 @@ pub fn verify(f: &Function, p: &GpuProgram) -> Result<(), String> {
 
 fn check_op(f: &Function, p: &GpuProgram, op: &GpuOp) -> Result<(), String> {
     match op {
-        GpuOp::Mma { dot, a, b } => {
+        GpuOp::Mma { dot, a, b, .. } => {
             let d = f.op(*dot);
             for (i, src) in [a, b].into_iter().enumerate() {
                 if let OperandSource::Shared { alloc, map, .. } = src {

@@ -105,7 +105,7 @@ pub fn rows() -> Vec<Row> {
         Row {
             id: "P3-noclamp",
             clamp: false,
-            ..p3
+            ..p3.clone()
         },
         Row {
             id: "D1",
@@ -120,13 +120,13 @@ pub fn rows() -> Vec<Row> {
         },
     ]
     .into_iter()
-    .chain(sweep_rows(&p0, &p1, &d1))
+    .chain(sweep_rows(&p0, &p1, &p3, &d1))
     .collect()
 }
 
 /// Launch-table sweep: the same workloads under other tilings and split counts (rows named
 /// `<row>-m<BLOCK_M>t<TILE>[s<SLABS>]` and `D1-3D-<segments>[t<TILE>]`).
-pub fn sweep_rows(p0: &Row, p1: &Row, d1: &Row) -> Vec<Row> {
+pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
     let staged =
         |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32, stages: i32| Row {
             id,
@@ -177,6 +177,11 @@ pub fn sweep_rows(p0: &Row, p1: &Row, d1: &Row) -> Vec<Row> {
         tiled(p0, "P0-m128t64s1", 128, 64, 1),
         tiled(p0, "P0-m128t128s1", 128, 128, 1),
         tiled(p1, "P1-m128t64", 128, 64, 1),
+        // One warpgroup over wider key tiles, or a third stage.
+        tiled(p0, "P0-m64t64", 64, 64, 1),
+        staged(p0, "P0-m64t32-3st", 64, 32, 1, 3),
+        tiled(p3, "P3-m128t32", 128, 32, 1),
+        tiled(p3, "P3-m64t32", 64, 32, 1),
     ]
 }
 

@@ -132,6 +132,9 @@ pub mod probe {
             mm_ranges,
             q_range_lo: q_range_lo.unsqueeze(1),
             q_range_hi: q_range_hi.unsqueeze(1),
+            // Every range is a candidate: the probe's queries span the whole block.
+            mm_first: 0,
+            mm_end: MAX_MM_RANGES,
             aux: mask_aux,
             aux_f32: mask_aux_f32,
         }) & row_valid.unsqueeze(1);

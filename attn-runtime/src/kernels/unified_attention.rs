@@ -41,6 +41,32 @@ pub mod unified {
         lo
     }
 
+    /// The block's candidate MM ranges `[first, end)`: the smallest and one past the largest
+    /// index of a non-empty range meeting the queries `[q_first, q_last]` (empty when `used`
+    /// is false or none meets them). Ranges outside it meet none of the block's queries, so
+    /// the per-tile mask loops over these alone; no order of the ranges is assumed.
+    #[device]
+    fn block_mm_ranges<const MAX_MM_RANGES: i32>(
+        mm_ranges: Ptr,
+        q_first: i32,
+        q_last: i32,
+        used: bool,
+    ) -> (i32, i32) {
+        let mut first = MAX_MM_RANGES;
+        let mut end = 0;
+        if used {
+            for r in 0..MAX_MM_RANGES {
+                let s = load(mm_ranges + 2 * r);
+                let e = load(mm_ranges + 2 * r + 1);
+                if (s < e) & (s <= q_last) & (q_first <= e) {
+                    first = min(first, r);
+                    end = r + 1;
+                }
+            }
+        }
+        (first, end)
+    }
+
     /// The attention mask of spec §3.6 for rows `q_abs [M, 1]` and keys `k [1, N]`, with the
     /// project's explicit `k < L`. `causal` is the sequence's (runtime) causality.
     #[device]
@@ -67,6 +93,8 @@ pub mod unified {
         mm_ranges: Ptr,
         q_range_lo: Tile,
         q_range_hi: Tile,
+        mm_first: i32,
+        mm_end: i32,
     ) -> Tile<bool> {
         let base = select(causal, k <= q_abs, k < seq_len);
         let mut win = base | !base; // all true, shaped [M, N]
@@ -90,10 +118,11 @@ pub mod unified {
             } else {
                 // A runtime loop on purpose: unrolled (static_range) the mask becomes one
                 // expression the copies can recompute, but 30 ranges per element made P3
-                // slower (10.8 ms against 7.7 ms on the H200, 2026-12-01). A range that
-                // misses the tile's keys or the block's queries adds nothing: one scalar test
-                // per range and tile skips its elementwise work (most tiles meet one range).
-                for r in 0..MAX_MM_RANGES {
+                // slower (10.8 ms against 7.7 ms on the H200, 2026-12-01). Only the block's
+                // candidate ranges `[mm_first, mm_end)` can meet its queries (one or two of
+                // P3's 30), and a range that misses the tile's keys adds nothing: one scalar
+                // test per candidate and tile skips its elementwise work.
+                for r in mm_first..mm_end {
                     let s = load(mm_ranges + 2 * r);
                     let e = load(mm_ranges + 2 * r + 1);
                     if (s < e) & (s <= q_last) & (q_first <= e) & (s <= k_last) & (k_first <= e) {
@@ -357,8 +386,9 @@ pub mod unified {
     ///   i32 (the tile's key span and the block's valid query span, for per-tile pre-tests),
     ///   seq_len, context_len, qlen: i32,
     ///   causal: bool, rswa_prefix: i32, mm_ranges: *const i32, q_range_lo, q_range_hi:
-    ///   Tile<i32> [M,1], aux: *const i32, aux_f32: *const f32) -> Tile<bool>`: may row
-    ///   (absolute position q_abs) see key k.
+    ///   Tile<i32> [M,1], mm_first, mm_end: i32 (the block's candidate MM ranges: those
+    ///   outside `[mm_first, mm_end)` meet none of its queries), aux: *const i32,
+    ///   aux_f32: *const f32) -> Tile<bool>`: may row (absolute position q_abs) see key k.
     /// - `BOUNDS(r: i32, context_len, seq_len, qlen, b: i32, causal: bool, rswa_prefix: i32,
     ///   mm_ranges, q_range_lo, q_range_hi, q_abs: Tile<i32> [M], row_valid: Tile<bool> [M],
     ///   aux, aux_f32) -> (i32, i32, i32)`: tile range `r` of `TILE_RANGES` as
@@ -553,6 +583,12 @@ pub mod unified {
         // Absolute positions of the block's first and last valid query token.
         let q_first = context_len + b * BLOCK_Q;
         let q_last = context_len + min(b * BLOCK_Q + BLOCK_Q, qlen) - 1;
+        let (mm_first, mm_end) = block_mm_ranges::<MAX_MM_RANGES>(
+            seq_ranges,
+            q_first,
+            q_last,
+            USE_MM_PREFIX && !USE_MM_QUERY_RANGE,
+        );
         let mut visited_hi = 0;
         for r in static_range::<TILE_RANGES>() {
             let (tile_lo, tile_hi, bounds_msp) = BOUNDS(BoundsArgs {
@@ -629,6 +665,8 @@ pub mod unified {
                     mm_ranges: seq_ranges,
                     q_range_lo: q_range_lo.unsqueeze(1),
                     q_range_hi: q_range_hi.unsqueeze(1),
+                    mm_first,
+                    mm_end,
                     aux: seq_aux,
                     aux_f32: seq_aux_f32,
                 }) & row_valid.unsqueeze(1)
