@@ -55,6 +55,8 @@ pub(crate) struct Emitter<'f> {
     /// Warpgroup MMAs issued without their wait (dot result → accumulator array and its
     /// registers), waited for at the dot's `MmaWait`.
     pub(crate) pending_mma: std::collections::BTreeMap<u32, (String, usize)>,
+    /// Runtime loops around the point being emitted.
+    loop_depth: usize,
     /// Values read only as the A or B operand of 16-bit dots, which round every element to
     /// the operand type (round to nearest even) when they pack or stage it.
     dot_operand_only: Vec<bool>,
@@ -92,6 +94,7 @@ impl<'f> Emitter<'f> {
             fused: vec![false; f.values.len()],
             held_a: Default::default(),
             pending_mma: Default::default(),
+            loop_depth: 0,
             dot_operand_only: dot_operand_only(f),
         })
     }
@@ -661,10 +664,16 @@ impl<'f> Emitter<'f> {
             self.name(hi)?.to_string(),
             self.name(step)?.to_string(),
         );
+        if self.loop_depth > 0 {
+            self.w.line(NESTED_LOOP_PRAGMA);
+        }
         self.w.open(format!(
             "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
         ));
-        let next = self.emit_region(gbody, OpKind::Yield)?;
+        self.loop_depth += 1;
+        let next = self.emit_region(gbody, OpKind::Yield);
+        self.loop_depth -= 1;
+        let next = next?;
         self.assign_all(&carried, &next)?;
         if pipelined {
             let st = self.stage_vars.pop().unwrap_or_default();
@@ -732,6 +741,12 @@ impl<'f> Emitter<'f> {
 }
 
 /// Per value: read at least once, and only as operand 0 or 1 of a `dot`.
+/// Precedes a runtime loop nested in another one (image ranges meeting a tile, inside the
+/// tile loop): its trip count is data, usually one or two, so the copies an unrolling
+/// compiler makes (four, with a remainder loop) only bloat the enclosing loop's code.
+/// `_Pragma`, not `#pragma`: recomputed statements may share a line.
+pub(crate) const NESTED_LOOP_PRAGMA: &str = "_Pragma(\"unroll 1\")";
+
 fn dot_operand_only(f: &Function) -> Vec<bool> {
     let mut uses = vec![(0u32, 0u32); f.values.len()];
     f.walk(&mut |_, op| {

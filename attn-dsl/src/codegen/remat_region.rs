@@ -148,6 +148,8 @@ impl<'f> Emitter<'f> {
                     let at = (!self.f.ty(a).is_scalar()).then(|| batch.at.clone());
                     self.bind_local(a, e.clone(), at, bound);
                 }
+                // Recomputed inside a copy, so always within the loop the copy serves.
+                out.push(super::emitter::NESTED_LOOP_PRAGMA.to_string());
                 out.push(format!(
                     "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step}) {{"
                 ));

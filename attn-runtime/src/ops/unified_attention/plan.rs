@@ -15,7 +15,7 @@ use thiserror::Error;
 
 use super::config::{
     choose_3d, get_tile_size, AlibiMode, AttentionProblem, ConfigError, LaunchValues,
-    MmRangeEncoding, MmaKind, UnifiedAttentionConfig,
+    MmaKind, UnifiedAttentionConfig,
 };
 use super::variant::VariantModule;
 use crate::kernels::unified_attention::{
@@ -441,45 +441,53 @@ fn prefill_tiling(
     cfg: &UnifiedAttentionConfig,
     problem: &AttentionProblem,
 ) -> Option<(i32, i32, i32)> {
+    if cfg.block_m != PREFILL_BLOCK_M || cfg.is_3d {
+        return None;
+    }
+    if problem.mma == MmaKind::Warpgroup && cfg.head_size_padded <= 128 {
+        return Some(WARPGROUP_TILING_D128);
+    }
     let nqpkv = cfg.num_queries_per_kv.max(1);
     let wide = PREFILL_BLOCK_M.saturating_mul(2);
     let tokens = wide.checked_div(nqpkv)?;
-    let fits = cfg.block_m == PREFILL_BLOCK_M
-        && wide.checked_rem(nqpkv) == Some(0)
-        && tokens <= problem.max_seqlen_q
-        && !cfg.is_3d;
-    if !fits {
+    if wide.checked_rem(nqpkv) != Some(0) || tokens > problem.max_seqlen_q {
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
-        // The heuristic's 64 rows on one warpgroup (4 warps, one slab each) over 32-key
-        // tiles: 126 registers and 48 KB, four programs per SM.
-        (MmaKind::Warpgroup, d) if d <= 128 => None,
-        (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(problem) => Some(WARPGROUP_TILING_D256),
+        (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(cfg, problem) => {
+            Some(WARPGROUP_TILING_D256)
+        }
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
         _ => None,
     }
 }
 
-/// Whether the scores need no per-element terms beyond the window and causal mask (no
-/// image ranges, softcap, ALiBi or query bias): the 128 × 64 warpgroup tiling holds 226
-/// registers for those, and P3's 30 image ranges would spill there (64 bytes), so masks with
-/// extra terms keep the heuristic's 64 rows.
-fn lean_scores(problem: &AttentionProblem) -> bool {
-    problem.mm == MmRangeEncoding::None
+/// Whether the scores need no per-element terms beyond the window, causal and image-range
+/// masks over one tile range (no softcap, ALiBi or query bias, no second range of tiles):
+/// the 128 × 64 warpgroup tiling holds 232 registers for those (P1, P3), while unclamped
+/// image ranges (two tile ranges) spill 1320 bytes there, so the others keep the
+/// heuristic's 64 rows.
+fn lean_scores(cfg: &UnifiedAttentionConfig, problem: &AttentionProblem) -> bool {
+    cfg.tile_ranges == 1
         && problem.softcap <= 0.0
         && problem.alibi == AlibiMode::None
         && !problem.use_qq_bias
 }
 
 /// The warpgroup-MMA prefill tiling `(BLOCK_M, TILE_SIZE, SLABS_PER_WARP)` of head sizes up
-/// to 256 (D ≤ 128 keeps the heuristic's 64 × 32 on one warpgroup): 128 rows on two
-/// warpgroups (8 warps, one slab each: the tensor cores read B from shared memory, so a
-/// second slab per warp saves nothing) over 64-key tiles. Measured on the H200
-/// (2026-12-01T20:15Z, `scripts/ab-h200`, warpgroup MMAs): P1 486 µs at 128 × 64 against
-/// 534 at 64 × 32, 573 at 128 × 32 and 731 at 64 × 64; P0 3.44 ms at 64 × 32 against 3.57
-/// at 128 × 32, 3.98 at 128 × 64, 4.01 at 128 × 128 (8 warps, one program per SM) and 3.85
-/// at 128 × 32 with 2 slabs per warp (which spills 8 bytes).
+/// to 128: the heuristic's 64 rows on one warpgroup over 64-key tiles, two programs per SM
+/// (162 registers, 80 KB of shared memory). Measured on the H200 (2026-12-01T22:36Z, `scripts/ab-h200`): P0
+/// 3.31 ms against 3.48 at 64 × 32 (3.43 without the copies under the first MMA, which cost
+/// 64 × 32 its fourth program per SM) and 3.55 at 64 × 32 with three stages.
+pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (64, 64, 1);
+
+/// The warpgroup-MMA prefill tiling of head sizes up to 256: 128 rows on two warpgroups (8
+/// warps, one slab each: the tensor cores read B from shared memory, so a second slab per
+/// warp saves nothing) over 64-key tiles. Measured on the H200 (2026-12-01T20:15Z,
+/// `scripts/ab-h200`, warpgroup MMAs): P1 486 µs at 128 × 64 against 534 at 64 × 32, 573 at
+/// 128 × 32 and 731 at 64 × 64; P0 3.44 ms at 64 × 32 against 3.57 at 128 × 32, 3.98 at
+/// 128 × 64, 4.01 at 128 × 128 (8 warps, one program per SM) and 3.85 at 128 × 32 with 2
+/// slabs per warp (which spills 8 bytes).
 pub const WARPGROUP_TILING_D256: (i32, i32, i32) = (128, 64, 1);
 
 /// Builds the plan for a validated configuration.
