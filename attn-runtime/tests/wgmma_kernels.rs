@@ -62,7 +62,9 @@ fn warpgroup(p: AttentionProblem) -> AttentionProblem {
 
 /// Pinned per-KV-tile counts of the loop: warpgroup MMAs only (no `mma.sync`, no
 /// `ldmatrix`: A is read through a descriptor or built from the scores in registers), one
-/// barrier, no local memory.
+/// barrier of the whole program, no local memory. Two-warpgroup programs take turns
+/// issuing their two dots: a named-barrier sync before and an arrive after each (between
+/// the two warpgroups only), four more `BAR`s.
 fn check(label: &str, c: &std::collections::BTreeMap<String, usize>, line: &str, hgmma: usize) {
     let n = |k: &str| sass_support::count(c, k);
     assert_eq!(
@@ -75,7 +77,8 @@ fn check(label: &str, c: &std::collections::BTreeMap<String, usize>, line: &str,
         (0, 0),
         "{label}: mma.sync or ldmatrix left: {line}"
     );
-    assert_eq!(n("BAR"), 1, "{label}: barriers per tile: {line}");
+    let turns = if label == "P0" { 0 } else { 4 };
+    assert_eq!(n("BAR"), 1 + turns, "{label}: barriers per tile: {line}");
     assert_eq!(
         (n("LDL"), n("STL")),
         (0, 0),
@@ -93,8 +96,26 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
 /// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.
 #[test]
 fn p1_runs_both_dots_on_warpgroup_mmas() {
-    let (line, c) = sm90a_loop("P1", &plan(&warpgroup(p1()), 8192, PathChoice::Heuristic));
+    let p = plan(&warpgroup(p1()), 8192, PathChoice::Heuristic);
+    let (line, c) = sm90a_loop("P1", &p);
     check("P1", &c, &line, 20);
+    // The two warpgroups take turns: the first hands over before the loop, each dot is
+    // taken and passed, the last pass is taken after it.
+    let src = emit_launch(&p.attention).expect("emit").source;
+    let n = |step: &str| src.matches(&format!("// turn {step}")).count();
+    assert_eq!(
+        (n("Begin"), n("Take"), n("Pass"), n("End")),
+        (1, 2, 2, 1),
+        "turns around the KV loop"
+    );
+}
+
+/// One warpgroup per program: nothing to take turns with.
+#[test]
+fn p0_takes_no_turns() {
+    let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
+    let src = emit_launch(&p.attention).expect("emit").source;
+    assert!(!src.contains("// turn"));
 }
 
 /// P3 (P1 plus 30 clamped image ranges) as P1, 128 × 64 on two warpgroups: the mask's loop

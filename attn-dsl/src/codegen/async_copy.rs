@@ -85,6 +85,10 @@ impl<'f> Emitter<'f> {
                 self.emit_wgmma_wait(*dot);
                 Ok(())
             }
+            GpuOp::Turn(t) => {
+                self.emit_turn(*t);
+                Ok(())
+            }
             other => Err(CodegenError::Malformed(format!(
                 "{other:?} is not a memory op"
             ))),

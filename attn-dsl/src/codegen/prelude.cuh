@@ -267,6 +267,13 @@ template <int N>
 __device__ __forceinline__ void attn_wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
+/// Named barrier `id` over `n` threads: wait for the others (sync) or only count in (arrive).
+__device__ __forceinline__ void attn_bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void attn_bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
 /// Orders a register after the wait: the compiler must not read an accumulator before it.
 __device__ __forceinline__ void attn_reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 #endif

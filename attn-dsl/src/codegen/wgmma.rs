@@ -238,6 +238,29 @@ impl<'f> Emitter<'f> {
         self.w.close("");
     }
 
+    /// A step of the warpgroups' turn-taking (named barriers 1 and 2, warpgroup `g` waits on
+    /// `1 + g`), on sm_90a only: elsewhere the MMAs are synchronous and nothing overlaps.
+    pub(crate) fn emit_turn(&mut self, t: crate::gpu_ir::Turn) {
+        use crate::gpu_ir::Turn;
+        let threads = self.threads;
+        let line = match t {
+            Turn::Begin => format!("if ((tid >> 7) == 1) attn_bar_arrive(1, {threads});"),
+            Turn::Take => format!("attn_bar_sync(1 + (tid >> 7), {threads});"),
+            Turn::Pass => format!("attn_bar_arrive(2 - (tid >> 7), {threads});"),
+            // Warpgroup 1 syncs on a barrier of its own warps (3), which completes at once:
+            // one unpredicated instruction, so the compiler adds no divergence handling.
+            Turn::End => format!(
+                "attn_bar_sync((tid >> 7) == 0 ? 1 : 3, (tid >> 7) == 0 ? {threads} : {});",
+                threads / 2
+            ),
+        };
+        self.w.line(format!(
+            "#if defined(__CUDA_ARCH_FEAT_SM90_ALL) // turn {t:?}"
+        ));
+        self.w.line(line);
+        self.w.line("#endif");
+    }
+
     /// The `MmaWait` of `dot`: its deferred warpgroup wait on sm_90a (nothing where the
     /// dot ran as synchronous MMAs, or was not warpgroup-shaped).
     pub(crate) fn emit_wgmma_wait(&mut self, dot: OpId) {

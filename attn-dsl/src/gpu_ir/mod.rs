@@ -16,6 +16,7 @@ pub mod remat;
 pub mod sink;
 pub mod sync;
 pub mod verify;
+pub mod warpgroup_turns;
 
 pub use program::*;
 
@@ -37,6 +38,8 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // Under warpgroup MMAs the next tile's copies (their address work) run while the
     // iteration's first dot computes on the tensor cores.
     mma_overlap::run(f, &mut p);
+    // Two warpgroups take turns issuing MMAs, so one's softmax hides behind the other's.
+    warpgroup_turns::run(f, &mut p);
     // Waits and barriers from the dependencies of the final schedule (after pipelining,
     // which fixes where every copy and read is).
     sync::run(&mut p.body);

@@ -118,6 +118,7 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 if *inline_wait { "" } else { ", async" }
             ),
             GpuOp::MmaWait { dot } => format!("mma_wait %{}", f.op(*dot).results[0].0),
+            GpuOp::Turn(t) => format!("turn {}", format!("{t:?}").to_lowercase()),
         };
         let _ = writeln!(s, "{pad}{line}");
         let inner = super::program::nested(op);

@@ -300,6 +300,25 @@ pub enum GpuOp {
     MmaWait {
         dot: OpId,
     },
+    /// The two warpgroups of a program take turns issuing tensor-core work (warpgroup MMAs
+    /// only), so one's softmax runs while the other's MMAs do.
+    Turn(Turn),
+}
+
+/// A step of the warpgroups' turn-taking around a loop (two named barriers, one per
+/// warpgroup: a warpgroup waits on its own before it issues, and arrives on the other's
+/// after).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// Before the loop: warpgroup 1 hands the first turn to warpgroup 0.
+    Begin,
+    /// Before an MMA: wait for this warpgroup's turn.
+    Take,
+    /// After an MMA's issue: the other warpgroup's turn.
+    Pass,
+    /// After the loop: warpgroup 0 takes warpgroup 1's last pass, so both barriers end
+    /// with every arrival matched.
+    End,
 }
 
 /// Why a barrier is there (printed, and pinned by tests).

@@ -14,8 +14,8 @@ use attn_dsl::{Binding, ConstValue};
 use thiserror::Error;
 
 use super::config::{
-    choose_3d, get_tile_size, AlibiMode, AttentionProblem, ConfigError, LaunchValues,
-    MmaKind, UnifiedAttentionConfig,
+    choose_3d, get_tile_size, AlibiMode, AttentionProblem, ConfigError, LaunchValues, MmaKind,
+    UnifiedAttentionConfig,
 };
 use super::variant::VariantModule;
 use crate::kernels::unified_attention::{
