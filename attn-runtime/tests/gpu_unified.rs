@@ -194,7 +194,7 @@ fn gpu_matches_cpu_executor_on_small_shapes() {
 /// Runs clamped-MM `features` in both encodings: each matches the reference, the two agree
 /// to 1e-5, and dropping the ranges changes the result (the MM term matters).
 fn both_encodings(label: &str, data: &PagedData, ranges: &[[i32; 2]], r: usize, base: Features) {
-    let ctx = context(8, 8, 128);
+    let ctx = context(8, 8, data.head_size);
     let per_seq = Features {
         mm: HostMm::PerSequence(ranges.to_vec(), r),
         clamp: true,
@@ -263,6 +263,21 @@ fn sixty_ranges_l1024() {
         ..Default::default()
     };
     both_encodings("60-ranges", &data, &ranges, 60, base);
+}
+
+/// P3's shape class at a test size: D 256 and clamped image ranges, long enough prefill for
+/// the 128 × 64 launch (on sm_90a two warpgroups taking turns), ranges of 64 tokens every 90
+/// (some straddle q-blocks and key tiles), SW 256.
+#[test]
+fn clamped_ranges_d256_wide_prefill() {
+    let _gpu = gpu_lock();
+    let data = dataset(&[(1024, 1024), (300, 700)], (4, 2), 256, Dtype::Bf16, 950);
+    let ranges: Vec<[i32; 2]> = (0..11).map(|i| [20 + 90 * i, 20 + 90 * i + 63]).collect();
+    let base = Features {
+        sliding_window: 256,
+        ..Default::default()
+    };
+    both_encodings("d256-ranges", &data, &ranges, 11, base);
 }
 
 /// D 64, 96 (non-power-of-two: padded lanes), 512 (Gemma4 global layers: 16/2, no window).
