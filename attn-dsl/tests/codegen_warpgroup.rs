@@ -37,7 +37,7 @@ fn warpgroup_flash(block_n: i64, head_dim: i64) -> Function {
 /// branch (K-major K, MN-major V), and the shared layouts simulate right.
 #[test]
 fn warpgroup_targeted_flash_attention_matches_the_executor() {
-    for (block_n, d) in [(32, 64), (64, 128)] {
+    for (block_n, d) in [(32, 64), (64, 64), (64, 128)] {
         let f = warpgroup_flash(block_n, d);
         let p = gpu_ir::compile(&f).expect("gpu ir");
         let text = gpu_ir::printer::print_program(&f, &p);

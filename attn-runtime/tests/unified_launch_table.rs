@@ -1,7 +1,7 @@
 //! The launch table's prefill tilings per tensor-core target (`MmaKind`): the mma.sync
 //! entries are unchanged by the warpgroup ones, the warpgroup entries apply where they were
-//! measured (P1's and P3's scores) and nowhere their registers would spill (unclamped
-//! image ranges, softcap), decode is the same for both, and a warpgroup launch is its own specialization.
+//! measured (P1's lean scores) and nowhere they were slower or their registers would spill
+//! (P3's image ranges, softcap), decode is the same for both, and a warpgroup launch is its own specialization.
 
 mod unified_plans;
 
@@ -32,18 +32,13 @@ fn mma_sync_entries_are_unchanged() {
 #[test]
 fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
     let wg = |p| tiling(&on(MmaKind::Warpgroup, p));
-    assert_eq!(wg(p0()), (64, 64, 1), "D 128: one warpgroup, 64 x 64");
+    assert_eq!(wg(p0()), (64, 32, 1), "D 128: one warpgroup, 64 x 32");
     assert_eq!(
         wg(p1()),
         (128, 64, 1),
         "D 256, lean scores: two warpgroups, 64 keys"
     );
-    assert_eq!(wg(p3()), (128, 64, 1), "clamped image ranges: as P1");
-    let unclamped = AttentionProblem {
-        mm_prefix_clamp_sw: false,
-        ..p3()
-    };
-    assert_eq!(wg(unclamped), (64, 32, 1), "two tile ranges keep 64 rows");
+    assert_eq!(wg(p3()), (64, 32, 1), "image ranges keep 64 rows");
     let softcapped = AttentionProblem {
         softcap: 50.0,
         ..p1()

@@ -122,22 +122,14 @@ pub mod unified {
                 // candidate ranges `[mm_first, mm_end)` can meet its queries (one or two of
                 // P3's 30), and a range that misses the tile's keys adds nothing: one scalar
                 // test per candidate and tile skips its elementwise work.
-                // The ranges holding a query all contain it, so their union is one interval
-                // `[lo, hi]` per row: the loop carries two integers per row, not a mask, and
-                // the elementwise test runs once.
-                let mut lo = q_abs * 0 + 2147483647; // [M, 1]; lo > hi: no range yet
-                let mut hi = q_abs * 0 - 1;
                 for r in mm_first..mm_end {
                     let s = load(mm_ranges + 2 * r);
                     let e = load(mm_ranges + 2 * r + 1);
                     if (s < e) & (s <= q_last) & (q_first <= e) & (s <= k_last) & (k_first <= e) {
-                        let holds = (s <= q_abs) & (q_abs <= e);
-                        lo = select(holds & (s < lo), s, lo);
-                        hi = select(holds & (e > hi), e, hi);
+                        let mm = (s <= q_abs) & (q_abs <= e) & (s <= k) & (k <= e);
+                        allowed = allowed | (mm & clamp);
                     }
                 }
-                let mm = (lo <= k) & (k <= hi);
-                allowed = allowed | (mm & clamp);
             }
         }
         allowed & (k < seq_len)

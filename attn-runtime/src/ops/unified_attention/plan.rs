@@ -14,8 +14,8 @@ use attn_dsl::{Binding, ConstValue};
 use thiserror::Error;
 
 use super::config::{
-    choose_3d, get_tile_size, AlibiMode, AttentionProblem, ConfigError, LaunchValues, MmaKind,
-    UnifiedAttentionConfig,
+    choose_3d, get_tile_size, AlibiMode, AttentionProblem, ConfigError, LaunchValues,
+    MmRangeEncoding, MmaKind, UnifiedAttentionConfig,
 };
 use super::variant::VariantModule;
 use crate::kernels::unified_attention::{
@@ -445,7 +445,12 @@ fn prefill_tiling(
         return None;
     }
     if problem.mma == MmaKind::Warpgroup && cfg.head_size_padded <= 128 {
-        return Some(WARPGROUP_TILING_D128);
+        // The heuristic's 64 × 32 on one warpgroup: 126 registers, 48 KB, four programs
+        // per SM (160 registers and three with the copies under the first MMA). 64 × 64
+        // (the `P0-m64t64` sweep row) ran P0 faster, 3.31 against 3.48 ms at 64 × 32 and
+        // 3.55 with three stages (H200, 2026-12-01T22:36Z), but failed GPU parity at D = 64
+        // (2026-12-01T23:10Z), so it is not in the table until that is understood.
+        return None;
     }
     let nqpkv = cfg.num_queries_per_kv.max(1);
     let wide = PREFILL_BLOCK_M.saturating_mul(2);
@@ -454,32 +459,24 @@ fn prefill_tiling(
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
-        (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(cfg, problem) => {
-            Some(WARPGROUP_TILING_D256)
-        }
+        (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(problem) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
         _ => None,
     }
 }
 
-/// Whether the scores need no per-element terms beyond the window, causal and image-range
-/// masks over one tile range (no softcap, ALiBi or query bias, no second range of tiles):
-/// the 128 × 64 warpgroup tiling holds 232 registers for those (P1, P3), while unclamped
-/// image ranges (two tile ranges) spill 1320 bytes there, so the others keep the
-/// heuristic's 64 rows.
-fn lean_scores(cfg: &UnifiedAttentionConfig, problem: &AttentionProblem) -> bool {
-    cfg.tile_ranges == 1
+/// Whether the scores need no per-element terms beyond the window and causal mask (no
+/// image ranges, softcap, ALiBi or query bias): the 128 × 64 warpgroup tiling holds 226
+/// registers for those. P3's 30 clamped image ranges fit there too (232 registers with the
+/// mask carrying one interval per row, unclamped ones spill 1320 bytes) but ran slower
+/// (0.804 ms against 0.651 at 64 × 32, H200 2026-12-01T23:10Z), so masks with extra terms
+/// keep the heuristic's 64 rows.
+fn lean_scores(problem: &AttentionProblem) -> bool {
+    problem.mm == MmRangeEncoding::None
         && problem.softcap <= 0.0
         && problem.alibi == AlibiMode::None
         && !problem.use_qq_bias
 }
-
-/// The warpgroup-MMA prefill tiling `(BLOCK_M, TILE_SIZE, SLABS_PER_WARP)` of head sizes up
-/// to 128: the heuristic's 64 rows on one warpgroup over 64-key tiles, two programs per SM
-/// (162 registers, 80 KB of shared memory). Measured on the H200 (2026-12-01T22:36Z, `scripts/ab-h200`): P0
-/// 3.31 ms against 3.48 at 64 × 32 (3.43 without the copies under the first MMA, which cost
-/// 64 × 32 its fourth program per SM) and 3.55 at 64 × 32 with three stages.
-pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (64, 64, 1);
 
 /// The warpgroup-MMA prefill tiling of head sizes up to 256: 128 rows on two warpgroups (8
 /// warps, one slab each: the tensor cores read B from shared memory, so a second slab per
