@@ -265,14 +265,16 @@ fn sixty_ranges_l1024() {
     both_encodings("60-ranges", &data, &ranges, 60, base);
 }
 
-/// P3's shape class at a test size: D 256 and clamped image ranges, long enough prefill for
-/// the 128 × 64 launch (on sm_90a two warpgroups taking turns), ranges of 64 tokens every 90
-/// (some straddle q-blocks and key tiles), SW 256.
+/// P3's shape class at a test size: D 256 and clamped image ranges over a long prefill,
+/// ranges of 64 tokens every 90 (some straddle q-blocks and key tiles), SW 256.
 #[test]
 fn clamped_ranges_d256_wide_prefill() {
     let _gpu = gpu_lock();
     let data = dataset(&[(1024, 1024), (300, 700)], (4, 2), 256, Dtype::Bf16, 950);
-    let ranges: Vec<[i32; 2]> = (0..11).map(|i| [20 + 90 * i, 20 + 90 * i + 63]).collect();
+    // [S, R, 2]: 11 ranges per sequence (the second's 700 keys hold 40-token ranges).
+    let first = (0..11).map(|i| [20 + 90 * i, 20 + 90 * i + 63]);
+    let second = (0..11).map(|i| [20 + 60 * i, 20 + 60 * i + 39]);
+    let ranges: Vec<[i32; 2]> = first.chain(second).collect();
     let base = Features {
         sliding_window: 256,
         ..Default::default()
