@@ -59,9 +59,13 @@ pub const MASK_ARGS: &[ContractArg] = &[
     arg(
         "mm_first",
         "i32",
-        "the block's first candidate MM range (ranges outside [mm_first, mm_end) meet none of its queries)",
+        "the block's first candidate MM range (the others meet none of its queries)",
     ),
-    arg("mm_end", "i32", "one past the block's last candidate MM range"),
+    arg(
+        "mm_end",
+        "i32",
+        "one past the block's last candidate MM range",
+    ),
     arg(
         "aux",
         "*const i32",
