@@ -328,6 +328,7 @@ fn warpgroup_64x64_by_head_size() {
     let mut failed = vec![];
     for d in [64, 96, 128] {
         let data = dataset(MIXED, (8, 2), d, Dtype::Bf16, 1200 + d as u64);
+        let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
         for (tile_size, sw) in [(32, 0), (64, 0), (64, 128)] {
             let f = Features {
                 sliding_window: sw,
@@ -341,7 +342,6 @@ fn warpgroup_64x64_by_head_size() {
             };
             let name = format!("D={d} 64x{tile_size} SW={sw}");
             let want = references(&data, std::slice::from_ref(&f)).remove(0);
-            let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
             let (got, report) = run_case(&ctx, &mut batch, &data, &f, &name);
             let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 check(&name, &report, &got, &want)

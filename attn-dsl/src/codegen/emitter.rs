@@ -740,13 +740,13 @@ impl<'f> Emitter<'f> {
     }
 }
 
-/// Per value: read at least once, and only as operand 0 or 1 of a `dot`.
 /// Precedes a runtime loop nested in another one (image ranges meeting a tile, inside the
 /// tile loop): its trip count is data, usually one or two, so the copies an unrolling
 /// compiler makes (four, with a remainder loop) only bloat the enclosing loop's code.
 /// `_Pragma`, not `#pragma`: recomputed statements may share a line.
 pub(crate) const NESTED_LOOP_PRAGMA: &str = "_Pragma(\"unroll 1\")";
 
+/// Per value: read at least once, and only as operand 0 or 1 of a `dot`.
 fn dot_operand_only(f: &Function) -> Vec<bool> {
     let mut uses = vec![(0u32, 0u32); f.values.len()];
     f.walk(&mut |_, op| {

@@ -51,21 +51,15 @@ fn turns_block(b: &mut GpuBlock) {
 /// Rewrites the body's MMAs to take turns; false (and the body untouched) when it has none
 /// or some sit under control flow.
 fn take_turns(body: &mut GpuBlock) -> bool {
-    let direct = body
-        .ops
-        .iter()
-        .filter(|op| matches!(op, GpuOp::Mma { .. }))
-        .count();
-    let mut all = 0;
-    super::program::walk_block(body, &mut |op| {
-        if matches!(op, GpuOp::Mma { .. }) {
-            all += 1;
-        }
-    });
-    if direct == 0 || direct != all {
+    let is_mma = |op: &GpuOp| matches!(op, GpuOp::Mma { .. });
+    let mut nested_mma = false;
+    for inner in body.ops.iter().flat_map(super::program::nested) {
+        super::program::walk_block(inner, &mut |op| nested_mma |= is_mma(op));
+    }
+    if nested_mma || !body.ops.iter().any(is_mma) {
         return false;
     }
-    let mut out = Vec::with_capacity(body.ops.len() + 4 * direct);
+    let mut out = Vec::with_capacity(body.ops.len() + 8);
     for mut op in std::mem::take(&mut body.ops) {
         let GpuOp::Mma {
             dot, inline_wait, ..

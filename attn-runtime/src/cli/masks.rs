@@ -9,7 +9,7 @@
 use crate::kernels::bounds_probe::{probe_block, ProbeBlock};
 use crate::kernels::unified_attention::module;
 use crate::ops::unified_attention::config::{
-    AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, UnifiedAttentionConfig,
+    AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, MmaKind, UnifiedAttentionConfig,
 };
 use crate::ops::unified_attention::mask::{allowed, SequenceMask};
 use crate::ops::unified_attention::plan::{choose_config, MaskVariant, PathChoice};
@@ -133,7 +133,7 @@ fn config(a: &MasksArgs, query_len: i32) -> Result<UnifiedAttentionConfig, Strin
         num_seqs: 1,
         split_kv: None,
         batch_invariant: false,
-        mma: crate::ops::unified_attention::config::MmaKind::Sync,
+        mma: MmaKind::Sync,
     };
     if !a.ranges.is_empty() && !a.no_clamp && a.window <= 0 {
         return Err(format!(

@@ -12,7 +12,9 @@ use attn_dsl::ir::ScalarType;
 use attn_dsl::kernel::DslType;
 use cudarc::driver::{CudaView, CudaViewMut};
 
-use super::config::{AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, SplitKvWorkspace};
+use super::config::{
+    AlibiMode, AttentionProblem, CausalMode, MmRangeEncoding, MmaKind, SplitKvWorkspace,
+};
 use super::gpu::AttnError;
 use super::limits::ScalarArgs;
 use super::paged_cache::{CacheGeometry, PagedKvCache};
@@ -594,7 +596,7 @@ impl<'a> HostCall<'a> {
             split_kv,
             batch_invariant: false,
             // Arch-neutral: the GPU context sets its device's.
-            mma: crate::ops::unified_attention::config::MmaKind::Sync,
+            mma: MmaKind::Sync,
         }
     }
 

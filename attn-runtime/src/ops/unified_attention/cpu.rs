@@ -16,7 +16,8 @@ use thiserror::Error;
 
 use super::args::max_query_len;
 use super::config::{
-    AlibiMode, AttentionProblem, CausalMode, ConfigError, MmRangeEncoding, SplitKvWorkspace,
+    AlibiMode, AttentionProblem, CausalMode, ConfigError, MmRangeEncoding, MmaKind,
+    SplitKvWorkspace,
 };
 use super::limits::{check_scalars, ScalarArgs};
 use super::plan::{
@@ -70,7 +71,7 @@ pub struct CpuOptions<'a> {
     /// The tensor-core target whose launch-table tiling to plan (the executor runs the tile
     /// IR whatever the target; a GPU's, `MmaKind::for_arch`, makes both run one
     /// specialization).
-    pub mma: crate::ops::unified_attention::config::MmaKind,
+    pub mma: MmaKind,
 }
 
 impl Default for CpuOptions<'_> {
@@ -81,7 +82,7 @@ impl Default for CpuOptions<'_> {
             split_kv: None,
             variant: None,
             row_padding: 0,
-            mma: crate::ops::unified_attention::config::MmaKind::Sync,
+            mma: MmaKind::Sync,
         }
     }
 }

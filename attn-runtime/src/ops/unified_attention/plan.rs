@@ -444,14 +444,6 @@ fn prefill_tiling(
     if cfg.block_m != PREFILL_BLOCK_M || cfg.is_3d {
         return None;
     }
-    if problem.mma == MmaKind::Warpgroup && cfg.head_size_padded <= 128 {
-        // The heuristic's 64 × 32 on one warpgroup: 126 registers, 48 KB, four programs
-        // per SM (160 registers and three with the copies under the first MMA). 64 × 64
-        // (the `P0-m64t64` sweep row) ran P0 faster, 3.31 against 3.48 ms at 64 × 32 and
-        // 3.55 with three stages (H200, 2026-12-01T22:36Z), but failed GPU parity at D = 64
-        // (2026-12-01T23:10Z), so it is not in the table until that is understood.
-        return None;
-    }
     let nqpkv = cfg.num_queries_per_kv.max(1);
     let wide = PREFILL_BLOCK_M.saturating_mul(2);
     let tokens = wide.checked_div(nqpkv)?;
@@ -459,6 +451,12 @@ fn prefill_tiling(
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
+        // The heuristic's 64 × 32 on one warpgroup: 126 registers, 48 KB, four programs
+        // per SM (160 registers and three with the copies under the first MMA). 64 × 64
+        // (the `P0-m64t64` sweep row) ran P0 faster, 3.31 against 3.48 ms at 64 × 32 and
+        // 3.55 with three stages (H200, 2026-12-01T22:36Z), but failed GPU parity at D = 64
+        // (2026-12-01T23:10Z), so it is not in the table until that is understood.
+        (MmaKind::Warpgroup, d) if d <= 128 => None,
         (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(problem) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
         _ => None,
@@ -467,10 +465,9 @@ fn prefill_tiling(
 
 /// Whether the scores need no per-element terms beyond the window and causal mask (no
 /// image ranges, softcap, ALiBi or query bias): the 128 × 64 warpgroup tiling holds 226
-/// registers for those. P3's 30 clamped image ranges fit there too (232 registers with the
-/// mask carrying one interval per row, unclamped ones spill 1320 bytes) but ran slower
-/// (0.804 ms against 0.651 at 64 × 32, H200 2026-12-01T23:10Z), so masks with extra terms
-/// keep the heuristic's 64 rows.
+/// registers for those. P3's 30 image ranges spill there; with a mask that fitted them
+/// (one interval per row) P3 still ran slower, 0.804 ms against 0.651 at 64 × 32 (H200,
+/// 2026-12-01T23:10Z), so masks with extra terms keep the heuristic's 64 rows.
 fn lean_scores(problem: &AttentionProblem) -> bool {
     problem.mm == MmRangeEncoding::None
         && problem.softcap <= 0.0
