@@ -348,11 +348,35 @@ fn warpgroup_64x64_by_head_size() {
             }));
             println!("{name}: {}", if ok.is_ok() { "ok" } else { "MISMATCH" });
             if ok.is_err() {
+                println!("{}", mismatch_pattern(&data, &got, &want));
                 failed.push(name);
             }
         }
     }
     assert!(failed.is_empty(), "mismatches: {failed:?}");
+}
+
+/// Where a diagnostic's wrong elements sit: counts per sequence, per query head, per block of
+/// eight output columns and per query token modulo 16 (the 16-row slabs of the fragments).
+fn mismatch_pattern(data: &PagedData, got: &[f32], want: &[f64]) -> String {
+    let (h, d) = (data.num_query_heads, data.head_size);
+    let mut by_seq = vec![0usize; data.seq_lens.len()];
+    let mut by_head = vec![0usize; h];
+    let mut by_col = vec![0usize; d.div_ceil(8)];
+    let mut by_tok = [0usize; 16];
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if (f64::from(g) - w).abs() <= 1.5e-2 + 1e-2 * w.abs() {
+            continue;
+        }
+        let (t, head, col) = (i / (h * d), (i / d) % h, i % d);
+        let seq = data.cu_seqlens_q.iter().rposition(|&c| c as usize <= t).unwrap_or(0);
+        by_seq[seq.min(by_seq.len() - 1)] += 1;
+        by_head[head] += 1;
+        by_col[col / 8] += 1;
+        let first = data.cu_seqlens_q[seq.min(by_seq.len() - 1)] as usize;
+        by_tok[(t - first) % 16] += 1;
+    }
+    format!("  by sequence {by_seq:?}\n  by head {by_head:?}\n  by column/8 {by_col:?}\n  by token%16 {by_tok:?}")
 }
 
 /// f16 inputs through 2D and 3D.
