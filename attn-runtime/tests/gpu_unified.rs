@@ -369,11 +369,17 @@ fn mismatch_pattern(data: &PagedData, got: &[f32], want: &[f64]) -> String {
             continue;
         }
         let (t, head, col) = (i / (h * d), (i / d) % h, i % d);
-        let seq = data.cu_seqlens_q.iter().rposition(|&c| c as usize <= t).unwrap_or(0);
-        by_seq[seq.min(by_seq.len() - 1)] += 1;
+        let last = by_seq.len() - 1;
+        let seq = data
+            .cu_seqlens_q
+            .iter()
+            .rposition(|&c| c as usize <= t)
+            .unwrap_or(0)
+            .min(last);
+        by_seq[seq] += 1;
         by_head[head] += 1;
         by_col[col / 8] += 1;
-        let first = data.cu_seqlens_q[seq.min(by_seq.len() - 1)] as usize;
+        let first = data.cu_seqlens_q[seq] as usize;
         by_tok[(t - first) % 16] += 1;
     }
     format!("  by sequence {by_seq:?}\n  by head {by_head:?}\n  by column/8 {by_col:?}\n  by token%16 {by_tok:?}")
