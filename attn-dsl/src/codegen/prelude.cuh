@@ -251,6 +251,20 @@ __device__ __forceinline__ unsigned long long attn_wgmma_desc(unsigned addr, uns
            ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
            ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
+/// The descriptor `d` with its start address advanced by `bytes` (a multiple of 16): a 32-bit
+/// add to the low word, since a shared address (< 256 KB) never carries out of the 14-bit
+/// field. The k-steps of a dot advance one descriptor built once, instead of each building
+/// its own from an address (masks, shifts, both words: ~8 uniform instructions a step).
+/// The words are split and joined with `mov.b64` so the compiler keeps them 32-bit (as a
+/// 64-bit add it propagates a carry into the high word).
+__device__ __forceinline__ unsigned long long attn_wgmma_desc_add(unsigned long long d,
+                                                                  unsigned bytes) {
+    unsigned lo, hi;
+    asm("mov.b64 {%0, %1}, %2;" : "=r"(lo), "=r"(hi) : "l"(d));
+    unsigned long long r;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(r) : "r"(lo + (bytes >> 4)), "r"(hi));
+    return r;
+}
 /// Makes this thread's completed generic-proxy shared writes (cp.async) visible to the async
 /// proxy that `wgmma` reads through; a barrier after it covers the other threads' writes.
 __device__ __forceinline__ void attn_fence_proxy_async() {

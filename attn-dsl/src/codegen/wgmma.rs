@@ -201,24 +201,36 @@ impl<'f> Emitter<'f> {
                 ));
             }
         }
+        // One descriptor per operand (per slab for A), built once; each k-step advances it
+        // by a constant.
+        self.w.line(format!(
+            "const unsigned long long attn_bd0 = attn_wgmma_desc(attn_bdesc, {}, {});",
+            wg.lbo, wg.sbo
+        ));
+        if let WgmmaA::Shared { .. } = &a {
+            self.w.line(format!("unsigned long long attn_ad0[{spw}];"));
+            self.w.open_unrolled("j", spw);
+            let first_slab = map.slab_of("attn_wg_warp", "j");
+            self.w.line(format!(
+                "attn_ad0[j] = attn_wgmma_desc(attn_adesc + {first_slab} * {}, 16, {});",
+                16 * SWIZZLE_COLS * 2,
+                wg.sbo
+            ));
+            self.w.close("");
+        }
         // The accumulators were written by ordinary instructions (zeros, the rescale).
         self.w.line("attn_wgmma_fence();");
         self.w.open_unrolled("ks", steps);
         self.w.line("const int k0 = ks * 16;");
         self.w.line(format!(
-            "const unsigned long long attn_bd = attn_wgmma_desc(attn_bdesc + {}, {}, {});",
-            wg.k_step_offset(),
-            wg.lbo,
-            wg.sbo
+            "const unsigned long long attn_bd = attn_wgmma_desc_add(attn_bd0, {});",
+            wg.k_step_offset()
         ));
         self.w.open_unrolled("j", spw);
         if let WgmmaA::Shared { block_bytes, .. } = &a {
-            let first_slab = map.slab_of("attn_wg_warp", "j");
             self.w.line(format!(
-                "const unsigned long long attn_ad = attn_wgmma_desc(attn_adesc + {first_slab} * {} + {}, 16, {});",
-                16 * SWIZZLE_COLS * 2,
-                k_major_step(*block_bytes),
-                wg.sbo
+                "const unsigned long long attn_ad = attn_wgmma_desc_add(attn_ad0[j], {});",
+                k_major_step(*block_bytes)
             ));
         }
         self.w
