@@ -32,7 +32,16 @@ fn mma_sync_entries_are_unchanged() {
 #[test]
 fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
     let wg = |p| tiling(&on(MmaKind::Warpgroup, p));
-    assert_eq!(wg(p0()), (64, 32, 1), "D 128: one warpgroup, 64 x 32");
+    assert_eq!(wg(p0()), (64, 64, 1), "D 128: one warpgroup, 64 x 64");
+    let d64 = AttentionProblem {
+        head_size: 64,
+        ..p0()
+    };
+    assert_eq!(
+        wg(d64),
+        (64, 32, 1),
+        "D 64 keeps 64 x 32 (64 x 64 fails parity)"
+    );
     assert_eq!(
         wg(p1()),
         (128, 64, 1),

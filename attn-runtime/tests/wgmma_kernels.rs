@@ -95,11 +95,18 @@ fn check(
     );
 }
 
-/// P0 (D 128) on one warpgroup, 64 × 32: QKᵀ 8 k-steps of m64n32k16, PV 2 of m64n128k16.
+/// P0 (D 128) on one warpgroup, 64 × 64: QKᵀ 8 k-steps of m64n64k16, PV 4 of m64n128k16.
+/// The K and V copies of a tile share their rows' loops, so each of a thread's four key
+/// rows reads the block table once (eight loads when each copy computed its own address).
 #[test]
 fn p0_runs_both_dots_on_warpgroup_mmas() {
     let (line, c) = sm90a_loop("P0", &plan(&warpgroup(p0()), 16384, PathChoice::Heuristic));
-    check("P0", &c, &line, 10, 0);
+    check("P0", &c, &line, 12, 0);
+    assert_eq!(
+        sass_support::count(&c, "LDG"),
+        4,
+        "P0: block-table loads per tile: {line}"
+    );
 }
 
 /// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.

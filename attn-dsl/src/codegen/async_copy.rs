@@ -52,7 +52,7 @@ impl<'f> Emitter<'f> {
     /// Emits a memory op of the GPU IR (tile ops and control flow are handled by the walker).
     pub(crate) fn emit_gpu_op(&mut self, g: &'f GpuOp) -> Res<()> {
         match g {
-            GpuOp::AsyncCopy(c) => self.emit_async_copy(c),
+            GpuOp::AsyncCopy(c) => self.emit_async_copies(&[c]),
             GpuOp::Commit => {
                 self.w.line("attn_cp_commit();");
                 Ok(())
@@ -139,11 +139,29 @@ impl<'f> Emitter<'f> {
         })
     }
 
-    fn emit_async_copy(&mut self, c: &'f AsyncCopy) -> Res<()> {
-        let load = self.f.op(c.load);
-        self.op_comment(load);
+    /// Whether copy `b` can share the loops of copy `a` (emitted right before it): the same
+    /// iteration, the same rows of the same alloc shape, split over the threads alike, both
+    /// one address per row. The K and V tiles of one KV tile are: their rows are the keys.
+    pub(crate) fn copies_fuse(&self, a: &AsyncCopy, b: &AsyncCopy) -> bool {
+        let (x, y) = (self.prog.alloc(a.dst), self.prog.alloc(b.dst));
+        !crate::features::disabled("copy_fusion")
+            && a.at == b.at
+            && a.loop_op == b.loop_op
+            && (a.map.lanes, a.map.chunk) == (b.map.lanes, b.map.chunk)
+            && a.map.row_contiguous
+            && b.map.row_contiguous
+            && (x.rows, x.cols) == (y.rows, y.cols)
+    }
+
+    /// Emits copies that share one guard, one loop over the rows and one over each row's
+    /// chunks: a single copy, or a run of them [`Self::copies_fuse`] accepts.
+    pub(crate) fn emit_async_copies(&mut self, cs: &[&'f AsyncCopy]) -> Res<()> {
+        let Some(&c) = cs.first() else {
+            return Ok(());
+        };
+        self.op_comment(self.f.op(c.load));
         let Some(l) = c.loop_op.filter(|_| c.at != CopyAt::InPlace) else {
-            return self.copy_chunks(c, load, &Scope::InPlace, None, None);
+            return self.copy_chunks(cs, &Scope::InPlace, None, None);
         };
         let lop = self.f.op(l);
         let body = &lop.regions[0];
@@ -172,68 +190,109 @@ impl<'f> Emitter<'f> {
             iv_expr,
             defined_in_body: &inside,
         };
-        self.copy_chunks(c, load, &scope, Some(guard), Some(&counter))
+        self.copy_chunks(cs, &scope, Some(guard), Some(&counter))
     }
 
-    /// The per-thread loops over the copy's rows (passes) and each row's 16-byte chunks.
+    /// The per-thread loops over the copies' rows (passes) and each row's 16-byte chunks.
     fn copy_chunks(
         &mut self,
-        c: &AsyncCopy,
-        load: &Op,
+        cs: &[&AsyncCopy],
         scope: &Scope,
         guard: Option<String>,
         counter: Option<&str>,
     ) -> Res<()> {
+        let Some(&c) = cs.first() else {
+            return Ok(());
+        };
         let al = self.prog.alloc(c.dst).clone();
         let (lanes, chunk) = (c.map.lanes, c.map.chunk);
         let per_row = al.cols / chunk;
         let rows_per_pass = self.threads / lanes;
-        let dst = self.stage_base(c.dst, c.stage, counter)?;
         let (row, cc) = ("attn_row", "attn_col");
-        let at = Self::chunk_coords(c, cc);
         match &guard {
             Some(g) => self.w.open(format!("if ({g})")),
             None => self.w.open(""),
         }
-        self.w
-            .line(format!("unsigned short* const attn_dst = {dst};"));
+        let sfx = |i: usize| {
+            if i == 0 {
+                String::new()
+            } else {
+                format!("_{i}")
+            }
+        };
+        for (i, c) in cs.iter().enumerate() {
+            let dst = self.stage_base(c.dst, c.stage, counter)?;
+            let op = self.f.op(c.load);
+            if i > 0 {
+                self.op_comment(op);
+            }
+            self.w
+                .line(format!("unsigned short* const attn_dst{} = {dst};", sfx(i)));
+        }
         let passes = al.rows.div_ceil(rows_per_pass);
         self.w.open_unrolled("p", passes);
         self.w.line(format!(
             "const int {row} = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
         ));
-        let mask = match load.kind {
-            OpKind::Load { has_mask: true, .. } => {
-                self.hoist_row_reductions(load, &at, scope, lanes)?
-            }
-            _ => "true".into(),
-        };
+        let mut masks = Vec::with_capacity(cs.len());
+        for c in cs {
+            let load = self.f.op(c.load);
+            let at = Self::chunk_coords(c, cc);
+            masks.push(match load.kind {
+                OpKind::Load { has_mask: true, .. } => {
+                    self.hoist_row_reductions(load, &at, scope, lanes)?
+                }
+                _ => "true".into(),
+            });
+        }
         // A row's address once per pass (the memory clobber of each `cp.async` would make
         // the compiler reload the block table per chunk otherwise), at this lane's first
         // chunk; each chunk then adds a constant stride, an immediate offset of the copy.
         let stride = lanes * chunk;
-        let (src, dst_at) = if c.map.row_contiguous {
+        let mut srcs: Vec<(String, String)> = Vec::new();
+        let mut at_chunk = Vec::with_capacity(cs.len());
+        for (i, c) in cs.iter().enumerate() {
+            let load = self.f.op(c.load);
+            if !c.map.row_contiguous {
+                at_chunk.push((
+                    self.remat_expr(load.operands[0], &Self::chunk_coords(c, cc), scope)?,
+                    format!("attn_dst{} + {}", sfx(i), al.offset(row, cc)),
+                ));
+                continue;
+            }
             let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
-            self.w.line(format!(
-                "const auto attn_src = {start} + attn_lane_in_row * {chunk};"
-            ));
+            let src = format!("attn_src{}", sfx(i));
+            let base = self.root_pointer(load.operands[0]).unwrap_or_default();
+            // The same address but for the base pointer (V beside K: one offset) is computed
+            // once, the block-table load included.
+            let same_rows = srcs.iter().position(|(ob, other)| {
+                !base.is_empty() && !ob.is_empty() && start.replace(&base, ob) == *other
+            });
+            match same_rows {
+                Some(j) => self.w.line(format!(
+                    "const auto {src} = {base} + (attn_src{} - {});",
+                    sfx(j),
+                    srcs[j].0
+                )),
+                None => self.w.line(format!(
+                    "const auto {src} = {start} + attn_lane_in_row * {chunk};"
+                )),
+            }
+            srcs.push((base, start));
             // Swizzled, the lane's chunks `lane + lanes·s` (lanes a multiple of 8) keep their
             // place in the line and step column blocks: still one row pointer plus
             // immediate offsets.
             let (row_start, dst_stride) = al.copy_row(row, "attn_lane_in_row", lanes, chunk);
             self.w.line(format!(
-                "unsigned short* const attn_dst_row = attn_dst + {row_start};"
+                "unsigned short* const attn_dst_row{} = attn_dst{} + {row_start};",
+                sfx(i),
+                sfx(i)
             ));
-            (
-                format!("attn_src + s * {stride}"),
-                format!("attn_dst_row + s * {dst_stride}"),
-            )
-        } else {
-            (
-                self.remat_expr(load.operands[0], &at, scope)?,
-                format!("attn_dst + {}", al.offset(row, cc)),
-            )
-        };
+            at_chunk.push((
+                format!("{src} + s * {stride}"),
+                format!("attn_dst_row{} + s * {dst_stride}", sfx(i)),
+            ));
+        }
         let slots = per_row.div_ceil(lanes);
         if c.map.row_contiguous {
             self.w.open_unrolled("s", slots);
@@ -249,12 +308,29 @@ impl<'f> Emitter<'f> {
         if !per_row.is_multiple_of(lanes) {
             self.w.line(format!("if ({cc} >= {}) break;", al.cols));
         }
-        self.w
-            .line(format!("attn_cp_async16({dst_at}, {src}, {mask});"));
+        for ((src, dst_at), mask) in at_chunk.iter().zip(&masks) {
+            self.w
+                .line(format!("attn_cp_async16({dst_at}, {src}, {mask});"));
+        }
         self.w.close("");
         self.w.close("");
         self.w.close("");
         Ok(())
+    }
+
+    /// The C++ name of the kernel pointer a pointer tile offsets (through `add_ptr`'s base
+    /// operand, broadcasts and splats), if it is one.
+    fn root_pointer(&self, mut v: ValueId) -> Option<String> {
+        while let Some(op) = self.def_op(v) {
+            match op.kind {
+                OpKind::AddPtr
+                | OpKind::Broadcast { .. }
+                | OpKind::ExpandDims { .. }
+                | OpKind::Splat { .. } => v = *op.operands.first()?,
+                _ => return None,
+            }
+        }
+        self.name(v).ok().map(str::to_string)
     }
 
     /// Tile coordinates of a chunk of alloc row `attn_row` starting at alloc column `col`.

@@ -410,9 +410,24 @@ impl<'f> Emitter<'f> {
 
     /// Emits every op of `b` except its terminator, which it returns.
     pub(crate) fn emit_ops(&mut self, b: &'f GpuBlock) -> Result<Option<OpId>, CodegenError> {
+        let mut fused_into_previous = false;
         for (i, g) in b.ops.iter().enumerate() {
+            if std::mem::take(&mut fused_into_previous) {
+                continue;
+            }
             let o = match g {
                 GpuOp::Tile(o) => *o,
+                GpuOp::AsyncCopy(c) => {
+                    // The next copy shares this one's loops when it can (see `copies_fuse`).
+                    match b.ops.get(i + 1) {
+                        Some(GpuOp::AsyncCopy(n)) if self.copies_fuse(c, n) => {
+                            self.emit_async_copies(&[c, n])?;
+                            fused_into_previous = true;
+                        }
+                        _ => self.emit_async_copies(&[c])?,
+                    }
+                    continue;
+                }
                 GpuOp::For {
                     op,
                     body,

@@ -451,11 +451,14 @@ fn prefill_tiling(
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
-        // The heuristic's 64 × 32 on one warpgroup: 126 registers, 48 KB, four programs
-        // per SM (160 registers and three with the copies under the first MMA). 64 × 64
-        // (the `P0-m64t64` sweep row) ran P0 faster, 3.31 against 3.48 ms at 64 × 32 and
-        // 3.55 with three stages (H200, 2026-12-01T22:36Z), but failed GPU parity at D = 64
-        // (2026-12-01T23:10Z), so it is not in the table until that is understood.
+        // Padded head size 128 (D 65..=128): 64 rows on one warpgroup over 64-key tiles
+        // (the `P0-m64t64` sweep row), P0 3.31 ms against 3.48 at 64 × 32 and 3.55 with
+        // three stages (H200, 2026-12-01T22:36Z).
+        (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128),
+        // D ≤ 64 keeps the heuristic's 64 × 32: at 64 × 64 the warpgroup branch gives wrong
+        // results on masked tiles at D = 64 (the ignored `warpgroup_64x64_by_head_size`
+        // diagnostic; deterministic, every head and column, D = 96 and 128 pass, the
+        // mma.sync branch of the same source passes), cause not found yet.
         (MmaKind::Warpgroup, d) if d <= 128 => None,
         (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(problem) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
@@ -474,6 +477,10 @@ fn lean_scores(problem: &AttentionProblem) -> bool {
         && problem.alibi == AlibiMode::None
         && !problem.use_qq_bias
 }
+
+/// The warpgroup-MMA prefill tiling of padded head size 128: the heuristic's 64 rows on one
+/// warpgroup (4 warps, one slab each), over 64-key tiles.
+pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M, 64, 1);
 
 /// The warpgroup-MMA prefill tiling of head sizes up to 256: 128 rows on two warpgroups (8
 /// warps, one slab each: the tensor cores read B from shared memory, so a second slab per
