@@ -452,8 +452,8 @@ fn prefill_tiling(
     }
     match (problem.mma, cfg.head_size_padded) {
         // Padded head size 128 (D 65..=128): 64 rows on one warpgroup over 64-key tiles
-        // (the `P0-m64t64` sweep row), P0 3.31 ms against 3.48 at 64 × 32 and 3.55 with
-        // three stages (H200, 2026-12-01T22:36Z).
+        // (the `P0-m64t64` sweep row), P0 3.17 ms against 3.29 at 64 × 32, 3.42 with three
+        // stages and 3.36 at 128 × 128 on two warpgroups (H200, 2026-12-02T02:04Z).
         (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128),
         // D ≤ 64 keeps the heuristic's 64 × 32: at 64 × 64 the warpgroup branch gives wrong
         // results on masked tiles at D = 64 (the ignored `warpgroup_64x64_by_head_size`
