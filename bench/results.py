@@ -57,7 +57,8 @@ def parse_logs(paths):
 
 
 def parse_criterion(root, groups=("proof_kernels",)):
-    """Rows for criterion benches of `groups` (ms from the median; GB/s → tb_s if given)."""
+    """Rows for criterion benches of `groups` (ms from the median; bytes → tb_s, elements
+    (FLOPs) → tflops, when given)."""
     rows = []
     for group in groups:
         gdir = os.path.join(root, group)
@@ -75,9 +76,14 @@ def parse_criterion(root, groups=("proof_kernels",)):
                     bench = json.load(f)
             name = bench.get("function_id") or os.path.basename(os.path.dirname(dirpath))
             rec = {"row": f"proof {name}", "ms": ns / 1e6}
-            nbytes = (bench.get("throughput") or {}).get("Bytes")
+            throughput = bench.get("throughput") or {}
+            nbytes, flops = throughput.get("Bytes"), throughput.get("Elements")
             if nbytes:
                 rec["tb_s"] = nbytes / (ns * 1e-9) / 1e12
+            elif flops:
+                # Benches that count FLOPs as criterion elements (the proof flash attention
+                # at its target shape).
+                rec["tflops"] = flops / (ns * 1e-9) / 1e12
             rows.append(rec)
     return sorted(rows, key=lambda r: r["row"])
 

@@ -69,6 +69,19 @@ class ParseBenchLines(unittest.TestCase):
             self.assertAlmostEqual(row["ms"], 2.0)
             self.assertAlmostEqual(row["tb_s"], 4.0)
 
+    def test_criterion_flops_are_tflops(self):
+        with tempfile.TemporaryDirectory() as d:
+            new = os.path.join(d, "proof_kernels", "flash (FLOPs)", "new")
+            os.makedirs(new)
+            write(os.path.join(new, "estimates.json"), json.dumps({"median": {"point_estimate": 4.0e5}}))
+            write(
+                os.path.join(new, "benchmark.json"),
+                json.dumps({"function_id": "flash (FLOPs)", "throughput": {"Elements": 100_000_000_000}}),
+            )
+            (row,) = results.parse_criterion(d)
+            self.assertAlmostEqual(row["tflops"], 250.0)
+            self.assertNotIn("tb_s", row)
+
 
 def peer(row, impl, ms, date, commit="abc", **rate):
     return dict(row=row, impl=impl, ms=ms, date=date, commit=commit, **rate)
