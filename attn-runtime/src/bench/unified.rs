@@ -182,6 +182,10 @@ pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
         staged(p0, "P0-m64t32-3st", 64, 32, 1, 3),
         tiled(p3, "P3-m128t32", 128, 32, 1),
         tiled(p3, "P3-m64t32", 64, 32, 1),
+        // P1's tiling for P3: it spills 60 B with the copies under the first MMA (the V
+        // guard's range loop runs while the scores' accumulators are reserved) and fits 255
+        // registers without them: time it with `AB_VARIANTS="none -mma_overlap"`.
+        tiled(p3, "P3-m128t64", 128, 64, 1),
     ]
 }
 
