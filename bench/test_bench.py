@@ -56,13 +56,7 @@ class ParseBenchLines(unittest.TestCase):
 
     def test_criterion_estimates(self):
         with tempfile.TemporaryDirectory() as d:
-            new = os.path.join(d, "proof_kernels", "vadd n=1", "new")
-            os.makedirs(new)
-            write(os.path.join(new, "estimates.json"), json.dumps({"median": {"point_estimate": 2.0e6}}))
-            write(
-                os.path.join(new, "benchmark.json"),
-                json.dumps({"function_id": "vadd n=1", "throughput": {"Bytes": 8_000_000_000}}),
-            )
+            criterion_bench(d, "vadd n=1", 2.0e6, {"Bytes": 8_000_000_000})
             os.makedirs(os.path.join(d, "proof_kernels", "vadd n=1", "base"))
             (row,) = results.parse_criterion(d)
             self.assertEqual(row["row"], "proof vadd n=1")
@@ -71,16 +65,18 @@ class ParseBenchLines(unittest.TestCase):
 
     def test_criterion_flops_are_tflops(self):
         with tempfile.TemporaryDirectory() as d:
-            new = os.path.join(d, "proof_kernels", "flash (FLOPs)", "new")
-            os.makedirs(new)
-            write(os.path.join(new, "estimates.json"), json.dumps({"median": {"point_estimate": 4.0e5}}))
-            write(
-                os.path.join(new, "benchmark.json"),
-                json.dumps({"function_id": "flash (FLOPs)", "throughput": {"Elements": 100_000_000_000}}),
-            )
+            criterion_bench(d, "flash (FLOPs)", 4.0e5, {"Elements": 100_000_000_000})
             (row,) = results.parse_criterion(d)
             self.assertAlmostEqual(row["tflops"], 250.0)
             self.assertNotIn("tb_s", row)
+
+
+def criterion_bench(root, name, median_ns, throughput):
+    """A proof_kernels bench as criterion leaves it: `new/estimates.json` and `benchmark.json`."""
+    new = os.path.join(root, "proof_kernels", name, "new")
+    os.makedirs(new)
+    write(os.path.join(new, "estimates.json"), json.dumps({"median": {"point_estimate": median_ns}}))
+    write(os.path.join(new, "benchmark.json"), json.dumps({"function_id": name, "throughput": throughput}))
 
 
 def peer(row, impl, ms, date, commit="abc", **rate):
