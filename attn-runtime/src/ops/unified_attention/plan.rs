@@ -467,10 +467,12 @@ fn prefill_tiling(
 }
 
 /// Whether the scores need no per-element terms beyond the window and causal mask (no
-/// image ranges, softcap, ALiBi or query bias): the 128 × 64 warpgroup tiling holds 226
-/// registers for those. P3's 30 image ranges spill there; with a mask that fitted them
-/// (one interval per row) P3 still ran slower, 0.804 ms against 0.651 at 64 × 32 (H200,
-/// 2026-12-01T23:10Z), so masks with extra terms keep the heuristic's 64 rows.
+/// image ranges, softcap, ALiBi or query bias): the 128 × 64 warpgroup tiling holds 234
+/// registers for those. With a mask that fitted P3's 30 image ranges (one interval per row)
+/// P3 ran slower there, 0.804 ms against 0.651 at 64 × 32 (H200, 2026-12-01T23:10Z), so
+/// masks with extra terms keep the heuristic's 64 rows. Since the V guard's range loop
+/// stays out from under the scores' MMAs (`mma_overlap`), P3's own mask fits 128 × 64 too
+/// (255 registers, no spills): the `P3-m128t64` sweep row, not yet timed.
 fn lean_scores(problem: &AttentionProblem) -> bool {
     problem.mm == MmRangeEncoding::None
         && problem.softcap <= 0.0
