@@ -31,7 +31,7 @@ use gpu_unified_support::{
     Features, HostCausality, HostMm, TestDtype,
 };
 use half::{bf16, f16};
-use unified_common::{max_abs_diff, per_query_rows, seeded, Geometry, PagedData};
+use unified_common::{max_abs_diff, per_query_rows, seeded, Geometry, PagedData, ATOL, RTOL};
 
 /// §7.1 `seq_lens` sets: mixed prefill/decode and pure decode.
 const MIXED: &[(usize, usize)] = &[(1, 1328), (5, 18), (129, 463)];
@@ -365,7 +365,7 @@ fn mismatch_pattern(data: &PagedData, got: &[f32], want: &[f64]) -> String {
     let mut by_col = vec![0usize; d.div_ceil(8)];
     let mut by_tok = [0usize; 16];
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        if (f64::from(g) - w).abs() <= 1.5e-2 + 1e-2 * w.abs() {
+        if Tolerance::new(ATOL, RTOL).admits(f64::from(g), w) {
             continue;
         }
         let (t, head, col) = (i / (h * d), (i / d) % h, i % d);

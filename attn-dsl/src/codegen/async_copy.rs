@@ -257,7 +257,8 @@ impl<'f> Emitter<'f> {
         // the compiler reload the block table per chunk otherwise), at this lane's first
         // chunk; each chunk then adds a constant stride, an immediate offset of the copy.
         let stride = lanes * chunk;
-        let mut srcs: Vec<(String, String)> = Vec::new();
+        // (copy index, base pointer, row-start expression) of the row-contiguous sources.
+        let mut srcs: Vec<(usize, String, String)> = Vec::new();
         let mut at_chunk = Vec::with_capacity(cs.len());
         for (i, c) in cs.iter().enumerate() {
             let load = self.f.op(c.load);
@@ -270,23 +271,26 @@ impl<'f> Emitter<'f> {
             }
             let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
             let src = format!("attn_src{}", sfx(i));
-            let base = self.root_pointer(load.operands[0]).unwrap_or_default();
+            let base = self.root_pointer(load.operands[0]);
             // The same address but for the base pointer (V beside K: one offset) is computed
             // once, the block-table load included.
-            let same_rows = srcs.iter().position(|(ob, other)| {
-                !base.is_empty() && !ob.is_empty() && start.replace(&base, ob) == *other
+            let same_rows = base.as_ref().and_then(|b| {
+                srcs.iter()
+                    .find(|(_, ob, other)| replace_ident(&start, b, ob) == *other)
             });
             match same_rows {
-                Some(j) => self.w.line(format!(
-                    "const auto {src} = {base} + (attn_src{} - {});",
-                    sfx(j),
-                    srcs[j].0
+                Some((j, ob, _)) => self.w.line(format!(
+                    "const auto {src} = {} + (attn_src{} - {ob});",
+                    base.as_deref().unwrap_or_default(),
+                    sfx(*j)
                 )),
                 None => self.w.line(format!(
                     "const auto {src} = {start} + attn_lane_in_row * {chunk};"
                 )),
             }
-            srcs.push((base, start));
+            if let Some(b) = base {
+                srcs.push((i, b, start));
+            }
             // Swizzled, the lane's chunks `lane + lanes·s` (lanes a multiple of 8) keep their
             // place in the line and step column blocks: still one row pointer plus
             // immediate offsets.
@@ -489,5 +493,40 @@ impl<'f> Emitter<'f> {
             }
             _ => None,
         }
+    }
+}
+
+/// `text` with every whole identifier `from` replaced by `to` (so `k_cache` never matches
+/// inside `k_cache_scale`).
+fn replace_ident(text: &str, from: &str, to: &str) -> String {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(from) {
+        let before = rest[..at].chars().last().or_else(|| out.chars().last());
+        let after = rest[at + from.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if before.is_some_and(is_ident) || after.is_some_and(is_ident) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[at + from.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replace_ident;
+
+    #[test]
+    fn only_whole_identifiers_are_replaced() {
+        assert_eq!(
+            replace_ident("(k_cache + k_cache_off) * k_cache", "k_cache", "v_cache"),
+            "(v_cache + k_cache_off) * v_cache"
+        );
+        assert_eq!(replace_ident("xk_cache", "k_cache", "v"), "xk_cache");
     }
 }

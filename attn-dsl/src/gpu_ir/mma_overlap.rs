@@ -9,7 +9,6 @@
 //! read (it reads the current one, or buffers outside the ring), and nothing between their
 //! old and new place reads a value they define. The barrier at the loop's top, which freed
 //! the next stage, still precedes them.
-
 //!
 //! Two-warpgroup programs keep at the top the copies whose mask runs a loop of its own (the
 //! V guard of a mask over image ranges): there every thread already holds a 64-row
@@ -100,8 +99,12 @@ fn overlap_loop(body: &mut GpuBlock, stays: &dyn Fn(&AsyncCopy) -> bool) {
     if !matches!(body.ops.get(commit), Some(GpuOp::Commit)) {
         return;
     }
-    let kept = |op: &GpuOp| matches!(op, GpuOp::AsyncCopy(c) if stays(c));
-    if body.ops[first..commit].iter().all(kept) {
+    // Decided once per copy (each answer walks its mask's definitions).
+    let keep: Vec<bool> = body.ops[first..=commit]
+        .iter()
+        .map(|op| matches!(op, GpuOp::AsyncCopy(c) if stays(c)))
+        .collect();
+    if keep[..run].iter().all(|&k| k) {
         return;
     }
     // The first MMA after the copies, with only tile ops (no memory ops, no control flow
@@ -124,8 +127,12 @@ fn overlap_loop(body: &mut GpuBlock, stays: &dyn Fn(&AsyncCopy) -> bool) {
         }
         _ => return,
     };
-    let (stay, moved): (Vec<GpuOp>, Vec<GpuOp>) =
-        body.ops.drain(first..=commit).partition(|op| kept(op));
+    // `partition` visits the drained ops in order, one answer each.
+    let mut keep = keep.into_iter();
+    let (stay, moved): (Vec<GpuOp>, Vec<GpuOp>) = body
+        .ops
+        .drain(first..=commit)
+        .partition(|_| keep.next().unwrap_or(false));
     let at = mma - moved.len() - stay.len() + 1;
     let tail = body.ops.split_off(at);
     body.ops.splice(first..first, stay);

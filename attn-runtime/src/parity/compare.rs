@@ -17,6 +17,20 @@ impl Tolerance {
         atol: 0.0,
         rtol: 0.0,
     };
+
+    /// The allowed error at reference value `want`.
+    pub fn bound(&self, want: f64) -> f64 {
+        self.atol + self.rtol * want.abs()
+    }
+
+    /// Whether `got` is within the tolerance of `want`; only when the comparison is
+    /// defined: infinities and NaN fail.
+    pub fn admits(&self, got: f64, want: f64) -> bool {
+        (got - want)
+            .abs()
+            .partial_cmp(&self.bound(want))
+            .is_some_and(|o| o != std::cmp::Ordering::Greater)
+    }
 }
 
 /// Statistics of a passing comparison.
@@ -107,13 +121,8 @@ pub fn compare(
     let (mut max_abs, mut max_rel, mut fails, mut worst) =
         (0.0f64, 0.0f64, 0usize, None::<(usize, f64)>);
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let err = (g - w).abs();
-        let bound = tol.atol + tol.rtol * w.abs();
-        // Within only when the comparison is defined: infinities and NaN fail.
-        let within = err
-            .partial_cmp(&bound)
-            .is_some_and(|o| o != std::cmp::Ordering::Greater);
-        if !within {
+        let (err, bound) = ((g - w).abs(), tol.bound(w));
+        if !tol.admits(g, w) {
             fails += 1;
             let excess = if err.is_finite() {
                 err - bound
