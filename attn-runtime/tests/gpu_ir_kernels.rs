@@ -90,14 +90,15 @@ const PINNED_SASS: &[PinnedSass] = &[
     // P1's tiles (LDSM, HMMA and LDGSTS as there). Global loads: P1's 4 block-table
     // entries, plus the two ends (s, e) of an image range per iteration of each loop over
     // the block's candidate ranges in the KV loop (not unrolled, so its 2 loads count once):
-    // the score mask's, and the V copy's guard, which runs its own once per copied row
-    // (2 rows): 4 + 2 + 2 x 2 = 10.
+    // the score mask's, the V copy's guard, which runs its own once per copied row (2 rows),
+    // and the full-tile predicate's (a tile inside one image is full), in the body and once
+    // per V copy: 4 + 2 + 2 x 2 + 2 + 2 = 14 at most (12 seen).
     PinnedSass {
         label: "P3",
         ldsm: 80,
         hmma: 128,
         ldgsts: 16,
-        max_ldg: 10,
+        max_ldg: 14,
     },
     // One warp, 16 rows: QK 8 k-steps x (A + 2 B pairs); PV 2 x 8 B pairs. K and V tiles
     // 32 x 128 over 32 threads, 8 lanes (a 128-byte line) per row: 8 rows of 2 chunks each.

@@ -2,6 +2,7 @@
 //! copies (16-byte chunks, zero-filled where masked), commit/wait groups and barriers, and
 //! the stage counters of pipelined loops.
 
+use super::c_types::scalar_reg_type;
 use super::elem_index::ElemIndex;
 use super::emitter::Emitter;
 use super::remat::Scope;
@@ -237,6 +238,8 @@ impl<'f> Emitter<'f> {
             self.w
                 .line(format!("unsigned short* const attn_dst{} = {dst};", sfx(i)));
         }
+        let mut bound = Vec::new();
+        self.hoist_uniform_regions(cs, scope, &mut bound)?;
         let passes = al.rows.div_ceil(rows_per_pass);
         self.w.open_unrolled("p", passes);
         self.w.line(format!(
@@ -327,7 +330,63 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         self.w.close("");
+        self.unbind_locals(&bound);
         Ok(())
+    }
+
+    /// Computes once per copy, before its passes, each uniform scalar of the copies' masks
+    /// that is the result of a loop or a branch (a full-tile predicate over the block's image
+    /// ranges), and makes the masks read it from that local. Inline it is a lambda that runs
+    /// again in every pass and chunk, loads included, since the memory clobber of each
+    /// `cp.async` keeps the compiler from merging the runs.
+    fn hoist_uniform_regions(
+        &mut self,
+        cs: &[&AsyncCopy],
+        scope: &Scope,
+        bound: &mut Vec<u32>,
+    ) -> Res<()> {
+        let (mut found, mut seen) = (Vec::new(), Vec::new());
+        for c in cs {
+            let load = self.f.op(c.load);
+            if let OpKind::Load { has_mask: true, .. } = load.kind {
+                self.collect_uniform_regions(load.operands[1], &mut found, &mut seen);
+            }
+        }
+        // Only values of the loop body are recomputed; the others are named already.
+        let Scope::Loop {
+            defined_in_body, ..
+        } = scope
+        else {
+            return Ok(());
+        };
+        found.retain(|v| defined_in_body[v.0 as usize]);
+        // A scalar's value is the same at every element: any coordinates will do.
+        let anywhere = ElemIndex::Flat("0".into());
+        for v in found {
+            let ty = scalar_reg_type(self.scalar(v)?);
+            let expr = self.remat_expr(v, &anywhere, scope)?;
+            let name = format!("attn_u{}", v.0);
+            self.w.line(format!("const {ty} {name} = {expr};"));
+            self.bind_local(v, name, None, bound);
+        }
+        Ok(())
+    }
+
+    /// The scalar results of loops and branches that `v`'s recomputation reads (outermost
+    /// first, no duplicates; `seen` holds the values already walked).
+    fn collect_uniform_regions(&self, v: ValueId, out: &mut Vec<ValueId>, seen: &mut Vec<ValueId>) {
+        if seen.contains(&v) {
+            return;
+        }
+        seen.push(v);
+        let Some(op) = self.def_op(v) else { return };
+        if self.f.ty(v).is_scalar() && matches!(op.kind, OpKind::For | OpKind::If) {
+            out.push(v);
+            return;
+        }
+        for &x in &op.operands {
+            self.collect_uniform_regions(x, out, seen);
+        }
     }
 
     /// The C++ name of the kernel pointer a pointer tile offsets (through `add_ptr`'s base

@@ -150,6 +150,21 @@ pub const FULL_TILE_ARGS: &[ContractArg] = &[
     arg("causal", "bool", "the sequence's causality"),
     arg("rswa_prefix", "i32", "R-SWA prefix length"),
     arg(
+        "mm_ranges",
+        "*const i32",
+        "the sequence's [R, 2] multimodal ranges",
+    ),
+    arg(
+        "mm_first",
+        "i32",
+        "the block's first candidate MM range (the others meet none of its queries)",
+    ),
+    arg(
+        "mm_end",
+        "i32",
+        "one past the block's last candidate MM range",
+    ),
+    arg(
         "aux",
         "*const i32",
         "the sequence's row of the variant's i32 aux tensor",
@@ -264,6 +279,9 @@ pub fn __unified_variant_probe<
             qlen,
             causal,
             rswa_prefix,
+            mm_ranges,
+            mm_first: 0,
+            mm_end: MAX_MM_RANGES,
             aux,
             aux_f32,
         });

@@ -107,12 +107,10 @@ fn overlap_loop(body: &mut GpuBlock, stays: &dyn Fn(&AsyncCopy) -> bool) {
     if keep[..run].iter().all(|&k| k) {
         return;
     }
-    // The first MMA after the copies, with only tile ops (no memory ops, no control flow
-    // that could hold another dot or copy) in between.
-    let Some(offset) = body.ops[commit + 1..]
-        .iter()
-        .position(|op| !matches!(op, GpuOp::Tile(_)))
-    else {
+    // The first MMA after the copies, with only tile work in between: tile ops, and loops
+    // or branches of tile ops alone (a full-tile predicate's loop over image ranges), no
+    // memory ops and no control flow holding another dot or copy.
+    let Some(offset) = body.ops[commit + 1..].iter().position(|op| !tile_work(op)) else {
         return;
     };
     let mma = commit + 1 + offset;
@@ -139,4 +137,15 @@ fn overlap_loop(body: &mut GpuBlock, stays: &dyn Fn(&AsyncCopy) -> bool) {
     body.ops.extend(moved);
     body.ops.push(GpuOp::MmaWait { dot });
     body.ops.extend(tail);
+}
+
+/// Whether `op` is tile work only: a tile op, or control flow whose blocks hold nothing else.
+fn tile_work(op: &GpuOp) -> bool {
+    match op {
+        GpuOp::Tile(_) => true,
+        GpuOp::For { .. } | GpuOp::If { .. } | GpuOp::While { .. } => super::program::nested(op)
+            .iter()
+            .all(|b| b.ops.iter().all(tile_work)),
+        _ => false,
+    }
 }

@@ -105,6 +105,9 @@ pub mod probe {
                     qlen,
                     causal,
                     rswa_prefix,
+                    mm_ranges,
+                    mm_first: 0,
+                    mm_end: MAX_MM_RANGES,
                     aux: mask_aux,
                     aux_f32: mask_aux_f32,
                 });

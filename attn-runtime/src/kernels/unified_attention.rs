@@ -135,18 +135,23 @@ pub mod unified {
         allowed & (k < seq_len)
     }
 
-    /// Tile-loop bounds of spec §4 for q-block `b` (rows `q_lo..=q_hi`, spill rows excluded):
     /// Whether vLLM's mask allows every key of `[k_first, k_last]` for every query of
     /// `[q_first, q_last]` (absolute positions of the block's valid tokens) and the keys are
     /// all below `msp`: such a tile needs no mask and no V guard. Conservative: chunked
-    /// attention never has full tiles; MM prefix ranges only add keys, so they cannot make a
-    /// tile less full.
+    /// attention is never full by its window. MM prefix ranges only add keys, so they cannot
+    /// make a tile less full, and a tile whose queries and keys all lie in one of the block's
+    /// candidate ranges (within the clamp) is full by that range alone: inside an image every
+    /// pair attends both ways, which P3's q-blocks over images meet on most tiles past the
+    /// diagonal.
     #[device]
     fn vllm_full_tile<
         const SLIDING_WINDOW: i32,
         const CHUNK_LOOKBACK: i32,
         const USE_R_SWA: bool,
         const R_SWA_WINDOW: i32,
+        const USE_MM_PREFIX: bool,
+        const USE_MM_QUERY_RANGE: bool,
+        const MM_PREFIX_CLAMP_SW: bool,
     >(
         k_first: i32,
         k_last: i32,
@@ -155,6 +160,9 @@ pub mod unified {
         msp: i32,
         causal: bool,
         rswa_prefix: i32,
+        mm_ranges: Ptr,
+        mm_first: i32,
+        mm_end: i32,
     ) -> bool {
         let mut full = k_last < msp;
         if causal {
@@ -171,6 +179,19 @@ pub mod unified {
         }
         if CHUNK_LOOKBACK >= 0 {
             full = false;
+        }
+        if USE_MM_PREFIX && !USE_MM_QUERY_RANGE {
+            let mut clamp_ok = true;
+            if MM_PREFIX_CLAMP_SW && SLIDING_WINDOW > 0 {
+                clamp_ok = q_last - k_first < SLIDING_WINDOW;
+            }
+            for r in mm_first..mm_end {
+                let s = load(mm_ranges + 2 * r);
+                let e = load(mm_ranges + 2 * r + 1);
+                let inside =
+                    (s < e) & (s <= q_first) & (q_last <= e) & (s <= k_first) & (k_last <= e);
+                full = full | (inside & clamp_ok & (k_last < msp));
+            }
         }
         full
     }
@@ -629,6 +650,9 @@ pub mod unified {
                     qlen,
                     causal,
                     rswa_prefix,
+                    mm_ranges: seq_ranges,
+                    mm_first,
+                    mm_end,
                     aux: seq_aux,
                     aux_f32: seq_aux_f32,
                 });

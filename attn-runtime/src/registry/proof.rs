@@ -35,12 +35,30 @@ fn build(
     constexprs: &[&str],
     bindings: &[Binding],
 ) -> Result<BuiltKernel, String> {
+    build_for(template, constexprs, bindings, false)
+}
+
+/// [`build`] with the dots that fit a warpgroup also emitted as warpgroup MMAs
+/// (`warpgroup`): the source then carries both paths, `wgmma` where NVRTC compiles for
+/// sm_90a (the JIT's arch on an H100/H200) and `mma.sync` everywhere else, so one entry is
+/// the kernel each device runs. `ATTN_CODEGEN_DISABLE=wgmma` keeps `mma.sync` only.
+fn build_for(
+    template: &Template,
+    constexprs: &[&str],
+    bindings: &[Binding],
+    warpgroup: bool,
+) -> Result<BuiltKernel, String> {
     let consts: Vec<(&str, ConstValue)> = bindings
         .iter()
         .filter(|b| constexprs.contains(&b.name.as_str()))
         .map(|b| (b.name.as_str(), b.value.clone()))
         .collect();
-    let compiled = template.specialize(&consts).map_err(|e| e.to_string())?;
+    let compiled = template
+        .specialize_with(&consts, |f| {
+            f.warpgroup_mma = warpgroup && attn_dsl::features::warpgroup_mma();
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
     Ok(BuiltKernel {
         key: compiled.specialized.key(),
         cuda: compiled.cuda,
@@ -253,7 +271,7 @@ fn flash_entry() -> KernelEntry {
                 bind("KV_LEN", ConstValue::Int(150)),
             ]
         },
-        build: |b| build(&proof::FLASH_ATTENTION_TEMPLATE, FLASH_CONSTS, b),
+        build: |b| build_for(&proof::FLASH_ATTENTION_TEMPLATE, FLASH_CONSTS, b, true),
         problem: flash_problem,
         reference: flash_reference,
         // P is rounded to bf16 before P·V (relative 2^-9 per weight) and the output is bf16.
