@@ -23,6 +23,7 @@ use attn_runtime::ops::mla_dcp::op::{
     StageTimeline, StageTimes,
 };
 use attn_runtime::ops::mla_dcp::plan::{DecodeStep, QK_WIDTH};
+use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
 use criterion::{Criterion, Throughput};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
@@ -325,9 +326,14 @@ fn bench_row(
 /// Compiles every row's specializations up front, in parallel (NVRTC dominates a cold run).
 fn precompile(dev: &CudaDevice) {
     let sms = dev.limits().sm_count.max(1);
+    let mma = MmaKind::for_arch(dev.arch());
     let plans: Vec<_> = ROWS
         .iter()
-        .map(|r| r.step(sms).plan_with(None, r.history_heads).expect("plan"))
+        .map(|r| {
+            r.step(sms)
+                .plan_on(mma, None, r.history_heads)
+                .expect("plan")
+        })
         .collect();
     let launches = plans.iter().flat_map(|p| p.launches());
     let n = compile_launches(dev, launches).expect("precompile").len();

@@ -8,6 +8,7 @@ use attn_dsl::interp::HostBuffer;
 use attn_dsl::ir::ScalarType;
 use attn_runtime::ops::mla_dcp::cpu::{finish, simulate_until_combine};
 use attn_runtime::ops::mla_dcp::plan::LATENT;
+use attn_runtime::ops::unified_attention::config::MmaKind;
 use mla_support::{check_case, check_outputs, Case, Inputs};
 
 /// Ragged batch with mixed q_len {1, 2, 4}: one long request, one shorter than D·I for the
@@ -67,6 +68,26 @@ fn forced_splits_and_heuristic() {
         "the heuristic must split a 298-key history on 132 SMs"
     );
     check_case(&c, 10);
+}
+
+/// The warpgroup-MMA plan (sm_90a): 64-head tiles whose value columns two programs split
+/// (`mla_history_halves`), on one rank and on two, with a ragged last head tile (80 gathered
+/// heads: rows past the last head masked) and a forced split count.
+#[test]
+fn warpgroup_plan_splits_the_value_columns() {
+    let cases = [
+        (Case::new(1, 1, 16, 64, &[70, 3], &[1, 2]), None),
+        (Case::new(2, 8, 16, 40, &[90, 33], &[2, 1]), Some(2)),
+    ];
+    for (i, (mut c, splits)) in cases.into_iter().enumerate() {
+        c.mma = MmaKind::Warpgroup;
+        c.splits = splits;
+        let plan = c.plan();
+        assert_eq!(plan.history.kernel, "mla_history_halves", "case {i}");
+        let gathered = c.d * c.heads;
+        assert_eq!(plan.history.grid[1], 2 * gathered.div_ceil(64), "case {i}");
+        check_case(&c, 500 + i as u64);
+    }
 }
 
 #[test]

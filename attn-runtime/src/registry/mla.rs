@@ -8,6 +8,7 @@ use super::{BuiltKernel, KernelEntry};
 use crate::kernels::mla_dcp::compile_kernel_assuming;
 use crate::ops::mla_dcp::metadata::DcpLayout;
 use crate::ops::mla_dcp::plan::DecodeStep;
+use crate::ops::unified_attention::config::MmaKind;
 use crate::problem::Problem;
 use crate::reference::mla::MlaConfig;
 use attn_dsl::Binding;
@@ -25,6 +26,14 @@ pub(super) fn entries() -> Vec<KernelEntry> {
             "MLA history split-KV, L2 plan (128 x 32768, 16 heads, dcp 1)",
             || history_bindings(128, 32768, 16),
         ),
+        super::op_preset_entry(
+            "mla_history_sm90a",
+            "MLA history split-KV, L1 plan on an sm_90a device (value columns in halves, \
+             warpgroup MMAs)",
+            || history_bindings_on(MmaKind::Warpgroup, 128, 4096, 128),
+            build_halves,
+            no_problem,
+        ),
     ]
 }
 
@@ -35,23 +44,36 @@ fn entry(name: &'static str, summary: &'static str, defaults: fn() -> Vec<Bindin
 /// The constexprs of the history launch the op plans for `batch` decode requests of `ctx`
 /// tokens over `heads` heads (page 64, one rank).
 fn history_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
+    history_bindings_on(MmaKind::Sync, batch, ctx, heads)
+}
+
+/// [`history_bindings`] as a device whose dots run as `mma` plans them.
+fn history_bindings_on(mma: MmaKind, batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
     let Ok(layout) = DcpLayout::new(1, 1, 64) else {
         return vec![];
     };
     let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
     let step = DecodeStep::uniform_decode(batch, ctx, heads, layout, scale, 132);
-    step.plan()
+    step.plan_on(mma, None, None)
         .map(|p| p.history.bindings())
         .unwrap_or_default()
 }
 
 fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    build_kernel("mla_history", bindings)
+}
+
+fn build_halves(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    build_kernel("mla_history_halves", bindings)
+}
+
+fn build_kernel(kernel: &str, bindings: &[Binding]) -> Result<BuiltKernel, String> {
     if bindings.is_empty() {
         return Err("internal error: the preset has no valid plan".into());
     }
     // The latent cache is [blocks, BLOCK_SIZE, 576]: its block stride is a multiple of 16,
     // which the op's plan promises (`KernelLaunch::divisible`).
-    let c = compile_kernel_assuming("mla_history", bindings, &["cache_stride_block"])
+    let c = compile_kernel_assuming(kernel, bindings, &["cache_stride_block"])
         .map_err(|e| e.to_string())?;
     Ok(BuiltKernel {
         key: c.specialized.key(),

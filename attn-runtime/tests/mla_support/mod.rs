@@ -11,6 +11,7 @@ use attn_runtime::ops::mla_dcp::cpu::{
 };
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::{DecodePlan, DecodeStep, LATENT, QK_WIDTH, V_HEAD};
+use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::parity::{compare, Tolerance};
 use attn_runtime::problem::SplitMix64;
 use attn_runtime::reference::mla::{dense_decode, v_up, AbsorbedBatch, MlaConfig, MlaRequest};
@@ -34,6 +35,8 @@ pub struct Case {
     /// Forced split count (None: the heuristic with `num_sms`).
     pub splits: Option<u32>,
     pub num_sms: u32,
+    /// The target the plan is made for (its history tiling depends on it).
+    pub mma: MmaKind,
 }
 
 impl Case {
@@ -55,6 +58,7 @@ impl Case {
             dtype: ScalarType::Bf16,
             splits: None,
             num_sms: 1,
+            mma: MmaKind::Sync,
         }
     }
 
@@ -75,7 +79,9 @@ impl Case {
     }
 
     pub fn plan(&self) -> DecodePlan {
-        self.step().plan_with_splits(self.splits).expect("plan")
+        self.step()
+            .plan_on(self.mma, self.splits, None)
+            .expect("plan")
     }
 
     pub fn tokens(&self) -> usize {

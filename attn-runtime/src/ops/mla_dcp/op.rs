@@ -49,6 +49,7 @@ use super::vup::{VupFallback, VupGemm, VupShape};
 use crate::graph::GraphError;
 use crate::jit::JitOptions;
 use crate::launch::{process_cache, CudaDevice, CudaKernelHandle, KernelArg, LaunchError};
+use crate::ops::unified_attention::config::MmaKind;
 use ag_rs_glue::AgRsGlue;
 use attn_dsl::kernel::{DslType, ScalarArg};
 use attn_dsl::ConstValue;
@@ -530,7 +531,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             num_sms: self.device.limits().sm_count.max(1),
         };
         let heads = self.config.forced_history_heads;
-        let mut plan = step.plan_with(self.config.forced_splits, heads)?;
+        let mma = MmaKind::for_arch(self.device.arch());
+        let mut plan = step.plan_on(mma, self.config.forced_splits, heads)?;
         let cap = self
             .bufs
             .split_slots
@@ -538,7 +540,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             .unwrap_or(1);
         if usize::try_from(plan.num_splits).is_ok_and(|s| s > cap) {
             // The plan clamps the count to MAX_SPLITS, so a saturated cap is harmless.
-            plan = step.plan_with(Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX)), heads)?;
+            let capped = Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX));
+            plan = step.plan_on(mma, capped, heads)?;
         }
         Ok(plan)
     }

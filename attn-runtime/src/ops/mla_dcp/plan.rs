@@ -5,6 +5,7 @@
 
 use super::metadata::{history_len, DcpLayout};
 use crate::kernels::mla_dcp::{compile_kernel_assuming, MlaKernelError};
+use crate::ops::unified_attention::config::MmaKind;
 use attn_dsl::ir::ScalarType;
 use attn_dsl::passes::assume::{keeps, DIVISOR};
 use attn_dsl::{Binding, ConstValue};
@@ -49,10 +50,13 @@ pub const HIST_BLOCK_H_CHOICES: [u32; 3] = [16, 32, 64];
 pub struct HistoryTiling {
     /// Gathered heads per program (`BLOCK_H`).
     pub block_h: u32,
-    /// Programs along the head axis.
+    /// Tiles of `block_h` heads.
     pub head_tiles: u32,
+    /// Each head tile's 512 value columns split over two programs (`mla_history_halves`,
+    /// warpgroup MMAs): the head axis of the grid has `2 · head_tiles` programs.
+    pub halves: bool,
     /// Programs resident per SM: shared memory holds the queries and two latent stages of two
-    /// programs up to 32 heads (111 KB each), of one at 64 (148 KB).
+    /// programs up to 32 heads (111 KB each), of one at 64 (148 KB, or 144 KB in halves).
     pub programs_per_sm: u32,
 }
 
@@ -63,6 +67,7 @@ impl HistoryTiling {
         HistoryTiling {
             block_h,
             head_tiles: gathered.div_ceil(u64::from(block_h)) as u32,
+            halves: false,
             programs_per_sm: if block_h > 32 {
                 1
             } else {
@@ -70,7 +75,41 @@ impl HistoryTiling {
             },
         }
     }
+
+    /// The tiling a target of `mma` gets: on warpgroup MMAs, 64-head tiles whose value
+    /// columns two programs split (every tile height the plan's rule would give at least 32
+    /// heads for), unless a height is `forced`; on `mma.sync`, [`Self::new`].
+    pub fn for_target(gathered: u64, forced: Option<u32>, mma: MmaKind) -> Self {
+        let halves = mma == MmaKind::Warpgroup
+            && forced.is_none()
+            && gathered >= u64::from(HIST_BLOCK_H_HALVES);
+        if !halves {
+            return Self::new(gathered, forced);
+        }
+        HistoryTiling {
+            halves,
+            ..Self::new(gathered, Some(HIST_BLOCK_H_HALVES))
+        }
+    }
+
+    /// Programs along the grid's head axis.
+    pub fn head_programs(&self) -> u32 {
+        self.head_tiles * if self.halves { 2 } else { 1 }
+    }
+
+    /// The history kernel this tiling launches.
+    pub fn kernel(&self) -> &'static str {
+        if self.halves {
+            "mla_history_halves"
+        } else {
+            "mla_history"
+        }
+    }
 }
+
+/// Gathered heads per history program of the warpgroup-MMA tiling: the rows of one
+/// warpgroup (`wgmma` is 64 rows tall).
+pub const HIST_BLOCK_H_HALVES: u32 = 64;
 /// Keys per history tile (a power of two; smaller when the page is): a 32 × 576 latent
 /// tile is 37 KB of shared memory per stage, so two stages and the queries leave room for
 /// two programs per SM.
@@ -540,7 +579,7 @@ impl DecodeStep {
     ///   longest local history (rank 0 holds the most: `n_local` is non-increasing in r);
     /// - at most [`MAX_SPLITS`], at least 1.
     pub fn num_splits(&self, tiling: HistoryTiling) -> u32 {
-        let programs = (self.num_tokens() as u64 * u64::from(tiling.head_tiles)).max(1);
+        let programs = (self.num_tokens() as u64 * u64::from(tiling.head_programs())).max(1);
         let slots = u64::from(self.num_sms) * u64::from(tiling.programs_per_sm);
         let occupancy = (slots / programs).max(1);
         let longest = self.hist_lens(0).into_iter().max().unwrap_or(0) as u64;
@@ -567,6 +606,17 @@ impl DecodeStep {
         splits: Option<u32>,
         block_h: Option<u32>,
     ) -> Result<DecodePlan, PlanError> {
+        self.plan_on(MmaKind::Sync, splits, block_h)
+    }
+
+    /// Like [`DecodeStep::plan_with`] for a target whose dots run as `mma` (the history
+    /// tiling depends on it: [`HistoryTiling::for_target`]).
+    pub fn plan_on(
+        &self,
+        mma: MmaKind,
+        splits: Option<u32>,
+        block_h: Option<u32>,
+    ) -> Result<DecodePlan, PlanError> {
         self.validate()?;
         if let Some(h) = block_h.filter(|h| !HIST_BLOCK_H_CHOICES.contains(h)) {
             return Err(PlanError::HistoryHeads { got: h });
@@ -584,7 +634,7 @@ impl DecodeStep {
         )?;
         let grid_t = t as u32;
 
-        let tiling = HistoryTiling::new(dn, block_h);
+        let tiling = HistoryTiling::for_target(dn, block_h, mma);
         let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
         let b = self.layout.block_size;
         // Largest power of two ≤ HIST_KV_TILE dividing B: tiles never straddle a block.
@@ -596,7 +646,7 @@ impl DecodeStep {
 
         let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
         let history = KernelLaunch {
-            kernel: "mla_history",
+            kernel: tiling.kernel(),
             constexprs: vec![
                 dt.clone(),
                 ("BLOCK_H", ConstValue::Int(tiling.block_h.into())),
@@ -604,7 +654,7 @@ impl DecodeStep {
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
             ],
-            grid: [grid_t, tiling.head_tiles, num_splits],
+            grid: [grid_t, tiling.head_programs(), num_splits],
             args: vec![
                 Buf(R::QAll),
                 Buf(R::LatentCache),
