@@ -44,6 +44,7 @@ struct Row {
     heads: u32,
     dcp: u32,
     history_heads: Option<u32>,
+    kv_tile: Option<u32>,
 }
 
 impl Row {
@@ -54,6 +55,13 @@ impl Row {
             heads,
             dcp,
             history_heads: None,
+            kv_tile: None,
+        }
+    }
+    const fn kv_tile(self, keys: u32) -> Self {
+        Row {
+            kv_tile: Some(keys),
+            ..self
         }
     }
     const fn history_heads(self, heads: u32) -> Self {
@@ -63,9 +71,11 @@ impl Row {
         }
     }
     fn name(&self) -> String {
-        let sweep = self
+        let heads = self
             .history_heads
             .map_or(String::new(), |h| format!(" bh{h}"));
+        let keys = self.kv_tile.map_or(String::new(), |k| format!(" kv{k}"));
+        let sweep = format!("{heads}{keys}");
         format!(
             "{}x{} h{} dcp{}{sweep}",
             self.batch, self.ctx, self.heads, self.dcp
@@ -103,7 +113,7 @@ impl Row {
     }
 }
 
-const ROWS: [Row; 8] = [
+const ROWS: [Row; 10] = [
     Row::new(1, 32768, 128, 1),
     Row::new(1, 32768, 128, 2),
     Row::new(32, 8192, 128, 1),
@@ -113,6 +123,9 @@ const ROWS: [Row; 8] = [
     Row::new(128, 32768, 16, 1),
     // Sweep: L1 with 64-head history tiles on 8 warps (the shipped rule takes 32 on 4).
     Row::new(128, 4096, 128, 1).history_heads(64),
+    // 16-key tiles: the warpgroup plan's program then fits twice per SM (108 KB).
+    Row::new(128, 4096, 128, 1).kv_tile(16),
+    Row::new(1, 32768, 128, 1).kv_tile(16),
 ];
 
 const FILL_SOURCE: &str = r#"
@@ -263,6 +276,7 @@ fn bench_row(
         row.batch,
     );
     config.forced_history_heads = row.history_heads;
+    config.forced_history_kv_tile = row.kv_tile;
     config.exchange = if row.dcp == 1 {
         ExchangeMode::A2a
     } else {
@@ -331,7 +345,7 @@ fn precompile(dev: &CudaDevice) {
         .iter()
         .map(|r| {
             r.step(sms)
-                .plan_on(mma, None, r.history_heads)
+                .plan_tuned(mma, None, r.history_heads, r.kv_tile)
                 .expect("plan")
         })
         .collect();

@@ -10,7 +10,8 @@ use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp, OperandSource};
 use attn_dsl::ConstValue;
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
-use attn_runtime::ops::mla_dcp::plan::{DecodeStep, KernelLaunch};
+use attn_runtime::ops::mla_dcp::plan::{DecodeStep, KernelLaunch, PlanError};
+use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
 
 /// The decode step of `batch` requests of `ctx` tokens, `heads` query heads over `dcp` ranks
@@ -41,6 +42,10 @@ struct Schedule {
 }
 
 fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
+    schedule_for(label, l, Arch::from_compute_capability(9, 0))
+}
+
+fn schedule_for(label: &str, l: &KernelLaunch, arch: Arch) -> Schedule {
     let c = l.compile().unwrap_or_else(|e| panic!("{label}: {e}"));
     let f = &c.specialized.ir;
     let p = gpu_ir::compile(f).unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -57,11 +62,8 @@ fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
     if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
         let _ = std::fs::write(format!("{dir}/{label}.cu"), &c.cuda.source);
     }
-    let m = compile(
-        &CudaSource::from_kernel(&c.cuda),
-        &JitOptions::new(Arch::from_compute_capability(9, 0)),
-    )
-    .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
+    let m = compile(&CudaSource::from_kernel(&c.cuda), &JitOptions::new(arch))
+        .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
     let ModuleImage::Cubin(bytes) = &m.image else {
         panic!("{label}: NVRTC gave no cubin");
     };
@@ -169,6 +171,49 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
             err,
             Some(attn_runtime::ops::mla_dcp::plan::PlanError::HistoryHeads { got: 48 })
         ),
+        "{err:?}"
+    );
+}
+
+/// The plan of an sm_90a device for a grid that fits one wave (the long single request):
+/// `mla_history_halves`, 64 heads on one warpgroup, each program one half of the value
+/// columns. Its KV-tile loop, compiled for sm_90a, runs every dot as warpgroup MMAs over
+/// shared memory (QKᵀ over 256 + 256 + 64 columns: 36 k-steps of `m64n32k16`; PV 2 k-steps of
+/// `m64n256k16`), no `mma.sync` and no `ldmatrix`, one barrier, no local memory. L1's full
+/// grid keeps the `mma.sync` tiling (measured faster there).
+#[test]
+fn history_halves_on_sm90a_run_warpgroup_mmas() {
+    let l = step(1, 32768, 128, 1)
+        .plan_on(MmaKind::Warpgroup, None, None)
+        .expect("plan")
+        .history;
+    assert_eq!((l.kernel, l.grid[1]), ("mla_history_halves", 4));
+    let s = schedule_for("long-halves", &l, "sm_90a".parse().expect("arch"));
+    // Q's three parts once, the key tile's three parts in the prologue and ahead.
+    assert_eq!(s.copies, 9, "copies");
+    assert_eq!(
+        (s.mmas_from_shared_b, s.shared_a),
+        (4, 3),
+        "operands in shared"
+    );
+    assert_eq!(s.spills, (0, 0, 0), "spills or local memory");
+    let c = |k: &str| sass_support::count(&s.sass, k);
+    assert_eq!(
+        (
+            c("HGMMA"),
+            c("HMMA"),
+            c("LDSM"),
+            c("BAR"),
+            c("LDL") + c("STL")
+        ),
+        (38, 0, 0, 1, 0),
+        "(HGMMA, HMMA, LDSM, BAR, local) per tile"
+    );
+    let l1 = step(128, 4096, 128, 1).plan_on(MmaKind::Warpgroup, None, None);
+    assert_eq!(l1.expect("plan").history.kernel, "mla_history");
+    let err = step(1, 32768, 128, 1).plan_tuned(MmaKind::Warpgroup, None, None, Some(24));
+    assert!(
+        matches!(err, Err(PlanError::HistoryKvTile { got: 24, max: 64 })),
         "{err:?}"
     );
 }

@@ -70,8 +70,8 @@ fn forced_splits_and_heuristic() {
     check_case(&c, 10);
 }
 
-/// The warpgroup-MMA plan (sm_90a): 64-head tiles whose value columns two programs split
-/// (`mla_history_halves`), on one rank and on two, with a ragged last head tile (80 gathered
+/// The warpgroup-MMA plan (sm_90a) of a grid that fits one wave: 64-head tiles whose value
+/// columns two programs split (`mla_history_halves`), on one rank and on two, with a ragged last head tile (80 gathered
 /// heads: rows past the last head masked) and a forced split count.
 #[test]
 fn warpgroup_plan_splits_the_value_columns() {
@@ -82,6 +82,8 @@ fn warpgroup_plan_splits_the_value_columns() {
     for (i, (mut c, splits)) in cases.into_iter().enumerate() {
         c.mma = MmaKind::Warpgroup;
         c.splits = splits;
+        // Small grids take the halves (one wave on an H200's SMs).
+        c.num_sms = 132;
         let plan = c.plan();
         assert_eq!(plan.history.kernel, "mla_history_halves", "case {i}");
         let gathered = c.d * c.heads;

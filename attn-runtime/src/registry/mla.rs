@@ -28,9 +28,9 @@ pub(super) fn entries() -> Vec<KernelEntry> {
         ),
         super::op_preset_entry(
             "mla_history_sm90a",
-            "MLA history split-KV, L1 plan on an sm_90a device (value columns in halves, \
-             warpgroup MMAs)",
-            || history_bindings_on(MmaKind::Warpgroup, 128, 4096, 128),
+            "MLA history split-KV, 1 x 32768 plan (128 heads) on an sm_90a device (value \
+             columns in halves, warpgroup MMAs)",
+            || history_bindings_on(MmaKind::Warpgroup, 1, 32768, 128),
             build_halves,
             no_problem,
         ),
@@ -111,8 +111,13 @@ mod tests {
                 e.name
             );
             assert!(built.cuda.source.contains("attn_cp_async16"), "{}", e.name);
-            // The plan's tile heights: 32 heads for L1's 128, one 16-row slab for L2's 16.
-            let heads = if e.name.ends_with("_l2") { 16 } else { 32 };
+            // The plan's tile heights: 32 heads for L1's 128, one 16-row slab for L2's 16,
+            // a warpgroup's 64 for the sm_90a halves.
+            let heads = match e.name {
+                n if n.ends_with("_l2") => 16,
+                n if n.ends_with("_sm90a") => 64,
+                _ => 32,
+            };
             assert!(
                 built.key.contains(&format!("BLOCK_H={heads},")),
                 "{}: {}",

@@ -532,7 +532,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         };
         let heads = self.config.forced_history_heads;
         let mma = MmaKind::for_arch(self.device.arch());
-        let mut plan = step.plan_on(mma, self.config.forced_splits, heads)?;
+        let kv_tile = self.config.forced_history_kv_tile;
+        let mut plan = step.plan_tuned(mma, self.config.forced_splits, heads, kv_tile)?;
         let cap = self
             .bufs
             .split_slots
@@ -541,7 +542,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         if usize::try_from(plan.num_splits).is_ok_and(|s| s > cap) {
             // The plan clamps the count to MAX_SPLITS, so a saturated cap is harmless.
             let capped = Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX));
-            plan = step.plan_on(mma, capped, heads)?;
+            plan = step.plan_tuned(mma, capped, heads, kv_tile)?;
         }
         Ok(plan)
     }

@@ -76,13 +76,26 @@ impl HistoryTiling {
         }
     }
 
-    /// The tiling a target of `mma` gets: on warpgroup MMAs, 64-head tiles whose value
-    /// columns two programs split (every tile height the plan's rule would give at least 32
-    /// heads for), unless a height is `forced`; on `mma.sync`, [`Self::new`].
-    pub fn for_target(gathered: u64, forced: Option<u32>, mma: MmaKind) -> Self {
+    /// The tiling a target of `mma` gets for `tokens` query tokens on `sms` multiprocessors:
+    /// on warpgroup MMAs, 64-head tiles whose value columns two programs split when their
+    /// grid (tokens × 2 · head tiles) fits one wave, unless a height is `forced`; otherwise
+    /// [`Self::new`]. Measured on the H200 (2026-12-02, `mla_decode` bench, history kernel
+    /// alone): 1 × 32768 at 128 heads 79.8 → 68.6 µs, 32 × 8192 381 → 365 µs in halves,
+    /// but L1 (128 × 4096, 512 programs of the halves grid) 761 → 793 µs (780 with 16-key
+    /// tiles, two programs per SM): one warpgroup per program runs its scores, softmax and
+    /// PV in turn, and a full grid hides that no better than `mma.sync` on two programs.
+    pub fn for_target(
+        gathered: u64,
+        forced: Option<u32>,
+        mma: MmaKind,
+        tokens: u64,
+        sms: u32,
+    ) -> Self {
+        let programs = tokens * 2 * gathered.div_ceil(u64::from(HIST_BLOCK_H_HALVES));
         let halves = mma == MmaKind::Warpgroup
             && forced.is_none()
-            && gathered >= u64::from(HIST_BLOCK_H_HALVES);
+            && gathered >= u64::from(HIST_BLOCK_H_HALVES)
+            && programs <= u64::from(sms);
         if !halves {
             return Self::new(gathered, forced);
         }
@@ -134,6 +147,14 @@ pub enum PlanError {
     HistoryHeads {
         /// The forced height.
         got: u32,
+    },
+    /// A forced history key tile the pages cannot be cut into.
+    #[error("history key tile of {got} keys; choose a power of two from 16 up to {max} (the largest that divides the page)")]
+    HistoryKvTile {
+        /// The forced keys per tile.
+        got: u32,
+        /// The largest power of two dividing the page.
+        max: u32,
     },
     /// The step has no request.
     #[error("the batch is empty; a decode step needs at least one request")]
@@ -617,6 +638,18 @@ impl DecodeStep {
         splits: Option<u32>,
         block_h: Option<u32>,
     ) -> Result<DecodePlan, PlanError> {
+        self.plan_tuned(mma, splits, block_h, None)
+    }
+
+    /// Like [`DecodeStep::plan_on`] with the history's keys per tile forced too (`KV_TILE`,
+    /// tuning sweeps: a power of two from 16 up to the largest that divides the page).
+    pub fn plan_tuned(
+        &self,
+        mma: MmaKind,
+        splits: Option<u32>,
+        block_h: Option<u32>,
+        kv_tile: Option<u32>,
+    ) -> Result<DecodePlan, PlanError> {
         self.validate()?;
         if let Some(h) = block_h.filter(|h| !HIST_BLOCK_H_CHOICES.contains(h)) {
             return Err(PlanError::HistoryHeads { got: h });
@@ -634,11 +667,21 @@ impl DecodeStep {
         )?;
         let grid_t = t as u32;
 
-        let tiling = HistoryTiling::for_target(dn, block_h, mma);
-        let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
         let b = self.layout.block_size;
         // Largest power of two ≤ HIST_KV_TILE dividing B: tiles never straddle a block.
-        let kv_tile = 1u32 << b.trailing_zeros().min(HIST_KV_TILE.trailing_zeros());
+        let page_tile = 1u32 << b.trailing_zeros().min(HIST_KV_TILE.trailing_zeros());
+        let largest = 1u32 << b.trailing_zeros().min(31);
+        let kv_tile = match kv_tile {
+            None => page_tile,
+            Some(k) if k.is_power_of_two() && (16..=largest).contains(&k) => k,
+            Some(got) => return Err(PlanError::HistoryKvTile { got, max: largest }),
+        };
+        let mut tiling = HistoryTiling::for_target(dn, block_h, mma, t as u64, self.num_sms);
+        if tiling.halves && kv_tile <= 16 {
+            // The queries (72 KB) and two 16-key stages (36 KB) fit twice in an SM.
+            tiling.programs_per_sm = 2;
+        }
+        let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
         let exchange = ExchangeLayout::new(d as usize, n as usize, t, 2);
         let dt = dtype_binding(self.dtype);
         use BufferRole as R;

@@ -83,6 +83,9 @@ pub struct MlaDcpConfig {
     /// Forces the history tile height, gathered heads per program (tuning sweeps; one of
     /// `plan::HIST_BLOCK_H_CHOICES`); `None` uses the plan's rule.
     pub forced_history_heads: Option<u32>,
+    /// Forces the history's keys per tile (tuning sweeps; a power of two from 16 up to the
+    /// largest dividing the page); `None` uses the plan's rule.
+    pub forced_history_kv_tile: Option<u32>,
     /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
     pub profile: bool,
     /// Stream options of the context.
@@ -111,6 +114,7 @@ impl MlaDcpConfig {
             vup: VupPath::Cublas,
             forced_splits: None,
             forced_history_heads: None,
+            forced_history_kv_tile: None,
             profile: false,
             streams: StreamOptions::default(),
         }
