@@ -8,6 +8,23 @@ const fn arg(name: &'static str, ty: &'static str, doc: &'static str) -> Contrac
     ContractArg { name, ty, doc }
 }
 
+/// The sequence's ranges, and the block's candidate span of them: MASK and FULL_TILE get both.
+const MM_RANGES: ContractArg = arg(
+    "mm_ranges",
+    "*const i32",
+    "the sequence's [R, 2] multimodal ranges",
+);
+const MM_FIRST: ContractArg = arg(
+    "mm_first",
+    "i32",
+    "the block's first candidate MM range (the others meet none of its queries)",
+);
+const MM_END: ContractArg = arg(
+    "mm_end",
+    "i32",
+    "one past the block's last candidate MM range",
+);
+
 /// What MASK receives.
 pub const MASK_ARGS: &[ContractArg] = &[
     arg(
@@ -45,27 +62,15 @@ pub const MASK_ARGS: &[ContractArg] = &[
         "i32",
         "R-SWA prefix length (0 without R-SWA)",
     ),
-    arg(
-        "mm_ranges",
-        "*const i32",
-        "the sequence's [R, 2] multimodal ranges",
-    ),
+    MM_RANGES,
     arg(
         "q_range_lo",
         "Tile<i32>",
         "[M, 1] per-query range starts (MM per-query encoding)",
     ),
     arg("q_range_hi", "Tile<i32>", "[M, 1] per-query range ends"),
-    arg(
-        "mm_first",
-        "i32",
-        "the block's first candidate MM range (the others meet none of its queries)",
-    ),
-    arg(
-        "mm_end",
-        "i32",
-        "one past the block's last candidate MM range",
-    ),
+    MM_FIRST,
+    MM_END,
     arg(
         "aux",
         "*const i32",
@@ -91,11 +96,7 @@ pub const BOUNDS_ARGS: &[ContractArg] = &[
     ),
     arg("causal", "bool", "the sequence's causality"),
     arg("rswa_prefix", "i32", "R-SWA prefix length"),
-    arg(
-        "mm_ranges",
-        "*const i32",
-        "the sequence's [R, 2] multimodal ranges",
-    ),
+    MM_RANGES,
     arg("q_range_lo", "Tile<i32>", "[M] per-query range starts"),
     arg("q_range_hi", "Tile<i32>", "[M] per-query range ends"),
     arg(
@@ -149,21 +150,9 @@ pub const FULL_TILE_ARGS: &[ContractArg] = &[
     arg("qlen", "i32", "query tokens of the sequence"),
     arg("causal", "bool", "the sequence's causality"),
     arg("rswa_prefix", "i32", "R-SWA prefix length"),
-    arg(
-        "mm_ranges",
-        "*const i32",
-        "the sequence's [R, 2] multimodal ranges",
-    ),
-    arg(
-        "mm_first",
-        "i32",
-        "the block's first candidate MM range (the others meet none of its queries)",
-    ),
-    arg(
-        "mm_end",
-        "i32",
-        "one past the block's last candidate MM range",
-    ),
+    MM_RANGES,
+    MM_FIRST,
+    MM_END,
     arg(
         "aux",
         "*const i32",

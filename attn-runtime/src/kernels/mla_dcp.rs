@@ -137,6 +137,52 @@ pub mod mla {
         (lat, pe)
     }
 
+    /// Element offsets of the gathered heads `rows` of token `t` in `q_all [D, T, N, 576]`:
+    /// head g = p·N + h_loc lives at q_all[p, t, h_loc] (rank-major all-gather).
+    #[device]
+    fn gathered_query_rows(rows: Tile, t: i32, num_tokens: i32, heads_per_rank: i32) -> Tile {
+        let src_rank = rows / heads_per_rank;
+        let h_loc = rows % heads_per_rank;
+        ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576
+    }
+
+    /// The KV tiles `[lo, hi)` of split `split` of a history of `n_hist` keys.
+    #[device]
+    fn split_tiles<const KV_TILE: i32, const NUM_SPLITS: i32>(
+        n_hist: i32,
+        split: i32,
+    ) -> (i32, i32) {
+        let tiles = cdiv(n_hist, KV_TILE);
+        let per_split = cdiv(tiles, NUM_SPLITS);
+        let lo = split * per_split;
+        (lo, min(lo + per_split, tiles))
+    }
+
+    /// Element offsets of the latent rows of history keys `keys` in the paged cache, through
+    /// the request's block-table row (keys with `ok` false read no table entry).
+    #[device]
+    fn latent_key_rows<const BLOCK_SIZE: i32>(
+        bt_row: Ptr,
+        keys: Tile,
+        ok: Tile,
+        cache_stride_block: i64,
+    ) -> Tile {
+        let phys = load(bt_row + keys / BLOCK_SIZE, ok, 0);
+        phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576
+    }
+
+    /// One online-softmax step over the scores `s` (masked keys at -inf): the probabilities,
+    /// the accumulator's rescale, the new running max and denominator. A row that has seen
+    /// no key yet keeps max -inf and subtracts 0.
+    #[device]
+    fn softmax_step(s: Tile, m_i: Tile, l_i: Tile) -> (Tile, Tile, Tile, Tile) {
+        let m_raw = max(m_i, s.max(1));
+        let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+        let p = exp(s - m_new.unsqueeze(1));
+        let alpha = exp(m_i - m_new);
+        (p, alpha, m_raw, l_i * alpha + p.sum(1))
+    }
+
     /// History attention, one program per (query token, tile of gathered heads, KV split). Keys
     /// are the 576-wide latent rows of the rank's shard (512 latent + 64 rope); values are the 512
     /// latent columns of the same rows. Writes one normalized partial per split. 64-head tiles
@@ -176,17 +222,11 @@ pub mod mla {
         let row_ok = rows < num_heads;
         let req = load(token_req + t);
         let n_hist = load(hist_lens + req);
-        // Gathered head g = p·N + h_loc lives at q_all[p, t, h_loc] (rank-major all-gather).
-        let src_rank = rows / heads_per_rank;
-        let h_loc = rows % heads_per_rank;
-        let q_row = ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576;
+        let q_row = gathered_query_rows(rows, t, num_tokens, heads_per_rank);
         let dl = arange::<512>();
         let (q_lat, q_pe) = load_query_rows(q_all, q_row, row_ok);
 
-        let tiles = cdiv(n_hist, KV_TILE);
-        let per_split = cdiv(tiles, NUM_SPLITS);
-        let lo = split * per_split;
-        let hi = min(lo + per_split, tiles);
+        let (lo, hi) = split_tiles::<KV_TILE, NUM_SPLITS>(n_hist, split);
         let bt_row = block_table + req.cast::<i64>() * block_table_stride;
         let mut m_i = full([BLOCK_H], f32::NEG_INFINITY);
         let mut l_i = zeros::<f32>([BLOCK_H]);
@@ -194,17 +234,12 @@ pub mod mla {
         for j in lo..hi {
             let keys = j * KV_TILE + arange::<KV_TILE>();
             let k_ok = keys < n_hist;
-            let phys = load(bt_row + keys / BLOCK_SIZE, k_ok, 0);
-            let key_row =
-                phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
+            let key_row = latent_key_rows::<BLOCK_SIZE>(bt_row, keys, k_ok, cache_stride_block);
             let (k_lat, k_pe) = load_key_columns(cache, key_row, k_ok);
             let s = dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale;
             let s = select(k_ok.unsqueeze(0), s, f32::NEG_INFINITY);
-            let m_raw = max(m_i, s.max(1));
-            let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
-            let p = exp(s - m_new.unsqueeze(1));
-            let alpha = exp(m_i - m_new);
-            l_i = l_i * alpha + p.sum(1);
+            let (p, alpha, m_raw, l_new) = softmax_step(s, m_i, l_i);
+            l_i = l_new;
             acc = dot(p.cast::<T>(), trans(k_lat), acc * alpha.unsqueeze(1));
             m_i = m_raw;
         }
@@ -263,10 +298,7 @@ pub mod mla {
         let row_ok = rows < num_heads;
         let req = load(token_req + t);
         let n_hist = load(hist_lens + req);
-        // Gathered head g = p·N + h_loc lives at q_all[p, t, h_loc] (rank-major all-gather).
-        let src_rank = rows / heads_per_rank;
-        let h_loc = rows % heads_per_rank;
-        let q_row = ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576;
+        let q_row = gathered_query_rows(rows, t, num_tokens, heads_per_rank);
         // This program's value columns, and the other half of the latent.
         let mine = (half * 256).cast::<i64>();
         let other = 256 - mine;
@@ -277,10 +309,7 @@ pub mod mla {
         let q_other = load(q_rows + other + dv.unsqueeze(0), q_ok, 0.0);
         let q_pe = load(q_rows + 512 + arange::<64>().unsqueeze(0), q_ok, 0.0);
 
-        let tiles = cdiv(n_hist, KV_TILE);
-        let per_split = cdiv(tiles, NUM_SPLITS);
-        let lo = split * per_split;
-        let hi = min(lo + per_split, tiles);
+        let (lo, hi) = split_tiles::<KV_TILE, NUM_SPLITS>(n_hist, split);
         let bt_row = block_table + req.cast::<i64>() * block_table_stride;
         let mut m_i = full([BLOCK_H], f32::NEG_INFINITY);
         let mut l_i = zeros::<f32>([BLOCK_H]);
@@ -288,9 +317,7 @@ pub mod mla {
         for j in lo..hi {
             let keys = j * KV_TILE + arange::<KV_TILE>();
             let k_ok = keys < n_hist;
-            let phys = load(bt_row + keys / BLOCK_SIZE, k_ok, 0);
-            let key_row =
-                phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576;
+            let key_row = latent_key_rows::<BLOCK_SIZE>(bt_row, keys, k_ok, cache_stride_block);
             let k_cols = cache + key_row.unsqueeze(0);
             let kk_ok = k_ok.unsqueeze(0);
             let k_mine = load(k_cols + mine + dv.unsqueeze(1), kk_ok, 0.0);
@@ -298,11 +325,8 @@ pub mod mla {
             let k_pe = load(k_cols + 512 + arange::<64>().unsqueeze(1), kk_ok, 0.0);
             let s = dot(q_pe, k_pe, dot(q_other, k_other, dot(q_mine, k_mine))) * softmax_scale;
             let s = select(kk_ok, s, f32::NEG_INFINITY);
-            let m_raw = max(m_i, s.max(1));
-            let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
-            let p = exp(s - m_new.unsqueeze(1));
-            let alpha = exp(m_i - m_new);
-            l_i = l_i * alpha + p.sum(1);
+            let (p, alpha, m_raw, l_new) = softmax_step(s, m_i, l_i);
+            l_i = l_new;
             acc = dot(p.cast::<T>(), trans(k_mine), acc * alpha.unsqueeze(1));
             m_i = m_raw;
         }
