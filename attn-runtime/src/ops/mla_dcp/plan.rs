@@ -105,6 +105,19 @@ impl HistoryTiling {
         }
     }
 
+    /// The tiling over `kv_tile`-key tiles: the halves' queries (72 KB) and two 16-key
+    /// stages (36 KB) fit twice in an SM, two 32-key stages once.
+    pub fn with_keys(self, kv_tile: u32) -> Self {
+        if self.halves && kv_tile <= 16 {
+            HistoryTiling {
+                programs_per_sm: 2,
+                ..self
+            }
+        } else {
+            self
+        }
+    }
+
     /// Programs along the grid's head axis.
     pub fn head_programs(&self) -> u32 {
         self.head_tiles * if self.halves { 2 } else { 1 }
@@ -676,11 +689,8 @@ impl DecodeStep {
             Some(k) if k.is_power_of_two() && (16..=largest).contains(&k) => k,
             Some(got) => return Err(PlanError::HistoryKvTile { got, max: largest }),
         };
-        let mut tiling = HistoryTiling::for_target(dn, block_h, mma, t as u64, self.num_sms);
-        if tiling.halves && kv_tile <= 16 {
-            // The queries (72 KB) and two 16-key stages (36 KB) fit twice in an SM.
-            tiling.programs_per_sm = 2;
-        }
+        let tiling =
+            HistoryTiling::for_target(dn, block_h, mma, t as u64, self.num_sms).with_keys(kv_tile);
         let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
         let exchange = ExchangeLayout::new(d as usize, n as usize, t, 2);
         let dt = dtype_binding(self.dtype);
