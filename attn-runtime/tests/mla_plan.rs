@@ -6,6 +6,7 @@ use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::{
     DecodeStep, ExchangeLayout, PlanArg, PlanError, MAX_SPLITS, MIN_KEYS_PER_SPLIT,
 };
+use attn_runtime::ops::unified_attention::config::MmaKind;
 
 fn step(d: u32, q: &[u32], s: &[u32]) -> DecodeStep {
     DecodeStep {
@@ -245,4 +246,38 @@ fn exchange_layout_agrees_with_chunk_layout() {
             c.lse_byte(d - 1, n - 1, t - 1)
         );
     }
+}
+
+/// The warpgroup target's history tiling: value-column halves of 64-head tiles while their
+/// grid fits one wave (the head axis then has 2 programs per tile), `mma.sync`'s tiling once
+/// it does not, or when a height is forced; 16-key tiles fit two halves programs per SM, which
+/// doubles the occupancy-bound split count.
+#[test]
+fn warpgroup_tiling_splits_value_columns_while_the_grid_fits_one_wave() {
+    let mut long = step(8, &[1], &[1 << 20]);
+    long.block_table_stride = 4096;
+    let wg = |s: &DecodeStep, kv: Option<u32>| {
+        s.plan_tuned(MmaKind::Warpgroup, None, None, kv)
+            .expect("plan")
+    };
+    let p = wg(&long, None);
+    // 128 gathered heads: 2 tiles of 64, 2 programs each; 132 slots / 4 programs = 33 splits.
+    assert_eq!(
+        (p.history.kernel, p.history.grid[1], p.num_splits),
+        ("mla_history_halves", 4, 33)
+    );
+    assert_eq!(
+        wg(&long, Some(16)).num_splits,
+        64,
+        "132 x 2 / 4 = 66, clamped"
+    );
+    // 34 tokens x 4 programs > 132 SMs: the `mma.sync` tiling (32-head tiles).
+    let full = step(8, &[1; 34], &[4096; 34]);
+    let p = wg(&full, None);
+    assert_eq!((p.history.kernel, p.history.grid[1]), ("mla_history", 4));
+    // A forced height keeps the `mma.sync` tiling too.
+    let forced = long
+        .plan_tuned(MmaKind::Warpgroup, None, Some(64), None)
+        .expect("plan");
+    assert_eq!(forced.history.kernel, "mla_history");
 }
