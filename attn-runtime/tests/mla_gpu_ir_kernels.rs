@@ -184,7 +184,7 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
 #[test]
 fn history_halves_on_sm90a_run_warpgroup_mmas() {
     let l = step(1, 32768, 128, 1)
-        .plan_on(MmaKind::Warpgroup, None, None)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
         .expect("plan")
         .history;
     assert_eq!((l.kernel, l.grid[1]), ("mla_history_halves", 4));
@@ -209,7 +209,7 @@ fn history_halves_on_sm90a_run_warpgroup_mmas() {
         (38, 0, 0, 1, 0),
         "(HGMMA, HMMA, LDSM, BAR, local) per tile"
     );
-    let l1 = step(128, 4096, 128, 1).plan_on(MmaKind::Warpgroup, None, None);
+    let l1 = step(128, 4096, 128, 1).plan_tuned(MmaKind::Warpgroup, None, None, None);
     assert_eq!(l1.expect("plan").history.kernel, "mla_history");
     let err = step(1, 32768, 128, 1).plan_tuned(MmaKind::Warpgroup, None, None, Some(24));
     assert!(

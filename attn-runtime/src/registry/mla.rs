@@ -54,7 +54,7 @@ fn history_bindings_on(mma: MmaKind, batch: usize, ctx: u32, heads: u32) -> Vec<
     };
     let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
     let step = DecodeStep::uniform_decode(batch, ctx, heads, layout, scale, 132);
-    step.plan_on(mma, None, None)
+    step.plan_tuned(mma, None, None, None)
         .map(|p| p.history.bindings())
         .unwrap_or_default()
 }

@@ -80,7 +80,7 @@ impl Case {
 
     pub fn plan(&self) -> DecodePlan {
         self.step()
-            .plan_on(self.mma, self.splits, None)
+            .plan_tuned(self.mma, self.splits, None, None)
             .expect("plan")
     }
 

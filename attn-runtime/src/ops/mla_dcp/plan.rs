@@ -640,22 +640,13 @@ impl DecodeStep {
         splits: Option<u32>,
         block_h: Option<u32>,
     ) -> Result<DecodePlan, PlanError> {
-        self.plan_on(MmaKind::Sync, splits, block_h)
+        self.plan_tuned(MmaKind::Sync, splits, block_h, None)
     }
 
     /// Like [`DecodeStep::plan_with`] for a target whose dots run as `mma` (the history
-    /// tiling depends on it: [`HistoryTiling::for_target`]).
-    pub fn plan_on(
-        &self,
-        mma: MmaKind,
-        splits: Option<u32>,
-        block_h: Option<u32>,
-    ) -> Result<DecodePlan, PlanError> {
-        self.plan_tuned(mma, splits, block_h, None)
-    }
-
-    /// Like [`DecodeStep::plan_on`] with the history's keys per tile forced too (`KV_TILE`,
-    /// tuning sweeps: a power of two from 16 up to the largest that divides the page).
+    /// tiling depends on it: [`HistoryTiling::for_target`]), with the history's keys per tile
+    /// forced too (`KV_TILE`, tuning sweeps: a power of two from 16 up to the largest that
+    /// divides the page).
     pub fn plan_tuned(
         &self,
         mma: MmaKind,
