@@ -121,12 +121,12 @@ const ROWS: [Row; 10] = [
     Row::new(128, 4096, 128, 1),
     Row::new(128, 4096, 128, 2),
     Row::new(128, 32768, 16, 1),
-    // Sweep: L1 with 64-head history tiles on 8 warps (the shipped rule takes 32 on 4).
-    Row::new(128, 4096, 128, 1).history_heads(64),
+    // Sweep: L1 with 32-head history tiles on 4 warps (`mma.sync`, the rule before the
+    // warpgroup grid) and with 64-key tiles (the warpgroups' scores twice as wide).
+    Row::new(128, 4096, 128, 1).history_heads(32),
+    Row::new(128, 4096, 128, 1).kv_tile(64),
     // 16-key tiles: on sm_90a the halves of 1 x 32768 then fit twice per SM (108 KB; 79 µs
-    // against 65 at 32 keys, 2026-12-02T04:55Z); L1 keeps the mma.sync tiling (its grid is
-    // full), where 16-key tiles cost 30 %.
-    Row::new(128, 4096, 128, 1).kv_tile(16),
+    // against 65 at 32 keys, 2026-12-02T04:55Z).
     Row::new(1, 32768, 128, 1).kv_tile(16),
 ];
 

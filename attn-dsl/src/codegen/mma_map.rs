@@ -22,9 +22,11 @@
 //!
 //! Warp grid (`Mma { warps_per_cta: [R, C] }`, both above 1): the two combined, for tiles
 //! with fewer slabs than warps but more than one (MLA's 32 gathered heads on 4 warps). Warp
-//! `w` is grid row `w / C` and grid column `w % C`: it owns slabs `w / C + jR` over column
-//! block `w % C`. A row vector is replicated over the `C` warps of a grid row; its writer is
-//! the grid row's column-0 warp. `[W, 1]` and `[1, W]` are the two maps above.
+//! `w` is grid row `w % R` and grid column `w / R`: it owns slabs `w % R + jR` over column
+//! block `w / R`. Columns are major so that, with `R = 4`, a grid column is one warpgroup:
+//! warpgroup `c` holds all rows of column block `c`, which is what one `wgmma` per
+//! warpgroup computes. A row vector is replicated over the `C` warps of a grid row; its
+//! writer is the grid row's column-0 warp. `[W, 1]` and `[1, W]` are the two maps above.
 
 /// Geometry of one tile in the `Mma` distribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,8 +34,8 @@ pub(crate) struct MmaMap {
     pub(crate) m: usize,
     pub(crate) n: usize,
     /// The warp grid: `row_warps × col_warps` warps. Warp `w` is grid row
-    /// `w / col_warps` (it owns slabs `w / col_warps + j · row_warps`) and grid column
-    /// `w % col_warps` (it owns that `n / col_warps`-wide column block).
+    /// `w % row_warps` (it owns slabs `w % row_warps + j · row_warps`) and grid column
+    /// `w / row_warps` (it owns that `n / col_warps`-wide column block).
     pub(crate) row_warps: usize,
     pub(crate) col_warps: usize,
     /// 16-row slabs of the tile, and per warp (rounded up).
@@ -90,7 +92,7 @@ impl MmaMap {
         match (self.row_warps, self.col_warps) {
             (_, 1) => "attn_warp".into(),
             (1, _) => "0".into(),
-            (_, cw) => format!("(attn_warp / {cw})"),
+            (rw, _) => format!("(attn_warp % {rw})"),
         }
     }
 
@@ -99,7 +101,7 @@ impl MmaMap {
         match (self.row_warps, self.col_warps) {
             (_, 1) => "0".into(),
             (1, _) => "attn_warp".into(),
-            (_, cw) => format!("(attn_warp % {cw})"),
+            (rw, _) => format!("(attn_warp / {rw})"),
         }
     }
 
@@ -262,7 +264,7 @@ mod tests {
         let (m, n, rw, cw) = (map.m, map.n, map.row_warps, map.col_warps);
         let mut seen = vec![0usize; m * n];
         for warp in 0..rw * cw {
-            let (wr, wc) = (warp / cw, warp % cw);
+            let (wr, wc) = (warp % rw, warp / rw);
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
                 for s in 0..map.slots() {
@@ -345,13 +347,13 @@ mod tests {
             (f.slots(), f.owned("s"), f.ragged_slabs()),
             (128, None, false)
         );
-        assert!(f.col("s").contains("(attn_warp % 2) * 32"));
-        assert_eq!(f.slab("j"), "(attn_warp / 2)");
+        assert!(f.col("s").contains("(attn_warp / 2) * 32"));
+        assert_eq!(f.slab("j"), "(attn_warp % 2)");
         let r = MmaMap::grid(32, 1, 2, 2);
         assert!(f.has_row_vector(&r) && !f.has_row_vector(&MmaMap::new_split(32, 1, 4)));
         assert_eq!(
             r.writer("s").as_deref(),
-            Some("attn_t4 == 0 && (attn_warp % 2) == 0")
+            Some("attn_t4 == 0 && (attn_warp / 2) == 0")
         );
         assert!(MmaMap::grid(48, 16, 2, 2).ragged_slabs());
     }

@@ -37,43 +37,57 @@ pub(crate) struct WgmmaPlan {
     sbo: usize,
     /// Bytes of one column block of the B alloc.
     block_bytes: usize,
+    /// On a warp grid, the byte offset of this warpgroup's column block of B (an
+    /// expression).
+    col_offset: Option<String>,
 }
 
 /// The warpgroup plan of a shared-operand dot of a function that targets warpgroup MMAs
-/// ([`crate::ir::Function::warpgroup_mma`]), when the dot fits: row map over whole
-/// warpgroups, no ragged slabs, A not staged (held, repacked, or in an alloc), B a swizzled
-/// alloc holding exactly the operand, N within one instruction (whole column blocks when
-/// MN-major), 16-bit types.
+/// ([`crate::ir::Function::warpgroup_mma`]), when the dot fits: grid rows in whole
+/// warpgroups (so a grid column is one warpgroup, see [`super::tile_map::MmaMap`]), no
+/// ragged slabs, B a swizzled alloc holding exactly the operand, each warpgroup's N within
+/// one instruction (whole column blocks when MN-major), 16-bit types. A comes from
+/// registers (held, repacked or staged fragments) or, from a swizzled alloc, through a
+/// descriptor.
 pub(crate) fn plan(warpgroup_mma: bool, st: &SharedSteps<'_>) -> Option<WgmmaPlan> {
     if !warpgroup_mma {
         return None;
     }
     let (map, b) = (st.map, st.b_al);
+    // The warpgroup's N: its grid column's block (the whole width on a row map).
     let n = map.tiles_n * 8;
-    let rows = map.col_warps == 1
-        && map.row_warps.is_multiple_of(WARPGROUP)
+    let rows = map.row_warps.is_multiple_of(WARPGROUP)
         && !map.ragged_slabs()
         && map.m == map.slabs * 16;
-    let a = !matches!(st.a_from, AFrom::Staged);
     let ty = matches!(st.t, ScalarType::Bf16 | ScalarType::F16);
     let mn_major = st.b_trans;
-    let n_ok = n == map.n
+    let n_ok = n * map.col_warps == map.n
         && n <= MAX_N
         && if mn_major {
-            n.is_multiple_of(SWIZZLE_COLS) && b.cols == n && b.rows >= st.p.kp
+            n.is_multiple_of(SWIZZLE_COLS) && b.cols == map.n && b.rows >= st.p.kp
         } else {
-            b.rows == n && b.cols >= st.p.kp
+            b.rows == map.n && b.cols >= st.p.kp
         };
-    if !(rows && a && ty && b.swizzled && n_ok) {
+    if !(rows && ty && b.swizzled && n_ok) {
         return None;
     }
     let block_bytes = b.block_bytes();
+    // A grid column's B starts `n` rows (K-major: 128-byte lines, whole 8-row atoms) or
+    // `n / 64` column blocks (MN-major) into the alloc.
+    let col_bytes = if mn_major {
+        n / SWIZZLE_COLS * block_bytes
+    } else {
+        n * SWIZZLE_COLS * 2
+    };
     Some(WgmmaPlan {
         n,
         mn_major,
         lbo: if mn_major { block_bytes } else { 16 },
         sbo: SWIZZLE_ATOM_BYTES,
         block_bytes,
+        col_offset: map
+            .col_split()
+            .then(|| format!("{} * {col_bytes}", map.warp_col())),
     })
 }
 
@@ -172,8 +186,12 @@ impl<'f> Emitter<'f> {
         let spw = map.slabs_per_warp;
         let steps = st.p.kp / 16;
         let a = WgmmaA::of(st.a_from);
+        let b_col = wg
+            .col_offset
+            .as_ref()
+            .map_or(String::new(), |off| format!(" + {off}"));
         self.w.line(format!(
-            "const unsigned attn_bdesc = attn_smem_addr({});",
+            "const unsigned attn_bdesc = attn_smem_addr({}){b_col};",
             st.b_base
         ));
         match &a {
@@ -196,7 +214,8 @@ impl<'f> Emitter<'f> {
                 ));
                 // The warpgroup's first row: its first warp's slab, 16 rows each.
                 self.w.line(format!(
-                    "const int attn_wg_warp = attn_warp & ~{};",
+                    "const int attn_wg_row = {} & ~{};",
+                    map.warp_row(),
                     WARPGROUP - 1
                 ));
             }
@@ -210,7 +229,7 @@ impl<'f> Emitter<'f> {
         if let WgmmaA::Shared { .. } = &a {
             self.w.line(format!("unsigned long long attn_ad0[{spw}];"));
             self.w.open_unrolled("j", spw);
-            let first_slab = map.slab_of("attn_wg_warp", "j");
+            let first_slab = map.slab_of("attn_wg_row", "j");
             self.w.line(format!(
                 "attn_ad0[j] = attn_wgmma_desc(attn_adesc + {first_slab} * {}, 16, {});",
                 16 * SWIZZLE_COLS * 2,

@@ -8,9 +8,13 @@
 //! async passes at once and keeps its wait): the turn passes as soon as the MMAs are issued,
 //! not when they complete. Both warpgroups must issue the same MMAs in the same order, so
 //! only loops whose MMAs all sit directly in the body (none under a branch) take turns.
+//!
+//! Warpgroups that split an MMA's columns (a `[4, 2]` warp grid: each holds half of every
+//! row) meet at every row reduction of its result, so one cannot run its softmax while the
+//! other issues: their loops do not take turns.
 
 use super::program::{GpuBlock, GpuOp, GpuProgram, Turn};
-use crate::ir::Function;
+use crate::ir::{Function, Layout, OpId};
 
 /// Warps of the programs that take turns: two warpgroups.
 const TWO_WARPGROUPS: u32 = 8;
@@ -19,11 +23,18 @@ const TWO_WARPGROUPS: u32 = 8;
 /// `ATTN_CODEGEN_DISABLE=wg_turns` leaves them in step).
 pub fn run(f: &Function, p: &mut GpuProgram) {
     if f.warpgroup_mma && f.num_warps == TWO_WARPGROUPS && !crate::features::disabled("wg_turns") {
-        turns_block(&mut p.body);
+        let splits_rows = |dot: OpId| rows_split_over_warpgroups(f, dot);
+        turns_block(&mut p.body, &splits_rows);
     }
 }
 
-fn turns_block(b: &mut GpuBlock) {
+/// Whether `dot`'s result splits its columns over warp-grid columns (warpgroups).
+fn rows_split_over_warpgroups(f: &Function, dot: OpId) -> bool {
+    let res = f.op(dot).results[0];
+    matches!(f.ty(res).layout, Layout::Mma { warps_per_cta: [_, c] } if c > 1)
+}
+
+fn turns_block(b: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) {
     let mut out = Vec::with_capacity(b.ops.len());
     for mut op in std::mem::take(&mut b.ops) {
         let takes = match &mut op {
@@ -31,12 +42,12 @@ fn turns_block(b: &mut GpuBlock) {
                 body,
                 pipelined: true,
                 ..
-            } => take_turns(body),
+            } => take_turns(body, splits_rows),
             _ => false,
         };
         if !takes {
             for inner in super::program::nested_mut(&mut op) {
-                turns_block(inner);
+                turns_block(inner, splits_rows);
             }
             out.push(op);
             continue;
@@ -48,15 +59,16 @@ fn turns_block(b: &mut GpuBlock) {
     b.ops = out;
 }
 
-/// Rewrites the body's MMAs to take turns; false (and the body untouched) when it has none
-/// or some sit under control flow.
-fn take_turns(body: &mut GpuBlock) -> bool {
+/// Rewrites the body's MMAs to take turns; false (and the body untouched) when it has none,
+/// some sit under control flow, or some split rows over the warpgroups.
+fn take_turns(body: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) -> bool {
     let is_mma = |op: &GpuOp| matches!(op, GpuOp::Mma { .. });
+    let split = |op: &GpuOp| matches!(op, GpuOp::Mma { dot, .. } if splits_rows(*dot));
     let mut nested_mma = false;
     for inner in body.ops.iter().flat_map(super::program::nested) {
         super::program::walk_block(inner, &mut |op| nested_mma |= is_mma(op));
     }
-    if nested_mma || !body.ops.iter().any(is_mma) {
+    if nested_mma || !body.ops.iter().any(is_mma) || body.ops.iter().any(split) {
         return false;
     }
     let mut out = Vec::with_capacity(body.ops.len() + 8);

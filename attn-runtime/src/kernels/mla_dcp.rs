@@ -56,17 +56,26 @@ pub fn compile_kernel_assuming(
     };
     template(kernel)?
         .specialize_with(&consts, |f| {
-            f.warpgroup_mma = for_warpgroups(kernel);
+            f.warpgroup_mma = for_warpgroups(kernel, bindings);
             attn_dsl::passes::assume::divisible(f, divisible)
         })
         .map_err(|e| failed(e.to_string()))
 }
 
-/// Whether `kernel` is written for warpgroup MMAs: its source then carries them beside
-/// `mma.sync` (sm_90a compiles the first, every other target the second), and the plan picks
-/// it only where the JIT compiles sm_90a.
-pub fn for_warpgroups(kernel: &str) -> bool {
-    kernel == "mla_history_halves" && attn_dsl::features::warpgroup_mma()
+/// Whether `kernel` on `bindings` is written for warpgroup MMAs: its source then carries them
+/// beside `mma.sync` (sm_90a compiles the first, every other target the second), and the plan
+/// picks it only where the JIT compiles sm_90a. `mla_history` qualifies at 64 heads, whose
+/// 4 × 2 warp grid is two warpgroups, each one column half of the scores and of the output.
+pub fn for_warpgroups(kernel: &str, bindings: &[Binding]) -> bool {
+    let wide = bindings
+        .iter()
+        .any(|b| b.name == "BLOCK_H" && b.value == attn_dsl::ConstValue::Int(64));
+    attn_dsl::features::warpgroup_mma()
+        && match kernel {
+            "mla_history_halves" => true,
+            "mla_history" => wide,
+            _ => false,
+        }
 }
 
 /// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.

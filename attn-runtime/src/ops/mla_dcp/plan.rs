@@ -97,7 +97,11 @@ impl HistoryTiling {
             && gathered >= u64::from(HIST_BLOCK_H_HALVES)
             && programs <= u64::from(sms);
         if !halves {
-            return Self::new(gathered, forced);
+            // Beyond one wave, warpgroup targets take 64-head tiles on two warpgroups (a
+            // 4 × 2 warp grid: each warpgroup one column half of the scores and of the
+            // output, every dot a `wgmma`, P shared through shared memory).
+            let wide = mma == MmaKind::Warpgroup && gathered >= u64::from(HIST_BLOCK_H_HALVES);
+            return Self::new(gathered, forced.or(wide.then_some(HIST_BLOCK_H_HALVES)));
         }
         HistoryTiling {
             halves,
