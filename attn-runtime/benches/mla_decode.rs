@@ -113,7 +113,7 @@ impl Row {
     }
 }
 
-const ROWS: [Row; 10] = [
+const ROWS: [Row; 12] = [
     Row::new(1, 32768, 128, 1),
     Row::new(1, 32768, 128, 2),
     Row::new(32, 8192, 128, 1),
@@ -128,6 +128,9 @@ const ROWS: [Row; 10] = [
     // 16-key tiles: on sm_90a the halves of 1 x 32768 then fit twice per SM (108 KB; 79 µs
     // against 65 at 32 keys, 2026-12-02T04:55Z).
     Row::new(1, 32768, 128, 1).kv_tile(16),
+    // Whole 64-head tiles on two warpgroups where the halves fit one wave.
+    Row::new(1, 32768, 128, 1).history_heads(64),
+    Row::new(32, 8192, 128, 1).history_heads(64),
 ];
 
 const FILL_SOURCE: &str = r#"

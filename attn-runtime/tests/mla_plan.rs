@@ -35,9 +35,8 @@ fn metadata_arrays() {
 fn grids_and_bindings() {
     let p = step(8, &[2, 1], &[4000, 10]).plan().expect("plan");
     assert_eq!(p.num_tokens, 3);
-    // 128 gathered heads in tiles of HIST_BLOCK_H = 32.
-    assert_eq!(p.history.grid[..2], [3, 4]);
-    assert_eq!(p.history.grid[2], p.num_splits);
+    // 128 gathered heads in tiles of HIST_BLOCK_H = 32, a token's 4 tiles adjacent on x.
+    assert_eq!(p.history.grid, [3 * 4, p.num_splits, 1]);
     assert_eq!(p.history_reduce.grid, [3, 128, 1]);
     assert_eq!(p.current.grid, [3, 1, 1]);
     assert_eq!(p.combine.grid, [3, 16, 1]);
@@ -263,7 +262,7 @@ fn warpgroup_tiling_splits_value_columns_while_the_grid_fits_one_wave() {
     let p = wg(&long, None);
     // 128 gathered heads: 2 tiles of 64, 2 programs each; 132 slots / 4 programs = 33 splits.
     assert_eq!(
-        (p.history.kernel, p.history.grid[1], p.num_splits),
+        (p.history.kernel, p.history.grid[0], p.num_splits),
         ("mla_history_halves", 4, 33)
     );
     assert_eq!(
@@ -271,13 +270,35 @@ fn warpgroup_tiling_splits_value_columns_while_the_grid_fits_one_wave() {
         64,
         "132 x 2 / 4 = 66, clamped"
     );
-    // 34 tokens x 4 programs > 132 SMs: the `mma.sync` tiling (32-head tiles).
+    // 34 tokens x 4 programs > 132 SMs: whole 64-head tiles on two warpgroups (the 4 × 2
+    // grid), 64-key tiles, one program per SM.
     let full = step(8, &[1; 34], &[4096; 34]);
     let p = wg(&full, None);
-    assert_eq!((p.history.kernel, p.history.grid[1]), ("mla_history", 4));
-    // A forced height keeps the `mma.sync` tiling too.
+    assert_eq!(
+        (p.history.kernel, p.history.grid[0]),
+        ("mla_history", 34 * 2)
+    );
+    assert_eq!(
+        (binding(&p, "BLOCK_H"), binding(&p, "KV_TILE"), p.num_splits),
+        (64, 64, 1)
+    );
+    // A forced height takes the plain tiling; on `mma.sync` 64 heads keep 32-key tiles.
     let forced = long
         .plan_tuned(MmaKind::Warpgroup, None, Some(64), None)
         .expect("plan");
     assert_eq!(forced.history.kernel, "mla_history");
+    let sync = full.plan_with(None, Some(64)).expect("plan");
+    assert_eq!(binding(&sync, "KV_TILE"), 32);
+}
+
+fn binding(p: &attn_runtime::ops::mla_dcp::plan::DecodePlan, name: &str) -> i64 {
+    p.history
+        .bindings()
+        .iter()
+        .find(|b| b.name == name)
+        .and_then(|b| match b.value {
+            attn_dsl::ConstValue::Int(v) => Some(v),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {name}"))
 }

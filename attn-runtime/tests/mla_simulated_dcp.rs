@@ -87,8 +87,37 @@ fn warpgroup_plan_splits_the_value_columns() {
         let plan = c.plan();
         assert_eq!(plan.history.kernel, "mla_history_halves", "case {i}");
         let gathered = c.d * c.heads;
-        assert_eq!(plan.history.grid[1], 2 * gathered.div_ceil(64), "case {i}");
+        assert_eq!(
+            plan.history.grid[0] as usize,
+            plan.num_tokens * 2 * gathered.div_ceil(64) as usize,
+            "case {i}"
+        );
         check_case(&c, 500 + i as u64);
+    }
+}
+
+/// The warpgroup-MMA plan of a grid past one wave: whole 64-head tiles on the two
+/// warpgroups' 4 × 2 grid (`mla_history` at `BLOCK_H` 64, 64-key tiles where the page
+/// allows), on one rank and on two, with a ragged last head tile.
+#[test]
+fn warpgroup_plan_past_one_wave_takes_whole_head_tiles() {
+    let cases = [
+        Case::new(1, 1, 64, 80, &[150, 3], &[1, 2]),
+        Case::new(2, 8, 32, 40, &[90, 70], &[2, 1]),
+    ];
+    for (i, mut c) in cases.into_iter().enumerate() {
+        c.mma = MmaKind::Warpgroup;
+        // One SM: the halves' grid cannot fit one wave.
+        c.num_sms = 1;
+        let plan = c.plan();
+        assert_eq!(plan.history.kernel, "mla_history", "case {i}");
+        let gathered = c.d * c.heads;
+        assert_eq!(
+            plan.history.grid[0] as usize,
+            plan.num_tokens * gathered.div_ceil(64) as usize,
+            "case {i}"
+        );
+        check_case(&c, 600 + i as u64);
     }
 }
 

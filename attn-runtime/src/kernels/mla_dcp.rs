@@ -155,6 +155,18 @@ pub mod mla {
         ((src_rank * num_tokens + t) * heads_per_rank + h_loc).cast::<i64>() * 576
     }
 
+    /// The history program's query token and its program along the head axis, from a grid
+    /// whose x axis runs over `head_programs` programs per token, heads fastest: the programs
+    /// of one token (which read the same latent keys) then run at the same time, and the
+    /// keys that the first reads from memory the others find in L2. (Tokens fastest, each
+    /// head tile read its token's keys a wave later, from memory again: L1 read its 604 MB
+    /// cache twice.)
+    #[device]
+    fn token_and_head_program(head_programs: i32) -> (i32, i32) {
+        let pid = program_id(0);
+        (pid / head_programs, pid % head_programs)
+    }
+
     /// The KV tiles `[lo, hi)` of split `split` of a history of `n_hist` keys.
     #[device]
     fn split_tiles<const KV_TILE: i32, const NUM_SPLITS: i32>(
@@ -192,7 +204,8 @@ pub mod mla {
         (p, alpha, m_raw, l_i * alpha + p.sum(1))
     }
 
-    /// History attention, one program per (query token, tile of gathered heads, KV split). Keys
+    /// History attention, one program per (query token, tile of gathered heads, KV split): a
+    /// grid of (tokens · head tiles, splits). Keys
     /// are the 576-wide latent rows of the rank's shard (512 latent + 64 rope); values are the 512
     /// latent columns of the same rows. Writes one normalized partial per split. 64-head tiles
     /// run on 8 warps (a 4 × 2 warp grid, one slab per warp as at 32 heads on 4).
@@ -225,9 +238,9 @@ pub mod mla {
         block_table_stride: i64,
         cache_stride_block: i64,
     ) {
-        let t = program_id(0);
-        let rows = program_id(1) * BLOCK_H + arange::<BLOCK_H>();
-        let split = program_id(2);
+        let (t, tile) = token_and_head_program(cdiv(num_heads, BLOCK_H));
+        let rows = tile * BLOCK_H + arange::<BLOCK_H>();
+        let split = program_id(1);
         let row_ok = rows < num_heads;
         let req = load(token_req + t);
         let n_hist = load(hist_lens + req);
@@ -300,10 +313,10 @@ pub mod mla {
         block_table_stride: i64,
         cache_stride_block: i64,
     ) {
-        let t = program_id(0);
-        let half = program_id(1) % 2;
-        let rows = (program_id(1) / 2) * BLOCK_H + arange::<BLOCK_H>();
-        let split = program_id(2);
+        let (t, program) = token_and_head_program(2 * cdiv(num_heads, BLOCK_H));
+        let half = program % 2;
+        let rows = (program / 2) * BLOCK_H + arange::<BLOCK_H>();
+        let split = program_id(1);
         let row_ok = rows < num_heads;
         let req = load(token_req + t);
         let n_hist = load(hist_lens + req);

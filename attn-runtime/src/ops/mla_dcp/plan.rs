@@ -122,6 +122,18 @@ impl HistoryTiling {
         }
     }
 
+    /// Keys per tile the tiling prefers (the page may allow fewer): 64 on the warpgroup
+    /// grid, whose two warpgroups each take half of the tile's scores (`m64n32` at 64 keys:
+    /// L1's history 565 → 441 µs against 32 keys, H200, 2026-12-02), else
+    /// [`HIST_KV_TILE`].
+    pub fn kv_tile(&self, mma: MmaKind) -> u32 {
+        if mma == MmaKind::Warpgroup && self.block_h == HIST_BLOCK_H_HALVES && !self.halves {
+            HIST_KV_TILE_WARPGROUPS
+        } else {
+            HIST_KV_TILE
+        }
+    }
+
     /// Programs along the grid's head axis.
     pub fn head_programs(&self) -> u32 {
         self.head_tiles * if self.halves { 2 } else { 1 }
@@ -144,6 +156,9 @@ pub const HIST_BLOCK_H_HALVES: u32 = 64;
 /// tile is 37 KB of shared memory per stage, so two stages and the queries leave room for
 /// two programs per SM.
 pub const HIST_KV_TILE: u32 = 32;
+/// Keys per history tile on the warpgroup grid ([`HistoryTiling::kv_tile`]): the 64 × 576
+/// queries and two stages of 64 × 576 keys take 217 KB of shared memory, one program per SM.
+pub const HIST_KV_TILE_WARPGROUPS: u32 = 64;
 /// History programs resident per SM: shared memory (the 32 × 576 queries and two stages of
 /// the latent tile, 111 KB) fits two in an SM's 228 KB, and so do the registers (240 × 128).
 pub const HIST_PROGRAMS_PER_SM: u32 = 2;
@@ -676,16 +691,17 @@ impl DecodeStep {
         let grid_t = t as u32;
 
         let b = self.layout.block_size;
-        // Largest power of two ≤ HIST_KV_TILE dividing B: tiles never straddle a block.
-        let page_tile = 1u32 << b.trailing_zeros().min(HIST_KV_TILE.trailing_zeros());
+        let tiling = HistoryTiling::for_target(dn, block_h, mma, t as u64, self.num_sms);
+        // Largest power of two ≤ the tiling's tile dividing B: tiles never straddle a block.
+        let preferred = tiling.kv_tile(mma);
+        let page_tile = 1u32 << b.trailing_zeros().min(preferred.trailing_zeros());
         let largest = 1u32 << b.trailing_zeros().min(31);
         let kv_tile = match kv_tile {
             None => page_tile,
             Some(k) if k.is_power_of_two() && (16..=largest).contains(&k) => k,
             Some(got) => return Err(PlanError::HistoryKvTile { got, max: largest }),
         };
-        let tiling =
-            HistoryTiling::for_target(dn, block_h, mma, t as u64, self.num_sms).with_keys(kv_tile);
+        let tiling = tiling.with_keys(kv_tile);
         let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
         let exchange = ExchangeLayout::new(d as usize, n as usize, t, 2);
         let dt = dtype_binding(self.dtype);
@@ -702,7 +718,7 @@ impl DecodeStep {
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
             ],
-            grid: [grid_t, tiling.head_programs(), num_splits],
+            grid: [grid_t * tiling.head_programs(), num_splits, 1],
             args: vec![
                 Buf(R::QAll),
                 Buf(R::LatentCache),
