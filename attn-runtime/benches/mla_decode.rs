@@ -113,7 +113,7 @@ impl Row {
     }
 }
 
-const ROWS: [Row; 12] = [
+const ROWS: [Row; 9] = [
     Row::new(1, 32768, 128, 1),
     Row::new(1, 32768, 128, 2),
     Row::new(32, 8192, 128, 1),
@@ -121,16 +121,10 @@ const ROWS: [Row; 12] = [
     Row::new(128, 4096, 128, 1),
     Row::new(128, 4096, 128, 2),
     Row::new(128, 32768, 16, 1),
-    // Sweep: L1 with 32-head history tiles on 4 warps (`mma.sync`, the rule before the
-    // warpgroup grid) and with 64-key tiles (the warpgroups' scores twice as wide).
+    // Sweep: L1 on 32-head tiles of 4 warps (the `mma.sync` tiling; on sm_90a the plan
+    // takes 64-head tiles on two warpgroups) and on 32-key tiles (the plan takes 64 there).
     Row::new(128, 4096, 128, 1).history_heads(32),
-    Row::new(128, 4096, 128, 1).kv_tile(64),
-    // 16-key tiles: on sm_90a the halves of 1 x 32768 then fit twice per SM (108 KB; 79 µs
-    // against 65 at 32 keys, 2026-12-02T04:55Z).
-    Row::new(1, 32768, 128, 1).kv_tile(16),
-    // Whole 64-head tiles on two warpgroups where the halves fit one wave.
-    Row::new(1, 32768, 128, 1).history_heads(64),
-    Row::new(32, 8192, 128, 1).history_heads(64),
+    Row::new(128, 4096, 128, 1).kv_tile(32),
 ];
 
 const FILL_SOURCE: &str = r#"
@@ -342,11 +336,21 @@ fn bench_row(
     result
 }
 
+/// The rows to run: those named in `MLA_BENCH_ROWS` (row names separated by commas, e.g.
+/// `128x4096 h128 dcp1` for `ncu` on one row), else all.
+fn selected_rows() -> Vec<Row> {
+    let wanted = std::env::var("MLA_BENCH_ROWS").unwrap_or_default();
+    let names: Vec<&str> = wanted.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    ROWS.into_iter()
+        .filter(|r| names.is_empty() || names.contains(&r.name().as_str()))
+        .collect()
+}
+
 /// Compiles every row's specializations up front, in parallel (NVRTC dominates a cold run).
-fn precompile(dev: &CudaDevice) {
+fn precompile(dev: &CudaDevice, rows: &[Row]) {
     let sms = dev.limits().sm_count.max(1);
     let mma = MmaKind::for_arch(dev.arch());
-    let plans: Vec<_> = ROWS
+    let plans: Vec<_> = rows
         .iter()
         .map(|r| {
             r.step(sms)
@@ -367,9 +371,10 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
-    precompile(&dev);
+    let rows = selected_rows();
+    precompile(&dev, &rows);
     let fill = Filler::new(&main);
-    let results: Vec<BenchResult> = ROWS
+    let results: Vec<BenchResult> = rows
         .iter()
         .map(|row| bench_row(&mut c, &dev, &main, &fill, row))
         .collect();

@@ -247,48 +247,36 @@ fn exchange_layout_agrees_with_chunk_layout() {
     }
 }
 
-/// The warpgroup target's history tiling: value-column halves of 64-head tiles while their
-/// grid fits one wave (the head axis then has 2 programs per tile), `mma.sync`'s tiling once
-/// it does not, or when a height is forced; 16-key tiles fit two halves programs per SM, which
-/// doubles the occupancy-bound split count.
+/// The warpgroup target's history tiling: whole 64-head tiles on two warpgroups with 64-key
+/// tiles from 64 gathered heads (one program per SM, so the occupancy-bound split count
+/// halves against `mma.sync`'s two 32-head programs), 16 heads keep the narrow tiling, and
+/// a forced height other than 64 keeps `mma.sync`'s; on `mma.sync` 64 heads keep 32-key
+/// tiles.
 #[test]
-fn warpgroup_tiling_splits_value_columns_while_the_grid_fits_one_wave() {
+fn warpgroup_tiling_takes_whole_head_tiles() {
     let mut long = step(8, &[1], &[1 << 20]);
     long.block_table_stride = 4096;
-    let wg = |s: &DecodeStep, kv: Option<u32>| {
-        s.plan_tuned(MmaKind::Warpgroup, None, None, kv)
+    let wg = |s: &DecodeStep, heads: Option<u32>| {
+        s.plan_tuned(MmaKind::Warpgroup, None, heads, None)
             .expect("plan")
     };
+    // 128 gathered heads: 2 tiles of 64; 132 slots / 2 programs = 66 splits, clamped.
     let p = wg(&long, None);
-    // 128 gathered heads: 2 tiles of 64, 2 programs each; 132 slots / 4 programs = 33 splits.
     assert_eq!(
         (p.history.kernel, p.history.grid[0], p.num_splits),
-        ("mla_history_halves", 4, 33)
+        ("mla_history", 2, 64)
     );
-    assert_eq!(
-        wg(&long, Some(16)).num_splits,
-        64,
-        "132 x 2 / 4 = 66, clamped"
-    );
-    // 34 tokens x 4 programs > 132 SMs: whole 64-head tiles on two warpgroups (the 4 × 2
-    // grid), 64-key tiles, one program per SM.
+    assert_eq!((binding(&p, "BLOCK_H"), binding(&p, "KV_TILE")), (64, 64));
     let full = step(8, &[1; 34], &[4096; 34]);
     let p = wg(&full, None);
-    assert_eq!(
-        (p.history.kernel, p.history.grid[0]),
-        ("mla_history", 34 * 2)
-    );
-    assert_eq!(
-        (binding(&p, "BLOCK_H"), binding(&p, "KV_TILE"), p.num_splits),
-        (64, 64, 1)
-    );
-    // A forced height takes the plain tiling; on `mma.sync` 64 heads keep 32-key tiles.
-    let forced = long
-        .plan_tuned(MmaKind::Warpgroup, None, Some(64), None)
-        .expect("plan");
-    assert_eq!(forced.history.kernel, "mla_history");
+    assert_eq!(p.history.grid, [34 * 2, 1, 1]);
+    assert_eq!(wg(&full, Some(64)).history, p.history);
+    let forced = wg(&full, Some(32));
+    assert_eq!((binding(&forced, "BLOCK_H"), binding(&forced, "KV_TILE")), (32, 32));
     let sync = full.plan_with(None, Some(64)).expect("plan");
     assert_eq!(binding(&sync, "KV_TILE"), 32);
+    let narrow = step(1, &[1], &[4096]);
+    assert_eq!(binding(&wg(&narrow, None), "BLOCK_H"), 16);
 }
 
 fn binding(p: &attn_runtime::ops::mla_dcp::plan::DecodePlan, name: &str) -> i64 {

@@ -70,45 +70,20 @@ fn forced_splits_and_heuristic() {
     check_case(&c, 10);
 }
 
-/// The warpgroup-MMA plan (sm_90a) of a grid that fits one wave: 64-head tiles whose value
-/// columns two programs split (`mla_history_halves`), on one rank and on two, with a ragged last head tile (80 gathered
-/// heads: rows past the last head masked) and a forced split count.
+/// The warpgroup-MMA plan (sm_90a): whole 64-head tiles on the two warpgroups' 4 × 2 grid
+/// (`mla_history` at `BLOCK_H` 64, 64-key tiles where the page allows), on one rank and on
+/// two, with a ragged last head tile (80 gathered heads: rows past the last head masked)
+/// and a forced split count.
 #[test]
-fn warpgroup_plan_splits_the_value_columns() {
+fn warpgroup_plan_takes_whole_head_tiles() {
     let cases = [
-        (Case::new(1, 1, 16, 64, &[70, 3], &[1, 2]), None),
-        (Case::new(2, 8, 16, 40, &[90, 33], &[2, 1]), Some(2)),
+        (Case::new(1, 1, 64, 80, &[150, 3], &[1, 2]), None),
+        (Case::new(2, 8, 32, 40, &[90, 70], &[2, 1]), Some(2)),
     ];
     for (i, (mut c, splits)) in cases.into_iter().enumerate() {
         c.mma = MmaKind::Warpgroup;
         c.splits = splits;
-        // Small grids take the halves (one wave on an H200's SMs).
         c.num_sms = 132;
-        let plan = c.plan();
-        assert_eq!(plan.history.kernel, "mla_history_halves", "case {i}");
-        let gathered = c.d * c.heads;
-        assert_eq!(
-            plan.history.grid[0] as usize,
-            plan.num_tokens * 2 * gathered.div_ceil(64) as usize,
-            "case {i}"
-        );
-        check_case(&c, 500 + i as u64);
-    }
-}
-
-/// The warpgroup-MMA plan of a grid past one wave: whole 64-head tiles on the two
-/// warpgroups' 4 × 2 grid (`mla_history` at `BLOCK_H` 64, 64-key tiles where the page
-/// allows), on one rank and on two, with a ragged last head tile.
-#[test]
-fn warpgroup_plan_past_one_wave_takes_whole_head_tiles() {
-    let cases = [
-        Case::new(1, 1, 64, 80, &[150, 3], &[1, 2]),
-        Case::new(2, 8, 32, 40, &[90, 70], &[2, 1]),
-    ];
-    for (i, mut c) in cases.into_iter().enumerate() {
-        c.mma = MmaKind::Warpgroup;
-        // One SM: the halves' grid cannot fit one wave.
-        c.num_sms = 1;
         let plan = c.plan();
         assert_eq!(plan.history.kernel, "mla_history", "case {i}");
         let gathered = c.d * c.heads;

@@ -13,7 +13,7 @@ use thiserror::Error;
 /// A kernel of the `mla` module could not be found or specialized.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum MlaKernelError {
-    #[error("no kernel `{0}` in the `mla` module; kernels: mla_history, mla_history_halves, mla_history_reduce, mla_current, mla_combine, mla_v_up")]
+    #[error("no kernel `{0}` in the `mla` module; kernels: mla_history, mla_history_reduce, mla_current, mla_combine, mla_v_up")]
     Unknown(String),
     #[error("specializing `{kernel}` failed: {message}")]
     Specialize { kernel: String, message: String },
@@ -23,7 +23,6 @@ pub enum MlaKernelError {
 pub fn template(kernel: &str) -> Result<&'static Template, MlaKernelError> {
     Ok(match kernel {
         "mla_history" => &mla::MLA_HISTORY_TEMPLATE,
-        "mla_history_halves" => &mla::MLA_HISTORY_HALVES_TEMPLATE,
         "mla_history_reduce" => &mla::MLA_HISTORY_REDUCE_TEMPLATE,
         "mla_current" => &mla::MLA_CURRENT_TEMPLATE,
         "mla_combine" => &mla::MLA_COMBINE_TEMPLATE,
@@ -70,12 +69,7 @@ pub fn for_warpgroups(kernel: &str, bindings: &[Binding]) -> bool {
     let wide = bindings
         .iter()
         .any(|b| b.name == "BLOCK_H" && b.value == attn_dsl::ConstValue::Int(64));
-    attn_dsl::features::warpgroup_mma()
-        && match kernel {
-            "mla_history_halves" => true,
-            "mla_history" => wide,
-            _ => false,
-        }
+    attn_dsl::features::warpgroup_mma() && kernel == "mla_history" && wide
 }
 
 /// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.
@@ -273,93 +267,6 @@ pub mod mla {
             row_ok.unsqueeze(1),
         );
         store(split_lse + slot, lse, row_ok);
-    }
-
-    /// [`mla_history`] with the 512 value columns split over two programs, for warpgroup
-    /// MMAs (sm_90a): program `2·tile + h` of the head axis computes the whole scores of its
-    /// 64 heads (QKᵀ over 576, in three dots of 256, 256 and 64 columns) and the output
-    /// columns `[256·h, 256·h + 256)`. A [64, 512] accumulator needs two warpgroups that split
-    /// its columns (and share P through shared memory); a [64, 256] one fits one warpgroup
-    /// (128 registers a thread), so all three dots are warpgroup MMAs over operands in shared
-    /// memory (the latent tile's own 256 columns read both ways), at the price of computing
-    /// the scores in both programs. The two sum the scores' parts in different orders, so
-    /// their softmax statistics agree to f32 rounding; the LSE is the first program's.
-    #[kernel(
-        num_warps = 4,
-        fast_math = true,
-        require(BLOCK_H == 64, "BLOCK_H must be 64: one warpgroup's rows"),
-        require(KV_TILE >= 16 && KV_TILE & (KV_TILE - 1) == 0, "KV_TILE must be a power of two >= 16"),
-        require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
-        require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),
-    )]
-    pub fn mla_history_halves<
-        T,
-        const BLOCK_H: i32,
-        const KV_TILE: i32,
-        const BLOCK_SIZE: i32,
-        const NUM_SPLITS: i32,
-    >(
-        q_all: *const T,
-        cache: *const T,
-        block_table: *const i32,
-        token_req: *const i32,
-        hist_lens: *const i32,
-        split_out: *mut f32,
-        split_lse: *mut f32,
-        num_tokens: i32,
-        heads_per_rank: i32,
-        num_heads: i32,
-        softmax_scale: f32,
-        block_table_stride: i64,
-        cache_stride_block: i64,
-    ) {
-        let (t, program) = token_and_head_program(2 * cdiv(num_heads, BLOCK_H));
-        let half = program % 2;
-        let rows = (program / 2) * BLOCK_H + arange::<BLOCK_H>();
-        let split = program_id(1);
-        let row_ok = rows < num_heads;
-        let req = load(token_req + t);
-        let n_hist = load(hist_lens + req);
-        let q_row = gathered_query_rows(rows, t, num_tokens, heads_per_rank);
-        // This program's value columns, and the other half of the latent.
-        let mine = (half * 256).cast::<i64>();
-        let other = 256 - mine;
-        let dv = arange::<256>();
-        let q_rows = q_all + q_row.unsqueeze(1);
-        let q_ok = row_ok.unsqueeze(1);
-        let q_mine = load(q_rows + mine + dv.unsqueeze(0), q_ok, 0.0);
-        let q_other = load(q_rows + other + dv.unsqueeze(0), q_ok, 0.0);
-        let q_pe = load(q_rows + 512 + arange::<64>().unsqueeze(0), q_ok, 0.0);
-
-        let (lo, hi) = split_tiles::<KV_TILE, NUM_SPLITS>(n_hist, split);
-        let bt_row = block_table + req.cast::<i64>() * block_table_stride;
-        let mut m_i = full([BLOCK_H], f32::NEG_INFINITY);
-        let mut l_i = zeros::<f32>([BLOCK_H]);
-        let mut acc = zeros::<f32>([BLOCK_H, 256]);
-        for j in lo..hi {
-            let keys = j * KV_TILE + arange::<KV_TILE>();
-            let k_ok = keys < n_hist;
-            let key_row = latent_key_rows::<BLOCK_SIZE>(bt_row, keys, k_ok, cache_stride_block);
-            let k_cols = cache + key_row.unsqueeze(0);
-            let kk_ok = k_ok.unsqueeze(0);
-            let k_mine = load(k_cols + mine + dv.unsqueeze(1), kk_ok, 0.0);
-            let k_other = load(k_cols + other + dv.unsqueeze(1), kk_ok, 0.0);
-            let k_pe = load(k_cols + 512 + arange::<64>().unsqueeze(1), kk_ok, 0.0);
-            let s = dot(q_pe, k_pe, dot(q_other, k_other, dot(q_mine, k_mine))) * softmax_scale;
-            let s = select(kk_ok, s, f32::NEG_INFINITY);
-            let (p, alpha, m_raw, l_new) = softmax_step(s, m_i, l_i);
-            l_i = l_new;
-            acc = dot(p.cast::<T>(), trans(k_mine), acc * alpha.unsqueeze(1));
-            m_i = m_raw;
-        }
-        let (o, lse) = finish_partial(acc, m_i, l_i);
-        let slot = (t * num_heads + rows) * NUM_SPLITS + split;
-        store(
-            split_out + (slot.cast::<i64>() * 512 + mine).unsqueeze(1) + dv.unsqueeze(0),
-            o,
-            q_ok,
-        );
-        store(split_lse + slot, lse, row_ok & (half == 0));
     }
 
     /// Merges the history splits of one (token, gathered head) and writes the result straight

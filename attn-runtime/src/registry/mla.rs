@@ -1,6 +1,7 @@
 //! Registry entries of the MLA history kernel for `attn emit` / `attn compile`: the
 //! specialization the MLA-DCP op's plan launches for the L1 row (128 × 4096, 128 heads) and
-//! the L2 row (128 × 32768, 16 heads), with the plan's stride promise; `K=V` overrides any
+//! the L2 row (128 × 32768, 16 heads) on `mma.sync`, and for L1 on sm_90a (64-head tiles on
+//! two warpgroups), with the plan's stride promise; `K=V` overrides any
 //! constexpr. The op launches five kernels over paged inputs and an exchange, so `attn run`
 //! of these entries points at the op (`gpu_mla_op`, the `mla_decode` bench).
 
@@ -26,13 +27,11 @@ pub(super) fn entries() -> Vec<KernelEntry> {
             "MLA history split-KV, L2 plan (128 x 32768, 16 heads, dcp 1)",
             || history_bindings(128, 32768, 16),
         ),
-        super::op_preset_entry(
+        entry(
             "mla_history_sm90a",
-            "MLA history split-KV, 1 x 32768 plan (128 heads) on an sm_90a device (value \
-             columns in halves, warpgroup MMAs)",
-            || history_bindings_on(MmaKind::Warpgroup, 1, 32768, 128),
-            build_halves,
-            no_problem,
+            "MLA history split-KV, L1 plan on an sm_90a device (64-head tiles on two \
+             warpgroups, warpgroup MMAs)",
+            || history_bindings_on(MmaKind::Warpgroup, 128, 4096, 128),
         ),
     ]
 }
@@ -61,10 +60,6 @@ fn history_bindings_on(mma: MmaKind, batch: usize, ctx: u32, heads: u32) -> Vec<
 
 fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
     build_kernel("mla_history", bindings)
-}
-
-fn build_halves(bindings: &[Binding]) -> Result<BuiltKernel, String> {
-    build_kernel("mla_history_halves", bindings)
 }
 
 fn build_kernel(kernel: &str, bindings: &[Binding]) -> Result<BuiltKernel, String> {
@@ -112,7 +107,7 @@ mod tests {
             );
             assert!(built.cuda.source.contains("attn_cp_async16"), "{}", e.name);
             // The plan's tile heights: 32 heads for L1's 128, one 16-row slab for L2's 16,
-            // a warpgroup's 64 for the sm_90a halves.
+            // a warpgroup's 64 on sm_90a.
             let heads = match e.name {
                 n if n.ends_with("_l2") => 16,
                 n if n.ends_with("_sm90a") => 64,

@@ -52,12 +52,12 @@ pub struct HistoryTiling {
     pub block_h: u32,
     /// Tiles of `block_h` heads.
     pub head_tiles: u32,
-    /// Each head tile's 512 value columns split over two programs (`mla_history_halves`,
-    /// warpgroup MMAs): the head axis of the grid has `2 · head_tiles` programs.
-    pub halves: bool,
     /// Programs resident per SM: shared memory holds the queries and two latent stages of two
-    /// programs up to 32 heads (111 KB each), of one at 64 (148 KB, or 144 KB in halves).
+    /// programs up to 32 heads (111 KB each), of one at 64 (148 KB, 217 KB with the
+    /// warpgroups' 64-key tiles).
     pub programs_per_sm: u32,
+    /// 64-head tiles on two warpgroups (sm_90a): every dot a `wgmma`, 64-key tiles.
+    pub warpgroups: bool,
 }
 
 impl HistoryTiling {
@@ -67,58 +67,33 @@ impl HistoryTiling {
         HistoryTiling {
             block_h,
             head_tiles: gathered.div_ceil(u64::from(block_h)) as u32,
-            halves: false,
             programs_per_sm: if block_h > 32 {
                 1
             } else {
                 HIST_PROGRAMS_PER_SM
             },
+            warpgroups: false,
         }
     }
 
-    /// The tiling a target of `mma` gets for `tokens` query tokens on `sms` multiprocessors:
-    /// on warpgroup MMAs, 64-head tiles whose value columns two programs split when their
-    /// grid (tokens × 2 · head tiles) fits one wave, unless a height is `forced`; otherwise
-    /// [`Self::new`]. Measured on the H200 (2026-12-02, `mla_decode` bench, history kernel
-    /// alone): 1 × 32768 at 128 heads 79.8 → 68.6 µs, 32 × 8192 381 → 365 µs in halves,
-    /// but L1 (128 × 4096, 512 programs of the halves grid) 761 → 793 µs (780 with 16-key
-    /// tiles, two programs per SM): one warpgroup per program runs its scores, softmax and
-    /// PV in turn, and a full grid hides that no better than `mma.sync` on two programs.
-    pub fn for_target(
-        gathered: u64,
-        forced: Option<u32>,
-        mma: MmaKind,
-        tokens: u64,
-        sms: u32,
-    ) -> Self {
-        let programs = tokens * 2 * gathered.div_ceil(u64::from(HIST_BLOCK_H_HALVES));
-        let halves = mma == MmaKind::Warpgroup
-            && forced.is_none()
-            && gathered >= u64::from(HIST_BLOCK_H_HALVES)
-            && programs <= u64::from(sms);
-        if !halves {
-            // Beyond one wave, warpgroup targets take 64-head tiles on two warpgroups (a
-            // 4 × 2 warp grid: each warpgroup one column half of the scores and of the
-            // output, every dot a `wgmma`, P shared through shared memory).
-            let wide = mma == MmaKind::Warpgroup && gathered >= u64::from(HIST_BLOCK_H_HALVES);
-            return Self::new(gathered, forced.or(wide.then_some(HIST_BLOCK_H_HALVES)));
+    /// The tiling a target of `mma` gets: on warpgroup MMAs, from 64 gathered heads, 64-head
+    /// tiles on the two warpgroups of a 4 × 2 warp grid (each warpgroup one column half of
+    /// the scores and of the output, P shared through shared memory), unless a height is
+    /// `forced`; otherwise [`Self::new`]. Measured on the H200 (2026-12-02, `mla_decode`
+    /// bench, history kernel alone), against `mma.sync`'s 32-head tiles: L1 (128 × 4096)
+    /// 758 → 431 µs; and against the one-warpgroup programs that split the value columns
+    /// and computed the scores twice (the earlier sm_90a tiling): 1 × 32768 68.7 → 59.9 µs,
+    /// 32 × 8192 370 → 217 µs.
+    pub fn for_target(gathered: u64, forced: Option<u32>, mma: MmaKind) -> Self {
+        let wide = mma == MmaKind::Warpgroup
+            && gathered >= u64::from(HIST_BLOCK_H_WARPGROUPS)
+            && forced.is_none_or(|h| h == HIST_BLOCK_H_WARPGROUPS);
+        if !wide {
+            return Self::new(gathered, forced);
         }
         HistoryTiling {
-            halves,
-            ..Self::new(gathered, Some(HIST_BLOCK_H_HALVES))
-        }
-    }
-
-    /// The tiling over `kv_tile`-key tiles: the halves' queries (72 KB) and two 16-key
-    /// stages (36 KB) fit twice in an SM, two 32-key stages once.
-    pub fn with_keys(self, kv_tile: u32) -> Self {
-        if self.halves && kv_tile <= 16 {
-            HistoryTiling {
-                programs_per_sm: 2,
-                ..self
-            }
-        } else {
-            self
+            warpgroups: true,
+            ..Self::new(gathered, Some(HIST_BLOCK_H_WARPGROUPS))
         }
     }
 
@@ -126,32 +101,18 @@ impl HistoryTiling {
     /// grid, whose two warpgroups each take half of the tile's scores (`m64n32` at 64 keys:
     /// L1's history 565 → 441 µs against 32 keys, H200, 2026-12-02), else
     /// [`HIST_KV_TILE`].
-    pub fn kv_tile(&self, mma: MmaKind) -> u32 {
-        if mma == MmaKind::Warpgroup && self.block_h == HIST_BLOCK_H_HALVES && !self.halves {
+    pub fn kv_tile(&self) -> u32 {
+        if self.warpgroups {
             HIST_KV_TILE_WARPGROUPS
         } else {
             HIST_KV_TILE
-        }
-    }
-
-    /// Programs along the grid's head axis.
-    pub fn head_programs(&self) -> u32 {
-        self.head_tiles * if self.halves { 2 } else { 1 }
-    }
-
-    /// The history kernel this tiling launches.
-    pub fn kernel(&self) -> &'static str {
-        if self.halves {
-            "mla_history_halves"
-        } else {
-            "mla_history"
         }
     }
 }
 
 /// Gathered heads per history program of the warpgroup-MMA tiling: the rows of one
 /// warpgroup (`wgmma` is 64 rows tall).
-pub const HIST_BLOCK_H_HALVES: u32 = 64;
+pub const HIST_BLOCK_H_WARPGROUPS: u32 = 64;
 /// Keys per history tile (a power of two; smaller when the page is): a 32 × 576 latent
 /// tile is 37 KB of shared memory per stage, so two stages and the queries leave room for
 /// two programs per SM.
@@ -632,7 +593,7 @@ impl DecodeStep {
     ///   longest local history (rank 0 holds the most: `n_local` is non-increasing in r);
     /// - at most [`MAX_SPLITS`], at least 1.
     pub fn num_splits(&self, tiling: HistoryTiling) -> u32 {
-        let programs = (self.num_tokens() as u64 * u64::from(tiling.head_programs())).max(1);
+        let programs = (self.num_tokens() as u64 * u64::from(tiling.head_tiles)).max(1);
         let slots = u64::from(self.num_sms) * u64::from(tiling.programs_per_sm);
         let occupancy = (slots / programs).max(1);
         let longest = self.hist_lens(0).into_iter().max().unwrap_or(0) as u64;
@@ -691,9 +652,9 @@ impl DecodeStep {
         let grid_t = t as u32;
 
         let b = self.layout.block_size;
-        let tiling = HistoryTiling::for_target(dn, block_h, mma, t as u64, self.num_sms);
+        let tiling = HistoryTiling::for_target(dn, block_h, mma);
         // Largest power of two ≤ the tiling's tile dividing B: tiles never straddle a block.
-        let preferred = tiling.kv_tile(mma);
+        let preferred = tiling.kv_tile();
         let page_tile = 1u32 << b.trailing_zeros().min(preferred.trailing_zeros());
         let largest = 1u32 << b.trailing_zeros().min(31);
         let kv_tile = match kv_tile {
@@ -701,7 +662,6 @@ impl DecodeStep {
             Some(k) if k.is_power_of_two() && (16..=largest).contains(&k) => k,
             Some(got) => return Err(PlanError::HistoryKvTile { got, max: largest }),
         };
-        let tiling = tiling.with_keys(kv_tile);
         let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
         let exchange = ExchangeLayout::new(d as usize, n as usize, t, 2);
         let dt = dtype_binding(self.dtype);
@@ -710,7 +670,7 @@ impl DecodeStep {
 
         let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
         let history = KernelLaunch {
-            kernel: tiling.kernel(),
+            kernel: "mla_history",
             constexprs: vec![
                 dt.clone(),
                 ("BLOCK_H", ConstValue::Int(tiling.block_h.into())),
@@ -718,7 +678,7 @@ impl DecodeStep {
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
             ],
-            grid: [grid_t * tiling.head_programs(), num_splits, 1],
+            grid: [grid_t * tiling.head_tiles, num_splits, 1],
             args: vec![
                 Buf(R::QAll),
                 Buf(R::LatentCache),
