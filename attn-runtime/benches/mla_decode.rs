@@ -340,7 +340,11 @@ fn bench_row(
 /// `128x4096 h128 dcp1` for `ncu` on one row), else all.
 fn selected_rows() -> Vec<Row> {
     let wanted = std::env::var("MLA_BENCH_ROWS").unwrap_or_default();
-    let names: Vec<&str> = wanted.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    let names: Vec<&str> = wanted
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
     ROWS.into_iter()
         .filter(|r| names.is_empty() || names.contains(&r.name().as_str()))
         .collect()

@@ -272,7 +272,10 @@ fn warpgroup_tiling_takes_whole_head_tiles() {
     assert_eq!(p.history.grid, [34 * 2, 1, 1]);
     assert_eq!(wg(&full, Some(64)).history, p.history);
     let forced = wg(&full, Some(32));
-    assert_eq!((binding(&forced, "BLOCK_H"), binding(&forced, "KV_TILE")), (32, 32));
+    assert_eq!(
+        (binding(&forced, "BLOCK_H"), binding(&forced, "KV_TILE")),
+        (32, 32)
+    );
     let sync = full.plan_with(None, Some(64)).expect("plan");
     assert_eq!(binding(&sync, "KV_TILE"), 32);
     let narrow = step(1, &[1], &[4096]);

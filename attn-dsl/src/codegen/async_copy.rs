@@ -78,10 +78,11 @@ impl<'f> Emitter<'f> {
                 a,
                 b,
                 inline_wait,
+                chained_from,
             } => {
                 let op = self.f.op(*dot);
                 self.op_comment(op);
-                let r = self.emit_mma_shared(op, a, b, *inline_wait);
+                let r = self.emit_mma_shared(op, a, b, *inline_wait, *chained_from);
                 self.converted.clear();
                 r
             }
@@ -144,8 +145,11 @@ impl<'f> Emitter<'f> {
     }
 
     /// Whether copy `b` can share the loops of copy `a` (emitted right before it): the same
-    /// iteration, the same rows of the same alloc shape, split over the threads alike, both
-    /// one address per row. The K and V tiles of one KV tile are: their rows are the keys.
+    /// iteration, the same number of rows, split over the threads alike, both one address
+    /// per row. The K and V tiles of one KV tile are: their rows are the keys. So are the
+    /// parts of one row at different columns (MLA's 512 latent and 64 rope columns of a key):
+    /// the pass then runs one chunk loop per copy, and the row addresses, computed side by
+    /// side before any `cp.async`, share their block-table load.
     /// Only programs of a warpgroup or more: their loops are issue-bound, and the shared
     /// address work is what counts (P0 3.31 → 3.14 ms, P1 452 → 447 µs, H200
     /// 2026-12-02T01:40Z). A one-warp decode program streams: fused, its V guard's
@@ -159,7 +163,7 @@ impl<'f> Emitter<'f> {
             && (a.map.lanes, a.map.chunk) == (b.map.lanes, b.map.chunk)
             && a.map.row_contiguous
             && b.map.row_contiguous
-            && (x.rows, x.cols) == (y.rows, y.cols)
+            && x.rows == y.rows
     }
 
     /// Emits copies that share one guard, one loop over the rows and one over each row's
@@ -215,7 +219,6 @@ impl<'f> Emitter<'f> {
         };
         let al = self.prog.alloc(c.dst).clone();
         let (lanes, chunk) = (c.map.lanes, c.map.chunk);
-        let per_row = al.cols / chunk;
         let rows_per_pass = self.threads / lanes;
         let (row, cc) = ("attn_row", "attn_col");
         match &guard {
@@ -297,7 +300,10 @@ impl<'f> Emitter<'f> {
             // Swizzled, the lane's chunks `lane + lanes·s` (lanes a multiple of 8) keep their
             // place in the line and step column blocks: still one row pointer plus
             // immediate offsets.
-            let (row_start, dst_stride) = al.copy_row(row, "attn_lane_in_row", lanes, chunk);
+            let (row_start, dst_stride) =
+                self.prog
+                    .alloc(c.dst)
+                    .copy_row(row, "attn_lane_in_row", lanes, chunk);
             self.w.line(format!(
                 "unsigned short* const attn_dst_row{} = attn_dst{} + {row_start};",
                 sfx(i),
@@ -308,8 +314,45 @@ impl<'f> Emitter<'f> {
                 format!("attn_dst_row{} + s * {dst_stride}", sfx(i)),
             ));
         }
+        // One chunk loop for copies of one width (K and V), one per copy otherwise.
+        let widths: Vec<usize> = cs.iter().map(|c| self.prog.alloc(c.dst).cols).collect();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        if widths.iter().all(|&w| w == widths[0]) {
+            groups.push((0..cs.len()).collect());
+        } else {
+            groups.extend((0..cs.len()).map(|i| vec![i]));
+        }
+        for g in groups {
+            let cols = widths[g[0]];
+            let calls: Vec<String> = g
+                .iter()
+                .map(|&i| {
+                    let (src, dst_at) = &at_chunk[i];
+                    format!("attn_cp_async16({dst_at}, {src}, {});", masks[i])
+                })
+                .collect();
+            self.chunk_loop(c.map.row_contiguous, cols, lanes, chunk, &calls);
+        }
+        self.w.close("");
+        self.w.close("");
+        self.unbind_locals(&bound);
+        Ok(())
+    }
+
+    /// A row's chunk loop over `cols` columns (`chunk` per `cp.async`, `lanes` per row),
+    /// issuing `calls` at chunk column `attn_col`.
+    fn chunk_loop(
+        &mut self,
+        contiguous: bool,
+        cols: usize,
+        lanes: usize,
+        chunk: usize,
+        calls: &[String],
+    ) {
+        let cc = "attn_col";
+        let per_row = cols / chunk;
         let slots = per_row.div_ceil(lanes);
-        if c.map.row_contiguous {
+        if contiguous {
             self.w.open_unrolled("s", slots);
         } else {
             // Each chunk recomputes its whole address: unrolled by a few only, so the chunks
@@ -321,17 +364,12 @@ impl<'f> Emitter<'f> {
             "const int {cc} = (attn_lane_in_row + s * {lanes}) * {chunk};"
         ));
         if !per_row.is_multiple_of(lanes) {
-            self.w.line(format!("if ({cc} >= {}) break;", al.cols));
+            self.w.line(format!("if ({cc} >= {cols}) break;"));
         }
-        for ((src, dst_at), mask) in at_chunk.iter().zip(&masks) {
-            self.w
-                .line(format!("attn_cp_async16({dst_at}, {src}, {mask});"));
+        for call in calls {
+            self.w.line(call);
         }
         self.w.close("");
-        self.w.close("");
-        self.w.close("");
-        self.unbind_locals(&bound);
-        Ok(())
     }
 
     /// Computes once per copy, before its passes, each uniform scalar of the copies' masks

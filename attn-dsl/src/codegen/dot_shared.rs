@@ -58,6 +58,7 @@ impl<'f> Emitter<'f> {
         a_src: &OperandSource,
         b_src: &OperandSource,
         inline_wait: bool,
+        chained_from: Option<crate::ir::OpId>,
     ) -> Res<()> {
         let (a, b, acc) = (
             Self::operand(op, 0)?,
@@ -87,7 +88,13 @@ impl<'f> Emitter<'f> {
         };
         let b_base = self.stage_base(*b_alloc, *b_stage, None)?;
         let b_al = self.prog.alloc(*b_alloc).clone();
-        let name = self.init_accumulator(acc, res, map)?;
+        // A chained dot accumulates into its predecessor's array (the predecessor's result
+        // has no other reader), so its MMAs continue the ones in flight.
+        let chained = chained_from.filter(|_| self.map(acc) == super::tile_map::TileMap::Mma(map));
+        let name = match chained {
+            Some(_) => self.alias_tile(res, acc)?,
+            None => self.init_accumulator(acc, res, map)?,
+        };
         self.w.open("");
         self.w.line("const int attn_lane = tid & 31;");
         let a_from = self.a_fragments_source(a, a_src, &map, &p)?;
@@ -110,7 +117,16 @@ impl<'f> Emitter<'f> {
             b_al: &b_al,
             b_trans: *b_trans,
         };
-        match super::wgmma::plan(self.f.warpgroup_mma, &steps) {
+        let wg = super::wgmma::plan(self.f.warpgroup_mma, &steps);
+        if let Some(d1) = chained {
+            if wg.is_some() {
+                // This dot's wait completes the predecessor's MMAs too.
+                self.pending_mma.remove(&self.f.op(d1).results[0].0);
+            } else {
+                self.emit_wgmma_wait(d1);
+            }
+        }
+        match wg {
             Some(wg) => {
                 // One source, both paths: sm_90a compiles the warpgroup MMA, every other
                 // target the mma.sync steps (the layouts and accumulators are the same).

@@ -315,6 +315,18 @@ impl<'f> Emitter<'f> {
         name
     }
 
+    /// Binds `res` to `src`'s array (a value that takes over another's registers, which
+    /// nothing reads afterwards).
+    pub(crate) fn alias_tile(
+        &mut self,
+        res: ValueId,
+        src: ValueId,
+    ) -> Result<String, CodegenError> {
+        let name = self.name(src)?.to_string();
+        self.names[res.0 as usize] = Some(name.clone());
+        Ok(name)
+    }
+
     /// Records a bigger scratch need.
     pub(crate) fn need_scratch(&mut self, bytes: usize) {
         self.scratch_bytes = self.scratch_bytes.max(bytes);

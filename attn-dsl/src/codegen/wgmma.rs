@@ -56,9 +56,8 @@ pub(crate) fn plan(warpgroup_mma: bool, st: &SharedSteps<'_>) -> Option<WgmmaPla
     let (map, b) = (st.map, st.b_al);
     // The warpgroup's N: its grid column's block (the whole width on a row map).
     let n = map.tiles_n * 8;
-    let rows = map.row_warps.is_multiple_of(WARPGROUP)
-        && !map.ragged_slabs()
-        && map.m == map.slabs * 16;
+    let rows =
+        map.row_warps.is_multiple_of(WARPGROUP) && !map.ragged_slabs() && map.m == map.slabs * 16;
     let ty = matches!(st.t, ScalarType::Bf16 | ScalarType::F16);
     let mn_major = st.b_trans;
     let n_ok = n * map.col_warps == map.n

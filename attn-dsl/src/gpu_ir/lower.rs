@@ -444,6 +444,7 @@ fn build_block(f: &Function, b: &Block, d: &Decisions) -> GpuBlock {
                     a: a.clone(),
                     b: bs.clone(),
                     inline_wait: true,
+                    chained_from: None,
                 },
                 (None, None) => GpuOp::Tile(o),
             },

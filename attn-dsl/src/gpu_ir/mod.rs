@@ -8,6 +8,7 @@
 pub mod allocate;
 pub mod dead_tiles;
 pub mod lower;
+pub mod mma_chain;
 pub mod mma_overlap;
 pub mod pipeline;
 pub mod printer;
@@ -40,6 +41,8 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     mma_overlap::run(f, &mut p);
     // Two warpgroups take turns issuing MMAs, so one's softmax hides behind the other's.
     warpgroup_turns::run(f, &mut p);
+    // A dot accumulating into the previous dot's result continues its MMAs, no wait between.
+    mma_chain::run(f, &mut p);
     // Waits and barriers from the dependencies of the final schedule (after pipelining,
     // which fixes where every copy and read is).
     sync::run(&mut p.body);

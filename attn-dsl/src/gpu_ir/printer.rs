@@ -110,12 +110,17 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 a,
                 b,
                 inline_wait,
+                chained_from,
             } => format!(
-                "%{} = mma a: {}, b: {}{}",
+                "%{} = mma a: {}, b: {}{}{}",
                 f.op(*dot).results[0].0,
                 operand(a),
                 operand(b),
-                if *inline_wait { "" } else { ", async" }
+                if *inline_wait { "" } else { ", async" },
+                chained_from.map_or(String::new(), |d| format!(
+                    ", continues %{}",
+                    f.op(d).results[0].0
+                ))
             ),
             GpuOp::MmaWait { dot } => format!("mma_wait %{}", f.op(*dot).results[0].0),
             GpuOp::Turn(t) => format!("turn {}", format!("{t:?}").to_lowercase()),

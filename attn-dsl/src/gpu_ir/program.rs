@@ -294,6 +294,10 @@ pub enum GpuOp {
         a: OperandSource,
         b: OperandSource,
         inline_wait: bool,
+        /// The dot whose in-flight MMAs this one continues in the same accumulator (its
+        /// result is this dot's accumulator, used nowhere else): no wait between them, and
+        /// this dot's wait completes both (see [`super::mma_chain`]).
+        chained_from: Option<OpId>,
     },
     /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
     /// accumulator before this point.
