@@ -35,6 +35,8 @@ struct Schedule {
     copies: usize,
     mmas_from_shared_b: usize,
     shared_a: usize,
+    /// MMAs that continue the previous dot's in flight (`mma_chain`).
+    chained: usize,
     registers: u32,
     spills: (u32, u32, u32),
     /// SASS counts of the KV-tile loop.
@@ -50,10 +52,13 @@ fn schedule_for(label: &str, l: &KernelLaunch, arch: Arch) -> Schedule {
     let f = &c.specialized.ir;
     let p = gpu_ir::compile(f).unwrap_or_else(|e| panic!("{label}: {e}"));
     println!("{label} ({}):\n{}", l.key(), print_program(f, &p));
-    let (mut copies, mut mmas_from_shared_b, mut shared_a) = (0, 0, 0);
+    let (mut copies, mut mmas_from_shared_b, mut shared_a, mut chained) = (0, 0, 0, 0);
     gpu_ir::walk_block(&p.body, &mut |o| match o {
         GpuOp::AsyncCopy(_) => copies += 1,
-        GpuOp::Mma { a, b, .. } => {
+        GpuOp::Mma {
+            a, b, chained_from, ..
+        } => {
+            chained += usize::from(chained_from.is_some());
             mmas_from_shared_b += usize::from(matches!(b, OperandSource::Shared { .. }));
             shared_a += usize::from(matches!(a, OperandSource::Shared { .. }));
         }
@@ -78,6 +83,7 @@ fn schedule_for(label: &str, l: &KernelLaunch, arch: Arch) -> Schedule {
         copies,
         mmas_from_shared_b,
         shared_a,
+        chained,
         registers: s.registers,
         spills: (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
         sass,
@@ -181,7 +187,7 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
 /// `m64n32k16` (Q's latent through a descriptor, its rope part held in registers), PV as 4
 /// k-steps of `m64n256k16` with P staged through shared memory (no `mma.sync`, no
 /// `ldmatrix`), five barriers (the pipeline's, the scores' cross-warpgroup row max, P's
-/// staging), no local memory.
+/// staging), no local memory. The rope dot continues the latent dot's MMAs in flight.
 #[test]
 fn l1_history_on_sm90a_runs_two_warpgroups() {
     let l = step(128, 4096, 128, 1)
@@ -191,6 +197,10 @@ fn l1_history_on_sm90a_runs_two_warpgroups() {
     assert_eq!((l.kernel, l.grid), ("mla_history", [256, 1, 1]));
     let s = schedule_for("l1-warpgroups", &l, "sm_90a".parse().expect("arch"));
     assert_eq!(s.spills, (0, 0, 0), "spills or local memory");
+    // The rope part of the scores continues the latent part's MMAs (no wait between). Q's
+    // latent columns once (its rope part is held in registers), the key tile's latent and
+    // rope columns in the prologue and a tile ahead.
+    assert_eq!((s.chained, s.copies), (1, 5), "(chained MMAs, copies)");
     let c = |k: &str| sass_support::count(&s.sass, k);
     assert_eq!(
         (

@@ -81,6 +81,18 @@ __device__ __forceinline__ void attn_st(const long long* p, long long v) {
     *const_cast<long long*>(p) = v;
 }
 __device__ __forceinline__ void attn_st(const bool* p, bool v) { *const_cast<bool*>(p) = v; }
+// Two adjacent elements in one access (the pair `p` points at is aligned to its size).
+__device__ __forceinline__ void attn_st2(const float* p, float a, float b) {
+    *reinterpret_cast<float2*>(const_cast<float*>(p)) = make_float2(a, b);
+}
+__device__ __forceinline__ void attn_st2(const bf16* p, float a, float b) {
+    *reinterpret_cast<unsigned*>(const_cast<bf16*>(p)) =
+        attn_f32_to_bf16_bits(a) | ((unsigned)attn_f32_to_bf16_bits(b) << 16);
+}
+__device__ __forceinline__ void attn_st2(const f16* p, float a, float b) {
+    *reinterpret_cast<unsigned*>(const_cast<f16*>(p)) =
+        attn_f32_to_f16_bits(a) | ((unsigned)attn_f32_to_f16_bits(b) << 16);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Integer arithmetic wraps (two's complement), as in the CPU executor; done in unsigned

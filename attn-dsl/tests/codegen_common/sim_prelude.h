@@ -110,6 +110,9 @@ inline void attn_st(const f16* p, float v) { const_cast<f16*>(p)->bits = attn_f3
 inline void attn_st(const float* p, float v) { *const_cast<float*>(p) = v; }
 inline void attn_st(const int* p, int v) { *const_cast<int*>(p) = v; }
 inline void attn_st(const long long* p, long long v) { *const_cast<long long*>(p) = v; }
+inline void attn_st2(const float* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
+inline void attn_st2(const bf16* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
+inline void attn_st2(const f16* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
 inline void attn_st(const bool* p, bool v) { *const_cast<bool*>(p) = v; }
 
 inline int attn_wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
