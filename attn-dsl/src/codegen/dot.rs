@@ -14,7 +14,7 @@ use super::c_types::to_scratch;
 use super::emitter::Emitter;
 use super::tile_map::{MmaMap, TileMap};
 use super::CodegenError;
-use crate::ir::{Op, OpKind, ScalarType, ValueId};
+use crate::ir::{Elem, Op, OpKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -106,6 +106,36 @@ impl<'f> Emitter<'f> {
         self.w.open_unrolled("s", m.slots());
         self.w.line(format!("const int r = {r}, c = {c};"));
         let st = format!("{dst}[{index}] = {};", conv(&xs));
+        match m.writer("s") {
+            Some(g) => self.w.line(format!("if ({g}) {st}")),
+            None => self.w.line(st),
+        }
+        self.w.close("");
+        Ok(())
+    }
+
+    /// [`Self::scatter`] of an `Mma` fragment tile of 16-bit elements, slot pairs
+    /// `(2i, 2i + 1)` (columns `2t`, `2t + 1` of one row) in one 32-bit store; `index` of
+    /// an even column must be even.
+    fn scatter_pairs(
+        &mut self,
+        x: ValueId,
+        dst: &str,
+        index: &str,
+        conv: impl Fn(&str) -> String,
+    ) -> Res<()> {
+        let m = self.map(x);
+        let (lo, hi) = (self.at(x, "s")?, self.at(x, "(s + 1)")?);
+        let (r, c) = m.index("s").coords(self.shape(x));
+        self.w.line("#pragma unroll");
+        self.w
+            .open(format!("for (int s = 0; s < {}; s += 2)", m.slots()));
+        self.w.line(format!("const int r = {r}, c = {c};"));
+        let st = format!(
+            "*reinterpret_cast<unsigned*>(&{dst}[{index}]) = (unsigned){} | ((unsigned){} << 16);",
+            conv(&lo),
+            conv(&hi)
+        );
         match m.writer("s") {
             Some(g) => self.w.line(format!("if ({g}) {st}")),
             None => self.w.line(st),
@@ -299,7 +329,19 @@ impl<'f> Emitter<'f> {
     /// Writes A (`[m, k]`) row-major into `sa`, zero-padded to 16 rows and 16 columns.
     pub(crate) fn stage_a(&mut self, a: ValueId, p: &MmaPlan) -> Res<()> {
         let (ld, elem) = (p.ld, self.elem(a));
-        self.scatter(a, "sa", &format!("r * {ld} + c"), |x| to_scratch(elem, x))?;
+        match self.map(a) {
+            // Each lane's two adjacent columns in one 32-bit store (P of MLA's PV: 8 stores
+            // a thread instead of 16).
+            TileMap::Mma(m)
+                if !m.is_rows()
+                    && m.col_guard("s").is_none()
+                    && ld.is_multiple_of(2)
+                    && matches!(elem, Elem::Scalar(ScalarType::Bf16 | ScalarType::F16)) =>
+            {
+                self.scatter_pairs(a, "sa", &format!("r * {ld} + c"), |x| to_scratch(elem, x))?
+            }
+            _ => self.scatter(a, "sa", &format!("r * {ld} + c"), |x| to_scratch(elem, x))?,
+        }
         self.zero_padding("sa", p.m.next_multiple_of(16), p.m, p);
         Ok(())
     }

@@ -341,6 +341,15 @@ impl<'f> Emitter<'f> {
                     words[0], words[1], words[2], words[3]
                 )
             }
+            // Rows of 16-byte multiples: one `ldmatrix.x4` per 16×16 step (lane `l` points
+            // at row `16·slab + l % 16`, column `k0 + 8·(l / 16)`), not four 32-bit loads.
+            AFrom::Staged if p.ld.is_multiple_of(8) => {
+                self.w.line(format!(
+                    "const unsigned short* pa = sa + (slab * 16 + (tid & 15)) * {} + ((tid >> 4) & 1) * 8;",
+                    p.ld
+                ));
+                "unsigned a0, a1, a2, a3; attn_ldsm_x4(a0, a1, a2, a3, pa + k0);".to_string()
+            }
             AFrom::Staged => {
                 let ld = p.ld;
                 self.w.line(format!(

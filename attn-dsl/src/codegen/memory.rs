@@ -189,9 +189,8 @@ impl<'f> Emitter<'f> {
         };
         let bytes = elem.size_bytes() as u64;
         let same_mask = !has_mask
-            || Self::operand(op, 2).is_ok_and(|m| {
-                self.axis.get(m).constancy.get(1).is_some_and(|&c| c >= 2)
-            });
+            || Self::operand(op, 2)
+                .is_ok_and(|m| self.axis.get(m).constancy.get(1).is_some_and(|&c| c >= 2));
         self.f.ty(p).rank() == 2
             && !map.is_rows()
             && map.col_guard("s").is_none()
