@@ -92,50 +92,35 @@ impl<'f> Emitter<'f> {
     }
 
     /// Writes every owned element of tile `x` to `dst[index]`, where `index` is an
-    /// expression in the element's row `r` and column `c`.
+    /// expression in the element's row `r` and column `c`. With `pairs` (an `Mma` fragment
+    /// tile of 16-bit elements, `index` even at even columns), each lane's slot pair
+    /// `(2i, 2i + 1)`, columns `2t` and `2t + 1` of one row, goes in one 32-bit store.
     fn scatter(
         &mut self,
         x: ValueId,
         dst: &str,
         index: &str,
         conv: impl Fn(&str) -> String,
+        pairs: bool,
     ) -> Res<()> {
         let m = self.map(x);
-        let xs = self.at(x, "s")?;
         let (r, c) = m.index("s").coords(self.shape(x));
-        self.w.open_unrolled("s", m.slots());
+        let st = if pairs {
+            let (lo, hi) = (self.at(x, "s")?, self.at(x, "(s + 1)")?);
+            self.w.line("#pragma unroll");
+            self.w
+                .open(format!("for (int s = 0; s < {}; s += 2)", m.slots()));
+            format!(
+                "*reinterpret_cast<unsigned*>(&{dst}[{index}]) = (unsigned){} | ((unsigned){} << 16);",
+                conv(&lo),
+                conv(&hi)
+            )
+        } else {
+            let xs = self.at(x, "s")?;
+            self.w.open_unrolled("s", m.slots());
+            format!("{dst}[{index}] = {};", conv(&xs))
+        };
         self.w.line(format!("const int r = {r}, c = {c};"));
-        let st = format!("{dst}[{index}] = {};", conv(&xs));
-        match m.writer("s") {
-            Some(g) => self.w.line(format!("if ({g}) {st}")),
-            None => self.w.line(st),
-        }
-        self.w.close("");
-        Ok(())
-    }
-
-    /// [`Self::scatter`] of an `Mma` fragment tile of 16-bit elements, slot pairs
-    /// `(2i, 2i + 1)` (columns `2t`, `2t + 1` of one row) in one 32-bit store; `index` of
-    /// an even column must be even.
-    fn scatter_pairs(
-        &mut self,
-        x: ValueId,
-        dst: &str,
-        index: &str,
-        conv: impl Fn(&str) -> String,
-    ) -> Res<()> {
-        let m = self.map(x);
-        let (lo, hi) = (self.at(x, "s")?, self.at(x, "(s + 1)")?);
-        let (r, c) = m.index("s").coords(self.shape(x));
-        self.w.line("#pragma unroll");
-        self.w
-            .open(format!("for (int s = 0; s < {}; s += 2)", m.slots()));
-        self.w.line(format!("const int r = {r}, c = {c};"));
-        let st = format!(
-            "*reinterpret_cast<unsigned*>(&{dst}[{index}]) = (unsigned){} | ((unsigned){} << 16);",
-            conv(&lo),
-            conv(&hi)
-        );
         match m.writer("s") {
             Some(g) => self.w.line(format!("if ({g}) {st}")),
             None => self.w.line(st),
@@ -160,8 +145,8 @@ impl<'f> Emitter<'f> {
             .line("float* sa = reinterpret_cast<float*>(attn_scratch);");
         self.w.line(format!("float* sb = sa + {};", m * k));
         self.w.line("__syncthreads();");
-        self.scatter(a, "sa", &format!("r * {k} + c"), str::to_string)?;
-        self.scatter(b, "sb", &format!("r * {n} + c"), str::to_string)?;
+        self.scatter(a, "sa", &format!("r * {k} + c"), str::to_string, false)?;
+        self.scatter(b, "sb", &format!("r * {n} + c"), str::to_string, false)?;
         self.w.line("__syncthreads();");
         let rm = self.map(res);
         self.w.open_unrolled("s", rm.slots());
@@ -222,7 +207,13 @@ impl<'f> Emitter<'f> {
             self.w
                 .line("float* sc = reinterpret_cast<float*>(attn_scratch);");
             self.w.line("__syncthreads();");
-            self.scatter(acc, "sc", &format!("r * {} + c", p.n), str::to_string)?;
+            self.scatter(
+                acc,
+                "sc",
+                &format!("r * {} + c", p.n),
+                str::to_string,
+                false,
+            )?;
             self.w.line("__syncthreads();");
             self.w.open_unrolled("j", per_warp);
             tile_coords(&mut self.w);
@@ -320,7 +311,13 @@ impl<'f> Emitter<'f> {
             self.stage_a(a, p)?;
         }
         let (ld, elem) = (p.ld, self.elem(b));
-        self.scatter(b, "sb", &format!("c * {ld} + r"), |x| to_scratch(elem, x))?;
+        self.scatter(
+            b,
+            "sb",
+            &format!("c * {ld} + r"),
+            |x| to_scratch(elem, x),
+            false,
+        )?;
         self.zero_padding("sb", p.n.next_multiple_of(8), p.n, p);
         self.w.line("__syncthreads();");
         Ok(())
@@ -329,19 +326,18 @@ impl<'f> Emitter<'f> {
     /// Writes A (`[m, k]`) row-major into `sa`, zero-padded to 16 rows and 16 columns.
     pub(crate) fn stage_a(&mut self, a: ValueId, p: &MmaPlan) -> Res<()> {
         let (ld, elem) = (p.ld, self.elem(a));
-        match self.map(a) {
-            // Each lane's two adjacent columns in one 32-bit store (P of MLA's PV: 8 stores
-            // a thread instead of 16).
-            TileMap::Mma(m)
-                if !m.is_rows()
-                    && m.col_guard("s").is_none()
-                    && ld.is_multiple_of(2)
-                    && matches!(elem, Elem::Scalar(ScalarType::Bf16 | ScalarType::F16)) =>
-            {
-                self.scatter_pairs(a, "sa", &format!("r * {ld} + c"), |x| to_scratch(elem, x))?
-            }
-            _ => self.scatter(a, "sa", &format!("r * {ld} + c"), |x| to_scratch(elem, x))?,
-        }
+        // Each lane's two adjacent columns in one 32-bit store (P of MLA's PV: 8 stores a
+        // thread instead of 16).
+        let pairs = matches!(self.map(a), TileMap::Mma(m) if !m.is_rows() && m.col_guard("s").is_none())
+            && ld.is_multiple_of(2)
+            && matches!(elem, Elem::Scalar(ScalarType::Bf16 | ScalarType::F16));
+        self.scatter(
+            a,
+            "sa",
+            &format!("r * {ld} + c"),
+            |x| to_scratch(elem, x),
+            pairs,
+        )?;
         self.zero_padding("sa", p.m.next_multiple_of(16), p.m, p);
         Ok(())
     }
