@@ -83,3 +83,73 @@ fn untargeted_functions_emit_no_warpgroup_branch() {
     let src = emit_cuda(&f).expect("emit").source;
     assert!(!src.contains("wgmma"), "{src}");
 }
+
+/// `split_fwd` (scores as `dot(q_hi, k_hi, dot(q_lo, k_lo))`) specialized for 64 query rows,
+/// 32-key tiles, D = 128 in halves of 64 (each one swizzled 64-column block, so every dot
+/// is warpgroup-shaped).
+fn split_scores(reuse: bool, warpgroups: bool) -> Function {
+    const SPLIT: &str = include_str!("kernels/split_scores.rs.txt");
+    let module = attn_dsl::frontend::parse_module_str(SPLIT).expect("parse");
+    let binds: Vec<Binding> = [
+        ("T", ConstValue::Dtype(ScalarType::Bf16)),
+        ("BLOCK_M", ConstValue::Int(64)),
+        ("BLOCK_N", ConstValue::Int(32)),
+        ("HEAD_DIM", ConstValue::Int(128)),
+        ("HALF", ConstValue::Int(64)),
+        ("REUSE", ConstValue::Bool(reuse)),
+    ]
+    .into_iter()
+    .map(|(n, v)| Binding::new(n, v))
+    .collect();
+    let c = attn_dsl::driver::compile(&module, "split_fwd", &binds).expect("compile");
+    let mut f = c.specialized.ir;
+    f.warpgroup_mma = warpgroups;
+    f
+}
+
+/// MMAs of `p` that continue the previous dot's (`mma_chain`).
+fn chained_mmas(p: &gpu_ir::GpuProgram) -> usize {
+    let mut n = 0;
+    gpu_ir::walk_block(&p.body, &mut |o| {
+        n += usize::from(matches!(
+            o,
+            gpu_ir::GpuOp::Mma {
+                chained_from: Some(_),
+                ..
+            }
+        ));
+    });
+    n
+}
+
+/// The second dot of the scores continues the first's warpgroup MMAs in the same
+/// accumulator: no wait between them, one array in the source; the emitted CUDA (its
+/// `mma.sync` branch, accumulating in place) matches the executor. It does not when the
+/// first dot's result has another reader, nor on targets without warpgroup MMAs.
+#[test]
+fn chained_dots_share_their_accumulator() {
+    let f = split_scores(false, true);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = gpu_ir::printer::print_program(&f, &p);
+    assert_eq!(chained_mmas(&p), 1, "{text}");
+    assert!(text.contains(", continues %"), "{text}");
+    let src = emit_cuda(&f).expect("emit").source;
+    // Without the chain the first dot's deferred wait sits between the two dots.
+    assert_eq!(
+        src.matches("attn_wgmma_wait<0>();").count(),
+        2,
+        "the scores' one wait and PV's"
+    );
+    let args = flash_args(ScalarType::Bf16, 2, 75, 128, 90);
+    check("chained scores", &f, [2, 2, 1], args, 2e-2);
+
+    let reused = split_scores(true, true);
+    let p = gpu_ir::compile(&reused).expect("gpu ir");
+    assert_eq!(chained_mmas(&p), 0, "a result read twice is not chained");
+    let args = flash_args(ScalarType::Bf16, 2, 75, 128, 91);
+    check("reused first dot", &reused, [2, 2, 1], args, 2e-2);
+
+    let untargeted = split_scores(false, false);
+    let p = gpu_ir::compile(&untargeted).expect("gpu ir");
+    assert_eq!(chained_mmas(&p), 0, "only warpgroup targets chain");
+}
