@@ -15,22 +15,26 @@ use codegen_common::sim_check::{check, flash_args};
 
 const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
 
+/// Kernel `name` of the DSL module `src` specialized for bf16 on `consts`, with the
+/// warpgroup-MMA target set or not.
+fn specialize(src: &str, name: &str, consts: &[(&str, ConstValue)], warpgroups: bool) -> Function {
+    let module = attn_dsl::frontend::parse_module_str(src).expect("parse");
+    let mut binds = vec![Binding::new("T", ConstValue::Dtype(ScalarType::Bf16))];
+    binds.extend(consts.iter().map(|(n, v)| Binding::new(*n, v.clone())));
+    let c = attn_dsl::driver::compile(&module, name, &binds).expect("compile");
+    let mut f = c.specialized.ir;
+    f.warpgroup_mma = warpgroups;
+    f
+}
+
 fn warpgroup_flash(block_n: i64, head_dim: i64) -> Function {
-    let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
-    let binds: Vec<Binding> = [
-        ("T", ConstValue::Dtype(ScalarType::Bf16)),
+    let consts = [
         ("BLOCK_M", ConstValue::Int(64)),
         ("BLOCK_N", ConstValue::Int(block_n)),
         ("HEAD_DIM", ConstValue::Int(head_dim)),
         ("CAUSAL", ConstValue::Bool(true)),
-    ]
-    .into_iter()
-    .map(|(n, v)| Binding::new(n, v))
-    .collect();
-    let c = attn_dsl::driver::compile(&module, "flash_fwd", &binds).expect("compile");
-    let mut f = c.specialized.ir;
-    f.warpgroup_mma = true;
-    f
+    ];
+    specialize(FLASH, "flash_fwd", &consts, true)
 }
 
 /// Q, K and V all swizzled (Q is A from shared memory, not held), both dots with a warpgroup
@@ -89,22 +93,14 @@ fn untargeted_functions_emit_no_warpgroup_branch() {
 /// is warpgroup-shaped).
 fn split_scores(reuse: bool, warpgroups: bool) -> Function {
     const SPLIT: &str = include_str!("kernels/split_scores.rs.txt");
-    let module = attn_dsl::frontend::parse_module_str(SPLIT).expect("parse");
-    let binds: Vec<Binding> = [
-        ("T", ConstValue::Dtype(ScalarType::Bf16)),
+    let consts = [
         ("BLOCK_M", ConstValue::Int(64)),
         ("BLOCK_N", ConstValue::Int(32)),
         ("HEAD_DIM", ConstValue::Int(128)),
         ("HALF", ConstValue::Int(64)),
         ("REUSE", ConstValue::Bool(reuse)),
-    ]
-    .into_iter()
-    .map(|(n, v)| Binding::new(n, v))
-    .collect();
-    let c = attn_dsl::driver::compile(&module, "split_fwd", &binds).expect("compile");
-    let mut f = c.specialized.ir;
-    f.warpgroup_mma = warpgroups;
-    f
+    ];
+    specialize(SPLIT, "split_fwd", &consts, warpgroups)
 }
 
 /// MMAs of `p` that continue the previous dot's (`mma_chain`).
