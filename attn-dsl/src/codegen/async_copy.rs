@@ -316,22 +316,23 @@ impl<'f> Emitter<'f> {
         }
         // One chunk loop for copies of one width (K and V), one per copy otherwise.
         let widths: Vec<usize> = cs.iter().map(|c| self.prog.alloc(c.dst).cols).collect();
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        if widths.iter().all(|&w| w == widths[0]) {
-            groups.push((0..cs.len()).collect());
+        let calls: Vec<String> = at_chunk
+            .iter()
+            .zip(&masks)
+            .map(|((src, dst_at), mask)| format!("attn_cp_async16({dst_at}, {src}, {mask});"))
+            .collect();
+        if widths.iter().all(|&w| w == al.cols) {
+            self.chunk_loop(c.map.row_contiguous, al.cols, lanes, chunk, &calls);
         } else {
-            groups.extend((0..cs.len()).map(|i| vec![i]));
-        }
-        for g in groups {
-            let cols = widths[g[0]];
-            let calls: Vec<String> = g
-                .iter()
-                .map(|&i| {
-                    let (src, dst_at) = &at_chunk[i];
-                    format!("attn_cp_async16({dst_at}, {src}, {});", masks[i])
-                })
-                .collect();
-            self.chunk_loop(c.map.row_contiguous, cols, lanes, chunk, &calls);
+            for (call, cols) in calls.iter().zip(widths) {
+                self.chunk_loop(
+                    c.map.row_contiguous,
+                    cols,
+                    lanes,
+                    chunk,
+                    std::slice::from_ref(call),
+                );
+            }
         }
         self.w.close("");
         self.w.close("");

@@ -107,9 +107,7 @@ impl<'f> Emitter<'f> {
         let (r, c) = m.index("s").coords(self.shape(x));
         let st = if pairs {
             let (lo, hi) = (self.at(x, "s")?, self.at(x, "(s + 1)")?);
-            self.w.line("#pragma unroll");
-            self.w
-                .open(format!("for (int s = 0; s < {}; s += 2)", m.slots()));
+            self.w.open_unrolled_pairs("s", m.slots());
             format!(
                 "*reinterpret_cast<unsigned*>(&{dst}[{index}]) = (unsigned){} | ((unsigned){} << 16);",
                 conv(&lo),
@@ -328,7 +326,7 @@ impl<'f> Emitter<'f> {
         let (ld, elem) = (p.ld, self.elem(a));
         // Each lane's two adjacent columns in one 32-bit store (P of MLA's PV: 8 stores a
         // thread instead of 16).
-        let pairs = matches!(self.map(a), TileMap::Mma(m) if !m.is_rows() && m.col_guard("s").is_none())
+        let pairs = matches!(self.map(a), TileMap::Mma(m) if m.column_pairs())
             && ld.is_multiple_of(2)
             && matches!(elem, Elem::Scalar(ScalarType::Bf16 | ScalarType::F16));
         self.scatter(

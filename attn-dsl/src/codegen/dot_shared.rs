@@ -91,6 +91,10 @@ impl<'f> Emitter<'f> {
         // A chained dot accumulates into its predecessor's array (the predecessor's result
         // has no other reader), so its MMAs continue the ones in flight.
         let chained = chained_from.filter(|_| self.map(acc) == super::tile_map::TileMap::Mma(map));
+        if let (Some(d1), None) = (chained_from, chained) {
+            // Another layout: the predecessor completes before its result is copied.
+            self.emit_wgmma_wait(d1);
+        }
         let name = match chained {
             Some(_) => self.alias_tile(res, acc)?,
             None => self.init_accumulator(acc, res, map)?,

@@ -60,8 +60,6 @@ pub(crate) struct Emitter<'f> {
     /// Values read only as the A or B operand of 16-bit dots, which round every element to
     /// the operand type (round to nearest even) when they pack or stage it.
     dot_operand_only: Vec<bool>,
-    /// Contiguity, divisibility and constancy of every value (which stores may pair slots).
-    pub(crate) axis: crate::passes::axis_info::AxisAnalysis,
 }
 
 impl<'f> Emitter<'f> {
@@ -98,7 +96,6 @@ impl<'f> Emitter<'f> {
             pending_mma: Default::default(),
             loop_depth: 0,
             dot_operand_only: dot_operand_only(f),
-            axis: crate::passes::axis_info::analyze(f),
         })
     }
 

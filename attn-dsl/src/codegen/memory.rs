@@ -142,6 +142,9 @@ impl<'f> Emitter<'f> {
         let scalar = self.f.ty(p).is_scalar();
         if !scalar {
             self.convert_operands(op, self.map(p))?;
+            if self.stores_pairs(op, has_mask) {
+                return self.emit_paired_store(op, mask);
+            }
         }
         let s = if scalar { "" } else { "s" };
         let pm = self.map(p);
@@ -154,9 +157,6 @@ impl<'f> Emitter<'f> {
                 self.at_in(v, pm, s)?
             )
         };
-        if !scalar && self.stores_pairs(op, has_mask) {
-            return self.emit_paired_store(op, mask);
-        }
         let guarded = match self.access_guard(op, mask, s, true)? {
             Some(g) => format!("if ({g}) {st}"),
             None => st,
@@ -189,14 +189,19 @@ impl<'f> Emitter<'f> {
         };
         let bytes = elem.size_bytes() as u64;
         let same_mask = !has_mask
-            || Self::operand(op, 2)
-                .is_ok_and(|m| self.axis.get(m).constancy.get(1).is_some_and(|&c| c >= 2));
+            || Self::operand(op, 2).is_ok_and(|m| {
+                self.prog
+                    .axis
+                    .get(m)
+                    .constancy
+                    .get(1)
+                    .is_some_and(|&c| c >= 2)
+            });
         self.f.ty(p).rank() == 2
-            && !map.is_rows()
-            && map.col_guard("s").is_none()
+            && map.column_pairs()
             && matches!(elem, ScalarType::F32 | ScalarType::Bf16 | ScalarType::F16)
             && self.f.ty(v).rank() == 2
-            && self.axis.is_contiguous(p, 1, 2, 2 * bytes)
+            && self.prog.axis.is_contiguous(p, 1, 2, 2 * bytes)
             && same_mask
     }
 
@@ -214,9 +219,7 @@ impl<'f> Emitter<'f> {
             Some(g) => format!("if ({g}) {st}"),
             None => st,
         };
-        self.w.line("#pragma unroll");
-        self.w
-            .open(format!("for (int s = 0; s < {}; s += 2)", pm.slots()));
+        self.w.open_unrolled_pairs("s", pm.slots());
         self.w.line(guarded);
         self.w.close("");
         Ok(())

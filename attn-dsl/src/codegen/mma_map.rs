@@ -206,6 +206,13 @@ impl MmaMap {
         }
     }
 
+    /// Whether each lane's slot pairs `(2i, 2i + 1)` are two adjacent columns (`2t`, `2t + 1`)
+    /// of one row, both inside the tile: a fragment, not a row vector, with no column past
+    /// `n`. Stores may then write a pair in one access.
+    pub(crate) fn column_pairs(&self) -> bool {
+        !self.is_rows() && self.cols_exact()
+    }
+
     /// Whether every slot of every thread is a real element.
     pub(crate) fn always_in_range(&self) -> bool {
         self.rows_exact() && self.cols_exact()

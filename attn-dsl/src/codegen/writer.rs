@@ -50,6 +50,12 @@ impl SourceWriter {
         self.open(format!("for (int {var} = 0; {var} < {n}; ++{var})"));
     }
 
+    /// An unrolled loop over the even values of `var` below `n` (slot pairs `var`, `var + 1`).
+    pub(crate) fn open_unrolled_pairs(&mut self, var: &str, n: usize) {
+        self.line("#pragma unroll");
+        self.open(format!("for (int {var} = 0; {var} < {n}; {var} += 2)"));
+    }
+
     /// A counted loop unrolled by `factor` only (long bodies whose full unrolling would hold
     /// every iteration's temporaries live at once).
     pub(crate) fn open_partly_unrolled(&mut self, var: &str, n: usize, factor: usize) {

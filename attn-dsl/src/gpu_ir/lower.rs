@@ -64,14 +64,14 @@ struct Decisions {
     allocs: Vec<LocalAlloc>,
 }
 
-/// Lowers a laid-out tile function.
-pub fn lower(f: &Function, axis: &AxisAnalysis) -> GpuProgram {
+/// Lowers a laid-out tile function, whose axis facts the program keeps for the emitter.
+pub fn lower(f: &Function, axis: AxisAnalysis) -> GpuProgram {
     let defs = defining_ops(f);
     let uses = f.use_counts();
     let mut d = Decisions::default();
     let mut ctx = Ctx {
         f,
-        axis,
+        axis: &axis,
         defs: &defs,
         uses: &uses,
         enclosing: Vec::new(),
@@ -81,6 +81,7 @@ pub fn lower(f: &Function, axis: &AxisAnalysis) -> GpuProgram {
         body: build_block(f, &f.body, &d),
         allocs: d.allocs,
         alloc_bytes: 0,
+        axis,
     }
 }
 

@@ -26,10 +26,9 @@ use crate::passes::axis_info;
 
 /// The GPU-level pipeline, in order:
 pub fn compile(f: &Function) -> Result<GpuProgram, String> {
-    let axis = axis_info::analyze(f);
     // Dot operands loaded only for their dot become async copies into shared allocs, read
     // back as ldmatrix fragments (no register round trip, no per-element staging).
-    let mut p = lower::lower(f, &axis);
+    let mut p = lower::lower(f, axis_info::analyze(f));
     // Tiles that only fed the replaced loads (masks, guards) are not emitted at all.
     dead_tiles::run(f, &mut p);
     // What only one branch reads (the score mask of a tile that may be full) runs in it.

@@ -351,6 +351,9 @@ pub struct GpuProgram {
     /// Bytes of dynamic shared memory taken by the allocs (the tile emitter's scratch
     /// buffer starts here).
     pub alloc_bytes: usize,
+    /// Contiguity, divisibility and constancy of the function's values, as lowering saw
+    /// them (the emitter's question too: which stores may pair slots).
+    pub axis: crate::passes::axis_info::AxisAnalysis,
 }
 
 impl GpuProgram {

@@ -93,7 +93,7 @@ fn pow2_divisor(v: i64) -> u64 {
 }
 
 /// The result of [`analyze`]: axis facts for every value of a function.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AxisAnalysis {
     info: Vec<AxisInfo>,
 }

@@ -59,16 +59,12 @@ fn history_bindings_on(mma: MmaKind, batch: usize, ctx: u32, heads: u32) -> Vec<
 }
 
 fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
-    build_kernel("mla_history", bindings)
-}
-
-fn build_kernel(kernel: &str, bindings: &[Binding]) -> Result<BuiltKernel, String> {
     if bindings.is_empty() {
         return Err("internal error: the preset has no valid plan".into());
     }
     // The latent cache is [blocks, BLOCK_SIZE, 576]: its block stride is a multiple of 16,
     // which the op's plan promises (`KernelLaunch::divisible`).
-    let c = compile_kernel_assuming(kernel, bindings, &["cache_stride_block"])
+    let c = compile_kernel_assuming("mla_history", bindings, &["cache_stride_block"])
         .map_err(|e| e.to_string())?;
     Ok(BuiltKernel {
         key: c.specialized.key(),
