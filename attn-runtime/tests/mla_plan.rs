@@ -37,7 +37,9 @@ fn grids_and_bindings() {
     assert_eq!(p.num_tokens, 3);
     // 128 gathered heads in tiles of HIST_BLOCK_H = 32, a token's 4 tiles adjacent on x.
     assert_eq!(p.history.grid, [3 * 4, p.num_splits, 1]);
-    assert_eq!(p.history_reduce.grid, [3, 128, 1]);
+    let reduce = p.history_reduce.as_ref().expect("several splits: a reduce");
+    assert!(p.num_splits > 1);
+    assert_eq!(reduce.grid, [3, 128, 1]);
     assert_eq!(p.current.grid, [3, 1, 1]);
     assert_eq!(p.combine.grid, [3, 16, 1]);
     assert_eq!(p.v_up.grid, [1, 16, 1]);
@@ -45,8 +47,25 @@ fn grids_and_bindings() {
         p.combine.key(),
         "mla_combine<T=bf16,DCP_SIZE=8,PARTS_PADDED=16>"
     );
-    assert_eq!(p.history.args.len(), 13);
+    assert_eq!(p.history.args.len(), 18);
     assert!(p.history.args.contains(&PlanArg::I64(64 * 576)));
+    assert_eq!(binding(&p, "DIRECT"), 0);
+}
+
+/// One split: the history writes the exchange layout itself (`DIRECT`), and there is no
+/// reduce launch.
+#[test]
+fn one_split_writes_the_exchange_layout_without_a_reduce() {
+    let p = step(8, &[1; 40], &[600; 40]).plan().expect("plan");
+    assert_eq!(p.num_splits, 1);
+    assert_eq!(binding(&p, "DIRECT"), 1);
+    assert!(p.history_reduce.is_none());
+    assert_eq!(p.launches().len(), 4);
+    let forced = step(8, &[1; 40], &[600; 40])
+        .plan_with_splits(Some(2))
+        .expect("plan");
+    assert_eq!(binding(&forced, "DIRECT"), 0);
+    assert_eq!(forced.launches().len(), 5);
 }
 
 #[test]
@@ -289,6 +308,7 @@ fn binding(p: &attn_runtime::ops::mla_dcp::plan::DecodePlan, name: &str) -> i64 
         .find(|b| b.name == name)
         .and_then(|b| match b.value {
             attn_dsl::ConstValue::Int(v) => Some(v),
+            attn_dsl::ConstValue::Bool(v) => Some(i64::from(v)),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no {name}"))

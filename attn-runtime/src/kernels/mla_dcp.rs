@@ -161,6 +161,27 @@ pub mod mla {
         (pid / head_programs, pid % head_programs)
     }
 
+    /// Element offsets of gathered head `g` (a scalar or a tile of heads) of token `t` in the
+    /// exchange send buffer (spec §9.1): chunk `p = g / N` holds `out [N, T, 512]` and, at
+    /// `lse_offset`, `lse [N, T]`. `(out row start, lse element)`.
+    #[device]
+    fn exchange_rows(
+        g: Tile,
+        t: i32,
+        num_tokens: i32,
+        heads_per_rank: i32,
+        chunk_stride_out: i64,
+        chunk_stride_lse: i64,
+        lse_offset: i64,
+    ) -> (Tile, Tile) {
+        let peer = (g / heads_per_rank).cast::<i64>();
+        let row = ((g % heads_per_rank) * num_tokens + t).cast::<i64>();
+        (
+            peer * chunk_stride_out + row * 512,
+            peer * chunk_stride_lse + lse_offset + row,
+        )
+    }
+
     /// The KV tiles `[lo, hi)` of split `split` of a history of `n_hist` keys.
     #[device]
     fn split_tiles<const KV_TILE: i32, const NUM_SPLITS: i32>(
@@ -210,6 +231,7 @@ pub mod mla {
         require(KV_TILE >= 16 && KV_TILE & (KV_TILE - 1) == 0, "KV_TILE must be a power of two >= 16"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),
+        require(!DIRECT || NUM_SPLITS == 1, "DIRECT needs NUM_SPLITS == 1: several splits are merged by mla_history_reduce"),
     )]
     pub fn mla_history<
         T,
@@ -217,6 +239,7 @@ pub mod mla {
         const KV_TILE: i32,
         const BLOCK_SIZE: i32,
         const NUM_SPLITS: i32,
+        const DIRECT: bool,
     >(
         q_all: *const T,
         cache: *const T,
@@ -225,12 +248,17 @@ pub mod mla {
         hist_lens: *const i32,
         split_out: *mut f32,
         split_lse: *mut f32,
+        send_out: *mut T,
+        send_lse: *mut f32,
         num_tokens: i32,
         heads_per_rank: i32,
         num_heads: i32,
         softmax_scale: f32,
         block_table_stride: i64,
         cache_stride_block: i64,
+        chunk_stride_out: i64,
+        chunk_stride_lse: i64,
+        lse_offset: i64,
     ) {
         let (t, tile) = token_and_head_program(cdiv(num_heads, BLOCK_H));
         let rows = tile * BLOCK_H + arange::<BLOCK_H>();
@@ -260,13 +288,33 @@ pub mod mla {
             m_i = m_raw;
         }
         let (o, lse) = finish_partial(acc, m_i, l_i);
-        let slot = (t * num_heads + rows) * NUM_SPLITS + split;
-        store(
-            split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
-            o,
-            row_ok.unsqueeze(1),
-        );
-        store(split_lse + slot, lse, row_ok);
+        if DIRECT {
+            // One split: the merge would give back (o, lse) unchanged, so the partial goes
+            // straight into the exchange send buffer.
+            let (out_at, lse_at) = exchange_rows(
+                rows,
+                t,
+                num_tokens,
+                heads_per_rank,
+                chunk_stride_out,
+                chunk_stride_lse,
+                lse_offset,
+            );
+            store(
+                send_out + out_at.unsqueeze(1) + dl.unsqueeze(0),
+                o.cast::<T>(),
+                row_ok.unsqueeze(1),
+            );
+            store(send_lse + lse_at, lse, row_ok);
+        } else {
+            let slot = (t * num_heads + rows) * NUM_SPLITS + split;
+            store(
+                split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
+                o,
+                row_ok.unsqueeze(1),
+            );
+            store(split_lse + slot, lse, row_ok);
+        }
     }
 
     /// Merges the history splits of one (token, gathered head) and writes the result straight
@@ -298,13 +346,17 @@ pub mod mla {
         );
         let lse_s = load(split_lse + slot, present, f32::NEG_INFINITY);
         let (o, lse) = merge_partials(o_s, lse_s, present);
-        let peer = (g / heads_per_rank).cast::<i64>();
-        let row = ((g % heads_per_rank) * num_tokens + t).cast::<i64>();
-        store(
-            send_out + peer * chunk_stride_out + row * 512 + dl,
-            o.cast::<T>(),
+        let (out_at, lse_at) = exchange_rows(
+            g,
+            t,
+            num_tokens,
+            heads_per_rank,
+            chunk_stride_out,
+            chunk_stride_lse,
+            lse_offset,
         );
-        store(send_lse + peer * chunk_stride_lse + lse_offset + row, lse);
+        store(send_out + out_at + dl, o.cast::<T>());
+        store(send_lse + lse_at, lse);
     }
 
     /// Current-chunk attention for the rank's own heads: query token t of a request whose chunk

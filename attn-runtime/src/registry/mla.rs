@@ -62,10 +62,15 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
     if bindings.is_empty() {
         return Err("internal error: the preset has no valid plan".into());
     }
-    // The latent cache is [blocks, BLOCK_SIZE, 576]: its block stride is a multiple of 16,
-    // which the op's plan promises (`KernelLaunch::divisible`).
-    let c = compile_kernel_assuming("mla_history", bindings, &["cache_stride_block"])
-        .map_err(|e| e.to_string())?;
+    // The latent cache is [blocks, BLOCK_SIZE, 576] and the exchange chunks are 256-byte
+    // aligned: both strides are multiples of 16, which the op's plan promises
+    // (`KernelLaunch::divisible`).
+    let c = compile_kernel_assuming(
+        "mla_history",
+        bindings,
+        &["cache_stride_block", "chunk_stride_out"],
+    )
+    .map_err(|e| e.to_string())?;
     Ok(BuiltKernel {
         key: c.specialized.key(),
         cuda: c.cuda,

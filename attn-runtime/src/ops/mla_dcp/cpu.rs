@@ -106,7 +106,7 @@ pub struct RankOutput {
 #[derive(Clone, Debug)]
 pub struct CpuKernels {
     history: Function,
-    history_reduce: Function,
+    history_reduce: Option<Function>,
     current: Function,
     combine: Function,
     v_up: Function,
@@ -118,7 +118,7 @@ impl CpuKernels {
         let spec = |l: &KernelLaunch| specialize_kernel(l.kernel, &l.bindings());
         Ok(CpuKernels {
             history: spec(&plan.history)?,
-            history_reduce: spec(&plan.history_reduce)?,
+            history_reduce: plan.history_reduce.as_ref().map(spec).transpose()?,
             current: spec(&plan.current)?,
             combine: spec(&plan.combine)?,
             v_up: spec(&plan.v_up)?,
@@ -314,15 +314,17 @@ pub struct HistorySplits {
     pub lse: HostBuffer,
 }
 
-/// History pass of `rank`: all D·N gathered heads over its shard, one partial per KV split.
-pub fn run_history_splits(
+/// History pass of `rank`: all D·N gathered heads over its shard, one partial per KV split
+/// into the split scratch, or (one split, `DIRECT`) straight into `hist_send`; the buffers
+/// the pass does not write stay poisoned.
+fn run_history_pass(
     plan: &DecodePlan,
     kernels: &CpuKernels,
     shard: &RankShard,
     table: &[i32],
     rank: u32,
     q_all: &HostBuffer,
-) -> Result<HistorySplits, CpuDecodeError> {
+) -> Result<BTreeMap<BufferRole, HostBuffer>, CpuDecodeError> {
     let step = &plan.step;
     let inputs = [
         (BufferRole::QAll, q_all.clone()),
@@ -331,28 +333,53 @@ pub fn run_history_splits(
         (BufferRole::TokenReq, HostBuffer::I32(step.token_req())),
         (BufferRole::HistLens, HostBuffer::I32(step.hist_lens(rank))),
     ];
-    let outputs = [BufferRole::SplitOut, BufferRole::SplitLse];
-    let (out, lse) = run_partial_stage(plan, &kernels.history, &plan.history, inputs, outputs)?;
-    Ok(HistorySplits { out, lse })
+    let outputs = [
+        BufferRole::SplitOut,
+        BufferRole::SplitLse,
+        BufferRole::SendOut,
+        BufferRole::SendLse,
+    ];
+    run_stage(plan, &kernels.history, &plan.history, inputs, &outputs)
 }
 
-/// The reduce of the history splits into this rank's `hist_send`.
+/// [`run_history_pass`]'s split scratch (a plan of several splits; with one the history
+/// writes `hist_send` and the scratch stays poisoned).
+pub fn run_history_splits(
+    plan: &DecodePlan,
+    kernels: &CpuKernels,
+    shard: &RankShard,
+    table: &[i32],
+    rank: u32,
+    q_all: &HostBuffer,
+) -> Result<HistorySplits, CpuDecodeError> {
+    let mut bufs = run_history_pass(plan, kernels, shard, table, rank, q_all)?;
+    let kernel = plan.history.kernel;
+    Ok(HistorySplits {
+        out: take(&mut bufs, kernel, BufferRole::SplitOut)?,
+        lse: take(&mut bufs, kernel, BufferRole::SplitLse)?,
+    })
+}
+
+/// The reduce of the history splits into this rank's `hist_send` (a plan without a reduce
+/// gives back nothing to merge: `None`).
 pub fn run_history_reduce(
     plan: &DecodePlan,
     kernels: &CpuKernels,
     splits: HistorySplits,
-) -> Result<ExchangeBuffer, CpuDecodeError> {
+) -> Result<Option<ExchangeBuffer>, CpuDecodeError> {
+    let (Some(f), Some(launch)) = (&kernels.history_reduce, &plan.history_reduce) else {
+        return Ok(None);
+    };
     let inputs = [
         (BufferRole::SplitOut, splits.out),
         (BufferRole::SplitLse, splits.lse),
     ];
     let outputs = [BufferRole::SendOut, BufferRole::SendLse];
-    let (f, launch) = (&kernels.history_reduce, &plan.history_reduce);
     let (out, lse) = run_partial_stage(plan, f, launch, inputs, outputs)?;
-    Ok(ExchangeBuffer { out, lse })
+    Ok(Some(ExchangeBuffer { out, lse }))
 }
 
-/// History pass of `rank` and the reduce into its `hist_send`.
+/// History pass of `rank` and, with several splits, the reduce into its `hist_send`.
 pub fn run_history(
     plan: &DecodePlan,
     kernels: &CpuKernels,
@@ -361,8 +388,19 @@ pub fn run_history(
     rank: u32,
     q_all: &HostBuffer,
 ) -> Result<ExchangeBuffer, CpuDecodeError> {
-    let splits = run_history_splits(plan, kernels, shard, table, rank, q_all)?;
-    run_history_reduce(plan, kernels, splits)
+    let mut bufs = run_history_pass(plan, kernels, shard, table, rank, q_all)?;
+    let kernel = plan.history.kernel;
+    let splits = HistorySplits {
+        out: take(&mut bufs, kernel, BufferRole::SplitOut)?,
+        lse: take(&mut bufs, kernel, BufferRole::SplitLse)?,
+    };
+    match run_history_reduce(plan, kernels, splits)? {
+        Some(send) => Ok(send),
+        None => Ok(ExchangeBuffer {
+            out: take(&mut bufs, kernel, BufferRole::SendOut)?,
+            lse: take(&mut bufs, kernel, BufferRole::SendLse)?,
+        }),
+    }
 }
 
 fn copy_range(dst: &mut HostBuffer, src: &HostBuffer, dst_at: usize, src_at: usize, n: usize) {

@@ -129,7 +129,8 @@ struct StepState {
     plan: DecodePlan,
     chunk: ChunkLayout,
     history: Arc<CudaKernelHandle>,
-    reduce: Arc<CudaKernelHandle>,
+    /// None when the history runs one split and writes `hist_send` itself.
+    reduce: Option<Arc<CudaKernelHandle>>,
     current: Arc<CudaKernelHandle>,
     combine: Arc<CudaKernelHandle>,
     v_up: Arc<CudaKernelHandle>,
@@ -618,7 +619,10 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         };
         let state = StepState {
             history: self.handle(&plan.history)?,
-            reduce: self.handle(&plan.history_reduce)?,
+            reduce: match &plan.history_reduce {
+                Some(l) => Some(self.handle(l)?),
+                None => None,
+            },
             current: self.handle(&plan.current)?,
             combine: self.handle(&plan.combine)?,
             v_up: self.handle(&plan.v_up)?,
@@ -845,9 +849,34 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             BufferRole::SplitLse,
             KernelArg::output(self.bufs.split_lse.as_view_mut()),
         );
+        // One split (`DIRECT`): the history writes `hist_send` itself.
+        let send_lse = self.bufs.send_lse.get_mut().ok_or(MlaError::StageOrder {
+            stage: "history",
+            why: "the f32 view of hist_send is gone (internal error)",
+        })?;
+        v.insert(
+            BufferRole::SendOut,
+            KernelArg::output(as_act_mut::<E>(&mut self.bufs.hist_send)?),
+        );
+        v.insert(
+            BufferRole::SendLse,
+            KernelArg::output(send_lse.as_view_mut()),
+        );
         launch_plan(&h_hist, &main, &history, v)?;
         self.mark(Mark::History, &main)?;
+        if let (Some(reduce), Some(h_reduce)) = (reduce, h_reduce) {
+            self.enqueue_reduce(&main, &reduce, &h_reduce)?;
+        }
+        self.mark(Mark::Reduced, &main)
+    }
 
+    /// S0's merge of several history splits into `hist_send`.
+    fn enqueue_reduce(
+        &mut self,
+        main: &Arc<CudaStream>,
+        reduce: &KernelLaunch,
+        h_reduce: &CudaKernelHandle,
+    ) -> Result<(), MlaError> {
         let b = &mut self.bufs;
         let send_lse = b.send_lse.get_mut().ok_or(MlaError::StageOrder {
             stage: "history reduce",
@@ -870,8 +899,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             BufferRole::SendLse,
             KernelArg::output(send_lse.as_view_mut()),
         );
-        launch_plan(&h_reduce, &main, &reduce, v)?;
-        self.mark(Mark::Reduced, &main)
+        launch_plan(h_reduce, main, reduce, v)
     }
 
     /// The exchange of one rank (A2a, AgRs, Loopback); the Simulated exchange runs over all

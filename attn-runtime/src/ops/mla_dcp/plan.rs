@@ -437,8 +437,9 @@ pub struct DecodePlan {
     pub exchange: ExchangeLayout,
     /// `mla_history`: split-KV attention of all D·N gathered heads over the rank's shard.
     pub history: KernelLaunch,
-    /// `mla_history_reduce`: merges the splits into `hist_send`.
-    pub history_reduce: KernelLaunch,
+    /// `mla_history_reduce`: merges the splits into `hist_send`; none when the history runs
+    /// one split (`DIRECT`: it writes `hist_send` itself).
+    pub history_reduce: Option<KernelLaunch>,
     /// `mla_current`: causal chunk attention of the rank's own heads (side stream).
     pub current: KernelLaunch,
     /// `mla_combine`: D received history partials + the current part → `lat_out`.
@@ -669,6 +670,29 @@ impl DecodeStep {
         use PlanArg::{Buffer as Buf, F32, I32, I64};
 
         let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
+        let strides = [
+            I64(exchange.chunk_stride_out() as i64),
+            I64(exchange.chunk_stride_lse() as i64),
+            I64(exchange.lse_offset() as i64),
+        ];
+        let mut history_args = vec![
+            Buf(R::QAll),
+            Buf(R::LatentCache),
+            Buf(R::BlockTable),
+            Buf(R::TokenReq),
+            Buf(R::HistLens),
+            Buf(R::SplitOut),
+            Buf(R::SplitLse),
+            Buf(R::SendOut),
+            Buf(R::SendLse),
+            I32(t_i32),
+            I32(n_i32),
+            I32(dn_i32),
+            F32(self.softmax_scale),
+            I64(self.block_table_stride as i64),
+            I64(cache_stride_block),
+        ];
+        history_args.extend(strides);
         let history = KernelLaunch {
             kernel: "mla_history",
             constexprs: vec![
@@ -677,36 +701,23 @@ impl DecodeStep {
                 ("KV_TILE", ConstValue::Int(kv_tile.into())),
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
+                // One split writes the exchange layout itself: no reduce (L1: 22 µs).
+                ("DIRECT", ConstValue::Bool(num_splits == 1)),
             ],
             grid: [grid_t * tiling.head_tiles, num_splits, 1],
-            args: vec![
-                Buf(R::QAll),
-                Buf(R::LatentCache),
-                Buf(R::BlockTable),
-                Buf(R::TokenReq),
-                Buf(R::HistLens),
-                Buf(R::SplitOut),
-                Buf(R::SplitLse),
-                I32(t_i32),
-                I32(n_i32),
-                I32(dn_i32),
-                F32(self.softmax_scale),
-                I64(self.block_table_stride as i64),
-                I64(cache_stride_block),
-            ],
-            // Latent rows start 16-byte aligned: they move by `cp.async`.
-            divisible: if keeps(cache_stride_block, DIVISOR) {
-                vec!["cache_stride_block"]
-            } else {
-                vec![]
-            },
+            args: history_args,
+            // Latent rows start 16-byte aligned: they move by `cp.async`; exchange rows
+            // (256-byte aligned chunks) take the `DIRECT` output in pairs.
+            divisible: [
+                ("cache_stride_block", cache_stride_block),
+                ("chunk_stride_out", exchange.chunk_stride_out() as i64),
+            ]
+            .into_iter()
+            .filter(|&(_, v)| keeps(v, DIVISOR))
+            .map(|(name, _)| name)
+            .collect(),
         };
         let exchange_args = [I32(t_i32), I32(n_i32)];
-        let strides = [
-            I64(exchange.chunk_stride_out() as i64),
-            I64(exchange.chunk_stride_lse() as i64),
-            I64(exchange.lse_offset() as i64),
-        ];
         let mut reduce_args = vec![
             Buf(R::SplitOut),
             Buf(R::SplitLse),
@@ -716,7 +727,7 @@ impl DecodeStep {
         reduce_args.extend(exchange_args);
         reduce_args.push(I32(dn_i32));
         reduce_args.extend(strides);
-        let history_reduce = KernelLaunch {
+        let history_reduce = (num_splits > 1).then(|| KernelLaunch {
             kernel: "mla_history_reduce",
             constexprs: vec![
                 dt.clone(),
@@ -729,7 +740,7 @@ impl DecodeStep {
             grid: [grid_t, dn as u32, 1],
             args: reduce_args,
             divisible: vec![],
-        };
+        });
         let max_q = self.query_lens.iter().copied().max().unwrap_or(1);
         let cur_block_h = next_pow2_at_least(n.min(64), 16);
         let current = KernelLaunch {
@@ -807,14 +818,17 @@ impl DecodeStep {
 
 impl DecodePlan {
     /// The launches in S0/S1 program order (§9.4): history, reduce, current, combine, V-up.
-    pub fn launches(&self) -> [&KernelLaunch; 5] {
+    pub fn launches(&self) -> Vec<&KernelLaunch> {
         [
-            &self.history,
-            &self.history_reduce,
-            &self.current,
-            &self.combine,
-            &self.v_up,
+            Some(&self.history),
+            self.history_reduce.as_ref(),
+            Some(&self.current),
+            Some(&self.combine),
+            Some(&self.v_up),
         ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// Elements of each buffer role (activation elements, f32 or i32 as the role's dtype),
