@@ -478,35 +478,28 @@ impl<'f> Emitter<'f> {
             // Under `uniform || x` (or `uniform && x`) the mask never reads `x` when the
             // uniform scalar decides it, so neither does the hoisted loop.
             let read = self.read_condition(guard, at, scope)?;
-            let fold = match self.remat_reduce_batched(r, row, lane, lanes, scope) {
-                // Loops or branches in the reduced tile run once for the lane's elements.
-                Ok(Some((stmts, fold))) => {
-                    self.w.line(format!("{} {name} = ({})0;", fold.rt, fold.rt));
-                    match &read {
-                        Some(c) => self.w.open(format!("if ({c})")),
-                        None => self.w.open(""),
-                    }
-                    for l in stmts {
-                        self.w.line(l);
-                    }
-                    self.w.line(format!("{name} = {};", fold.partial));
-                    self.w.close("");
-                    fold
-                }
-                Ok(None) => {
-                    // Not split evenly over the lanes: the chunk loop recomputes it whole.
-                    let Ok(fold) = self.remat_reduce_strided(r, row, lane, lanes, scope) else {
-                        continue;
-                    };
-                    let partial = match &read {
-                        Some(c) => format!("({c} ? {} : ({})0)", fold.partial, fold.rt),
-                        None => fold.partial.clone(),
-                    };
-                    self.w.line(format!("{} {name} = {partial};", fold.rt));
-                    fold
-                }
+            // The guard is a uniform scalar, so the whole warp takes the same side: the
+            // shuffles go inside it too, and a tile the guard decides (a full tile's V
+            // guard) pays no reduction at all.
+            let batched = self.remat_reduce_batched(r, row, lane, lanes, scope);
+            // Not split evenly over the lanes: the lane folds its strided elements whole.
+            let (stmts, fold) = match batched {
+                Ok(Some((stmts, fold))) => (stmts, fold),
+                Ok(None) => match self.remat_reduce_strided(r, row, lane, lanes, scope) {
+                    Ok(fold) => (Vec::new(), fold),
+                    Err(_) => continue,
+                },
                 Err(_) => continue,
             };
+            self.w.line(format!("{} {name} = ({})0;", fold.rt, fold.rt));
+            match &read {
+                Some(c) => self.w.open(format!("if ({c})")),
+                None => self.w.open(""),
+            }
+            for l in stmts {
+                self.w.line(l);
+            }
+            self.w.line(format!("{name} = {};", fold.partial));
             let mut m = 1;
             while m < lanes {
                 let other = format!("attn_shfl_xor({name}, {m})");
@@ -520,6 +513,7 @@ impl<'f> Emitter<'f> {
             if finished != name {
                 self.w.line(format!("{name} = {finished};"));
             }
+            self.w.close("");
             self.hoisted.insert(r.0, (name, "attn_row".to_string()));
         }
         let mask = self.remat_expr(mask_v, at, scope);

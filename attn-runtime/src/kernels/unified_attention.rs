@@ -526,10 +526,7 @@ pub mod unified {
         mask_aux_stride: i64,
         mask_aux_f32_stride: i64,
     ) {
-        // Programs start in grid order, so the q-blocks run last to first: under a causal
-        // mask a sequence's last blocks see the most keys, and starting the longest programs
-        // first leaves the short ones to fill the last wave (longest-processing-time order).
-        let q_block_global = num_programs(0) - 1 - program_id(0);
+        let q_block_global = program_id(0);
         let kv_head = program_id(1);
         let seq_idx = find_seq_idx::<BLOCK_Q>(cu_seqlens_q, q_block_global, num_seqs);
         let q_start = load(cu_seqlens_q + seq_idx);
