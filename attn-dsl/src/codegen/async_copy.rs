@@ -297,9 +297,10 @@ impl<'f> Emitter<'f> {
             if let Some(b) = base {
                 srcs.push((i, b, start));
             }
-            // One row pointer, and each chunk's offset from it (an immediate, or under a
-            // swizzle with fewer than 8 lanes per row an XOR with a constant).
-            let (row_start, chunk_at) =
+            // Swizzled, the lane's chunks `lane + lanes·s` (lanes a multiple of 8) keep their
+            // place in the line and step column blocks: still one row pointer plus
+            // immediate offsets.
+            let (row_start, dst_stride) =
                 self.prog
                     .alloc(c.dst)
                     .copy_row(row, "attn_lane_in_row", lanes, chunk);
@@ -310,7 +311,7 @@ impl<'f> Emitter<'f> {
             ));
             at_chunk.push((
                 format!("{src} + s * {stride}"),
-                format!("attn_dst_row{} + ({chunk_at})", sfx(i)),
+                format!("attn_dst_row{} + s * {dst_stride}", sfx(i)),
             ));
         }
         // One chunk loop for copies of one width (K and V), one per copy otherwise.

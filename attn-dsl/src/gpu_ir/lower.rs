@@ -21,9 +21,9 @@ use std::collections::BTreeMap;
 const SWIZZLE_LANES: usize = 8;
 
 /// Whether an alloc of a `rows × cols` tile is swizzled instead of padded, for a copy whose
-/// rows take at least `min_lanes` lanes. Streaming copies (few rows per program) store a
-/// line per quarter-warp anyway; issue-bound ones (2 lanes per row) were measured when a
-/// swizzled row still took 8 lanes, 4× the per-row address work. Measured on the H200
+/// rows take at least `min_lanes` lanes. Swizzled rows are stored a line per quarter-warp,
+/// which streaming copies (few rows per program) want anyway; an issue-bound copy (128 rows
+/// and more, 2 lanes per row) would pay 4× the per-row address work. Measured on the H200
 /// (2026-12-01T19:30Z, one binary, `scripts/ab-h200`): D1 283 → 257 µs (4.17 TB/s), L2
 /// 1365 → 1157 µs, L1 915 → 864 µs, P1 737 → 708 µs, P3 1252 → 1214 µs, but P0 (128 rows)
 /// 4.32 → 4.70 ms. `ATTN_CODEGEN_DISABLE=swizzle` pads every alloc, `ATTN_CODEGEN_ENABLE=
@@ -123,18 +123,17 @@ impl<'a> Ctx<'a> {
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let min_lanes = TileInAlloc::min_lanes_for_rows(m);
         let warpgroup = self.warpgroup_shaped(res);
-        let descriptors = self.on_warpgroups(res);
         // A B tile another dot already copies (a shared latent tile) is read from that copy:
         // every consumer becomes an `mma` once one does.
         let Some(bc) = self
             .copied(bv, d)
-            .or_else(|| self.copyable_operand(bv, b, true, min_lanes, descriptors))
+            .or_else(|| self.copyable_operand(bv, b, true, min_lanes, warpgroup))
         else {
             return;
         };
         // Registers a held A takes per thread grow with the slabs each warp owns.
         let slabs_per_warp = (m / 16).div_ceil(self.f.num_warps as usize).max(1);
-        let a_src = match self.copyable_operand(a, b, false, min_lanes, descriptors) {
+        let a_src = match self.copyable_operand(a, b, false, min_lanes, warpgroup) {
             Some(ac) if self.a_from_shared(ac.load, b, k * slabs_per_warp, warpgroup) => {
                 Some(self.add_copy(ac, d, false))
             }
@@ -159,16 +158,6 @@ impl<'a> Ctx<'a> {
         let t = self.f.ty(res);
         let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, 1] } if w % 4 == 0);
         self.f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
-    }
-
-    /// Whether warpgroup MMAs compute the dot's result: its warp grid's columns are whole
-    /// warpgroups (`[4·k, C]`, column-major, each column one 64-row block per warpgroup), so
-    /// its copied operands take the swizzled layout the MMAs' descriptors read. A `[W, 1]`
-    /// grid is [`Self::warpgroup_shaped`]; MLA's `[4, 2]` splits the columns.
-    fn on_warpgroups(&self, res: ValueId) -> bool {
-        let t = self.f.ty(res);
-        let grid = matches!(t.layout, Layout::Mma { warps_per_cta: [w, _] } if w % 4 == 0);
-        self.f.warpgroup_mma && grid && t.shape.first().is_some_and(|m| m % 64 == 0)
     }
 
     fn add_copy(&self, c: Candidate, d: &mut Decisions, is_b: bool) -> OperandSource {
@@ -322,8 +311,13 @@ impl<'a> Ctx<'a> {
         }
         let (rows, cols) = (t.shape[1 - ax], t.shape[ax]);
         let threads = 32 * self.f.num_warps as usize;
-        // A swizzled row takes any power of two of lanes (`LocalAlloc::copy_row`).
+        // A swizzled row is stored a whole 128-byte line per quarter-warp (8 lanes).
         let swizzled = swizzles(rows, cols, min_lanes, warpgroup);
+        let min_lanes = if swizzled {
+            min_lanes.max(SWIZZLE_LANES)
+        } else {
+            min_lanes
+        };
         let lanes = TileInAlloc::lanes_for(rows, cols / CHUNK, threads, min_lanes)?;
         let row_contiguous =
             self.axis.get(ptr).contiguity.get(ax).copied().unwrap_or(1) >= cols as u64;

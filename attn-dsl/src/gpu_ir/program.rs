@@ -71,35 +71,23 @@ impl LocalAlloc {
     }
 
     /// A copy's destination for the chunks of `row` that lane `lane` of `lanes` stores
-    /// (chunks `lane + lanes·s`), as (C++ element offset of the row, computed once per row;
-    /// C++ element offset of chunk `s` from it, `s` a compile-time step of the unrolled chunk
-    /// loop). Padded, or swizzled with `lanes` a multiple of 8, a lane's chunks keep their
-    /// place in the line and step by a constant: an immediate offset per chunk. Swizzled with
-    /// fewer lanes (a power of two dividing 8), chunk `lane + lanes·s` lies in column block
-    /// `lanes·s / 8` at line position `(lane ^ row % 8) ^ (lanes·s % 8)` (the lane's bits
-    /// and the step's do not overlap): one XOR with a constant per chunk, for a quarter of
-    /// the rows per thread.
-    pub fn copy_row(&self, row: &str, lane: &str, lanes: usize, chunk: usize) -> (String, String) {
+    /// (chunks `lane + lanes·s`), as (C++ element offset of chunk s = 0, elements between
+    /// consecutive `s`): one row pointer plus immediate offsets. Swizzled, `lanes` is a
+    /// multiple of 8, so a lane's chunks keep their position in the line and step whole
+    /// column blocks.
+    pub fn copy_row(&self, row: &str, lane: &str, lanes: usize, chunk: usize) -> (String, usize) {
         if !self.swizzled {
             return (
                 format!("({row}) * {} + ({lane}) * {chunk}", self.pitch()),
-                format!("s * {}", lanes * chunk),
+                lanes * chunk,
             );
         }
         let block = self.block_elems();
-        if lanes.is_multiple_of(8) {
-            return (
-                format!(
-                    "(({lane}) >> 3) * {block} + ({row}) * {SWIZZLE_COLS} + ((({lane}) & 7) ^ (({row}) & 7)) * {chunk}"
-                ),
-                format!("s * {}", (lanes / 8) * block),
-            );
-        }
         (
-            format!("({row}) * {SWIZZLE_COLS}"),
             format!(
-                "((s * {lanes}) >> 3) * {block} + (((({lane}) ^ (({row}) & 7)) ^ ((s * {lanes}) & 7)) * {chunk})"
+                "(({lane}) >> 3) * {block} + ({row}) * {SWIZZLE_COLS} + ((({lane}) & 7) ^ (({row}) & 7)) * {chunk}"
             ),
+            (lanes / 8) * block,
         )
     }
 
@@ -197,17 +185,10 @@ impl TileInAlloc {
     /// The least lanes per row of a copy feeding a dot with `m` rows per program. A tile read
     /// by few rows (decode: 16) streams from DRAM, and whole 128-byte lines per row and warp
     /// access are what keep the L2 from being the limit (D1: 0.392 ms with 8 lanes, 0.460 ms
-    /// with 2, H200); a tile reused by 64 rows or more makes the loop issue-bound, and fewer
-    /// rows per thread (fewer address computations) win (P0 at 128 rows: 5.79 ms with 4
-    /// lanes, 6.23 ms with 8). `ATTN_CODEGEN_DISABLE=sector_copies_m64` keeps programs of
-    /// fewer than 128 rows on whole lines.
+    /// with 2, H200); a tile reused by 128 rows makes the loop issue-bound, and fewer rows
+    /// per thread (fewer address computations) win (P0: 5.79 ms with 4 lanes, 6.23 ms with 8).
     pub fn min_lanes_for_rows(m: usize) -> usize {
-        let bound = if crate::features::disabled("sector_copies_m64") {
-            2 * ISSUE_BOUND_ROWS
-        } else {
-            ISSUE_BOUND_ROWS
-        };
-        if m >= bound {
+        if m >= ISSUE_BOUND_ROWS {
             SECTOR_LANES
         } else {
             LINE_LANES
@@ -220,7 +201,7 @@ pub const SECTOR_LANES: usize = 2;
 /// Lanes that cover one 128-byte line of a row.
 pub const LINE_LANES: usize = 8;
 /// Rows per program from which a copied tile's reuse makes its loop issue-bound.
-pub const ISSUE_BOUND_ROWS: usize = 64;
+pub const ISSUE_BOUND_ROWS: usize = 128;
 
 /// Which iteration's addresses a copy moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
