@@ -480,7 +480,9 @@ impl<'f> Emitter<'f> {
             let read = self.read_condition(guard, at, scope)?;
             // The guard is a uniform scalar, so the whole warp takes the same side: the
             // shuffles go inside it too, and a tile the guard decides (a full tile's V
-            // guard) pays no reduction at all.
+            // guard) pays no reduction at all (`ATTN_CODEGEN_DISABLE=guarded_shuffles`
+            // shuffles after it).
+            let shuffles_inside = !crate::features::disabled("guarded_shuffles");
             let batched = self.remat_reduce_batched(r, row, lane, lanes, scope);
             // Not split evenly over the lanes: the lane folds its strided elements whole.
             let (stmts, fold) = match batched {
@@ -500,6 +502,9 @@ impl<'f> Emitter<'f> {
                 self.w.line(l);
             }
             self.w.line(format!("{name} = {};", fold.partial));
+            if !shuffles_inside {
+                self.w.close("");
+            }
             let mut m = 1;
             while m < lanes {
                 let other = format!("attn_shfl_xor({name}, {m})");
@@ -513,7 +518,9 @@ impl<'f> Emitter<'f> {
             if finished != name {
                 self.w.line(format!("{name} = {finished};"));
             }
-            self.w.close("");
+            if shuffles_inside {
+                self.w.close("");
+            }
             self.hoisted.insert(r.0, (name, "attn_row".to_string()));
         }
         let mask = self.remat_expr(mask_v, at, scope);

@@ -86,9 +86,15 @@ impl<'f> Emitter<'f> {
         // Four independent chains (column-tile parity × pair column): a lane folds its 2·N
         // slots in N/2 dependent steps instead of 2·N, so the row max and sum of a score
         // tile wait on the ALU latency a quarter as long.
+        // (`ATTN_CODEGEN_DISABLE=fold_chains` folds in one.)
+        let chains = if crate::features::disabled("fold_chains") {
+            1
+        } else {
+            FOLD_CHAINS
+        };
         self.w.line(format!(
-            "{rt} attn_f[{FOLD_CHAINS}] = {{{}}};",
-            vec![init.to_string(); FOLD_CHAINS].join(", ")
+            "{rt} attn_f[{chains}] = {{{}}};",
+            vec![init.to_string(); chains].join(", ")
         ));
         self.w.open_unrolled("nt", xm.tiles_n);
         self.w.open_unrolled("c", 2);
@@ -96,7 +102,11 @@ impl<'f> Emitter<'f> {
             "const int s = ((r / 2) * {} + nt) * 4 + (r & 1) * 2 + c;",
             xm.tiles_n
         ));
-        let f = "attn_f[(nt & 1) * 2 + c]";
+        let f = if chains == 1 {
+            "attn_f[0]"
+        } else {
+            "attn_f[(nt & 1) * 2 + c]"
+        };
         let step = format!("{f} = {};", binary(bop, acc_t, f, &self.at(x, "s")?)?);
         match xm.col_guard("s") {
             Some(g) => self.w.line(format!("if ({g}) {step}")),
@@ -105,8 +115,16 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         let pair = |a: &str, b: &str| binary(bop, acc_t, a, b);
-        let (lo, hi) = (pair("attn_f[0]", "attn_f[1]")?, pair("attn_f[2]", "attn_f[3]")?);
-        self.w.line(format!("{rt} acc = {};", pair(&lo, &hi)?));
+        let folded = if chains == 1 {
+            "attn_f[0]".to_string()
+        } else {
+            let (lo, hi) = (
+                pair("attn_f[0]", "attn_f[1]")?,
+                pair("attn_f[2]", "attn_f[3]")?,
+            );
+            pair(&lo, &hi)?
+        };
+        self.w.line(format!("{rt} acc = {folded};"));
         for lanes in [1, 2].into_iter().filter(|_| !partial) {
             let other = format!("attn_shfl_xor(acc, {lanes})");
             self.w
