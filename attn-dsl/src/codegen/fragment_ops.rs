@@ -25,9 +25,6 @@ use crate::ir::{BinaryOp, Op, ReduceKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
-/// Independent accumulators of a row reduction's in-lane fold.
-const FOLD_CHAINS: usize = 4;
-
 impl<'f> Emitter<'f> {
     /// Emits `broadcast(x) -> res` as register reads when `x` is the row vector of `res`'s
     /// fragment (`[m, 1]` → `[m, n]` in `Mma`); returns whether it did.
@@ -83,48 +80,20 @@ impl<'f> Emitter<'f> {
         self.w
             .line("// (row reduction: in-lane fold, then the quad's xor-1 and xor-2 shuffles)");
         self.w.open_unrolled("r", rm.slots());
-        // Four independent chains (column-tile parity × pair column): a lane folds its 2·N
-        // slots in N/2 dependent steps instead of 2·N, so the row max and sum of a score
-        // tile wait on the ALU latency a quarter as long.
-        // (`ATTN_CODEGEN_DISABLE=fold_chains` folds in one.)
-        let chains = if crate::features::disabled("fold_chains") {
-            1
-        } else {
-            FOLD_CHAINS
-        };
-        self.w.line(format!(
-            "{rt} attn_f[{chains}] = {{{}}};",
-            vec![init.to_string(); chains].join(", ")
-        ));
+        self.w.line(format!("{rt} acc = {init};"));
         self.w.open_unrolled("nt", xm.tiles_n);
         self.w.open_unrolled("c", 2);
         self.w.line(format!(
             "const int s = ((r / 2) * {} + nt) * 4 + (r & 1) * 2 + c;",
             xm.tiles_n
         ));
-        let f = if chains == 1 {
-            "attn_f[0]"
-        } else {
-            "attn_f[(nt & 1) * 2 + c]"
-        };
-        let step = format!("{f} = {};", binary(bop, acc_t, f, &self.at(x, "s")?)?);
+        let step = format!("acc = {};", binary(bop, acc_t, "acc", &self.at(x, "s")?)?);
         match xm.col_guard("s") {
             Some(g) => self.w.line(format!("if ({g}) {step}")),
             None => self.w.line(step),
         }
         self.w.close("");
         self.w.close("");
-        let pair = |a: &str, b: &str| binary(bop, acc_t, a, b);
-        let folded = if chains == 1 {
-            "attn_f[0]".to_string()
-        } else {
-            let (lo, hi) = (
-                pair("attn_f[0]", "attn_f[1]")?,
-                pair("attn_f[2]", "attn_f[3]")?,
-            );
-            pair(&lo, &hi)?
-        };
-        self.w.line(format!("{rt} acc = {folded};"));
         for lanes in [1, 2].into_iter().filter(|_| !partial) {
             let other = format!("attn_shfl_xor(acc, {lanes})");
             self.w
