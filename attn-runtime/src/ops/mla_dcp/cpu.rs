@@ -353,10 +353,17 @@ pub fn run_history_splits(
     q_all: &HostBuffer,
 ) -> Result<HistorySplits, CpuDecodeError> {
     let mut bufs = run_history_pass(plan, kernels, shard, table, rank, q_all)?;
-    let kernel = plan.history.kernel;
+    take_splits(&mut bufs, plan.history.kernel)
+}
+
+/// The split scratch a history pass wrote.
+fn take_splits(
+    bufs: &mut BTreeMap<BufferRole, HostBuffer>,
+    kernel: &'static str,
+) -> Result<HistorySplits, CpuDecodeError> {
     Ok(HistorySplits {
-        out: take(&mut bufs, kernel, BufferRole::SplitOut)?,
-        lse: take(&mut bufs, kernel, BufferRole::SplitLse)?,
+        out: take(bufs, kernel, BufferRole::SplitOut)?,
+        lse: take(bufs, kernel, BufferRole::SplitLse)?,
     })
 }
 
@@ -390,10 +397,7 @@ pub fn run_history(
 ) -> Result<ExchangeBuffer, CpuDecodeError> {
     let mut bufs = run_history_pass(plan, kernels, shard, table, rank, q_all)?;
     let kernel = plan.history.kernel;
-    let splits = HistorySplits {
-        out: take(&mut bufs, kernel, BufferRole::SplitOut)?,
-        lse: take(&mut bufs, kernel, BufferRole::SplitLse)?,
-    };
+    let splits = take_splits(&mut bufs, kernel)?;
     match run_history_reduce(plan, kernels, splits)? {
         Some(send) => Ok(send),
         None => Ok(ExchangeBuffer {
