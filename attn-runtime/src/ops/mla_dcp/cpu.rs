@@ -342,7 +342,7 @@ fn run_history_pass(
     run_stage(plan, &kernels.history, &plan.history, inputs, &outputs)
 }
 
-/// [`run_history_pass`]'s split scratch (a plan of several splits; with one the history
+/// The history pass's split scratch (a plan of several splits; with one the history
 /// writes `hist_send` and the scratch stays poisoned).
 pub fn run_history_splits(
     plan: &DecodePlan,
