@@ -208,6 +208,25 @@ fn same_stream(a: &CudaStream, b: &CudaStream) -> bool {
 /// Kernel arguments by buffer role for one launch.
 type RoleViews<'a> = BTreeMap<BufferRole, KernelArg<'a>>;
 
+/// `hist_send`'s output and LSE views, for a `stage` that writes the exchange layout.
+fn insert_send_views<'a, E: DecodeElem>(
+    v: &mut RoleViews<'a>,
+    hist_send: &'a mut CudaSlice<u8>,
+    send_lse: &'a mut buffers::F32Alias,
+    stage: &'static str,
+) -> Result<(), MlaError> {
+    let lse = send_lse.get_mut().ok_or(MlaError::StageOrder {
+        stage,
+        why: "the f32 view of hist_send is gone (internal error)",
+    })?;
+    v.insert(
+        BufferRole::SendOut,
+        KernelArg::output(as_act_mut::<E>(hist_send)?),
+    );
+    v.insert(BufferRole::SendLse, KernelArg::output(lse.as_view_mut()));
+    Ok(())
+}
+
 /// Launches `launch` on `stream` with its buffers taken from `views`.
 fn launch_plan(
     handle: &CudaKernelHandle,
@@ -619,10 +638,11 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         };
         let state = StepState {
             history: self.handle(&plan.history)?,
-            reduce: match &plan.history_reduce {
-                Some(l) => Some(self.handle(l)?),
-                None => None,
-            },
+            reduce: plan
+                .history_reduce
+                .as_ref()
+                .map(|l| self.handle(l))
+                .transpose()?,
             current: self.handle(&plan.current)?,
             combine: self.handle(&plan.combine)?,
             v_up: self.handle(&plan.v_up)?,
@@ -809,7 +829,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         Ok(())
     }
 
-    /// S0: `mla_history` over the shard, then `mla_history_reduce` into `hist_send`.
+    /// S0: `mla_history` over the shard, then (several splits) `mla_history_reduce` into
+    /// `hist_send`.
     fn enqueue_history(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
         let main = self.fork_join.main().clone();
         let st = self.state("history")?;
@@ -850,18 +871,12 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             KernelArg::output(self.bufs.split_lse.as_view_mut()),
         );
         // One split (`DIRECT`): the history writes `hist_send` itself.
-        let send_lse = self.bufs.send_lse.get_mut().ok_or(MlaError::StageOrder {
-            stage: "history",
-            why: "the f32 view of hist_send is gone (internal error)",
-        })?;
-        v.insert(
-            BufferRole::SendOut,
-            KernelArg::output(as_act_mut::<E>(&mut self.bufs.hist_send)?),
-        );
-        v.insert(
-            BufferRole::SendLse,
-            KernelArg::output(send_lse.as_view_mut()),
-        );
+        insert_send_views::<E>(
+            &mut v,
+            &mut self.bufs.hist_send,
+            &mut self.bufs.send_lse,
+            "history",
+        )?;
         launch_plan(&h_hist, &main, &history, v)?;
         self.mark(Mark::History, &main)?;
         if let (Some(reduce), Some(h_reduce)) = (reduce, h_reduce) {
@@ -878,10 +893,6 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         h_reduce: &CudaKernelHandle,
     ) -> Result<(), MlaError> {
         let b = &mut self.bufs;
-        let send_lse = b.send_lse.get_mut().ok_or(MlaError::StageOrder {
-            stage: "history reduce",
-            why: "the f32 view of hist_send is gone (internal error)",
-        })?;
         let mut v = RoleViews::new();
         v.insert(
             BufferRole::SplitOut,
@@ -891,14 +902,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             BufferRole::SplitLse,
             KernelArg::input(b.split_lse.as_view()),
         );
-        v.insert(
-            BufferRole::SendOut,
-            KernelArg::output(as_act_mut::<E>(&mut b.hist_send)?),
-        );
-        v.insert(
-            BufferRole::SendLse,
-            KernelArg::output(send_lse.as_view_mut()),
-        );
+        insert_send_views::<E>(&mut v, &mut b.hist_send, &mut b.send_lse, "history reduce")?;
         launch_plan(h_reduce, main, reduce, v)
     }
 

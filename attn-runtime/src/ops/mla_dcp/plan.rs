@@ -670,6 +670,7 @@ impl DecodeStep {
         use PlanArg::{Buffer as Buf, F32, I32, I64};
 
         let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
+        let direct = num_splits == 1;
         let strides = [
             I64(exchange.chunk_stride_out() as i64),
             I64(exchange.chunk_stride_lse() as i64),
@@ -701,8 +702,8 @@ impl DecodeStep {
                 ("KV_TILE", ConstValue::Int(kv_tile.into())),
                 ("BLOCK_SIZE", ConstValue::Int(b.into())),
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
-                // One split writes the exchange layout itself: no reduce (L1: 22 µs).
-                ("DIRECT", ConstValue::Bool(num_splits == 1)),
+                // One split writes the exchange layout itself: no reduce launch.
+                ("DIRECT", ConstValue::Bool(direct)),
             ],
             grid: [grid_t * tiling.head_tiles, num_splits, 1],
             args: history_args,
@@ -727,7 +728,7 @@ impl DecodeStep {
         reduce_args.extend(exchange_args);
         reduce_args.push(I32(dn_i32));
         reduce_args.extend(strides);
-        let history_reduce = (num_splits > 1).then(|| KernelLaunch {
+        let history_reduce = (!direct).then(|| KernelLaunch {
             kernel: "mla_history_reduce",
             constexprs: vec![
                 dt.clone(),
