@@ -52,13 +52,20 @@ fn warpgroup_targeted_flash_attention_matches_the_executor() {
         let copies = text[issue..].find("next iteration").expect(&text);
         let wait = text[issue..].find("mma_wait").expect(&text);
         assert!(copies < wait, "{text}");
-        let src = emit_cuda(&f).expect("emit").source;
+        let k = emit_cuda(&f).expect("emit");
+        let src = &k.source;
         assert_eq!(
-            src.matches("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
-                .count(),
-            3,
-            "two dots and the deferred wait"
+            src.matches("attn_wgmma_commit();").count(),
+            2,
+            "two dots"
         );
+        // K and V (rows one `stride_kn` / `stride_vn` apart) move by TMA on sm_90a: one
+        // tensor map each, boxes of the whole tile's rows, the cp.async form beside them.
+        assert_eq!(k.tensor_maps.len(), 2, "{text}");
+        assert!(k.tensor_maps.iter().all(|m| m.box_cols == 64 && m.box_rows as i64 == block_n));
+        assert!(src.contains("attn_tma_load_2d("), "TMA boxes");
+        assert!(src.contains("attn_mbar_wait("), "their mbarrier waits");
+        assert!(src.contains("attn_cp_async16("), "the cp.async branch");
         assert!(
             src.contains("p, 1, 1, 0, 0;"),
             "QK^T: A and B K-major descriptors"

@@ -8,7 +8,7 @@ use super::emitter::Emitter;
 use super::remat::Scope;
 use super::CodegenError;
 use crate::gpu_ir::remat::defined_in;
-use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, GpuOp, Stage};
+use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, CopyEngine, GpuOp, Stage};
 use crate::ir::{BinaryOp, Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
@@ -94,6 +94,7 @@ impl<'f> Emitter<'f> {
                 self.emit_turn(*t);
                 Ok(())
             }
+            GpuOp::TmaLanded { alloc, stage } => self.emit_tma_landed(*alloc, *stage),
             other => Err(CodegenError::Malformed(format!(
                 "{other:?} is not a memory op"
             ))),
@@ -169,12 +170,36 @@ impl<'f> Emitter<'f> {
     /// Emits copies that share one guard, one loop over the rows and one over each row's
     /// chunks: a single copy, or a run of them [`Self::copies_fuse`] accepts.
     pub(crate) fn emit_async_copies(&mut self, cs: &[&'f AsyncCopy]) -> Res<()> {
+        let tma = |c: &&AsyncCopy| matches!(c.engine, CopyEngine::Tma { .. });
+        if cs.iter().any(tma) {
+            if !cs.iter().all(tma) {
+                for c in cs {
+                    self.emit_async_copies(std::slice::from_ref(c))?;
+                }
+                return Ok(());
+            }
+            // Declared outside the branches: both read the ring's counter.
+            if let Some(l) = cs[0].loop_op {
+                self.stage_var(l)?;
+            }
+            self.w.line(super::tma_copy::SM90A);
+            self.emit_copies_by(cs, true)?;
+            self.w.line("#else");
+            self.emit_copies_by(cs, false)?;
+            self.w.line("#endif");
+            return Ok(());
+        }
+        self.emit_copies_by(cs, false)
+    }
+
+    /// The copies by TMA boxes (`tma`) or by the threads' `cp.async` chunks.
+    fn emit_copies_by(&mut self, cs: &[&'f AsyncCopy], tma: bool) -> Res<()> {
         let Some(&c) = cs.first() else {
             return Ok(());
         };
         self.op_comment(self.f.op(c.load));
         let Some(l) = c.loop_op.filter(|_| c.at != CopyAt::InPlace) else {
-            return self.copy_chunks(cs, &Scope::InPlace, None, None);
+            return self.copy_chunks(cs, &Scope::InPlace, None, None, tma);
         };
         let lop = self.f.op(l);
         let body = &lop.regions[0];
@@ -203,16 +228,18 @@ impl<'f> Emitter<'f> {
             iv_expr,
             defined_in_body: &inside,
         };
-        self.copy_chunks(cs, &scope, Some(guard), Some(&counter))
+        self.copy_chunks(cs, &scope, Some(guard), Some(&counter), tma)
     }
 
-    /// The per-thread loops over the copies' rows (passes) and each row's 16-byte chunks.
+    /// The per-thread loops over the copies' rows (passes) and each row's 16-byte chunks:
+    /// a `cp.async` each, or (`tma`) the chunk's mask bit, the boxes issued after the loops.
     fn copy_chunks(
         &mut self,
-        cs: &[&AsyncCopy],
+        cs: &[&'f AsyncCopy],
         scope: &Scope,
         guard: Option<String>,
         counter: Option<&str>,
+        tma: bool,
     ) -> Res<()> {
         let Some(&c) = cs.first() else {
             return Ok(());
@@ -244,6 +271,9 @@ impl<'f> Emitter<'f> {
         let mut bound = Vec::new();
         self.hoist_uniform_regions(cs, scope, &mut bound)?;
         let passes = al.rows.div_ceil(rows_per_pass);
+        if tma {
+            self.tma_clear_bits(cs);
+        }
         self.w.open_unrolled("p", passes);
         self.w.line(format!(
             "const int {row} = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
@@ -258,6 +288,22 @@ impl<'f> Emitter<'f> {
                 }
                 _ => "true".into(),
             });
+        }
+        if tma {
+            let calls: Vec<String> = cs
+                .iter()
+                .zip(&masks)
+                .map(|(c, m)| self.tma_zero_bit(c, m))
+                .collect();
+            for (c, call) in cs.iter().zip(&calls) {
+                let cols = self.prog.alloc(c.dst).cols;
+                self.chunk_loop(true, cols, lanes, chunk, std::slice::from_ref(call));
+            }
+            self.w.close("");
+            self.emit_tma_boxes(cs, scope, counter)?;
+            self.w.close("");
+            self.unbind_locals(&bound);
+            return Ok(());
         }
         // A row's address once per pass (the memory clobber of each `cp.async` would make
         // the compiler reload the block table per chunk otherwise), at this lane's first
@@ -430,7 +476,7 @@ impl<'f> Emitter<'f> {
 
     /// The C++ name of the kernel pointer a pointer tile offsets (through `add_ptr`'s base
     /// operand, broadcasts and splats), if it is one.
-    fn root_pointer(&self, mut v: ValueId) -> Option<String> {
+    pub(crate) fn root_pointer(&self, mut v: ValueId) -> Option<String> {
         while let Some(op) = self.def_op(v) {
             match op.kind {
                 OpKind::AddPtr
@@ -444,7 +490,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// Tile coordinates of a chunk of alloc row `attn_row` starting at alloc column `col`.
-    fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
+    pub(crate) fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
         let row = "attn_row";
         if c.map.contiguous_axis == 1 {
             ElemIndex::Coords {
@@ -597,7 +643,7 @@ impl<'f> Emitter<'f> {
 
 /// `text` with every whole identifier `from` replaced by `to` (so `k_cache` never matches
 /// inside `k_cache_scale`).
-fn replace_ident(text: &str, from: &str, to: &str) -> String {
+pub(crate) fn replace_ident(text: &str, from: &str, to: &str) -> String {
     let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut out = String::with_capacity(text.len());
     let mut rest = text;

@@ -38,6 +38,8 @@ pub(crate) struct Emitter<'f> {
     pub(crate) threads: usize,
     /// Bytes of dynamic shared memory the ops emitted so far need (max over ops).
     pub(crate) scratch_bytes: usize,
+    /// The tensor maps the kernel takes after its parameters (TMA copies).
+    pub(crate) tensor_maps: Vec<super::TensorMapParam>,
     names: Vec<Option<String>>,
     table: NameTable,
     /// The op defining each value (None for block arguments).
@@ -85,6 +87,7 @@ impl<'f> Emitter<'f> {
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
             scratch_bytes: 0,
+            tensor_maps: Vec::new(),
             names: vec![None; f.values.len()],
             table: NameTable::default(),
             defs,
@@ -367,6 +370,7 @@ impl<'f> Emitter<'f> {
         }
         self.emit_scalar_param_conversions();
         self.emit_alloc_pointers();
+        self.emit_tma_setup()?;
         let (f, prog) = (self.f, self.prog);
         if let Some(term) = self.emit_ops(&prog.body)? {
             let op = f.op(term);
@@ -401,6 +405,9 @@ impl<'f> Emitter<'f> {
                 ParamKind::Scalar(s) => format!("{} {name}", scalar_param_type(s)),
             });
         }
+        let (maps, params) = self.tma_params()?;
+        decls.extend(maps);
+        self.tensor_maps = params;
         Ok(decls)
     }
 

@@ -70,6 +70,7 @@ mod remat_region;
 mod row_scale;
 mod staged_load;
 pub mod tile_map;
+mod tma_copy;
 mod wgmma;
 mod writer;
 
@@ -93,6 +94,38 @@ pub struct CudaKernel {
     /// Integer parameters this code assumes divisible (name, divisor): the launcher must
     /// check every call against them.
     pub assumed_divisible: Vec<(String, u64)>,
+    /// TMA tensor maps the launcher encodes for every launch and passes after
+    /// [`Self::params`], in this order (`const __grid_constant__ attn_tensor_map`).
+    pub tensor_maps: Vec<TensorMapParam>,
+}
+
+/// A tensor map the kernel's bulk copies read through: a 2D view of one pointer
+/// parameter's buffer as rows of `row_stride` elements (dim 0: the `row_stride` elements
+/// of a row, dim 1: `ceil(len / row_stride)` rows, so no box reads past the buffer:
+/// out-of-range elements arrive as zeros), boxes of `box_rows × box_cols` elements stored
+/// with the 128-byte swizzle (the layout of the GPU IR's swizzled allocs). The kernel turns
+/// a row's element offset `o` from the base into the box coordinate `(o % row_stride,
+/// o / row_stride)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapParam {
+    /// The C++ parameter name.
+    pub name: String,
+    /// Index in [`CudaKernel::params`] of the pointer whose buffer the map views.
+    pub base_param: usize,
+    /// Element type (16-bit: the swizzled allocs hold 16-bit tiles).
+    pub elem: crate::ir::ScalarType,
+    /// Elements between consecutive rows of the view.
+    pub row_stride: RowStride,
+    pub box_rows: u32,
+    pub box_cols: u32,
+}
+
+/// A row stride known at launch: `coeff × the value of scalar parameter `param`` (or
+/// `coeff` alone when `param` is `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowStride {
+    pub param: Option<usize>,
+    pub coeff: i64,
 }
 
 /// Name under which [`PRELUDE`] must be handed to NVRTC as an in-memory header.
@@ -167,6 +200,7 @@ fn emit_laid_out(f: &Function) -> Result<CudaKernel, CodegenError> {
         source,
         params: f.params.clone(),
         assumed_divisible: f.assumed_divisible.clone(),
+        tensor_maps: em.tensor_maps.clone(),
         block_threads: threads,
         shared_bytes: shared,
     })

@@ -304,5 +304,72 @@ __device__ __forceinline__ void attn_bar_arrive(int id, int n) {
 __device__ __forceinline__ void attn_reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 #endif
 
+// ---------------------------------------------------------------------------------------------
+// TMA (sm_90a): a tile copied as 2D boxes through a tensor map the launcher encodes
+// (`CUtensorMap`, passed as a `__grid_constant__` parameter), completing on an mbarrier whose
+// transaction count the issuing thread raises by the boxes' bytes.
+// ---------------------------------------------------------------------------------------------
+struct __align__(64) attn_tensor_map {
+    unsigned long long words[16];
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void attn_mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(attn_smem_addr(bar)), "r"(count)
+                 : "memory");
+}
+/// Makes initialized mbarriers visible to the async proxy (the TMA unit completes on them).
+__device__ __forceinline__ void attn_mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+/// The issuing thread's arrival, announcing `bytes` of TMA transactions on `bar`.
+__device__ __forceinline__ void attn_mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(attn_smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+/// Waits until the phase of `bar` with this parity completed (its boxes landed and are
+/// visible to this thread and to the tensor cores).
+__device__ __forceinline__ void attn_mbar_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done = 0u;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(attn_smem_addr(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/// One box at element coordinates (x, y) of `map` into `dst` (1024-byte aligned for the
+/// 128-byte swizzle), completing on `bar`.
+__device__ __forceinline__ void attn_tma_load_2d(void* dst, const attn_tensor_map* map, int x,
+                                                 int y, unsigned long long* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+        ::"r"(attn_smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+        "r"(attn_smem_addr(bar))
+        : "memory");
+}
+/// The box coordinates of element offset `off` in a view of rows of `s` elements:
+/// (off % s, off / s), dividing by the reciprocal `inv = floor((2^64 - 1) / s)` computed
+/// once per program. A negative `off` (the garbage base of a run the copy's mask drops
+/// whole) gives some coordinate: the map's bounds make any box safe, and the run is zeroed.
+__device__ __forceinline__ void attn_tma_coords(long long off, long long s, unsigned long long inv,
+                                                int& x, int& y) {
+    const unsigned long long u = (unsigned long long)off, us = (unsigned long long)s;
+    unsigned long long q = __umul64hi(u, inv);
+    unsigned long long r = u - q * us;
+    while (r >= us) {
+        q += 1;
+        r -= us;
+    }
+    x = (int)r;
+    y = (int)q;
+}
+/// Zeroes 16 bytes of shared memory (a masked chunk of a TMA-copied tile).
+__device__ __forceinline__ void attn_st_zero16(void* p) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(attn_smem_addr(p)), "r"(0u)
+                 : "memory");
+}
+#endif
+
 /// Dynamic shared memory: one scratch buffer reused by every op that moves data between threads.
 extern __shared__ __align__(1024) unsigned char attn_smem[];

@@ -2,8 +2,8 @@
 //! program order (a use inside a loop keeps it alive for the whole loop, since the next
 //! iteration comes back to it); allocs whose lives do not overlap share bytes. Offsets are
 //! 16-byte aligned (what `cp.async` and `ldmatrix` rows need), 1024-byte aligned for swizzled
-//! allocs (whole swizzle atoms, as tensor-core descriptors address them). The tile emitter's
-//! scratch buffer is placed after the allocs.
+//! allocs (whole swizzle atoms, as tensor-core descriptors address them). The TMA copies'
+//! mbarriers follow the allocs; the tile emitter's scratch buffer comes after them.
 
 use super::program::{AllocId, GpuBlock, GpuOp, GpuProgram};
 
@@ -38,7 +38,8 @@ pub fn run(p: &mut GpuProgram) {
         placed.push((offset, size, span));
         total = total.max(offset + size);
     }
-    p.alloc_bytes = total.next_multiple_of(16);
+    p.tma_offset = total.next_multiple_of(8);
+    p.alloc_bytes = (p.tma_offset + p.tma_bytes()).next_multiple_of(16);
 }
 
 /// Numbers ops in program order and records each alloc's live range.

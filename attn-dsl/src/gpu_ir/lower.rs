@@ -82,6 +82,8 @@ pub fn lower(f: &Function, axis: AxisAnalysis) -> GpuProgram {
         allocs: d.allocs,
         alloc_bytes: 0,
         axis,
+        tensor_maps: Vec::new(),
+        tma_offset: 0,
     }
 }
 
@@ -235,6 +237,7 @@ impl<'a> Ctx<'a> {
                 map,
                 loop_op: None,
                 at: super::program::CopyAt::InPlace,
+                engine: super::program::CopyEngine::Threads,
             },
         );
         id

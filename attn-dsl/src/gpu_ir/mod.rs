@@ -14,8 +14,10 @@ pub mod pipeline;
 pub mod printer;
 pub mod program;
 pub mod remat;
+pub mod row_affine;
 pub mod sink;
 pub mod sync;
+pub mod tma;
 pub mod verify;
 pub mod warpgroup_turns;
 
@@ -45,6 +47,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // Waits and barriers from the dependencies of the final schedule (after pipelining,
     // which fixes where every copy and read is).
     sync::run(&mut p.body);
+    // On Hopper, one thread moves a paged tile as TMA boxes (a page's rows by 64 columns)
+    // instead of every thread computing an address per 16 bytes; the schedule stays.
+    tma::run(f, &mut p);
     // Bytes by liveness, once nothing moves any more.
     allocate::run(&mut p);
     verify::verify(f, &p)?;

@@ -88,7 +88,7 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
             ),
             GpuOp::If { op, .. } | GpuOp::While { op, .. } => format!("{} {{", tile_op(f, *op)),
             GpuOp::AsyncCopy(c) => format!(
-                "async_copy %{} -> %a{}{} (axis {}, {} per chunk{})",
+                "async_copy %{} -> %a{}{} (axis {}, {} per chunk{}{})",
                 f.op(c.load).results[0].0,
                 c.dst.0,
                 stage(c.stage),
@@ -100,8 +100,15 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                     CopyAt::Prologue(_) => ", a prologue iteration",
                     CopyAt::Ahead(1) => ", next iteration",
                     CopyAt::Ahead(_) => ", stages - 1 iterations ahead",
+                },
+                match c.engine {
+                    super::program::CopyEngine::Threads => String::new(),
+                    super::program::CopyEngine::Tma { map, group_rows } =>
+                        format!(", tma map {map} boxes of {group_rows} rows"),
                 }
             ),
+            GpuOp::TmaLanded { alloc, stage: st } =>
+                format!("tma_landed %a{}{}", alloc.0, stage(*st)),
             GpuOp::Commit => "commit".into(),
             GpuOp::Wait { pending } => format!("wait {pending}"),
             GpuOp::Barrier { reason } => format!("barrier // {reason:?}"),

@@ -227,6 +227,43 @@ pub struct AsyncCopy {
     pub at: CopyAt,
     /// The pipelined loop whose first or next iteration the copy is for.
     pub loop_op: Option<OpId>,
+    /// Who moves the bytes: the threads (`cp.async` chunks) or the tensor memory
+    /// accelerator (TMA boxes issued by one thread).
+    pub engine: CopyEngine,
+}
+
+/// How an [`AsyncCopy`] moves its tile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum CopyEngine {
+    /// Every thread copies its 16-byte chunks with `cp.async`.
+    #[default]
+    Threads,
+    /// One thread issues the tile as TMA boxes through [`GpuProgram::tensor_maps`]`[map]`,
+    /// `group_rows` alloc rows each (whose source rows are one row stride apart), one box
+    /// per 64-column block; they complete on the alloc stage's `mbarrier`. The threads
+    /// still evaluate the copy's mask in their chunk distribution and zero the masked chunks
+    /// once the boxes land ([`GpuOp::TmaLanded`]): a box reads whole rows, the mask's zeros
+    /// (the tail of the last page, keys no query attends) are the copy's semantics.
+    Tma { map: usize, group_rows: usize },
+}
+
+/// A row stride the launcher knows: `konst`, or `coeff ×` a scalar kernel parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmaStride {
+    Const(i64),
+    Param { value: crate::ir::ValueId, coeff: i64 },
+}
+
+/// A tensor map a TMA copy reads through: the buffer of pointer parameter `base` as rows
+/// of `row_stride` elements, boxes of `box_rows × box_cols` (the launcher encodes it per
+/// launch: `codegen::TensorMapParam`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TmaView {
+    pub base: crate::ir::ValueId,
+    pub elem: ScalarType,
+    pub row_stride: TmaStride,
+    pub box_rows: usize,
+    pub box_cols: usize,
 }
 
 /// Where a tensor-core dot reads an operand.
@@ -299,6 +336,10 @@ pub enum GpuOp {
         /// this dot's wait completes both (see [`super::mma_chain`]).
         chained_from: Option<OpId>,
     },
+    /// Where the TMA boxes of `alloc`'s `stage` are known to have landed (after the `wait`
+    /// that lands its `cp.async` form): every thread waits on the stage's `mbarrier`, then
+    /// zeroes the chunks its copy distribution found masked.
+    TmaLanded { alloc: AllocId, stage: Stage },
     /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
     /// accumulator before this point.
     MmaWait {
@@ -354,11 +395,44 @@ pub struct GpuProgram {
     /// Contiguity, divisibility and constancy of the function's values, as lowering saw
     /// them (the emitter's question too: which stores may pair slots).
     pub axis: crate::passes::axis_info::AxisAnalysis,
+    /// The tensor maps of the TMA copies ([`CopyEngine::Tma`]).
+    pub tensor_maps: Vec<TmaView>,
+    /// Byte offset of the TMA copies' bookkeeping in dynamic shared memory (inside
+    /// `alloc_bytes`): an mbarrier per stage of each TMA alloc, then each tensor map's
+    /// row-stride reciprocal, 8 bytes each. Dynamic, not static, shared memory: a static
+    /// array would move the dynamic base off the 1024-byte alignment the swizzle needs.
+    pub tma_offset: usize,
 }
+
+/// Stages of a TMA-copied ring (each with its mbarrier).
+pub const TMA_STAGES: usize = 2;
 
 impl GpuProgram {
     pub fn alloc(&self, id: AllocId) -> &LocalAlloc {
         &self.allocs[id.0 as usize]
+    }
+
+    /// The allocs TMA copies fill, in program order (their mbarriers are
+    /// `TMA_STAGES · k + stage`).
+    pub fn tma_allocs(&self) -> Vec<AllocId> {
+        let mut out = Vec::new();
+        walk_block(&self.body, &mut |op| {
+            if let GpuOp::AsyncCopy(c) = op {
+                if matches!(c.engine, CopyEngine::Tma { .. }) && !out.contains(&c.dst) {
+                    out.push(c.dst);
+                }
+            }
+        });
+        out
+    }
+
+    /// Bytes of the TMA bookkeeping (see [`Self::tma_offset`]).
+    pub fn tma_bytes(&self) -> usize {
+        let allocs = self.tma_allocs().len();
+        if allocs == 0 {
+            return 0;
+        }
+        8 * (TMA_STAGES * allocs + self.tensor_maps.len())
     }
 }
 

@@ -80,6 +80,10 @@ fn main_source(k: &CudaKernel) -> String {
             }
         }
     }
+    // Tensor maps are read only by the sm_90a branch; the simulated one copies by threads.
+    for _ in &k.tensor_maps {
+        call.push("attn_tensor_map{}".to_string());
+    }
     let threads = k.block_threads;
     format!(
         r#"#include "attn_prelude.cuh"

@@ -27,9 +27,15 @@ extern std::barrier<>* attn_warp_barriers[32];
 #define __restrict__
 #define __builtin_assume(x) ((void)0)
 #define __align__(n) alignas(n)
+#define __grid_constant__
 
 inline void __syncthreads() { attn_block_barrier->arrive_and_wait(); }
 inline void attn_warp_sync() { attn_warp_barriers[threadIdx.x / 32]->arrive_and_wait(); }
+
+// The TMA path is under `__CUDA_ARCH_FEAT_SM90_ALL`; only its parameters reach the host.
+struct alignas(64) attn_tensor_map {
+    unsigned long long words[16];
+};
 
 struct alignas(2) bf16 {
     unsigned short bits;

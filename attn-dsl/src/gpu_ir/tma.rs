@@ -1,0 +1,189 @@
+//! TMA copies (sm_90a): a pipelined copy into a swizzled two-stage ring whose source rows
+//! are one stride apart in runs of at least eight (a page of a paged K/V cache, see
+//! [`super::row_affine`]) is issued by one thread as 2D boxes — a run of rows by 64
+//! columns each, written in the 128-byte swizzle the allocs already use — through a tensor
+//! map the launcher encodes over the pointer's buffer. The warps then no longer compute
+//! an address per 16 bytes: P0 spent a third of its loop's stall samples there.
+//!
+//! The copy keeps its `cp.async` form for targets without TMA (the other side of the
+//! emitted `#if`), its place in the schedule and its waits: the pass only sets its engine,
+//! records the tensor map and marks, after the wait at the top of the loop, where the
+//! boxes of the current stage must have landed ([`GpuOp::TmaLanded`]).
+//!
+//! Which copies: warpgroup targets, `ATTN_CODEGEN_DISABLE=tma` off; both copies of a ring
+//! (the prologue's and the loop's) rows contiguous along the columns; the row stride a
+//! 16-byte multiple known at launch (a constant, or a constant times a parameter whose
+//! divisibility the specialization promises); the masked chunks a thread zeroes after
+//! landing fit one 32-bit word per thread.
+
+use super::program::{
+    AsyncCopy, CopyAt, CopyEngine, GpuBlock, GpuOp, GpuProgram, Stage, TmaStride, TmaView,
+};
+use super::row_affine::RowAffineCtx;
+use crate::ir::{Function, OpKind, ValueId};
+
+/// Bytes of a TMA row stride's granule (`cuTensorMapEncodeTiled`).
+const STRIDE_ALIGN_BYTES: u64 = 16;
+/// The most rows one box may have.
+const MAX_BOX_ROWS: usize = 256;
+/// Rows of a 128-byte swizzle atom: a box must cover whole atoms.
+const ATOM_ROWS: usize = 8;
+/// Masked-chunk bits a thread keeps per copy.
+const MAX_ZERO_BITS: usize = 32;
+
+/// Turns eligible pipelined copies into TMA copies (see the module note).
+pub fn run(f: &Function, p: &mut GpuProgram) {
+    if !f.warpgroup_mma || crate::features::disabled("tma") {
+        return;
+    }
+    let defs = super::remat::defining_ops(f);
+    let mut body = std::mem::take(&mut p.body);
+    visit(f, &defs, p, &mut body);
+    p.body = body;
+}
+
+fn visit(f: &Function, defs: &[Option<crate::ir::OpId>], p: &mut GpuProgram, b: &mut GpuBlock) {
+    for i in 0..b.ops.len() {
+        let GpuOp::For {
+            op: loop_op,
+            pipelined: true,
+            ..
+        } = &b.ops[i]
+        else {
+            for inner in super::program::nested_mut(&mut b.ops[i]) {
+                visit(f, defs, p, inner);
+            }
+            continue;
+        };
+        let loop_op = *loop_op;
+        let mut planned = Vec::new();
+        if let GpuOp::For { body, .. } = &b.ops[i] {
+            for op in &body.ops {
+                if let GpuOp::AsyncCopy(c) = op {
+                    if c.at == CopyAt::Ahead(1) && c.stage == Stage::Next {
+                        if let Some(e) = plan(f, defs, p, c) {
+                            planned.push((c.load, c.dst, e));
+                        }
+                    }
+                }
+            }
+        }
+        if planned.is_empty() {
+            continue;
+        }
+        // The prologue's copies of the same loads (before the loop, in this block).
+        let set = |op: &mut GpuOp| {
+            if let GpuOp::AsyncCopy(c) = op {
+                if c.loop_op == Some(loop_op) {
+                    if let Some((_, _, e)) = planned.iter().find(|(l, d, _)| *l == c.load && *d == c.dst) {
+                        c.engine = e.clone();
+                    }
+                }
+            }
+        };
+        b.ops[..i].iter_mut().for_each(set);
+        if let GpuOp::For { body, .. } = &mut b.ops[i] {
+            body.ops.iter_mut().for_each(set);
+            let top = body.ops.iter().position(|o| matches!(o, GpuOp::Wait { .. }));
+            let at = top.map_or(0, |t| t + 1);
+            let mut allocs: Vec<_> = planned.iter().map(|(_, d, _)| *d).collect();
+            allocs.dedup();
+            for (k, a) in allocs.into_iter().enumerate() {
+                body.ops.insert(
+                    at + k,
+                    GpuOp::TmaLanded {
+                        alloc: a,
+                        stage: Stage::Current,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The engine of copy `c` when it can move by TMA (and its tensor map, added to `p`).
+fn plan(
+    f: &Function,
+    defs: &[Option<crate::ir::OpId>],
+    p: &mut GpuProgram,
+    c: &AsyncCopy,
+) -> Option<CopyEngine> {
+    let al = p.alloc(c.dst);
+    let esize = al.elem.size_bytes();
+    if !al.swizzled || al.stages != super::program::TMA_STAGES || esize != 2 || !c.map.row_contiguous {
+        return None;
+    }
+    let threads = 32 * f.num_warps as usize;
+    let passes = al.rows.div_ceil(threads / c.map.lanes);
+    let slots = (al.cols / c.map.chunk).div_ceil(c.map.lanes);
+    if passes * slots > MAX_ZERO_BITS {
+        return None;
+    }
+    let load = f.op(c.load);
+    let ptr = load.operands[0];
+    let mask = matches!(load.kind, OpKind::Load { has_mask: true, .. }).then(|| load.operands[1]);
+    let row_axis = 1 - c.map.contiguous_axis;
+    let ctx = RowAffineCtx::new(f, defs, &p.axis, mask, row_axis);
+    let rows = ctx.affine(ptr, row_axis)?;
+    let group = (rows.run as usize).min(al.rows).min(MAX_BOX_ROWS);
+    if group < ATOM_ROWS || !group.is_multiple_of(ATOM_ROWS) || !al.rows.is_multiple_of(group) {
+        return None;
+    }
+    let row_stride = launch_stride(f, p, &rows.stride, esize as u64)?;
+    let base = root_param(f, defs, ptr)?;
+    let view = TmaView {
+        base,
+        elem: al.elem,
+        row_stride,
+        box_rows: group,
+        box_cols: super::program::SWIZZLE_COLS,
+    };
+    let map = match p.tensor_maps.iter().position(|v| *v == view) {
+        Some(m) => m,
+        None => {
+            p.tensor_maps.push(view);
+            p.tensor_maps.len() - 1
+        }
+    };
+    Some(CopyEngine::Tma {
+        map,
+        group_rows: group,
+    })
+}
+
+/// The stride as the launcher computes it, when it is a positive 16-byte multiple.
+fn launch_stride(
+    f: &Function,
+    p: &GpuProgram,
+    s: &super::row_affine::Lin,
+    esize: u64,
+) -> Option<TmaStride> {
+    if let Some(k) = s.as_konst() {
+        return (k > 0 && (k as u64 * esize).is_multiple_of(STRIDE_ALIGN_BYTES))
+            .then_some(TmaStride::Const(k));
+    }
+    let (&value, &coeff) = s.terms.iter().next().filter(|_| s.terms.len() == 1 && s.konst == 0)?;
+    let param = f.params.iter().find(|p| p.value == value)?;
+    if !matches!(param.kind, crate::ir::ParamKind::Scalar(_)) || coeff <= 0 {
+        return None;
+    }
+    let div = p.axis.get(value).divisibility[0];
+    (div * coeff as u64 * esize)
+        .is_multiple_of(STRIDE_ALIGN_BYTES)
+        .then_some(TmaStride::Param { value, coeff })
+}
+
+/// The pointer parameter a pointer tile offsets.
+fn root_param(f: &Function, defs: &[Option<crate::ir::OpId>], mut v: ValueId) -> Option<ValueId> {
+    while let Some(d) = defs.get(v.0 as usize).copied().flatten() {
+        let op = f.op(d);
+        match op.kind {
+            OpKind::AddPtr
+            | OpKind::Broadcast { .. }
+            | OpKind::ExpandDims { .. }
+            | OpKind::Splat { .. } => v = op.operands[0],
+            _ => return None,
+        }
+    }
+    f.params.iter().any(|p| p.value == v).then_some(v)
+}
