@@ -366,47 +366,56 @@ impl<'a> RowAffineCtx<'a> {
                 .is_some_and(|s| s > 0)
     }
 
-    /// Whether `v` is provably non-negative (`depth` bounds the walk).
+    /// Whether `v` is provably non-negative.
     fn nonneg(&self, v: ValueId, depth: usize) -> bool {
+        self.lower_bound(v, depth).is_some_and(|lb| lb >= 0)
+    }
+
+    /// A lower bound of every element of `v`, when one follows from its definition
+    /// (`depth` bounds the walk). `cdiv(x, k) = (x + k - 1) / k` of a non-negative `x` is
+    /// non-negative; a loaded length is not, unless the kernel clamps it (`max(n, 0)`).
+    fn lower_bound(&self, v: ValueId, depth: usize) -> Option<i64> {
         if depth > 32 {
-            return false;
+            return None;
         }
         let Some(op) = self.def(v) else {
-            return self.nonneg_loop_var(v, depth);
+            return self.loop_var_lower_bound(v, depth);
         };
-        let all = |xs: &[ValueId]| xs.iter().all(|&x| self.nonneg(x, depth + 1));
+        let lb = |x: ValueId| self.lower_bound(x, depth + 1);
+        let konst = |x: ValueId| self.uniform_lin(x).and_then(|l| l.as_konst());
+        let (a, b) = (op.operands.first().copied(), op.operands.get(1).copied());
         match &op.kind {
-            OpKind::Const(crate::ir::Scalar::Int(k, _)) => *k >= 0,
-            OpKind::Arange { .. } | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => true,
-            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
-                all(&op.operands[..1])
+            OpKind::Const(crate::ir::Scalar::Int(k, _)) => Some(*k),
+            OpKind::Arange { .. } | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => Some(0),
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => lb(a?),
+            OpKind::Cast(t) if self.int_widening(a?, *t) => lb(a?),
+            OpKind::Binary(BinaryOp::Add) => lb(a?)?.checked_add(lb(b?)?),
+            OpKind::Binary(BinaryOp::Sub) => lb(a?)?.checked_sub(konst(b?)?),
+            OpKind::Binary(BinaryOp::Mul) => {
+                let (x, y) = (lb(a?)?, lb(b?)?);
+                (x >= 0 && y >= 0).then(|| x.saturating_mul(y))
             }
-            OpKind::Cast(t) if self.int_widening(op.operands[0], *t) => all(&op.operands[..1]),
-            OpKind::Binary(
-                BinaryOp::Add
-                | BinaryOp::Mul
-                | BinaryOp::Min
-                | BinaryOp::Div
-                | BinaryOp::Rem
-                | BinaryOp::Shr,
-            ) => all(&op.operands),
-            OpKind::Binary(BinaryOp::Max) => op
-                .operands
-                .iter()
-                .any(|&x| self.nonneg(x, depth + 1)),
-            _ => false,
+            OpKind::Binary(BinaryOp::Max) => match (lb(a?), lb(b?)) {
+                (Some(x), Some(y)) => Some(x.max(y)),
+                (x, y) => x.or(y),
+            },
+            OpKind::Binary(BinaryOp::Min) => Some(lb(a?)?.min(lb(b?)?)),
+            OpKind::Binary(BinaryOp::Div | BinaryOp::Rem | BinaryOp::Shr) => {
+                (lb(a?)? >= 0 && lb(b?)? > 0).then_some(0)
+            }
+            _ => None,
         }
     }
 
-    /// A `for` loop's induction variable starting at a non-negative bound (its step is
-    /// positive by the loop's semantics).
-    fn nonneg_loop_var(&self, v: ValueId, depth: usize) -> bool {
+    /// A `for` loop's induction variable is at least its start (its step is positive by
+    /// the loop's semantics).
+    fn loop_var_lower_bound(&self, v: ValueId, depth: usize) -> Option<i64> {
         let mut lo = None;
         self.f.walk(&mut |_, op| {
             if op.kind == OpKind::For && op.regions[0].args.first() == Some(&v) {
                 lo = Some(op.operands[0]);
             }
         });
-        lo.is_some_and(|lo| self.nonneg(lo, depth + 1))
+        self.lower_bound(lo?, depth + 1)
     }
 }

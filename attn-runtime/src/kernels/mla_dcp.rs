@@ -265,7 +265,9 @@ pub mod mla {
         let split = program_id(1);
         let row_ok = rows < num_heads;
         let req = load(token_req + t);
-        let n_hist = load(hist_lens + req);
+        // Never below 0 (the op's lengths are not): keys then provably are not either, so
+        // the key tile's rows group by page and move as TMA boxes on sm_90a.
+        let n_hist = max(load(hist_lens + req), 0);
         let q_row = gathered_query_rows(rows, t, num_tokens, heads_per_rank);
         let dl = arange::<512>();
         let (q_lat, q_pe) = load_query_rows(q_all, q_row, row_ok);
