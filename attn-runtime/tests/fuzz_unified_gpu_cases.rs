@@ -15,7 +15,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use attn_dsl::codegen::CudaKernel;
 use attn_dsl::ir::ParamKind;
 use attn_runtime::launch::{
-    validate_args, validate_config, ArgSummary, DeviceLimits, Grid, LaunchSpec, ParamSpec,
+    check_map_spec, validate_args, validate_config, ArgSummary, DeviceLimits, Grid, LaunchSpec,
+    ParamSpec, TensorMapSpec,
 };
 use attn_runtime::ops::unified_attention::gpu::{
     check_launch_params, emit_launch, kernel_key, plan_host, AttnError,
@@ -44,9 +45,13 @@ fn launchable(launch: &KernelLaunch, emitted: &mut Emitted) -> Result<(), String
         params: ParamSpec::of_kernel(k),
         block_threads: k.block_threads,
         shared_bytes: k.shared_bytes,
+        tensor_maps: TensorMapSpec::of_kernel(k),
     };
     validate_config(&spec, &DeviceLimits::SM90, Grid(launch.grid), 0, 1024)
         .map_err(|e| e.to_string())?;
+    for map in &spec.tensor_maps {
+        check_map_spec(&spec, map).map_err(|e| e.to_string())?;
+    }
     let summaries: Vec<ArgSummary> = launch
         .args
         .iter()

@@ -1,11 +1,11 @@
 //! GPU launch tests (feature `gpu`; a missing GPU is a failure): untyped launches of
 //! hand-written CUDA, validation errors before launch, shared-memory opt-in, typed
-//! launches through the `Cuda` backend, event timing.
+//! launches through the `Cuda` backend, event timing, TMA tensor maps the launcher encodes.
 #![cfg(feature = "gpu")]
 
 mod common;
 
-use attn_dsl::codegen::CudaKernel;
+use attn_dsl::codegen::{CudaKernel, RowStride, TensorMapParam};
 use attn_dsl::ir::{ParamKind, ScalarType, ValueId};
 use attn_dsl::kernel::{Backend, Kernel, KernelInfo, ParamInfo, ScalarArg};
 use attn_runtime::launch::{
@@ -54,6 +54,7 @@ fn vadd_handle(block_threads: u32, shared_bytes: u32, src: &str) -> CudaKernelHa
         block_threads,
         shared_bytes,
         assumed_divisible: Vec::new(),
+        tensor_maps: Vec::new(),
     };
     CudaKernelHandle::with_prelude(k, TEST_PRELUDE)
 }
@@ -338,4 +339,142 @@ fn event_timer_measures_device_time() {
     t.stop(&stream).expect("stop");
     let ms = t.elapsed_ms().expect("elapsed");
     assert!(ms > 0.0 && ms.is_finite(), "{ms}");
+}
+
+/// One TMA box per block through the launcher-encoded map `xm` (a view of `x` as rows of
+/// `2·d` bf16, boxes of 16 × 64, 128-byte swizzle), un-swizzled into the dense `y` of
+/// `gridDim.y·16` rows × `gridDim.x·64` columns.
+const TMA_SRC: &str = r#"
+struct alignas(64) attn_tensor_map { unsigned long long opaque[16]; };
+extern "C" __global__ void __launch_bounds__(128) test_tma_box(
+    const unsigned short* __restrict__ x, unsigned short* __restrict__ y, int d,
+    const __grid_constant__ attn_tensor_map xm) {
+  extern __shared__ unsigned char dyn[];
+  __shared__ alignas(8) unsigned long long bar;
+  // The 128-byte swizzle pattern repeats every 1024 bytes: align the box to that.
+  unsigned base = (unsigned)__cvta_generic_to_shared(dyn);
+  unsigned box = (base + 1023u) & ~1023u;
+  const unsigned short* tile = (const unsigned short*)(dyn + (box - base));
+  unsigned b = (unsigned)__cvta_generic_to_shared(&bar);
+  const int rows = 16, cols = 64, bytes = rows * cols * 2;
+  int c0 = blockIdx.x * cols, r0 = blockIdx.y * rows;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];"
+        :: "r"(box), "l"((unsigned long long)&xm), "r"(c0), "r"(r0), "r"(b) : "memory");
+  }
+  unsigned done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(b) : "memory");
+  }
+  int w = gridDim.x * cols;
+  for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+    int r = i / cols, c = i % cols;
+    int off = r * 128 + ((((c >> 3) ^ (r & 7))) << 4) + (c & 7) * 2;
+    y[(r0 + r) * w + c0 + c] = tile[off / 2];
+  }
+}
+"#;
+
+fn tma_handle() -> CudaKernelHandle {
+    let bf16_ptr = |mutable| ParamKind::Ptr {
+        elem: ScalarType::Bf16,
+        mutable,
+    };
+    let k = CudaKernel {
+        entry: "test_tma_box".into(),
+        source: TMA_SRC.into(),
+        hash: String::new(),
+        params: vec![
+            param("x", bf16_ptr(false), 0),
+            param("y", bf16_ptr(true), 1),
+            param("d", ParamKind::Scalar(ScalarType::I32), 2),
+        ],
+        block_threads: 128,
+        // One 2 KiB box plus the slack to align it to 1024 bytes.
+        shared_bytes: 2048 + 1024,
+        assumed_divisible: Vec::new(),
+        tensor_maps: vec![TensorMapParam {
+            name: "xm".into(),
+            base_param: 0,
+            elem: ScalarType::Bf16,
+            row_stride: RowStride {
+                param: Some(2),
+                coeff: 2,
+            },
+            box_rows: 16,
+            box_cols: 64,
+        }],
+    };
+    CudaKernelHandle::with_prelude(k, TEST_PRELUDE)
+}
+
+#[test]
+fn tensor_maps_are_encoded_from_the_arguments_and_read_zeros_out_of_range() {
+    use half::bf16;
+    let dev = device();
+    let stream = dev.default_stream();
+    let h = tma_handle();
+    // Rows of 2·80 = 160 elements (320 B), 37 rows: 3 × 3 boxes of 16 × 64, whose last
+    // column and row boxes reach past the view.
+    let (d, rows) = (80usize, 37usize);
+    let s = 2 * d;
+    let xs: Vec<bf16> = (0..rows * s)
+        .map(|i| bf16::from_f32((i % 251) as f32 + 1.0))
+        .collect();
+    let x = Tensor::from_host(&stream, &xs, &[rows * s]).expect("upload");
+    let (gx, gy) = (s.div_ceil(64), rows.div_ceil(16));
+    let w = gx * 64;
+    let mut y = Tensor::filled(&stream, &[gy * 16 * w], bf16::NAN).expect("alloc");
+    h.launch(
+        &stream,
+        Grid([gx as u32, gy as u32, 1]),
+        vec![
+            KernelArg::input(x.as_in()),
+            KernelArg::output(y.as_out()),
+            KernelArg::Scalar(ScalarArg::I32(d as i32)),
+        ],
+    )
+    .expect("TMA launch");
+    let got = y.to_host(&stream).expect("download");
+    for r in 0..gy * 16 {
+        for c in 0..w {
+            let want = if r < rows && c < s {
+                xs[r * s + c]
+            } else {
+                bf16::ZERO
+            };
+            assert_eq!(got[r * w + c].to_bits(), want.to_bits(), "row {r} col {c}");
+        }
+    }
+
+    // A row stride of 2·81 bf16 (324 B) is no multiple of 16 B: refused before launching.
+    let e = h
+        .launch(
+            &stream,
+            Grid([1, 1, 1]),
+            vec![
+                KernelArg::input(x.as_in()),
+                KernelArg::output(y.as_out()),
+                KernelArg::Scalar(ScalarArg::I32(81)),
+            ],
+        )
+        .expect_err("misaligned stride");
+    assert!(
+        matches!(&e, LaunchError::TensorMap { param, .. } if param == "xm"),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("324 B; TMA needs a multiple of 16 B"),
+        "{e}"
+    );
 }

@@ -76,6 +76,13 @@ pub enum LaunchError {
         addr: u64,
         align: u64,
     },
+    /// A TMA tensor map the launcher encodes from the arguments could not be built.
+    #[error("kernel `{kernel}` tensor map `{param}`: {why}")]
+    TensorMap {
+        kernel: String,
+        param: String,
+        why: String,
+    },
 }
 
 impl LaunchError {

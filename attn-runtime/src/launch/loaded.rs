@@ -2,6 +2,7 @@
 
 use super::args::{scalar_slot, KernelArg};
 use super::device::query_limits;
+use super::tensor_map::{check_map_spec, encode_maps, MapArg};
 use super::validate::{
     validate_alignment, validate_args, validate_config, DeviceLimits, LaunchSpec,
     DEFAULT_SHARED_LIMIT,
@@ -9,7 +10,7 @@ use super::validate::{
 use super::{Grid, LaunchError};
 use crate::cache::{write_entry, CacheOutcome, CachedModule, ModuleCache};
 use crate::jit::{self, Arch, CompiledModule, CudaSource, JitOptions, KernelStats, ModuleImage};
-use cudarc::driver::sys::CUfunction_attribute as FnAttr;
+use cudarc::driver::sys::{CUfunction_attribute as FnAttr, CUtensorMap};
 use cudarc::driver::{result, CudaContext, CudaFunction, CudaStream};
 use cudarc::nvrtc::Ptx;
 use std::ffi::c_void;
@@ -68,6 +69,10 @@ impl LoadedKernel {
         };
         // Validate the shared-memory budget before asking the driver for it.
         validate_config(&spec, &limits, Grid([1, 1, 1]), static_shared, u32::MAX)?;
+        // A malformed tensor map (type, box, parameters) fails here, not at the first launch.
+        for map in &spec.tensor_maps {
+            check_map_spec(&spec, map)?;
+        }
         if spec.shared_bytes > DEFAULT_SHARED_LIMIT {
             func.set_attribute(
                 FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -89,6 +94,11 @@ impl LoadedKernel {
     }
 
     /// Validates and launches on `stream` (which must belong to this kernel's context).
+    ///
+    /// `args` are the ordinary parameters only. A kernel with TMA tensor maps
+    /// ([`LaunchSpec::tensor_maps`]) gets them encoded here, from these arguments, and
+    /// passed after them: its bulk copies read global memory through the maps, and a map
+    /// embeds its buffer's address and extent, so only the launcher can build it.
     pub fn launch(
         &self,
         stream: &CudaStream,
@@ -107,25 +117,49 @@ impl LoadedKernel {
         // Stable storage: the driver reads each argument through a pointer to its slot.
         let mut slots: Vec<u64> = vec![0; args.len()];
         let mut guards = Vec::with_capacity(args.len());
+        // What the tensor maps are encoded from (only gathered when the kernel has some).
+        let with_maps = !self.spec.tensor_maps.is_empty();
+        let mut map_args = Vec::with_capacity(if with_maps { args.len() } else { 0 });
         for (i, arg) in args.iter_mut().enumerate() {
             match arg {
                 KernelArg::Buffer(b) => {
+                    let (elem, len) = (b.elem, b.len);
                     let (ptr, guard) = b.device_ptr(stream);
                     guards.push(guard);
                     validate_alignment(&self.spec, i, ptr)?;
                     slots[i] = ptr;
+                    if with_maps {
+                        map_args.push(MapArg::Buffer { elem, ptr, len });
+                    }
                 }
-                KernelArg::Scalar(v) => slots[i] = scalar_slot(v),
+                KernelArg::Scalar(v) => {
+                    slots[i] = scalar_slot(v);
+                    if with_maps {
+                        map_args.push(MapArg::Scalar(*v));
+                    }
+                }
             }
         }
-        let mut params: Vec<*mut c_void> =
-            slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
+        // The maps' storage (`CUtensorMap`: 128 bytes, at least 64-byte aligned, as the
+        // kernel's `__grid_constant__` parameters need) lives until the launch returns; the
+        // driver copies parameter values at the launch (into the node, under capture).
+        let mut maps = if with_maps {
+            encode_maps(&self.spec, &map_args)?
+        } else {
+            Vec::new()
+        };
+        let mut params: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| (s as *mut u64).cast())
+            .chain(maps.iter_mut().map(|m| (m as *mut CUtensorMap).cast()))
+            .collect();
         self.ctx
             .bind_to_thread()
             .map_err(LaunchError::driver("binding the context"))?;
         // SAFETY: arguments were checked against the kernel's parameters (count, kind,
-        // dtype, alignment); the views keep their buffers alive and the guards order
-        // this launch against other streams' uses of them.
+        // dtype, alignment) and one encoded map follows them per tensor-map parameter; the
+        // views keep their buffers alive and the guards order this launch against other
+        // streams' uses of them; `slots` and `maps` outlive the call.
         unsafe {
             result::launch_kernel(
                 self.func.cu_function(),
@@ -137,6 +171,7 @@ impl LoadedKernel {
             )
         }
         .map_err(LaunchError::driver("launching the kernel"))?;
+        drop(maps);
         drop(guards);
         Ok(())
     }

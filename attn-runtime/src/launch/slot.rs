@@ -4,6 +4,7 @@
 
 use super::args::{Cuda, KernelArg};
 use super::loaded::LoadedKernel;
+use super::tensor_map::TensorMapSpec;
 use super::validate::{LaunchSpec, ParamSpec};
 use super::{Grid, LaunchError};
 use crate::jit::CudaSource;
@@ -119,6 +120,8 @@ fn spec_of<K: Kernel>() -> LaunchSpec {
         params: K::INFO.params.iter().map(ParamSpec::from_info).collect(),
         block_threads: K::INFO.block_threads,
         shared_bytes: K::INFO.shared_bytes,
+        // `instantiate!` kernels are compiled from their static source: no TMA maps.
+        tensor_maps: Vec::new(),
     }
 }
 
@@ -200,6 +203,7 @@ impl CudaKernelHandle {
             params: ParamSpec::of_kernel(&self.kernel),
             block_threads: self.kernel.block_threads,
             shared_bytes: self.kernel.shared_bytes,
+            tensor_maps: TensorMapSpec::of_kernel(&self.kernel),
         }
     }
 

@@ -2,6 +2,7 @@
 //! limits, shared memory against the opt-in maximum, argument count/kind/dtype against
 //! the kernel's parameters, and the 16-byte alignment contract of buffers.
 
+use super::tensor_map::TensorMapSpec;
 use super::{Grid, LaunchError};
 use attn_dsl::ir::{ParamKind, ScalarType};
 use attn_dsl::kernel::{ParamInfo, ScalarArg};
@@ -92,6 +93,10 @@ pub struct LaunchSpec {
     pub block_threads: u32,
     /// Dynamic shared memory per block.
     pub shared_bytes: u32,
+    /// TMA tensor maps the kernel takes after [`Self::params`], in order. The caller never
+    /// passes them (arguments are checked against `params` alone): the launcher encodes
+    /// them from the arguments for every launch, because each embeds its buffer's address.
+    pub tensor_maps: Vec<TensorMapSpec>,
 }
 
 /// An argument as validation sees it.
@@ -300,6 +305,7 @@ mod tests {
             ],
             block_threads,
             shared_bytes,
+            tensor_maps: vec![],
         }
     }
     const L: DeviceLimits = DeviceLimits::SM90;
