@@ -54,15 +54,14 @@ fn warpgroup_targeted_flash_attention_matches_the_executor() {
         assert!(copies < wait, "{text}");
         let k = emit_cuda(&f).expect("emit");
         let src = &k.source;
-        assert_eq!(
-            src.matches("attn_wgmma_commit();").count(),
-            2,
-            "two dots"
-        );
+        assert_eq!(src.matches("attn_wgmma_commit();").count(), 2, "two dots");
         // K and V (rows one `stride_kn` / `stride_vn` apart) move by TMA on sm_90a: one
         // tensor map each, boxes of the whole tile's rows, the cp.async form beside them.
         assert_eq!(k.tensor_maps.len(), 2, "{text}");
-        assert!(k.tensor_maps.iter().all(|m| m.box_cols == 64 && m.box_rows as i64 == block_n));
+        assert!(k
+            .tensor_maps
+            .iter()
+            .all(|m| m.box_cols == 64 && m.box_rows as i64 == block_n));
         assert!(src.contains("attn_tma_load_2d("), "TMA boxes");
         assert!(src.contains("attn_mbar_wait("), "their mbarrier waits");
         assert!(src.contains("attn_cp_async16("), "the cp.async branch");

@@ -14,7 +14,9 @@
 use super::emitter::Emitter;
 use super::remat::Scope;
 use super::{CodegenError, RowStride, TensorMapParam};
-use crate::gpu_ir::{AllocId, AsyncCopy, CopyEngine, GpuOp, Stage, TmaStride, SWIZZLE_COLS, TMA_STAGES};
+use crate::gpu_ir::{
+    AllocId, AsyncCopy, CopyEngine, GpuOp, Stage, TmaStride, SWIZZLE_COLS, TMA_STAGES,
+};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -56,7 +58,9 @@ impl<'f> Emitter<'f> {
                 .params
                 .iter()
                 .position(|p| p.value == v)
-                .ok_or_else(|| CodegenError::Malformed(format!("tensor map over %{}: not a parameter", v.0)))
+                .ok_or_else(|| {
+                    CodegenError::Malformed(format!("tensor map over %{}: not a parameter", v.0))
+                })
         };
         let mut decls = Vec::new();
         let mut maps = Vec::new();
@@ -64,7 +68,10 @@ impl<'f> Emitter<'f> {
             let name = tensor_map(m);
             decls.push(format!("const __grid_constant__ attn_tensor_map {name}"));
             let row_stride = match view.row_stride {
-                TmaStride::Const(k) => RowStride { param: None, coeff: k },
+                TmaStride::Const(k) => RowStride {
+                    param: None,
+                    coeff: k,
+                },
                 TmaStride::Param { value, coeff } => RowStride {
                     param: Some(index_of(value)?),
                     coeff,
@@ -114,8 +121,9 @@ impl<'f> Emitter<'f> {
         ));
         for m in 0..maps {
             let s = self.tma_stride(m)?;
-            self.w
-                .line(format!("attn_tma_inv[{m}] = ~0ull / (unsigned long long){s};"));
+            self.w.line(format!(
+                "attn_tma_inv[{m}] = ~0ull / (unsigned long long){s};"
+            ));
         }
         self.w.line("attn_mbar_init_fence();");
         self.w.close("");
@@ -179,24 +187,43 @@ impl<'f> Emitter<'f> {
         counter: Option<&str>,
     ) -> Res<()> {
         self.w.open("if (tid == 0)");
-        let sfx = |i: usize| if i == 0 { String::new() } else { format!("_{i}") };
+        let sfx = |i: usize| {
+            if i == 0 {
+                String::new()
+            } else {
+                format!("_{i}")
+            }
+        };
         let mut bars = Vec::new();
         for (i, c) in cs.iter().enumerate() {
             let al = self.prog.alloc(c.dst);
             let bytes = al.rows * al.cols * al.elem.size_bytes();
             let bar = format!("&attn_mbar[{}]", self.tma_barrier(c.dst, c.stage, counter)?);
-            self.w.line(format!("unsigned long long* const attn_bar{} = {bar};", sfx(i)));
-            self.w.line(format!("attn_mbar_expect_tx(attn_bar{}, {bytes}u);", sfx(i)));
+            self.w.line(format!(
+                "unsigned long long* const attn_bar{} = {bar};",
+                sfx(i)
+            ));
+            self.w.line(format!(
+                "attn_mbar_expect_tx(attn_bar{}, {bytes}u);",
+                sfx(i)
+            ));
             bars.push(format!("attn_bar{}", sfx(i)));
         }
         let group = |c: &AsyncCopy| match c.engine {
             CopyEngine::Tma { map, group_rows } => Ok((map, group_rows)),
-            CopyEngine::Threads => Err(CodegenError::Malformed("a thread copy among TMA ones".into())),
+            CopyEngine::Threads => Err(CodegenError::Malformed(
+                "a thread copy among TMA ones".into(),
+            )),
         };
         let (_, g0) = group(cs[0])?;
         let rows = self.prog.alloc(cs[0].dst).rows;
-        if cs.iter().any(|c| group(c).map(|(_, g)| g) != Ok(g0) || self.prog.alloc(c.dst).rows != rows) {
-            return Err(CodegenError::Malformed("fused TMA copies with different runs".into()));
+        if cs
+            .iter()
+            .any(|c| group(c).map(|(_, g)| g) != Ok(g0) || self.prog.alloc(c.dst).rows != rows)
+        {
+            return Err(CodegenError::Malformed(
+                "fused TMA copies with different runs".into(),
+            ));
         }
         self.w.open_unrolled("g", rows / g0);
         self.w.line(format!("const int attn_row = g * {g0};"));
@@ -265,13 +292,16 @@ impl<'f> Emitter<'f> {
             .line("attn_mbar_wait(&attn_mbar[attn_mb], (attn_tma_phase >> attn_mb) & 1u);");
         self.w.line("attn_tma_phase ^= 1u << attn_mb;");
         self.w.open(format!("if ({zb} != 0u)"));
-        self.w.line(format!("unsigned short* const attn_dst = {dst};"));
+        self.w
+            .line(format!("unsigned short* const attn_dst = {dst};"));
         self.w.open_unrolled("p", al.rows.div_ceil(rows_per_pass));
         self.w.line(format!(
             "const int attn_row = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
         ));
         let (row_start, dst_stride) = al.copy_row("attn_row", "attn_lane_in_row", lanes, chunk);
-        self.w.line(format!("unsigned short* const attn_dst_row = attn_dst + {row_start};"));
+        self.w.line(format!(
+            "unsigned short* const attn_dst_row = attn_dst + {row_start};"
+        ));
         self.w.open_unrolled("s", slots);
         if !(al.cols / chunk).is_multiple_of(lanes) {
             self.w.line(format!(

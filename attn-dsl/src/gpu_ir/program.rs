@@ -251,7 +251,10 @@ pub enum CopyEngine {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TmaStride {
     Const(i64),
-    Param { value: crate::ir::ValueId, coeff: i64 },
+    Param {
+        value: crate::ir::ValueId,
+        coeff: i64,
+    },
 }
 
 /// A tensor map a TMA copy reads through: the buffer of pointer parameter `base` as rows
@@ -339,7 +342,10 @@ pub enum GpuOp {
     /// Where the TMA boxes of `alloc`'s `stage` are known to have landed (after the `wait`
     /// that lands its `cp.async` form): every thread waits on the stage's `mbarrier`, then
     /// zeroes the chunks its copy distribution found masked.
-    TmaLanded { alloc: AllocId, stage: Stage },
+    TmaLanded {
+        alloc: AllocId,
+        stage: Stage,
+    },
     /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
     /// accumulator before this point.
     MmaWait {

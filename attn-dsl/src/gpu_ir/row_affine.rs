@@ -217,7 +217,7 @@ impl<'a> RowAffineCtx<'a> {
             return Some(RowAffine::constant(UNBOUNDED));
         }
         let Some(op) = self.def(v) else {
-            return self.from_axis_info(v, axis);
+            return self.by_axis_info(v, axis);
         };
         let rule = match &op.kind {
             OpKind::Splat { .. } | OpKind::Const(_) => Some(RowAffine::constant(UNBOUNDED)),
@@ -251,11 +251,11 @@ impl<'a> RowAffineCtx<'a> {
             OpKind::Load { has_mask, .. } => self.load(op, *has_mask, axis),
             _ => None,
         };
-        rule.or_else(|| self.from_axis_info(v, axis))
+        rule.or_else(|| self.by_axis_info(v, axis))
     }
 
     /// What axis analysis knows: constant runs, or (integers) runs stepping by one.
-    fn from_axis_info(&self, v: ValueId, axis: usize) -> Option<RowAffine> {
+    fn by_axis_info(&self, v: ValueId, axis: usize) -> Option<RowAffine> {
         let info = self.axis.get(v);
         let (k, c) = (*info.constancy.get(axis)?, *info.contiguity.get(axis)?);
         if k > 1 {

@@ -75,7 +75,9 @@ fn visit(f: &Function, defs: &[Option<crate::ir::OpId>], p: &mut GpuProgram, b: 
         let set = |op: &mut GpuOp| {
             if let GpuOp::AsyncCopy(c) = op {
                 if c.loop_op == Some(loop_op) {
-                    if let Some((_, _, e)) = planned.iter().find(|(l, d, _)| *l == c.load && *d == c.dst) {
+                    if let Some((_, _, e)) =
+                        planned.iter().find(|(l, d, _)| *l == c.load && *d == c.dst)
+                    {
                         c.engine = e.clone();
                     }
                 }
@@ -84,7 +86,10 @@ fn visit(f: &Function, defs: &[Option<crate::ir::OpId>], p: &mut GpuProgram, b: 
         b.ops[..i].iter_mut().for_each(set);
         if let GpuOp::For { body, .. } = &mut b.ops[i] {
             body.ops.iter_mut().for_each(set);
-            let top = body.ops.iter().position(|o| matches!(o, GpuOp::Wait { .. }));
+            let top = body
+                .ops
+                .iter()
+                .position(|o| matches!(o, GpuOp::Wait { .. }));
             let at = top.map_or(0, |t| t + 1);
             let mut allocs: Vec<_> = planned.iter().map(|(_, d, _)| *d).collect();
             allocs.dedup();
@@ -110,7 +115,11 @@ fn plan(
 ) -> Option<CopyEngine> {
     let al = p.alloc(c.dst);
     let esize = al.elem.size_bytes();
-    if !al.swizzled || al.stages != super::program::TMA_STAGES || esize != 2 || !c.map.row_contiguous {
+    if !al.swizzled
+        || al.stages != super::program::TMA_STAGES
+        || esize != 2
+        || !c.map.row_contiguous
+    {
         return None;
     }
     let threads = 32 * f.num_warps as usize;
@@ -162,7 +171,11 @@ fn launch_stride(
         return (k > 0 && (k as u64 * esize).is_multiple_of(STRIDE_ALIGN_BYTES))
             .then_some(TmaStride::Const(k));
     }
-    let (&value, &coeff) = s.terms.iter().next().filter(|_| s.terms.len() == 1 && s.konst == 0)?;
+    let (&value, &coeff) = s
+        .terms
+        .iter()
+        .next()
+        .filter(|_| s.terms.len() == 1 && s.konst == 0)?;
     let param = f.params.iter().find(|p| p.value == value)?;
     if !matches!(param.kind, crate::ir::ParamKind::Scalar(_)) || coeff <= 0 {
         return None;
