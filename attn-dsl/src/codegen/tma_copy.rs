@@ -178,37 +178,19 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// Thread 0 issues the copies' boxes: per run of rows, the run's first row address
-    /// (the copy's own recomputation, block-table load included) becomes box coordinates.
+    /// The copies' boxes: thread 0 announces their bytes on the stages' mbarriers, then
+    /// thread `g` of the first warp issues run `g`'s boxes. Each run's first row address (the
+    /// copy's own recomputation, block-table load included) becomes box coordinates; all
+    /// of a run's coordinates are computed before its first box, so their loads issue
+    /// together (one latency, not one per run or per copy: every box is an `asm` with a
+    /// memory clobber the compiler cannot move a load across).
     pub(crate) fn emit_tma_boxes(
         &mut self,
         cs: &[&'f AsyncCopy],
         scope: &Scope,
         counter: Option<&str>,
     ) -> Res<()> {
-        self.w.open("if (tid == 0)");
-        let sfx = |i: usize| {
-            if i == 0 {
-                String::new()
-            } else {
-                format!("_{i}")
-            }
-        };
-        let mut bars = Vec::new();
-        for (i, c) in cs.iter().enumerate() {
-            let al = self.prog.alloc(c.dst);
-            let bytes = al.rows * al.cols * al.elem.size_bytes();
-            let bar = format!("&attn_mbar[{}]", self.tma_barrier(c.dst, c.stage, counter)?);
-            self.w.line(format!(
-                "unsigned long long* const attn_bar{} = {bar};",
-                sfx(i)
-            ));
-            self.w.line(format!(
-                "attn_mbar_expect_tx(attn_bar{}, {bytes}u);",
-                sfx(i)
-            ));
-            bars.push(format!("attn_bar{}", sfx(i)));
-        }
+        let sfx = |i: usize| if i == 0 { String::new() } else { format!("_{i}") };
         let group = |c: &AsyncCopy| match c.engine {
             CopyEngine::Tma { map, group_rows } => Ok((map, group_rows)),
             CopyEngine::Threads => Err(CodegenError::Malformed(
@@ -225,10 +207,25 @@ impl<'f> Emitter<'f> {
                 "fused TMA copies with different runs".into(),
             ));
         }
-        self.w.open_unrolled("g", rows / g0);
-        self.w.line(format!("const int attn_row = g * {g0};"));
-        // (base pointer, row-start expression, map) of the coordinates computed so far.
+        let runs = rows / g0;
+        if runs > 32 {
+            return Err(CodegenError::Malformed(format!("{runs} TMA runs: more than a warp")));
+        }
+        let mut bars = Vec::new();
+        self.w.open("if (tid == 0)");
+        for c in cs.iter() {
+            let al = self.prog.alloc(c.dst);
+            let bytes = al.rows * al.cols * al.elem.size_bytes();
+            let bar = format!("&attn_mbar[{}]", self.tma_barrier(c.dst, c.stage, counter)?);
+            self.w.line(format!("attn_mbar_expect_tx({bar}, {bytes}u);"));
+            bars.push(bar);
+        }
+        self.w.close("");
+        self.w.open(format!("if (tid < {runs})"));
+        self.w.line(format!("const int attn_row = tid * {g0};"));
+        // (base pointer, row-start expression, map, copy) of the coordinates computed.
         let mut coords: Vec<(String, String, usize, usize)> = Vec::new();
+        let mut uses = Vec::new();
         for (i, c) in cs.iter().enumerate() {
             let (map, _) = group(c)?;
             let load = self.f.op(c.load);
@@ -254,10 +251,13 @@ impl<'f> Emitter<'f> {
                     i
                 }
             };
+            uses.push((map, at));
+        }
+        for (i, (c, (map, at))) in cs.iter().zip(uses).enumerate() {
             let al = self.prog.alloc(c.dst);
             for cb in 0..al.cols / SWIZZLE_COLS {
                 self.w.line(format!(
-                    "attn_tma_load_2d(attn_dst{} + {} + g * {}, &{}, attn_tx{at} + {}, attn_ty{at}, {});",
+                    "attn_tma_load_2d(attn_dst{} + {} + tid * {}, &{}, attn_tx{at} + {}, attn_ty{at}, {});",
                     sfx(i),
                     cb * al.block_elems(),
                     g0 * SWIZZLE_COLS,
@@ -267,7 +267,6 @@ impl<'f> Emitter<'f> {
                 ));
             }
         }
-        self.w.close("");
         self.w.close("");
         Ok(())
     }
