@@ -178,94 +178,113 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// The copies' boxes: thread 0 announces their bytes on the stages' mbarriers, then
-    /// thread `g` of the first warp issues run `g`'s boxes. Each run's first row address (the
-    /// copy's own recomputation, block-table load included) becomes box coordinates; all
-    /// of a run's coordinates are computed before its first box, so their loads issue
-    /// together (one latency, not one per run or per copy: every box is an `asm` with a
-    /// memory clobber the compiler cannot move a load across).
+    /// The copies' boxes: thread 0 announces their bytes on the stages' mbarriers, then the
+    /// first lane of each warp issues its share of the boxes (box `i` of the tile by warp
+    /// `i % warps`), computing the coordinates of each box's run (the copy's own
+    /// recomputation of the run's first row address, block-table load included) before
+    /// its first box. Spread over the warps, no warp of a warpgroup (whose MMAs are issued
+    /// together) waits for another's box issue; the boxes' order does not matter, only the
+    /// bytes the mbarrier counts.
     pub(crate) fn emit_tma_boxes(
         &mut self,
         cs: &[&'f AsyncCopy],
         scope: &Scope,
         counter: Option<&str>,
     ) -> Res<()> {
-        let sfx = |i: usize| if i == 0 { String::new() } else { format!("_{i}") };
-        let group = |c: &AsyncCopy| match c.engine {
-            CopyEngine::Tma { map, group_rows } => Ok((map, group_rows)),
-            CopyEngine::Threads => Err(CodegenError::Malformed(
-                "a thread copy among TMA ones".into(),
-            )),
+        let sfx = |i: usize| {
+            if i == 0 {
+                String::new()
+            } else {
+                format!("_{i}")
+            }
         };
-        let (_, g0) = group(cs[0])?;
-        let rows = self.prog.alloc(cs[0].dst).rows;
-        if cs
-            .iter()
-            .any(|c| group(c).map(|(_, g)| g) != Ok(g0) || self.prog.alloc(c.dst).rows != rows)
-        {
-            return Err(CodegenError::Malformed(
-                "fused TMA copies with different runs".into(),
-            ));
-        }
-        let runs = rows / g0;
-        if runs > 32 {
-            return Err(CodegenError::Malformed(format!("{runs} TMA runs: more than a warp")));
-        }
         let mut bars = Vec::new();
         self.w.open("if (tid == 0)");
         for c in cs.iter() {
             let al = self.prog.alloc(c.dst);
             let bytes = al.rows * al.cols * al.elem.size_bytes();
             let bar = format!("&attn_mbar[{}]", self.tma_barrier(c.dst, c.stage, counter)?);
-            self.w.line(format!("attn_mbar_expect_tx({bar}, {bytes}u);"));
+            self.w
+                .line(format!("attn_mbar_expect_tx({bar}, {bytes}u);"));
             bars.push(bar);
         }
         self.w.close("");
-        self.w.open(format!("if (tid < {runs})"));
-        self.w.line(format!("const int attn_row = tid * {g0};"));
-        // (base pointer, row-start expression, map, copy) of the coordinates computed.
-        let mut coords: Vec<(String, String, usize, usize)> = Vec::new();
-        let mut uses = Vec::new();
+        // Every box, run by run: (copy, map, rows per run, run, column block); each warp
+        // takes a contiguous share, so a run's coordinates are computed by one warp.
+        let mut boxes = Vec::new();
         for (i, c) in cs.iter().enumerate() {
-            let (map, _) = group(c)?;
-            let load = self.f.op(c.load);
-            let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
-            let base = self.root_pointer(load.operands[0]).ok_or_else(|| {
-                CodegenError::Malformed("a TMA copy's pointer has no parameter base".into())
-            })?;
-            let same_stride = |m: usize| {
-                self.prog.tensor_maps[m].row_stride == self.prog.tensor_maps[map].row_stride
+            let CopyEngine::Tma { map, group_rows } = c.engine else {
+                return Err(CodegenError::Malformed(
+                    "a thread copy among TMA ones".into(),
+                ));
             };
-            let shared = coords.iter().find(|(b, s, m, _)| {
-                same_stride(*m) && super::async_copy::replace_ident(&start, &base, b) == *s
-            });
-            let at = match shared {
-                Some((_, _, _, j)) => *j,
-                None => {
-                    let s = self.tma_stride(map)?;
-                    self.w.line(format!("int attn_tx{i}, attn_ty{i};"));
-                    self.w.line(format!(
-                        "attn_tma_coords((long long)({start} - {base}), {s}, attn_tma_inv[{map}], attn_tx{i}, attn_ty{i});"
-                    ));
-                    coords.push((base, start, map, i));
-                    i
-                }
-            };
-            uses.push((map, at));
-        }
-        for (i, (c, (map, at))) in cs.iter().zip(uses).enumerate() {
             let al = self.prog.alloc(c.dst);
-            for cb in 0..al.cols / SWIZZLE_COLS {
+            for g in 0..al.rows / group_rows {
+                for cb in 0..al.cols / SWIZZLE_COLS {
+                    boxes.push((g, i, map, group_rows, cb));
+                }
+            }
+        }
+        boxes.sort_by_key(|b| (b.0, b.1, b.4));
+        let warps = (self.threads / 32).min(boxes.len());
+        self.w.open("if ((tid & 31) == 0)");
+        for w in 0..warps {
+            let mine = &boxes[w * boxes.len() / warps..(w + 1) * boxes.len() / warps];
+            self.w.open(format!("if ((tid >> 5) == {w})"));
+            // Coordinates per (copy, run), all before the first box; a copy whose address
+            // is another's but for the base pointer (V beside K) shares them.
+            let mut coords: Vec<(usize, usize, String, String, usize, String)> = Vec::new();
+            let mut names = std::collections::BTreeMap::new();
+            for &(g, i, map, group_rows, _) in mine {
+                if names.contains_key(&(i, g)) {
+                    continue;
+                }
+                let c = cs[i];
+                let load = self.f.op(c.load);
+                let (row, col) = (format!("{}", g * group_rows), "0".to_string());
+                let at = if c.map.contiguous_axis == 1 {
+                    super::elem_index::ElemIndex::Coords { row, col }
+                } else {
+                    super::elem_index::ElemIndex::Coords { row: col, col: row }
+                };
+                let start = self.remat_expr(load.operands[0], &at, scope)?;
+                let base = self.root_pointer(load.operands[0]).ok_or_else(|| {
+                    CodegenError::Malformed("a TMA copy's pointer has no parameter base".into())
+                })?;
+                let stride = self.prog.tensor_maps[map].row_stride;
+                let shared = coords.iter().find(|(_, cg, b, st, m, _)| {
+                    *cg == g
+                        && self.prog.tensor_maps[*m].row_stride == stride
+                        && super::async_copy::replace_ident(&start, &base, b) == *st
+                });
+                let name = match shared {
+                    Some((.., n)) => n.clone(),
+                    None => {
+                        let name = format!("attn_t{i}_{g}");
+                        let s = self.tma_stride(map)?;
+                        self.w.line(format!("int {name}x, {name}y;"));
+                        self.w.line(format!(
+                            "attn_tma_coords((long long)({start} - {base}), {s}, attn_tma_inv[{map}], {name}x, {name}y);"
+                        ));
+                        coords.push((i, g, base, start, map, name.clone()));
+                        name
+                    }
+                };
+                names.insert((i, g), name);
+            }
+            for &(g, i, map, group_rows, cb) in mine {
+                let al = self.prog.alloc(cs[i].dst);
+                let name = &names[&(i, g)];
                 self.w.line(format!(
-                    "attn_tma_load_2d(attn_dst{} + {} + tid * {}, &{}, attn_tx{at} + {}, attn_ty{at}, {});",
+                    "attn_tma_load_2d(attn_dst{} + {}, &{}, {name}x + {}, {name}y, {});",
                     sfx(i),
-                    cb * al.block_elems(),
-                    g0 * SWIZZLE_COLS,
+                    cb * al.block_elems() + g * group_rows * SWIZZLE_COLS,
                     tensor_map(map),
                     cb * SWIZZLE_COLS,
                     bars[i]
                 ));
             }
+            self.w.close("");
         }
         self.w.close("");
         Ok(())
