@@ -10,7 +10,11 @@
 //! records the tensor map and marks, after the wait at the top of the loop, where the
 //! boxes of the current stage must have landed ([`GpuOp::TmaLanded`]).
 //!
-//! Which copies: warpgroup targets, `ATTN_CODEGEN_DISABLE=tma` off; both copies of a ring
+//! Opt-in (`ATTN_CODEGEN_ENABLE=tma`): issued by the consumer warps themselves it measured
+//! slower than their `cp.async` (docs/gpu_ir.md, "TMA copies"); it is the data path a
+//! producer warp will drive.
+//!
+//! Which copies: warpgroup targets; both copies of a ring
 //! (the prologue's and the loop's) rows contiguous along the columns; the row stride a
 //! 16-byte multiple known at launch (a constant, or a constant times a parameter whose
 //! divisibility the specialization promises); the masked chunks a thread zeroes after
@@ -33,7 +37,7 @@ const MAX_ZERO_BITS: usize = 32;
 
 /// Turns eligible pipelined copies into TMA copies (see the module note).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma || crate::features::disabled("tma") {
+    if !f.warpgroup_mma || !crate::features::enabled("tma") {
         return;
     }
     let defs = super::remat::defining_ops(f);

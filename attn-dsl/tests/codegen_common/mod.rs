@@ -750,3 +750,27 @@ pub fn mma_rows(t: ScalarType, m: usize, k: usize, n: usize, warps: u32) -> Func
         Ok(())
     })
 }
+
+/// Kernel `name` of the DSL module `src` specialized for bf16 on `consts`, with the
+/// warpgroup-MMA target (what the ops set on an sm_90a device) set or not.
+pub fn specialize(
+    src: &str,
+    name: &str,
+    consts: &[(&str, attn_dsl::ConstValue)],
+    warpgroups: bool,
+) -> Function {
+    let module = attn_dsl::frontend::parse_module_str(src).expect("parse");
+    let mut binds = vec![attn_dsl::Binding::new(
+        "T",
+        attn_dsl::ConstValue::Dtype(ScalarType::Bf16),
+    )];
+    binds.extend(
+        consts
+            .iter()
+            .map(|(n, v)| attn_dsl::Binding::new(*n, v.clone())),
+    );
+    let c = attn_dsl::driver::compile(&module, name, &binds).expect("compile");
+    let mut f = c.specialized.ir;
+    f.warpgroup_mma = warpgroups;
+    f
+}

@@ -1,0 +1,188 @@
+//! TMA copies (`ATTN_CODEGEN_ENABLE=tma`, warpgroup targets): which pipelined copies move as
+//! 2D boxes, the tensor maps the launcher must encode for them, where their stages land,
+//! and that the `cp.async` branch of the same source (what the simulator compiles) still
+//! computes the kernel. GPU parity covers the TMA branch (`gpu_unified`, `gpu_mla_op` with
+//! the feature on).
+
+mod codegen_common;
+
+use attn_dsl::codegen::{emit_cuda, RowStride};
+use attn_dsl::gpu_ir::{self, CopyAt, CopyEngine, GpuOp, Stage, TmaStride};
+use attn_dsl::ir::Function;
+use attn_dsl::ConstValue;
+use codegen_common::sim_check::{check, flash_args, paged_args};
+use codegen_common::specialize;
+
+const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
+
+/// Every test of this binary runs with the feature on (read once per process).
+fn tma_on() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "tma");
+}
+
+fn flash(block_n: i64, d: i64, warpgroups: bool) -> Function {
+    let consts = [
+        ("BLOCK_M", ConstValue::Int(64)),
+        ("BLOCK_N", ConstValue::Int(block_n)),
+        ("HEAD_DIM", ConstValue::Int(d)),
+        ("CAUSAL", ConstValue::Bool(true)),
+    ];
+    specialize(FLASH, "flash_fwd", &consts, warpgroups)
+}
+
+fn paged(block_n: i64, d: i64, page: i64) -> Function {
+    let consts = [
+        ("BLOCK_M", ConstValue::Int(64)),
+        ("BLOCK_N", ConstValue::Int(block_n)),
+        ("HEAD_DIM", ConstValue::Int(d)),
+        ("PAGE", ConstValue::Int(page)),
+    ];
+    specialize(FLASH, "paged_fwd", &consts, true)
+}
+
+/// The (stage, group rows) of every TMA copy, in program order.
+fn tma_copies(p: &gpu_ir::GpuProgram) -> Vec<(CopyAt, usize)> {
+    let mut out = Vec::new();
+    gpu_ir::walk_block(&p.body, &mut |op| {
+        if let GpuOp::AsyncCopy(c) = op {
+            if let CopyEngine::Tma { group_rows, .. } = c.engine {
+                out.push((c.at, group_rows));
+            }
+        }
+    });
+    out
+}
+
+/// The ops of the first pipelined loop's body.
+fn loop_body(p: &gpu_ir::GpuProgram) -> Vec<GpuOp> {
+    let mut body = None;
+    gpu_ir::walk_block(&p.body, &mut |op| {
+        if let GpuOp::For {
+            body: b,
+            pipelined: true,
+            ..
+        } = op
+        {
+            body.get_or_insert_with(|| b.ops.clone());
+        }
+    });
+    body.expect("a pipelined loop")
+}
+
+/// Dense K and V: each tile's rows are `HEAD_DIM` elements apart end to end, so one box
+/// per 64-column block covers the whole tile; the prologue's and the loop's copies both
+/// move by TMA, Q (read once, not pipelined) by the threads. The loop waits for each
+/// stage's boxes after its `cp.async` wait and before the barrier that publishes them.
+#[test]
+fn dense_tiles_move_as_whole_tile_boxes() {
+    tma_on();
+    for (block_n, d) in [(64, 64), (64, 128)] {
+        let f = flash(block_n, d, true);
+        let p = gpu_ir::compile(&f).expect("gpu ir");
+        let text = gpu_ir::printer::print_program(&f, &p);
+        let copies = tma_copies(&p);
+        assert_eq!(
+            copies,
+            vec![
+                (CopyAt::Prologue(0), block_n as usize),
+                (CopyAt::Prologue(0), block_n as usize),
+                (CopyAt::Ahead(1), block_n as usize),
+                (CopyAt::Ahead(1), block_n as usize),
+            ],
+            "{text}"
+        );
+        assert_eq!(p.tensor_maps.len(), 2, "K and V: {text}");
+        assert!(p
+            .tensor_maps
+            .iter()
+            .all(|m| m.row_stride == TmaStride::Const(d) && m.box_cols == 64));
+        let body = loop_body(&p);
+        let landed: Vec<usize> = body
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                matches!(
+                    o,
+                    GpuOp::TmaLanded {
+                        stage: Stage::Current,
+                        ..
+                    }
+                )
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(landed, vec![1, 2], "after the wait: {text}");
+        assert!(matches!(body[0], GpuOp::Wait { .. }), "{text}");
+        assert!(matches!(body[3], GpuOp::Barrier { .. }), "{text}");
+
+        let k = emit_cuda(&f).expect("emit");
+        let names: Vec<&str> = f.params.iter().map(|p| p.name.as_str()).collect();
+        let bases: Vec<&str> = k.tensor_maps.iter().map(|m| names[m.base_param]).collect();
+        assert_eq!(bases, ["k", "v"]);
+        assert!(k.tensor_maps.iter().all(|m| m.row_stride
+            == RowStride {
+                param: None,
+                coeff: d
+            }
+            && m.box_rows as i64 == block_n));
+        for piece in [
+            "const __grid_constant__ attn_tensor_map attn_tmap0",
+            "attn_tma_load_2d(",
+            "attn_mbar_expect_tx(",
+            "attn_mbar_wait(",
+            "attn_cp_async16(",
+        ] {
+            assert!(k.source.contains(piece), "{piece} missing");
+        }
+        check(
+            &format!("tma flash N{block_n} D{d} (cp.async branch)"),
+            &f,
+            [2, 2, 1],
+            flash_args(attn_dsl::ir::ScalarType::Bf16, 2, 75, d as usize, 81),
+            2e-2,
+        );
+    }
+}
+
+/// A paged cache: the block is constant over a page's rows and the slot steps by one, so a
+/// 64-key tile is four 16-row boxes per column block; a page of 4 rows is under a swizzle
+/// atom and stays with the threads.
+#[test]
+fn paged_tiles_move_a_page_per_box() {
+    tma_on();
+    let f = paged(64, 64, 16);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = gpu_ir::printer::print_program(&f, &p);
+    assert_eq!(
+        tma_copies(&p).iter().map(|c| c.1).collect::<Vec<_>>(),
+        [16; 4],
+        "{text}"
+    );
+    let k = emit_cuda(&f).expect("emit");
+    assert!(k.tensor_maps.iter().all(|m| m.box_rows == 16));
+    check(
+        "tma paged N64 D64 page 16 (cp.async branch)",
+        &f,
+        [2, 2, 1],
+        paged_args(2, 100, 64, 16, 82),
+        2e-2,
+    );
+
+    let small = paged(64, 64, 4);
+    let p = gpu_ir::compile(&small).expect("gpu ir");
+    assert!(tma_copies(&p).is_empty(), "4-row pages");
+    assert!(p.tensor_maps.is_empty());
+}
+
+/// Without the warpgroup target (sm_80 devices) nothing moves by TMA, and the kernel takes
+/// no tensor maps.
+#[test]
+fn untargeted_kernels_take_no_tensor_maps() {
+    tma_on();
+    let f = flash(64, 64, false);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    assert!(tma_copies(&p).is_empty());
+    let k = emit_cuda(&f).expect("emit");
+    assert!(k.tensor_maps.is_empty());
+    assert!(!k.source.contains("attn_tma_load_2d"));
+}

@@ -1,0 +1,98 @@
+//! The shipped kernels with TMA copies (`ATTN_CODEGEN_ENABLE=tma`, the plans an sm_90a device
+//! gets), checked without a GPU: which tensor maps the launcher will encode (viewed buffer,
+//! row stride, box), and that NVRTC compiles the source for sm_90a without spills or local
+//! memory, its main loop free of `cp.async`. GPU parity of the TMA branch: `gpu_unified` and
+//! `gpu_mla_op` run with the feature on.
+
+mod unified_plans;
+
+use attn_dsl::codegen::{CudaKernel, RowStride};
+use attn_runtime::jit::{compile, CudaSource, JitOptions};
+use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
+use attn_runtime::ops::mla_dcp::plan::DecodeStep;
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::gpu::emit_launch;
+use attn_runtime::ops::unified_attention::plan::PathChoice;
+use attn_runtime::reference::mla::MlaConfig;
+use unified_plans::{p0, plan};
+
+/// Every test of this binary runs with the feature on (read once per process).
+fn tma_on() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "tma");
+}
+
+/// The maps as (viewed parameter, row-stride parameter or none, coefficient, box rows,
+/// box columns).
+fn maps(k: &CudaKernel) -> Vec<(String, Option<String>, i64, u32, u32)> {
+    let name = |i: usize| k.params[i].name.clone();
+    k.tensor_maps
+        .iter()
+        .map(|m| {
+            let RowStride { param, coeff } = m.row_stride;
+            (
+                name(m.base_param),
+                param.map(name),
+                coeff,
+                m.box_rows,
+                m.box_cols,
+            )
+        })
+        .collect()
+}
+
+/// NVRTC for sm_90a: no spills, no local memory (`None` without NVRTC here).
+fn sm90a_spill_free(label: &str, k: &CudaKernel) {
+    let arch = "sm_90a".parse().expect("arch");
+    let m = compile(&CudaSource::from_kernel(k), &JitOptions::new(arch))
+        .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
+    let s = m.entry_stats().expect("ptxas statistics");
+    println!("{label} sm_90a with TMA: {s:?}");
+    assert_eq!(
+        (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
+        (0, 0, 0),
+        "{label}: spills or local memory"
+    );
+}
+
+/// P0's paged K and V (pages of 16 keys, rows `kv_stride_slot` apart): one map per cache,
+/// four 16-row boxes per 64-column block of a 64-key tile.
+#[test]
+fn p0_reads_its_pages_as_boxes() {
+    tma_on();
+    let p = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p0()
+    };
+    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
+    let stride = Some("kv_stride_slot".to_string());
+    assert_eq!(
+        maps(&k),
+        vec![
+            ("k_cache".into(), stride.clone(), 1, 16, 64),
+            ("v_cache".into(), stride, 1, 16, 64),
+        ]
+    );
+    assert_eq!(
+        k.source.matches("attn_tma_load_2d(").count(),
+        32,
+        "(K, V) x 2 column blocks x 4 pages x (prologue, loop)"
+    );
+    sm90a_spill_free("P0", &k);
+}
+
+/// MLA's history on two warpgroups (L1): a page of 64 latent rows is the whole key tile,
+/// rows 576 elements apart: nine 64-row boxes a tile (eight latent, one rope).
+#[test]
+fn mla_history_reads_a_page_per_box() {
+    tma_on();
+    let layout = DcpLayout::new(1, 1, 64).expect("layout");
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    let l = DecodeStep::uniform_decode(128, 4096, 128, layout, scale, 132)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan")
+        .history;
+    let c = l.compile().expect("compile");
+    assert_eq!(maps(&c.cuda), vec![("cache".into(), None, 576, 64, 64)]);
+    assert_eq!(c.cuda.source.matches("attn_tma_load_2d(").count(), 18);
+    sm90a_spill_free("L1 history", &c.cuda);
+}
