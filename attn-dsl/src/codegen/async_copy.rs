@@ -268,11 +268,20 @@ impl<'f> Emitter<'f> {
             self.w
                 .line(format!("unsigned short* const attn_dst{} = {dst};", sfx(i)));
         }
+        // The boxes go first: the tile's bytes start moving before the threads evaluate
+        // its mask.
+        if tma {
+            self.emit_tma_boxes(cs, scope, counter)?;
+        }
         let mut bound = Vec::new();
         self.hoist_uniform_regions(cs, scope, &mut bound)?;
         let passes = al.rows.div_ceil(rows_per_pass);
         if tma {
             self.tma_clear_bits(cs);
+            match self.tma_masks_all_true(cs, scope)? {
+                Some(full) => self.w.open(format!("if (!({full}))")),
+                None => self.w.open(""),
+            }
         }
         self.w.open_unrolled("p", passes);
         self.w.line(format!(
@@ -300,7 +309,7 @@ impl<'f> Emitter<'f> {
                 self.chunk_loop(true, cols, lanes, chunk, std::slice::from_ref(call));
             }
             self.w.close("");
-            self.emit_tma_boxes(cs, scope, counter)?;
+            self.w.close("");
             self.w.close("");
             self.unbind_locals(&bound);
             return Ok(());

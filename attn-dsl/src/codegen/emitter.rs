@@ -43,7 +43,7 @@ pub(crate) struct Emitter<'f> {
     names: Vec<Option<String>>,
     table: NameTable,
     /// The op defining each value (None for block arguments).
-    defs: Vec<Option<OpId>>,
+    pub(crate) defs: Vec<Option<OpId>>,
     /// Tiles recomputed at each use instead of stored (see [`super::recompute`]).
     deferred: Vec<bool>,
     /// Operands of the op being emitted that were converted to its distribution, and the

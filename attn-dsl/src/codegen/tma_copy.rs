@@ -11,12 +11,15 @@
 //! the loop waits for its current stage every iteration, and copies are issued only for
 //! iterations that run).
 
+use super::elem_index::ElemIndex;
 use super::emitter::Emitter;
 use super::remat::Scope;
 use super::{CodegenError, RowStride, TensorMapParam};
+use crate::gpu_ir::row_affine::RowAffineCtx;
 use crate::gpu_ir::{
     AllocId, AsyncCopy, CopyEngine, GpuOp, Stage, TmaStride, SWIZZLE_COLS, TMA_STAGES,
 };
+use crate::ir::{BinaryOp, CmpPred, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -171,6 +174,145 @@ impl<'f> Emitter<'f> {
         )
     }
 
+    /// A uniform condition under which every element of the copies' masks holds, when one
+    /// follows from their form: a full tile (`k < seq_len` at the tile's last key, the V
+    /// guard's `full`) then skips the per-chunk mask evaluation the TMA form needs only for
+    /// the zeroes.
+    pub(crate) fn tma_masks_all_true(
+        &self,
+        cs: &[&AsyncCopy],
+        scope: &Scope,
+    ) -> Res<Option<String>> {
+        let mut conds = Vec::new();
+        for c in cs {
+            let load = self.f.op(c.load);
+            if !matches!(load.kind, OpKind::Load { has_mask: true, .. }) {
+                continue;
+            }
+            let ctx = RowAffineCtx::new(self.f, &self.defs, &self.prog.axis, None, 0);
+            match self.all_true(load.operands[1], scope, &ctx, 0)? {
+                Some(cond) => conds.push(cond),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(if conds.is_empty() {
+            "true".into()
+        } else {
+            conds.join(" && ")
+        }))
+    }
+
+    /// A uniform C++ condition implying every element of `m` true (see
+    /// [`Self::tma_masks_all_true`]): `&` needs both sides, `|` either, a comparison
+    /// `x < u` (or `<=`, `u > x`, `u >= x`) of a uniform `u` holds everywhere when it holds
+    /// at the element where `x`, stepping by a non-negative constant along every axis, is
+    /// largest.
+    fn all_true(
+        &self,
+        m: ValueId,
+        scope: &Scope,
+        ctx: &RowAffineCtx,
+        depth: usize,
+    ) -> Res<Option<String>> {
+        let anywhere = ElemIndex::Flat("0".into());
+        if self.f.ty(m).is_scalar() {
+            return Ok(Some(format!("({})", self.remat_expr(m, &anywhere, scope)?)));
+        }
+        let Some(op) = self.def_op(m) else {
+            return Ok(None);
+        };
+        if depth > 16 {
+            return Ok(None);
+        }
+        let (a, b) = (op.operands.first().copied(), op.operands.get(1).copied());
+        Ok(match &op.kind {
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
+                self.all_true(op.operands[0], scope, ctx, depth + 1)?
+            }
+            OpKind::Binary(BinaryOp::And) => {
+                match (
+                    self.all_true(op.operands[0], scope, ctx, depth + 1)?,
+                    self.all_true(op.operands[1], scope, ctx, depth + 1)?,
+                ) {
+                    (Some(x), Some(y)) => Some(format!("({x} && {y})")),
+                    _ => None,
+                }
+            }
+            OpKind::Binary(BinaryOp::Or) => {
+                match (
+                    self.all_true(op.operands[0], scope, ctx, depth + 1)?,
+                    self.all_true(op.operands[1], scope, ctx, depth + 1)?,
+                ) {
+                    (Some(x), Some(y)) => Some(format!("({x} || {y})")),
+                    (x, y) => x.or(y),
+                }
+            }
+            OpKind::Cmp(pred) => {
+                let (Some(a), Some(b)) = (a, b) else {
+                    return Ok(None);
+                };
+                let (x, u, sym) = match pred {
+                    CmpPred::Lt => (a, b, "<"),
+                    CmpPred::Le => (a, b, "<="),
+                    CmpPred::Gt => (b, a, "<"),
+                    CmpPred::Ge => (b, a, "<="),
+                    _ => return Ok(None),
+                };
+                if self.uniform_value(u).is_none() {
+                    return Ok(None);
+                }
+                let shape = self.f.ty(x).shape.clone();
+                let mut at = Vec::new();
+                for (axis, &n) in shape.iter().enumerate() {
+                    if n == 1 {
+                        at.push("0".to_string());
+                        continue;
+                    }
+                    let Some(r) = ctx.affine(x, axis) else {
+                        return Ok(None);
+                    };
+                    match r.stride.as_konst() {
+                        Some(s) if s >= 0 && r.run >= n as u64 => at.push(if s > 0 {
+                            (n - 1).to_string()
+                        } else {
+                            "0".into()
+                        }),
+                        _ => return Ok(None),
+                    }
+                }
+                let at = match at.as_slice() {
+                    [r] => ElemIndex::Coords {
+                        row: r.clone(),
+                        col: "0".into(),
+                    },
+                    [r, c] => ElemIndex::Coords {
+                        row: r.clone(),
+                        col: c.clone(),
+                    },
+                    _ => return Ok(None),
+                };
+                let xs = self.remat_expr(x, &at, scope)?;
+                let us = self.remat_expr(u, &at, scope)?;
+                Some(format!("({xs} {sym} {us})"))
+            }
+            _ => None,
+        })
+    }
+
+    /// The scalar a tile is a splat (or broadcast or unsqueeze of a splat) of.
+    fn uniform_value(&self, v: ValueId) -> Option<ValueId> {
+        if self.f.ty(v).is_scalar() {
+            return Some(v);
+        }
+        let op = self.def_op(v)?;
+        match op.kind {
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
+                self.uniform_value(op.operands[0])
+            }
+            _ => None,
+        }
+    }
+
     /// Clears the copies' bits before their passes record the new tile's.
     pub(crate) fn tma_clear_bits(&mut self, cs: &[&AsyncCopy]) {
         for c in cs {
@@ -179,12 +321,12 @@ impl<'f> Emitter<'f> {
     }
 
     /// The copies' boxes: thread 0 announces their bytes on the stages' mbarriers, then the
-    /// first lane of each warp issues its share of the boxes (box `i` of the tile by warp
-    /// `i % warps`), computing the coordinates of each box's run (the copy's own
-    /// recomputation of the run's first row address, block-table load included) before
-    /// its first box. Spread over the warps, no warp of a warpgroup (whose MMAs are issued
-    /// together) waits for another's box issue; the boxes' order does not matter, only the
-    /// bytes the mbarrier counts.
+    /// first lane of each warp issues its share (box `k` of the tile, run by run and column
+    /// block by column block, by warp `k % warps`), each box's run coordinates from the
+    /// copy's own recomputation of the run's first row address (its block-table load
+    /// included). One code path per copy, indexed by the warp: spread over the warps, no
+    /// warp of a warpgroup (whose MMAs issue together) waits for another's boxes. The
+    /// boxes' order does not matter, only the bytes the mbarrier counts.
     pub(crate) fn emit_tma_boxes(
         &mut self,
         cs: &[&'f AsyncCopy],
@@ -209,9 +351,12 @@ impl<'f> Emitter<'f> {
             bars.push(bar);
         }
         self.w.close("");
-        // Every box, run by run: (copy, map, rows per run, run, column block); each warp
-        // takes a contiguous share, so a run's coordinates are computed by one warp.
-        let mut boxes = Vec::new();
+        let warps = self.threads / 32;
+        self.w.open("if ((tid & 31) == 0)");
+        // Slot `t` of copy `i` is its box `k = (warp - first_i) mod warps + t · warps`. All
+        // coordinates first (their loads issue together), then the boxes.
+        let mut first = 0;
+        let mut issues = Vec::new();
         for (i, c) in cs.iter().enumerate() {
             let CopyEngine::Tma { map, group_rows } = c.engine else {
                 return Err(CodegenError::Malformed(
@@ -219,72 +364,52 @@ impl<'f> Emitter<'f> {
                 ));
             };
             let al = self.prog.alloc(c.dst);
-            for g in 0..al.rows / group_rows {
-                for cb in 0..al.cols / SWIZZLE_COLS {
-                    boxes.push((g, i, map, group_rows, cb));
-                }
-            }
-        }
-        boxes.sort_by_key(|b| (b.0, b.1, b.4));
-        let warps = (self.threads / 32).min(boxes.len());
-        self.w.open("if ((tid & 31) == 0)");
-        for w in 0..warps {
-            let mine = &boxes[w * boxes.len() / warps..(w + 1) * boxes.len() / warps];
-            self.w.open(format!("if ((tid >> 5) == {w})"));
-            // Coordinates per (copy, run), all before the first box; a copy whose address
-            // is another's but for the base pointer (V beside K) shares them.
-            let mut coords: Vec<(usize, usize, String, String, usize, String)> = Vec::new();
-            let mut names = std::collections::BTreeMap::new();
-            for &(g, i, map, group_rows, _) in mine {
-                if names.contains_key(&(i, g)) {
-                    continue;
-                }
-                let c = cs[i];
-                let load = self.f.op(c.load);
-                let (row, col) = (format!("{}", g * group_rows), "0".to_string());
+            let blocks = al.cols / SWIZZLE_COLS;
+            let count = al.rows / group_rows * blocks;
+            let load = self.f.op(c.load);
+            let base = self.root_pointer(load.operands[0]).ok_or_else(|| {
+                CodegenError::Malformed("a TMA copy's pointer has no parameter base".into())
+            })?;
+            let s = self.tma_stride(map)?;
+            for t in 0..count.div_ceil(warps) {
+                let k = format!("attn_k{i}_{t}");
+                self.w.line(format!(
+                    "const int {k} = ((tid >> 5) + {}) % {warps} + {};",
+                    warps - first % warps,
+                    t * warps
+                ));
+                // Past the copy's boxes the coordinates of its last are computed, unused.
+                let run = format!("(attn_min({k}, {}) / {blocks})", count - 1);
+                let row = format!("{run} * {group_rows}");
                 let at = if c.map.contiguous_axis == 1 {
-                    super::elem_index::ElemIndex::Coords { row, col }
+                    super::elem_index::ElemIndex::Coords {
+                        row,
+                        col: "0".into(),
+                    }
                 } else {
-                    super::elem_index::ElemIndex::Coords { row: col, col: row }
-                };
-                let start = self.remat_expr(load.operands[0], &at, scope)?;
-                let base = self.root_pointer(load.operands[0]).ok_or_else(|| {
-                    CodegenError::Malformed("a TMA copy's pointer has no parameter base".into())
-                })?;
-                let stride = self.prog.tensor_maps[map].row_stride;
-                let shared = coords.iter().find(|(_, cg, b, st, m, _)| {
-                    *cg == g
-                        && self.prog.tensor_maps[*m].row_stride == stride
-                        && super::async_copy::replace_ident(&start, &base, b) == *st
-                });
-                let name = match shared {
-                    Some((.., n)) => n.clone(),
-                    None => {
-                        let name = format!("attn_t{i}_{g}");
-                        let s = self.tma_stride(map)?;
-                        self.w.line(format!("int {name}x, {name}y;"));
-                        self.w.line(format!(
-                            "attn_tma_coords((long long)({start} - {base}), {s}, attn_tma_inv[{map}], {name}x, {name}y);"
-                        ));
-                        coords.push((i, g, base, start, map, name.clone()));
-                        name
+                    super::elem_index::ElemIndex::Coords {
+                        row: "0".into(),
+                        col: row,
                     }
                 };
-                names.insert((i, g), name);
-            }
-            for &(g, i, map, group_rows, cb) in mine {
-                let al = self.prog.alloc(cs[i].dst);
-                let name = &names[&(i, g)];
+                let start = self.remat_expr(load.operands[0], &at, scope)?;
+                self.w.line(format!("int {k}x, {k}y;"));
                 self.w.line(format!(
-                    "attn_tma_load_2d(attn_dst{} + {}, &{}, {name}x + {}, {name}y, {});",
+                    "attn_tma_coords((long long)({start} - {base}), {s}, attn_tma_inv[{map}], {k}x, {k}y);"
+                ));
+                issues.push(format!(
+                    "if ({k} < {count}) attn_tma_load_2d(attn_dst{} + ({k} % {blocks}) * {} + ({k} / {blocks}) * {}, &{}, {k}x + ({k} % {blocks}) * {SWIZZLE_COLS}, {k}y, {});",
                     sfx(i),
-                    cb * al.block_elems() + g * group_rows * SWIZZLE_COLS,
+                    al.block_elems(),
+                    group_rows * SWIZZLE_COLS,
                     tensor_map(map),
-                    cb * SWIZZLE_COLS,
                     bars[i]
                 ));
             }
-            self.w.close("");
+            first += count;
+        }
+        for l in issues {
+            self.w.line(l);
         }
         self.w.close("");
         Ok(())
