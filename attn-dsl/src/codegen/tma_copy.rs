@@ -357,6 +357,8 @@ impl<'f> Emitter<'f> {
         // coordinates first (their loads issue together), then the boxes.
         let mut first = 0;
         let mut issues = Vec::new();
+        // (base, row-start expression, map, (boxes, column blocks), slot variable).
+        let mut known: Vec<(String, String, usize, (usize, usize), String)> = Vec::new();
         for (i, c) in cs.iter().enumerate() {
             let CopyEngine::Tma { map, group_rows } = c.engine else {
                 return Err(CodegenError::Malformed(
@@ -372,31 +374,49 @@ impl<'f> Emitter<'f> {
             })?;
             let s = self.tma_stride(map)?;
             for t in 0..count.div_ceil(warps) {
-                let k = format!("attn_k{i}_{t}");
-                self.w.line(format!(
-                    "const int {k} = ((tid >> 5) + {}) % {warps} + {};",
+                let k_expr = format!(
+                    "(((tid >> 5) + {}) % {warps} + {})",
                     warps - first % warps,
                     t * warps
-                ));
+                );
                 // Past the copy's boxes the coordinates of its last are computed, unused.
-                let run = format!("(attn_min({k}, {}) / {blocks})", count - 1);
-                let row = format!("{run} * {group_rows}");
+                let row = format!(
+                    "(attn_min({k_expr}, {}) / {blocks}) * {group_rows}",
+                    count - 1
+                );
                 let at = if c.map.contiguous_axis == 1 {
-                    super::elem_index::ElemIndex::Coords {
+                    ElemIndex::Coords {
                         row,
                         col: "0".into(),
                     }
                 } else {
-                    super::elem_index::ElemIndex::Coords {
+                    ElemIndex::Coords {
                         row: "0".into(),
                         col: row,
                     }
                 };
                 let start = self.remat_expr(load.operands[0], &at, scope)?;
-                self.w.line(format!("int {k}x, {k}y;"));
-                self.w.line(format!(
-                    "attn_tma_coords((long long)({start} - {base}), {s}, attn_tma_inv[{map}], {k}x, {k}y);"
-                ));
+                // A slot of an earlier copy at the same box, whose address is this one's but
+                // for the base pointer (V beside K), has these coordinates already.
+                let same = known.iter().find(|(b, st, m, shape, _)| {
+                    *shape == (count, blocks)
+                        && self.prog.tensor_maps[*m].row_stride
+                            == self.prog.tensor_maps[map].row_stride
+                        && super::async_copy::replace_ident(&start, &base, b) == *st
+                });
+                let k = match same {
+                    Some((.., k)) => k.clone(),
+                    None => {
+                        let k = format!("attn_k{i}_{t}");
+                        self.w.line(format!("const int {k} = {k_expr};"));
+                        self.w.line(format!("int {k}x, {k}y;"));
+                        self.w.line(format!(
+                            "attn_tma_coords((long long)({start} - {base}), {s}, attn_tma_inv[{map}], {k}x, {k}y);"
+                        ));
+                        known.push((base.clone(), start, map, (count, blocks), k.clone()));
+                        k
+                    }
+                };
                 issues.push(format!(
                     "if ({k} < {count}) attn_tma_load_2d(attn_dst{} + ({k} % {blocks}) * {} + ({k} / {blocks}) * {}, &{}, {k}x + ({k} % {blocks}) * {SWIZZLE_COLS}, {k}y, {});",
                     sfx(i),
