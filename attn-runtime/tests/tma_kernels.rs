@@ -77,8 +77,10 @@ fn p0_reads_its_pages_as_boxes() {
         k.source.contains("attn_k0_1 < 8) attn_tma_load_2d("),
         "K's boxes"
     );
+    // V's boxes share K's coordinates (the same rows of the other cache).
     assert!(
-        k.source.contains("attn_k1_1 < 8) attn_tma_load_2d("),
+        k.source
+            .contains("attn_k0_1 < 8) attn_tma_load_2d(attn_dst_1 +"),
         "V's boxes"
     );
     sm90a_spill_free("P0", &k);
