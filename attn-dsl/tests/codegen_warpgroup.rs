@@ -10,7 +10,7 @@ mod codegen_common;
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::gpu_ir;
 use attn_dsl::ir::{Function, ScalarType};
-use attn_dsl::{Binding, ConstValue};
+use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args};
 use codegen_common::specialize;
 

@@ -31,6 +31,16 @@ fn zero_bits(a: AllocId) -> String {
     format!("attn_zb{}", a.0)
 }
 
+/// A box slot whose coordinates a warp computed: the copy's base pointer and row-start
+/// expression, the map's row stride, its (boxes, column blocks), the slot variable.
+pub(crate) struct TmaSlot {
+    base: String,
+    start: String,
+    row_stride: TmaStride,
+    boxes: (usize, usize),
+    var: String,
+}
+
 fn tensor_map(m: usize) -> String {
     format!("attn_tmap{m}")
 }
@@ -321,25 +331,20 @@ impl<'f> Emitter<'f> {
     }
 
     /// The copies' boxes: thread 0 announces their bytes on the stages' mbarriers, then the
-    /// first lane of each warp issues its share (box `k` of the tile, run by run and column
-    /// block by column block, by warp `k % warps`), each box's run coordinates from the
-    /// copy's own recomputation of the run's first row address (its block-table load
-    /// included). One code path per copy, indexed by the warp: spread over the warps, no
-    /// warp of a warpgroup (whose MMAs issue together) waits for another's boxes. The
-    /// boxes' order does not matter, only the bytes the mbarrier counts.
+    /// first lane of each warp issues its share (box `k` of a copy, run by run and column
+    /// block by column block, by warp `k mod warps`, the copies' boxes numbered on from one
+    /// another), each box's run coordinates from the copy's own recomputation of the run's
+    /// first row address (its block-table load included). Spread over the warps, no warp
+    /// of a warpgroup (whose MMAs issue together) waits for another's boxes; all of a
+    /// warp's coordinates come before its first box, so their loads issue together (a box
+    /// is an `asm` with a memory clobber no load moves across). The boxes' order does not
+    /// matter, only the bytes the mbarrier counts.
     pub(crate) fn emit_tma_boxes(
         &mut self,
         cs: &[&'f AsyncCopy],
         scope: &Scope,
         counter: Option<&str>,
     ) -> Res<()> {
-        let sfx = |i: usize| {
-            if i == 0 {
-                String::new()
-            } else {
-                format!("_{i}")
-            }
-        };
         let mut bars = Vec::new();
         self.w.open("if (tid == 0)");
         for c in cs.iter() {
@@ -351,75 +356,26 @@ impl<'f> Emitter<'f> {
             bars.push(bar);
         }
         self.w.close("");
-        let warps = self.threads / 32;
         self.w.open("if ((tid & 31) == 0)");
-        // Slot `t` of copy `i` is its box `k = (warp - first_i) mod warps + t · warps`. All
-        // coordinates first (their loads issue together), then the boxes.
-        let mut first = 0;
-        let mut issues = Vec::new();
-        // (base, row-start expression, map, (boxes, column blocks), slot variable).
-        let mut known: Vec<(String, String, usize, (usize, usize), String)> = Vec::new();
+        let (mut first, mut issues, mut known) = (0, Vec::new(), Vec::new());
         for (i, c) in cs.iter().enumerate() {
-            let CopyEngine::Tma { map, group_rows } = c.engine else {
-                return Err(CodegenError::Malformed(
-                    "a thread copy among TMA ones".into(),
-                ));
-            };
+            let boxes = self.tma_slots(i, c, first, scope, &mut known)?;
             let al = self.prog.alloc(c.dst);
-            let blocks = al.cols / SWIZZLE_COLS;
-            let count = al.rows / group_rows * blocks;
-            let load = self.f.op(c.load);
-            let base = self.root_pointer(load.operands[0]).ok_or_else(|| {
-                CodegenError::Malformed("a TMA copy's pointer has no parameter base".into())
-            })?;
-            let s = self.tma_stride(map)?;
-            for t in 0..count.div_ceil(warps) {
-                let k_expr = format!(
-                    "(((tid >> 5) + {}) % {warps} + {})",
-                    warps - first % warps,
-                    t * warps
-                );
-                // Past the copy's boxes the coordinates of its last are computed, unused.
-                let row = format!(
-                    "(attn_min({k_expr}, {}) / {blocks}) * {group_rows}",
-                    count - 1
-                );
-                let at = if c.map.contiguous_axis == 1 {
-                    ElemIndex::Coords {
-                        row,
-                        col: "0".into(),
-                    }
-                } else {
-                    ElemIndex::Coords {
-                        row: "0".into(),
-                        col: row,
-                    }
-                };
-                let start = self.remat_expr(load.operands[0], &at, scope)?;
-                // A slot of an earlier copy at the same box, whose address is this one's but
-                // for the base pointer (V beside K), has these coordinates already.
-                let same = known.iter().find(|(b, st, m, shape, _)| {
-                    *shape == (count, blocks)
-                        && self.prog.tensor_maps[*m].row_stride
-                            == self.prog.tensor_maps[map].row_stride
-                        && super::async_copy::replace_ident(&start, &base, b) == *st
-                });
-                let k = match same {
-                    Some((.., k)) => k.clone(),
-                    None => {
-                        let k = format!("attn_k{i}_{t}");
-                        self.w.line(format!("const int {k} = {k_expr};"));
-                        self.w.line(format!("int {k}x, {k}y;"));
-                        self.w.line(format!(
-                            "attn_tma_coords((long long)({start} - {base}), {s}, attn_tma_inv[{map}], {k}x, {k}y);"
-                        ));
-                        known.push((base.clone(), start, map, (count, blocks), k.clone()));
-                        k
-                    }
-                };
+            let CopyEngine::Tma { map, group_rows } = c.engine else {
+                unreachable!("tma_slots checked the engine")
+            };
+            let (blocks, count) = (
+                al.cols / SWIZZLE_COLS,
+                al.rows / group_rows * (al.cols / SWIZZLE_COLS),
+            );
+            let dst = if i == 0 {
+                "attn_dst".to_string()
+            } else {
+                format!("attn_dst_{i}")
+            };
+            for k in boxes {
                 issues.push(format!(
-                    "if ({k} < {count}) attn_tma_load_2d(attn_dst{} + ({k} % {blocks}) * {} + ({k} / {blocks}) * {}, &{}, {k}x + ({k} % {blocks}) * {SWIZZLE_COLS}, {k}y, {});",
-                    sfx(i),
+                    "if ({k} < {count}) attn_tma_load_2d({dst} + ({k} % {blocks}) * {} + ({k} / {blocks}) * {}, &{}, {k}x + ({k} % {blocks}) * {SWIZZLE_COLS}, {k}y, {});",
                     al.block_elems(),
                     group_rows * SWIZZLE_COLS,
                     tensor_map(map),
@@ -433,6 +389,84 @@ impl<'f> Emitter<'f> {
         }
         self.w.close("");
         Ok(())
+    }
+
+    /// Declares this warp's box slots of copy `i` (the `k`-th box of the copy lies at
+    /// `k`'s slot variable, its coordinates at `<slot>x`, `<slot>y`) and returns their
+    /// variables; a slot whose address is an earlier copy's but for the base pointer (V
+    /// beside K) reuses that copy's variables.
+    fn tma_slots(
+        &mut self,
+        i: usize,
+        c: &AsyncCopy,
+        first: usize,
+        scope: &Scope,
+        known: &mut Vec<TmaSlot>,
+    ) -> Res<Vec<String>> {
+        let CopyEngine::Tma { map, group_rows } = c.engine else {
+            return Err(CodegenError::Malformed(
+                "a thread copy among TMA ones".into(),
+            ));
+        };
+        let warps = self.threads / 32;
+        let al = self.prog.alloc(c.dst);
+        let blocks = al.cols / SWIZZLE_COLS;
+        let count = al.rows / group_rows * blocks;
+        let load = self.f.op(c.load);
+        let base = self.root_pointer(load.operands[0]).ok_or_else(|| {
+            CodegenError::Malformed("a TMA copy's pointer has no parameter base".into())
+        })?;
+        let stride = self.tma_stride(map)?;
+        let mut out = Vec::new();
+        for t in 0..count.div_ceil(warps) {
+            let k_expr = format!(
+                "(((tid >> 5) + {}) % {warps} + {})",
+                warps - first % warps,
+                t * warps
+            );
+            // Past the copy's boxes the coordinates of its last are computed, unused.
+            let row = format!(
+                "(attn_min({k_expr}, {}) / {blocks}) * {group_rows}",
+                count - 1
+            );
+            let at = if c.map.contiguous_axis == 1 {
+                ElemIndex::Coords {
+                    row,
+                    col: "0".into(),
+                }
+            } else {
+                ElemIndex::Coords {
+                    row: "0".into(),
+                    col: row,
+                }
+            };
+            let start = self.remat_expr(load.operands[0], &at, scope)?;
+            let row_stride = self.prog.tensor_maps[map].row_stride;
+            let same = known.iter().find(|s| {
+                s.boxes == (count, blocks)
+                    && s.row_stride == row_stride
+                    && super::async_copy::replace_ident(&start, &base, &s.base) == s.start
+            });
+            if let Some(s) = same {
+                out.push(s.var.clone());
+                continue;
+            }
+            let k = format!("attn_k{i}_{t}");
+            self.w.line(format!("const int {k} = {k_expr};"));
+            self.w.line(format!("int {k}x, {k}y;"));
+            self.w.line(format!(
+                "attn_tma_coords((long long)({start} - {base}), {stride}, attn_tma_inv[{map}], {k}x, {k}y);"
+            ));
+            known.push(TmaSlot {
+                base: base.clone(),
+                start,
+                row_stride,
+                boxes: (count, blocks),
+                var: k.clone(),
+            });
+            out.push(k);
+        }
+        Ok(out)
     }
 
     /// Where `stage` of alloc `a` must have landed: wait on its mbarrier, flip its phase,
