@@ -14,16 +14,8 @@ use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args};
 use codegen_common::specialize;
 
-const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
-
 fn warpgroup_flash(block_n: i64, head_dim: i64) -> Function {
-    let consts = [
-        ("BLOCK_M", ConstValue::Int(64)),
-        ("BLOCK_N", ConstValue::Int(block_n)),
-        ("HEAD_DIM", ConstValue::Int(head_dim)),
-        ("CAUSAL", ConstValue::Bool(true)),
-    ];
-    specialize(FLASH, "flash_fwd", &consts, true)
+    codegen_common::flash_fwd(block_n, head_dim, true)
 }
 
 /// Q, K and V all swizzled (Q is A from shared memory, not held), both dots with a warpgroup

@@ -11,23 +11,13 @@ use attn_dsl::gpu_ir::{self, CopyAt, CopyEngine, GpuOp, Stage, TmaStride};
 use attn_dsl::ir::Function;
 use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args, paged_args};
-use codegen_common::specialize;
+use codegen_common::{flash_fwd, specialize};
 
 const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
 
 /// Every test of this binary runs with the feature on (read once per process).
 fn tma_on() {
     std::env::set_var("ATTN_CODEGEN_ENABLE", "tma");
-}
-
-fn flash(block_n: i64, d: i64, warpgroups: bool) -> Function {
-    let consts = [
-        ("BLOCK_M", ConstValue::Int(64)),
-        ("BLOCK_N", ConstValue::Int(block_n)),
-        ("HEAD_DIM", ConstValue::Int(d)),
-        ("CAUSAL", ConstValue::Bool(true)),
-    ];
-    specialize(FLASH, "flash_fwd", &consts, warpgroups)
 }
 
 fn paged(block_n: i64, d: i64, page: i64) -> Function {
@@ -77,7 +67,7 @@ fn loop_body(p: &gpu_ir::GpuProgram) -> Vec<GpuOp> {
 fn dense_tiles_move_as_whole_tile_boxes() {
     tma_on();
     for (block_n, d) in [(64, 64), (64, 128)] {
-        let f = flash(block_n, d, true);
+        let f = flash_fwd(block_n, d, true);
         let p = gpu_ir::compile(&f).expect("gpu ir");
         let text = gpu_ir::printer::print_program(&f, &p);
         let copies = tma_copies(&p);
@@ -179,7 +169,7 @@ fn paged_tiles_move_a_page_per_box() {
 #[test]
 fn untargeted_kernels_take_no_tensor_maps() {
     tma_on();
-    let f = flash(64, 64, false);
+    let f = flash_fwd(64, 64, false);
     let p = gpu_ir::compile(&f).expect("gpu ir");
     assert!(tma_copies(&p).is_empty());
     let k = emit_cuda(&f).expect("emit");

@@ -636,7 +636,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// The scalar a tile is a splat (or broadcast of a splat) of.
-    fn uniform_scalar(&self, v: ValueId) -> Option<ValueId> {
+    pub(crate) fn uniform_scalar(&self, v: ValueId) -> Option<ValueId> {
         if self.f.ty(v).is_scalar() {
             return Some(v);
         }

@@ -268,7 +268,7 @@ impl<'f> Emitter<'f> {
                     CmpPred::Ge => (b, a, "<="),
                     _ => return Ok(None),
                 };
-                if self.uniform_value(u).is_none() {
+                if self.uniform_scalar(u).is_none() {
                     return Ok(None);
                 }
                 let shape = self.f.ty(x).shape.clone();
@@ -307,20 +307,6 @@ impl<'f> Emitter<'f> {
             }
             _ => None,
         })
-    }
-
-    /// The scalar a tile is a splat (or broadcast or unsqueeze of a splat) of.
-    fn uniform_value(&self, v: ValueId) -> Option<ValueId> {
-        if self.f.ty(v).is_scalar() {
-            return Some(v);
-        }
-        let op = self.def_op(v)?;
-        match op.kind {
-            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
-                self.uniform_value(op.operands[0])
-            }
-            _ => None,
-        }
     }
 
     /// Clears the copies' bits before their passes record the new tile's.

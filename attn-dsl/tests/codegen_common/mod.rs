@@ -774,3 +774,20 @@ pub fn specialize(
     f.warpgroup_mma = warpgroups;
     f
 }
+
+/// The test module's `flash_fwd` (causal, 64-row blocks) specialized for bf16 at `block_n`
+/// keys and head size `d`, with the warpgroup-MMA target set or not.
+pub fn flash_fwd(block_n: i64, d: i64, warpgroups: bool) -> Function {
+    let consts = [
+        ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
+        ("BLOCK_N", attn_dsl::ConstValue::Int(block_n)),
+        ("HEAD_DIM", attn_dsl::ConstValue::Int(d)),
+        ("CAUSAL", attn_dsl::ConstValue::Bool(true)),
+    ];
+    specialize(
+        include_str!("../kernels/flash_attention.rs.txt"),
+        "flash_fwd",
+        &consts,
+        warpgroups,
+    )
+}
