@@ -176,3 +176,76 @@ fn untargeted_kernels_take_no_tensor_maps() {
     assert!(k.tensor_maps.is_empty());
     assert!(!k.source.contains("attn_tma_load_2d"));
 }
+
+/// Paged kernels that differ from `paged_fwd` in what the row analysis must prove: the
+/// first key block comes from a parameter (`FIRST` of `first`, clamped at 0 or not), and
+/// the block-table read is masked by the copy's own mask or by another one.
+const PAGED_VARIANTS: &str = r#"
+mod paged_variants {
+    #[kernel(num_warps = 4)]
+    pub fn paged_from<T, const BLOCK_N: i32, const HEAD_DIM: i32, const PAGE: i32, const CLAMP: bool, const OWN_MASK: bool>(
+        q: *const T, k_cache: *const T, v_cache: *const T, bt: *const i32, out: *mut f32,
+        seq_len: i32, max_pages: i32, first: i32,
+    ) {
+        let pid_m = program_id(0);
+        let offs_m = pid_m * 64 + arange::<64>();
+        let offs_d = arange::<HEAD_DIM>();
+        let row_ok = offs_m.unsqueeze(1) < seq_len;
+        let q_tile = load(q + offs_m.unsqueeze(1) * HEAD_DIM + offs_d.unsqueeze(0), row_ok, 0.0);
+        let mut acc = zeros::<f32>([64, HEAD_DIM]);
+        let mut lo = first * BLOCK_N;
+        if CLAMP {
+            lo = max(first, 0) * BLOCK_N;
+        }
+        for start_n in (lo..seq_len).step_by(BLOCK_N) {
+            let cols = start_n + arange::<BLOCK_N>();
+            let col_ok = cols < seq_len;
+            let mut table_ok = col_ok;
+            if !OWN_MASK {
+                table_ok = cols < max_pages * PAGE;
+            }
+            let page = load(bt + cols / PAGE, table_ok, 0);
+            let row = (page * PAGE + cols % PAGE) * HEAD_DIM;
+            let k_tile = load(k_cache + row.unsqueeze(0) + offs_d.unsqueeze(1), col_ok.unsqueeze(0), 0.0);
+            let p = dot(q_tile, k_tile);
+            let v_tile = load(v_cache + row.unsqueeze(1) + offs_d.unsqueeze(0), col_ok.unsqueeze(1), 0.0);
+            acc = dot(p.cast::<T>(), v_tile, acc);
+        }
+        store(out + offs_m.unsqueeze(1) * HEAD_DIM + offs_d.unsqueeze(0), acc, row_ok);
+    }
+}
+"#;
+
+fn paged_from(clamp: bool, own_mask: bool) -> Function {
+    let consts = [
+        ("BLOCK_N", ConstValue::Int(64)),
+        ("HEAD_DIM", ConstValue::Int(64)),
+        ("PAGE", ConstValue::Int(16)),
+        ("CLAMP", ConstValue::Bool(clamp)),
+        ("OWN_MASK", ConstValue::Bool(own_mask)),
+    ];
+    specialize(PAGED_VARIANTS, "paged_from", &consts, true)
+}
+
+/// `cols / PAGE` groups a page's rows only for non-negative keys (C division rounds toward
+/// zero): a first block from a parameter is proved non-negative by a clamp, not without.
+#[test]
+fn page_runs_need_non_negative_keys() {
+    tma_on();
+    let copies = |f: &Function| tma_copies(&gpu_ir::compile(f).expect("gpu ir")).len();
+    assert_eq!(
+        copies(&paged_from(true, true)),
+        4,
+        "clamped: K and V, prologue and loop"
+    );
+    assert_eq!(copies(&paged_from(false, true)), 0, "unclamped");
+}
+
+/// The block-table read may be masked only by a conjunct of the copy's own mask: masked by
+/// another bound, a row the copy reads could take the table's `other` (0) as its page.
+#[test]
+fn the_table_read_must_share_the_copys_mask() {
+    tma_on();
+    let p = gpu_ir::compile(&paged_from(true, false)).expect("gpu ir");
+    assert!(tma_copies(&p).is_empty());
+}
