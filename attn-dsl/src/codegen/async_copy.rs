@@ -112,6 +112,17 @@ impl<'f> Emitter<'f> {
         Ok(v)
     }
 
+    /// The ring counter a `stage` access reads: `counter`, or the innermost pipelined
+    /// loop's.
+    pub(crate) fn stage_counter(&self, stage: Stage, counter: Option<&str>) -> Res<String> {
+        counter
+            .map(str::to_string)
+            .or_else(|| self.stage_vars.last().cloned())
+            .ok_or_else(|| {
+                CodegenError::Malformed(format!("{stage:?} stage outside a pipelined loop"))
+            })
+    }
+
     /// Pointer to the first element of `stage` of alloc `a` (innermost pipelined loop's
     /// counter for Current/Next).
     pub(crate) fn stage_base(
@@ -123,14 +134,7 @@ impl<'f> Emitter<'f> {
         let al = self.prog.alloc(a);
         let elems = al.stage_bytes() / al.elem.size_bytes();
         let base = buf_name(a);
-        let counter = || {
-            counter
-                .map(str::to_string)
-                .or_else(|| self.stage_vars.last().cloned())
-                .ok_or_else(|| {
-                    CodegenError::Malformed(format!("{stage:?} stage outside a pipelined loop"))
-                })
-        };
+        let counter = || self.stage_counter(stage, counter);
         Ok(match stage {
             Stage::Only => base,
             Stage::Fixed(k) => format!("({base} + {})", k * elems),

@@ -156,14 +156,7 @@ impl<'f> Emitter<'f> {
             .iter()
             .position(|&x| x == a)
             .ok_or_else(|| CodegenError::Malformed(format!("%a{} has no TMA copy", a.0)))?;
-        let counter = || {
-            counter
-                .map(str::to_string)
-                .or_else(|| self.stage_vars.last().cloned())
-                .ok_or_else(|| {
-                    CodegenError::Malformed(format!("{stage:?} stage outside a pipelined loop"))
-                })
-        };
+        let counter = || self.stage_counter(stage, counter);
         let s = match stage {
             Stage::Only => "0".to_string(),
             Stage::Fixed(j) => j.to_string(),
