@@ -482,6 +482,12 @@ mod tests {
         }
     }
 
+    /// Asserts the inputs were refused with a reason containing `text`.
+    fn refused(r: Result<TiledMapInputs, LaunchError>, text: &str) {
+        let w = why(r.expect_err("refused"));
+        assert!(w.contains(text), "{w}");
+    }
+
     const BASE: u64 = 0x7f00_0000_1000;
 
     #[test]
@@ -596,19 +602,21 @@ mod tests {
     fn a_non_positive_or_overflowing_stride_is_refused() {
         let s = spec();
         let m = &s.tensor_maps[0];
-        let w = why(tiled_map_inputs(&s, m, BASE, 100, Some(0)).unwrap_err());
-        assert!(
-            w.contains("2 × `d` (0) = 0 elements; it must be positive"),
-            "{w}"
+        refused(
+            tiled_map_inputs(&s, m, BASE, 100, Some(0)),
+            "2 × `d` (0) = 0 elements; it must be positive",
         );
-        let w = why(tiled_map_inputs(&s, m, BASE, 100, Some(-8)).unwrap_err());
-        assert!(w.contains("= -16 elements"), "{w}");
-        let w = why(tiled_map_inputs(&s, m, BASE, 100, Some(i64::MAX)).unwrap_err());
-        assert!(w.contains("overflows i64"), "{w}");
-        let w = why(tiled_map_inputs(&s, m, BASE, 100, None).unwrap_err());
-        assert!(
-            w.contains("no value for its row-stride parameter `d`"),
-            "{w}"
+        refused(
+            tiled_map_inputs(&s, m, BASE, 100, Some(-8)),
+            "= -16 elements",
+        );
+        refused(
+            tiled_map_inputs(&s, m, BASE, 100, Some(i64::MAX)),
+            "overflows i64",
+        );
+        refused(
+            tiled_map_inputs(&s, m, BASE, 100, None),
+            "no value for its row-stride parameter `d`",
         );
     }
 
@@ -617,22 +625,22 @@ mod tests {
         let s = spec();
         let m = &s.tensor_maps[0];
         // 2·3 = 6 bf16 = 12 B.
-        let w = why(tiled_map_inputs(&s, m, BASE, 100, Some(3)).unwrap_err());
-        assert!(
-            w.contains("is 12 B; TMA needs a multiple of 16 B (a multiple of 8 bf16 elements)"),
-            "{w}"
+        refused(
+            tiled_map_inputs(&s, m, BASE, 100, Some(3)),
+            "is 12 B; TMA needs a multiple of 16 B (a multiple of 8 bf16 elements)",
         );
         // 2^32 elements is the largest dimension, and 2^33 B is fine as a stride.
         assert!(tiled_map_inputs(&s, m, BASE, 1 << 33, Some(1 << 31)).is_ok());
-        let w = why(tiled_map_inputs(&s, m, BASE, 100, Some(1 << 32)).unwrap_err());
-        assert!(w.contains("at most 2^32 elements"), "{w}");
+        refused(
+            tiled_map_inputs(&s, m, BASE, 100, Some(1 << 32)),
+            "at most 2^32 elements",
+        );
         // 2^39 elements (2^40 B) is over both limits; the byte limit speaks first.
         let mut wide = s.clone();
         wide.tensor_maps[1].stride_coeff = 1 << 39;
-        let w = why(tiled_map_inputs(&wide, &wide.tensor_maps[1], BASE, 100, None).unwrap_err());
-        assert!(
-            w.contains("is 1099511627776 B; TMA needs less than 2^40 B"),
-            "{w}"
+        refused(
+            tiled_map_inputs(&wide, &wide.tensor_maps[1], BASE, 100, None),
+            "is 1099511627776 B; TMA needs less than 2^40 B",
         );
     }
 
@@ -640,21 +648,21 @@ mod tests {
     fn a_misaligned_base_or_a_bad_extent_is_refused() {
         let s = spec();
         let m = &s.tensor_maps[0];
-        let w = why(tiled_map_inputs(&s, m, BASE + 8, 100, Some(64)).unwrap_err());
-        assert!(
-            w.contains("buffer `q` starts at 0x7f0000001008, which is not 16-byte aligned"),
-            "{w}"
+        refused(
+            tiled_map_inputs(&s, m, BASE + 8, 100, Some(64)),
+            "buffer `q` starts at 0x7f0000001008, which is not 16-byte aligned",
         );
-        let w = why(tiled_map_inputs(&s, m, BASE, 0, Some(64)).unwrap_err());
-        assert!(w.contains("buffer `q` is empty"), "{w}");
+        refused(
+            tiled_map_inputs(&s, m, BASE, 0, Some(64)),
+            "buffer `q` is empty",
+        );
         // Rows of 8 elements: 2^34 - 8 elements fit in 2^31 - 1 rows, one more row does not.
         let fits = ((1u64 << 31) - 1) * 8;
         let i = tiled_map_inputs(&s, m, BASE, fits as usize, Some(4)).unwrap();
         assert_eq!(i.global_dim, [8, (1 << 31) - 1]);
-        let w = why(tiled_map_inputs(&s, m, BASE, fits as usize + 1, Some(4)).unwrap_err());
-        assert!(
-            w.contains("is 2147483648 rows of 8; at most 2^31 - 1 rows"),
-            "{w}"
+        refused(
+            tiled_map_inputs(&s, m, BASE, fits as usize + 1, Some(4)),
+            "is 2147483648 rows of 8; at most 2^31 - 1 rows",
         );
     }
 
@@ -662,16 +670,14 @@ mod tests {
     fn a_box_that_is_not_128_bytes_wide_or_too_tall_is_refused() {
         let mut s = spec();
         s.tensor_maps[0].box_cols = 32;
-        let w = why(tiled_map_inputs(&s, &s.tensor_maps[0], BASE, 100, Some(64)).unwrap_err());
-        assert!(
-            w.contains("32 elements × 2 B = 64 B; the 128-byte swizzle needs box rows of exactly 128 B (64 bf16 elements)"),
-            "{w}"
-        );
+        refused(tiled_map_inputs(&s, &s.tensor_maps[0], BASE, 100, Some(64)), "32 elements × 2 B = 64 B; the 128-byte swizzle needs box rows of exactly 128 B (64 bf16 elements)");
         let mut s = spec();
         for rows in [0, 257] {
             s.tensor_maps[0].box_rows = rows;
-            let w = why(tiled_map_inputs(&s, &s.tensor_maps[0], BASE, 100, Some(64)).unwrap_err());
-            assert!(w.contains("a TMA box has 1..=256 rows"), "{w}");
+            refused(
+                tiled_map_inputs(&s, &s.tensor_maps[0], BASE, 100, Some(64)),
+                "a TMA box has 1..=256 rows",
+            );
         }
         s.tensor_maps[0].box_rows = 256;
         assert!(tiled_map_inputs(&s, &s.tensor_maps[0], BASE, 100, Some(64)).is_ok());
