@@ -249,3 +249,23 @@ fn the_table_read_must_share_the_copys_mask() {
     let p = gpu_ir::compile(&paged_from(true, false)).expect("gpu ir");
     assert!(tma_copies(&p).is_empty());
 }
+
+/// The verifier rejects a loop that reads a TMA-filled stage with no `tma_landed` before:
+/// the `cp.async` wait and the barrier alone do not order boxes.
+#[test]
+fn verifier_rejects_a_stage_read_before_its_boxes_land() {
+    tma_on();
+    let f = flash_fwd(64, 64, true);
+    let mut p = gpu_ir::compile(&f).expect("gpu ir");
+    fn drop_landings(b: &mut gpu_ir::GpuBlock) {
+        b.ops.retain(|o| !matches!(o, GpuOp::TmaLanded { .. }));
+        for o in &mut b.ops {
+            for inner in gpu_ir::nested_mut(o) {
+                drop_landings(inner);
+            }
+        }
+    }
+    drop_landings(&mut p.body);
+    let e = gpu_ir::verify::verify(&f, &p).expect_err("unordered TMA read accepted");
+    assert!(e.contains("TMA boxes"), "{e}");
+}

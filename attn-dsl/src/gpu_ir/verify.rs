@@ -22,6 +22,7 @@ pub fn verify(f: &Function, p: &GpuProgram) -> Result<(), String> {
     if let Some(u) = super::sync::check(&p.body).first() {
         return Err(format!("%a{}: {}", u.alloc.0, u.what));
     }
+    check_tma_landings(&p.body)?;
     if p.alloc_bytes > MAX_SHARED_BYTES {
         return Err(format!(
             "allocs take {} bytes of shared memory; at most {MAX_SHARED_BYTES}",
@@ -68,6 +69,50 @@ fn check_op(f: &Function, p: &GpuProgram, op: &GpuOp) -> Result<(), String> {
         }
         _ => Ok(()),
     }
+}
+
+/// Every pipelined loop that reads a TMA-filled ring marks where the current stage's boxes
+/// landed (`tma_landed`) before its first op that reads it: the sync analysis orders the
+/// `cp.async` form, this the TMA form of the same copies.
+fn check_tma_landings(b: &GpuBlock) -> Result<(), String> {
+    for op in &b.ops {
+        if let GpuOp::For {
+            body,
+            pipelined: true,
+            ..
+        } = op
+        {
+            let mut landed = Vec::new();
+            for o in &body.ops {
+                match o {
+                    GpuOp::TmaLanded { alloc, .. } => landed.push(*alloc),
+                    GpuOp::Mma { a, b, .. } => {
+                        for (alloc, _) in [a.alloc(), b.alloc()].into_iter().flatten() {
+                            if tma_filled(body, alloc) && !landed.contains(&alloc) {
+                                return Err(format!(
+                                    "%a{}: read before its TMA boxes are known to have landed",
+                                    alloc.0
+                                ));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for inner in super::program::nested(op) {
+            check_tma_landings(inner)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a copy in `body` fills `alloc` by TMA.
+fn tma_filled(body: &GpuBlock, alloc: super::program::AllocId) -> bool {
+    body.ops.iter().any(|o| {
+        matches!(o, GpuOp::AsyncCopy(c) if c.dst == alloc
+            && matches!(c.engine, super::program::CopyEngine::Tma { .. }))
+    })
 }
 
 /// Number of barriers directly in `b` (not in nested blocks): pinned per loop body by tests.
