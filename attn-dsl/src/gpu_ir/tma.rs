@@ -21,7 +21,7 @@
 //! landing fit one 32-bit word per thread.
 
 use super::program::{
-    AsyncCopy, CopyAt, CopyEngine, GpuBlock, GpuOp, GpuProgram, Stage, TmaStride, TmaView,
+    AllocId, AsyncCopy, CopyAt, CopyEngine, GpuBlock, GpuOp, GpuProgram, Stage, TmaStride, TmaView,
 };
 use super::row_affine::RowAffineCtx;
 use crate::ir::{Function, OpKind, ValueId};
@@ -48,66 +48,78 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
 
 fn visit(f: &Function, defs: &[Option<crate::ir::OpId>], p: &mut GpuProgram, b: &mut GpuBlock) {
     for i in 0..b.ops.len() {
-        let GpuOp::For {
-            op: loop_op,
-            pipelined: true,
-            ..
-        } = &b.ops[i]
-        else {
-            for inner in super::program::nested_mut(&mut b.ops[i]) {
-                visit(f, defs, p, inner);
+        match &b.ops[i] {
+            GpuOp::For {
+                op,
+                pipelined: true,
+                ..
+            } => {
+                let loop_op = *op;
+                convert_loop(f, defs, p, b, i, loop_op);
             }
-            continue;
-        };
-        let loop_op = *loop_op;
-        let mut planned = Vec::new();
-        if let GpuOp::For { body, .. } = &b.ops[i] {
-            for op in &body.ops {
-                if let GpuOp::AsyncCopy(c) = op {
-                    if c.at == CopyAt::Ahead(1) && c.stage == Stage::Next {
-                        if let Some(e) = plan(f, defs, p, c) {
-                            planned.push((c.load, c.dst, e));
-                        }
-                    }
+            _ => {
+                for inner in super::program::nested_mut(&mut b.ops[i]) {
+                    visit(f, defs, p, inner);
                 }
-            }
-        }
-        if planned.is_empty() {
-            continue;
-        }
-        // The prologue's copies of the same loads (before the loop, in this block).
-        let set = |op: &mut GpuOp| {
-            if let GpuOp::AsyncCopy(c) = op {
-                if c.loop_op == Some(loop_op) {
-                    if let Some((_, _, e)) =
-                        planned.iter().find(|(l, d, _)| *l == c.load && *d == c.dst)
-                    {
-                        c.engine = e.clone();
-                    }
-                }
-            }
-        };
-        b.ops[..i].iter_mut().for_each(set);
-        if let GpuOp::For { body, .. } = &mut b.ops[i] {
-            body.ops.iter_mut().for_each(set);
-            let top = body
-                .ops
-                .iter()
-                .position(|o| matches!(o, GpuOp::Wait { .. }));
-            let at = top.map_or(0, |t| t + 1);
-            let mut allocs: Vec<_> = planned.iter().map(|(_, d, _)| *d).collect();
-            allocs.dedup();
-            for (k, a) in allocs.into_iter().enumerate() {
-                body.ops.insert(
-                    at + k,
-                    GpuOp::TmaLanded {
-                        alloc: a,
-                        stage: Stage::Current,
-                    },
-                );
             }
         }
     }
+}
+
+/// Moves the eligible copies of the pipelined loop `b.ops[i]` (and their prologue copies,
+/// before it in `b`) by TMA, and marks where each stage lands: after the loop top's wait.
+fn convert_loop(
+    f: &Function,
+    defs: &[Option<crate::ir::OpId>],
+    p: &mut GpuProgram,
+    b: &mut GpuBlock,
+    i: usize,
+    loop_op: crate::ir::OpId,
+) {
+    let GpuOp::For { body, .. } = &b.ops[i] else {
+        return;
+    };
+    let mut planned = Vec::new();
+    for op in &body.ops {
+        if let GpuOp::AsyncCopy(c) = op {
+            if c.at == CopyAt::Ahead(1) && c.stage == Stage::Next {
+                if let Some(e) = plan(f, defs, p, c) {
+                    planned.push((c.load, c.dst, e));
+                }
+            }
+        }
+    }
+    if planned.is_empty() {
+        return;
+    }
+    let set = |op: &mut GpuOp| {
+        if let GpuOp::AsyncCopy(c) = op {
+            let same =
+                |(l, d, _): &&(crate::ir::OpId, AllocId, CopyEngine)| *l == c.load && *d == c.dst;
+            if let Some((_, _, e)) = planned
+                .iter()
+                .find(same)
+                .filter(|_| c.loop_op == Some(loop_op))
+            {
+                c.engine = e.clone();
+            }
+        }
+    };
+    b.ops[..i].iter_mut().for_each(set);
+    let GpuOp::For { body, .. } = &mut b.ops[i] else {
+        return;
+    };
+    body.ops.iter_mut().for_each(set);
+    let at = body
+        .ops
+        .iter()
+        .position(|o| matches!(o, GpuOp::Wait { .. }))
+        .map_or(0, |t| t + 1);
+    let landed = planned.iter().map(|(_, alloc, _)| GpuOp::TmaLanded {
+        alloc: *alloc,
+        stage: Stage::Current,
+    });
+    body.ops.splice(at..at, landed);
 }
 
 /// The engine of copy `c` when it can move by TMA (and its tensor map, added to `p`).
