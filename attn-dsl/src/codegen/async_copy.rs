@@ -123,6 +123,28 @@ impl<'f> Emitter<'f> {
             })
     }
 
+    /// The ring index of `stage` in a ring of `stages` buffers, as a C++ expression
+    /// (`counter`, or the innermost pipelined loop's, for Current/Next).
+    pub(crate) fn stage_index(
+        &self,
+        stages: usize,
+        stage: Stage,
+        counter: Option<&str>,
+    ) -> Res<String> {
+        let counter = || self.stage_counter(stage, counter);
+        Ok(match stage {
+            Stage::Only => "0".into(),
+            Stage::Fixed(k) => k.to_string(),
+            Stage::Current => counter()?,
+            // The buffer the previous iteration read: `counter - 1` around the ring.
+            Stage::Next if stages == 2 => format!("({} ^ 1)", counter()?),
+            Stage::Next => {
+                let c = counter()?;
+                format!("({c} == 0 ? {} : {c} - 1)", stages - 1)
+            }
+        })
+    }
+
     /// Pointer to the first element of `stage` of alloc `a` (innermost pipelined loop's
     /// counter for Current/Next).
     pub(crate) fn stage_base(
@@ -134,18 +156,13 @@ impl<'f> Emitter<'f> {
         let al = self.prog.alloc(a);
         let elems = al.stage_bytes() / al.elem.size_bytes();
         let base = buf_name(a);
-        let counter = || self.stage_counter(stage, counter);
         Ok(match stage {
             Stage::Only => base,
             Stage::Fixed(k) => format!("({base} + {})", k * elems),
-            Stage::Current => format!("({base} + {} * {elems})", counter()?),
-            // The buffer the previous iteration read: `counter - 1` around the ring.
-            Stage::Next if al.stages == 2 => format!("({base} + ({} ^ 1) * {elems})", counter()?),
-            Stage::Next => {
-                let c = counter()?;
-                let last = al.stages - 1;
-                format!("({base} + ({c} == 0 ? {last} : {c} - 1) * {elems})")
-            }
+            _ => format!(
+                "({base} + {} * {elems})",
+                self.stage_index(al.stages, stage, counter)?
+            ),
         })
     }
 
@@ -250,7 +267,6 @@ impl<'f> Emitter<'f> {
         };
         let al = self.prog.alloc(c.dst).clone();
         let (lanes, chunk) = (c.map.lanes, c.map.chunk);
-        let rows_per_pass = self.threads / lanes;
         let (row, cc) = ("attn_row", "attn_col");
         match &guard {
             Some(g) => self.w.open(format!("if ({g})")),
@@ -279,7 +295,6 @@ impl<'f> Emitter<'f> {
         }
         let mut bound = Vec::new();
         self.hoist_uniform_regions(cs, scope, &mut bound)?;
-        let passes = al.rows.div_ceil(rows_per_pass);
         if tma {
             self.tma_clear_bits(cs);
             match self.tma_masks_all_true(cs, scope)? {
@@ -287,10 +302,7 @@ impl<'f> Emitter<'f> {
                 None => self.w.open(""),
             }
         }
-        self.w.open_unrolled("p", passes);
-        self.w.line(format!(
-            "const int {row} = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
-        ));
+        self.open_copy_passes(al.rows, lanes);
         let mut masks = Vec::with_capacity(cs.len());
         for c in cs {
             let load = self.f.op(c.load);
@@ -399,9 +411,20 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
+    /// Opens the unrolled loop (`p`) over the passes of a copy distribution of `lanes`
+    /// threads a row over `rows` alloc rows, binding this thread's `attn_row` and
+    /// `attn_lane_in_row`.
+    pub(crate) fn open_copy_passes(&mut self, rows: usize, lanes: usize) {
+        let rows_per_pass = self.threads / lanes;
+        self.w.open_unrolled("p", rows.div_ceil(rows_per_pass));
+        self.w.line(format!(
+            "const int attn_row = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
+        ));
+    }
+
     /// A row's chunk loop over `cols` columns (`chunk` per `cp.async`, `lanes` per row),
     /// issuing `calls` at chunk column `attn_col`.
-    fn chunk_loop(
+    pub(crate) fn chunk_loop(
         &mut self,
         contiguous: bool,
         cols: usize,

@@ -1,6 +1,7 @@
 //! TMA copies as CUDA (sm_90a branch; the `#else` branch keeps the `cp.async` form):
-//! tensor-map parameters, one mbarrier per ring stage, the boxes issued by thread 0, and,
-//! where the boxes land, the masked chunks zeroed by the threads that found them masked.
+//! tensor-map parameters, one mbarrier per ring stage, the boxes issued by the first lane of
+//! each warp, and, where the boxes land, the masked chunks zeroed by the threads that found
+//! them masked.
 //!
 //! Every thread still evaluates the copy's mask in the `cp.async` distribution (cheap: no
 //! addresses) and keeps one bit per masked chunk in a register (`attn_zb<alloc>`); after
@@ -46,11 +47,6 @@ fn tensor_map(m: usize) -> String {
 }
 
 impl<'f> Emitter<'f> {
-    /// The TMA-copied allocs, in a fixed order (their mbarriers are `2k`, `2k + 1`).
-    pub(crate) fn tma_allocs(&self) -> Vec<AllocId> {
-        self.prog.tma_allocs()
-    }
-
     /// A TMA copy into `a` (each alloc's copies share one map and distribution).
     fn tma_copy_of(&self, a: AllocId) -> Option<AsyncCopy> {
         let mut found = None;
@@ -115,7 +111,7 @@ impl<'f> Emitter<'f> {
     /// At the kernel's start: the mbarriers (initialized by thread 0 before a barrier), the
     /// stride reciprocals, the phase bits and the masked-chunk bits.
     pub(crate) fn emit_tma_setup(&mut self) -> Res<()> {
-        let allocs = self.tma_allocs();
+        let allocs = self.prog.tma_allocs();
         if allocs.is_empty() {
             return Ok(());
         }
@@ -152,25 +148,19 @@ impl<'f> Emitter<'f> {
     /// The mbarrier of `stage` of alloc `a`.
     fn tma_barrier(&self, a: AllocId, stage: Stage, counter: Option<&str>) -> Res<String> {
         let k = self
+            .prog
             .tma_allocs()
             .iter()
             .position(|&x| x == a)
             .ok_or_else(|| CodegenError::Malformed(format!("%a{} has no TMA copy", a.0)))?;
-        let counter = || self.stage_counter(stage, counter);
-        let s = match stage {
-            Stage::Only => "0".to_string(),
-            Stage::Fixed(j) => j.to_string(),
-            Stage::Current => counter()?,
-            Stage::Next => format!("({} ^ 1)", counter()?),
-        };
+        let s = self.stage_index(TMA_STAGES, stage, counter)?;
         Ok(format!("{} + {s}", TMA_STAGES * k))
     }
 
     /// The statement recording chunk `(p, s)`'s mask in the copy's bits (the TMA form of
     /// its `cp.async`).
     pub(crate) fn tma_zero_bit(&self, c: &AsyncCopy, mask: &str) -> String {
-        let al = self.prog.alloc(c.dst);
-        let slots = (al.cols / c.map.chunk).div_ceil(c.map.lanes);
+        let slots = c.map.slots_per_row(self.prog.alloc(c.dst).cols);
         format!(
             "{} |= (({mask}) ? 0u : 1u) << (p * {slots} + s);",
             zero_bits(c.dst)
@@ -449,15 +439,14 @@ impl<'f> Emitter<'f> {
     }
 
     /// Where `stage` of alloc `a` must have landed: wait on its mbarrier, flip its phase,
-    /// and zero the chunks this thread found masked.
+    /// and zero the chunks this thread found masked (in the copy's own distribution).
     pub(crate) fn emit_tma_landed(&mut self, a: AllocId, stage: Stage) -> Res<()> {
         let c = self
             .tma_copy_of(a)
             .ok_or_else(|| CodegenError::Malformed(format!("%a{} has no TMA copy", a.0)))?;
         let al = self.prog.alloc(a).clone();
         let (lanes, chunk) = (c.map.lanes, c.map.chunk);
-        let rows_per_pass = self.threads / lanes;
-        let slots = (al.cols / chunk).div_ceil(lanes);
+        let slots = c.map.slots_per_row(al.cols);
         let bar = self.tma_barrier(a, stage, None)?;
         let dst = self.stage_base(a, stage, None)?;
         let zb = zero_bits(a);
@@ -470,25 +459,15 @@ impl<'f> Emitter<'f> {
         self.w.open(format!("if ({zb} != 0u)"));
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
-        self.w.open_unrolled("p", al.rows.div_ceil(rows_per_pass));
-        self.w.line(format!(
-            "const int attn_row = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
-        ));
+        self.open_copy_passes(al.rows, lanes);
         let (row_start, dst_stride) = al.copy_row("attn_row", "attn_lane_in_row", lanes, chunk);
         self.w.line(format!(
             "unsigned short* const attn_dst_row = attn_dst + {row_start};"
         ));
-        self.w.open_unrolled("s", slots);
-        if !(al.cols / chunk).is_multiple_of(lanes) {
-            self.w.line(format!(
-                "if ((attn_lane_in_row + s * {lanes}) * {chunk} >= {}) break;",
-                al.cols
-            ));
-        }
-        self.w.line(format!(
+        let zero = format!(
             "if (({zb} >> (p * {slots} + s)) & 1u) attn_st_zero16(attn_dst_row + s * {dst_stride});"
-        ));
-        self.w.close("");
+        );
+        self.chunk_loop(true, al.cols, lanes, chunk, &[zero]);
         self.w.close("");
         self.w.line("attn_fence_proxy_async();");
         self.w.close("");

@@ -164,6 +164,11 @@ pub struct TileInAlloc {
 }
 
 impl TileInAlloc {
+    /// Chunks each thread of a row's lane group copies from a row of `cols` columns.
+    pub fn slots_per_row(&self, cols: usize) -> usize {
+        (cols / self.chunk).div_ceil(self.lanes)
+    }
+
     /// Lanes per row for a `rows` x `per_row`-chunk tile copied by `threads` threads: the
     /// fewest that still give each row at least `min_lanes` (or, with fewer rows than lane
     /// groups, every thread a row), such that whole passes cover the rows. `None` when no
@@ -228,7 +233,7 @@ pub struct AsyncCopy {
     /// The pipelined loop whose first or next iteration the copy is for.
     pub loop_op: Option<OpId>,
     /// Who moves the bytes: the threads (`cp.async` chunks) or the tensor memory
-    /// accelerator (TMA boxes issued by one thread).
+    /// accelerator (TMA boxes, issued by the first lane of each warp).
     pub engine: CopyEngine,
 }
 
@@ -238,7 +243,7 @@ pub enum CopyEngine {
     /// Every thread copies its 16-byte chunks with `cp.async`.
     #[default]
     Threads,
-    /// One thread issues the tile as TMA boxes through [`GpuProgram::tensor_maps`]`[map]`,
+    /// The warps' first lanes issue the tile as TMA boxes through [`GpuProgram::tensor_maps`]`[map]`,
     /// `group_rows` alloc rows each (whose source rows are one row stride apart), one box
     /// per 64-column block; they complete on the alloc stage's `mbarrier`. The threads
     /// still evaluate the copy's mask in their chunk distribution and zero the masked chunks

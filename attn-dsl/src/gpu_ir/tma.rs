@@ -140,7 +140,7 @@ fn plan(
     }
     let threads = 32 * f.num_warps as usize;
     let passes = al.rows.div_ceil(threads / c.map.lanes);
-    let slots = (al.cols / c.map.chunk).div_ceil(c.map.lanes);
+    let slots = c.map.slots_per_row(al.cols);
     if passes * slots > MAX_ZERO_BITS {
         return None;
     }

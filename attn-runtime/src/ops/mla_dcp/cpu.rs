@@ -221,10 +221,16 @@ fn run_partial_stage(
     [out, lse]: [BufferRole; 2],
 ) -> Result<(HostBuffer, HostBuffer), CpuDecodeError> {
     let mut bufs = run_stage(plan, f, launch, inputs, &[out, lse])?;
-    Ok((
-        take(&mut bufs, launch.kernel, out)?,
-        take(&mut bufs, launch.kernel, lse)?,
-    ))
+    take_pair(&mut bufs, launch.kernel, [out, lse])
+}
+
+/// Takes a partial's `(out, lse)` buffers back out of a stage's buffer map.
+fn take_pair(
+    bufs: &mut BTreeMap<BufferRole, HostBuffer>,
+    kernel: &'static str,
+    [out, lse]: [BufferRole; 2],
+) -> Result<(HostBuffer, HostBuffer), CpuDecodeError> {
+    Ok((take(bufs, kernel, out)?, take(bufs, kernel, lse)?))
 }
 
 /// Takes a stage's output back out of its buffer map.
@@ -361,10 +367,8 @@ fn take_splits(
     bufs: &mut BTreeMap<BufferRole, HostBuffer>,
     kernel: &'static str,
 ) -> Result<HistorySplits, CpuDecodeError> {
-    Ok(HistorySplits {
-        out: take(bufs, kernel, BufferRole::SplitOut)?,
-        lse: take(bufs, kernel, BufferRole::SplitLse)?,
-    })
+    let (out, lse) = take_pair(bufs, kernel, [BufferRole::SplitOut, BufferRole::SplitLse])?;
+    Ok(HistorySplits { out, lse })
 }
 
 /// The reduce of the history splits into this rank's `hist_send` (a plan without a reduce
@@ -400,10 +404,14 @@ pub fn run_history(
     let splits = take_splits(&mut bufs, kernel)?;
     match run_history_reduce(plan, kernels, splits)? {
         Some(send) => Ok(send),
-        None => Ok(ExchangeBuffer {
-            out: take(&mut bufs, kernel, BufferRole::SendOut)?,
-            lse: take(&mut bufs, kernel, BufferRole::SendLse)?,
-        }),
+        None => {
+            let (out, lse) = take_pair(
+                &mut bufs,
+                kernel,
+                [BufferRole::SendOut, BufferRole::SendLse],
+            )?;
+            Ok(ExchangeBuffer { out, lse })
+        }
     }
 }
 
