@@ -70,7 +70,8 @@ impl<'f> Emitter<'f> {
                 Ok(())
             }
             GpuOp::Barrier { reason } => {
-                self.w.line(format!("__syncthreads(); // {reason:?}"));
+                let sync = self.block_sync();
+                self.w.line(format!("{sync} // {reason:?}"));
                 Ok(())
             }
             GpuOp::Mma {
@@ -95,6 +96,7 @@ impl<'f> Emitter<'f> {
                 Ok(())
             }
             GpuOp::TmaLanded { alloc, stage } => self.emit_tma_landed(*alloc, *stage),
+            GpuOp::Stage(sync) => self.emit_stage_sync(*sync),
             other => Err(CodegenError::Malformed(format!(
                 "{other:?} is not a memory op"
             ))),
@@ -225,15 +227,30 @@ impl<'f> Emitter<'f> {
         let lop = self.f.op(l);
         let body = &lop.regions[0];
         let iv = body.args[0];
-        let name = |e: &Self, i: usize| e.name(lop.operands[i]).map(str::to_string);
-        let (lo, hi, step) = (name(self, 0)?, name(self, 1)?, name(self, 2)?);
         let counter = self.stage_var(l)?;
+        let (iv_expr, guard) = self.copy_iteration(l, c.at)?;
+        let inside = defined_in(self.f, body);
+        let scope = Scope::Loop {
+            iv,
+            iv_expr,
+            defined_in_body: &inside,
+        };
+        self.copy_chunks(cs, &scope, Some(guard), Some(&counter), tma)
+    }
+
+    /// The induction variable of the iteration a copy of pipelined loop `l` moves (`at`:
+    /// a prologue's or the one ahead), and the condition that the loop has it.
+    pub(crate) fn copy_iteration(&self, l: OpId, at: CopyAt) -> Res<(String, String)> {
+        let lop = self.f.op(l);
+        let iv = lop.regions[0].args[0];
+        let name = |i: usize| self.name(lop.operands[i]).map(str::to_string);
+        let (lo, hi, step) = (name(0)?, name(1)?, name(2)?);
         let ahead = |from: &str, k: usize| match k {
             0 => from.to_string(),
             1 => format!("({from} + {step})"),
             k => format!("({from} + {k} * {step})"),
         };
-        let iv_expr = match c.at {
+        let iv_expr = match at {
             CopyAt::Prologue(k) => ahead(&lo, k),
             CopyAt::Ahead(k) => ahead(self.name(iv)?, k),
             CopyAt::InPlace => {
@@ -243,13 +260,7 @@ impl<'f> Emitter<'f> {
             }
         };
         let guard = format!("{iv_expr} < {hi}");
-        let inside = defined_in(self.f, body);
-        let scope = Scope::Loop {
-            iv,
-            iv_expr,
-            defined_in_body: &inside,
-        };
-        self.copy_chunks(cs, &scope, Some(guard), Some(&counter), tma)
+        Ok((iv_expr, guard))
     }
 
     /// The per-thread loops over the copies' rows (passes) and each row's 16-byte chunks:

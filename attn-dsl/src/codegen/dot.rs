@@ -142,10 +142,10 @@ impl<'f> Emitter<'f> {
         self.w
             .line("float* sa = reinterpret_cast<float*>(attn_scratch);");
         self.w.line(format!("float* sb = sa + {};", m * k));
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.scatter(a, "sa", &format!("r * {k} + c"), str::to_string, false)?;
         self.scatter(b, "sb", &format!("r * {n} + c"), str::to_string, false)?;
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         let rm = self.map(res);
         self.w.open_unrolled("s", rm.slots());
         self.w
@@ -204,7 +204,7 @@ impl<'f> Emitter<'f> {
         } else {
             self.w
                 .line("float* sc = reinterpret_cast<float*>(attn_scratch);");
-            self.w.line("__syncthreads();");
+            self.emit_block_sync();
             self.scatter(
                 acc,
                 "sc",
@@ -212,7 +212,7 @@ impl<'f> Emitter<'f> {
                 str::to_string,
                 false,
             )?;
-            self.w.line("__syncthreads();");
+            self.emit_block_sync();
             self.w.open_unrolled("j", per_warp);
             tile_coords(&mut self.w);
             self.w.open_unrolled("q", 4);
@@ -259,7 +259,7 @@ impl<'f> Emitter<'f> {
         // 4. Fragments back to the owners of the result.
         self.w
             .line("float* sd = reinterpret_cast<float*>(attn_scratch);");
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.w.open_unrolled("j", per_warp);
         tile_coords(&mut self.w);
         self.w.open_unrolled("q", 4);
@@ -271,7 +271,7 @@ impl<'f> Emitter<'f> {
         ));
         self.w.close("");
         self.w.close("");
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         let rm = self.map(res);
         self.w.open_unrolled("s", rm.slots());
         self.w
@@ -304,7 +304,7 @@ impl<'f> Emitter<'f> {
             "unsigned short* sb = reinterpret_cast<unsigned short*>(attn_scratch + {});",
             p.b_offset
         ));
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         if let Some(a) = a {
             self.stage_a(a, p)?;
         }
@@ -317,7 +317,7 @@ impl<'f> Emitter<'f> {
             false,
         )?;
         self.zero_padding("sb", p.n.next_multiple_of(8), p.n, p);
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         Ok(())
     }
 

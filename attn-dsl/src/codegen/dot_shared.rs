@@ -106,9 +106,9 @@ impl<'f> Emitter<'f> {
             self.need_scratch(p.m.next_multiple_of(16) * p.ld * 2);
             self.w
                 .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
-            self.w.line("__syncthreads();");
+            self.emit_block_sync();
             self.stage_a(a, &p)?;
-            self.w.line("__syncthreads();");
+            self.emit_block_sync();
         }
         let steps = SharedSteps {
             a,

@@ -62,7 +62,26 @@ pub(crate) struct Emitter<'f> {
     /// Values read only as the A or B operand of 16-bit dots, which round every element to
     /// the operand type (round to nearest even) when they pack or stage it.
     dot_operand_only: Vec<bool>,
+    /// Which threads the ops being emitted run on (see [`Role`]).
+    pub(crate) role: Role,
 }
+
+/// The threads a program is emitted for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Every thread of the block: block barriers are `__syncthreads`.
+    Whole,
+    /// A warp-specialized kernel's producer: loops and branches carry no values (its
+    /// program keeps only scalar work and copies).
+    Producer,
+    /// A warp-specialized kernel's consumers: block barriers are a named barrier over
+    /// their threads (the producer never reaches them).
+    Consumer,
+}
+
+/// The named barrier of a warp-specialized kernel's consumers (0 is `__syncthreads`, 1-3
+/// are the warpgroup turns).
+pub(crate) const CONSUMER_BARRIER: usize = 4;
 
 impl<'f> Emitter<'f> {
     pub(crate) fn new(f: &'f Function, prog: &'f GpuProgram) -> Result<Self, CodegenError> {
@@ -99,7 +118,45 @@ impl<'f> Emitter<'f> {
             pending_mma: Default::default(),
             loop_depth: 0,
             dot_operand_only: dot_operand_only(f),
+            role: Role::Whole,
         })
+    }
+
+    /// A barrier over every thread running the program (see [`Role`]).
+    pub(crate) fn emit_block_sync(&mut self) {
+        let sync = self.block_sync();
+        self.w.line(sync);
+    }
+
+    /// The statement of [`Self::emit_block_sync`].
+    pub(crate) fn block_sync(&self) -> String {
+        match self.role {
+            Role::Consumer => format!("attn_bar_sync({CONSUMER_BARRIER}, {});", self.threads),
+            _ => "__syncthreads();".into(),
+        }
+    }
+
+    /// Forgets what the last program emitted (names of its values, its loops' counters,
+    /// held fragments), keeping the parameters' names: the next program is emitted in a
+    /// scope of its own.
+    pub(crate) fn start_program(&mut self, param_names: &[Option<String>]) {
+        self.names = param_names.to_vec();
+        self.stage_vars.clear();
+        self.loop_stage.clear();
+        self.partial_rows.clear();
+        self.hoisted.clear();
+        self.remat_locals.borrow_mut().clear();
+        self.converted.clear();
+        self.held_a.clear();
+        self.pending_mma.clear();
+        self.loop_depth = 0;
+        self.deferred.iter_mut().for_each(|d| *d = false);
+        self.fused.iter_mut().for_each(|d| *d = false);
+    }
+
+    /// The names bound so far (the parameters', before any program is emitted).
+    pub(crate) fn bound_names(&self) -> Vec<Option<String>> {
+        self.names.clone()
     }
 
     /// How many operands (of ops and terminators) read `v`.
@@ -345,16 +402,53 @@ impl<'f> Emitter<'f> {
             self.w.line(format!("// {l}"));
         }
         let params = self.emit_param_list()?;
+        // The body first (the launch bounds of a warp-specialized kernel depend on the
+        // scratch memory it needs), then the signature around it.
+        let outer = std::mem::replace(&mut self.w, super::writer::SourceWriter::at_depth(1));
+        self.emit_body()?;
+        let body = std::mem::replace(&mut self.w, outer);
+        let bounds = match &self.prog.specialization {
+            Some(_) => {
+                let regs = self.ws_registers();
+                regs.define(&mut self.w);
+                format!("{}, {}", regs.block_threads, regs.blocks_per_sm)
+            }
+            None => self.threads.to_string(),
+        };
         self.w.line(format!(
-            "extern \"C\" __global__ void __launch_bounds__({}) {entry}(",
-            self.threads
+            "extern \"C\" __global__ void __launch_bounds__({bounds}) {entry}("
         ));
         for (i, p) in params.iter().enumerate() {
             let sep = if i + 1 == params.len() { "" } else { "," };
             self.w.line(format!("    {p}{sep}"));
         }
         self.w.open(")");
-        self.w.line("const int tid = threadIdx.x;");
+        self.w.append(body);
+        self.w.close("");
+        Ok(())
+    }
+
+    /// The kernel's statements: what every thread shares (parameters, shared-memory
+    /// pointers), then the program, or, warp-specialized, the producer's and the
+    /// consumers' programs.
+    fn emit_body(&mut self) -> Result<(), CodegenError> {
+        if self.prog.specialization.is_none() {
+            self.emit_thread_coords("threadIdx.x");
+        }
+        self.emit_scalar_param_conversions();
+        self.emit_alloc_pointers();
+        if let Some(ws) = &self.prog.specialization {
+            return self.emit_specialized(ws);
+        }
+        self.emit_tma_setup()?;
+        let body = &self.prog.body;
+        self.emit_program(body)
+    }
+
+    /// `tid` (this thread's index among the threads running the program: `from`) and the
+    /// mma fragment coordinates.
+    pub(crate) fn emit_thread_coords(&mut self, from: &str) {
+        self.w.line(format!("const int tid = {from};"));
         // The range lets the compiler divide `tid` by powers of two with plain shifts.
         self.w.line(format!(
             "__builtin_assume(tid >= 0 && tid < {});",
@@ -368,12 +462,12 @@ impl<'f> Emitter<'f> {
                 "const int attn_warp = tid / 32, attn_g = (tid % 32) / 4, attn_t4 = tid % 4;",
             );
         }
-        self.emit_scalar_param_conversions();
-        self.emit_alloc_pointers();
-        self.emit_tma_setup()?;
-        let (f, prog) = (self.f, self.prog);
-        if let Some(term) = self.emit_ops(&prog.body)? {
-            let op = f.op(term);
+    }
+
+    /// Emits the ops of a whole program, which must end in `Return`.
+    pub(crate) fn emit_program(&mut self, body: &'f GpuBlock) -> Result<(), CodegenError> {
+        if let Some(term) = self.emit_ops(body)? {
+            let op = self.f.op(term);
             if op.kind != OpKind::Return {
                 return Err(CodegenError::Malformed(format!(
                     "kernel body ends in {:?}, not Return",
@@ -381,7 +475,6 @@ impl<'f> Emitter<'f> {
                 )));
             }
         }
-        self.w.close("");
         Ok(())
     }
 
@@ -672,6 +765,10 @@ impl<'f> Emitter<'f> {
             Self::operand(op, 1)?,
             Self::operand(op, 2)?,
         );
+        let ring_loop = self.prog.specialization.as_ref().map(|s| s.loop_op);
+        if self.role == Role::Producer && ring_loop == Some(id) {
+            return self.emit_producer_for(id, gbody, pipelined);
+        }
         let held = self.hold_invariant_a_operands(body)?;
         if pipelined {
             let st = self.stage_var(id)?;
@@ -728,6 +825,43 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
+    /// The ring's loop in the producer's program: the induction variable and the ring's
+    /// counter, no carried values (its body yields the consumers' tiles, which it never
+    /// computes).
+    fn emit_producer_for(
+        &mut self,
+        id: OpId,
+        gbody: &'f GpuBlock,
+        pipelined: bool,
+    ) -> Result<(), CodegenError> {
+        let op = self.f.op(id);
+        self.op_comment(op);
+        let body = Self::region(op, 0)?;
+        if pipelined {
+            let st = self.stage_var(id)?;
+            self.stage_vars.push(st);
+        }
+        let iv = *body
+            .args
+            .first()
+            .ok_or_else(|| CodegenError::Malformed("for without induction variable".into()))?;
+        let ivn = self.bind_new(iv);
+        let bound = |e: &Self, i: usize| -> Result<String, CodegenError> {
+            Ok(e.name(Self::operand(op, i)?)?.to_string())
+        };
+        let (lo, hi, step) = (bound(self, 0)?, bound(self, 1)?, bound(self, 2)?);
+        self.w.open(format!(
+            "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
+        ));
+        self.emit_ops(gbody)?;
+        if pipelined {
+            let st = self.stage_vars.pop().unwrap_or_default();
+            self.w.line(format!("{st} ^= 1;"));
+        }
+        self.w.close("");
+        Ok(())
+    }
+
     fn emit_if(
         &mut self,
         op: &'f Op,
@@ -744,6 +878,7 @@ impl<'f> Emitter<'f> {
         let ev = self.emit_region(else_block, OpKind::Yield)?;
         self.assign_all(&results, &ev)?;
         self.w.close("");
+        // (The producer's branches have no results: the split keeps only such on its path.)
         Ok(())
     }
 

@@ -26,7 +26,7 @@ impl<'f> Emitter<'f> {
         self.w.open("");
         self.w
             .line(format!("{st}* sx = reinterpret_cast<{st}*>(attn_scratch);"));
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.w.open_unrolled("s", m.slots());
         let store = format!(
             "sx[{}] = {};",
@@ -38,7 +38,7 @@ impl<'f> Emitter<'f> {
             None => self.w.line(store),
         }
         self.w.close("");
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         Ok(())
     }
 

@@ -134,14 +134,14 @@ impl<'f> Emitter<'f> {
         self.w.line(format!(
             "{ct}* attn_red = reinterpret_cast<{ct}*>(attn_scratch);"
         ));
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.w.open_unrolled("r", rows.slots());
         self.w.line(format!(
             "if (attn_t4 == 0) attn_red[{row} * {cw} + {}] = attn_part[r];",
             rows.warp_col()
         ));
         self.w.close("");
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.w.open_unrolled("r", rows.slots());
         self.w
             .line(format!("const {ct}* row = attn_red + {row} * {cw};"));

@@ -63,9 +63,9 @@ impl<'f> Emitter<'f> {
         self.w.open("");
         self.w
             .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.stage_a(a, p)?;
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.w.open_unrolled("j", map.slabs_per_warp);
         // Warps past the last slab read the last one (their fragments are never used).
         self.w.line(format!(

@@ -338,6 +338,23 @@ __device__ __forceinline__ void attn_mbar_wait(unsigned long long* bar, unsigned
                      : "memory");
     } while (!done);
 }
+/// A plain arrival on `bar` (release: this thread's earlier writes, and what it observed,
+/// are visible to the threads its phase completion releases).
+__device__ __forceinline__ void attn_mbar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(attn_smem_addr(bar)) : "memory");
+}
+/// The lanes of a warp meet (before one of them arrives on an mbarrier for the warp).
+__device__ __forceinline__ void attn_warp_sync() { __syncwarp(); }
+/// A warpgroup's registers per thread, lowered (the producer) or raised (the consumers)
+/// from the launch's budget: the block's pool moves between warpgroups.
+template <int N>
+__device__ __forceinline__ void attn_setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void attn_setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
 /// One box at element coordinates (x, y) of `map` into `dst` (1024-byte aligned for the
 /// 128-byte swizzle), completing on `bar`.
 __device__ __forceinline__ void attn_tma_load_2d(void* dst, const attn_tensor_map* map, int x,
@@ -369,6 +386,14 @@ __device__ __forceinline__ void attn_st_zero16(void* p) {
     asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(attn_smem_addr(p)), "r"(0u)
                  : "memory");
 }
+#endif
+
+/// Whether a warp-specialized kernel runs its producer/consumer split (sm_90a: mbarriers,
+/// `setmaxnreg`) or its unsplit program on the consumers' threads.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTN_WARP_SPECIALIZED 1
+#else
+#define ATTN_WARP_SPECIALIZED 0
 #endif
 
 /// Dynamic shared memory: one scratch buffer reused by every op that moves data between threads.

@@ -136,7 +136,7 @@ impl<'f> Emitter<'f> {
         }
         self.w.line("attn_mbar_init_fence();");
         self.w.close("");
-        self.w.line("__syncthreads();");
+        self.emit_block_sync();
         self.w.line("unsigned attn_tma_phase = 0u;");
         for a in allocs {
             self.w.line(format!("unsigned {} = 0u;", zero_bits(a)));

@@ -63,6 +63,20 @@ impl SourceWriter {
         self.open(format!("for (int {var} = 0; {var} < {n}; ++{var})"));
     }
 
+    /// An empty writer whose lines start `depth` levels in (text emitted before the code
+    /// around it is known).
+    pub(crate) fn at_depth(depth: usize) -> Self {
+        SourceWriter {
+            text: String::new(),
+            depth,
+        }
+    }
+
+    /// Appends the lines of `inner` as they are.
+    pub(crate) fn append(&mut self, inner: SourceWriter) {
+        self.text.push_str(&inner.text);
+    }
+
     pub(crate) fn finish(self) -> String {
         self.text
     }

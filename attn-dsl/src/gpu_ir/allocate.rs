@@ -3,7 +3,7 @@
 //! iteration comes back to it); allocs whose lives do not overlap share bytes. Offsets are
 //! 16-byte aligned (what `cp.async` and `ldmatrix` rows need), 1024-byte aligned for swizzled
 //! allocs (whole swizzle atoms, as tensor-core descriptors address them). The TMA copies'
-//! mbarriers follow the allocs; the tile emitter's scratch buffer comes after them.
+//! mbarriers and the warp-specialized ring's follow the allocs; the tile emitter's scratch buffer comes after them.
 
 use super::program::{AllocId, GpuBlock, GpuOp, GpuProgram};
 
@@ -12,6 +12,17 @@ pub fn run(p: &mut GpuProgram) {
     let mut live = vec![None::<(usize, usize)>; p.allocs.len()];
     let mut clock = 0;
     number(&p.body, &mut clock, &mut live);
+    // The producer may fill its ring before the consumers reach the loop: the allocs it
+    // writes are alive from the start to the end of the loop (the consumers' last read).
+    if let Some(ws) = &p.specialization {
+        let mut ring = vec![None; live.len()];
+        number(&ws.producer, &mut 0, &mut ring);
+        for (l, r) in live.iter_mut().zip(&ring) {
+            if r.is_some() {
+                *l = Some((0, l.map_or(clock, |l| l.1)));
+            }
+        }
+    }
     let mut order: Vec<usize> = (0..p.allocs.len()).collect();
     order.sort_by_key(|&i| live[i].map(|l| l.0).unwrap_or(usize::MAX));
     let mut placed: Vec<(usize, usize, (usize, usize))> = Vec::new();
@@ -39,7 +50,11 @@ pub fn run(p: &mut GpuProgram) {
         total = total.max(offset + size);
     }
     p.tma_offset = total.next_multiple_of(8);
-    p.alloc_bytes = (p.tma_offset + p.tma_bytes()).next_multiple_of(16);
+    let ws_offset = p.tma_offset + p.tma_bytes();
+    if let Some(ws) = &mut p.specialization {
+        ws.mbar_offset = ws_offset;
+    }
+    p.alloc_bytes = (ws_offset + p.ws_bytes()).next_multiple_of(16);
 }
 
 /// Numbers ops in program order and records each alloc's live range.

@@ -84,6 +84,7 @@ pub fn lower(f: &Function, axis: AxisAnalysis) -> GpuProgram {
         axis,
         tensor_maps: Vec::new(),
         tma_offset: 0,
+        specialization: None,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod sink;
 pub mod sync;
 pub mod tma;
 pub mod verify;
+pub mod warp_specialize;
 pub mod warpgroup_turns;
 
 pub use program::*;
@@ -50,6 +51,8 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // On Hopper, one thread moves a paged tile as TMA boxes (a page's rows by 64 columns)
     // instead of every thread computing an address per 16 bytes; the schedule stays.
     tma::run(f, &mut p);
+    // On Hopper, a producer warpgroup takes the loop's copies off the math warps (opt-in).
+    warp_specialize::run(f, &mut p);
     // Bytes by liveness, once nothing moves any more.
     allocate::run(&mut p);
     verify::verify(f, &p)?;

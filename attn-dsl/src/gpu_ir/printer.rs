@@ -1,7 +1,7 @@
 //! Text form of a GPU program: the allocs, then the op tree with tile ops named by their
 //! tile-IR op kind and result. Tests snapshot it; it is what `attn emit --gpu-ir` prints.
 
-use super::program::{CopyAt, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
+use super::program::{CopyAt, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage, StageSync};
 use crate::ir::{Function, OpId};
 use std::fmt::Write;
 
@@ -26,6 +26,11 @@ pub fn print_program(f: &Function, p: &GpuProgram) -> String {
         );
     }
     let _ = writeln!(s, "// shared: {} bytes of allocs", p.alloc_bytes);
+    if let Some(ws) = &p.specialization {
+        let _ = writeln!(s, "// producer warpgroup ({} threads):", ws.producer_threads);
+        block(f, &ws.producer, 0, &mut s);
+        let _ = writeln!(s, "// consumers:");
+    }
     block(f, &p.body, 0, &mut s);
     s
 }
@@ -132,6 +137,12 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
             ),
             GpuOp::MmaWait { dot } => format!("mma_wait %{}", f.op(*dot).results[0].0),
             GpuOp::Turn(t) => format!("turn {}", format!("{t:?}").to_lowercase()),
+            GpuOp::Stage(sync) => match sync {
+                StageSync::Acquire { stage: st, .. } => format!("stage_acquire{}", stage(*st)),
+                StageSync::Filled => "stage_filled[cur]".into(),
+                StageSync::Wait => "stage_wait[cur]".into(),
+                StageSync::Release => "stage_release[cur]".into(),
+            },
         };
         let _ = writeln!(s, "{pad}{line}");
         let inner = super::program::nested(op);

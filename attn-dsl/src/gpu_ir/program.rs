@@ -359,7 +359,52 @@ pub enum GpuOp {
     /// The two warpgroups of a program take turns issuing tensor-core work (warpgroup MMAs
     /// only), so one's softmax runs while the other's MMAs do.
     Turn(Turn),
+    /// A step of the stage handshake between the producer warpgroup and the consumers of a
+    /// warp-specialized loop ([`WarpSpecialization`]).
+    Stage(StageSync),
 }
+
+/// The handshake of a warp-specialized ring: per stage, a *full* mbarrier (the producer's
+/// copies landed) and an *empty* one (the consumers are done reading it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StageSync {
+    /// Producer, before filling `stage` for the iteration `at` names (issued only when the
+    /// loop has it): wait until the consumers released the stage's previous fill.
+    Acquire { stage: Stage, at: CopyAt },
+    /// Producer, at the top of an iteration: this thread's copies of the current stage
+    /// landed (`cp.async.wait_group 0`), fenced for the async proxy, arrived on *full*.
+    Filled,
+    /// Consumer, at the top of an iteration: wait on the current stage's *full* mbarrier.
+    Wait,
+    /// Consumer, at the end of an iteration: every read of the current stage is done
+    /// (warpgroup MMAs waited for): arrive on its *empty* mbarrier.
+    Release,
+}
+
+/// A warp-specialized kernel (FlashAttention-3's producer/consumer split): one extra
+/// warpgroup, the producer, runs [`Self::producer`] — the pipelined loop's skeleton with
+/// its copies and the scalars their addresses need — while the program's own threads, the
+/// consumers, run [`GpuProgram::body`] without those copies. `setmaxnreg` moves registers
+/// from the producer (few: addresses) to the consumers (accumulators).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WarpSpecialization {
+    /// The producer's program: scalar work, the control flow down to the loop, the loop
+    /// with its copies and [`StageSync`] steps.
+    pub producer: GpuBlock,
+    /// The program before the split, for targets that run it on the consumers' threads
+    /// alone (no `setmaxnreg`, no mbarriers: the `mma.sync` branch of the source).
+    pub unsplit: GpuBlock,
+    /// The pipelined loop whose ring the producer fills.
+    pub loop_op: OpId,
+    /// Threads of the producer warpgroup (after the consumers' in the block).
+    pub producer_threads: usize,
+    /// Byte offset of the ring's mbarriers in dynamic shared memory (inside `alloc_bytes`):
+    /// `full[s]` then `empty[s]` for each stage `s`, 8 bytes each.
+    pub mbar_offset: usize,
+}
+
+/// Stages of a warp-specialized ring (each with its full and empty mbarrier).
+pub const WS_STAGES: usize = 2;
 
 /// A step of the warpgroups' turn-taking around a loop (two named barriers, one per
 /// warpgroup: a warpgroup waits on its own before it issues, and arrives on the other's
@@ -413,6 +458,8 @@ pub struct GpuProgram {
     /// row-stride reciprocal, 8 bytes each. Dynamic, not static, shared memory: a static
     /// array would move the dynamic base off the 1024-byte alignment the swizzle needs.
     pub tma_offset: usize,
+    /// The producer/consumer split, when the program is warp-specialized.
+    pub specialization: Option<WarpSpecialization>,
 }
 
 /// Stages of a TMA-copied ring (each with its mbarrier).
@@ -444,6 +491,24 @@ impl GpuProgram {
             return 0;
         }
         8 * (TMA_STAGES * allocs + self.tensor_maps.len())
+    }
+
+    /// Bytes of a warp-specialized ring's mbarriers (see [`WarpSpecialization::mbar_offset`]).
+    pub fn ws_bytes(&self) -> usize {
+        if self.specialization.is_some() {
+            8 * 2 * WS_STAGES
+        } else {
+            0
+        }
+    }
+
+    /// Threads per block: the consumers' (the function's warps), plus the producer's.
+    pub fn block_threads(&self, consumer_threads: usize) -> usize {
+        consumer_threads
+            + self
+                .specialization
+                .as_ref()
+                .map_or(0, |s| s.producer_threads)
     }
 }
 

@@ -7,7 +7,13 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 struct attn_dim3 {
@@ -23,7 +29,7 @@ extern std::barrier<>* attn_warp_barriers[32];
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __restrict__
 #define __builtin_assume(x) ((void)0)
 #define __align__(n) alignas(n)
@@ -31,6 +37,55 @@ extern std::barrier<>* attn_warp_barriers[32];
 
 inline void __syncthreads() { attn_block_barrier->arrive_and_wait(); }
 inline void attn_warp_sync() { attn_warp_barriers[threadIdx.x / 32]->arrive_and_wait(); }
+
+// Warp-specialized kernels run their producer/consumer split here (the consumers' MMAs on
+// the mma.sync branch): mbarriers as (expected, pending, phase) under one lock, named
+// barriers as std::barriers made on first use, setmaxnreg a no-op.
+#define ATTN_WARP_SPECIALIZED 1
+inline std::mutex attn_sim_sync_lock;
+struct attn_sim_mbar {
+    unsigned short expected, pending;
+    unsigned phase;
+};
+static_assert(sizeof(attn_sim_mbar) == 8, "an mbarrier is 8 bytes of shared memory");
+inline void attn_mbar_init(unsigned long long* bar, unsigned count) {
+    std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+    *reinterpret_cast<attn_sim_mbar*>(bar) = {(unsigned short)count, (unsigned short)count, 0u};
+}
+inline void attn_mbar_init_fence() {}
+inline void attn_mbar_arrive(unsigned long long* bar) {
+    std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+    auto* b = reinterpret_cast<attn_sim_mbar*>(bar);
+    if (--b->pending == 0) {
+        b->pending = b->expected;
+        b->phase += 1;
+    }
+}
+// Returns once the phase of this parity completed: the phase in progress has the other one.
+inline void attn_mbar_wait(unsigned long long* bar, unsigned parity) {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+            if ((reinterpret_cast<attn_sim_mbar*>(bar)->phase & 1u) != parity) return;
+        }
+        std::this_thread::yield();
+    }
+}
+template <int N>
+inline void attn_setmaxnreg_dec() {}
+template <int N>
+inline void attn_setmaxnreg_inc() {}
+inline void attn_bar_sync(int id, int n) {
+    static std::map<int, std::unique_ptr<std::barrier<>>> bars;
+    std::barrier<>* b;
+    {
+        std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+        auto& slot = bars[id];
+        if (!slot) slot.reset(new std::barrier<>(n));
+        b = slot.get();
+    }
+    b->arrive_and_wait();
+}
 
 // The TMA path is under `__CUDA_ARCH_FEAT_SM90_ALL`; only its parameters reach the host.
 struct alignas(64) attn_tensor_map {
@@ -249,8 +304,20 @@ inline void attn_cp_commit() {
     attn_copy_groups.push_back(attn_open_copies);
     attn_open_copies.clear();
 }
+// `ATTN_SIM_LANDING_DELAY_US`: copies land that much later, so a reader that does not wait
+// for them (a missing handshake between threads) reads the stage's old bytes.
+inline int attn_sim_landing_delay_us() {
+    static const int us = [] {
+        const char* v = std::getenv("ATTN_SIM_LANDING_DELAY_US");
+        return v ? std::atoi(v) : 0;
+    }();
+    return us;
+}
 template <int N>
 inline void attn_cp_wait() {
+    if (attn_copy_groups.size() > (size_t)N && attn_sim_landing_delay_us() > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(attn_sim_landing_delay_us()));
+    }
     while (attn_copy_groups.size() > (size_t)N) {
         for (auto& c : attn_copy_groups.front()) std::memcpy(c.dst, c.bytes, 16);
         attn_copy_groups.erase(attn_copy_groups.begin());

@@ -1,0 +1,256 @@
+//! Warp-specialized kernels as CUDA (`gpu_ir::warp_specialize`): the block's last
+//! warpgroup runs the producer's program, the others the consumers'; the ring's stages
+//! change hands through a *full* and an *empty* mbarrier each, and `setmaxnreg` moves
+//! registers from the producer to the consumers.
+//!
+//! ```text
+//! if (ATTN_WARP_SPECIALIZED)      mbarriers initialized, __syncthreads
+//!   producer warpgroup:           setmaxnreg.dec; its program; return
+//!   consumers:                    setmaxnreg.inc; their program
+//! else                            the producer's threads return; the unsplit program
+//! ```
+//!
+//! The unsplit program (targets without `setmaxnreg`: the `mma.sync` branch) is the
+//! program before the split, run by the consumers' threads alone. The simulator of emitted
+//! CUDA defines `ATTN_WARP_SPECIALIZED` and runs the split, its consumers on `mma.sync`.
+
+use super::emitter::{Emitter, Role};
+use super::writer::SourceWriter;
+use super::CodegenError;
+use crate::gpu_ir::{Stage, StageSync, WarpSpecialization, WS_STAGES};
+
+type Res<T> = Result<T, CodegenError>;
+
+/// Registers per SM (every sm_80/sm_90 part).
+const SM_REGISTERS: usize = 65536;
+/// Shared memory per SM on sm_90 (228 KiB) and what the driver reserves per block.
+const SM_SHARED_BYTES: usize = 228 * 1024;
+const BLOCK_RESERVED_SHARED_BYTES: usize = 1024;
+/// Registers are allocated per thread in multiples of 8; `setmaxnreg` takes 24..=256.
+const REG_GRANULE: usize = 8;
+const MIN_SETMAXNREG: usize = 24;
+/// The most registers a consumer thread takes (FlashAttention-3's figure; 255 is the ISA's).
+const MAX_CONSUMER_REGS: usize = 240;
+/// The registers the producer keeps: its copies' addresses, masks and V-guard reductions
+/// (P1's producer spills at 40, not at 56; NVRTC 13.0, sm_90a).
+const PRODUCER_REGS: usize = 56;
+/// Blocks per SM the launch bounds ask for at most (two programs hide each other's
+/// softmax; more would starve the consumers of registers).
+const MAX_BLOCKS_PER_SM: usize = 2;
+/// The accumulator registers per consumer thread up to which two blocks share an SM.
+/// ptxas caps every region of a kernel launched two blocks an SM at the launch's share
+/// (128 registers a thread at 256 threads), whatever `setmaxnreg.inc` asks: a
+/// `m64n256` accumulator (128 registers) cannot compile there, a `m64n128` one can.
+const TWO_BLOCK_ACCUMULATOR_REGS: usize = 64;
+
+/// The register split of a warp-specialized kernel.
+pub(crate) struct WsRegisters {
+    pub(crate) block_threads: usize,
+    pub(crate) blocks_per_sm: usize,
+    /// Registers per thread at launch (`__launch_bounds__` gives ptxas this budget).
+    launch: usize,
+    producer: usize,
+    consumer: usize,
+}
+
+impl WsRegisters {
+    /// The macros the program's `setmaxnreg` read, with why they are what they are.
+    pub(crate) fn define(&self, w: &mut SourceWriter) {
+        w.line(format!(
+            "// Warp-specialized: {} threads, {} block(s) per SM, {} registers a thread at launch;",
+            self.block_threads, self.blocks_per_sm, self.launch
+        ));
+        w.line(format!(
+            "// the producer warpgroup drops to {}, the consumers take {}.",
+            self.producer, self.consumer
+        ));
+        w.line(format!("#define ATTN_WS_PRODUCER_REGS {}", self.producer));
+        w.line(format!("#define ATTN_WS_CONSUMER_REGS {}", self.consumer));
+    }
+}
+
+fn round_down(x: usize) -> usize {
+    x / REG_GRANULE * REG_GRANULE
+}
+
+impl<'f> Emitter<'f> {
+    /// How the registers split: the blocks that fit an SM's shared memory (at most two), the
+    /// launch budget they leave each thread, the producer's share (as little as lets the
+    /// consumers reach their cap) and the consumers' (the rest).
+    pub(crate) fn ws_registers(&self) -> WsRegisters {
+        let producers = self
+            .prog
+            .specialization
+            .as_ref()
+            .map_or(0, |s| s.producer_threads);
+        let block_threads = self.threads + producers;
+        let shared = self.prog.alloc_bytes + self.scratch_bytes + BLOCK_RESERVED_SHARED_BYTES;
+        let blocks_per_sm = if self.largest_accumulator() > TWO_BLOCK_ACCUMULATOR_REGS {
+            1
+        } else {
+            (SM_SHARED_BYTES / shared).clamp(1, MAX_BLOCKS_PER_SM)
+        };
+        let launch = round_down(SM_REGISTERS / (blocks_per_sm * block_threads)).min(255);
+        let pool = launch * block_threads;
+        let producer = PRODUCER_REGS;
+        let consumer = round_down((pool - producer * producers) / self.threads)
+            .clamp(MIN_SETMAXNREG, MAX_CONSUMER_REGS);
+        WsRegisters {
+            block_threads,
+            blocks_per_sm,
+            launch,
+            producer,
+            consumer,
+        }
+    }
+
+    /// The most accumulator registers a consumer thread holds for one dot.
+    fn largest_accumulator(&self) -> usize {
+        let mut most = 0;
+        self.f.walk(&mut |_, op| {
+            if op.kind == crate::ir::OpKind::Dot {
+                let elems = self.f.ty(op.results[0]).num_elements();
+                most = most.max(elems / self.threads);
+            }
+        });
+        most
+    }
+
+    /// The body of a warp-specialized kernel (see the module note).
+    pub(crate) fn emit_specialized(&mut self, ws: &'f WarpSpecialization) -> Res<()> {
+        let consumers = self.threads;
+        let params = self.bound_names();
+        self.w.line("#if ATTN_WARP_SPECIALIZED");
+        self.emit_stage_barriers(ws);
+        self.w.open(format!("if (threadIdx.x >= {consumers})"));
+        self.w.line("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();");
+        self.emit_role(Role::Producer, &params, &ws.producer, ws.producer_threads)?;
+        self.w.line("return;");
+        self.w.close("");
+        self.w.line("attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();");
+        self.w.open("");
+        self.emit_role(Role::Consumer, &params, &self.prog.body, consumers)?;
+        self.w.close("");
+        self.w.line("#else");
+        self.w.line(format!(
+            "if (threadIdx.x >= {consumers}) return; // the producer's threads: nothing to do here"
+        ));
+        self.w.open("");
+        self.emit_role(Role::Whole, &params, &ws.unsplit, consumers)?;
+        self.w.close("");
+        self.w.line("#endif");
+        self.role = Role::Whole;
+        Ok(())
+    }
+
+    /// One role's program in a scope of its own, `tid` counting its own threads.
+    fn emit_role(
+        &mut self,
+        role: Role,
+        params: &[Option<String>],
+        body: &'f crate::gpu_ir::GpuBlock,
+        threads: usize,
+    ) -> Res<()> {
+        let all = self.threads;
+        self.start_program(params);
+        self.role = role;
+        self.threads = threads;
+        match role {
+            Role::Producer => self.emit_thread_coords(&format!("(int)threadIdx.x - {all}")),
+            _ => self.emit_thread_coords("threadIdx.x"),
+        }
+        // Per stage, the parity of the phase this role waits for next: the consumers wait
+        // for fills (from phase 0), the producer for releases (a fresh stage counts as
+        // released: parity 1 names the phase before the first).
+        let phases = if role == Role::Producer {
+            (1u32 << WS_STAGES) - 1
+        } else {
+            0
+        };
+        self.w.line(format!("unsigned attn_ws_phase = {phases}u;"));
+        let r = self.emit_program(body);
+        self.threads = all;
+        r
+    }
+
+    /// The ring's mbarriers, initialized by thread 0 before every thread's first use:
+    /// `full[s]` completes when each producer warp arrived, `empty[s]` when each consumer
+    /// warp did.
+    fn emit_stage_barriers(&mut self, ws: &WarpSpecialization) {
+        self.w.line(format!(
+            "unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + {}); // full[{WS_STAGES}], empty[{WS_STAGES}]",
+            ws.mbar_offset
+        ));
+        self.w.open("if (threadIdx.x == 0)");
+        self.w.open_unrolled("s", WS_STAGES);
+        self.w.line(format!(
+            "attn_mbar_init(&attn_ws_bar[s], {}u);",
+            ws.producer_threads / 32
+        ));
+        self.w.line(format!(
+            "attn_mbar_init(&attn_ws_bar[{WS_STAGES} + s], {}u);",
+            self.threads / 32
+        ));
+        self.w.close("");
+        self.w.line("attn_mbar_init_fence();");
+        self.w.close("");
+        self.w.line("__syncthreads();");
+    }
+
+    /// A step of the stage handshake (see [`StageSync`]).
+    pub(crate) fn emit_stage_sync(&mut self, sync: StageSync) -> Res<()> {
+        let loop_op = self
+            .prog
+            .specialization
+            .as_ref()
+            .map(|s| s.loop_op)
+            .ok_or_else(|| CodegenError::Malformed("a stage handshake outside a split".into()))?;
+        match sync {
+            StageSync::Acquire { stage, at } => {
+                let (_, guard) = self.copy_iteration(loop_op, at)?;
+                let counter = self.stage_var(loop_op)?;
+                let s = self.stage_index(WS_STAGES, stage, Some(&counter))?;
+                self.w.open(format!("if ({guard})"));
+                self.emit_phase_wait(&format!("{WS_STAGES} + {s}"), &s);
+                self.w.close("");
+            }
+            StageSync::Filled => {
+                let s = self.stage_index(WS_STAGES, Stage::Current, None)?;
+                self.w
+                    .line("// this thread's copies of the stage landed, visible to wgmma");
+                self.w.line("attn_cp_wait<0>();");
+                self.w.line("attn_fence_proxy_async();");
+                self.emit_warp_arrive(&s);
+            }
+            StageSync::Wait => {
+                let s = self.stage_index(WS_STAGES, Stage::Current, None)?;
+                self.emit_phase_wait(&s, &s);
+            }
+            StageSync::Release => {
+                let s = self.stage_index(WS_STAGES, Stage::Current, None)?;
+                self.emit_warp_arrive(&format!("{WS_STAGES} + {s}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the next phase of mbarrier `bar` (an index) this role waits on for ring
+    /// stage `stage`, and flips that stage's parity.
+    fn emit_phase_wait(&mut self, bar: &str, stage: &str) {
+        self.w.open("");
+        self.w.line(format!("const unsigned attn_s = {stage};"));
+        self.w.line(format!(
+            "attn_mbar_wait(&attn_ws_bar[{bar}], (attn_ws_phase >> attn_s) & 1u);"
+        ));
+        self.w.line("attn_ws_phase ^= 1u << attn_s;");
+        self.w.close("");
+    }
+
+    /// The warp's arrival on mbarrier `bar` once all its lanes got here.
+    fn emit_warp_arrive(&mut self, bar: &str) {
+        self.w.line("attn_warp_sync();");
+        self.w.line(format!(
+            "if ((tid & 31) == 0) attn_mbar_arrive(&attn_ws_bar[{bar}]);"
+        ));
+    }
+}

@@ -1,0 +1,457 @@
+//! Warp specialization (sm_90a): one extra warpgroup, the *producer*, fills a pipelined
+//! loop's ring of K/V stages, and the program's own warps, the *consumers*, only compute.
+//! This is FlashAttention-3's split: the copies' address work (block-table loads, 64-bit
+//! offsets, masks and the V guard's reductions: 37 % of P0's loop stall samples) leaves the
+//! math warps' instruction stream and runs beside it, and `setmaxnreg` gives the
+//! consumers the registers the producer does not need.
+//!
+//! The split is a program transformation after `sync` (which fixed every copy, wait and
+//! barrier): the producer's program is the consumers' skeleton — the scalar work, the
+//! branches down to the loop, the loop — with only the ring's copies in it; the consumers'
+//! program is the same without them. The ring's stages are handed over through two
+//! mbarriers each ([`StageSync`]):
+//!
+//! ```text
+//! producer                                   consumers
+//! acquire(0); copies(lo) -> [0]; commit       wait Q's copies; barrier
+//! for j:                                      for j:
+//!   filled: wait_group 0; fence; arrive full    wait full[cur]
+//!   acquire(next); copies(j+1) -> [next]        ... scores, softmax, PV (waited) ...
+//!   commit                                      release: arrive empty[cur]
+//! ```
+//!
+//! `acquire` waits on the stage's *empty* mbarrier for the consumers' release of its
+//! previous fill (a fresh stage passes at once). Each producer thread fences its own landed
+//! `cp.async` writes for the async proxy before its warp arrives on *full*, so the
+//! consumers' `wgmma` reads them without a barrier. Every other barrier of the consumers
+//! becomes a named barrier over their threads (the producer never reaches it).
+//!
+//! Which programs: warpgroup targets, two stages, one pipelined loop reached through
+//! branches without results, whose body holds no copies but the ring's and waits for every
+//! MMA it issues; the ring not copied by TMA. Opt-in (`ATTN_CODEGEN_ENABLE=ws`) until the
+//! H200 says it pays.
+
+use super::program::{
+    BarrierReason, CopyAt, GpuBlock, GpuOp, GpuProgram, StageSync, WarpSpecialization,
+};
+use crate::ir::{Function, OpId, OpKind, ValueId};
+use std::collections::BTreeSet;
+
+/// Threads of the producer: one warpgroup (`setmaxnreg` applies per warpgroup).
+pub const PRODUCER_THREADS: usize = 128;
+
+/// Where the loop is: (op index, nested block index) per level, the last entry the loop's.
+type Path = Vec<(usize, usize)>;
+
+/// Splits `p` into producer and consumers when it qualifies (see the module note).
+pub fn run(f: &Function, p: &mut GpuProgram) {
+    if !f.warpgroup_mma || !crate::features::enabled("ws") || f.num_stages != 2 {
+        return;
+    }
+    if !p.tensor_maps.is_empty() {
+        return;
+    }
+    let Some(path) = the_pipelined_loop(&p.body) else {
+        return;
+    };
+    let Some(GpuOp::For { op: loop_op, .. }) = op_at(&p.body, &path) else {
+        return;
+    };
+    let loop_op = *loop_op;
+    if !splittable(f, &p.body, &path, loop_op) {
+        return;
+    }
+    let producer = producer_block(f, &p.body, &path, loop_op);
+    if !producer_defines_its_reads(f, &producer, loop_op) {
+        return;
+    }
+    let unsplit = p.body.clone();
+    consumer_block(&mut p.body, &path, loop_op);
+    p.specialization = Some(WarpSpecialization {
+        producer,
+        unsplit,
+        loop_op,
+        producer_threads: PRODUCER_THREADS,
+        mbar_offset: 0,
+    });
+}
+
+/// The path to the program's only pipelined loop.
+fn the_pipelined_loop(b: &GpuBlock) -> Option<Path> {
+    let mut found = Vec::new();
+    find_loops(b, &mut Vec::new(), &mut found);
+    match found.len() {
+        1 => found.pop(),
+        _ => None,
+    }
+}
+
+fn find_loops(b: &GpuBlock, at: &mut Path, found: &mut Vec<Path>) {
+    for (i, op) in b.ops.iter().enumerate() {
+        if let GpuOp::For {
+            pipelined: true, ..
+        } = op
+        {
+            at.push((i, 0));
+            found.push(at.clone());
+            at.pop();
+            continue;
+        }
+        for (k, inner) in super::program::nested(op).into_iter().enumerate() {
+            at.push((i, k));
+            find_loops(inner, at, found);
+            at.pop();
+        }
+    }
+}
+
+fn op_at<'b>(b: &'b GpuBlock, path: &[(usize, usize)]) -> Option<&'b GpuOp> {
+    let (&(i, k), rest) = path.split_first()?;
+    let op = b.ops.get(i)?;
+    if rest.is_empty() {
+        return Some(op);
+    }
+    op_at(super::program::nested(op).get(k)?, rest)
+}
+
+/// Whether the loop at `path` can be split: reached through branches without results, its
+/// body copying only its own next stage and waiting for every MMA it issues.
+fn splittable(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: OpId) -> bool {
+    let (&(i, k), rest) = match path.split_first() {
+        Some(x) => x,
+        None => return false,
+    };
+    let op = &b.ops[i];
+    if rest.is_empty() {
+        let GpuOp::For { body, .. } = op else {
+            return false;
+        };
+        return loop_body_splittable(body, loop_op);
+    }
+    match op {
+        GpuOp::If { op, .. } if f.op(*op).results.is_empty() => {
+            splittable(f, super::program::nested(&b.ops[i])[k], rest, loop_op)
+        }
+        _ => false,
+    }
+}
+
+fn loop_body_splittable(body: &GpuBlock, loop_op: OpId) -> bool {
+    let mut ok = true;
+    let mut issued = BTreeSet::new();
+    let mut waited = BTreeSet::new();
+    super::program::walk_block(body, &mut |op| match op {
+        GpuOp::AsyncCopy(c) => {
+            ok &= c.loop_op == Some(loop_op) && matches!(c.at, CopyAt::Ahead(1));
+        }
+        GpuOp::Mma {
+            dot,
+            inline_wait: false,
+            ..
+        } => {
+            issued.insert(*dot);
+        }
+        GpuOp::MmaWait { dot } => {
+            waited.insert(*dot);
+        }
+        GpuOp::TmaLanded { .. } | GpuOp::Stage(_) => ok = false,
+        _ => {}
+    });
+    // The ring's copies sit in the body itself, after its top's wait and barrier.
+    let top = body.ops.iter().position(|o| matches!(o, GpuOp::Wait { .. }));
+    let copies_nested = body.ops.iter().any(|o| {
+        super::program::nested(o).iter().any(|inner| {
+            let mut any = false;
+            super::program::walk_block(inner, &mut |x| any |= matches!(x, GpuOp::AsyncCopy(_)));
+            any
+        })
+    });
+    ok && top.is_some() && !copies_nested && issued.is_subset(&waited)
+}
+
+/// Whether `op` only computes scalars from scalars (the producer repeats such work: the
+/// copies' addresses and the loop bounds read it, and the compiler drops what nothing reads).
+fn scalar_only(f: &Function, op: &GpuOp) -> bool {
+    let tile_op = match op {
+        GpuOp::Tile(o) => *o,
+        GpuOp::For { op, .. } | GpuOp::If { op, .. } | GpuOp::While { op, .. } => *op,
+        _ => return false,
+    };
+    let t = f.op(tile_op);
+    let scalars = |vs: &[crate::ir::ValueId]| vs.iter().all(|v| f.ty(*v).is_scalar());
+    let effect_free = !matches!(t.kind, OpKind::Store { .. } | OpKind::Return);
+    effect_free
+        && scalars(&t.operands)
+        && scalars(&t.results)
+        && super::program::nested(op)
+            .iter()
+            .all(|b| b.ops.iter().all(|o| scalar_only(f, o) || is_yield(f, o)))
+}
+
+fn is_yield(f: &Function, op: &GpuOp) -> bool {
+    matches!(op, GpuOp::Tile(o) if matches!(f.op(*o).kind, OpKind::Yield | OpKind::Condition)
+        && f.op(*o).operands.iter().all(|v| f.ty(*v).is_scalar()))
+}
+
+fn is_terminator(f: &Function, op: &GpuOp) -> bool {
+    matches!(op, GpuOp::Tile(o) if f.op(*o).kind.is_terminator())
+}
+
+fn ring_copy(op: &GpuOp, loop_op: OpId) -> bool {
+    matches!(op, GpuOp::AsyncCopy(c) if c.loop_op == Some(loop_op))
+}
+
+/// The producer's version of `b`: scalar work, the ring's prologue copies (each stage
+/// acquired first), the branch or loop on the path, the terminator.
+fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: OpId) -> GpuBlock {
+    let Some((&(at, branch), rest)) = path.split_first() else {
+        return GpuBlock::default();
+    };
+    let mut out = Vec::new();
+    let mut group_open = false;
+    let mut acquired = BTreeSet::new();
+    for (i, op) in b.ops.iter().enumerate() {
+        if i == at {
+            out.push(producer_path_op(f, op, branch, rest, loop_op));
+        } else if i < at && ring_copy(op, loop_op) {
+            let GpuOp::AsyncCopy(c) = op else { continue };
+            if acquired.insert(c.stage) {
+                out.push(GpuOp::Stage(StageSync::Acquire {
+                    stage: c.stage,
+                    at: c.at,
+                }));
+            }
+            out.push(op.clone());
+            group_open = true;
+        } else if i < at && matches!(op, GpuOp::Commit) && group_open {
+            out.push(GpuOp::Commit);
+            group_open = false;
+        } else if (i < at && scalar_only(f, op)) || is_terminator(f, op) {
+            out.push(op.clone());
+        }
+    }
+    GpuBlock { ops: out }
+}
+
+/// The producer's version of the op on the path: the loop with its copies only, or a
+/// branch whose other side is empty.
+fn producer_path_op(
+    f: &Function,
+    op: &GpuOp,
+    branch: usize,
+    rest: &[(usize, usize)],
+    loop_op: OpId,
+) -> GpuOp {
+    match op {
+        GpuOp::For { op, body, .. } if rest.is_empty() => GpuOp::For {
+            op: *op,
+            body: producer_loop_body(f, body, loop_op),
+            pipelined: true,
+        },
+        GpuOp::If {
+            op,
+            then_block,
+            else_block,
+        } => {
+            let side = |k: usize, blk: &GpuBlock| {
+                if k == branch {
+                    producer_block(f, blk, rest, loop_op)
+                } else {
+                    GpuBlock {
+                        ops: blk
+                            .ops
+                            .iter()
+                            .filter(|o| is_terminator(f, o))
+                            .cloned()
+                            .collect(),
+                    }
+                }
+            };
+            GpuOp::If {
+                op: *op,
+                then_block: side(0, then_block),
+                else_block: side(1, else_block),
+            }
+        }
+        other => other.clone(),
+    }
+}
+
+/// The loop body the producer runs: the current stage filled where the consumers' top
+/// waited for it, the next one acquired before its copies.
+fn producer_loop_body(f: &Function, body: &GpuBlock, loop_op: OpId) -> GpuBlock {
+    let mut out = Vec::new();
+    let mut filled = false;
+    let mut group_open = false;
+    let mut acquired = BTreeSet::new();
+    for op in &body.ops {
+        match op {
+            GpuOp::Wait { .. } if !filled => {
+                out.push(GpuOp::Stage(StageSync::Filled));
+                filled = true;
+            }
+            GpuOp::AsyncCopy(c) if c.loop_op == Some(loop_op) => {
+                if acquired.insert(c.stage) {
+                    out.push(GpuOp::Stage(StageSync::Acquire {
+                        stage: c.stage,
+                        at: c.at,
+                    }));
+                }
+                out.push(op.clone());
+                group_open = true;
+            }
+            GpuOp::Commit if group_open => {
+                out.push(GpuOp::Commit);
+                group_open = false;
+            }
+            o if is_terminator(f, o) => out.push(o.clone()),
+            _ => {}
+        }
+    }
+    GpuBlock { ops: out }
+}
+
+/// Removes the ring's copies (and the commits of their groups) from the consumers' path,
+/// waits for the consumers' own copies before the loop, and puts the stage handshake in
+/// the loop body.
+fn consumer_block(b: &mut GpuBlock, path: &[(usize, usize)], loop_op: OpId) {
+    let Some((&(at, branch), rest)) = path.split_first() else {
+        return;
+    };
+    if !rest.is_empty() {
+        if let Some(inner) = super::program::nested_mut(&mut b.ops[at]).into_iter().nth(branch) {
+            consumer_block(inner, rest, loop_op);
+        }
+        return;
+    }
+    let (before, after) = b.ops.split_at(at);
+    let mut ops = without_ring_copies(before, loop_op);
+    // What the loop's top waited for besides the ring (the queries' copies) lands here.
+    ops.push(GpuOp::Wait { pending: 0 });
+    ops.push(GpuOp::Barrier {
+        reason: BarrierReason::CopiesVisible,
+    });
+    let mut lp = after[0].clone();
+    if let GpuOp::For { body, .. } = &mut lp {
+        *body = consumer_loop_body(body, loop_op);
+    }
+    ops.push(lp);
+    ops.extend(after[1..].iter().cloned());
+    b.ops = ops;
+}
+
+/// `ops` without the ring's copies and without commits whose groups held only those.
+fn without_ring_copies(ops: &[GpuOp], loop_op: OpId) -> Vec<GpuOp> {
+    let mut out = Vec::new();
+    let (mut kept, mut dropped) = (false, false);
+    for op in ops {
+        match op {
+            o if ring_copy(o, loop_op) => dropped = true,
+            GpuOp::Commit => {
+                if kept || !dropped {
+                    out.push(GpuOp::Commit);
+                }
+                (kept, dropped) = (false, false);
+            }
+            GpuOp::AsyncCopy(_) => {
+                kept = true;
+                out.push(op.clone());
+            }
+            o => out.push(o.clone()),
+        }
+    }
+    out
+}
+
+/// The consumers' loop body: the top's wait and barrier become the wait for the full
+/// stage, the ring's copies go, the stage is released before the terminator.
+fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
+    let mut ops = Vec::new();
+    let mut top = true;
+    for op in without_ring_copies(&body.ops, loop_op) {
+        match op {
+            GpuOp::Wait { .. } if top => {
+                ops.push(GpuOp::Stage(StageSync::Wait));
+                top = false;
+            }
+            GpuOp::Barrier {
+                reason: BarrierReason::PipelineStage,
+            } => {}
+            o => ops.push(o),
+        }
+    }
+    let term = ops.pop();
+    ops.push(GpuOp::Stage(StageSync::Release));
+    ops.extend(term);
+    GpuBlock { ops }
+}
+
+/// Whether every scalar the producer's program reads by name (its copies' addresses and
+/// masks recompute everything else: tiles and the loop body's values) is defined in it.
+fn producer_defines_its_reads(f: &Function, producer: &GpuBlock, loop_op: OpId) -> bool {
+    let defs = super::remat::defining_ops(f);
+    let in_body = super::remat::defined_in(f, &f.op(loop_op).regions[0]);
+    let mut defined: BTreeSet<ValueId> = f.params.iter().map(|p| p.value).collect();
+    let mut reads = BTreeSet::new();
+    super::program::walk_block(producer, &mut |op| match op {
+        GpuOp::AsyncCopy(c) => {
+            for &v in &f.op(c.load).operands {
+                named_reads(f, &defs, &in_body, v, &mut reads, &mut BTreeSet::new());
+            }
+        }
+        GpuOp::Tile(o) | GpuOp::For { op: o, .. } | GpuOp::If { op: o, .. } | GpuOp::While { op: o, .. } => {
+            let t = f.op(*o);
+            // A loop's carried values and the producer's yields are the consumers' (its
+            // loops carry nothing): only the bounds and conditions are read.
+            let read = match t.kind {
+                OpKind::For => &t.operands[..3],
+                OpKind::Yield => &[],
+                _ => &t.operands[..],
+            };
+            reads.extend(read.iter().copied());
+            defined.extend(t.results.iter().copied());
+            for r in &t.regions {
+                defined.extend(r.args.iter().copied());
+            }
+        }
+        _ => {}
+    });
+    reads.is_subset(&defined)
+}
+
+/// The scalars defined outside the loop body that recomputing `v` reads by name.
+fn named_reads(
+    f: &Function,
+    defs: &[Option<OpId>],
+    in_body: &[bool],
+    v: ValueId,
+    out: &mut BTreeSet<ValueId>,
+    seen: &mut BTreeSet<ValueId>,
+) {
+    if !seen.insert(v) {
+        return;
+    }
+    if f.ty(v).is_scalar() && !in_body[v.0 as usize] {
+        out.insert(v);
+        return;
+    }
+    let Some(o) = defs[v.0 as usize] else {
+        return;
+    };
+    let mut operands: Vec<ValueId> = Vec::new();
+    region_operands(f, o, &mut operands);
+    for x in operands {
+        named_reads(f, defs, in_body, x, out, seen);
+    }
+}
+
+/// The operands of op `o` and of every op in its regions.
+fn region_operands(f: &Function, o: OpId, out: &mut Vec<ValueId>) {
+    let op = f.op(o);
+    out.extend(op.operands.iter().copied());
+    for r in &op.regions {
+        for &inner in &r.ops {
+            region_operands(f, inner, out);
+        }
+    }
+}
