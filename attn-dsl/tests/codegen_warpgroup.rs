@@ -28,7 +28,18 @@ fn warpgroup_targeted_flash_attention_matches_the_executor() {
         let text = gpu_ir::printer::print_program(&f, &p);
         assert_eq!(p.allocs.len(), 3, "Q, K and V allocs:\n{text}");
         assert!(p.allocs.iter().all(|a| a.swizzled && a.pad == 0), "{text}");
-        // The next tile's copies are issued while QK^T runs: its wait follows them.
+        // The next tile's copies are issued while QK^T runs: its wait follows them (in the
+        // unsplit program: split, a producer warpgroup issues them).
+        let ws = p
+            .specialization
+            .clone()
+            .expect("split: a producer warpgroup");
+        let unsplit = gpu_ir::GpuProgram {
+            body: ws.unsplit,
+            specialization: None,
+            ..p.clone()
+        };
+        let text = gpu_ir::printer::print_program(&f, &unsplit);
         let issue = text.find(", async").expect(&text);
         let copies = text[issue..].find("next iteration").expect(&text);
         let wait = text[issue..].find("mma_wait").expect(&text);
@@ -37,8 +48,8 @@ fn warpgroup_targeted_flash_attention_matches_the_executor() {
         assert_eq!(
             src.matches("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
                 .count(),
-            3,
-            "two dots and the deferred wait"
+            6,
+            "two dots and the deferred wait, in the consumers' and the unsplit program"
         );
         assert!(
             src.contains("p, 1, 1, 0, 0;"),

@@ -1,4 +1,4 @@
-//! Warp specialization (`ATTN_CODEGEN_ENABLE=ws`, warpgroup targets): which programs split,
+//! Warp specialization (warpgroup targets; `ATTN_CODEGEN_DISABLE=ws` turns it off): which programs split,
 //! what the producer's and the consumers' programs hold, and the split itself run by the
 //! simulator of emitted CUDA (producer threads copying, consumer threads on `mma.sync`,
 //! the stage handshake on simulated mbarriers) against the CPU executor. GPU parity covers
@@ -14,11 +14,9 @@ use codegen_common::{flash_fwd, specialize};
 
 const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
 
-/// Every test of this binary runs with the feature on (read once per process), and the
-/// simulator lands copies late, so a consumer that did not wait for its stage reads stale
-/// bytes and fails.
-fn ws_on() {
-    std::env::set_var("ATTN_CODEGEN_ENABLE", "ws");
+/// The simulator lands copies late in every test of this binary, so a consumer that did
+/// not wait for its stage reads stale bytes and fails.
+fn late_landing() {
     std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
 }
 
@@ -44,7 +42,9 @@ fn stage_syncs(b: &GpuBlock) -> Vec<StageSync> {
 
 fn barriers(b: &GpuBlock) -> usize {
     let mut n = 0;
-    gpu_ir::walk_block(b, &mut |op| n += usize::from(matches!(op, GpuOp::Barrier { .. })));
+    gpu_ir::walk_block(b, &mut |op| {
+        n += usize::from(matches!(op, GpuOp::Barrier { .. }))
+    });
     n
 }
 
@@ -54,7 +54,7 @@ fn barriers(b: &GpuBlock) -> usize {
 /// barrier left in the loop. The block gains one warpgroup.
 #[test]
 fn flash_attention_splits_into_producer_and_consumers() {
-    ws_on();
+    late_landing();
     for (block_n, d) in [(64, 64), (64, 128)] {
         let f = flash_fwd(block_n, d, true);
         let p = gpu_ir::compile(&f).expect("gpu ir");
@@ -104,7 +104,11 @@ fn flash_attention_splits_into_producer_and_consumers() {
             }
         });
         assert_eq!(in_loop, Some(0), "{text}");
-        assert_eq!(copies(&ws.unsplit).len(), 5, "the unsplit program keeps every copy");
+        assert_eq!(
+            copies(&ws.unsplit).len(),
+            5,
+            "the unsplit program keeps every copy"
+        );
 
         let k = emit_cuda(&f).expect("emit");
         assert_eq!(k.block_threads, 128 + 128);
@@ -132,7 +136,7 @@ fn flash_attention_splits_into_producer_and_consumers() {
 /// the producer's), and the tail page's masked rows arrive as zeros.
 #[test]
 fn paged_flash_attention_runs_split() {
-    ws_on();
+    late_landing();
     let consts = [
         ("BLOCK_M", ConstValue::Int(64)),
         ("BLOCK_N", ConstValue::Int(64)),
@@ -151,14 +155,22 @@ fn paged_flash_attention_runs_split() {
     );
 }
 
-/// Without the warpgroup target nothing splits.
+/// Without the warpgroup target nothing splits, nor does a one-warpgroup program whose
+/// accumulators (64 × 256: 128 registers a thread) would cost it its second block per SM.
 #[test]
-fn untargeted_kernels_do_not_split() {
-    ws_on();
-    let f = flash_fwd(64, 64, false);
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    assert!(p.specialization.is_none());
-    let k = emit_cuda(&f).expect("emit");
-    assert_eq!(k.block_threads, 128);
-    assert!(!k.source.contains("ATTN_WARP_SPECIALIZED"));
+fn untargeted_and_wide_kernels_do_not_split() {
+    late_landing();
+    for (f, why) in [
+        (flash_fwd(64, 64, false), "no warpgroup target"),
+        (
+            flash_fwd(64, 256, true),
+            "a 64 x 256 accumulator on one warpgroup",
+        ),
+    ] {
+        let p = gpu_ir::compile(&f).expect("gpu ir");
+        assert!(p.specialization.is_none(), "{why}");
+        let k = emit_cuda(&f).expect("emit");
+        assert_eq!(k.block_threads, 128, "{why}");
+        assert!(!k.source.contains("ATTN_WARP_SPECIALIZED"), "{why}");
+    }
 }

@@ -37,12 +37,6 @@ const PRODUCER_REGS: usize = 56;
 /// Blocks per SM the launch bounds ask for at most (two programs hide each other's
 /// softmax; more would starve the consumers of registers).
 const MAX_BLOCKS_PER_SM: usize = 2;
-/// The accumulator registers per consumer thread up to which two blocks share an SM.
-/// ptxas caps every region of a kernel launched two blocks an SM at the launch's share
-/// (128 registers a thread at 256 threads), whatever `setmaxnreg.inc` asks: a
-/// `m64n256` accumulator (128 registers) cannot compile there, a `m64n128` one can.
-const TWO_BLOCK_ACCUMULATOR_REGS: usize = 64;
-
 /// The register split of a warp-specialized kernel.
 pub(crate) struct WsRegisters {
     pub(crate) block_threads: usize,
@@ -85,11 +79,13 @@ impl<'f> Emitter<'f> {
             .map_or(0, |s| s.producer_threads);
         let block_threads = self.threads + producers;
         let shared = self.prog.alloc_bytes + self.scratch_bytes + BLOCK_RESERVED_SHARED_BYTES;
-        let blocks_per_sm = if self.largest_accumulator() > TWO_BLOCK_ACCUMULATOR_REGS {
-            1
-        } else {
-            (SM_SHARED_BYTES / shared).clamp(1, MAX_BLOCKS_PER_SM)
-        };
+        let accumulators = crate::gpu_ir::warp_specialize::largest_accumulator(self.f);
+        let blocks_per_sm =
+            if accumulators > crate::gpu_ir::warp_specialize::TWO_BLOCK_ACCUMULATOR_REGS {
+                1
+            } else {
+                (SM_SHARED_BYTES / shared).clamp(1, MAX_BLOCKS_PER_SM)
+            };
         let launch = round_down(SM_REGISTERS / (blocks_per_sm * block_threads)).min(255);
         let pool = launch * block_threads;
         let producer = PRODUCER_REGS;
@@ -102,18 +98,6 @@ impl<'f> Emitter<'f> {
             producer,
             consumer,
         }
-    }
-
-    /// The most accumulator registers a consumer thread holds for one dot.
-    fn largest_accumulator(&self) -> usize {
-        let mut most = 0;
-        self.f.walk(&mut |_, op| {
-            if op.kind == crate::ir::OpKind::Dot {
-                let elems = self.f.ty(op.results[0]).num_elements();
-                most = most.max(elems / self.threads);
-            }
-        });
-        most
     }
 
     /// The body of a warp-specialized kernel (see the module note).

@@ -27,7 +27,11 @@ pub fn print_program(f: &Function, p: &GpuProgram) -> String {
     }
     let _ = writeln!(s, "// shared: {} bytes of allocs", p.alloc_bytes);
     if let Some(ws) = &p.specialization {
-        let _ = writeln!(s, "// producer warpgroup ({} threads):", ws.producer_threads);
+        let _ = writeln!(
+            s,
+            "// producer warpgroup ({} threads):",
+            ws.producer_threads
+        );
         block(f, &ws.producer, 0, &mut s);
         let _ = writeln!(s, "// consumers:");
     }

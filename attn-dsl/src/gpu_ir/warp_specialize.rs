@@ -28,8 +28,10 @@
 //!
 //! Which programs: warpgroup targets, two stages, one pipelined loop reached through
 //! branches without results, whose body holds no copies but the ring's and waits for every
-//! MMA it issues; the ring not copied by TMA. Opt-in (`ATTN_CODEGEN_ENABLE=ws`) until the
-//! H200 says it pays.
+//! MMA it issues; the ring not copied by TMA; not a one-warpgroup program whose
+//! accumulators would lose it its second block per SM (see [`costs_a_block`]). Shipped
+//! (`ATTN_CODEGEN_DISABLE=ws` turns it off): H200, one binary, P0 3.14 → 2.85 ms, P1 393 →
+//! 373 µs (2026-12-02).
 
 use super::program::{
     BarrierReason, CopyAt, GpuBlock, GpuOp, GpuProgram, StageSync, WarpSpecialization,
@@ -40,12 +42,39 @@ use std::collections::BTreeSet;
 /// Threads of the producer: one warpgroup (`setmaxnreg` applies per warpgroup).
 pub const PRODUCER_THREADS: usize = 128;
 
+/// Accumulator registers per thread up to which a one-warpgroup program keeps two blocks an
+/// SM once split: ptxas caps every region of a kernel launched two blocks an SM at the
+/// launch's share (128 registers a thread at 256 threads), whatever `setmaxnreg.inc` asks.
+pub const TWO_BLOCK_ACCUMULATOR_REGS: usize = 64;
+
+/// The most accumulator registers one thread of `f` holds for one dot.
+pub fn largest_accumulator(f: &Function) -> usize {
+    let threads = 32 * f.num_warps as usize;
+    let mut most = 0;
+    f.walk(&mut |_, op| {
+        if op.kind == OpKind::Dot {
+            most = most.max(f.ty(op.results[0]).num_elements() / threads);
+        }
+    });
+    most
+}
+
+/// Whether splitting would halve a one-warpgroup program's blocks per SM: its accumulators
+/// do not fit the 128 registers two split blocks leave a thread (P3's 64 × 256 tile:
+/// 0.553 → 0.715 ms split on one block an SM, H200 2026-12-02).
+fn costs_a_block(f: &Function) -> bool {
+    f.num_warps <= 4 && largest_accumulator(f) > TWO_BLOCK_ACCUMULATOR_REGS
+}
+
 /// Where the loop is: (op index, nested block index) per level, the last entry the loop's.
 type Path = Vec<(usize, usize)>;
 
 /// Splits `p` into producer and consumers when it qualifies (see the module note).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma || !crate::features::enabled("ws") || f.num_stages != 2 {
+    if !f.warpgroup_mma || crate::features::disabled("ws") || f.num_stages != 2 {
+        return;
+    }
+    if costs_a_block(f) {
         return;
     }
     if !p.tensor_maps.is_empty() {
@@ -58,7 +87,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         return;
     };
     let loop_op = *loop_op;
-    if !splittable(f, &p.body, &path, loop_op) {
+    if !splittable(f, &p.body, &path, loop_op) || copies_run_regions(f, &p.body, loop_op) {
         return;
     }
     let producer = producer_block(f, &p.body, &path, loop_op);
@@ -158,7 +187,10 @@ fn loop_body_splittable(body: &GpuBlock, loop_op: OpId) -> bool {
         _ => {}
     });
     // The ring's copies sit in the body itself, after its top's wait and barrier.
-    let top = body.ops.iter().position(|o| matches!(o, GpuOp::Wait { .. }));
+    let top = body
+        .ops
+        .iter()
+        .position(|o| matches!(o, GpuOp::Wait { .. }));
     let copies_nested = body.ops.iter().any(|o| {
         super::program::nested(o).iter().any(|inner| {
             let mut any = false;
@@ -167,6 +199,51 @@ fn loop_body_splittable(body: &GpuBlock, loop_op: OpId) -> bool {
         })
     });
     ok && top.is_some() && !copies_nested && issued.is_subset(&waited)
+}
+
+/// Whether a ring copy's address or mask runs a loop or branch of its own (the V guard over
+/// image ranges): in the producer's few registers it spilled (912 bytes, P3 at 128 × 64 on
+/// two warpgroups, NVRTC 13.0), so such programs stay unsplit.
+fn copies_run_regions(f: &Function, b: &GpuBlock, loop_op: OpId) -> bool {
+    let defs = super::remat::defining_ops(f);
+    let in_body = super::remat::defined_in(f, &f.op(loop_op).regions[0]);
+    let mut found = false;
+    super::program::walk_block(b, &mut |op| {
+        if let GpuOp::AsyncCopy(c) = op {
+            if c.loop_op == Some(loop_op) {
+                let mut seen = BTreeSet::new();
+                found |= f
+                    .op(c.load)
+                    .operands
+                    .iter()
+                    .any(|&v| recomputes_region(f, &defs, &in_body, v, &mut seen));
+            }
+        }
+    });
+    found
+}
+
+/// Whether recomputing `v` in a copy runs a loop or branch (scalars from outside the loop
+/// body are read by name, not recomputed).
+fn recomputes_region(
+    f: &Function,
+    defs: &[Option<OpId>],
+    in_body: &[bool],
+    v: ValueId,
+    seen: &mut BTreeSet<ValueId>,
+) -> bool {
+    if !seen.insert(v) || (f.ty(v).is_scalar() && !in_body[v.0 as usize]) {
+        return false;
+    }
+    let Some(o) = defs[v.0 as usize] else {
+        return false;
+    };
+    let op = f.op(o);
+    !op.regions.is_empty()
+        || op
+            .operands
+            .iter()
+            .any(|&x| recomputes_region(f, defs, in_body, x, seen))
 }
 
 /// Whether `op` only computes scalars from scalars (the producer repeats such work: the
@@ -319,7 +396,10 @@ fn consumer_block(b: &mut GpuBlock, path: &[(usize, usize)], loop_op: OpId) {
         return;
     };
     if !rest.is_empty() {
-        if let Some(inner) = super::program::nested_mut(&mut b.ops[at]).into_iter().nth(branch) {
+        if let Some(inner) = super::program::nested_mut(&mut b.ops[at])
+            .into_iter()
+            .nth(branch)
+        {
             consumer_block(inner, rest, loop_op);
         }
         return;
@@ -399,7 +479,10 @@ fn producer_defines_its_reads(f: &Function, producer: &GpuBlock, loop_op: OpId) 
                 named_reads(f, &defs, &in_body, v, &mut reads, &mut BTreeSet::new());
             }
         }
-        GpuOp::Tile(o) | GpuOp::For { op: o, .. } | GpuOp::If { op: o, .. } | GpuOp::While { op: o, .. } => {
+        GpuOp::Tile(o)
+        | GpuOp::For { op: o, .. }
+        | GpuOp::If { op: o, .. }
+        | GpuOp::While { op: o, .. } => {
             let t = f.op(*o);
             // A loop's carried values and the producer's yields are the consumers' (its
             // loops carry nothing): only the bounds and conditions are read.
