@@ -29,7 +29,7 @@
 //! Which programs: warpgroup targets, two stages, one pipelined loop reached through
 //! branches without results, whose body holds no copies but the ring's and waits for every
 //! MMA it issues; the ring not copied by TMA; not a one-warpgroup program whose
-//! accumulators would lose it its second block per SM (see [`costs_a_block`]). Shipped
+//! accumulators would lose it its second block per SM (`costs_a_block`). Shipped
 //! (`ATTN_CODEGEN_DISABLE=ws` turns it off): H200, one binary, P0 3.14 → 2.85 ms, P1 393 →
 //! 373 µs (2026-12-02).
 
