@@ -285,29 +285,55 @@ fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: 
         return GpuBlock::default();
     };
     let mut out = Vec::new();
-    let mut group_open = false;
-    let mut acquired = BTreeSet::new();
+    let mut ring = RingFills::default();
     for (i, op) in b.ops.iter().enumerate() {
-        if i == at {
-            out.push(producer_path_op(f, op, branch, rest, loop_op));
-        } else if i < at && ring_copy(op, loop_op) {
-            let GpuOp::AsyncCopy(c) = op else { continue };
-            if acquired.insert(c.stage) {
-                out.push(GpuOp::Stage(StageSync::Acquire {
-                    stage: c.stage,
-                    at: c.at,
-                }));
+        let keep = match i.cmp(&at) {
+            std::cmp::Ordering::Equal => {
+                out.push(producer_path_op(f, op, branch, rest, loop_op));
+                false
             }
-            out.push(op.clone());
-            group_open = true;
-        } else if i < at && matches!(op, GpuOp::Commit) && group_open {
-            out.push(GpuOp::Commit);
-            group_open = false;
-        } else if (i < at && scalar_only(f, op)) || is_terminator(f, op) {
+            std::cmp::Ordering::Less => !ring.take(op, loop_op, &mut out) && scalar_only(f, op),
+            std::cmp::Ordering::Greater => is_terminator(f, op),
+        };
+        if keep {
             out.push(op.clone());
         }
     }
     GpuBlock { ops: out }
+}
+
+/// The ring's copies of a producer block, each stage acquired before its first copy, and
+/// the commits that close their groups.
+#[derive(Default)]
+struct RingFills {
+    acquired: BTreeSet<super::program::Stage>,
+    group_open: bool,
+}
+
+impl RingFills {
+    /// Appends `op` (with the acquire before a stage's first copy) when it is one of the
+    /// ring's copies or the commit of their group; whether it was.
+    fn take(&mut self, op: &GpuOp, loop_op: OpId, out: &mut Vec<GpuOp>) -> bool {
+        match op {
+            GpuOp::AsyncCopy(c) if c.loop_op == Some(loop_op) => {
+                if self.acquired.insert(c.stage) {
+                    out.push(GpuOp::Stage(StageSync::Acquire {
+                        stage: c.stage,
+                        at: c.at,
+                    }));
+                }
+                out.push(op.clone());
+                self.group_open = true;
+                true
+            }
+            GpuOp::Commit if self.group_open => {
+                out.push(GpuOp::Commit);
+                self.group_open = false;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The producer's version of the op on the path: the loop with its copies only, or a
@@ -359,30 +385,13 @@ fn producer_path_op(
 fn producer_loop_body(f: &Function, body: &GpuBlock, loop_op: OpId) -> GpuBlock {
     let mut out = Vec::new();
     let mut filled = false;
-    let mut group_open = false;
-    let mut acquired = BTreeSet::new();
+    let mut ring = RingFills::default();
     for op in &body.ops {
-        match op {
-            GpuOp::Wait { .. } if !filled => {
-                out.push(GpuOp::Stage(StageSync::Filled));
-                filled = true;
-            }
-            GpuOp::AsyncCopy(c) if c.loop_op == Some(loop_op) => {
-                if acquired.insert(c.stage) {
-                    out.push(GpuOp::Stage(StageSync::Acquire {
-                        stage: c.stage,
-                        at: c.at,
-                    }));
-                }
-                out.push(op.clone());
-                group_open = true;
-            }
-            GpuOp::Commit if group_open => {
-                out.push(GpuOp::Commit);
-                group_open = false;
-            }
-            o if is_terminator(f, o) => out.push(o.clone()),
-            _ => {}
+        if !filled && matches!(op, GpuOp::Wait { .. }) {
+            out.push(GpuOp::Stage(StageSync::Filled));
+            filled = true;
+        } else if !ring.take(op, loop_op, &mut out) && is_terminator(f, op) {
+            out.push(op.clone());
         }
     }
     GpuBlock { ops: out }
