@@ -8,6 +8,7 @@ mod codegen_common;
 
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::gpu_ir::{self, CopyAt, GpuBlock, GpuOp, StageSync};
+use attn_dsl::ir::ScalarType;
 use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args, paged_args};
 use codegen_common::{flash_fwd, specialize};
@@ -173,4 +174,27 @@ fn untargeted_and_wide_kernels_do_not_split() {
         assert_eq!(k.block_threads, 128, "{why}");
         assert!(!k.source.contains("ATTN_WARP_SPECIALIZED"), "{why}");
     }
+}
+
+/// A loop whose scores are two chained dots (MLA's latent and rope parts: the second
+/// continues the first's MMAs, and its wait completes both) splits like one dot, and runs
+/// split against the executor with the copies landing late.
+#[test]
+fn chained_scores_split() {
+    late_landing();
+    const SPLIT: &str = include_str!("kernels/split_scores.rs.txt");
+    let consts = [
+        ("BLOCK_M", ConstValue::Int(64)),
+        ("BLOCK_N", ConstValue::Int(32)),
+        ("HEAD_DIM", ConstValue::Int(128)),
+        ("HALF", ConstValue::Int(64)),
+        ("REUSE", ConstValue::Bool(false)),
+    ];
+    let f = specialize(SPLIT, "split_fwd", &consts, true);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = gpu_ir::printer::print_program(&f, &p);
+    assert!(text.contains(", continues %"), "{text}");
+    assert!(p.specialization.is_some(), "{text}");
+    let args = flash_args(ScalarType::Bf16, 2, 75, 128, 92);
+    check("ws chained scores", &f, [2, 2, 1], args, 2e-2);
 }

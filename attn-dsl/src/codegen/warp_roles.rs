@@ -17,12 +17,11 @@
 use super::emitter::{Emitter, Role};
 use super::writer::SourceWriter;
 use super::CodegenError;
+use crate::gpu_ir::warp_specialize::{largest_accumulator, two_blocks_fit, SM_REGISTERS};
 use crate::gpu_ir::{Stage, StageSync, WarpSpecialization, WS_STAGES};
 
 type Res<T> = Result<T, CodegenError>;
 
-/// Registers per SM (every sm_80/sm_90 part).
-const SM_REGISTERS: usize = 65536;
 /// Shared memory per SM on sm_90 (228 KiB) and what the driver reserves per block.
 const SM_SHARED_BYTES: usize = 228 * 1024;
 const BLOCK_RESERVED_SHARED_BYTES: usize = 1024;
@@ -79,13 +78,11 @@ impl<'f> Emitter<'f> {
             .map_or(0, |s| s.producer_threads);
         let block_threads = self.threads + producers;
         let shared = self.prog.alloc_bytes + self.scratch_bytes + BLOCK_RESERVED_SHARED_BYTES;
-        let accumulators = crate::gpu_ir::warp_specialize::largest_accumulator(self.f);
-        let blocks_per_sm =
-            if accumulators > crate::gpu_ir::warp_specialize::TWO_BLOCK_ACCUMULATOR_REGS {
-                1
-            } else {
-                (SM_SHARED_BYTES / shared).clamp(1, MAX_BLOCKS_PER_SM)
-            };
+        let blocks_per_sm = if two_blocks_fit(block_threads, largest_accumulator(self.f)) {
+            (SM_SHARED_BYTES / shared).clamp(1, MAX_BLOCKS_PER_SM)
+        } else {
+            1
+        };
         let launch = round_down(SM_REGISTERS / (blocks_per_sm * block_threads)).min(255);
         let pool = launch * block_threads;
         let producer = PRODUCER_REGS;

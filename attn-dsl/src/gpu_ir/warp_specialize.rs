@@ -42,10 +42,23 @@ use std::collections::BTreeSet;
 /// Threads of the producer: one warpgroup (`setmaxnreg` applies per warpgroup).
 pub const PRODUCER_THREADS: usize = 128;
 
-/// Accumulator registers per thread up to which a one-warpgroup program keeps two blocks an
-/// SM once split: ptxas caps every region of a kernel launched two blocks an SM at the
-/// launch's share (128 registers a thread at 256 threads), whatever `setmaxnreg.inc` asks.
-pub const TWO_BLOCK_ACCUMULATOR_REGS: usize = 64;
+/// Registers per SM (every sm_80/sm_90 part).
+pub const SM_REGISTERS: usize = 65536;
+
+/// Launch registers a thread needs per accumulator register to keep two split blocks an
+/// SM: ptxas caps every region of a kernel launched two blocks an SM at the launch's share
+/// (128 registers a thread at 256 threads), whatever `setmaxnreg.inc` asks, and a
+/// flash-attention consumer holds its accumulator, the scores and their operands.
+const LAUNCH_REGS_PER_ACCUMULATOR_REG: usize = 2;
+
+/// Whether two blocks of `block_threads` (producer included) leave each thread the registers
+/// a program whose largest accumulator takes `accumulators` registers a thread needs. P3's
+/// 64 × 256 tile (128 accumulator registers on one warpgroup) does not: 0.553 → 0.715 ms
+/// split on one block an SM (H200, 2026-12-02); nor do two warpgroups over 128 × 128 (64
+/// registers, 384 threads: ptxas found 80 registers too few).
+pub fn two_blocks_fit(block_threads: usize, accumulators: usize) -> bool {
+    SM_REGISTERS / (2 * block_threads.max(1)) >= LAUNCH_REGS_PER_ACCUMULATOR_REG * accumulators
+}
 
 /// The most accumulator registers one thread of `f` holds for one dot.
 pub fn largest_accumulator(f: &Function) -> usize {
@@ -59,11 +72,11 @@ pub fn largest_accumulator(f: &Function) -> usize {
     most
 }
 
-/// Whether splitting would halve a one-warpgroup program's blocks per SM: its accumulators
-/// do not fit the 128 registers two split blocks leave a thread (P3's 64 × 256 tile:
-/// 0.553 → 0.715 ms split on one block an SM, H200 2026-12-02).
+/// Whether splitting would halve a one-warpgroup program's blocks per SM (see
+/// [`two_blocks_fit`]); programs of two warpgroups run one block an SM split or not.
 fn costs_a_block(f: &Function) -> bool {
-    f.num_warps <= 4 && largest_accumulator(f) > TWO_BLOCK_ACCUMULATOR_REGS
+    let threads = 32 * f.num_warps as usize + PRODUCER_THREADS;
+    f.num_warps <= 4 && !two_blocks_fit(threads, largest_accumulator(f))
 }
 
 /// Where the loop is: (op index, nested block index) per level, the last entry the loop's.
@@ -169,16 +182,26 @@ fn loop_body_splittable(body: &GpuBlock, loop_op: OpId) -> bool {
     let mut ok = true;
     let mut issued = BTreeSet::new();
     let mut waited = BTreeSet::new();
+    let mut chains = Vec::new();
     super::program::walk_block(body, &mut |op| match op {
         GpuOp::AsyncCopy(c) => {
             ok &= c.loop_op == Some(loop_op) && matches!(c.at, CopyAt::Ahead(1));
         }
         GpuOp::Mma {
             dot,
-            inline_wait: false,
+            inline_wait,
+            chained_from,
             ..
         } => {
-            issued.insert(*dot);
+            if !inline_wait {
+                issued.insert(*dot);
+            }
+            if let Some(first) = chained_from {
+                chains.push((*dot, *first));
+            }
+            if *inline_wait {
+                waited.insert(*dot);
+            }
         }
         GpuOp::MmaWait { dot } => {
             waited.insert(*dot);
@@ -198,6 +221,12 @@ fn loop_body_splittable(body: &GpuBlock, loop_op: OpId) -> bool {
             any
         })
     });
+    // A chained dot's wait completes the dot it continues (see `mma_chain`).
+    for &(dot, first) in chains.iter().rev() {
+        if waited.contains(&dot) {
+            waited.insert(first);
+        }
+    }
     ok && top.is_some() && !copies_nested && issued.is_subset(&waited)
 }
 

@@ -4,6 +4,7 @@
 //! and a V-up fallback (the op uses cuBLAS by default). Partials are `(o, lse)` with a natural-log
 //! f32 LSE; an empty row is `o = 0, lse = -inf`, never NaN (spec §3.2 rule 4).
 
+use crate::ops::mla_dcp::plan::{HIST_BLOCK_H_WARPGROUPS, HIST_KV_TILE_WARPGROUPS};
 use attn_dsl::driver::Compiled;
 use attn_dsl::ir::Function;
 use attn_dsl::template::Template;
@@ -64,12 +65,19 @@ pub fn compile_kernel_assuming(
 /// Whether `kernel` on `bindings` is written for warpgroup MMAs: its source then carries them
 /// beside `mma.sync` (sm_90a compiles the first, every other target the second), and the plan
 /// picks it only where the JIT compiles sm_90a. `mla_history` qualifies at 64 heads, whose
-/// 4 × 2 warp grid is two warpgroups, each one column half of the scores and of the output.
+/// 4 × 2 warp grid is two warpgroups, each one column half of the scores and of the output,
+/// over the 64-key tiles that plan gives it (an `mma.sync` plan forced to 64 heads keeps
+/// 32-key tiles, and must not be compiled for a producer warpgroup it will not run).
 pub fn for_warpgroups(kernel: &str, bindings: &[Binding]) -> bool {
-    let wide = bindings
-        .iter()
-        .any(|b| b.name == "BLOCK_H" && b.value == attn_dsl::ConstValue::Int(64));
-    attn_dsl::features::warpgroup_mma() && kernel == "mla_history" && wide
+    let bound = |name: &str, v: u32| {
+        bindings
+            .iter()
+            .any(|b| b.name == name && b.value == attn_dsl::ConstValue::Int(v.into()))
+    };
+    attn_dsl::features::warpgroup_mma()
+        && kernel == "mla_history"
+        && bound("BLOCK_H", HIST_BLOCK_H_WARPGROUPS)
+        && bound("KV_TILE", HIST_KV_TILE_WARPGROUPS)
 }
 
 /// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.

@@ -9,6 +9,33 @@ use std::collections::BTreeMap;
 /// The counts line (`loop 0x..-0x..: n=... LDSM=.. HMMA=..`) and its counts, of the largest
 /// loop of `cubin`.
 pub fn main_loop(label: &str, cubin: &[u8]) -> (String, BTreeMap<String, usize>) {
+    loops(label, cubin, 1)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts"))
+}
+
+/// The innermost loop holding the most `mnemonic`s: a warp-specialized kernel's consumer
+/// loop, where the largest "loop" the backward branches give spans the producer's too.
+pub fn innermost_loop_with(
+    label: &str,
+    cubin: &[u8],
+    mnemonic: &str,
+) -> (String, BTreeMap<String, usize>) {
+    let all = loops(label, cubin, 64);
+    let most = all
+        .iter()
+        .map(|(_, c)| count(c, mnemonic))
+        .max()
+        .unwrap_or(0);
+    all.into_iter()
+        .filter(|(_, c)| count(c, mnemonic) == most)
+        .min_by_key(|(_, c)| count(c, "n"))
+        .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts"))
+}
+
+/// The `n` largest loops of `cubin`, largest first, as (counts line, counts).
+fn loops(label: &str, cubin: &[u8], n: usize) -> Vec<(String, BTreeMap<String, usize>)> {
     let tool =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/sass-counts");
     assert!(tool.exists(), "{label}: {} is missing", tool.display());
@@ -16,22 +43,22 @@ pub fn main_loop(label: &str, cubin: &[u8]) -> (String, BTreeMap<String, usize>)
     std::fs::write(&path, cubin).expect("write cubin");
     let out = std::process::Command::new(&tool)
         .arg(&path)
-        .args(["--loops", "1"])
+        .args(["--loops", &n.to_string()])
         .output()
         .expect("run sass-counts");
     let _ = std::fs::remove_file(&path);
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("loop"))
-        .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts:\n{text}"))
-        .to_string();
-    let counts = line
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
-        .collect();
-    (line, counts)
+    text.lines()
+        .filter(|l| l.starts_with("loop"))
+        .map(|line| {
+            let counts = line
+                .split_whitespace()
+                .filter_map(|kv| kv.split_once('='))
+                .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+                .collect();
+            (line.to_string(), counts)
+        })
+        .collect()
 }
 
 /// The count of `key` in `counts` (0 when the loop has none).
