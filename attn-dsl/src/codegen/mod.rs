@@ -166,10 +166,17 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
         .values
         .iter()
         .any(|v| !v.ty.is_scalar() && v.ty.layout == Layout::Unassigned);
-    if unassigned {
-        let mut laid_out = f.clone();
-        crate::passes::layout::run(&mut laid_out);
-        return emit_laid_out(&laid_out);
+    // Warpgroup targets compute a loop's next scores under its softmax (opt-in).
+    let rotate = f.warpgroup_mma && crate::features::enabled("rotate");
+    if unassigned || rotate {
+        let mut target = f.clone();
+        if unassigned {
+            crate::passes::layout::run(&mut target);
+        }
+        if rotate {
+            crate::passes::rotate_scores::run(&mut target);
+        }
+        return emit_laid_out(&target);
     }
     emit_laid_out(f)
 }

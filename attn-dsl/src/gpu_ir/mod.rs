@@ -9,6 +9,7 @@ pub mod allocate;
 pub mod dead_tiles;
 pub mod lower;
 pub mod mma_chain;
+pub mod mma_defer;
 pub mod mma_overlap;
 pub mod pipeline;
 pub mod printer;
@@ -41,6 +42,8 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // Under warpgroup MMAs the next tile's copies (their address work) run while the
     // iteration's first dot computes on the tensor cores.
     mma_overlap::run(f, &mut p);
+    // The next tile's scores (a rotated loop's carried dot) compute under this tile's softmax.
+    mma_defer::run(f, &mut p);
     // Two warpgroups take turns issuing MMAs, so one's softmax hides behind the other's.
     warpgroup_turns::run(f, &mut p);
     // A dot accumulating into the previous dot's result continues its MMAs, no wait between.

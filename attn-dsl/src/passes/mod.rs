@@ -11,6 +11,7 @@ pub mod const_fold;
 pub mod cse;
 pub mod dce;
 pub mod layout;
+pub mod rotate_scores;
 
 use crate::ir::printer::print_function;
 use crate::ir::verify::verify;

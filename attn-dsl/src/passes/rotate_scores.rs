@@ -1,0 +1,201 @@
+//! Scores one tile ahead: software pipelining of a loop's first dot across iterations
+//! (FlashAttention-3's intra-warpgroup overlap). In
+//!
+//! ```text
+//! for j in lo..hi { k = load(K(j)); s = dot(q, k); softmax(s); acc = dot(p, v(j), acc) }
+//! ```
+//!
+//! the scores of tile `j` wait for their MMAs before the softmax can start, and nothing
+//! else of the warpgroup runs meanwhile. Rotated, iteration `j` issues the scores of tile
+//! `j + step` first and runs the softmax of tile `j` (carried from the previous iteration)
+//! while the tensor cores compute them:
+//!
+//! ```text
+//! s0 = dot(q, load(K(lo)))
+//! for j in lo..hi carrying s = s0 {
+//!     s_next = dot(q, load(K(j + step)))     // issued first, waited at the yield
+//!     softmax(s); acc = dot(p, v(j), acc)
+//!     yield s_next
+//! }
+//! ```
+//!
+//! The rotated dot is the loop body's first dot whose operands are computed from the
+//! induction variable and loop invariants alone (no carried value, nothing defined under a
+//! branch), by ops without side effects; the loop must store nothing (a load of the
+//! computation must not see the loop's writes). The last iteration computes one tile past
+//! `hi`, and `lo >= hi` computes one tile it does not use: their loads are the kernel's own,
+//! with the kernel's masks, evaluated at another key (the kernel's masks bound a load by
+//! the data, never by the loop's range, which is what lets the pipeliner prefetch too).
+//!
+//! A target pass: run on the copy the code generator emits for warpgroup targets (the CPU
+//! executor runs the kernel as written), where `gpu_ir::mma_defer` then waits for the
+//! scores' MMAs at the yield.
+
+use crate::ir::{Block, BinaryOp, Function, Op, OpId, OpKind, Type, ValueId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Rotates every loop that qualifies; true when one did.
+pub fn run(f: &mut Function) -> bool {
+    let mut body = std::mem::take(&mut f.body);
+    let rotated = rotate_block(f, &mut body);
+    f.body = body;
+    if rotated {
+        super::dce::run(f);
+    }
+    rotated
+}
+
+fn rotate_block(f: &mut Function, b: &mut Block) -> bool {
+    let mut rotated = false;
+    let mut out = Vec::with_capacity(b.ops.len());
+    for o in std::mem::take(&mut b.ops) {
+        let mut regions = std::mem::take(&mut f.op_mut(o).regions);
+        for r in &mut regions {
+            rotated |= rotate_block(f, r);
+        }
+        f.op_mut(o).regions = regions;
+        if f.op(o).kind == OpKind::For {
+            if let Some(peel) = rotate_loop(f, o) {
+                out.extend(peel);
+                rotated = true;
+            }
+        }
+        out.push(o);
+    }
+    b.ops = out;
+    rotated
+}
+
+/// Rotates loop `l` when it qualifies; returns the ops computing the first scores, to be
+/// placed before it.
+fn rotate_loop(f: &mut Function, l: OpId) -> Option<Vec<OpId>> {
+    let body = f.op(l).regions.first()?.clone();
+    let iv = *body.args.first()?;
+    if stores(f, &body) {
+        return None;
+    }
+    let (dot, slice) = body
+        .ops
+        .iter()
+        .filter(|&&o| f.op(o).kind == OpKind::Dot)
+        .find_map(|&d| Some((d, slice_of(f, &body, d, iv)?)))?;
+    let s = f.op(dot).results[0];
+    let (lo, step) = (f.op(l).operands[0], f.op(l).operands[2]);
+
+    // The first scores, before the loop: the slice at `iv = lo`.
+    let mut at_lo = BTreeMap::from([(iv, lo)]);
+    let peel = clone_ops(f, &slice, &mut at_lo);
+    // The next scores, first in the body: the slice at `iv + step`.
+    let loc = f.op(dot).loc;
+    let next_iv = f.new_value(f.ty(iv).clone(), None);
+    let add = f.push_op(Op {
+        kind: OpKind::Binary(BinaryOp::Add),
+        operands: vec![iv, step],
+        results: vec![next_iv],
+        regions: vec![],
+        loc,
+    });
+    let mut at_next = BTreeMap::from([(iv, next_iv)]);
+    let ahead = clone_ops(f, &slice, &mut at_next);
+
+    // The scores become a carried value: `s0` in, `s_next` yielded.
+    let ty: Type = f.ty(s).clone();
+    let name = f.value(s).name.clone();
+    let carried = f.new_value(ty.clone(), name);
+    let final_s = f.new_value(ty, None);
+    replace_uses(f, &body, s, carried);
+    let region = &mut f.op_mut(l).regions[0];
+    region.args.push(carried);
+    let mut ops = vec![add];
+    ops.extend(ahead);
+    ops.extend(std::mem::take(&mut region.ops));
+    region.ops = ops;
+    let yield_op = *region.ops.last()?;
+    f.op_mut(yield_op).operands.push(at_next[&s]);
+    let lp = f.op_mut(l);
+    lp.operands.push(at_lo[&s]);
+    lp.results.push(final_s);
+    Some(peel)
+}
+
+/// Whether `b` (or a block inside it) stores.
+fn stores(f: &Function, b: &Block) -> bool {
+    b.ops.iter().any(|&o| {
+        let op = f.op(o);
+        matches!(op.kind, OpKind::Store { .. }) || op.regions.iter().any(|r| stores(f, r))
+    })
+}
+
+/// The ops of `b`'s top level that `dot` is computed from (itself included, in block
+/// order), when they read only `iv`, loop invariants and each other and have no effect.
+fn slice_of(f: &Function, b: &Block, dot: OpId, iv: ValueId) -> Option<Vec<OpId>> {
+    let defined_here: BTreeMap<ValueId, OpId> = b
+        .ops
+        .iter()
+        .flat_map(|&o| f.op(o).results.iter().map(move |&r| (r, o)))
+        .collect();
+    let inside = crate::gpu_ir::remat::defined_in(f, b);
+    let mut keep = BTreeSet::new();
+    let mut stack = vec![dot];
+    while let Some(o) = stack.pop() {
+        if !keep.insert(o) {
+            continue;
+        }
+        let op = f.op(o);
+        if !op.kind.is_pure() || !op.regions.is_empty() {
+            return None;
+        }
+        for &v in &op.operands {
+            match defined_here.get(&v) {
+                Some(&d) => stack.push(d),
+                // A block argument other than the induction variable is carried; a value
+                // defined under a branch of the body is not available at its top.
+                None if v == iv => {}
+                None if inside.get(v.0 as usize).copied().unwrap_or(false) => return None,
+                None => {}
+            }
+        }
+    }
+    Some(b.ops.iter().copied().filter(|o| keep.contains(o)).collect())
+}
+
+/// Clones `ops` (no regions) reading through `map`, which gains their results' copies.
+fn clone_ops(f: &mut Function, ops: &[OpId], map: &mut BTreeMap<ValueId, ValueId>) -> Vec<OpId> {
+    ops.iter()
+        .map(|&o| {
+            let op = f.op(o).clone();
+            let operands = op.operands.iter().map(|v| *map.get(v).unwrap_or(v)).collect();
+            let results = op
+                .results
+                .iter()
+                .map(|&r| {
+                    let data = f.value(r).clone();
+                    let copy = f.new_value(data.ty, data.name);
+                    map.insert(r, copy);
+                    copy
+                })
+                .collect();
+            f.push_op(Op {
+                kind: op.kind,
+                operands,
+                results,
+                regions: vec![],
+                loc: op.loc,
+            })
+        })
+        .collect()
+}
+
+/// Makes every op of `b` (nested blocks included) read `to` where it read `from`.
+fn replace_uses(f: &mut Function, b: &Block, from: ValueId, to: ValueId) {
+    for &o in &b.ops {
+        for v in &mut f.op_mut(o).operands {
+            if *v == from {
+                *v = to;
+            }
+        }
+        for r in f.op(o).regions.clone() {
+            replace_uses(f, &r, from, to);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Scores one tile ahead (`passes::rotate_scores`, `ATTN_CODEGEN_ENABLE=rotate` while
+//! opt-in): the rotated loop carries the next tile's scores, the scores of its first tile
+//! are computed before it, and the emitted CUDA (warp-specialized, copies landing late)
+//! matches the CPU executor running the kernel as written.
+
+mod codegen_common;
+
+use attn_dsl::codegen::emit_cuda;
+use attn_dsl::ir::{Function, OpKind, ScalarType};
+use attn_dsl::ConstValue;
+use codegen_common::sim_check::{check, flash_args, paged_args};
+use codegen_common::{flash_fwd, specialize};
+
+const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
+
+/// Rotation on (the feature list is read once per process), copies landing late.
+fn setup() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "rotate");
+    std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
+}
+
+/// The (loop op, its carried values) of every `for` holding a dot.
+fn dot_loops(f: &Function) -> Vec<usize> {
+    let mut out = Vec::new();
+    f.walk(&mut |_, op| {
+        if op.kind == OpKind::For {
+            let mut dots = false;
+            for r in &op.regions {
+                for &o in &r.ops {
+                    dots |= f.op(o).kind == OpKind::Dot;
+                }
+            }
+            if dots {
+                out.push(op.operands.len() - 3);
+            }
+        }
+    });
+    out
+}
+
+/// Flash attention's loop gains one carried value (the scores), its first scores are a
+/// dot before the loop, and the loop's first dot reads the next tile's keys; the split
+/// kernel with the rotated loop matches the executor (dense, D 64 and 128).
+#[test]
+fn flash_attention_carries_the_next_scores() {
+    setup();
+    for d in [64, 128] {
+        let f = flash_fwd(64, d, true);
+        let before = dot_loops(&f);
+        let mut rotated = f.clone();
+        assert!(attn_dsl::passes::rotate_scores::run(&mut rotated));
+        assert_eq!(dot_loops(&rotated), vec![before[0] + 1], "one more carried value");
+        let dots_outside = rotated
+            .body
+            .ops
+            .iter()
+            .filter(|&&o| rotated.op(o).kind == OpKind::Dot)
+            .count();
+        assert_eq!(dots_outside, 1, "the first tile's scores before the loop");
+        attn_dsl::ir::verify::verify(&rotated).expect("rotated IR verifies");
+        let src = emit_cuda(&f).expect("emit").source;
+        assert!(src.contains("ATTN_WARP_SPECIALIZED"), "split as well");
+        let args = flash_args(ScalarType::Bf16, 2, 150, d as usize, 93);
+        check(&format!("rotated D{d}"), &f, [3, 2, 1], args, 2e-2);
+    }
+}
+
+/// The keys gathered through a block table (the table read masked by the kernel's own
+/// mask): one tile past the loop's end stays inside the masks.
+#[test]
+fn paged_flash_attention_runs_rotated() {
+    setup();
+    let consts = [
+        ("BLOCK_M", ConstValue::Int(64)),
+        ("BLOCK_N", ConstValue::Int(64)),
+        ("HEAD_DIM", ConstValue::Int(64)),
+        ("PAGE", ConstValue::Int(16)),
+    ];
+    let f = specialize(FLASH, "paged_fwd", &consts, true);
+    let mut rotated = f.clone();
+    assert!(attn_dsl::passes::rotate_scores::run(&mut rotated));
+    check(
+        "rotated paged N64 D64 page 16",
+        &f,
+        [2, 2, 1],
+        paged_args(2, 100, 64, 16, 94),
+        2e-2,
+    );
+}
+
+/// Without the warpgroup target the emitted kernel is the loop as written.
+#[test]
+fn untargeted_kernels_are_not_rotated() {
+    setup();
+    let f = flash_fwd(64, 64, false);
+    let src = emit_cuda(&f).expect("emit").source;
+    let mut rotated = f.clone();
+    attn_dsl::passes::rotate_scores::run(&mut rotated);
+    assert_eq!(
+        src,
+        emit_cuda(&f).expect("emit").source,
+        "emission is deterministic"
+    );
+    assert!(!src.contains("wgmma"), "no warpgroup MMAs");
+}
