@@ -49,7 +49,11 @@ fn flash_attention_carries_the_next_scores() {
         let before = dot_loops(&f);
         let mut rotated = f.clone();
         assert!(attn_dsl::passes::rotate_scores::run(&mut rotated));
-        assert_eq!(dot_loops(&rotated), vec![before[0] + 1], "one more carried value");
+        assert_eq!(
+            dot_loops(&rotated),
+            vec![before[0] + 1],
+            "one more carried value"
+        );
         let dots_outside = rotated
             .body
             .ops

@@ -173,8 +173,17 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
         if unassigned {
             crate::passes::layout::run(&mut target);
         }
-        if rotate {
-            crate::passes::rotate_scores::run(&mut target);
+        if rotate && crate::passes::rotate_scores::run(&mut target) {
+            // The first tile's keys take buffers of their own: where they do not fit the
+            // shared memory (MLA's 72 KB latent tiles), the loop stays as written.
+            match emit_laid_out(&target) {
+                Err(CodegenError::Malformed(_)) => {}
+                done => return done,
+            }
+            target = f.clone();
+            if unassigned {
+                crate::passes::layout::run(&mut target);
+            }
         }
         return emit_laid_out(&target);
     }

@@ -31,7 +31,7 @@
 //! executor runs the kernel as written), where `gpu_ir::mma_defer` then waits for the
 //! scores' MMAs at the yield.
 
-use crate::ir::{Block, BinaryOp, Function, Op, OpId, OpKind, Type, ValueId};
+use crate::ir::{BinaryOp, Block, Function, Op, OpId, OpKind, Type, ValueId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Rotates every loop that qualifies; true when one did.
@@ -164,7 +164,11 @@ fn clone_ops(f: &mut Function, ops: &[OpId], map: &mut BTreeMap<ValueId, ValueId
     ops.iter()
         .map(|&o| {
             let op = f.op(o).clone();
-            let operands = op.operands.iter().map(|v| *map.get(v).unwrap_or(v)).collect();
+            let operands = op
+                .operands
+                .iter()
+                .map(|v| *map.get(v).unwrap_or(v))
+                .collect();
             let results = op
                 .results
                 .iter()
