@@ -285,7 +285,9 @@ impl<'a> Ctx<'a> {
         let in_block = b.ops.contains(&load);
         let enclosing = self.enclosing.iter().any(|e| e.ops.contains(&load));
         let single = self.uses[v.0 as usize] == 1 && !view_trans;
-        let consumers_ok = single || (is_b && in_block && self.only_mma_b_operands(v, b));
+        let consumers_ok = single
+            || (is_b && in_block && self.only_mma_b_operands(v, b))
+            || (!is_b && self.only_mma_a_operands(v));
         if !consumers_ok || !(in_block || (!is_b && enclosing)) {
             return None;
         }
@@ -368,6 +370,22 @@ impl<'a> Ctx<'a> {
                     _ => false,
                 }
             })
+    }
+
+    /// Whether every use of `v` is the A operand of a dot that becomes an `mma` (a query
+    /// tile read by a rotated loop's first scores and by its loop): one copy serves all.
+    fn only_mma_a_operands(&self, v: ValueId) -> bool {
+        let mut all = true;
+        self.f.walk(&mut |_, op| {
+            if op.operands.contains(&v) {
+                all &= op.kind == OpKind::Dot
+                    && op.operands[0] == v
+                    && op.operands[1] != v
+                    && op.operands[2] != v
+                    && self.fragment_result(op.operands[2], op.results[0]);
+            }
+        });
+        all
     }
 
     /// The ops directly in `b` that read `v`, once each.
