@@ -43,8 +43,16 @@ fn defer_loop(f: &Function, uses: &[u32], body: &mut GpuBlock) {
         let r = f.op(dot).results[0];
         uses[r.0 as usize] == 1 && yielded.contains(&r)
     };
+    // The body's last MMA has nothing of its own iteration to run under: it keeps its wait.
+    let Some(last) = body
+        .ops
+        .iter()
+        .rposition(|op| matches!(op, GpuOp::Mma { .. }))
+    else {
+        return;
+    };
     let mut deferred = Vec::new();
-    for op in &mut body.ops {
+    for op in &mut body.ops[..last] {
         if let GpuOp::Mma {
             dot,
             inline_wait,
