@@ -65,6 +65,15 @@ struct Decisions {
 }
 
 /// Lowers a laid-out tile function, whose axis facts the program keeps for the emitter.
+/// Whether dot result `res` can be issued as warpgroup MMAs (the function targets them,
+/// [`Function::warpgroup_mma`]): rows over whole warpgroups of 4 warps (`[W, 1]`, `W` a
+/// multiple of 4) and whole 64-row blocks.
+pub fn warpgroup_shaped(f: &Function, res: ValueId) -> bool {
+    let t = f.ty(res);
+    let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, 1] } if w % 4 == 0);
+    f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
+}
+
 pub fn lower(f: &Function, axis: AxisAnalysis) -> GpuProgram {
     let defs = defining_ops(f);
     let uses = f.use_counts();
@@ -125,7 +134,7 @@ impl<'a> Ctx<'a> {
         }
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let min_lanes = TileInAlloc::min_lanes_for_rows(m);
-        let warpgroup = self.warpgroup_shaped(res);
+        let warpgroup = warpgroup_shaped(self.f, res);
         // A B tile another dot already copies (a shared latent tile) is read from that copy:
         // every consumer becomes an `mma` once one does.
         let Some(bc) = self
@@ -152,15 +161,6 @@ impl<'a> Ctx<'a> {
     /// shared memory without registers or `ldmatrix`.
     fn a_from_shared(&self, load: OpId, b: &Block, k_per_warp: usize, warpgroup: bool) -> bool {
         b.ops.contains(&load) || k_per_warp > MAX_HELD_A_K || warpgroup
-    }
-
-    /// Whether the dot's result can be issued as warpgroup MMAs (the function targets them,
-    /// [`Function::warpgroup_mma`]): rows over whole warpgroups of 4 warps (`[W, 1]`, `W` a multiple of 4) and
-    /// whole 64-row blocks. Its operand allocs are then swizzled (the descriptors' layout).
-    fn warpgroup_shaped(&self, res: ValueId) -> bool {
-        let t = self.f.ty(res);
-        let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, 1] } if w % 4 == 0);
-        self.f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
     }
 
     fn add_copy(&self, c: Candidate, d: &mut Decisions, is_b: bool) -> OperandSource {

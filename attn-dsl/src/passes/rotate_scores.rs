@@ -19,7 +19,8 @@
 //! }
 //! ```
 //!
-//! The rotated dot is the loop body's first dot whose operands are computed from the
+//! The rotated dot is the loop body's first warpgroup-shaped dot (only `wgmma` runs
+//! asynchronously; an `mma.sync` scores tile gains nothing) whose operands are computed from the
 //! induction variable and loop invariants alone (no carried value, nothing defined under a
 //! branch), by ops without side effects; the loop must store nothing (a load of the
 //! computation must not see the loop's writes). The last iteration computes one tile past
@@ -78,6 +79,7 @@ fn rotate_loop(f: &mut Function, l: OpId) -> Option<Vec<OpId>> {
         .ops
         .iter()
         .filter(|&&o| f.op(o).kind == OpKind::Dot)
+        .filter(|&&o| crate::gpu_ir::lower::warpgroup_shaped(f, f.op(o).results[0]))
         .find_map(|&d| Some((d, slice_of(f, &body, d, iv)?)))?;
     let s = f.op(dot).results[0];
     let (lo, step) = (f.op(l).operands[0], f.op(l).operands[2]);
