@@ -25,6 +25,9 @@ use crate::ir::{BinaryOp, Op, ReduceKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
+/// Independent chains of an in-lane row fold (see `Emitter::try_reduce_rows`).
+const FOLD_WAYS: usize = 4;
+
 impl<'f> Emitter<'f> {
     /// Emits `broadcast(x) -> res` as register reads when `x` is the row vector of `res`'s
     /// fragment (`[m, 1]` → `[m, n]` in `Mma`); returns whether it did.
@@ -77,23 +80,71 @@ impl<'f> Emitter<'f> {
                 rm.slots()
             ));
         }
-        self.w
-            .line("// (row reduction: in-lane fold, then the quad's xor-1 and xor-2 shuffles)");
+        // The in-lane fold keeps FOLD_WAYS independent chains (a 16-deep chain of dependent
+        // `fmax` stalled P0's consumers more than its exponentials did), joined pairwise.
+        // `ATTN_CODEGEN_DISABLE=fold_chains`: one chain, as before (A/B timing).
+        let ways = if crate::features::disabled("fold_chains") {
+            1
+        } else if xm.tiles_n % 2 == 0 {
+            FOLD_WAYS
+        } else {
+            2
+        };
+        self.w.line(
+            "// (row reduction: in-lane fold in independent chains, then the quad's xor-1 and xor-2 shuffles)",
+        );
         self.w.open_unrolled("r", rm.slots());
-        self.w.line(format!("{rt} acc = {init};"));
-        self.w.open_unrolled("nt", xm.tiles_n);
+        self.w.line(format!("{rt} attn_fold[{ways}];"));
+        let guard = xm.col_guard("s");
+        // Unguarded, each chain starts at its first element (no fold with the identity).
+        let seeded = guard.is_none() && ways > 1;
+        let first_nt = if seeded { ways / 2 } else { 0 };
+        self.w.open_unrolled("k", ways);
+        if seeded {
+            self.w.line(format!(
+                "const int s = ((r / 2) * {} + (k >> 1)) * 4 + (r & 1) * 2 + (k & 1);",
+                xm.tiles_n
+            ));
+            self.w.line(format!("attn_fold[k] = {};", self.at(x, "s")?));
+        } else {
+            self.w.line(format!("attn_fold[k] = {init};"));
+        }
+        self.w.close("");
+        self.w.line("#pragma unroll");
+        self.w.open(format!(
+            "for (int nt = {first_nt}; nt < {}; ++nt)",
+            xm.tiles_n
+        ));
         self.w.open_unrolled("c", 2);
         self.w.line(format!(
             "const int s = ((r / 2) * {} + nt) * 4 + (r & 1) * 2 + c;",
             xm.tiles_n
         ));
-        let step = format!("acc = {};", binary(bop, acc_t, "acc", &self.at(x, "s")?)?);
-        match xm.col_guard("s") {
+        let chain = match ways {
+            FOLD_WAYS => "attn_fold[(nt & 1) * 2 + c]",
+            2 => "attn_fold[c]",
+            _ => "attn_fold[0]",
+        };
+        let step = format!(
+            "{chain} = {};",
+            binary(bop, acc_t, chain, &self.at(x, "s")?)?
+        );
+        match guard {
             Some(g) => self.w.line(format!("if ({g}) {step}")),
             None => self.w.line(step),
         }
         self.w.close("");
         self.w.close("");
+        let pair = |a: &str, b: &str| binary(bop, acc_t, a, b);
+        let joined = match ways {
+            FOLD_WAYS => pair(
+                &pair("attn_fold[0]", "attn_fold[1]")?,
+                &pair("attn_fold[2]", "attn_fold[3]")?,
+            )?,
+            2 => pair("attn_fold[0]", "attn_fold[1]")?,
+            _ => "attn_fold[0]".to_string(),
+        };
+        self.w.line(format!("{rt} acc = {joined};"));
         for lanes in [1, 2].into_iter().filter(|_| !partial) {
             let other = format!("attn_shfl_xor(acc, {lanes})");
             self.w
