@@ -169,3 +169,37 @@ fn p3_on_two_warpgroups_keeps_its_guarded_copy_at_the_top() {
         "V copy at the top, K copy under the first MMA"
     );
 }
+
+/// P3 with the clamp off: two tile ranges, so two KV loops read one query tile. It is
+/// copied once into shared memory and both loops' scores read it through a descriptor
+/// (with two readers it used to stay in registers, loaded element by element: P3 with the
+/// clamp off ran 1.09 ms against 0.56 once shared, H200, 2026-12-02).
+#[test]
+fn p3_without_clamp_shares_one_query_copy() {
+    use attn_dsl::gpu_ir::{self, CopyAt, GpuOp, OperandSource};
+    let problem = AttentionProblem {
+        mm_prefix_clamp_sw: false,
+        ..p3()
+    };
+    let p = plan(&warpgroup(problem), 8192, PathChoice::Heuristic);
+    let mut f = unified_plans::lowered_ir(&p);
+    f.warpgroup_mma = true;
+    let prog = gpu_ir::compile(&f).expect("gpu ir");
+    let (mut in_place, mut mmas, mut a_shared) = (0, 0, 0);
+    gpu_ir::walk_block(&prog.body, &mut |op| match op {
+        GpuOp::AsyncCopy(c) if c.at == CopyAt::InPlace => in_place += 1,
+        GpuOp::Mma { a, .. } => {
+            mmas += 1;
+            a_shared += usize::from(matches!(a, OperandSource::Shared { .. }));
+        }
+        _ => {}
+    });
+    assert_eq!(in_place, 1, "one copy of the query tile");
+    assert_eq!(
+        (mmas, a_shared),
+        (4, 2),
+        "two loops: QKᵀ with Q from shared memory, PV with P from registers"
+    );
+    let (line, c) = sm90a_loop("P3-noclamp", &p);
+    assert_eq!(sass_support::count(&c, "LDL"), 0, "{line}");
+}
