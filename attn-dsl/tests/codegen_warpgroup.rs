@@ -10,9 +10,8 @@ mod codegen_common;
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::gpu_ir;
 use attn_dsl::ir::{Function, ScalarType};
-use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args};
-use codegen_common::specialize;
+use codegen_common::split_scores;
 
 fn warpgroup_flash(block_n: i64, head_dim: i64) -> Function {
     codegen_common::flash_fwd(block_n, head_dim, true)
@@ -78,21 +77,6 @@ fn untargeted_functions_emit_no_warpgroup_branch() {
     f.warpgroup_mma = false;
     let src = emit_cuda(&f).expect("emit").source;
     assert!(!src.contains("wgmma"), "{src}");
-}
-
-/// `split_fwd` (scores as `dot(q_hi, k_hi, dot(q_lo, k_lo))`) specialized for 64 query rows,
-/// 32-key tiles, D = 128 in halves of 64 (each one swizzled 64-column block, so every dot
-/// is warpgroup-shaped).
-fn split_scores(reuse: bool, warpgroups: bool) -> Function {
-    const SPLIT: &str = include_str!("kernels/split_scores.rs.txt");
-    let consts = [
-        ("BLOCK_M", ConstValue::Int(64)),
-        ("BLOCK_N", ConstValue::Int(32)),
-        ("HEAD_DIM", ConstValue::Int(128)),
-        ("HALF", ConstValue::Int(64)),
-        ("REUSE", ConstValue::Bool(reuse)),
-    ];
-    specialize(SPLIT, "split_fwd", &consts, warpgroups)
 }
 
 /// MMAs of `p` that continue the previous dot's (`mma_chain`).

@@ -7,11 +7,8 @@ mod codegen_common;
 
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::ir::{Function, OpKind, ScalarType};
-use attn_dsl::ConstValue;
+use codegen_common::flash_fwd;
 use codegen_common::sim_check::{check, flash_args, paged_args};
-use codegen_common::{flash_fwd, specialize};
-
-const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
 
 /// Rotation on (the feature list is read once per process), copies landing late.
 fn setup() {
@@ -74,13 +71,7 @@ fn flash_attention_carries_the_next_scores() {
 #[test]
 fn paged_flash_attention_runs_rotated() {
     setup();
-    let consts = [
-        ("BLOCK_M", ConstValue::Int(64)),
-        ("BLOCK_N", ConstValue::Int(64)),
-        ("HEAD_DIM", ConstValue::Int(64)),
-        ("PAGE", ConstValue::Int(16)),
-    ];
-    let f = specialize(FLASH, "paged_fwd", &consts, true);
+    let f = codegen_common::paged_fwd(64, 64, 16);
     let mut rotated = f.clone();
     assert!(attn_dsl::passes::rotate_scores::run(&mut rotated));
     check(

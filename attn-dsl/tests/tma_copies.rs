@@ -13,21 +13,13 @@ use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args, paged_args};
 use codegen_common::{flash_fwd, specialize};
 
-const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
-
 /// Every test of this binary runs with the feature on (read once per process).
 fn tma_on() {
     std::env::set_var("ATTN_CODEGEN_ENABLE", "tma");
 }
 
 fn paged(block_n: i64, d: i64, page: i64) -> Function {
-    let consts = [
-        ("BLOCK_M", ConstValue::Int(64)),
-        ("BLOCK_N", ConstValue::Int(block_n)),
-        ("HEAD_DIM", ConstValue::Int(d)),
-        ("PAGE", ConstValue::Int(page)),
-    ];
-    specialize(FLASH, "paged_fwd", &consts, true)
+    codegen_common::paged_fwd(block_n, d, page)
 }
 
 /// The (stage, group rows) of every TMA copy, in program order.

@@ -9,11 +9,8 @@ mod codegen_common;
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::gpu_ir::{self, CopyAt, GpuBlock, GpuOp, StageSync};
 use attn_dsl::ir::ScalarType;
-use attn_dsl::ConstValue;
+use codegen_common::flash_fwd;
 use codegen_common::sim_check::{check, flash_args, paged_args};
-use codegen_common::{flash_fwd, specialize};
-
-const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
 
 /// The simulator lands copies late in every test of this binary, so a consumer that did
 /// not wait for its stage reads stale bytes and fails.
@@ -138,13 +135,7 @@ fn flash_attention_splits_into_producer_and_consumers() {
 #[test]
 fn paged_flash_attention_runs_split() {
     late_landing();
-    let consts = [
-        ("BLOCK_M", ConstValue::Int(64)),
-        ("BLOCK_N", ConstValue::Int(64)),
-        ("HEAD_DIM", ConstValue::Int(64)),
-        ("PAGE", ConstValue::Int(16)),
-    ];
-    let f = specialize(FLASH, "paged_fwd", &consts, true);
+    let f = codegen_common::paged_fwd(64, 64, 16);
     let p = gpu_ir::compile(&f).expect("gpu ir");
     assert!(p.specialization.is_some());
     check(
@@ -182,15 +173,7 @@ fn untargeted_and_wide_kernels_do_not_split() {
 #[test]
 fn chained_scores_split() {
     late_landing();
-    const SPLIT: &str = include_str!("kernels/split_scores.rs.txt");
-    let consts = [
-        ("BLOCK_M", ConstValue::Int(64)),
-        ("BLOCK_N", ConstValue::Int(32)),
-        ("HEAD_DIM", ConstValue::Int(128)),
-        ("HALF", ConstValue::Int(64)),
-        ("REUSE", ConstValue::Bool(false)),
-    ];
-    let f = specialize(SPLIT, "split_fwd", &consts, true);
+    let f = codegen_common::split_scores(false, true);
     let p = gpu_ir::compile(&f).expect("gpu ir");
     let text = gpu_ir::printer::print_program(&f, &p);
     assert!(text.contains(", continues %"), "{text}");

@@ -791,3 +791,39 @@ pub fn flash_fwd(block_n: i64, d: i64, warpgroups: bool) -> Function {
         warpgroups,
     )
 }
+
+/// The test module's `paged_fwd` (64-row blocks over a paged cache) specialized for bf16 at
+/// `block_n` keys, head size `d` and `page` rows a page, for warpgroup MMAs.
+pub fn paged_fwd(block_n: i64, d: i64, page: i64) -> Function {
+    let consts = [
+        ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
+        ("BLOCK_N", attn_dsl::ConstValue::Int(block_n)),
+        ("HEAD_DIM", attn_dsl::ConstValue::Int(d)),
+        ("PAGE", attn_dsl::ConstValue::Int(page)),
+    ];
+    specialize(
+        include_str!("../kernels/flash_attention.rs.txt"),
+        "paged_fwd",
+        &consts,
+        true,
+    )
+}
+
+/// `split_scores.rs.txt`'s kernel: the scores as two dots over the head's halves (the
+/// second accumulating into the first, MLA's shape), the first's result read again when
+/// `reuse`; 64 × 32 tiles at D 128.
+pub fn split_scores(reuse: bool, warpgroups: bool) -> Function {
+    let consts = [
+        ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
+        ("BLOCK_N", attn_dsl::ConstValue::Int(32)),
+        ("HEAD_DIM", attn_dsl::ConstValue::Int(128)),
+        ("HALF", attn_dsl::ConstValue::Int(64)),
+        ("REUSE", attn_dsl::ConstValue::Bool(reuse)),
+    ];
+    specialize(
+        include_str!("../kernels/split_scores.rs.txt"),
+        "split_fwd",
+        &consts,
+        warpgroups,
+    )
+}
