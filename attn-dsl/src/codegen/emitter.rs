@@ -760,11 +760,6 @@ impl<'f> Emitter<'f> {
         let op = self.f.op(id);
         self.op_comment(op);
         let body = Self::region(op, 0)?;
-        let (lo, hi, step) = (
-            Self::operand(op, 0)?,
-            Self::operand(op, 1)?,
-            Self::operand(op, 2)?,
-        );
         let ring_loop = self.prog.specialization.as_ref().map(|s| s.loop_op);
         if self.role == Role::Producer && ring_loop == Some(id) {
             return self.emit_producer_for(id, gbody, pipelined);
@@ -785,35 +780,17 @@ impl<'f> Emitter<'f> {
         for (i, _) in &deferred {
             self.start_row_sum(op.results[*i])?;
         }
-        let iv = *body
-            .args
-            .first()
-            .ok_or_else(|| CodegenError::Malformed("for without induction variable".into()))?;
-        let ivn = self.bind_new(iv);
-        let (lo, hi, step) = (
-            self.name(lo)?.to_string(),
-            self.name(hi)?.to_string(),
-            self.name(step)?.to_string(),
-        );
         if self.loop_depth > 0 {
             self.w.line(NESTED_LOOP_PRAGMA);
         }
-        self.w.open(format!(
-            "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
-        ));
+        self.open_for(op, body)?;
         self.loop_depth += 1;
         let next = self.emit_region(gbody, OpKind::Yield);
         self.loop_depth -= 1;
         let next = next?;
         self.assign_all(&carried, &next)?;
         if pipelined {
-            let st = self.stage_vars.pop().unwrap_or_default();
-            match self.f.num_stages {
-                2 => self.w.line(format!("{st} ^= 1;")),
-                s => self
-                    .w
-                    .line(format!("{st} = {st} == {} ? 0 : {st} + 1;", s - 1)),
-            }
+            self.advance_stage();
         }
         self.w.close("");
         for (i, _) in deferred {
@@ -841,6 +818,17 @@ impl<'f> Emitter<'f> {
             let st = self.stage_var(id)?;
             self.stage_vars.push(st);
         }
+        self.open_for(op, body)?;
+        self.emit_ops(gbody)?;
+        if pipelined {
+            self.advance_stage();
+        }
+        self.w.close("");
+        Ok(())
+    }
+
+    /// Binds the loop's induction variable and opens `for (iv = lo; iv < hi; iv += step)`.
+    fn open_for(&mut self, op: &'f Op, body: &'f crate::ir::Block) -> Result<(), CodegenError> {
         let iv = *body
             .args
             .first()
@@ -853,13 +841,18 @@ impl<'f> Emitter<'f> {
         self.w.open(format!(
             "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
         ));
-        self.emit_ops(gbody)?;
-        if pipelined {
-            let st = self.stage_vars.pop().unwrap_or_default();
-            self.w.line(format!("{st} ^= 1;"));
-        }
-        self.w.close("");
         Ok(())
+    }
+
+    /// Pops the pipelined loop's stage counter and moves it to the ring's next buffer.
+    fn advance_stage(&mut self) {
+        let st = self.stage_vars.pop().unwrap_or_default();
+        match self.f.num_stages {
+            2 => self.w.line(format!("{st} ^= 1;")),
+            s => self
+                .w
+                .line(format!("{st} = {st} == {} ? 0 : {st} + 1;", s - 1)),
+        }
     }
 
     fn emit_if(
