@@ -732,8 +732,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         Ok(())
     }
 
-    /// The stream work up to the exchange of a prepared call: fork, the current part on S1,
-    /// the all-gather, the history pass and its reduce into `hist_send` on S0.
+    /// The stream work up to the exchange of a prepared call: fork, the all-gather, the
+    /// history pass and its reduce into `hist_send` on S0, then the current part on S1.
     pub fn enqueue_prepared(
         &mut self,
         args: &MlaDcpDecodeArgs<'_, E>,
@@ -751,10 +751,14 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         let main = self.fork_join.main().clone();
         self.mark(Mark::Start, &main)?;
         self.fork_join.fork()?;
-        self.enqueue_current(args)?;
+        // The main stream's work first: enqueued behind the side stream's, the history
+        // waited for the host to enqueue the current part (the profiled L1 step showed the
+        // main stream idle for its first 24 µs); the side stream starts as soon as the
+        // current part is enqueued, under the history either way.
         self.enqueue_gather(args)?;
         self.mark(Mark::Gathered, &main)?;
         self.enqueue_history(args)?;
+        self.enqueue_current(args)?;
         self.stage = Stage::HistoryDone;
         let plan = self.plan().ok_or(MlaError::StageOrder {
             stage: "enqueue_prepared",
