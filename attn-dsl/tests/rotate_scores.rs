@@ -98,3 +98,49 @@ fn untargeted_kernels_are_not_rotated() {
     );
     assert!(!src.contains("wgmma"), "no warpgroup MMAs");
 }
+
+/// In the rotated loop's GPU program the next tile's scores are issued without a wait and
+/// waited for just before the `yield` (`mma_defer`); PV, the body's last MMA, keeps its
+/// inline wait.
+#[test]
+fn the_next_scores_are_waited_for_at_the_yield() {
+    use attn_dsl::gpu_ir::{self, GpuOp};
+    setup();
+    let mut f = flash_fwd(64, 128, true);
+    assert!(attn_dsl::passes::rotate_scores::run(&mut f));
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = gpu_ir::printer::print_program(&f, &p);
+    // Unsplit or the consumers' program: the loop body is where the MMAs are.
+    let mut bodies = Vec::new();
+    gpu_ir::walk_block(&p.body, &mut |op| {
+        if let GpuOp::For {
+            body,
+            pipelined: true,
+            ..
+        } = op
+        {
+            bodies.push(body.clone());
+        }
+    });
+    let body = bodies.first().expect(&text);
+    let mmas: Vec<(attn_dsl::ir::OpId, bool)> = body
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            GpuOp::Mma {
+                dot, inline_wait, ..
+            } => Some((*dot, *inline_wait)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(mmas.len(), 2, "{text}");
+    let ((scores, scores_wait), (_, pv_wait)) = (mmas[0], mmas[1]);
+    assert!(!scores_wait && pv_wait, "{text}");
+    let n = body.ops.len();
+    let waited_late = body.ops[..n - 1]
+        .iter()
+        .rev()
+        .take(3)
+        .any(|op| matches!(op, GpuOp::MmaWait { dot } if *dot == scores));
+    assert!(waited_late, "the scores' wait sits at the yield: {text}");
+}

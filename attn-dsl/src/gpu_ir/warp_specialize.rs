@@ -576,3 +576,20 @@ fn region_operands(f: &Function, o: OpId, out: &mut Vec<ValueId>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::two_blocks_fit;
+
+    /// One warpgroup plus the producer (256 threads) keeps two blocks up to a 64-register
+    /// accumulator (P0's 64 × 128); P3's 64 × 256 (128) and two consumer warpgroups over a
+    /// 64-register accumulator (384 threads: 85 registers a thread at two blocks) do not.
+    #[test]
+    fn two_blocks_need_twice_the_accumulator_in_launch_registers() {
+        assert!(two_blocks_fit(256, 64));
+        assert!(!two_blocks_fit(256, 65));
+        assert!(!two_blocks_fit(256, 128));
+        assert!(!two_blocks_fit(384, 64));
+        assert!(two_blocks_fit(384, 32));
+    }
+}
