@@ -144,3 +144,26 @@ fn the_next_scores_are_waited_for_at_the_yield() {
         .any(|op| matches!(op, GpuOp::MmaWait { dot } if *dot == scores));
     assert!(waited_late, "the scores' wait sits at the yield: {text}");
 }
+
+/// Scores that are not warpgroup-shaped (16 rows: `mma.sync` even on a warpgroup target)
+/// gain nothing from running ahead and are left as written (rotated, this shape had failed
+/// to emit: a value used before its definition).
+#[test]
+fn sixteen_row_scores_are_not_rotated() {
+    setup();
+    let consts = [
+        ("BLOCK_M", attn_dsl::ConstValue::Int(16)),
+        ("BLOCK_N", attn_dsl::ConstValue::Int(32)),
+        ("HEAD_DIM", attn_dsl::ConstValue::Int(128)),
+        ("CAUSAL", attn_dsl::ConstValue::Bool(true)),
+    ];
+    let f = codegen_common::specialize(
+        include_str!("kernels/flash_attention.rs.txt"),
+        "flash_fwd",
+        &consts,
+        true,
+    );
+    let mut rotated = f.clone();
+    assert!(!attn_dsl::passes::rotate_scores::run(&mut rotated));
+    emit_cuda(&f).expect("emits as written");
+}
