@@ -1,8 +1,9 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
-//! `deferred_sum`, `guarded_shuffles`, `k_split`, `mma_overlap`, `swizzle`, `wg_turns`,
-//! `wgmma`, `ws`), `ATTN_CODEGEN_ENABLE` ones to force on (`swizzle` for
-//! issue-bound copies, `tma` for TMA copies on sm_90a), comma-separated.
+//! `deferred_sum`, `fold_chains`, `guarded_shuffles`, `k_split`, `mma_chain`, `mma_overlap`,
+//! `swizzle`, `wg_turns`, `wgmma`, `ws`), `ATTN_CODEGEN_ENABLE` ones to force on (`swizzle`
+//! for issue-bound copies, `tma` for TMA copies on sm_90a, `rotate` for scores computed one
+//! tile ahead), comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.
