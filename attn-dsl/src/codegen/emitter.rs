@@ -762,13 +762,10 @@ impl<'f> Emitter<'f> {
         let body = Self::region(op, 0)?;
         let ring_loop = self.prog.specialization.as_ref().map(|s| s.loop_op);
         if self.role == Role::Producer && ring_loop == Some(id) {
-            return self.emit_producer_for(id, gbody, pipelined);
+            return self.emit_producer_for(op, id, gbody, pipelined);
         }
         let held = self.hold_invariant_a_operands(body)?;
-        if pipelined {
-            let st = self.stage_var(id)?;
-            self.stage_vars.push(st);
-        }
+        self.enter_ring(id, pipelined)?;
         let deferred = self.deferred_row_sums(op);
         for (_, r) in &deferred {
             self.partial_rows.insert(r.0);
@@ -807,18 +804,13 @@ impl<'f> Emitter<'f> {
     /// computes).
     fn emit_producer_for(
         &mut self,
+        op: &'f Op,
         id: OpId,
         gbody: &'f GpuBlock,
         pipelined: bool,
     ) -> Result<(), CodegenError> {
-        let op = self.f.op(id);
-        self.op_comment(op);
-        let body = Self::region(op, 0)?;
-        if pipelined {
-            let st = self.stage_var(id)?;
-            self.stage_vars.push(st);
-        }
-        self.open_for(op, body)?;
+        self.enter_ring(id, pipelined)?;
+        self.open_for(op, Self::region(op, 0)?)?;
         self.emit_ops(gbody)?;
         if pipelined {
             self.advance_stage();
@@ -841,6 +833,15 @@ impl<'f> Emitter<'f> {
         self.w.open(format!(
             "for (int {ivn} = {lo}; {ivn} < {hi}; {ivn} += {step})"
         ));
+        Ok(())
+    }
+
+    /// Declares a pipelined loop's stage counter and makes it the innermost ring's.
+    fn enter_ring(&mut self, id: OpId, pipelined: bool) -> Result<(), CodegenError> {
+        if pipelined {
+            let st = self.stage_var(id)?;
+            self.stage_vars.push(st);
+        }
         Ok(())
     }
 

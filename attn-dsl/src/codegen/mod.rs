@@ -166,26 +166,23 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
         .values
         .iter()
         .any(|v| !v.ty.is_scalar() && v.ty.layout == Layout::Unassigned);
+    let laid_out = unassigned.then(|| {
+        let mut g = f.clone();
+        crate::passes::layout::run(&mut g);
+        g
+    });
+    let f = laid_out.as_ref().unwrap_or(f);
     // Warpgroup targets compute a loop's next scores under its softmax (opt-in).
-    let rotate = f.warpgroup_mma && crate::features::enabled("rotate");
-    if unassigned || rotate {
-        let mut target = f.clone();
-        if unassigned {
-            crate::passes::layout::run(&mut target);
-        }
-        if rotate && crate::passes::rotate_scores::run(&mut target) {
+    if f.warpgroup_mma && crate::features::enabled("rotate") {
+        let mut rotated = f.clone();
+        if crate::passes::rotate_scores::run(&mut rotated) {
             // The first tile's keys take buffers of their own: where they do not fit the
             // shared memory (MLA's 72 KB latent tiles), the loop stays as written.
-            match emit_laid_out(&target) {
+            match emit_laid_out(&rotated) {
                 Err(CodegenError::Malformed(_)) => {}
                 done => return done,
             }
-            target = f.clone();
-            if unassigned {
-                crate::passes::layout::run(&mut target);
-            }
         }
-        return emit_laid_out(&target);
     }
     emit_laid_out(f)
 }

@@ -241,38 +241,51 @@ fn copies_run_regions(f: &Function, b: &GpuBlock, loop_op: OpId) -> bool {
         if let GpuOp::AsyncCopy(c) = op {
             if c.loop_op == Some(loop_op) {
                 let mut seen = BTreeSet::new();
-                found |= f
-                    .op(c.load)
-                    .operands
-                    .iter()
-                    .any(|&v| recomputes_region(f, &defs, &in_body, v, &mut seen));
+                for &v in &f.op(c.load).operands {
+                    walk_recomputation(f, &defs, &in_body, v, &mut seen, &mut |r| {
+                        found |= matches!(r, Recomputed::Op(o) if !f.op(o).regions.is_empty())
+                    });
+                }
             }
         }
     });
     found
 }
 
-/// Whether recomputing `v` in a copy runs a loop or branch (scalars from outside the loop
-/// body are read by name, not recomputed).
-fn recomputes_region(
+/// What recomputing a copy's value evaluates (see [`walk_recomputation`]).
+enum Recomputed {
+    /// A scalar defined outside the loop body: read by name, not recomputed.
+    Named(ValueId),
+    /// An op evaluated again (the ops of its regions are visited too).
+    Op(OpId),
+}
+
+/// Visits what recomputing `v` in a copy evaluates, each value once (`seen` may span
+/// several values of one walk).
+fn walk_recomputation(
     f: &Function,
     defs: &[Option<OpId>],
     in_body: &[bool],
     v: ValueId,
     seen: &mut BTreeSet<ValueId>,
-) -> bool {
-    if !seen.insert(v) || (f.ty(v).is_scalar() && !in_body[v.0 as usize]) {
-        return false;
+    visit: &mut impl FnMut(Recomputed),
+) {
+    if !seen.insert(v) {
+        return;
+    }
+    if f.ty(v).is_scalar() && !in_body[v.0 as usize] {
+        visit(Recomputed::Named(v));
+        return;
     }
     let Some(o) = defs[v.0 as usize] else {
-        return false;
+        return;
     };
-    let op = f.op(o);
-    !op.regions.is_empty()
-        || op
-            .operands
-            .iter()
-            .any(|&x| recomputes_region(f, defs, in_body, x, seen))
+    visit(Recomputed::Op(o));
+    let mut operands: Vec<ValueId> = Vec::new();
+    region_operands(f, o, &mut operands);
+    for x in operands {
+        walk_recomputation(f, defs, in_body, x, seen, visit);
+    }
 }
 
 /// Whether `op` only computes scalars from scalars (the producer repeats such work: the
@@ -514,7 +527,11 @@ fn producer_defines_its_reads(f: &Function, producer: &GpuBlock, loop_op: OpId) 
     super::program::walk_block(producer, &mut |op| match op {
         GpuOp::AsyncCopy(c) => {
             for &v in &f.op(c.load).operands {
-                named_reads(f, &defs, &in_body, v, &mut reads, &mut BTreeSet::new());
+                walk_recomputation(f, &defs, &in_body, v, &mut BTreeSet::new(), &mut |r| {
+                    if let Recomputed::Named(x) = r {
+                        reads.insert(x);
+                    }
+                });
             }
         }
         GpuOp::Tile(o)
@@ -538,32 +555,6 @@ fn producer_defines_its_reads(f: &Function, producer: &GpuBlock, loop_op: OpId) 
         _ => {}
     });
     reads.is_subset(&defined)
-}
-
-/// The scalars defined outside the loop body that recomputing `v` reads by name.
-fn named_reads(
-    f: &Function,
-    defs: &[Option<OpId>],
-    in_body: &[bool],
-    v: ValueId,
-    out: &mut BTreeSet<ValueId>,
-    seen: &mut BTreeSet<ValueId>,
-) {
-    if !seen.insert(v) {
-        return;
-    }
-    if f.ty(v).is_scalar() && !in_body[v.0 as usize] {
-        out.insert(v);
-        return;
-    }
-    let Some(o) = defs[v.0 as usize] else {
-        return;
-    };
-    let mut operands: Vec<ValueId> = Vec::new();
-    region_operands(f, o, &mut operands);
-    for x in operands {
-        named_reads(f, defs, in_body, x, out, seen);
-    }
 }
 
 /// The operands of op `o` and of every op in its regions.
