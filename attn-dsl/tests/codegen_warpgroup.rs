@@ -44,12 +44,16 @@ fn warpgroup_targeted_flash_attention_matches_the_executor() {
         let wait = text[issue..].find("mma_wait").expect(&text);
         assert!(copies < wait, "{text}");
         let src = emit_cuda(&f).expect("emit").source;
-        assert_eq!(
-            src.matches("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
-                .count(),
-            6,
-            "two dots and the deferred wait, in the consumers' and the unsplit program"
-        );
+        for (what, piece) in [
+            ("commit", "attn_wgmma_commit();"),
+            ("wait", "attn_wgmma_wait<0>();"),
+        ] {
+            assert_eq!(
+                src.matches(piece).count(),
+                4,
+                "two dots' {what}s, in the consumers' and the unsplit program"
+            );
+        }
         assert!(
             src.contains("p, 1, 1, 0, 0;"),
             "QK^T: A and B K-major descriptors"

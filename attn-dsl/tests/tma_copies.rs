@@ -1,13 +1,14 @@
-//! TMA copies (`ATTN_CODEGEN_ENABLE=tma`, warpgroup targets): which pipelined copies move as
-//! 2D boxes, the tensor maps the launcher must encode for them, where their stages land,
-//! and that the `cp.async` branch of the same source (what the simulator compiles) still
-//! computes the kernel. GPU parity covers the TMA branch (`gpu_unified`, `gpu_mla_op` with
-//! the feature on).
+//! TMA copies (warpgroup targets): which pipelined copies move as 2D boxes, the tensor
+//! maps the launcher must encode for them, where their stages land, and that the
+//! `cp.async` branch of the same source (what the simulator compiles) still computes the
+//! kernel. A warp-specialized program's producer issues them (shipped); this binary also
+//! turns on `ATTN_CODEGEN_ENABLE=tma`, the consumer-issued boxes of unsplit programs. GPU
+//! parity covers the TMA branch (`gpu_unified`, `gpu_mla_op`).
 
 mod codegen_common;
 
 use attn_dsl::codegen::{emit_cuda, RowStride};
-use attn_dsl::gpu_ir::{self, CopyAt, CopyEngine, GpuOp, Stage, TmaStride};
+use attn_dsl::gpu_ir::{self, CopyAt, CopyEngine, GpuOp, Stage, StageSync, TmaStride};
 use attn_dsl::ir::Function;
 use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args, paged_args};
@@ -22,23 +23,26 @@ fn paged(block_n: i64, d: i64, page: i64) -> Function {
     codegen_common::paged_fwd(block_n, d, page)
 }
 
-/// The (stage, group rows) of every TMA copy, in program order.
+/// The (stage, group rows) of every TMA copy, in program order (a split program's are its
+/// producer's).
 fn tma_copies(p: &gpu_ir::GpuProgram) -> Vec<(CopyAt, usize)> {
     let mut out = Vec::new();
-    gpu_ir::walk_block(&p.body, &mut |op| {
-        if let GpuOp::AsyncCopy(c) = op {
-            if let CopyEngine::Tma { group_rows, .. } = c.engine {
-                out.push((c.at, group_rows));
+    for b in p.copying_blocks() {
+        gpu_ir::walk_block(b, &mut |op| {
+            if let GpuOp::AsyncCopy(c) = op {
+                if let CopyEngine::Tma { group_rows, .. } = c.engine {
+                    out.push((c.at, group_rows));
+                }
             }
-        }
-    });
+        });
+    }
     out
 }
 
-/// The ops of the first pipelined loop's body.
-fn loop_body(p: &gpu_ir::GpuProgram) -> Vec<GpuOp> {
+/// The ops of the first pipelined loop's body in `b`.
+fn loop_body(b: &gpu_ir::GpuBlock) -> Vec<GpuOp> {
     let mut body = None;
-    gpu_ir::walk_block(&p.body, &mut |op| {
+    gpu_ir::walk_block(b, &mut |op| {
         if let GpuOp::For {
             body: b,
             pipelined: true,
@@ -51,14 +55,36 @@ fn loop_body(p: &gpu_ir::GpuProgram) -> Vec<GpuOp> {
     body.expect("a pipelined loop")
 }
 
+/// The positions of the `tma_landed` ops of the current stage in `body`.
+fn landings(body: &[GpuOp]) -> Vec<usize> {
+    body.iter()
+        .enumerate()
+        .filter(|(_, o)| {
+            matches!(
+                o,
+                GpuOp::TmaLanded {
+                    stage: Stage::Current,
+                    ..
+                }
+            )
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Dense K and V: each tile's rows are `HEAD_DIM` elements apart end to end, so one box
 /// per 64-column block covers the whole tile; the prologue's and the loop's copies both
-/// move by TMA, Q (read once, not pipelined) by the threads. The loop waits for each
-/// stage's boxes after its `cp.async` wait and before the barrier that publishes them.
+/// move by TMA, Q (read once, not pipelined) by the threads.
+/// - Split (64 rows at D 64 and 128): the producer issues the boxes and, at the top of its
+///   loop, waits for the current stage's before it hands the stage to the consumers, whose
+///   program holds no TMA op.
+/// - Unsplit (D 256: a 128-register accumulator would cost the split its second block an
+///   SM): the consumers issue them, and the loop waits for each stage's boxes after its
+///   `cp.async` wait and before the barrier that publishes them.
 #[test]
 fn dense_tiles_move_as_whole_tile_boxes() {
     tma_on();
-    for (block_n, d) in [(64, 64), (64, 128)] {
+    for (block_n, d) in [(64, 64), (64, 128), (64, 256)] {
         let f = flash_fwd(block_n, d, true);
         let p = gpu_ir::compile(&f).expect("gpu ir");
         let text = gpu_ir::printer::print_program(&f, &p);
@@ -78,24 +104,30 @@ fn dense_tiles_move_as_whole_tile_boxes() {
             .tensor_maps
             .iter()
             .all(|m| m.row_stride == TmaStride::Const(d) && m.box_cols == 64));
-        let body = loop_body(&p);
-        let landed: Vec<usize> = body
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| {
-                matches!(
-                    o,
-                    GpuOp::TmaLanded {
-                        stage: Stage::Current,
-                        ..
-                    }
-                )
-            })
-            .map(|(i, _)| i)
-            .collect();
-        assert_eq!(landed, vec![1, 2], "after the wait: {text}");
-        assert!(matches!(body[0], GpuOp::Wait { .. }), "{text}");
-        assert!(matches!(body[3], GpuOp::Barrier { .. }), "{text}");
+        match &p.specialization {
+            Some(ws) => {
+                assert!(d <= 128, "D {d} split: {text}");
+                let body = loop_body(&ws.producer);
+                assert_eq!(landings(&body), vec![0, 1], "first in the loop: {text}");
+                assert!(
+                    matches!(body[2], GpuOp::Stage(StageSync::Filled)),
+                    "then handed over: {text}"
+                );
+                let mut consumer_tma = false;
+                gpu_ir::walk_block(&p.body, &mut |o| {
+                    consumer_tma |= matches!(o, GpuOp::TmaLanded { .. })
+                        || matches!(o, GpuOp::AsyncCopy(c) if c.engine != CopyEngine::Threads)
+                });
+                assert!(!consumer_tma, "the consumers' program: {text}");
+            }
+            None => {
+                assert_eq!(d, 256, "D {d} unsplit: {text}");
+                let body = loop_body(&p.body);
+                assert_eq!(landings(&body), vec![1, 2], "after the wait: {text}");
+                assert!(matches!(body[0], GpuOp::Wait { .. }), "{text}");
+                assert!(matches!(body[3], GpuOp::Barrier { .. }), "{text}");
+            }
+        }
 
         let k = emit_cuda(&f).expect("emit");
         let names: Vec<&str> = f.params.iter().map(|p| p.name.as_str()).collect();
@@ -242,13 +274,12 @@ fn the_table_read_must_share_the_copys_mask() {
     assert!(tma_copies(&p).is_empty());
 }
 
-/// The verifier rejects a loop that reads a TMA-filled stage with no `tma_landed` before:
-/// the `cp.async` wait and the barrier alone do not order boxes.
+/// The verifier rejects a loop that reads a TMA-filled stage, or a producer loop that hands
+/// one over, with no `tma_landed` before: the `cp.async` wait and the barrier alone do not
+/// order boxes.
 #[test]
-fn verifier_rejects_a_stage_read_before_its_boxes_land() {
+fn verifier_rejects_a_stage_used_before_its_boxes_land() {
     tma_on();
-    let f = flash_fwd(64, 64, true);
-    let mut p = gpu_ir::compile(&f).expect("gpu ir");
     fn drop_landings(b: &mut gpu_ir::GpuBlock) {
         b.ops.retain(|o| !matches!(o, GpuOp::TmaLanded { .. }));
         for o in &mut b.ops {
@@ -257,7 +288,15 @@ fn verifier_rejects_a_stage_read_before_its_boxes_land() {
             }
         }
     }
-    drop_landings(&mut p.body);
-    let e = gpu_ir::verify::verify(&f, &p).expect_err("unordered TMA read accepted");
-    assert!(e.contains("TMA boxes"), "{e}");
+    for (d, split) in [(64, true), (256, false)] {
+        let f = flash_fwd(64, d, true);
+        let mut p = gpu_ir::compile(&f).expect("gpu ir");
+        assert_eq!(p.specialization.is_some(), split, "D {d}");
+        match &mut p.specialization {
+            Some(ws) => drop_landings(&mut ws.producer),
+            None => drop_landings(&mut p.body),
+        }
+        let e = gpu_ir::verify::verify(&f, &p).expect_err("unordered TMA use accepted");
+        assert!(e.contains("TMA boxes"), "D {d}: {e}");
+    }
 }

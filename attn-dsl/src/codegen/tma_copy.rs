@@ -50,13 +50,15 @@ impl<'f> Emitter<'f> {
     /// A TMA copy into `a` (each alloc's copies share one map and distribution).
     fn tma_copy_of(&self, a: AllocId) -> Option<AsyncCopy> {
         let mut found = None;
-        crate::gpu_ir::walk_block(&self.prog.body, &mut |op| {
-            if let GpuOp::AsyncCopy(c) = op {
-                if found.is_none() && c.dst == a && matches!(c.engine, CopyEngine::Tma { .. }) {
-                    found = Some(c.clone());
+        for b in self.prog.copying_blocks() {
+            crate::gpu_ir::walk_block(b, &mut |op| {
+                if let GpuOp::AsyncCopy(c) = op {
+                    if found.is_none() && c.dst == a && matches!(c.engine, CopyEngine::Tma { .. }) {
+                        found = Some(c.clone());
+                    }
                 }
-            }
-        });
+            });
+        }
         found
     }
 
@@ -111,12 +113,23 @@ impl<'f> Emitter<'f> {
     /// At the kernel's start: the mbarriers (initialized by thread 0 before a barrier), the
     /// stride reciprocals, the phase bits and the masked-chunk bits.
     pub(crate) fn emit_tma_setup(&mut self) -> Res<()> {
-        let allocs = self.prog.tma_allocs();
-        if allocs.is_empty() {
+        if self.prog.tma_allocs().is_empty() {
             return Ok(());
         }
-        let (bars, maps) = (TMA_STAGES * allocs.len(), self.prog.tensor_maps.len());
         self.w.line(SM90A);
+        self.emit_tma_pointers();
+        self.w.open("if (tid == 0)");
+        self.emit_tma_init()?;
+        self.w.close("");
+        self.emit_block_sync();
+        self.emit_tma_state();
+        self.w.line("#endif");
+        Ok(())
+    }
+
+    /// The pointers to the TMA mbarriers and the stride reciprocals (every thread's).
+    pub(crate) fn emit_tma_pointers(&mut self) {
+        let bars = TMA_STAGES * self.prog.tma_allocs().len();
         self.w.line(format!(
             "unsigned long long* const attn_mbar = reinterpret_cast<unsigned long long*>(attn_smem + {});",
             self.prog.tma_offset
@@ -124,25 +137,31 @@ impl<'f> Emitter<'f> {
         self.w.line(format!(
             "unsigned long long* const attn_tma_inv = attn_mbar + {bars};"
         ));
-        self.w.open("if (tid == 0)");
+    }
+
+    /// One thread's initialization of the mbarriers and the reciprocals (a barrier must
+    /// follow before any use).
+    pub(crate) fn emit_tma_init(&mut self) -> Res<()> {
+        let bars = TMA_STAGES * self.prog.tma_allocs().len();
         self.w.line(format!(
             "for (int i = 0; i < {bars}; ++i) attn_mbar_init(&attn_mbar[i], 1u);"
         ));
-        for m in 0..maps {
+        for m in 0..self.prog.tensor_maps.len() {
             let s = self.tma_stride(m)?;
             self.w.line(format!(
                 "attn_tma_inv[{m}] = ~0ull / (unsigned long long){s};"
             ));
         }
         self.w.line("attn_mbar_init_fence();");
-        self.w.close("");
-        self.emit_block_sync();
+        Ok(())
+    }
+
+    /// The issuing threads' state: the stages' phase bits and each alloc's masked-chunk bits.
+    pub(crate) fn emit_tma_state(&mut self) {
         self.w.line("unsigned attn_tma_phase = 0u;");
-        for a in allocs {
+        for a in self.prog.tma_allocs() {
             self.w.line(format!("unsigned {} = 0u;", zero_bits(a)));
         }
-        self.w.line("#endif");
-        Ok(())
     }
 
     /// The mbarrier of `stage` of alloc `a`.

@@ -102,7 +102,7 @@ impl<'f> Emitter<'f> {
         let consumers = self.threads;
         let params = self.bound_names();
         self.w.line("#if ATTN_WARP_SPECIALIZED");
-        self.emit_stage_barriers(ws);
+        self.emit_stage_barriers(ws)?;
         self.w.open(format!("if (threadIdx.x >= {consumers})"));
         self.w.line("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();");
         self.emit_role(Role::Producer, &params, &ws.producer, ws.producer_threads)?;
@@ -149,6 +149,11 @@ impl<'f> Emitter<'f> {
             0
         };
         self.w.line(format!("unsigned attn_ws_phase = {phases}u;"));
+        if role == Role::Producer && !self.prog.tma_allocs().is_empty() {
+            self.w.line(super::tma_copy::SM90A);
+            self.emit_tma_state();
+            self.w.line("#endif");
+        }
         let r = self.emit_program(body);
         self.threads = all;
         r
@@ -156,13 +161,24 @@ impl<'f> Emitter<'f> {
 
     /// The ring's mbarriers, initialized by thread 0 before every thread's first use:
     /// `full[s]` completes when each producer warp arrived, `empty[s]` when each consumer
-    /// warp did.
-    fn emit_stage_barriers(&mut self, ws: &WarpSpecialization) {
+    /// warp did. The producer's TMA boxes land on mbarriers of their own (`tma_copy`).
+    fn emit_stage_barriers(&mut self, ws: &WarpSpecialization) -> Res<()> {
+        let tma = !self.prog.tma_allocs().is_empty();
         self.w.line(format!(
             "unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + {}); // full[{WS_STAGES}], empty[{WS_STAGES}]",
             ws.mbar_offset
         ));
+        if tma {
+            self.w.line(super::tma_copy::SM90A);
+            self.emit_tma_pointers();
+            self.w.line("#endif");
+        }
         self.w.open("if (threadIdx.x == 0)");
+        if tma {
+            self.w.line(super::tma_copy::SM90A);
+            self.emit_tma_init()?;
+            self.w.line("#endif");
+        }
         self.w.open_unrolled("s", WS_STAGES);
         self.w.line(format!(
             "attn_mbar_init(&attn_ws_bar[s], {}u);",
@@ -176,6 +192,7 @@ impl<'f> Emitter<'f> {
         self.w.line("attn_mbar_init_fence();");
         self.w.close("");
         self.w.line("__syncthreads();");
+        Ok(())
     }
 
     /// A step of the stage handshake (see [`StageSync`]).

@@ -51,11 +51,11 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // Waits and barriers from the dependencies of the final schedule (after pipelining,
     // which fixes where every copy and read is).
     sync::run(&mut p.body);
-    // On Hopper, one thread moves a paged tile as TMA boxes (a page's rows by 64 columns)
-    // instead of every thread computing an address per 16 bytes; the schedule stays.
-    tma::run(f, &mut p);
-    // On Hopper, a producer warpgroup takes the loop's copies off the math warps (opt-in).
+    // On Hopper, a producer warpgroup takes the loop's copies off the math warps.
     warp_specialize::run(f, &mut p);
+    // On Hopper, the producer moves a paged tile as TMA boxes (a page's rows by 64 columns)
+    // instead of each thread computing an address per 16 bytes; the schedule stays.
+    tma::run(f, &mut p);
     // Bytes by liveness, once nothing moves any more.
     allocate::run(&mut p);
     verify::verify(f, &p)?;

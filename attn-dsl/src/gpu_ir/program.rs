@@ -474,13 +474,22 @@ impl GpuProgram {
     /// `TMA_STAGES · k + stage`).
     pub fn tma_allocs(&self) -> Vec<AllocId> {
         let mut out = Vec::new();
-        walk_block(&self.body, &mut |op| {
-            if let GpuOp::AsyncCopy(c) = op {
-                if matches!(c.engine, CopyEngine::Tma { .. }) && !out.contains(&c.dst) {
-                    out.push(c.dst);
+        for b in self.copying_blocks() {
+            walk_block(b, &mut |op| {
+                if let GpuOp::AsyncCopy(c) = op {
+                    if matches!(c.engine, CopyEngine::Tma { .. }) && !out.contains(&c.dst) {
+                        out.push(c.dst);
+                    }
                 }
-            }
-        });
+            });
+        }
+        out
+    }
+
+    /// The programs that issue copies: the body, and a split program's producer.
+    pub fn copying_blocks(&self) -> Vec<&GpuBlock> {
+        let mut out = vec![&self.body];
+        out.extend(self.specialization.as_ref().map(|ws| &ws.producer));
         out
     }
 

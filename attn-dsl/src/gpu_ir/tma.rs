@@ -1,18 +1,22 @@
 //! TMA copies (sm_90a): a pipelined copy into a swizzled two-stage ring whose source rows
 //! are one stride apart in runs of at least eight (a page of a paged K/V cache, see
-//! [`super::row_affine`]) is issued by one thread as 2D boxes — a run of rows by 64
-//! columns each, written in the 128-byte swizzle the allocs already use — through a tensor
-//! map the launcher encodes over the pointer's buffer. The warps then no longer compute
-//! an address per 16 bytes: P0 spent a third of its loop's stall samples there.
+//! [`super::row_affine`]) is issued as 2D boxes — a run of rows by 64 columns each,
+//! written in the 128-byte swizzle the allocs already use — through a tensor map the
+//! launcher encodes over the pointer's buffer. No thread then computes an address per 16
+//! bytes: P0's producer warpgroup spent ~500 instructions a tile on them, as many as its
+//! consumers' softmax and MMAs, on the same schedulers.
 //!
 //! The copy keeps its `cp.async` form for targets without TMA (the other side of the
 //! emitted `#if`), its place in the schedule and its waits: the pass only sets its engine,
-//! records the tensor map and marks, after the wait at the top of the loop, where the
-//! boxes of the current stage must have landed ([`GpuOp::TmaLanded`]).
+//! records the tensor map and marks where the boxes of the current stage must have landed
+//! ([`GpuOp::TmaLanded`]): after the loop top's wait, or, in a producer's loop, before it
+//! hands the stage over ([`StageSync::Filled`]: the landed wait zeroes the masked chunks
+//! the consumers must see).
 //!
-//! Opt-in (`ATTN_CODEGEN_ENABLE=tma`): issued by the consumer warps themselves it measured
-//! slower than their `cp.async` (docs/gpu_ir.md, "TMA copies"); it is the data path a
-//! producer warp will drive.
+//! Whose copies: a warp-specialized program's producer's (shipped on sm_90a;
+//! `ATTN_CODEGEN_DISABLE=ws_tma` keeps its `cp.async`); an unsplit program's only opt-in
+//! (`ATTN_CODEGEN_ENABLE=tma`): issued by the consumer warps themselves it measured slower
+//! than their `cp.async` (docs/gpu_ir.md, "TMA copies").
 //!
 //! Which copies: warpgroup targets; both copies of a ring
 //! (the prologue's and the loop's) rows contiguous along the columns; the row stride a
@@ -21,7 +25,8 @@
 //! landing fit one 32-bit word per thread.
 
 use super::program::{
-    AllocId, AsyncCopy, CopyAt, CopyEngine, GpuBlock, GpuOp, GpuProgram, Stage, TmaStride, TmaView,
+    AllocId, AsyncCopy, CopyAt, CopyEngine, GpuBlock, GpuOp, GpuProgram, Stage, StageSync,
+    TmaStride, TmaView,
 };
 use super::row_affine::RowAffineCtx;
 use crate::ir::{Function, OpKind, ValueId};
@@ -37,16 +42,38 @@ const MAX_ZERO_BITS: usize = 32;
 
 /// Turns eligible pipelined copies into TMA copies (see the module note).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma || !crate::features::enabled("tma") {
+    if !f.warpgroup_mma {
         return;
     }
     let defs = super::remat::defining_ops(f);
+    if let Some(mut ws) = p.specialization.take() {
+        if !crate::features::disabled("ws_tma") {
+            let copiers = Copiers(ws.producer_threads);
+            visit(f, &defs, p, &mut ws.producer, copiers);
+        }
+        p.specialization = Some(ws);
+        return;
+    }
+    if !crate::features::enabled("tma") {
+        return;
+    }
+    let copiers = Copiers(32 * f.num_warps as usize);
     let mut body = std::mem::take(&mut p.body);
-    visit(f, &defs, p, &mut body);
+    visit(f, &defs, p, &mut body, copiers);
     p.body = body;
 }
 
-fn visit(f: &Function, defs: &[Option<crate::ir::OpId>], p: &mut GpuProgram, b: &mut GpuBlock) {
+/// Threads that run a program's copies (the masked-chunk bits are counted per thread).
+#[derive(Clone, Copy)]
+struct Copiers(usize);
+
+fn visit(
+    f: &Function,
+    defs: &[Option<crate::ir::OpId>],
+    p: &mut GpuProgram,
+    b: &mut GpuBlock,
+    copiers: Copiers,
+) {
     for i in 0..b.ops.len() {
         match &b.ops[i] {
             GpuOp::For {
@@ -55,11 +82,11 @@ fn visit(f: &Function, defs: &[Option<crate::ir::OpId>], p: &mut GpuProgram, b: 
                 ..
             } => {
                 let loop_op = *op;
-                convert_loop(f, defs, p, b, i, loop_op);
+                convert_loop(f, defs, p, b, i, loop_op, copiers);
             }
             _ => {
                 for inner in super::program::nested_mut(&mut b.ops[i]) {
-                    visit(f, defs, p, inner);
+                    visit(f, defs, p, inner, copiers);
                 }
             }
         }
@@ -67,7 +94,8 @@ fn visit(f: &Function, defs: &[Option<crate::ir::OpId>], p: &mut GpuProgram, b: 
 }
 
 /// Moves the eligible copies of the pipelined loop `b.ops[i]` (and their prologue copies,
-/// before it in `b`) by TMA, and marks where each stage lands: after the loop top's wait.
+/// before it in `b`) by TMA, and marks where each stage lands: after the loop top's wait,
+/// or before a producer's hand-over of the stage.
 fn convert_loop(
     f: &Function,
     defs: &[Option<crate::ir::OpId>],
@@ -75,6 +103,7 @@ fn convert_loop(
     b: &mut GpuBlock,
     i: usize,
     loop_op: crate::ir::OpId,
+    copiers: Copiers,
 ) {
     let GpuOp::For { body, .. } = &b.ops[i] else {
         return;
@@ -83,7 +112,7 @@ fn convert_loop(
     for op in &body.ops {
         if let GpuOp::AsyncCopy(c) = op {
             if c.at == CopyAt::Ahead(1) && c.stage == Stage::Next {
-                if let Some(e) = plan(f, defs, p, c) {
+                if let Some(e) = plan(f, defs, p, c, copiers) {
                     planned.push((c.load, c.dst, e));
                 }
             }
@@ -113,8 +142,11 @@ fn convert_loop(
     let at = body
         .ops
         .iter()
-        .position(|o| matches!(o, GpuOp::Wait { .. }))
-        .map_or(0, |t| t + 1);
+        .position(|o| matches!(o, GpuOp::Wait { .. } | GpuOp::Stage(StageSync::Filled)))
+        .map_or(0, |t| match body.ops[t] {
+            GpuOp::Wait { .. } => t + 1,
+            _ => t,
+        });
     let landed = planned.iter().map(|(_, alloc, _)| GpuOp::TmaLanded {
         alloc: *alloc,
         stage: Stage::Current,
@@ -128,6 +160,7 @@ fn plan(
     defs: &[Option<crate::ir::OpId>],
     p: &mut GpuProgram,
     c: &AsyncCopy,
+    copiers: Copiers,
 ) -> Option<CopyEngine> {
     let al = p.alloc(c.dst);
     let esize = al.elem.size_bytes();
@@ -138,8 +171,7 @@ fn plan(
     {
         return None;
     }
-    let threads = 32 * f.num_warps as usize;
-    let passes = al.rows.div_ceil(threads / c.map.lanes);
+    let passes = al.rows.div_ceil(copiers.0 / c.map.lanes);
     let slots = c.map.slots_per_row(al.cols);
     if passes * slots > MAX_ZERO_BITS {
         return None;

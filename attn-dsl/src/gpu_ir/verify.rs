@@ -22,7 +22,9 @@ pub fn verify(f: &Function, p: &GpuProgram) -> Result<(), String> {
     if let Some(u) = super::sync::check(&p.body).first() {
         return Err(format!("%a{}: {}", u.alloc.0, u.what));
     }
-    check_tma_landings(&p.body)?;
+    for b in p.copying_blocks() {
+        check_tma_landings(b)?;
+    }
     if p.alloc_bytes > MAX_SHARED_BYTES {
         return Err(format!(
             "allocs take {} bytes of shared memory; at most {MAX_SHARED_BYTES}",
@@ -71,8 +73,9 @@ fn check_op(f: &Function, p: &GpuProgram, op: &GpuOp) -> Result<(), String> {
     }
 }
 
-/// Every pipelined loop that reads a TMA-filled ring marks where the current stage's boxes
-/// landed (`tma_landed`) before its first op that reads it: the sync analysis orders the
+/// Every pipelined loop that reads a TMA-filled ring, or hands its stages over to consumers
+/// (a producer's `filled`), marks where the current stage's boxes landed (`tma_landed`)
+/// before its first op that reads it or the hand-over: the sync analysis orders the
 /// `cp.async` form, this the TMA form of the same copies.
 fn check_tma_landings(b: &GpuBlock) -> Result<(), String> {
     for op in &b.ops {
@@ -86,6 +89,14 @@ fn check_tma_landings(b: &GpuBlock) -> Result<(), String> {
             for o in &body.ops {
                 match o {
                     GpuOp::TmaLanded { alloc, .. } => landed.push(*alloc),
+                    GpuOp::Stage(super::program::StageSync::Filled) => {
+                        if let Some(alloc) = tma_allocs_in(body).find(|a| !landed.contains(a)) {
+                            return Err(format!(
+                                "%a{}: handed over before its TMA boxes are known to have landed",
+                                alloc.0
+                            ));
+                        }
+                    }
                     GpuOp::Mma { a, b, .. } => {
                         for (alloc, _) in [a.alloc(), b.alloc()].into_iter().flatten() {
                             if tma_filled(body, alloc) && !landed.contains(&alloc) {
@@ -109,9 +120,16 @@ fn check_tma_landings(b: &GpuBlock) -> Result<(), String> {
 
 /// Whether a copy in `body` fills `alloc` by TMA.
 fn tma_filled(body: &GpuBlock, alloc: super::program::AllocId) -> bool {
-    body.ops.iter().any(|o| {
-        matches!(o, GpuOp::AsyncCopy(c) if c.dst == alloc
-            && matches!(c.engine, super::program::CopyEngine::Tma { .. }))
+    tma_allocs_in(body).any(|a| a == alloc)
+}
+
+/// The allocs copies in `body` fill by TMA.
+fn tma_allocs_in(body: &GpuBlock) -> impl Iterator<Item = super::program::AllocId> + '_ {
+    body.ops.iter().filter_map(|o| match o {
+        GpuOp::AsyncCopy(c) if matches!(c.engine, super::program::CopyEngine::Tma { .. }) => {
+            Some(c.dst)
+        }
+        _ => None,
     })
 }
 

@@ -24,11 +24,13 @@
 //! previous fill (a fresh stage passes at once). Each producer thread fences its own landed
 //! `cp.async` writes for the async proxy before its warp arrives on *full*, so the
 //! consumers' `wgmma` reads them without a barrier. Every other barrier of the consumers
-//! becomes a named barrier over their threads (the producer never reaches it).
+//! becomes a named barrier over their threads (the producer never reaches it). The split
+//! runs before `tma`, which then moves the producer's copies as boxes: `filled` first waits
+//! for their landing.
 //!
 //! Which programs: warpgroup targets, two stages, one pipelined loop reached through
 //! branches without results, whose body holds no copies but the ring's and waits for every
-//! MMA it issues; the ring not copied by TMA; not a one-warpgroup program whose
+//! MMA it issues; not a one-warpgroup program whose
 //! accumulators would lose it its second block per SM (`costs_a_block`). Shipped
 //! (`ATTN_CODEGEN_DISABLE=ws` turns it off): H200, one binary, P0 3.14 → 2.85 ms, P1 393 →
 //! 373 µs (2026-12-02).
@@ -88,9 +90,6 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         return;
     }
     if costs_a_block(f) {
-        return;
-    }
-    if !p.tensor_maps.is_empty() {
         return;
     }
     let Some(path) = the_pipelined_loop(&p.body) else {
@@ -206,7 +205,7 @@ fn loop_body_splittable(body: &GpuBlock, loop_op: OpId) -> bool {
         GpuOp::MmaWait { dot } => {
             waited.insert(*dot);
         }
-        GpuOp::TmaLanded { .. } | GpuOp::Stage(_) => ok = false,
+        GpuOp::Stage(_) => ok = false,
         _ => {}
     });
     // The ring's copies sit in the body itself, after its top's wait and barrier.
