@@ -333,6 +333,8 @@ fn bench_row(
         b.iter(|| mla_dcp_decode(&mut ctx, &args).expect("step"))
     });
     group.finish();
+    // The row's buffers drop next (see the event-tracking switch in `main`).
+    main.synchronize().expect("the row's steps ran");
     result
 }
 
@@ -369,6 +371,15 @@ fn precompile(dev: &CudaDevice, rows: &[Row]) {
 
 fn main() {
     let dev = CudaDevice::new(0).expect("benches need a CUDA device");
+    if std::env::var_os("ATTN_BENCH_NO_EVENT_TRACKING").is_some() {
+        // What a serving engine that captures the step (or orders its streams itself, as
+        // the op does with its fork/join events) runs: cudarc's per-buffer events cost host
+        // time per launch argument, between the side stream's launch and the history's.
+        // SAFETY: every buffer is created after this call; each row's step is synchronized
+        // (its timing events read) before its buffers drop.
+        println!("event tracking off (ATTN_BENCH_NO_EVENT_TRACKING)");
+        unsafe { dev.context().disable_event_tracking() };
+    }
     let main = dev.new_stream().expect("stream");
     let mut c = Criterion::default()
         .with_measurement(CudaEventTime::new(main.clone()))

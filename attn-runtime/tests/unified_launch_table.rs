@@ -65,6 +65,48 @@ fn decode_is_the_same_on_both_targets() {
     assert_eq!(tiling(&d1()), tiling(&on(MmaKind::Warpgroup, d1())));
 }
 
+/// 2D decode reads 64-key tiles where that was measured (2-byte K/V, padded head size up
+/// to 128); 1-byte K/V, D 256 and the Gemma signature keep the heuristic's 32, and a forced
+/// tiling or the split-KV path is not touched.
+#[test]
+fn two_d_decode_takes_64_key_tiles_where_measured() {
+    let tile = |p: AttentionProblem, path| {
+        choose_config(&p, path)
+            .expect("valid configuration")
+            .tile_size
+    };
+    assert_eq!(tiling(&d1()), (16, 64, 1), "D1");
+    let fp8 = AttentionProblem {
+        kv_elem_bytes: 1,
+        ..d1()
+    };
+    assert_eq!(tile(fp8, PathChoice::Heuristic), 32, "1-byte K/V");
+    let d256 = AttentionProblem {
+        head_size: 256,
+        ..d1()
+    };
+    assert_eq!(tile(d256, PathChoice::Heuristic), 32, "D 256");
+    let gemma = AttentionProblem {
+        sliding_window: 1024,
+        ..d1()
+    };
+    assert_eq!(tile(gemma, PathChoice::Heuristic), 32, "Gemma signature");
+    assert_eq!(
+        tile(d1(), PathChoice::Force2d),
+        64,
+        "forced 2D: the table's tile"
+    );
+    let forced = PathChoice::Force2dTiled {
+        block_m: 16,
+        tile_size: 16,
+        slabs_per_warp: 1,
+        num_stages: 2,
+    };
+    assert_eq!(tile(d1(), forced), 16, "a forced tiling");
+    let split = PathChoice::Force3d { num_segments: 4 };
+    assert_eq!(tile(d1(), split), 16, "split-KV keeps its tile");
+}
+
 #[test]
 fn a_warpgroup_launch_is_its_own_specialization() {
     let sync = plan(&p1(), 8192, PathChoice::Heuristic);

@@ -1,7 +1,7 @@
 //! CPU-executor parity of the unified-attention kernels with the f64 reference on the
 //! spec §7.1 main grid at reduced sizes: mixed prefill/decode and pure-decode batches,
 //! heads (4,4), (8,2), (5,1) (spill rows), sliding window none/64, softcap none/50,
-//! 2D and 3D (split-KV) decode.
+//! 2D (the launch table's 64-key tiles) and 3D (split-KV) decode.
 
 mod unified_common;
 
@@ -32,6 +32,8 @@ fn grid(heads: (usize, usize), head_size: usize, seed: u64) {
                 let (run, _) = check_case(&name, &data, options, CpuOptions::default());
                 assert!(!run.plan.config.is_3d, "{name}: no workspace, so 2D");
                 if set == "decode" {
+                    // The launch table's 2D decode tiles (`DECODE_TILE_SIZE`).
+                    assert_eq!(run.plan.config.tile_size, 64, "{name}: 64-key tiles");
                     // §6: a workspace and a small pure-decode batch select 3D.
                     let cpu = CpuOptions {
                         split_kv: Some(SplitKvWorkspace {

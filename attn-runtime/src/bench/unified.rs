@@ -165,6 +165,9 @@ pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
         split_tiled("D1-3D-8t32", 8, 32),
         tiled(d1, "D1-2D-m16t16", 16, 16, 1),
         tiled(d1, "D1-2D-m16t64", 16, 64, 1),
+        // The table's 64-key decode tiles with a third stage, and split over 4 segments.
+        staged(d1, "D1-2D-m16t64-3st", 16, 64, 1, 3),
+        split_tiled("D1-3D-4t64", 4, 64),
         tiled(p1, "P1-m64t64", 64, 64, 1),
         tiled(p1, "P1-m128t32", 128, 32, 1),
         tiled(p1, "P1-m64t16", 64, 16, 1),

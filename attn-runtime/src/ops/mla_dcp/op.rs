@@ -751,14 +751,14 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         let main = self.fork_join.main().clone();
         self.mark(Mark::Start, &main)?;
         self.fork_join.fork()?;
-        // The main stream's work first: enqueued behind the side stream's, the history
-        // waited for the host to enqueue the current part (the profiled L1 step showed the
-        // main stream idle for its first 24 µs); the side stream starts as soon as the
-        // current part is enqueued, under the history either way.
+        // The current part first, so its programs reach the SMs before the history fills
+        // them (H200, L1 step: enqueued after the history it ran under the whole history
+        // and held up the combine, 449 → 470 µs). The host's time enqueueing it delays the
+        // history (24 µs profiled, most of it cudarc's per-argument event tracking).
+        self.enqueue_current(args)?;
         self.enqueue_gather(args)?;
         self.mark(Mark::Gathered, &main)?;
         self.enqueue_history(args)?;
-        self.enqueue_current(args)?;
         self.stage = Stage::HistoryDone;
         let plan = self.plan().ok_or(MlaError::StageOrder {
             stage: "enqueue_prepared",

@@ -58,11 +58,20 @@ pub struct ForkJoin {
 }
 
 impl ForkJoin {
-    /// Creates the side stream (non-blocking, same device) and the events (timing disabled).
+    /// Creates the side stream (non-blocking, same device, the device's greatest priority)
+    /// and the events (timing disabled).
+    ///
+    /// The priority: the current part is little work beside the history, which fills every
+    /// SM for several waves; at equal priority the block scheduler dispatches the history's
+    /// waiting programs first, and a current part launched behind them finished after the
+    /// history (H200, L1 step, 2026-12-02: side stream `[38, 442]` µs against the history's
+    /// end at 422), holding up the combine.
     pub fn new(main: Arc<CudaStream>) -> Result<Self, StreamError> {
         let ctx = main.context().clone();
+        let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .map_err(driver("querying the stream priority range"))?;
         let side = ctx
-            .new_stream()
+            .new_stream_with_priority(greatest)
             .map_err(driver("creating the side stream"))?;
         let e_q = ctx.new_event(None).map_err(driver("creating event E_q"))?;
         let current_attn_done = ctx

@@ -351,6 +351,9 @@ pub fn choose_config(
         } => Some((block_m, tile_size, slabs_per_warp)),
         _ => prefill_tiling(&cfg, problem),
     };
+    if matches!(path, PathChoice::Heuristic | PathChoice::Force2d) {
+        cfg.tile_size = decode_tile_size(&cfg, problem).unwrap_or(cfg.tile_size);
+    }
     if let Some((block_m, tile_size, slabs_per_warp)) = tiling {
         cfg.block_m = block_m;
         cfg.block_q = block_m
@@ -492,6 +495,23 @@ pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M, 64, 1);
 /// 128 × 64, 4.01 at 128 × 128 (8 warps, one program per SM) and 3.85 at 128 × 32 with 2
 /// slabs per warp (which spills 8 bytes).
 pub const WARPGROUP_TILING_D256: (i32, i32, i32) = (128, 64, 1);
+
+/// Keys per tile of the 2D decode path where the launch table departs from the heuristic's
+/// 32: 64 for 2-byte K/V up to padded head size 128 outside the Gemma signature (the
+/// `D1-2D-m16t64` sweep row: D1 0.252 ms, 4.26 TB/s, against 0.279 at 32 keys, in two runs
+/// of the H200, 2026-12-02T13:04Z and 14:29Z). A one-warp program then has twice the bytes
+/// in flight per stage (64 KB of shared memory for its two stages, three programs an SM).
+pub const DECODE_TILE_SIZE: i32 = 64;
+
+fn decode_tile_size(cfg: &UnifiedAttentionConfig, problem: &AttentionProblem) -> Option<i32> {
+    let gemma_signature = problem.sliding_window == 1024;
+    (!cfg.is_3d
+        && problem.max_seqlen_q == 1
+        && problem.kv_elem_bytes == 2
+        && cfg.head_size_padded <= 128
+        && !gemma_signature)
+        .then_some(DECODE_TILE_SIZE)
+}
 
 /// Builds the plan for a validated configuration.
 pub fn plan_launch(
