@@ -2,8 +2,9 @@
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
 //! `deferred_sum`, `fold_chains`, `guarded_shuffles`, `k_split`, `mma_chain`, `mma_overlap`,
 //! `swizzle`, `wg_turns`, `wgmma`, `ws`), `ATTN_CODEGEN_ENABLE` ones to force on (`swizzle`
-//! for issue-bound copies, `tma` for TMA copies on sm_90a, `rotate` for scores computed one
-//! tile ahead), comma-separated.
+//! for issue-bound copies, `tma` for TMA copies on sm_90a — the producer warpgroup's in a
+//! split program, else the math warps' — `rotate` for scores computed one tile ahead),
+//! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.

@@ -1,9 +1,9 @@
 //! TMA copies (warpgroup targets): which pipelined copies move as 2D boxes, the tensor
 //! maps the launcher must encode for them, where their stages land, and that the
 //! `cp.async` branch of the same source (what the simulator compiles) still computes the
-//! kernel. A warp-specialized program's producer issues them (shipped); this binary also
-//! turns on `ATTN_CODEGEN_ENABLE=tma`, the consumer-issued boxes of unsplit programs. GPU
-//! parity covers the TMA branch (`gpu_unified`, `gpu_mla_op`).
+//! kernel, with `ATTN_CODEGEN_ENABLE=tma`: a warp-specialized program's producer issues
+//! them, an unsplit program's math warps do. GPU parity covers the TMA branch
+//! (`gpu_unified`, `gpu_mla_op` with the feature on).
 
 mod codegen_common;
 

@@ -4,10 +4,12 @@
 //! context, N = 64 own heads, the exchange replaced by a device copy of the same bytes).
 //!
 //! Per row it prints
-//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> hist=<us> reduce=<us> exchange=<us>
-//! current=<us> combine=<us> vup=<us> gather=<us> splits=<n>` (medians of 20 event-timed steps;
-//! FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes / 4.3e12,
-//! FLOPs / 790e12)), then `TIMELINE <row> main: ..@<us> | side: current [<start>, <end>] |
+//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> profiled=<us> hist=<us> reduce=<us>
+//! exchange=<us> current=<us> combine=<us> vup=<us> gather=<us> splits=<n>` (medians of 20
+//! steps: `time` isolated steps timed as the peers are, an event before and after each on a
+//! context without stage events; `profiled` and the stages from a profiled context's stage
+//! events; FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes /
+//! 4.3e12, FLOPs / 790e12)), then `TIMELINE <row> main: ..@<us> | side: current [<start>, <end>] |
 //! overlap=<..> hidden=<..>` (median µs after the step's start event: the side stream's current
 //! part against the main stream's stages), writes `device-out/mla_decode.json`, and runs
 //! criterion on the step.
@@ -19,13 +21,14 @@ use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::mla_dcp::cuda_source::{self, HALF_CONVERSIONS};
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::op::{
-    compile_launches, mla_dcp_decode, ExchangeMode, MlaDcpConfig, MlaDcpContext, MlaDcpDecodeArgs,
-    StageTimeline, StageTimes,
+    compile_launches, mla_dcp_decode, CurrentOrder, ExchangeMode, MlaDcpConfig, MlaDcpContext,
+    MlaDcpDecodeArgs, StageTimeline, StageTimes,
 };
 use attn_runtime::ops::mla_dcp::plan::{DecodeStep, QK_WIDTH};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
 use criterion::{Criterion, Throughput};
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use half::bf16;
 use std::path::Path;
@@ -274,6 +277,9 @@ fn bench_row(
         row.batch,
         row.batch,
     );
+    if std::env::var_os("ATTN_MLA_HISTORY_FIRST").is_some() {
+        config.streams.current_order = CurrentOrder::AfterHistory;
+    }
     config.forced_history_heads = row.history_heads;
     config.forced_history_kv_tile = row.kv_tile;
     config.exchange = if row.dcp == 1 {
@@ -281,9 +287,10 @@ fn bench_row(
     } else {
         ExchangeMode::Loopback
     };
+    let args = inputs.args();
+    let step_ms = isolated_steps_ms(dev, main, config, &args);
     config.profile = true;
     let mut ctx = MlaDcpContext::new(dev, main.clone(), config, None).expect("context");
-    let args = inputs.args();
     let report = mla_dcp_decode(&mut ctx, &args).expect("first step");
     main.synchronize().expect("first step ran");
     let mut runs = Vec::with_capacity(PROFILED_RUNS);
@@ -300,23 +307,24 @@ fn bench_row(
         row.name(),
         median_timeline(&timeline).render()
     );
-    let total_ms: Vec<f64> = runs.iter().map(|r| r.total_us * 1e-3).collect();
     let result = BenchResult::from_runs(
         "mla_dcp_decode",
         &ctx.kernel_keys().join(" "),
         &row.name(),
         row.flops(),
         row.bytes(),
-        &total_ms,
+        &step_ms,
     );
     println!(
-        "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} hist={:.1} reduce={:.1} \
-         exchange={:.1} current={:.1} combine={:.1} vup={:.1} gather={:.1} splits={}",
+        "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} profiled={:.1} hist={:.1} \
+         reduce={:.1} exchange={:.1} current={:.1} combine={:.1} vup={:.1} gather={:.1} \
+         splits={}",
         row.name(),
-        t.total_us,
+        result.median_us,
         result.tflops,
         result.gbps,
         result.percent_of_floor,
+        t.total_us,
         t.history_us,
         t.reduce_us,
         t.exchange_us,
@@ -336,6 +344,37 @@ fn bench_row(
     // The row's buffers drop next (see the event-tracking switch in `main`).
     main.synchronize().expect("the row's steps ran");
     result
+}
+
+/// Device milliseconds of isolated steps on a context without stage events, timed as the
+/// peers are (`bench/peers/peers.py`: an event before and after the step on the main
+/// stream, synchronized after each): the stage events of a profiled context cost host time
+/// while the step's first launches are enqueued, which the device waits for.
+fn isolated_steps_ms(
+    dev: &CudaDevice,
+    main: &Arc<CudaStream>,
+    mut config: MlaDcpConfig,
+    args: &MlaDcpDecodeArgs<'_, bf16>,
+) -> Vec<f64> {
+    config.profile = false;
+    let mut ctx = MlaDcpContext::new(dev, main.clone(), config, None).expect("context");
+    mla_dcp_decode(&mut ctx, args).expect("first step");
+    main.synchronize().expect("first step ran");
+    let event = || {
+        main.context()
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .expect("event")
+    };
+    let (start, end) = (event(), event());
+    (0..PROFILED_RUNS)
+        .map(|_| {
+            start.record(main).expect("start event");
+            mla_dcp_decode(&mut ctx, args).expect("step");
+            end.record(main).expect("end event");
+            end.synchronize().expect("step ran");
+            f64::from(start.elapsed_ms(&end).expect("elapsed"))
+        })
+        .collect()
 }
 
 /// The rows to run: those named in `MLA_BENCH_ROWS` (row names separated by commas, e.g.

@@ -100,14 +100,15 @@ const PINNED_SASS: &[PinnedSass] = &[
         ldgsts: 16,
         max_ldg: 14,
     },
-    // One warp, 16 rows: QK 8 k-steps x (A + 2 B pairs); PV 2 x 8 B pairs. K and V tiles
-    // 32 x 128 over 32 threads, 8 lanes (a 128-byte line) per row: 8 rows of 2 chunks each.
+    // One warp, 16 rows, the launch table's 64-key tiles: QK 8 k-steps x 4 B pairs (Q held);
+    // PV 4 x 8 B pairs. K and V tiles 64 x 128 over 32 threads, 8 lanes (a 128-byte line)
+    // per row: 16 rows of 2 chunks each; a block-table load per row and copy.
     PinnedSass {
         label: "D1",
-        ldsm: 32,
-        hmma: 64,
-        ldgsts: 32,
-        max_ldg: 16,
+        ldsm: 64,
+        hmma: 128,
+        ldgsts: 64,
+        max_ldg: 32,
     },
 ];
 

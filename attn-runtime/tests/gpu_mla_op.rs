@@ -17,8 +17,8 @@ use attn_dsl::ir::ScalarType;
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::mla_dcp::cpu::simulate_decode_step;
 use attn_runtime::ops::mla_dcp::op::{
-    mla_dcp_decode, simulated_decode, DecodeElem, ExchangeMode, LaunchReport, MlaDcpConfig,
-    MlaDcpContext, MlaDcpDecodeArgs, MlaError, StageTimeline, StreamOptions, VupPath,
+    mla_dcp_decode, simulated_decode, CurrentOrder, DecodeElem, ExchangeMode, LaunchReport,
+    MlaDcpConfig, MlaDcpContext, MlaDcpDecodeArgs, MlaError, StageTimeline, StreamOptions, VupPath,
 };
 use attn_runtime::ops::mla_dcp::streams::JoinMode;
 use attn_runtime::parity::{compare, CompareError, Tolerance};
@@ -416,14 +416,16 @@ fn bad_calls_are_typed_errors() {
 }
 
 /// Runs a zero-history step (the output is the current part alone) with a spin kernel on the
-/// side stream before `mla_current`; returns (y of each rank, reference comparison).
-fn spin_before_current(join_mode: JoinMode) -> Result<f64, CompareError> {
+/// side stream before `mla_current`, the current part enqueued in `order`; returns the
+/// reference comparison.
+fn spin_before_current(join_mode: JoinMode, order: CurrentOrder) -> Result<f64, CompareError> {
     let case = Case::new(2, 1, 64, 4, &[3, 2], &[3, 2]);
     let inputs = Inputs::random(&case, 22);
     let o = Opts {
         streams: StreamOptions {
             join_mode,
             side_delay_cycles: Some(SPIN_CYCLES),
+            current_order: order,
             ..StreamOptions::default()
         },
         no_event_tracking: true,
@@ -435,8 +437,11 @@ fn spin_before_current(join_mode: JoinMode) -> Result<f64, CompareError> {
 
 #[test]
 fn stream_order_spin_on_the_side_stream_with_the_join_is_right() {
-    let max_abs = spin_before_current(JoinMode::Join).unwrap_or_else(|e| panic!("{e}"));
-    println!("MLA stream-order join+spin max_abs={max_abs:.3e}");
+    for order in [CurrentOrder::First, CurrentOrder::AfterHistory] {
+        let max_abs =
+            spin_before_current(JoinMode::Join, order).unwrap_or_else(|e| panic!("{order:?}: {e}"));
+        println!("MLA stream-order join+spin, current {order:?}: max_abs={max_abs:.3e}");
+    }
 }
 
 /// Without the join the combine reads `cur_out`/`cur_lse` before the (delayed) current part
@@ -445,7 +450,7 @@ fn stream_order_spin_on_the_side_stream_with_the_join_is_right() {
 #[test]
 #[ignore]
 fn stream_order_without_the_join_is_wrong() {
-    match spin_before_current(JoinMode::SkipJoinUnsafe) {
+    match spin_before_current(JoinMode::SkipJoinUnsafe, CurrentOrder::First) {
         Ok(max_abs) => panic!("no race observed without the join (max_abs={max_abs:e})"),
         Err(e) => println!("MLA stream-order skip-join (expected wrong): {e}"),
     }

@@ -53,8 +53,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     sync::run(&mut p.body);
     // On Hopper, a producer warpgroup takes the loop's copies off the math warps.
     warp_specialize::run(f, &mut p);
-    // On Hopper, the producer moves a paged tile as TMA boxes (a page's rows by 64 columns)
-    // instead of each thread computing an address per 16 bytes; the schedule stays.
+    // On Hopper (opt-in), the producer, or the math warps of an unsplit program, move a
+    // paged tile as TMA boxes (a page's rows by 64 columns) instead of each thread
+    // computing an address per 16 bytes; the schedule stays.
     tma::run(f, &mut p);
     // Bytes by liveness, once nothing moves any more.
     allocate::run(&mut p);

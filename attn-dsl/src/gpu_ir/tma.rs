@@ -3,7 +3,7 @@
 //! [`super::row_affine`]) is issued as 2D boxes — a run of rows by 64 columns each,
 //! written in the 128-byte swizzle the allocs already use — through a tensor map the
 //! launcher encodes over the pointer's buffer. No thread then computes an address per 16
-//! bytes: P0's producer warpgroup spent ~500 instructions a tile on them, as many as its
+//! bytes: P0's producer warpgroup spends ~500 instructions a tile on them, as many as its
 //! consumers' softmax and MMAs, on the same schedulers.
 //!
 //! The copy keeps its `cp.async` form for targets without TMA (the other side of the
@@ -13,10 +13,12 @@
 //! hands the stage over ([`StageSync::Filled`]: the landed wait zeroes the masked chunks
 //! the consumers must see).
 //!
-//! Whose copies: a warp-specialized program's producer's (shipped on sm_90a;
-//! `ATTN_CODEGEN_DISABLE=ws_tma` keeps its `cp.async`); an unsplit program's only opt-in
-//! (`ATTN_CODEGEN_ENABLE=tma`): issued by the consumer warps themselves it measured slower
-//! than their `cp.async` (docs/gpu_ir.md, "TMA copies").
+//! Whose copies: a warp-specialized program's producer's, else the math warps'. Opt-in
+//! (`ATTN_CODEGEN_ENABLE=tma`), because neither measured faster than `cp.async` (H200,
+//! docs/gpu_ir.md, "TMA copies"): issued by the math warps P0 3.49 against 3.18 ms; issued
+//! by the producer 2.83 against 2.80 ms, P1 374 against 372 µs, L1's history 410 against
+//! 405 µs (two rounds in one call, 2026-12-02). The producer's address work was not what
+//! held the consumers back.
 //!
 //! Which copies: warpgroup targets; both copies of a ring
 //! (the prologue's and the loop's) rows contiguous along the columns; the row stride a
@@ -42,19 +44,14 @@ const MAX_ZERO_BITS: usize = 32;
 
 /// Turns eligible pipelined copies into TMA copies (see the module note).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma {
+    if !f.warpgroup_mma || !crate::features::enabled("tma") {
         return;
     }
     let defs = super::remat::defining_ops(f);
     if let Some(mut ws) = p.specialization.take() {
-        if !crate::features::disabled("ws_tma") {
-            let copiers = Copiers(ws.producer_threads);
-            visit(f, &defs, p, &mut ws.producer, copiers);
-        }
+        let copiers = Copiers(ws.producer_threads);
+        visit(f, &defs, p, &mut ws.producer, copiers);
         p.specialization = Some(ws);
-        return;
-    }
-    if !crate::features::enabled("tma") {
         return;
     }
     let copiers = Copiers(32 * f.num_warps as usize);

@@ -25,8 +25,8 @@
 //! `cp.async` writes for the async proxy before its warp arrives on *full*, so the
 //! consumers' `wgmma` reads them without a barrier. Every other barrier of the consumers
 //! becomes a named barrier over their threads (the producer never reaches it). The split
-//! runs before `tma`, which then moves the producer's copies as boxes: `filled` first waits
-//! for their landing.
+//! runs before `tma`, which (opt-in) moves the producer's copies as boxes: `filled` then
+//! first waits for their landing.
 //!
 //! Which programs: warpgroup targets, two stages, one pipelined loop reached through
 //! branches without results, whose body holds no copies but the ring's and waits for every

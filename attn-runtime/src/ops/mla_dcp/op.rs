@@ -31,7 +31,7 @@ mod host_checks;
 mod stage_timing;
 
 pub use ag_rs_glue::{ag_rs_glue_source, AG_RS_GLUE_SOURCE};
-pub use config::{ExchangeMode, MlaDcpConfig, StreamOptions, VupPath};
+pub use config::{CurrentOrder, ExchangeMode, MlaDcpConfig, StreamOptions, VupPath};
 pub use error::MlaError;
 pub use host_checks::{check_host_inputs, MlaHostInputs};
 pub use stage_timing::{StageTimeline, StageTimes};
@@ -751,14 +751,19 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         let main = self.fork_join.main().clone();
         self.mark(Mark::Start, &main)?;
         self.fork_join.fork()?;
-        // The current part first, so its programs reach the SMs before the history fills
-        // them (H200, L1 step: enqueued after the history it ran under the whole history
-        // and held up the combine, 449 → 470 µs). The host's time enqueueing it delays the
-        // history (24 µs profiled, most of it cudarc's per-argument event tracking).
-        self.enqueue_current(args)?;
+        // H200, L1 step, the current part enqueued after the history on a side stream of
+        // default priority: it ran under the whole history and held up the combine (449 →
+        // 470 µs); enqueued first, the history waits for the host (16-20 µs profiled).
+        let current_first = self.config.streams.current_order == CurrentOrder::First;
+        if current_first {
+            self.enqueue_current(args)?;
+        }
         self.enqueue_gather(args)?;
         self.mark(Mark::Gathered, &main)?;
         self.enqueue_history(args)?;
+        if !current_first {
+            self.enqueue_current(args)?;
+        }
         self.stage = Stage::HistoryDone;
         let plan = self.plan().ok_or(MlaError::StageOrder {
             stage: "enqueue_prepared",

@@ -47,6 +47,24 @@ pub struct StreamOptions {
     /// slow link), so a timeline can tell "the current part ran during the exchange" from
     /// "it ran after it" without depending on kernel durations.
     pub exchange_delay_cycles: Option<i64>,
+    /// The host enqueues the main stream's gather and history before the side stream's
+    /// current part (see [`CurrentOrder`]).
+    pub current_order: CurrentOrder,
+}
+
+/// When the host enqueues the side stream's current part relative to the main stream's
+/// history. Either is correct (the events order the streams); they differ in which kernel's
+/// programs reach the SMs first and in how long the main stream idles while the host
+/// enqueues.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CurrentOrder {
+    /// The current part first: its programs run before the history fills the SMs; the
+    /// history waits for the host to enqueue the current part.
+    #[default]
+    First,
+    /// The history first: it starts at once; the current part (on a stream of the device's
+    /// greatest priority) takes SMs as the history's first programs finish.
+    AfterHistory,
 }
 
 impl Default for StreamOptions {
@@ -55,6 +73,7 @@ impl Default for StreamOptions {
             join_mode: JoinMode::Join,
             side_delay_cycles: None,
             exchange_delay_cycles: None,
+            current_order: CurrentOrder::default(),
         }
     }
 }
