@@ -499,8 +499,10 @@ pub const WARPGROUP_TILING_D256: (i32, i32, i32) = (128, 64, 1);
 /// Keys per tile of the 2D decode path where the launch table departs from the heuristic's
 /// 32: 64 for 2-byte K/V up to padded head size 128 outside the Gemma signature (the
 /// `D1-2D-m16t64` sweep row: D1 0.252 ms, 4.26 TB/s, against 0.279 at 32 keys, in two runs
-/// of the H200, 2026-12-02T13:04Z and 14:29Z). A one-warp program then has twice the bytes
-/// in flight per stage (64 KB of shared memory for its two stages, three programs an SM).
+/// of the H200, 2026-12-02T13:04Z and 14:29Z; as the table's choice 0.252 against 0.280 in
+/// the 16:00Z run, where a third stage took 0.418 and 4 split-KV segments 0.270). A one-warp
+/// program then has twice the bytes in flight per stage (64 KB of shared memory for its two
+/// stages, three programs an SM).
 pub const DECODE_TILE_SIZE: i32 = 64;
 
 fn decode_tile_size(cfg: &UnifiedAttentionConfig, problem: &AttentionProblem) -> Option<i32> {
