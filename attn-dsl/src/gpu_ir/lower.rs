@@ -74,6 +74,17 @@ pub fn warpgroup_shaped(f: &Function, res: ValueId) -> bool {
     f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
 }
 
+/// Whether the dot producing `res` runs as warpgroup MMAs on a warpgroup target: its warp
+/// grid's rows are whole warpgroups (a grid column is one warpgroup holding every row of
+/// its column block, as `codegen::wgmma` takes it), 64-row blocks. Wider than
+/// [`warpgroup_shaped`] (one grid column): MLA's `[4, 2]` grid splits the columns over two
+/// warpgroups.
+fn warpgroup_mma_dot(f: &Function, res: ValueId) -> bool {
+    let t = f.ty(res);
+    let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, _] } if w % 4 == 0);
+    f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
+}
+
 pub fn lower(f: &Function, axis: AxisAnalysis) -> GpuProgram {
     let defs = defining_ops(f);
     let uses = f.use_counts();
@@ -134,7 +145,10 @@ impl<'a> Ctx<'a> {
         }
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let min_lanes = TileInAlloc::min_lanes_for_rows(m);
-        let warpgroup = warpgroup_shaped(self.f, res);
+        // A warpgroup MMA reads A from shared memory through a descriptor: a held A would
+        // be loaded element by element into a blocked layout and repacked (MLA's 64-column
+        // rope queries were: ~20 % of the 1 × 32768 history's stall samples, H200).
+        let warpgroup = warpgroup_mma_dot(self.f, res);
         // A B tile another dot already copies (a shared latent tile) is read from that copy:
         // every consumer becomes an `mma` once one does.
         let Some(bc) = self
