@@ -115,7 +115,9 @@ pub mod mla {
     #[device]
     fn finish_partial(acc: Tile, m_i: Tile, l_i: Tile) -> (Tile, Tile) {
         let seen = l_i > 0.0;
-        let o = acc / select(seen, l_i, 1.0).unsqueeze(1);
+        // One reciprocal per row, then a multiply per element: IEEE divisions of the whole
+        // [heads, 512] accumulator were a tenth of the 1 × 32768 history's stall samples.
+        let o = acc * (1.0 / select(seen, l_i, 1.0)).unsqueeze(1);
         let lse = select(seen, m_i + log(select(seen, l_i, 1.0)), f32::NEG_INFINITY);
         (o, lse)
     }
