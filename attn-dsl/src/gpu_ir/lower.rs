@@ -64,27 +64,36 @@ struct Decisions {
     allocs: Vec<LocalAlloc>,
 }
 
-/// Lowers a laid-out tile function, whose axis facts the program keeps for the emitter.
-/// Whether dot result `res` can be issued as warpgroup MMAs (the function targets them,
-/// [`Function::warpgroup_mma`]): rows over whole warpgroups of 4 warps (`[W, 1]`, `W` a
-/// multiple of 4) and whole 64-row blocks.
+/// Whether dot result `res` can be issued as warpgroup MMAs with one warpgroup column (the
+/// function targets them, [`Function::warpgroup_mma`]): rows over whole warpgroups of 4
+/// warps (`[W, 1]`, `W` a multiple of 4) and whole 64-row blocks.
 pub fn warpgroup_shaped(f: &Function, res: ValueId) -> bool {
-    let t = f.ty(res);
-    let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, 1] } if w % 4 == 0);
-    f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
+    warpgroup_grid_columns(f, res) == Some(1)
 }
 
-/// Whether the dot producing `res` runs as warpgroup MMAs on a warpgroup target: its warp
-/// grid's rows are whole warpgroups (a grid column is one warpgroup holding every row of
-/// its column block, as `codegen::wgmma` takes it), 64-row blocks. Wider than
-/// [`warpgroup_shaped`] (one grid column): MLA's `[4, 2]` grid splits the columns over two
+/// Whether the dot producing `res` runs as warpgroup MMAs on any warp grid whose rows are
+/// whole warpgroups (a grid column is one warpgroup holding every row of its column block,
+/// as `codegen::wgmma` takes it): MLA's `[4, 2]` grid splits the columns over two
 /// warpgroups.
 fn warpgroup_mma_dot(f: &Function, res: ValueId) -> bool {
-    let t = f.ty(res);
-    let rows = matches!(t.layout, Layout::Mma { warps_per_cta: [w, _] } if w % 4 == 0);
-    f.warpgroup_mma && rows && t.shape.first().is_some_and(|m| m % 64 == 0)
+    warpgroup_grid_columns(f, res).is_some()
 }
 
+/// The warp grid's columns of dot result `res` on a warpgroup target when its rows are
+/// whole warpgroups over whole 64-row blocks.
+fn warpgroup_grid_columns(f: &Function, res: ValueId) -> Option<usize> {
+    let t = f.ty(res);
+    let Layout::Mma {
+        warps_per_cta: [w, c],
+    } = t.layout
+    else {
+        return None;
+    };
+    let rows = w % 4 == 0 && t.shape.first().is_some_and(|m| m % 64 == 0);
+    (f.warpgroup_mma && rows).then_some(c as usize)
+}
+
+/// Lowers a laid-out tile function, whose axis facts the program keeps for the emitter.
 pub fn lower(f: &Function, axis: AxisAnalysis) -> GpuProgram {
     let defs = defining_ops(f);
     let uses = f.use_counts();
