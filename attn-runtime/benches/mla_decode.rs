@@ -4,11 +4,13 @@
 //! context, N = 64 own heads, the exchange replaced by a device copy of the same bytes).
 //!
 //! Per row it prints
-//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> profiled=<us> hist=<us> reduce=<us>
-//! exchange=<us> current=<us> combine=<us> vup=<us> gather=<us> splits=<n>` (medians of 20
-//! steps: `time` isolated steps timed as the peers are, an event before and after each on a
-//! context without stage events; `profiled` and the stages from a profiled context's stage
-//! events; FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes /
+//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> profiled=<us> graph=<us> hist=<us>
+//! reduce=<us> exchange=<us> current=<us> combine=<us> vup=<us> gather=<us> splits=<n>`
+//! (medians of 20 steps: `time` isolated steps timed as the peers are, an event before and
+//! after each on a context without stage events; `profiled` and the stages from a profiled
+//! context's stage events; `graph` the step replayed from a CUDA graph, no host work between
+//! its launches, unless `ATTN_BENCH_EVENT_TRACKING` keeps cudarc's event tracking on:
+//! then `n/a(<why>)`; FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes /
 //! 4.3e12, FLOPs / 790e12)), then `TIMELINE <row> main: ..@<us> | side: current [<start>, <end>] |
 //! overlap=<..> hidden=<..>` (median µs after the step's start event: the side stream's current
 //! part against the main stream's stages), writes `device-out/mla_decode.json`, and runs
@@ -19,6 +21,7 @@ use attn_runtime::bench::measurement::CudaEventTime;
 use attn_runtime::bench::{render_table, write_json, BenchResult};
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::mla_dcp::cuda_source::{self, HALF_CONVERSIONS};
+use attn_runtime::ops::mla_dcp::graph::MlaDcpGraph;
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::op::{
     compile_launches, mla_dcp_decode, CurrentOrder, ExchangeMode, MlaDcpConfig, MlaDcpContext,
@@ -289,6 +292,10 @@ fn bench_row(
     };
     let args = inputs.args();
     let step_ms = isolated_steps_ms(dev, main, config, &args);
+    let graph = match graph_steps_ms(dev, main, config, &args) {
+        Ok(ms) => format!("{:.1}", median(ms) * 1e3),
+        Err(why) => format!("n/a({})", why.replace(' ', "_")),
+    };
     config.profile = true;
     let mut ctx = MlaDcpContext::new(dev, main.clone(), config, None).expect("context");
     let report = mla_dcp_decode(&mut ctx, &args).expect("first step");
@@ -316,15 +323,16 @@ fn bench_row(
         &step_ms,
     );
     println!(
-        "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} profiled={:.1} hist={:.1} \
-         reduce={:.1} exchange={:.1} current={:.1} combine={:.1} vup={:.1} gather={:.1} \
-         splits={}",
+        "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} profiled={:.1} graph={} \
+         hist={:.1} reduce={:.1} exchange={:.1} current={:.1} combine={:.1} vup={:.1} \
+         gather={:.1} splits={}",
         row.name(),
         result.median_us,
         result.tflops,
         result.gbps,
         result.percent_of_floor,
         t.total_us,
+        graph,
         t.history_us,
         t.reduce_us,
         t.exchange_us,
@@ -377,6 +385,46 @@ fn isolated_steps_ms(
         .collect()
 }
 
+/// Device milliseconds of isolated replays of the step captured in a CUDA graph (what a
+/// serving engine's decode runs: no host work between the step's launches), timed like
+/// [`isolated_steps_ms`]; or why there are none. Capture needs cudarc's event tracking off
+/// (the bench's default; `ATTN_BENCH_EVENT_TRACKING` keeps it on).
+fn graph_steps_ms(
+    dev: &CudaDevice,
+    main: &Arc<CudaStream>,
+    mut config: MlaDcpConfig,
+    args: &MlaDcpDecodeArgs<'_, bf16>,
+) -> Result<Vec<f64>, String> {
+    if dev.context().is_event_tracking() {
+        return Err("event tracking on".into());
+    }
+    config.profile = false;
+    let mut ctx = MlaDcpContext::new(dev, main.clone(), config, None).map_err(|e| e.to_string())?;
+    mla_dcp_decode(&mut ctx, args).map_err(|e| e.to_string())?;
+    let graph = MlaDcpGraph::capture(&mut ctx, args).map_err(|e| e.to_string())?;
+    graph.replay_unchecked().map_err(|e| e.to_string())?;
+    main.synchronize().map_err(|e| e.to_string())?;
+    let event = || {
+        main.context()
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| e.to_string())
+    };
+    let (start, end) = (event()?, event()?);
+    let mut out = Vec::with_capacity(PROFILED_RUNS);
+    for _ in 0..PROFILED_RUNS {
+        start.record(main).map_err(|e| e.to_string())?;
+        graph.replay_unchecked().map_err(|e| e.to_string())?;
+        end.record(main).map_err(|e| e.to_string())?;
+        end.synchronize().map_err(|e| e.to_string())?;
+        out.push(f64::from(
+            start.elapsed_ms(&end).map_err(|e| e.to_string())?,
+        ));
+    }
+    // The context's buffers drop next: its side stream's last work must be done.
+    ctx.side_stream().synchronize().map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
 /// The rows to run: those named in `MLA_BENCH_ROWS` (row names separated by commas, e.g.
 /// `128x4096 h128 dcp1` for `ncu` on one row), else all.
 fn selected_rows() -> Vec<Row> {
@@ -410,13 +458,13 @@ fn precompile(dev: &CudaDevice, rows: &[Row]) {
 
 fn main() {
     let dev = CudaDevice::new(0).expect("benches need a CUDA device");
-    if std::env::var_os("ATTN_BENCH_NO_EVENT_TRACKING").is_some() {
-        // What a serving engine that captures the step (or orders its streams itself, as
-        // the op does with its fork/join events) runs: cudarc's per-buffer events cost host
-        // time per launch argument, between the side stream's launch and the history's.
-        // SAFETY: every buffer is created after this call; each row's step is synchronized
-        // (its timing events read) before its buffers drop.
-        println!("event tracking off (ATTN_BENCH_NO_EVENT_TRACKING)");
+    if std::env::var_os("ATTN_BENCH_EVENT_TRACKING").is_none() {
+        // What a serving engine runs: it captures the step in a CUDA graph (which needs the
+        // tracking off) or orders its streams itself, as the op does with its fork/join
+        // events. `ATTN_BENCH_EVENT_TRACKING=1` keeps cudarc's per-buffer events (and
+        // leaves out the graph figure).
+        // SAFETY: every buffer is created after this call; each row's streams are
+        // synchronized before its buffers drop.
         unsafe { dev.context().disable_event_tracking() };
     }
     let main = dev.new_stream().expect("stream");
