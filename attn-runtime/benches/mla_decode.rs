@@ -361,28 +361,16 @@ fn bench_row(
 fn isolated_steps_ms(
     dev: &CudaDevice,
     main: &Arc<CudaStream>,
-    mut config: MlaDcpConfig,
+    config: MlaDcpConfig,
     args: &MlaDcpDecodeArgs<'_, bf16>,
 ) -> Vec<f64> {
-    config.profile = false;
-    let mut ctx = MlaDcpContext::new(dev, main.clone(), config, None).expect("context");
-    mla_dcp_decode(&mut ctx, args).expect("first step");
-    main.synchronize().expect("first step ran");
-    let event = || {
-        main.context()
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .expect("event")
-    };
-    let (start, end) = (event(), event());
-    (0..PROFILED_RUNS)
-        .map(|_| {
-            start.record(main).expect("start event");
-            mla_dcp_decode(&mut ctx, args).expect("step");
-            end.record(main).expect("end event");
-            end.synchronize().expect("step ran");
-            f64::from(start.elapsed_ms(&end).expect("elapsed"))
-        })
-        .collect()
+    let mut ctx = unprofiled_context(dev, main, config, args).expect("context");
+    isolated_ms(main, || {
+        mla_dcp_decode(&mut ctx, args)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .expect("isolated steps")
 }
 
 /// Device milliseconds of isolated replays of the step captured in a CUDA graph (what a
@@ -392,37 +380,59 @@ fn isolated_steps_ms(
 fn graph_steps_ms(
     dev: &CudaDevice,
     main: &Arc<CudaStream>,
-    mut config: MlaDcpConfig,
+    config: MlaDcpConfig,
     args: &MlaDcpDecodeArgs<'_, bf16>,
 ) -> Result<Vec<f64>, String> {
     if dev.context().is_event_tracking() {
         return Err("event tracking on".into());
     }
+    let mut ctx = unprofiled_context(dev, main, config, args)?;
+    let graph = MlaDcpGraph::capture(&mut ctx, args).map_err(|e| e.to_string())?;
+    // The first launch uploads the graph: not timed.
+    graph.replay_unchecked().map_err(|e| e.to_string())?;
+    let ms = isolated_ms(main, || graph.replay_unchecked().map_err(|e| e.to_string()))?;
+    // The context's buffers drop next: its side stream's last work must be done.
+    ctx.side_stream().synchronize().map_err(|e| e.to_string())?;
+    Ok(ms)
+}
+
+/// A context without stage events that has run the step once (compiled, planned, its
+/// metadata uploaded), idle.
+fn unprofiled_context(
+    dev: &CudaDevice,
+    main: &Arc<CudaStream>,
+    mut config: MlaDcpConfig,
+    args: &MlaDcpDecodeArgs<'_, bf16>,
+) -> Result<MlaDcpContext<bf16>, String> {
     config.profile = false;
     let mut ctx = MlaDcpContext::new(dev, main.clone(), config, None).map_err(|e| e.to_string())?;
     mla_dcp_decode(&mut ctx, args).map_err(|e| e.to_string())?;
-    let graph = MlaDcpGraph::capture(&mut ctx, args).map_err(|e| e.to_string())?;
-    graph.replay_unchecked().map_err(|e| e.to_string())?;
     main.synchronize().map_err(|e| e.to_string())?;
+    Ok(ctx)
+}
+
+/// Device milliseconds of [`PROFILED_RUNS`] runs of `step`, each between two events on
+/// `main` and synchronized before the next.
+fn isolated_ms(
+    main: &Arc<CudaStream>,
+    mut step: impl FnMut() -> Result<(), String>,
+) -> Result<Vec<f64>, String> {
     let event = || {
         main.context()
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(|e| e.to_string())
     };
     let (start, end) = (event()?, event()?);
-    let mut out = Vec::with_capacity(PROFILED_RUNS);
-    for _ in 0..PROFILED_RUNS {
-        start.record(main).map_err(|e| e.to_string())?;
-        graph.replay_unchecked().map_err(|e| e.to_string())?;
-        end.record(main).map_err(|e| e.to_string())?;
-        end.synchronize().map_err(|e| e.to_string())?;
-        out.push(f64::from(
-            start.elapsed_ms(&end).map_err(|e| e.to_string())?,
-        ));
-    }
-    // The context's buffers drop next: its side stream's last work must be done.
-    ctx.side_stream().synchronize().map_err(|e| e.to_string())?;
-    Ok(out)
+    (0..PROFILED_RUNS)
+        .map(|_| {
+            start.record(main).map_err(|e| e.to_string())?;
+            step()?;
+            end.record(main).map_err(|e| e.to_string())?;
+            end.synchronize().map_err(|e| e.to_string())?;
+            let ms = start.elapsed_ms(&end).map_err(|e| e.to_string())?;
+            Ok(f64::from(ms))
+        })
+        .collect()
 }
 
 /// The rows to run: those named in `MLA_BENCH_ROWS` (row names separated by commas, e.g.
