@@ -872,7 +872,6 @@ impl<'f> Emitter<'f> {
         let ev = self.emit_region(else_block, OpKind::Yield)?;
         self.assign_all(&results, &ev)?;
         self.w.close("");
-        // (The producer's branches have no results: the split keeps only such on its path.)
         Ok(())
     }
 

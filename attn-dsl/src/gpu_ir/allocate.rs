@@ -3,7 +3,8 @@
 //! iteration comes back to it); allocs whose lives do not overlap share bytes. Offsets are
 //! 16-byte aligned (what `cp.async` and `ldmatrix` rows need), 1024-byte aligned for swizzled
 //! allocs (whole swizzle atoms, as tensor-core descriptors address them). The TMA copies'
-//! mbarriers and the warp-specialized ring's follow the allocs; the tile emitter's scratch buffer comes after them.
+//! mbarriers and the warp-specialized ring's follow the allocs; the tile emitter's scratch
+//! buffer comes after them.
 
 use super::program::{AllocId, GpuBlock, GpuOp, GpuProgram};
 

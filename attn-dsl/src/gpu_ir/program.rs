@@ -372,7 +372,8 @@ pub enum StageSync {
     /// loop has it): wait until the consumers released the stage's previous fill.
     Acquire { stage: Stage, at: CopyAt },
     /// Producer, at the top of an iteration: this thread's copies of the current stage
-    /// landed (`cp.async.wait_group 0`), fenced for the async proxy, arrived on *full*.
+    /// landed (`cp.async.wait_group 0`; TMA boxes by the `tma_landed` before it), fenced for
+    /// the async proxy, arrived on *full*.
     Filled,
     /// Consumer, at the top of an iteration: wait on the current stage's *full* mbarrier.
     Wait,
