@@ -9,6 +9,7 @@ mod unified_plans;
 
 use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp};
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions};
+use attn_runtime::ops::unified_attention::config::AttentionProblem;
 use attn_runtime::ops::unified_attention::gpu::{emit_launch, launch_key};
 use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
 use unified_plans::{d1, lowered_ir, p0, p1, p3, plan};
@@ -216,40 +217,61 @@ fn d1_decode_schedule() {
     println!("D1: {copies} copies, {barriers} barriers per tile, pipelined {pipelined}");
 }
 
-/// The V guard of the next tile's copy (`full | any(allowed)`) reads its row reduction only
-/// when the tile is not full, so the reduction's shuffles sit inside that branch with its
-/// fold: a full tile runs none of them (H200, one binary, 2026-12-02: P1 0.400 → 0.393 ms,
-/// P3 0.563 → 0.552, D1 0.275 → 0.270 against shuffling after the branch). Checked on the
-/// emitted CUDA: every shuffle of a hoisted copy reduction is nested deeper than the line
-/// that declares it.
-#[test]
-fn v_guard_shuffles_run_only_on_masked_tiles() {
-    for (label, problem, tokens) in [("P1", p1(), 8192), ("P3", p3(), 8192), ("D1", d1(), 64)] {
-        let launch = plan(&problem, tokens, PathChoice::Heuristic).attention;
-        let src = emit_launch(&launch)
-            .unwrap_or_else(|e| panic!("{label}: {e}"))
-            .source;
-        let indent = |l: &str| l.len() - l.trim_start().len();
-        let lines: Vec<&str> = src.lines().collect();
-        let mut shuffles = 0;
-        for (i, decl) in lines.iter().enumerate() {
-            let Some(name) = decl
-                .trim_start()
-                .strip_prefix("int ")
-                .and_then(|r| r.split(' ').next())
-                .filter(|n| n.starts_with("attn_red") && decl.ends_with("= (int)0;"))
-            else {
-                continue;
-            };
-            let shuffle = format!("attn_shfl_xor({name},");
-            for l in lines[i + 1..].iter().filter(|l| l.contains(&shuffle)) {
-                assert!(
-                    indent(l) > indent(decl),
-                    "{label}: {name} shuffles outside its guard:\n{decl}\n{l}"
-                );
-                shuffles += 1;
-            }
+/// The copy reductions of an emitted kernel (`attn_red*`, the V guard's `any(allowed)`) and
+/// their shuffles: `(declarations, shuffles)`. Every shuffle must sit deeper than the line
+/// that declares its reduction: inside the masked-tile branch, so a full tile runs none of
+/// them (H200, one binary, 2026-12-02: P1 0.400 → 0.393 ms, P3 0.563 → 0.552, D1 0.275 →
+/// 0.270 against shuffling after the branch).
+fn guard_reductions(label: &str, src: &str) -> (usize, usize) {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let lines: Vec<&str> = src.lines().collect();
+    let (mut reductions, mut shuffles) = (0, 0);
+    for (i, decl) in lines.iter().enumerate() {
+        let Some(name) = decl
+            .trim_start()
+            .strip_prefix("int ")
+            .and_then(|r| r.split(' ').next())
+            .filter(|n| n.starts_with("attn_red") && decl.ends_with("= (int)0;"))
+        else {
+            continue;
+        };
+        reductions += 1;
+        let shuffle = format!("attn_shfl_xor({name},");
+        for l in lines[i + 1..].iter().filter(|l| l.contains(&shuffle)) {
+            assert!(
+                indent(l) > indent(decl),
+                "{label}: {name} shuffles outside its guard:\n{decl}\n{l}"
+            );
+            shuffles += 1;
         }
-        assert!(shuffles > 0, "{label}: no guarded copy reduction found");
     }
+    (reductions, shuffles)
+}
+
+/// The V guard of vLLM's windowed masks is a bound on the key (`plan::window_v_guard`): the
+/// copies of P1, P3 and D1 reduce nothing over the tile's rows. A mode whose guard is the
+/// mask OR-ed over rows (P3 with the clamp off: an unclamped image range reaches below the
+/// window) keeps the reduction, its shuffles inside the masked-tile branch.
+#[test]
+fn v_guard_reduces_rows_only_where_the_window_does_not_bound_the_keys() {
+    let emit = |label: &str, problem, tokens| {
+        let launch = plan(&problem, tokens, PathChoice::Heuristic).attention;
+        emit_launch(&launch)
+            .unwrap_or_else(|e| panic!("{label}: {e}"))
+            .source
+    };
+    for (label, problem, tokens) in [("P1", p1(), 8192), ("P3", p3(), 8192), ("D1", d1(), 64)] {
+        let (reductions, _) = guard_reductions(label, &emit(label, problem, tokens));
+        assert_eq!(reductions, 0, "{label}: the V guard reduces over rows");
+    }
+    let unclamped = AttentionProblem {
+        mm_prefix_clamp_sw: false,
+        ..p3()
+    };
+    let (reductions, shuffles) =
+        guard_reductions("P3-noclamp", &emit("P3-noclamp", unclamped, 8192));
+    assert!(
+        reductions > 0 && shuffles > 0,
+        "P3-noclamp: no guarded copy reduction found"
+    );
 }

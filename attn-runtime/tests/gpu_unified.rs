@@ -1,7 +1,8 @@
 //! GPU parity of the unified-attention op (feature `gpu`) against the f64 reference and the
 //! CPU executor: the spec §7.1 grid at full sizes (bf16, num_blocks 2048, 2D and 3D), the
 //! §7.3 clamped-MM dense case and the 60-range case in both range encodings, head sizes
-//! 64/96/512, f16, fully masked rows, NaN in pages past L, poisoned outputs, steady-state
+//! 64/96/512, f16, fully masked rows, NaN in pages past L and in evicted window pages,
+//! poisoned outputs, steady-state
 //! calls that compile and allocate nothing, and typed errors for bad inputs.
 //!
 //! Each case prints `UNIFIED <case> path=<2D|3D> tile=<..> max_abs=<..>`. Tests hold one lock
@@ -500,6 +501,68 @@ fn nan_in_pages_past_seq_len_never_reaches_output() {
             }
         }
         run_cases::<bf16>(&ctx, "nan-tail", data, &cases);
+    }
+}
+
+/// The sliding-window pages below every query's window are evicted (NaN): the V guard must
+/// keep them out of `P · V` on the tiles that straddle the window's edge, on the launch
+/// table's prefill tilings (D 128 and 256: warp-specialized on sm_90a, where the guard is the
+/// window's bound and runs in the producer) and on decode's 2D and 3D paths.
+#[test]
+fn nan_in_evicted_window_pages_never_reaches_output() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 256);
+    const W: i32 = 64;
+    let ranges = vec![[620, 699], [250, 330], [0, 0]];
+    let modes = [
+        ("causal", HostCausality::Causal, HostMm::None),
+        ("non-causal", HostCausality::NonCausal, HostMm::None),
+        (
+            "clamped MM",
+            HostCausality::Causal,
+            HostMm::PerSequence(ranges, 1),
+        ),
+    ];
+    for d in [128, 256] {
+        let prefill = &[(100, 700), (200, 400), (1, 900)];
+        let decode = &[(1, 700), (1, 400), (1, 900)];
+        for (label, seqs, paths) in [
+            (
+                "prefill",
+                &prefill[..],
+                &[(PathChoice::Heuristic, false)][..],
+            ),
+            (
+                "decode",
+                &decode[..],
+                &[
+                    (PathChoice::Force2d, false),
+                    (PathChoice::Force3d { num_segments: 4 }, true),
+                ][..],
+            ),
+        ] {
+            let mut data = dataset(seqs, (4, 2), d, Dtype::Bf16, 1400 + d as u64);
+            assert!(
+                data.evict_below_window(W as usize) > 500,
+                "fixture must evict keys"
+            );
+            let mut cases = vec![];
+            for (mode, causality, mm) in &modes {
+                for &(path, is_3d) in paths {
+                    let f = Features {
+                        sliding_window: W,
+                        causality: causality.clone(),
+                        clamp: !matches!(mm, HostMm::None),
+                        mm: mm.clone(),
+                        path,
+                        ..Default::default()
+                    };
+                    let p = if is_3d { "3D" } else { "2D" };
+                    cases.push((format!("{label} D={d} {mode} {p}"), f, is_3d));
+                }
+            }
+            run_cases::<bf16>(&ctx, "evicted", &data, &cases);
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! CPU-executor parity of the unified-attention kernels with the f64 reference, one
 //! feature at a time (spec §3, §1.4, §7.3): clamped multimodal ranges (both encodings,
 //! many ranges), per-sequence causal, non-causal windows, R-SWA, chunked attention,
-//! sinks, ALiBi, qq_bias, f16, non-power-of-two heads, NaN in pages past L.
+//! sinks, ALiBi, qq_bias, f16, non-power-of-two heads, NaN in pages past L and in evicted
+//! sliding-window pages.
 
 mod unified_common;
 
@@ -322,5 +323,51 @@ fn nan_past_seq_len_never_reaches_output() {
             options,
             CpuOptions::default(),
         );
+    }
+}
+
+/// The sliding-window pages below every query's window are evicted (NaN): the V guard must
+/// keep them out of `P · V` on the tiles that straddle the window's edge, under each mode
+/// whose guard is the window's bound (`plan::window_v_guard`: causal, non-causal, clamped
+/// image ranges) and under the mask-derived guard (unclamped ranges), in 2D and 3D.
+#[test]
+fn nan_in_evicted_window_pages_never_reaches_output() {
+    const W: usize = 16;
+    let modes = [
+        ("causal", Causality::Causal, false, false),
+        ("non-causal", Causality::NonCausal, false, false),
+        ("clamped MM", Causality::Causal, true, true),
+        ("unclamped MM", Causality::Causal, true, false),
+    ];
+    // Ranges above every evicted key (an unclamped range may reach below the window, and a
+    // cache under one keeps its pages), each holding its sequence's last query.
+    let mixed = [[140, 149], [0, 0], [60, 92]];
+    let decode = [[110, 122], [0, 0], [200, 210]];
+    let cases = [
+        (MIXED, &mixed, 39, CpuOptions::default()),
+        (DECODE, &decode, 40, force_3d()),
+    ];
+    for (geometry, ranges, seed, cpu) in cases {
+        let mut data = PagedData::random(&Geometry::new(geometry, (4, 2), 64), seed);
+        assert!(data.evict_below_window(W) > 100, "fixture must evict keys");
+        for (name, causality, mm, clamp) in modes {
+            let options = AttentionOptions {
+                sliding_window: W as i32,
+                causality,
+                mm_ranges: if mm {
+                    MmRanges::PerSequence(ranges, 1)
+                } else {
+                    MmRanges::None
+                },
+                mm_prefix_clamp_sw: clamp,
+                ..Default::default()
+            };
+            check_case(
+                &format!("evicted pages, {name}"),
+                &data,
+                options,
+                cpu.clone(),
+            );
+        }
     }
 }

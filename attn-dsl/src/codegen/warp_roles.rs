@@ -30,9 +30,12 @@ const REG_GRANULE: usize = 8;
 const MIN_SETMAXNREG: usize = 24;
 /// The most registers a consumer thread takes (FlashAttention-3's figure; 255 is the ISA's).
 const MAX_CONSUMER_REGS: usize = 240;
-/// The registers the producer keeps: its copies' addresses, masks and V-guard reductions
-/// (P1's producer spills at 40, not at 56; NVRTC 13.0, sm_90a).
-const PRODUCER_REGS: usize = 56;
+/// The registers the producer keeps: its copies' addresses and masks. 40 since the
+/// built-in masks guard V by a bound on the key (no row reduction in the copy): P1's, P3's
+/// and MLA's producers fit without spills (with the reductions P1's spilled at 40, so it
+/// kept 56), and at one block an SM of 384 threads the consumers take 232 instead of 224
+/// (P3 at 128 × 64 spilled 32 bytes at 224; NVRTC 13.0, sm_90a).
+const PRODUCER_REGS: usize = 40;
 /// Blocks per SM the launch bounds ask for at most (two programs hide each other's
 /// softmax; more would starve the consumers of registers).
 const MAX_BLOCKS_PER_SM: usize = 2;

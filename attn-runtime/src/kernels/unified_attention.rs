@@ -423,6 +423,10 @@ pub mod unified {
     /// row of the variant's data (a 4-element dummy when the variant has none). The V guard
     /// and the score mask both use MASK's result, so they cannot disagree.
     ///
+    /// `V_GUARD_WINDOW` (set by the op for vLLM's mask where it is exact, see
+    /// `plan::window_v_guard`): V is guarded by the window of the block's first query
+    /// instead of by the mask OR-ed over rows.
+    ///
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
@@ -490,6 +494,7 @@ pub mod unified {
         const SLABS_PER_WARP: i32 = 1,
         const NUM_STAGES: i32 = 2,
         const TILE_RANGES: i32 = 1,
+        const V_GUARD_WINDOW: bool = false,
     >(
         q: *const T,
         k_cache: *const T,
@@ -730,8 +735,19 @@ pub mod unified {
                 acc = acc * alpha.unsqueeze(1);
                 // Keep -inf for rows with nothing allowed yet, so a later merge weights them 0.
                 m_i = m_raw;
-                // V guard derived from the mask (DSL rule §3.8): only keys some valid row attends.
-                let v_keep = full | (allowed.cast::<i32>().max(0) > 0);
+                // V guard derived from the mask (DSL rule §3.8): only keys some valid row
+                // attends. Under V_GUARD_WINDOW every key the mask allows lies in the block's
+                // first query's window (spec §1.4 step 7, safe there by §3.8), and every key
+                // below L in a cache without a window: the guard is a bound on the key, which
+                // the copy of V evaluates without the mask's per-element work.
+                let mut v_keep = full | (allowed.cast::<i32>().max(0) > 0);
+                if V_GUARD_WINDOW {
+                    if SLIDING_WINDOW > 0 {
+                        v_keep = k_pos > q_first - SLIDING_WINDOW;
+                    } else {
+                        v_keep = k_ok;
+                    }
+                }
                 let v_tile = load(
                     v_cache + kv_off.unsqueeze(1) + d.unsqueeze(0),
                     (k_ok & v_keep).unsqueeze(1) & d_ok.unsqueeze(0),

@@ -79,6 +79,27 @@ pub fn per_query_rows(data: &PagedData, ranges: &[[i32; 2]], r: usize) -> Vec<[i
 }
 
 impl PagedData {
+    /// Evicts the sliding-window pages of every sequence (what vLLM frees under a window
+    /// `window`): K and V of each key no query of the sequence can see through the window,
+    /// `k <= first query − window`, become NaN. A kernel whose V guard lets one of them into
+    /// `P · V` outputs NaN (0 · NaN); returns how many keys were evicted.
+    pub fn evict_below_window(&mut self, window: usize) -> usize {
+        let (bs, row) = (self.block_size, self.num_kv_heads * self.head_size);
+        let mut evicted = 0;
+        for s in 0..self.seq_lens.len() {
+            let qlen = (self.cu_seqlens_q[s + 1] - self.cu_seqlens_q[s]) as usize;
+            let first_query = self.seq_lens[s] as usize - qlen;
+            for k in 0..(first_query + 1).saturating_sub(window) {
+                let phys = self.block_table[s * self.block_table_stride + k / bs] as usize;
+                let base = (phys * bs + k % bs) * row;
+                self.k_cache[base..base + row].fill(f32::NAN);
+                self.v_cache[base..base + row].fill(f32::NAN);
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
     /// Random q/K/V in `[-1, 1)` rounded to the dtype; shuffled physical blocks (plus a
     /// few spare ones); every cache slot no sequence uses is NaN.
     pub fn random(g: &Geometry, seed: u64) -> Self {

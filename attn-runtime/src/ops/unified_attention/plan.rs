@@ -606,6 +606,7 @@ pub fn attention_bindings(
         ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
         ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),
         ("TILE_RANGES", int(variant.tile_ranges(cfg))),
+        ("V_GUARD_WINDOW", flag(window_v_guard(cfg, variant))),
     ]
     .into_iter()
     .chain(
@@ -616,6 +617,24 @@ pub fn attention_bindings(
     )
     .map(|(n, v)| Binding::new(n, v))
     .collect()
+}
+
+/// Whether the kernel may guard V by the window of each block's first query (`V_GUARD_WINDOW`)
+/// instead of by the mask OR-ed over the block's rows. The guard keeps NaN in evicted
+/// sliding-window pages out of `P · V` (0 · NaN = NaN) and must never zero a key some row
+/// attends (spec §3.8). vLLM's mask allows only keys `k > q − W ≥ q_first − W` when every
+/// term it ORs in is windowed: causal or not (the bound is on the left), MM ranges clamped to
+/// the window, no R-SWA prefix, no chunks. Without a window nothing is evicted, and every key
+/// below L is live. A user's mask may allow anything, so it keeps the mask-derived guard.
+///
+/// The cheaper guard is what lets a masked tile's V copy run without the mask: P3's copy of V
+/// re-evaluated the image-range loop per chunk, and a range loop kept its program from the
+/// producer warpgroup (`attn_dsl::gpu_ir::warp_specialize`).
+pub fn window_v_guard(cfg: &UnifiedAttentionConfig, variant: &MaskVariant) -> bool {
+    let windowed_terms = !cfg.use_r_swa
+        && cfg.chunk_lookback < 0
+        && (!cfg.use_mm_prefix || cfg.mm_prefix_clamp_sw || cfg.sliding_window == 0);
+    variant.mask == DEFAULT_MASK && windowed_terms
 }
 
 /// The reduce kernel's constexprs, in declaration order.
