@@ -47,7 +47,20 @@ fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
         (128, 64, 1),
         "D 256, lean scores: two warpgroups, 64 keys"
     );
-    assert_eq!(wg(p3()), (64, 32, 1), "image ranges keep 64 rows");
+    assert_eq!(
+        wg(p3()),
+        (128, 64, 1),
+        "clamped image ranges: P1's tiling (the window bounds the V guard)"
+    );
+    let unclamped = AttentionProblem {
+        mm_prefix_clamp_sw: false,
+        ..p3()
+    };
+    assert_eq!(
+        wg(unclamped),
+        (64, 32, 1),
+        "unclamped image ranges keep 64 rows"
+    );
     let softcapped = AttentionProblem {
         softcap: 50.0,
         ..p1()

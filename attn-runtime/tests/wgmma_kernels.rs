@@ -133,34 +133,26 @@ fn p0_takes_no_turns() {
     assert!(!src.contains("// turn"));
 }
 
-/// P3 (P1 plus 30 image ranges) keeps the heuristic's 64 × 32 on one warpgroup (it ran
-/// slower at 128 × 64): QKᵀ 16 k-steps of m64n32k16, PV 2 of m64n256k16.
+/// P3 (P1 plus 30 clamped image ranges) on P1's tiling, 128 × 64 on two warpgroups, the
+/// launch table's choice: its V guard is the window's bound on the key
+/// (`plan::window_v_guard`), so no copy runs the image-range loop and the program splits
+/// like P1's: a producer warpgroup with both copies, the consumers' loop on 20 warpgroup
+/// MMAs (QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16) taking turns, no spills. (With
+/// the mask-derived guard the range loop kept P3 unsplit, and the table on 64 × 32.)
 #[test]
-fn p3_runs_both_dots_on_warpgroup_mmas() {
-    let (line, c) = sm90a_loop("P3", &plan(&warpgroup(p3()), 8192, PathChoice::Heuristic));
-    check("P3", &c, &line, 18, (1, 0));
-}
-
-/// P3 on P1's tiling (128 × 64, two warpgroups; the `P3-m128t64` sweep row): its V guard
-/// is the window's bound on the key (`plan::window_v_guard`), so no copy runs the image-range
-/// loop and the program splits like P1's: a producer warpgroup with both copies, the
-/// consumers' loop on 20 warpgroup MMAs taking turns, no spills. (With the mask-derived
-/// guard the range loop kept P3 unsplit, its V copy at the top of the loop.)
-#[test]
-fn p3_on_two_warpgroups_is_warp_specialized() {
-    let forced = PathChoice::Force2dTiled {
-        block_m: 128,
-        tile_size: 64,
-        slabs_per_warp: 1,
-        num_stages: 2,
-    };
-    let p = plan(&warpgroup(p3()), 8192, forced);
-    let (line, c) = sm90a_loop("P3-128x64", &p);
-    check("P3-128x64", &c, &line, 20, (1, 4));
+fn p3_is_warp_specialized_on_two_warpgroups() {
+    let p = plan(&warpgroup(p3()), 8192, PathChoice::Heuristic);
+    assert_eq!(
+        (p.config.block_m, p.config.tile_size),
+        (128, 64),
+        "P3's warpgroup tiling"
+    );
+    let (line, c) = sm90a_loop("P3", &p);
+    check("P3", &c, &line, 20, (1, 4));
     let src = emit_launch(&p.attention).expect("emit").source;
     assert!(
         src.contains("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>()"),
-        "P3-128x64: not warp-specialized"
+        "P3: not warp-specialized"
     );
 }
 

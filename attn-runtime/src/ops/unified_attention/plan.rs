@@ -469,15 +469,19 @@ fn prefill_tiling(
     }
 }
 
-/// Whether the scores need no per-element terms beyond the window and causal mask (no
-/// image ranges, softcap, ALiBi or query bias): the 128 × 64 warpgroup tiling holds 234
-/// registers for those. With a mask that fitted P3's 30 image ranges (one interval per row)
-/// P3 ran slower there, 0.804 ms against 0.651 at 64 × 32 (H200, 2026-12-01T23:10Z), so
-/// masks with extra terms keep the heuristic's 64 rows. Since the V guard's range loop
-/// stays out from under the scores' MMAs (`mma_overlap`), P3's own mask fits 128 × 64 too
-/// (255 registers, no spills): the `P3-m128t64` sweep row, not yet timed.
+/// Whether the scores' extra per-element terms leave the 128 × 64 warpgroup tiling its
+/// registers and its producer warpgroup: the window and causal mask, and image ranges whose
+/// keys the window bounds (clamped, or no window), whose V guard is then a bound on the key
+/// ([`window_v_guard`]) and whose program splits. P3 at 128 × 64 ran 0.420 ms split against
+/// 0.487 at 64 × 32 (H200, one run, 2026-12-02T17:1xZ; unsplit, with the guard's range loop in
+/// the V copy, it had run 0.567 against 0.548). Unclamped ranges keep the mask's guard and
+/// the heuristic's 64 rows, and so do softcap, ALiBi and the query bias (not measured at
+/// 128 × 64).
 fn lean_scores(problem: &AttentionProblem) -> bool {
-    problem.mm == MmRangeEncoding::None
+    let windowed_ranges = problem.mm == MmRangeEncoding::None
+        || problem.mm_prefix_clamp_sw
+        || problem.sliding_window == 0;
+    windowed_ranges
         && problem.softcap <= 0.0
         && problem.alibi == AlibiMode::None
         && !problem.use_qq_bias
