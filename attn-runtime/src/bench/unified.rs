@@ -42,6 +42,8 @@ pub struct Row {
     /// Inclusive ranges of the (single) sequence.
     pub mm_ranges: Vec<[i32; 2]>,
     pub clamp: bool,
+    /// Gemma-2's logit softcap (`None`: off).
+    pub softcap: Option<f32>,
     pub path: PathChoice,
     pub rate: Rate,
     /// The spec's floor for the row, in µs.
@@ -58,6 +60,7 @@ pub fn rows() -> Vec<Row> {
         scale: Some(1.0),
         mm_ranges: vec![],
         clamp: false,
+        softcap: None,
         path: PathChoice::Heuristic,
         rate: Rate::Flops,
         floor_us: 163.0,
@@ -81,6 +84,7 @@ pub fn rows() -> Vec<Row> {
         scale: None,
         mm_ranges: vec![],
         clamp: false,
+        softcap: None,
         path: PathChoice::Force2d,
         rate: Rate::KvBytes,
         floor_us: 250.0,
@@ -94,6 +98,7 @@ pub fn rows() -> Vec<Row> {
         scale: None,
         mm_ranges: vec![],
         clamp: false,
+        softcap: None,
         path: PathChoice::Heuristic,
         rate: Rate::Flops,
         floor_us: 1441.0,
@@ -106,6 +111,11 @@ pub fn rows() -> Vec<Row> {
             id: "P3-noclamp",
             clamp: false,
             ..p3.clone()
+        },
+        Row {
+            id: "P1-softcap",
+            softcap: Some(50.0),
+            ..p1.clone()
         },
         Row {
             id: "D1",
@@ -189,6 +199,18 @@ pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
         // guard's range loop runs while the scores' accumulators are reserved) and fits 255
         // registers without them: time it with `AB_VARIANTS="none -mma_overlap"`.
         tiled(p3, "P3-m128t64", 128, 64, 1),
+        // Gemma-2's softcap (tanh per score) on P1's two-warpgroup tiling: warp-specialized
+        // and spill-free on sm_90a since the V guard is the window's bound.
+        tiled(
+            &Row {
+                softcap: Some(50.0),
+                ..p1.clone()
+            },
+            "P1-softcap-m128t64",
+            128,
+            64,
+            1,
+        ),
     ]
 }
 
@@ -424,6 +446,7 @@ impl Prepared {
         }
         args.sliding_window = row.sliding_window;
         args.mm_prefix_clamp_sliding_window = row.clamp;
+        args.softcap = row.softcap;
         args.path = row.path;
         if let Some(r) = &self.ranges {
             args.mm_prefix_ranges = MmPrefixRanges::PerSequence {
