@@ -6,7 +6,7 @@
 mod unified_plans;
 
 use attn_runtime::jit::Arch;
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::config::{AlibiMode, AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::launch_key;
 use attn_runtime::ops::unified_attention::plan::{choose_config, PathChoice};
 use unified_plans::{d1, p0, p1, p3, plan};
@@ -32,7 +32,7 @@ fn mma_sync_entries_are_unchanged() {
 #[test]
 fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
     let wg = |p| tiling(&on(MmaKind::Warpgroup, p));
-    assert_eq!(wg(p0()), (64, 64, 1), "D 128: one warpgroup, 64 x 64");
+    assert_eq!(wg(p0()), (128, 128, 1), "D 128: two warpgroups, 128 x 128");
     let d64 = AttentionProblem {
         head_size: 64,
         ..p0()
@@ -65,7 +65,16 @@ fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
         softcap: 50.0,
         ..p1()
     };
-    assert_eq!(wg(softcapped), (64, 32, 1), "softcap keeps 64 rows");
+    assert_eq!(wg(softcapped), (128, 64, 1), "softcap: P1's tiling");
+    let alibi = AttentionProblem {
+        alibi: AlibiMode::Linear,
+        ..p1()
+    };
+    assert_eq!(
+        wg(alibi),
+        (64, 32, 1),
+        "ALiBi keeps 64 rows (not timed at 128 x 64)"
+    );
     let short = AttentionProblem {
         max_seqlen_q: 32,
         ..p1()

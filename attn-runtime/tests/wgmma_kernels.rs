@@ -96,13 +96,29 @@ fn check(
     );
 }
 
-/// P0 (D 128) on one warpgroup, 64 × 64, warp-specialized: QKᵀ 8 k-steps of m64n64k16, PV
-/// 4 of m64n128k16, no barrier in the consumers' loop. (The loop the SASS reader finds runs
-/// from the producer's loop into the consumers': its LDG and LDGSTS are the producer's.)
+/// The turns of a two-warpgroup program: the first hands over before the loop, each dot
+/// is taken and passed, the last pass is taken after it (in the consumers' program and in
+/// the unsplit one).
+fn assert_turns(label: &str, p: &LaunchPlan) {
+    let src = emit_launch(&p.attention).expect("emit").source;
+    let n = |step: &str| src.matches(&format!("// turn {step}")).count();
+    assert_eq!(
+        (n("Begin"), n("Take"), n("Pass"), n("End")),
+        (2, 4, 4, 2),
+        "{label}: turns around the KV loop"
+    );
+}
+
+/// P0 (D 128) on two warpgroups, 128 × 128, warp-specialized: QKᵀ 8 k-steps of m64n128k16,
+/// PV 8 of m64n128k16, the warpgroups taking turns. (The loop the SASS reader finds runs
+/// from the producer's loop into the consumers': its LDG, LDGSTS and one barrier are the
+/// producer's.)
 #[test]
 fn p0_runs_both_dots_on_warpgroup_mmas() {
-    let (line, c) = sm90a_loop("P0", &plan(&warpgroup(p0()), 16384, PathChoice::Heuristic));
-    check("P0", &c, &line, 12, (0, 0));
+    let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
+    let (line, c) = sm90a_loop("P0", &p);
+    check("P0", &c, &line, 16, (1, 4));
+    assert_turns("P0", &p);
 }
 
 /// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.
@@ -113,22 +129,20 @@ fn p1_runs_both_dots_on_warpgroup_mmas() {
     // The loop the SASS reader finds spans the producer's loop and the consumers' (5220
     // instructions): its one barrier beyond the turns' is not in the consumers' loop.
     check("P1", &c, &line, 20, (1, 4));
-    // The two warpgroups take turns: the first hands over before the loop, each dot is
-    // taken and passed, the last pass is taken after it (in the consumers' program and in
-    // the unsplit one).
-    let src = emit_launch(&p.attention).expect("emit").source;
-    let n = |step: &str| src.matches(&format!("// turn {step}")).count();
-    assert_eq!(
-        (n("Begin"), n("Take"), n("Pass"), n("End")),
-        (2, 4, 4, 2),
-        "turns around the KV loop"
-    );
+    assert_turns("P1", &p);
 }
 
-/// One warpgroup per program: nothing to take turns with.
+/// One warpgroup per program (P0 at 64 × 64, the `P0-m64t64` row): nothing to take turns
+/// with.
 #[test]
-fn p0_takes_no_turns() {
-    let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
+fn one_warpgroup_takes_no_turns() {
+    let forced = PathChoice::Force2dTiled {
+        block_m: 64,
+        tile_size: 64,
+        slabs_per_warp: 1,
+        num_stages: 2,
+    };
+    let p = plan(&warpgroup(p0()), 16384, forced);
     let src = emit_launch(&p.attention).expect("emit").source;
     assert!(!src.contains("// turn"));
 }

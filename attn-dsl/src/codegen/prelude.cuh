@@ -53,6 +53,13 @@ __device__ __forceinline__ float attn_fast_exp_sub(float x, float y) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmaf_rn(x, l, -(y * l))));
     return r;
 }
+/// `fast_math` tanh: the hardware `tanh.approx.f32` (sm_75 on; relative error below
+/// 2^-10.9), one MUFU op where `tanhf` runs an exponential and a division.
+__device__ __forceinline__ float attn_fast_tanh(float x) {
+    float r;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
 /// Rounds an f32 to the nearest f16 (ties to even) and returns it as f32.
 __device__ __forceinline__ float attn_round_f16(float x) {
     return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x));

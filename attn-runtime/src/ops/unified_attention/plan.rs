@@ -454,9 +454,8 @@ fn prefill_tiling(
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
-        // Padded head size 128 (D 65..=128): 64 rows on one warpgroup over 64-key tiles
-        // (the `P0-m64t64` sweep row), P0 3.17 ms against 3.29 at 64 × 32, 3.42 with three
-        // stages and 3.36 at 128 × 128 on two warpgroups (H200, 2026-12-02T02:04Z).
+        // Padded head size 128 (D 65..=128): 128 rows on two warpgroups over 128-key tiles
+        // (the `P0-m128t128s1` sweep row; see [`WARPGROUP_TILING_D128`]).
         (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128),
         // D ≤ 64 keeps the heuristic's 64 × 32: at 64 × 64 the warpgroup branch gives wrong
         // results on masked tiles at D = 64 (the ignored `warpgroup_64x64_by_head_size`
@@ -470,26 +469,28 @@ fn prefill_tiling(
 }
 
 /// Whether the scores' extra per-element terms leave the 128 × 64 warpgroup tiling its
-/// registers and its producer warpgroup: the window and causal mask, and image ranges whose
-/// keys the window bounds (clamped, or no window), whose V guard is then a bound on the key
-/// ([`window_v_guard`]) and whose program splits. P3 at 128 × 64 ran 0.420 ms split against
-/// 0.487 at 64 × 32 (H200, one run, 2026-12-02T17:1xZ; unsplit, with the guard's range loop in
-/// the V copy, it had run 0.567 against 0.548). Unclamped ranges keep the mask's guard and
-/// the heuristic's 64 rows, and so do softcap, ALiBi and the query bias (not measured at
-/// 128 × 64).
+/// registers and its producer warpgroup: the window and causal mask, Gemma-2's softcap, and
+/// image ranges whose keys the window bounds (clamped, or no window), whose V guard is then a
+/// bound on the key ([`window_v_guard`]) and whose program splits. Measured on the H200
+/// (2026-12-02): P3 at 128 × 64 0.420 ms split against 0.487 at 64 × 32 (unsplit, with the
+/// guard's range loop in the V copy, it had run 0.567 against 0.548); P1 with softcap 50
+/// 0.620 against 0.654 (with `tanhf`). Unclamped ranges keep the mask's guard and the
+/// heuristic's 64 rows, and so do ALiBi and the query bias (they compile split and
+/// spill-free at 128 × 64 but were not timed there).
 fn lean_scores(problem: &AttentionProblem) -> bool {
     let windowed_ranges = problem.mm == MmRangeEncoding::None
         || problem.mm_prefix_clamp_sw
         || problem.sliding_window == 0;
-    windowed_ranges
-        && problem.softcap <= 0.0
-        && problem.alibi == AlibiMode::None
-        && !problem.use_qq_bias
+    windowed_ranges && problem.alibi == AlibiMode::None && !problem.use_qq_bias
 }
 
-/// The warpgroup-MMA prefill tiling of padded head size 128: the heuristic's 64 rows on one
-/// warpgroup (4 warps, one slab each), over 64-key tiles.
-pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M, 64, 1);
+/// The warpgroup-MMA prefill tiling of padded head size 128: 128 rows on two warpgroups (8
+/// warps, one slab each, taking turns) over 128-key tiles, FlashAttention-3's shape. The two
+/// warpgroups share each K/V tile, and the split gives each consumer 232 registers. Measured
+/// on the H200 in one run (2026-12-02T17:3xZ, the `P0-m*` rows): P0 2.568 ms against 2.633 at
+/// 128 × 64 and 2.782 at 64 × 64 on one warpgroup (two programs an SM), which had won while
+/// the producer kept 56 registers (consumers 224) and reduced the V guard's rows.
+pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
 
 /// The warpgroup-MMA prefill tiling of head sizes up to 256: 128 rows on two warpgroups (8
 /// warps, one slab each: the tensor cores read B from shared memory, so a second slab per
