@@ -317,31 +317,40 @@ fn head_sizes_64_96_512() {
     }
 }
 
-/// Localizes the 64 × 64 warpgroup tiling's parity failure (2026-12-01T23:10Z, D = 64; D = 128
-/// passed): every head size × tiling runs against the reference and the report names each
-/// case that misses, instead of stopping at the first. Ignored: 64 × 64 is not in the launch
-/// table; run with `--ignored` on an sm_90a device.
+/// Localizes the warpgroup tilings' parity failures: 64 × 64 at D = 64 (2026-12-01T23:10Z;
+/// D = 128 passed) and 128 × 128 at D = 128 (2026-12-02T17:4xZ, every prefill case with
+/// masked tiles). Every head size × tiling runs against the reference and the report names
+/// each case that misses, instead of stopping at the first. Ignored: neither is in the
+/// launch table; run with `--ignored` on an sm_90a device.
 #[test]
 #[ignore]
-fn warpgroup_64x64_by_head_size() {
+fn warpgroup_tilings_by_head_size() {
     let _gpu = gpu_lock();
     let ctx = context(8, 8, 128);
     let mut failed = vec![];
     for d in [64, 96, 128] {
         let data = dataset(MIXED, (8, 2), d, Dtype::Bf16, 1200 + d as u64);
         let mut batch = DeviceBatch::<bf16>::upload(ctx.stream(), &data);
-        for (tile_size, sw) in [(32, 0), (64, 0), (64, 128)] {
+        let tilings = [
+            (64, 32, 0),
+            (64, 64, 0),
+            (64, 64, 128),
+            (128, 64, 0),
+            (128, 128, 0),
+            (128, 128, 128),
+        ];
+        for (block_m, tile_size, sw) in tilings {
             let f = Features {
                 sliding_window: sw,
                 path: PathChoice::Force2dTiled {
-                    block_m: 64,
+                    block_m,
                     tile_size,
                     slabs_per_warp: 1,
                     num_stages: 2,
                 },
                 ..Default::default()
             };
-            let name = format!("D={d} 64x{tile_size} SW={sw}");
+            let name = format!("D={d} {block_m}x{tile_size} SW={sw}");
             let want = references(&data, std::slice::from_ref(&f)).remove(0);
             let (got, report) = run_case(&ctx, &mut batch, &data, &f, &name);
             let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

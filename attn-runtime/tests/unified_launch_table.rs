@@ -32,7 +32,7 @@ fn mma_sync_entries_are_unchanged() {
 #[test]
 fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
     let wg = |p| tiling(&on(MmaKind::Warpgroup, p));
-    assert_eq!(wg(p0()), (128, 128, 1), "D 128: two warpgroups, 128 x 128");
+    assert_eq!(wg(p0()), (128, 64, 1), "D 128: two warpgroups, 128 x 64");
     let d64 = AttentionProblem {
         head_size: 64,
         ..p0()

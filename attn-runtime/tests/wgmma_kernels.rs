@@ -109,15 +109,15 @@ fn assert_turns(label: &str, p: &LaunchPlan) {
     );
 }
 
-/// P0 (D 128) on two warpgroups, 128 × 128, warp-specialized: QKᵀ 8 k-steps of m64n128k16,
-/// PV 8 of m64n128k16, the warpgroups taking turns. (The loop the SASS reader finds runs
+/// P0 (D 128) on two warpgroups, 128 × 64, warp-specialized: QKᵀ 8 k-steps of m64n64k16,
+/// PV 4 of m64n128k16, the warpgroups taking turns. (The loop the SASS reader finds runs
 /// from the producer's loop into the consumers': its LDG, LDGSTS and one barrier are the
 /// producer's.)
 #[test]
 fn p0_runs_both_dots_on_warpgroup_mmas() {
     let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
     let (line, c) = sm90a_loop("P0", &p);
-    check("P0", &c, &line, 16, (1, 4));
+    check("P0", &c, &line, 12, (1, 4));
     assert_turns("P0", &p);
 }
 

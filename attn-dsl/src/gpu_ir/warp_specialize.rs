@@ -48,9 +48,10 @@ pub const PRODUCER_THREADS: usize = 128;
 pub const SM_REGISTERS: usize = 65536;
 
 /// Launch registers a thread needs per accumulator register to keep two split blocks an
-/// SM: ptxas caps every region of a kernel launched two blocks an SM at the launch's share
-/// (128 registers a thread at 256 threads), whatever `setmaxnreg.inc` asks, and a
-/// flash-attention consumer holds its accumulator, the scores and their operands.
+/// SM: ptxas gives a consumer region what `setmaxnreg.inc` asks (P0's consumers reach
+/// `R147` with 128 at launch), but an MMA `asm` statement whose accumulator operands
+/// outnumber the launch's share (128 registers a thread at 256 threads) does not compile,
+/// and a flash-attention consumer holds its accumulator, the scores and their operands.
 const LAUNCH_REGS_PER_ACCUMULATOR_REG: usize = 2;
 
 /// Whether two blocks of `block_threads` (producer included) leave each thread the registers

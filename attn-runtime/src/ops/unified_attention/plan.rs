@@ -454,11 +454,11 @@ fn prefill_tiling(
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
-        // Padded head size 128 (D 65..=128): 128 rows on two warpgroups over 128-key tiles
-        // (the `P0-m128t128s1` sweep row; see [`WARPGROUP_TILING_D128`]).
+        // Padded head size 128 (D 65..=128): 128 rows on two warpgroups over 64-key tiles
+        // (the `P0-m128t64s1` sweep row; see [`WARPGROUP_TILING_D128`]).
         (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128),
         // D ≤ 64 keeps the heuristic's 64 × 32: at 64 × 64 the warpgroup branch gives wrong
-        // results on masked tiles at D = 64 (the ignored `warpgroup_64x64_by_head_size`
+        // results on masked tiles at D = 64 (the ignored `warpgroup_tilings_by_head_size`
         // diagnostic; deterministic, every head and column, D = 96 and 128 pass, the
         // mma.sync branch of the same source passes), cause not found yet.
         (MmaKind::Warpgroup, d) if d <= 128 => None,
@@ -485,12 +485,15 @@ fn lean_scores(problem: &AttentionProblem) -> bool {
 }
 
 /// The warpgroup-MMA prefill tiling of padded head size 128: 128 rows on two warpgroups (8
-/// warps, one slab each, taking turns) over 128-key tiles, FlashAttention-3's shape. The two
-/// warpgroups share each K/V tile, and the split gives each consumer 232 registers. Measured
-/// on the H200 in one run (2026-12-02T17:3xZ, the `P0-m*` rows): P0 2.568 ms against 2.633 at
-/// 128 × 64 and 2.782 at 64 × 64 on one warpgroup (two programs an SM), which had won while
-/// the producer kept 56 registers (consumers 224) and reduced the V guard's rows.
-pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
+/// warps, one slab each, taking turns) over 64-key tiles. The two warpgroups share each K/V
+/// tile, and the split gives each consumer 232 registers. Measured on the H200 in one run
+/// (2026-12-02T17:4xZ, the `P0-m*` rows): P0 2.612 ms against 2.763 at 64 × 64 on one
+/// warpgroup (two programs an SM), which had won while the producer kept 56 registers
+/// (consumers 224) and the V copy reduced the mask's rows. 128 × 128 ran 2.542 ms but
+/// gives wrong results at D = 128 (`gpu_unified`, every prefill case with masked tiles;
+/// the ignored `warpgroup_tilings_by_head_size` diagnostic localizes it): its scores are
+/// `m64n128`, a shape no verified tiling has.
+pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 64, 1);
 
 /// The warpgroup-MMA prefill tiling of head sizes up to 256: 128 rows on two warpgroups (8
 /// warps, one slab each: the tensor cores read B from shared memory, so a second slab per
