@@ -6,7 +6,9 @@
 mod unified_plans;
 
 use attn_runtime::jit::Arch;
-use attn_runtime::ops::unified_attention::config::{AlibiMode, AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::config::{
+    AlibiMode, AttentionProblem, MmaKind, MSG_WARPGROUP_SQUARE_TILE,
+};
 use attn_runtime::ops::unified_attention::gpu::launch_key;
 use attn_runtime::ops::unified_attention::plan::{choose_config, PathChoice};
 use unified_plans::{d1, p0, p1, p3, plan};
@@ -164,4 +166,29 @@ fn only_sm90a_targets_warpgroup_mmas() {
     assert_eq!(MmaKind::for_arch(Arch::SM_80), MmaKind::Sync);
     assert_eq!(MmaKind::for_arch(Arch::native(9, 0)), MmaKind::Warpgroup);
     assert_eq!(MmaKind::for_arch(Arch::native(8, 0)), MmaKind::Sync);
+}
+
+/// A warpgroup program whose key tile is as wide as the padded head gave wrong results on the
+/// H200 (cause not found): a forced tiling asking for one gets the typed refusal, on
+/// `mma.sync`, or with two slabs per warp (no warpgroup), it runs.
+#[test]
+fn square_warpgroup_tiles_are_refused() {
+    let forced = |block_m, tile_size, slabs_per_warp| PathChoice::Force2dTiled {
+        block_m,
+        tile_size,
+        slabs_per_warp,
+        num_stages: 2,
+    };
+    let d64 = AttentionProblem {
+        head_size: 64,
+        ..p0()
+    };
+    let err = choose_config(&on(MmaKind::Warpgroup, d64.clone()), forced(64, 64, 1))
+        .expect_err("64 x 64 at D 64 on warpgroup MMAs");
+    assert_eq!(err.rule, MSG_WARPGROUP_SQUARE_TILE, "{err}");
+    let err = choose_config(&on(MmaKind::Warpgroup, p0()), forced(128, 128, 1))
+        .expect_err("128 x 128 at D 128 on warpgroup MMAs");
+    assert_eq!(err.rule, MSG_WARPGROUP_SQUARE_TILE, "{err}");
+    assert!(choose_config(&on(MmaKind::Sync, d64.clone()), forced(64, 64, 1)).is_ok());
+    assert!(choose_config(&on(MmaKind::Warpgroup, d64), forced(64, 64, 2)).is_ok());
 }

@@ -427,6 +427,22 @@ pub fn run_case<T: TestDtype>(
     (out, report)
 }
 
+/// The op's error for a case it must refuse (the message), or a note that it ran.
+pub fn try_run_case<T: TestDtype>(
+    ctx: &UnifiedAttentionContext,
+    batch: &mut DeviceBatch<T>,
+    data: &PagedData,
+    f: &Features,
+) -> String {
+    let extras = DeviceExtras::upload(ctx.stream(), f);
+    let mut args = batch.args(data);
+    extras.apply(f, &mut args);
+    match unified_attention(ctx, &mut args) {
+        Ok(_) => "ran".to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// GPU output vs the reference at the spec tolerance (NaN never passes); prints one
 /// `UNIFIED <case> max_abs=<..>` line and returns the max abs error.
 pub fn check(name: &str, report: &LaunchReport, got: &[f32], want: &[f64]) -> f64 {
