@@ -250,3 +250,47 @@ fn history_tilings() {
         );
     }
 }
+
+/// The step's other kernels (the current part, the combine of 8 heads a program, the V-up
+/// fallback, the split reduce) compile for sm_90a and for `mma.sync` (sm_90) without spills
+/// or local memory, at L1's dcp 1 and dcp 2 and at 1 × 32768 (several splits). (The current
+/// part at 64 heads on 4 warps had spilled 192 bytes.)
+#[test]
+fn small_kernels_compile_without_spills() {
+    for arch in ["sm_90a", "sm_90"] {
+        small_kernels_spill_free(arch.parse().expect("arch"));
+    }
+}
+
+fn small_kernels_spill_free(arch: Arch) {
+    for (label, s) in [
+        ("l1", step(128, 4096, 128, 1)),
+        ("l1-dcp2", step(128, 4096, 128, 2)),
+        ("1x32768", step(1, 32768, 128, 1)),
+    ] {
+        let plan = s
+            .plan_tuned(MmaKind::Warpgroup, None, None, None)
+            .expect("plan");
+        for l in plan
+            .launches()
+            .into_iter()
+            .filter(|l| l.kernel != "mla_history")
+        {
+            let name = format!("{label} {} {arch:?}", l.key());
+            let c = l.compile().unwrap_or_else(|e| panic!("{name}: {e}"));
+            let m = compile(&CudaSource::from_kernel(&c.cuda), &JitOptions::new(arch))
+                .unwrap_or_else(|e| panic!("{name}: NVRTC: {e}"));
+            let st = m.entry_stats().expect("ptxas statistics");
+            println!("{name}: {st:?}");
+            assert_eq!(
+                (
+                    st.spill_store_bytes,
+                    st.spill_load_bytes,
+                    st.stack_frame_bytes
+                ),
+                (0, 0, 0),
+                "{name}: spills or local memory"
+            );
+        }
+    }
+}

@@ -132,6 +132,16 @@ pub const MAX_QUERY_LEN: u32 = 64;
 /// Tokens per program of the V-up fallback kernel.
 pub const VUP_BLOCK_T: u32 = 16;
 
+/// The most heads one `mla_combine` program merges (their loads in flight together).
+pub const COMBINE_MAX_HEADS: u32 = 8;
+
+/// Heads per `mla_combine` program for a rank of `heads` heads: the largest power of two up
+/// to [`COMBINE_MAX_HEADS`] that divides them (so no program has a head out of range).
+pub fn combine_heads(heads: u32) -> u32 {
+    let pow2_divisor = 1u32 << heads.max(1).trailing_zeros().min(31);
+    pow2_divisor.min(COMBINE_MAX_HEADS)
+}
+
 /// A decode step the plan cannot be built for.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum PlanError {
@@ -785,8 +795,9 @@ impl DecodeStep {
                     "PARTS_PADDED",
                     ConstValue::Int(next_pow2_at_least(d + 1, 1).into()),
                 ),
+                ("BLOCK_HEADS", ConstValue::Int(combine_heads(n).into())),
             ],
-            grid: [grid_t, n, 1],
+            grid: [grid_t, n / combine_heads(n), 1],
             args: combine_args,
             divisible: vec![],
         };
