@@ -41,12 +41,11 @@ fn grids_and_bindings() {
     assert!(p.num_splits > 1);
     assert_eq!(reduce.grid, [3, 128, 1]);
     assert_eq!(p.current.grid, [3, 1, 1]);
-    // 16 heads a rank, merged 8 a program.
-    assert_eq!(p.combine.grid, [3, 2, 1]);
+    assert_eq!(p.combine.grid, [3, 16, 1]);
     assert_eq!(p.v_up.grid, [1, 16, 1]);
     assert_eq!(
         p.combine.key(),
-        "mla_combine<T=bf16,DCP_SIZE=8,PARTS_PADDED=16,BLOCK_HEADS=8>"
+        "mla_combine<T=bf16,DCP_SIZE=8,PARTS_PADDED=16>"
     );
     assert_eq!(p.history.args.len(), 18);
     assert!(p.history.args.contains(&PlanArg::I64(64 * 576)));
@@ -313,23 +312,4 @@ fn binding(p: &attn_runtime::ops::mla_dcp::plan::DecodePlan, name: &str) -> i64 
             _ => None,
         })
         .unwrap_or_else(|| panic!("no {name}"))
-}
-
-/// A combine program merges the largest power of two up to 8 heads that divides the rank's.
-#[test]
-fn combine_heads_divide_the_rank() {
-    use attn_runtime::ops::mla_dcp::plan::combine_heads;
-    for (heads, want) in [
-        (1, 1),
-        (2, 2),
-        (6, 2),
-        (12, 4),
-        (16, 8),
-        (128, 8),
-        (96, 8),
-        (5, 1),
-    ] {
-        assert_eq!(combine_heads(heads), want, "{heads} heads");
-        assert_eq!(heads % combine_heads(heads), 0);
-    }
 }

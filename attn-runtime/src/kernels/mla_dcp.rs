@@ -373,8 +373,8 @@ pub mod mla {
 
     /// Current-chunk attention for the rank's own heads: query token t of a request whose chunk
     /// starts at token c0 attends to the chunk's keys c0..=t (causal within the chunk, spec §4.2).
-    /// 64-head tiles run on 8 warps: on 4, the `[64, 512]` f32 accumulator took 256 registers
-    /// a thread and spilled 192 bytes (sm_90a, L1's plan).
+    /// 64-head tiles run on 8 warps (on 4 the `[64, 512]` f32 accumulator took 256 registers a
+    /// thread and spilled 192 bytes on sm_90a); the plan takes 32 heads a program.
     #[kernel(
         num_warps = 4 + 4 * (BLOCK_H / 64),
         fast_math = true,
@@ -421,16 +421,10 @@ pub mod mla {
     }
 
     /// The one combine (spec §3.2, §9.2 K_combine): D received history partials of this rank's
-    /// heads plus the local current partials → `lat_out [T, N, 512]` in the activation dtype.
-    /// Grid (T, N / BLOCK_HEADS): each program merges `BLOCK_HEADS` heads of one token, their
-    /// loads independent of each other (one program per head was 16384 programs of 3 KB at
-    /// L1, each a load round trip: 22 µs against a ~14 µs bandwidth floor).
-    #[kernel(
-        num_warps = 4,
-        require(PARTS_PADDED >= DCP_SIZE + 1, "PARTS_PADDED must be >= DCP_SIZE + 1"),
-        require(BLOCK_HEADS >= 1, "BLOCK_HEADS must be >= 1"),
-    )]
-    pub fn mla_combine<T, const DCP_SIZE: i32, const PARTS_PADDED: i32, const BLOCK_HEADS: i32>(
+    /// head plus the local current partial → `lat_out [T, N, 512]` in the activation dtype.
+    /// Grid (T, N).
+    #[kernel(num_warps = 4, require(PARTS_PADDED >= DCP_SIZE + 1, "PARTS_PADDED must be >= DCP_SIZE + 1"))]
+    pub fn mla_combine<T, const DCP_SIZE: i32, const PARTS_PADDED: i32>(
         recv_out: *const T,
         recv_lse: *const f32,
         cur_out: *const T,
@@ -443,44 +437,38 @@ pub mod mla {
         lse_offset: i64,
     ) {
         let t = program_id(0);
+        let h = program_id(1);
         let part = arange::<PARTS_PADDED>();
         let is_hist = part < DCP_SIZE;
         let is_cur = part == DCP_SIZE;
         let dl = arange::<512>();
+        let row = (h * num_tokens + t).cast::<i64>();
         let src = part.cast::<i64>();
-        for i in static_range::<BLOCK_HEADS>() {
-            // BLOCK_HEADS divides the rank's heads (the plan's choice): no head is out of range.
-            let h = program_id(1) * BLOCK_HEADS + i;
-            let row = (h * num_tokens + t).cast::<i64>();
-            let o_hist = load(
-                recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0),
-                is_hist.unsqueeze(1),
-                0.0,
-            );
-            let lse_hist = load(
-                recv_lse + src * chunk_stride_lse + lse_offset + row,
-                is_hist,
-                f32::NEG_INFINITY,
-            );
-            let cur_row = (t * heads_per_rank + h).cast::<i64>();
-            let o_cur = load(
-                cur_out
-                    + cur_row * 512
-                    + dl.unsqueeze(0)
-                    + zeros::<i64>([PARTS_PADDED]).unsqueeze(1),
-                is_cur.unsqueeze(1),
-                0.0,
-            );
-            let lse_cur = load(
-                cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]),
-                is_cur,
-                f32::NEG_INFINITY,
-            );
-            let o = select(is_cur.unsqueeze(1), o_cur, o_hist).cast::<f32>();
-            let lse = select(is_cur, lse_cur, lse_hist);
-            let (merged, _lse) = merge_partials(o, lse, is_hist | is_cur);
-            store(lat_out + cur_row * 512 + dl, merged.cast::<T>());
-        }
+        let o_hist = load(
+            recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0),
+            is_hist.unsqueeze(1),
+            0.0,
+        );
+        let lse_hist = load(
+            recv_lse + src * chunk_stride_lse + lse_offset + row,
+            is_hist,
+            f32::NEG_INFINITY,
+        );
+        let cur_row = (t * heads_per_rank + h).cast::<i64>();
+        let o_cur = load(
+            cur_out + cur_row * 512 + dl.unsqueeze(0) + zeros::<i64>([PARTS_PADDED]).unsqueeze(1),
+            is_cur.unsqueeze(1),
+            0.0,
+        );
+        let lse_cur = load(
+            cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]),
+            is_cur,
+            f32::NEG_INFINITY,
+        );
+        let o = select(is_cur.unsqueeze(1), o_cur, o_hist).cast::<f32>();
+        let lse = select(is_cur, lse_cur, lse_hist);
+        let (merged, _lse) = merge_partials(o, lse, is_hist | is_cur);
+        store(lat_out + cur_row * 512 + dl, merged.cast::<T>());
     }
 
     /// V-up fallback: `y[t, n, :] = x[t, n, :] · W_UV[n]` for `x [T, N, 512]`, `W_UV [N, 512, 128]`,
