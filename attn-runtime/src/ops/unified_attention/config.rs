@@ -355,10 +355,12 @@ impl UnifiedAttentionConfig {
     /// (`BLOCK_M / (16 · SLABS_PER_WARP)`) form whole warpgroups.
     fn warpgroup_program(&self) -> bool {
         let warps = self
-            .block_m
-            .checked_div(16 * self.slabs_per_warp.max(1))
+            .slabs_per_warp
+            .max(1)
+            .checked_mul(16)
+            .and_then(|rows| self.block_m.checked_div(rows))
             .unwrap_or(0);
-        self.mma == MmaKind::Warpgroup && !self.is_3d && warps > 0 && warps % 4 == 0
+        self.mma == MmaKind::Warpgroup && !self.is_3d && warps > 0 && warps.rem_euclid(4) == 0
     }
 
     fn validate_tiles(&self) -> Result<(), ConfigError> {
