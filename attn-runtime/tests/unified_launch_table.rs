@@ -183,12 +183,12 @@ fn square_warpgroup_tiles_are_refused() {
         head_size: 64,
         ..p0()
     };
-    let err = choose_config(&on(MmaKind::Warpgroup, d64.clone()), forced(64, 64, 1))
+    let err = choose_config(&on(MmaKind::Warpgroup, d64), forced(64, 64, 1))
         .expect_err("64 x 64 at D 64 on warpgroup MMAs");
     assert_eq!(err.rule, MSG_WARPGROUP_SQUARE_TILE, "{err}");
     let err = choose_config(&on(MmaKind::Warpgroup, p0()), forced(128, 128, 1))
         .expect_err("128 x 128 at D 128 on warpgroup MMAs");
     assert_eq!(err.rule, MSG_WARPGROUP_SQUARE_TILE, "{err}");
-    assert!(choose_config(&on(MmaKind::Sync, d64.clone()), forced(64, 64, 1)).is_ok());
+    assert!(choose_config(&on(MmaKind::Sync, d64), forced(64, 64, 1)).is_ok());
     assert!(choose_config(&on(MmaKind::Warpgroup, d64), forced(64, 64, 2)).is_ok());
 }

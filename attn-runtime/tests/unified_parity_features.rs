@@ -362,12 +362,7 @@ fn nan_in_evicted_window_pages_never_reaches_output() {
                 mm_prefix_clamp_sw: clamp,
                 ..Default::default()
             };
-            check_case(
-                &format!("evicted pages, {name}"),
-                &data,
-                options,
-                cpu.clone(),
-            );
+            check_case(&format!("evicted pages, {name}"), &data, options, cpu);
         }
     }
 }
