@@ -457,10 +457,10 @@ fn prefill_tiling(
         // Padded head size 128 (D 65..=128): 128 rows on two warpgroups over 64-key tiles
         // (the `P0-m128t64s1` sweep row; see [`WARPGROUP_TILING_D128`]).
         (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128),
-        // D ≤ 64 keeps the heuristic's 64 × 32: at 64 × 64 the warpgroup branch gives wrong
-        // results on masked tiles at D = 64 (the ignored `warpgroup_tilings_by_head_size`
-        // diagnostic; deterministic, every head and column, D = 96 and 128 pass, the
-        // mma.sync branch of the same source passes), cause not found yet.
+        // D ≤ 64 keeps the heuristic's 64 × 32: 64 × 64 there is a key tile as wide as the
+        // padded head, which gives wrong results on warpgroup MMAs (refused:
+        // `config::MSG_WARPGROUP_SQUARE_TILE`; the ignored `gpu_unified` diagnostic
+        // `warpgroup_tilings_by_head_size` maps it).
         (MmaKind::Warpgroup, d) if d <= 128 => None,
         (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(problem) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
@@ -489,10 +489,9 @@ fn lean_scores(problem: &AttentionProblem) -> bool {
 /// tile, and the split gives each consumer 232 registers. Measured on the H200 in one run
 /// (2026-12-02T17:4xZ, the `P0-m*` rows): P0 2.612 ms against 2.763 at 64 × 64 on one
 /// warpgroup (two programs an SM), which had won while the producer kept 56 registers
-/// (consumers 224) and the V copy reduced the mask's rows. 128 × 128 ran 2.542 ms but
-/// gives wrong results at D = 128 (`gpu_unified`, every prefill case with masked tiles;
-/// the ignored `warpgroup_tilings_by_head_size` diagnostic localizes it): its scores are
-/// `m64n128`, a shape no verified tiling has.
+/// (consumers 224) and the V copy reduced the mask's rows. 128 × 128 ran 2.542 ms but its
+/// key tile is as wide as the padded head, which gives wrong results on warpgroup MMAs
+/// (`config::MSG_WARPGROUP_SQUARE_TILE`, refused).
 pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 64, 1);
 
 /// The warpgroup-MMA prefill tiling of head sizes up to 256: 128 rows on two warpgroups (8
