@@ -351,6 +351,13 @@ impl UnifiedAttentionConfig {
         )
     }
 
+    /// Whether every image range the mask ORs in is bounded by the sliding window: clamped to
+    /// it, or no window (nothing evicted), or no ranges. The keys the ranges add then lie
+    /// where the window's do.
+    pub fn mm_ranges_windowed(&self) -> bool {
+        !self.use_mm_prefix || self.mm_prefix_clamp_sw || self.sliding_window == 0
+    }
+
     /// Whether the 2D program's dots run on warpgroup MMAs: an sm_90a target whose warps
     /// (`BLOCK_M / (16 · SLABS_PER_WARP)`) form whole warpgroups.
     fn warpgroup_program(&self) -> bool {

@@ -14,8 +14,8 @@ use attn_dsl::{Binding, ConstValue};
 use thiserror::Error;
 
 use super::config::{
-    choose_3d, get_tile_size, AlibiMode, AttentionProblem, ConfigError, LaunchValues,
-    MmRangeEncoding, MmaKind, UnifiedAttentionConfig,
+    choose_3d, get_tile_size, AttentionProblem, ConfigError, LaunchValues, MmaKind,
+    UnifiedAttentionConfig,
 };
 use super::variant::VariantModule;
 use crate::kernels::unified_attention::{
@@ -462,7 +462,7 @@ fn prefill_tiling(
         // `config::MSG_WARPGROUP_SQUARE_TILE`; the ignored `gpu_unified` diagnostic
         // `warpgroup_tilings_by_head_size` maps it).
         (MmaKind::Warpgroup, d) if d <= 128 => None,
-        (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(problem) => Some(WARPGROUP_TILING_D256),
+        (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(cfg) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
         _ => None,
     }
@@ -477,11 +477,8 @@ fn prefill_tiling(
 /// 0.620 against 0.654 (with `tanhf`). Unclamped ranges keep the mask's guard and the
 /// heuristic's 64 rows, and so do ALiBi and the query bias (they compile split and
 /// spill-free at 128 × 64 but were not timed there).
-fn lean_scores(problem: &AttentionProblem) -> bool {
-    let windowed_ranges = problem.mm == MmRangeEncoding::None
-        || problem.mm_prefix_clamp_sw
-        || problem.sliding_window == 0;
-    windowed_ranges && problem.alibi == AlibiMode::None && !problem.use_qq_bias
+fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
+    cfg.mm_ranges_windowed() && !cfg.use_alibi_slopes && !cfg.use_qq_bias
 }
 
 /// The warpgroup-MMA prefill tiling of padded head size 128: 128 rows on two warpgroups (8
@@ -638,9 +635,7 @@ pub fn attention_bindings(
 /// re-evaluated the image-range loop per chunk, and a range loop kept its program from the
 /// producer warpgroup (`attn_dsl::gpu_ir::warp_specialize`).
 pub fn window_v_guard(cfg: &UnifiedAttentionConfig, variant: &MaskVariant) -> bool {
-    let windowed_terms = !cfg.use_r_swa
-        && cfg.chunk_lookback < 0
-        && (!cfg.use_mm_prefix || cfg.mm_prefix_clamp_sw || cfg.sliding_window == 0);
+    let windowed_terms = !cfg.use_r_swa && cfg.chunk_lookback < 0 && cfg.mm_ranges_windowed();
     variant.mask == DEFAULT_MASK && windowed_terms
 }
 
