@@ -416,12 +416,7 @@ pub fn run_case<T: TestDtype>(
     name: &str,
 ) -> (Vec<f32>, LaunchReport) {
     batch.poison_output();
-    let extras = DeviceExtras::upload(ctx.stream(), f);
-    let report = {
-        let mut args = batch.args(data);
-        extras.apply(f, &mut args);
-        unified_attention(ctx, &mut args).unwrap_or_else(|e| panic!("{name}: {e}"))
-    };
+    let report = launch_case(ctx, batch, data, f).unwrap_or_else(|e| panic!("{name}: {e}"));
     ctx.stream().synchronize().expect("synchronize");
     let out = batch.output(name);
     (out, report)
@@ -434,13 +429,23 @@ pub fn try_run_case<T: TestDtype>(
     data: &PagedData,
     f: &Features,
 ) -> String {
-    let extras = DeviceExtras::upload(ctx.stream(), f);
-    let mut args = batch.args(data);
-    extras.apply(f, &mut args);
-    match unified_attention(ctx, &mut args) {
+    match launch_case(ctx, batch, data, f) {
         Ok(_) => "ran".to_string(),
         Err(e) => e.to_string(),
     }
+}
+
+/// Enqueues one case on the op: the batch's arguments with the case's extras.
+fn launch_case<T: TestDtype>(
+    ctx: &UnifiedAttentionContext,
+    batch: &mut DeviceBatch<T>,
+    data: &PagedData,
+    f: &Features,
+) -> Result<LaunchReport, AttnError> {
+    let extras = DeviceExtras::upload(ctx.stream(), f);
+    let mut args = batch.args(data);
+    extras.apply(f, &mut args);
+    unified_attention(ctx, &mut args)
 }
 
 /// GPU output vs the reference at the spec tolerance (NaN never passes); prints one
