@@ -113,16 +113,24 @@ impl<'f> Emitter<'f> {
     /// At the kernel's start: the mbarriers (initialized by thread 0 before a barrier), the
     /// stride reciprocals, the phase bits and the masked-chunk bits.
     pub(crate) fn emit_tma_setup(&mut self) -> Res<()> {
+        self.emit_tma_part(|e| {
+            e.emit_tma_pointers();
+            e.w.open("if (tid == 0)");
+            e.emit_tma_init()?;
+            e.w.close("");
+            e.emit_block_sync();
+            e.emit_tma_state();
+            Ok(())
+        })
+    }
+
+    /// Emits `part` for the sm_90a branch when the program copies by TMA (nothing else).
+    pub(crate) fn emit_tma_part(&mut self, part: impl FnOnce(&mut Self) -> Res<()>) -> Res<()> {
         if self.prog.tma_allocs().is_empty() {
             return Ok(());
         }
         self.w.line(SM90A);
-        self.emit_tma_pointers();
-        self.w.open("if (tid == 0)");
-        self.emit_tma_init()?;
-        self.w.close("");
-        self.emit_block_sync();
-        self.emit_tma_state();
+        part(self)?;
         self.w.line("#endif");
         Ok(())
     }

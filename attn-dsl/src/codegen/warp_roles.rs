@@ -152,10 +152,11 @@ impl<'f> Emitter<'f> {
             0
         };
         self.w.line(format!("unsigned attn_ws_phase = {phases}u;"));
-        if role == Role::Producer && !self.prog.tma_allocs().is_empty() {
-            self.w.line(super::tma_copy::SM90A);
-            self.emit_tma_state();
-            self.w.line("#endif");
+        if role == Role::Producer {
+            self.emit_tma_part(|e| {
+                e.emit_tma_state();
+                Ok(())
+            })?;
         }
         let r = self.emit_program(body);
         self.threads = all;
@@ -166,22 +167,16 @@ impl<'f> Emitter<'f> {
     /// `full[s]` completes when each producer warp arrived, `empty[s]` when each consumer
     /// warp did. The producer's TMA boxes land on mbarriers of their own (`tma_copy`).
     fn emit_stage_barriers(&mut self, ws: &WarpSpecialization) -> Res<()> {
-        let tma = !self.prog.tma_allocs().is_empty();
         self.w.line(format!(
             "unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + {}); // full[{WS_STAGES}], empty[{WS_STAGES}]",
             ws.mbar_offset
         ));
-        if tma {
-            self.w.line(super::tma_copy::SM90A);
-            self.emit_tma_pointers();
-            self.w.line("#endif");
-        }
+        self.emit_tma_part(|e| {
+            e.emit_tma_pointers();
+            Ok(())
+        })?;
         self.w.open("if (threadIdx.x == 0)");
-        if tma {
-            self.w.line(super::tma_copy::SM90A);
-            self.emit_tma_init()?;
-            self.w.line("#endif");
-        }
+        self.emit_tma_part(|e| e.emit_tma_init())?;
         self.w.open_unrolled("s", WS_STAGES);
         self.w.line(format!(
             "attn_mbar_init(&attn_ws_bar[s], {}u);",
