@@ -251,10 +251,10 @@ fn history_tilings() {
     }
 }
 
-/// The step's other kernels (the current part, the combine of 8 heads a program, the V-up
-/// fallback, the split reduce) compile for sm_90a and for `mma.sync` (sm_90) without spills
-/// or local memory, at L1's dcp 1 and dcp 2 and at 1 × 32768 (several splits). (The current
-/// part at 64 heads on 4 warps had spilled 192 bytes.)
+/// The step's other kernels (the current part, the combine, the V-up fallback, the split
+/// reduce) compile for sm_90a and for `mma.sync` (sm_90) without spills or local memory, at
+/// L1's dcp 1 and dcp 2 and at 1 × 32768 (several splits). (The current part at 64 heads on
+/// 4 warps had spilled 192 bytes.)
 #[test]
 fn small_kernels_compile_without_spills() {
     for arch in ["sm_90a", "sm_90"] {
