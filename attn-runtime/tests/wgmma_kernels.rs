@@ -109,16 +109,29 @@ fn assert_turns(label: &str, p: &LaunchPlan) {
     );
 }
 
-/// P0 (D 128) on two warpgroups, 128 × 64, warp-specialized: QKᵀ 8 k-steps of m64n64k16,
-/// PV 4 of m64n128k16, the warpgroups taking turns. (The loop the SASS reader finds runs
-/// from the producer's loop into the consumers': its LDG, LDGSTS and one barrier are the
+/// P0 (D 128) on two warpgroups, 128 × 128, warp-specialized: QKᵀ 8 k-steps of two
+/// m64n64k16 each (the key tile is as wide as the head, so the scores split their N), PV 8
+/// of m64n128k16, the warpgroups taking turns. (The loop the SASS reader finds runs from
+/// the producer's loop into the consumers': its LDG, LDGSTS and one barrier are the
 /// producer's.)
 #[test]
 fn p0_runs_both_dots_on_warpgroup_mmas() {
     let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
+    assert_eq!((p.config.block_m, p.config.tile_size), (128, 128));
     let (line, c) = sm90a_loop("P0", &p);
-    check("P0", &c, &line, 12, (1, 4));
+    check("P0", &c, &line, 24, (1, 4));
     assert_turns("P0", &p);
+    let src = emit_launch(&p.attention).expect("emit").source;
+    let n = |shape: &str| {
+        src.matches(&format!("wgmma.mma_async.sync.aligned.{shape}."))
+            .count()
+    };
+    // One line per instruction of a k-step, in the split program and in the whole one.
+    assert_eq!(
+        (n("m64n64k16"), n("m64n128k16")),
+        (4, 2),
+        "P0: the scores split into two m64n64k16, PV whole"
+    );
 }
 
 /// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.

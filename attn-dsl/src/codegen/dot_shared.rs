@@ -121,7 +121,11 @@ impl<'f> Emitter<'f> {
             b_al: &b_al,
             b_trans: *b_trans,
         };
-        let wg = super::wgmma::plan(self.f.warpgroup_mma, &steps);
+        let wg = super::wgmma::plan(
+            self.f.warpgroup_mma,
+            &steps,
+            &super::wgmma::trans_b_widths(self.f, self.prog),
+        );
         if let Some(d1) = chained {
             if wg.is_some() {
                 // This dot's wait completes the predecessor's MMAs too.

@@ -14,12 +14,22 @@
 //! the compiler cannot hoist a read above the wait). The copies that filled the alloc were
 //! made visible to the tensor cores' async proxy at the pipeline's wait
 //! (`attn_fence_proxy_async` before the barrier).
+//!
+//! A K-major dot (attention's scores) whose N is also the N of a transposed-B dot of the
+//! same program (PV: the key tile as wide as the padded head) issues each k-step as two
+//! instructions of N/2 columns. Issued whole, the pair gives wrong results on the H200,
+//! deterministically and whatever the ring's depth, while either dot alone on warpgroup
+//! MMAs (the other on `mma.sync`) is right; the SASS of both looked right, so the cause
+//! is not known. Split, they match the reference (`gpu_unified --ignored
+//! warpgroup_tilings_by_head_size`), and P0 at 128 × 128 ran 2.50 ms against 2.61 at
+//! 128 × 64 (2026-12-02).
 
 use super::dot_shared::{AFrom, SharedSteps};
 use super::emitter::Emitter;
 use super::CodegenError;
+use crate::gpu_ir::{GpuOp, GpuProgram, OperandSource};
 use crate::gpu_ir::{SWIZZLE_ATOM_BYTES, SWIZZLE_COLS};
-use crate::ir::{OpId, ScalarType};
+use crate::ir::{Function, OpId, ScalarType};
 
 /// Warps of a warpgroup: one instruction covers 4 × 16 rows.
 const WARPGROUP: usize = 4;
@@ -28,7 +38,10 @@ const MAX_N: usize = 256;
 
 /// One dot's warpgroup MMA: the instruction's N and the B descriptor.
 pub(crate) struct WgmmaPlan {
+    /// The instruction's N: the warpgroup's columns, or half of them when split.
     n: usize,
+    /// Instructions per k-step and slab (2 when split, see the module note).
+    parts: usize,
     /// B's rows are K (`trans-b`: V of PV, N contiguous) instead of N (K of QKᵀ).
     mn_major: bool,
     /// Descriptor byte offsets: leading (between column blocks along N, MN-major only) and
@@ -48,8 +61,13 @@ pub(crate) struct WgmmaPlan {
 /// ragged slabs, B a swizzled alloc holding exactly the operand, each warpgroup's N within
 /// one instruction (whole column blocks when MN-major), 16-bit types. A comes from
 /// registers (held, repacked or staged fragments) or, from a swizzled alloc, through a
-/// descriptor.
-pub(crate) fn plan(warpgroup_mma: bool, st: &SharedSteps<'_>) -> Option<WgmmaPlan> {
+/// descriptor. `trans_b_widths` are the N of the program's transposed-B dots (see the
+/// module note).
+pub(crate) fn plan(
+    warpgroup_mma: bool,
+    st: &SharedSteps<'_>,
+    trans_b_widths: &[usize],
+) -> Option<WgmmaPlan> {
     if !warpgroup_mma {
         return None;
     }
@@ -78,8 +96,14 @@ pub(crate) fn plan(warpgroup_mma: bool, st: &SharedSteps<'_>) -> Option<WgmmaPla
     } else {
         n * SWIZZLE_COLS * 2
     };
+    let parts = if !mn_major && trans_b_widths.contains(&map.n) && n.is_multiple_of(16) {
+        2
+    } else {
+        1
+    };
     Some(WgmmaPlan {
-        n,
+        n: n / parts,
+        parts,
         mn_major,
         lbo: if mn_major { block_bytes } else { 16 },
         sbo: SWIZZLE_ATOM_BYTES,
@@ -102,9 +126,17 @@ impl WgmmaPlan {
         }
     }
 
-    /// The instruction for slab `j` (inline PTX: N/2 accumulators, then A — four words of
-    /// `attn_a[ks][j]` or the descriptor `attn_ad` — then the B descriptor `attn_bd`).
-    fn instruction(&self, t: ScalarType, acc: &str, per_slab: usize, a: &WgmmaA) -> String {
+    /// The instruction for slab `j` and column part `part` (inline PTX: N/2 accumulators
+    /// from the part's first, then A — four words of `attn_a[ks][j]` or the descriptor
+    /// `attn_ad` — then the B descriptor `bd`).
+    fn instruction(
+        &self,
+        t: ScalarType,
+        acc: &str,
+        per_slab: usize,
+        (part, bd): (usize, &str),
+        a: &WgmmaA,
+    ) -> String {
         let regs = self.n / 2;
         let ty = if t == ScalarType::Bf16 { "bf16" } else { "f16" };
         let d: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
@@ -132,13 +164,29 @@ impl WgmmaPlan {
             desc = next,
         );
         let outs: Vec<String> = (0..regs)
-            .map(|i| format!("\"+f\"({acc}[j * {per_slab} + {i}])"))
+            .map(|i| format!("\"+f\"({acc}[j * {per_slab} + {}])", part * regs + i))
             .collect();
         format!(
-            "asm volatile(\"{asm}\" : {} : {a_inputs}, \"l\"(attn_bd), \"r\"(1));",
+            "asm volatile(\"{asm}\" : {} : {a_inputs}, \"l\"({bd}), \"r\"(1));",
             outs.join(", ")
         )
     }
+}
+
+/// The N of every dot of `prog` whose B is read transposed (MN-major).
+pub(crate) fn trans_b_widths(f: &Function, prog: &GpuProgram) -> Vec<usize> {
+    let mut out = Vec::new();
+    crate::gpu_ir::walk_block(&prog.body, &mut |op| {
+        if let GpuOp::Mma {
+            dot,
+            b: OperandSource::Shared { trans: true, .. },
+            ..
+        } = op
+        {
+            out.extend(f.ty(f.op(*dot).results[0]).shape.get(1).copied());
+        }
+    });
+    out
 }
 
 /// Byte offset of k-step `k0` in a K-major swizzled alloc whose column blocks take
@@ -251,8 +299,19 @@ impl<'f> Emitter<'f> {
                 k_major_step(*block_bytes)
             ));
         }
+        let per_slab = 4 * map.tiles_n;
         self.w
-            .line(wg.instruction(st.t, st.acc, 4 * map.tiles_n, &a));
+            .line(wg.instruction(st.t, st.acc, per_slab, (0, "attn_bd"), &a));
+        for part in 1..wg.parts {
+            // The part's first row of B: K-major, 128-byte lines.
+            self.w.line(format!(
+                "const unsigned long long attn_bd{part} = attn_wgmma_desc_add(attn_bd, {});",
+                part * wg.n * SWIZZLE_COLS * 2
+            ));
+            let bd = format!("attn_bd{part}");
+            self.w
+                .line(wg.instruction(st.t, st.acc, per_slab, (part, &bd), &a));
+        }
         self.w.close("");
         self.w.close("");
         self.w.line("attn_wgmma_commit();");

@@ -422,19 +422,6 @@ pub fn run_case<T: TestDtype>(
     (out, report)
 }
 
-/// The op's error for a case it must refuse (the message), or a note that it ran.
-pub fn try_run_case<T: TestDtype>(
-    ctx: &UnifiedAttentionContext,
-    batch: &mut DeviceBatch<T>,
-    data: &PagedData,
-    f: &Features,
-) -> String {
-    match launch_case(ctx, batch, data, f) {
-        Ok(_) => "ran".to_string(),
-        Err(e) => e.to_string(),
-    }
-}
-
 /// Enqueues one case on the op: the batch's arguments with the case's extras.
 fn launch_case<T: TestDtype>(
     ctx: &UnifiedAttentionContext,

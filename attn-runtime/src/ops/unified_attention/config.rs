@@ -71,12 +71,6 @@ pub const MSG_TILE_TOO_SMALL: &str = "TILE_SIZE must be >= 16";
 pub const MSG_TILE_TOO_SMALL_FOR_1_BYTE_KV: &str = "TILE_SIZE must be >= 32 with 1-byte KV";
 /// Rule 19.
 pub const MSG_BLOCK_M_NOT_POW2: &str = "BLOCK_M must be a power of two >= 16";
-/// Rule 19 (code generator): warpgroup-MMA programs whose key tile is as wide as the padded
-/// head give wrong results on the H200 (D 64 at 64 keys, D 96 and 128 at 128 keys; every
-/// other tiling of `gpu_unified --ignored warpgroup_tilings_by_head_size` matches), cause
-/// not found: refused rather than run.
-pub const MSG_WARPGROUP_SQUARE_TILE: &str =
-    "on warpgroup MMAs (sm_90a) TILE_SIZE must differ from HEAD_SIZE_PADDED (known wrong results)";
 /// Rule 19.
 pub const MSG_BLOCK_M_BELOW_QUERIES_PER_KV: &str = "BLOCK_M must be >= NUM_QUERIES_PER_KV";
 /// §1.2: `BLOCK_Q = ⌊BLOCK_M / nqpkv⌋`.
@@ -358,18 +352,6 @@ impl UnifiedAttentionConfig {
         !self.use_mm_prefix || self.mm_prefix_clamp_sw || self.sliding_window == 0
     }
 
-    /// Whether the 2D program's dots run on warpgroup MMAs: an sm_90a target whose warps
-    /// (`BLOCK_M / (16 · SLABS_PER_WARP)`) form whole warpgroups.
-    fn warpgroup_program(&self) -> bool {
-        let warps = self
-            .slabs_per_warp
-            .max(1)
-            .checked_mul(16)
-            .and_then(|rows| self.block_m.checked_div(rows))
-            .unwrap_or(0);
-        self.mma == MmaKind::Warpgroup && !self.is_3d && warps > 0 && warps.rem_euclid(4) == 0
-    }
-
     fn validate_tiles(&self) -> Result<(), ConfigError> {
         let (bs, tile, bm, nq) = (
             self.block_size,
@@ -401,16 +383,6 @@ impl UnifiedAttentionConfig {
         require(is_pow2(bm) && bm >= 16, MSG_BLOCK_M_NOT_POW2, || {
             format!("BLOCK_M = {bm}")
         })?;
-        require(
-            !self.warpgroup_program() || tile != self.head_size_padded,
-            MSG_WARPGROUP_SQUARE_TILE,
-            || {
-                format!(
-                    "TILE_SIZE = {tile}, HEAD_SIZE_PADDED = {}, BLOCK_M = {bm}",
-                    self.head_size_padded
-                )
-            },
-        )?;
         require(bm >= nq, MSG_BLOCK_M_BELOW_QUERIES_PER_KV, || {
             format!("BLOCK_M = {bm}, NUM_QUERIES_PER_KV = {nq}")
         })?;

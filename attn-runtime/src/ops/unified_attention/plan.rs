@@ -454,13 +454,11 @@ fn prefill_tiling(
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
-        // Padded head size 128 (D 65..=128): 128 rows on two warpgroups over 64-key tiles
-        // (the `P0-m128t64s1` sweep row; see [`WARPGROUP_TILING_D128`]).
-        (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128),
-        // D ≤ 64 keeps the heuristic's 64 × 32: 64 × 64 there is a key tile as wide as the
-        // padded head, which gives wrong results on warpgroup MMAs (refused:
-        // `config::MSG_WARPGROUP_SQUARE_TILE`; the ignored `gpu_unified` diagnostic
-        // `warpgroup_tilings_by_head_size` maps it).
+        // Padded head size 128 (D 65..=128): 128 rows on two warpgroups, over 128-key tiles
+        // where the scores are lean, else 64 (see [`WARPGROUP_TILING_D128`]).
+        (MmaKind::Warpgroup, 128) if lean_scores(cfg) => Some(WARPGROUP_TILING_D128),
+        (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128_HEAVY),
+        // D ≤ 64 keeps the heuristic's 64 × 32 (64 × 64 not timed since it became correct).
         (MmaKind::Warpgroup, d) if d <= 128 => None,
         (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(cfg) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
@@ -481,15 +479,21 @@ fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
     cfg.mm_ranges_windowed() && !cfg.use_alibi_slopes && !cfg.use_qq_bias
 }
 
-/// The warpgroup-MMA prefill tiling of padded head size 128: 128 rows on two warpgroups (8
-/// warps, one slab each, taking turns) over 64-key tiles. The two warpgroups share each K/V
-/// tile, and the split gives each consumer 232 registers. Measured on the H200 in one run
-/// (2026-12-02T17:4xZ, the `P0-m*` rows): P0 2.612 ms against 2.763 at 64 × 64 on one
-/// warpgroup (two programs an SM), which had won while the producer kept 56 registers
-/// (consumers 224) and the V copy reduced the mask's rows. 128 × 128 ran 2.542 ms but its
-/// key tile is as wide as the padded head, which gives wrong results on warpgroup MMAs
-/// (`config::MSG_WARPGROUP_SQUARE_TILE`, refused).
-pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 64, 1);
+/// The warpgroup-MMA prefill tiling of padded head size 128 with lean scores
+/// ([`lean_scores`]): 128 rows on two warpgroups (8 warps, one slab each, taking turns) over
+/// 128-key tiles. The two warpgroups share each K/V tile, and the split gives each consumer
+/// 232 registers. Measured on the H200 in one call (2026-12-02T20:3xZ, the `P0-m*` rows):
+/// P0 2.503 ms against 2.611 at 128 × 64 (and 2.763 at 64 × 64 on one warpgroup, an
+/// earlier run). The key tile is as wide as the padded head, so the scores issue each
+/// k-step as two m64n64k16 (see the code generator's `wgmma` module: whole, the pair of
+/// same-width dots gave wrong results).
+pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
+
+/// Padded head size 128 whose scores carry ALiBi, the query bias or unclamped image ranges:
+/// 128 rows over 64-key tiles (P0's tiling before 128-key tiles were correct, 2.612 ms;
+/// the heavier scores were not timed at 128 keys, and their registers would grow with the
+/// tile).
+pub const WARPGROUP_TILING_D128_HEAVY: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 64, 1);
 
 /// The warpgroup-MMA prefill tiling of head sizes up to 256: 128 rows on two warpgroups (8
 /// warps, one slab each: the tensor cores read B from shared memory, so a second slab per
