@@ -55,7 +55,7 @@ fn sm90a_spill_free(label: &str, k: &CudaKernel) {
 }
 
 /// P0's paged K and V (pages of 16 keys, rows `kv_stride_slot` apart): one map per cache,
-/// four 16-row boxes per 64-column block of a 64-key tile.
+/// eight 16-row boxes per 64-column block of a 128-key tile.
 #[test]
 fn p0_reads_its_pages_as_boxes() {
     tma_on();
@@ -72,16 +72,16 @@ fn p0_reads_its_pages_as_boxes() {
             ("v_cache".into(), stride, 1, 16, 64),
         ]
     );
-    // Eight boxes per copy and tile (4 pages x 2 column blocks), spread over the 4
+    // Sixteen boxes per copy and tile (8 pages x 2 column blocks), spread over the 4
     // producer warps.
     assert!(
-        k.source.contains("attn_k0_1 < 8) attn_tma_load_2d("),
+        k.source.contains("attn_k0_3 < 16) attn_tma_load_2d("),
         "K's boxes"
     );
     // V's boxes share K's coordinates (the same rows of the other cache).
     assert!(
         k.source
-            .contains("attn_k0_1 < 8) attn_tma_load_2d(attn_dst_1 +"),
+            .contains("attn_k0_3 < 16) attn_tma_load_2d(attn_dst_1 +"),
         "V's boxes"
     );
     sm90a_spill_free("P0", &k);
