@@ -132,6 +132,12 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
         (4, 2),
         "P0: the scores split into two m64n64k16, PV whole"
     );
+    // The scores start from zero without reading it: a zeroed second column part made
+    // ptxas wait for the first instruction before issuing the rest.
+    assert!(
+        src.contains("\"r\"((int)(ks != 0))"),
+        "P0: the scores' first k-step reads its zero accumulator"
+    );
 }
 
 /// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.

@@ -49,6 +49,9 @@ pub(crate) struct SharedSteps<'a> {
     pub(crate) b_al: &'a crate::gpu_ir::LocalAlloc,
     /// B is read transposed (`ldmatrix.trans`): the alloc's rows are K (MN-major).
     pub(crate) b_trans: bool,
+    /// The accumulator starts at +0 (a fresh dot, not a chained one): a warpgroup MMA's
+    /// first k-step can ignore it instead of reading the zeros.
+    pub(crate) zero_acc: bool,
 }
 
 impl<'f> Emitter<'f> {
@@ -95,6 +98,7 @@ impl<'f> Emitter<'f> {
             // Another layout: the predecessor completes before its result is copied.
             self.emit_wgmma_wait(d1);
         }
+        let zero_acc = chained.is_none() && self.is_zero_splat(acc);
         let name = match chained {
             Some(_) => self.alias_tile(res, acc)?,
             None => self.init_accumulator(acc, res, map)?,
@@ -120,6 +124,7 @@ impl<'f> Emitter<'f> {
             b_base: &b_base,
             b_al: &b_al,
             b_trans: *b_trans,
+            zero_acc,
         };
         let wg = super::wgmma::plan(
             self.f.warpgroup_mma,
@@ -169,6 +174,7 @@ impl<'f> Emitter<'f> {
             b_base,
             b_al,
             b_trans,
+            ..
         } = *st;
         // k-step outer, slabs inner: each B fragment pair loaded once feeds the mma of every
         // slab this warp owns (two 16-row slabs per warp halve the shared-memory reads of B).

@@ -128,7 +128,8 @@ impl WgmmaPlan {
 
     /// The instruction for slab `j` and column part `part` (inline PTX: N/2 accumulators
     /// from the part's first, then A — four words of `attn_a[ks][j]` or the descriptor
-    /// `attn_ad` — then the B descriptor `bd`).
+    /// `attn_ad` — then the B descriptor `bd`, then `scale_d`: whether it adds to the
+    /// accumulators, an expression).
     fn instruction(
         &self,
         t: ScalarType,
@@ -136,6 +137,7 @@ impl WgmmaPlan {
         per_slab: usize,
         (part, bd): (usize, &str),
         a: &WgmmaA,
+        scale_d: &str,
     ) -> String {
         let regs = self.n / 2;
         let ty = if t == ScalarType::Bf16 { "bf16" } else { "f16" };
@@ -167,7 +169,7 @@ impl WgmmaPlan {
             .map(|i| format!("\"+f\"({acc}[j * {per_slab} + {}])", part * regs + i))
             .collect();
         format!(
-            "asm volatile(\"{asm}\" : {} : {a_inputs}, \"l\"({bd}), \"r\"(1));",
+            "asm volatile(\"{asm}\" : {} : {a_inputs}, \"l\"({bd}), \"r\"({scale_d}));",
             outs.join(", ")
         )
     }
@@ -300,8 +302,12 @@ impl<'f> Emitter<'f> {
             ));
         }
         let per_slab = 4 * map.tiles_n;
+        // A zero accumulator is not read: the first k-step overwrites it. (Read, its zeros
+        // are register writes among the first instructions in flight, and ptxas then waits
+        // for the first before issuing the next: P0's scores, second column part.)
+        let scale_d = if st.zero_acc { "(int)(ks != 0)" } else { "1" };
         self.w
-            .line(wg.instruction(st.t, st.acc, per_slab, (0, "attn_bd"), &a));
+            .line(wg.instruction(st.t, st.acc, per_slab, (0, "attn_bd"), &a, scale_d));
         for part in 1..wg.parts {
             // The part's first row of B: K-major, 128-byte lines.
             self.w.line(format!(
@@ -310,7 +316,7 @@ impl<'f> Emitter<'f> {
             ));
             let bd = format!("attn_bd{part}");
             self.w
-                .line(wg.instruction(st.t, st.acc, per_slab, (part, &bd), &a));
+                .line(wg.instruction(st.t, st.acc, per_slab, (part, &bd), &a, scale_d));
         }
         self.w.close("");
         self.w.close("");
