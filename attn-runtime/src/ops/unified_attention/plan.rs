@@ -480,7 +480,7 @@ fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
 }
 
 /// The warpgroup-MMA prefill tiling of padded head size 128 with lean scores
-/// ([`lean_scores`]): 128 rows on two warpgroups (8 warps, one slab each, taking turns) over
+/// (`lean_scores`): 128 rows on two warpgroups (8 warps, one slab each, taking turns) over
 /// 128-key tiles. The two warpgroups share each K/V tile, and the split gives each consumer
 /// 232 registers. Measured on the H200 in one call (2026-12-02T20:3xZ, the `P0-m*` rows):
 /// P0 2.503 ms against 2.611 at 128 × 64 (and 2.763 at 64 × 64 on one warpgroup, an
