@@ -151,6 +151,12 @@ pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
     let tiled = |r: &Row, id: &'static str, block_m: i32, tile_size: i32, slabs: i32| {
         staged(r, id, block_m, tile_size, slabs, 2)
     };
+    let p0_d64 = Row {
+        id: "P0-d64",
+        head_size: 64,
+        floor_us: p0.floor_us / 2.0,
+        ..p0.clone()
+    };
     let split = |id: &'static str, num_segments: i32| Row {
         id,
         path: PathChoice::Force3d { num_segments },
@@ -210,6 +216,12 @@ pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
             64,
             1,
         ),
+        // P0 at D = 64 (half the FLOPs): the launch table's tiling, and the warpgroup
+        // tilings a key tile as wide as the head no longer rules out.
+        p0_d64.clone(),
+        tiled(&p0_d64, "P0-d64-m64t64", 64, 64, 1),
+        tiled(&p0_d64, "P0-d64-m128t64", 128, 64, 1),
+        tiled(&p0_d64, "P0-d64-m128t128", 128, 128, 1),
     ]
 }
 
