@@ -42,7 +42,12 @@ fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
         head_size: 64,
         ..p0()
     };
-    assert_eq!(wg(d64), (64, 32, 1), "D 64 keeps the heuristic's 64 x 32");
+    assert_eq!(wg(d64), (128, 128, 1), "D 64: two warpgroups, 128 x 128");
+    let d32 = AttentionProblem {
+        head_size: 32,
+        ..p0()
+    };
+    assert_eq!(wg(d32), (64, 32, 1), "D 32 keeps the heuristic's 64 x 32");
     assert_eq!(
         wg(p1()),
         (128, 64, 1),

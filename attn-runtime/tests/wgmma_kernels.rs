@@ -140,6 +140,20 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
     );
 }
 
+/// P0 at D 64 on the launch table's 128 × 128: QKᵀ 4 k-steps of m64n128k16 (the key tile is
+/// twice the head: nothing to split), PV 8 of m64n64k16, spill-free.
+#[test]
+fn p0_at_d64_runs_on_128_key_tiles() {
+    let d64 = AttentionProblem {
+        head_size: 64,
+        ..p0()
+    };
+    let p = plan(&warpgroup(d64), 16384, PathChoice::Heuristic);
+    assert_eq!((p.config.block_m, p.config.tile_size), (128, 128));
+    let (line, c) = sm90a_loop("P0-d64", &p);
+    check("P0-d64", &c, &line, 12, (1, 4));
+}
+
 /// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.
 #[test]
 fn p1_runs_both_dots_on_warpgroup_mmas() {

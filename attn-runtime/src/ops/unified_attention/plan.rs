@@ -458,7 +458,9 @@ fn prefill_tiling(
         // where the scores are lean, else 64 (see [`WARPGROUP_TILING_D128`]).
         (MmaKind::Warpgroup, 128) if lean_scores(cfg) => Some(WARPGROUP_TILING_D128),
         (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128_HEAVY),
-        // D ≤ 64 keeps the heuristic's 64 × 32 (64 × 64 not timed since it became correct).
+        // Padded head size 64 with lean scores: 128 rows over 128-key tiles (see
+        // [`WARPGROUP_TILING_D64`]); smaller heads and heavier scores keep the heuristic's.
+        (MmaKind::Warpgroup, 64) if lean_scores(cfg) => Some(WARPGROUP_TILING_D64),
         (MmaKind::Warpgroup, d) if d <= 128 => None,
         (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(cfg) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
@@ -488,6 +490,13 @@ fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
 /// k-step as two m64n64k16 (see the code generator's `wgmma` module: whole, the pair of
 /// same-width dots gave wrong results).
 pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
+
+/// The warpgroup-MMA prefill tiling of padded head size 64 with lean scores: 128 rows on two
+/// warpgroups over 128-key tiles. Measured on the H200 in one call (2026-12-02T21:1xZ, the
+/// `P0-d64*` rows: P0's problem at D = 64): 1.783 ms against 1.890 at 128 × 64, 2.021 at
+/// 64 × 64 and 2.490 at the heuristic's 64 × 32. (A key tile as wide as the head, 64 × 64,
+/// only became correct with the split scores.)
+pub const WARPGROUP_TILING_D64: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
 
 /// Padded head size 128 whose scores carry ALiBi, the query bias or unclamped image ranges:
 /// 128 rows over 64-key tiles (P0's tiling before 128-key tiles were correct, 2.612 ms;
