@@ -96,6 +96,27 @@ fn check(
     );
 }
 
+/// The plan an sm_90a device gets for `problem` over `seq` tokens, its `(BLOCK_M,
+/// TILE_SIZE)` asserted, and its loop checked with `hgmma` warpgroup MMAs a tile and the
+/// turns' four barriers beyond one (see [`check`]).
+fn table_plan(
+    label: &str,
+    problem: AttentionProblem,
+    seq: usize,
+    tiling: (i32, i32),
+    hgmma: usize,
+) -> LaunchPlan {
+    let p = plan(&warpgroup(problem), seq, PathChoice::Heuristic);
+    assert_eq!(
+        (p.config.block_m, p.config.tile_size),
+        tiling,
+        "{label}: the launch table's warpgroup tiling"
+    );
+    let (line, c) = sm90a_loop(label, &p);
+    check(label, &c, &line, hgmma, (1, 4));
+    p
+}
+
 /// The turns of a two-warpgroup program: the first hands over before the loop, each dot
 /// is taken and passed, the last pass is taken after it (in the consumers' program and in
 /// the unsplit one).
@@ -116,10 +137,7 @@ fn assert_turns(label: &str, p: &LaunchPlan) {
 /// producer's.)
 #[test]
 fn p0_runs_both_dots_on_warpgroup_mmas() {
-    let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
-    assert_eq!((p.config.block_m, p.config.tile_size), (128, 128));
-    let (line, c) = sm90a_loop("P0", &p);
-    check("P0", &c, &line, 24, (1, 4));
+    let p = table_plan("P0", p0(), 16384, (128, 128), 24);
     assert_turns("P0", &p);
     let src = emit_launch(&p.attention).expect("emit").source;
     let n = |shape: &str| {
@@ -148,10 +166,7 @@ fn p0_at_d64_runs_on_128_key_tiles() {
         head_size: 64,
         ..p0()
     };
-    let p = plan(&warpgroup(d64), 16384, PathChoice::Heuristic);
-    assert_eq!((p.config.block_m, p.config.tile_size), (128, 128));
-    let (line, c) = sm90a_loop("P0-d64", &p);
-    check("P0-d64", &c, &line, 12, (1, 4));
+    table_plan("P0-d64", d64, 16384, (128, 128), 12);
 }
 
 /// P1 (D 256) on two warpgroups, 128 × 64: QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16.
@@ -188,14 +203,7 @@ fn one_warpgroup_takes_no_turns() {
 /// the mask-derived guard the range loop kept P3 unsplit, and the table on 64 × 32.)
 #[test]
 fn p3_is_warp_specialized_on_two_warpgroups() {
-    let p = plan(&warpgroup(p3()), 8192, PathChoice::Heuristic);
-    assert_eq!(
-        (p.config.block_m, p.config.tile_size),
-        (128, 64),
-        "P3's warpgroup tiling"
-    );
-    let (line, c) = sm90a_loop("P3", &p);
-    check("P3", &c, &line, 20, (1, 4));
+    let p = table_plan("P3", p3(), 8192, (128, 64), 20);
     let src = emit_launch(&p.attention).expect("emit").source;
     assert!(
         src.contains("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>()"),
