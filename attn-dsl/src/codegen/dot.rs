@@ -169,15 +169,6 @@ impl<'f> Emitter<'f> {
             .flatten()
     }
 
-    /// Whether `acc` is a splat of the constant +0.
-    pub(crate) fn is_zero_splat(&self, acc: ValueId) -> bool {
-        self.splat_source(acc)
-            .and_then(|x| self.def_op(x))
-            .is_some_and(|op| {
-                matches!(op.kind, OpKind::Const(crate::ir::Scalar::Float(v, _)) if v == 0.0 && v.is_sign_positive())
-            })
-    }
-
     fn emit_dot_mma(
         &mut self,
         a: ValueId,

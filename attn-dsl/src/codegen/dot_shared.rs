@@ -98,7 +98,7 @@ impl<'f> Emitter<'f> {
             // Another layout: the predecessor completes before its result is copied.
             self.emit_wgmma_wait(d1);
         }
-        let zero_acc = chained.is_none() && self.is_zero_splat(acc);
+        let zero_acc = chained.is_none() && crate::gpu_ir::remat::is_zero(self.f, &self.defs, acc);
         let name = match chained {
             Some(_) => self.alias_tile(res, acc)?,
             None => self.init_accumulator(acc, res, map)?,
@@ -126,11 +126,7 @@ impl<'f> Emitter<'f> {
             b_trans: *b_trans,
             zero_acc,
         };
-        let wg = super::wgmma::plan(
-            self.f.warpgroup_mma,
-            &steps,
-            &super::wgmma::trans_b_widths(self.f, self.prog),
-        );
+        let wg = super::wgmma::plan(self.f.warpgroup_mma, &steps, &self.trans_b_widths);
         if let Some(d1) = chained {
             if wg.is_some() {
                 // This dot's wait completes the predecessor's MMAs too.

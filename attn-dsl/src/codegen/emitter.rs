@@ -64,6 +64,8 @@ pub(crate) struct Emitter<'f> {
     dot_operand_only: Vec<bool>,
     /// Which threads the ops being emitted run on (see [`Role`]).
     pub(crate) role: Role,
+    /// The N of the program's transposed-B dots ([`super::wgmma::trans_b_widths`]).
+    pub(crate) trans_b_widths: Vec<usize>,
 }
 
 /// The threads a program is emitted for.
@@ -119,6 +121,7 @@ impl<'f> Emitter<'f> {
             loop_depth: 0,
             dot_operand_only: dot_operand_only(f),
             role: Role::Whole,
+            trans_b_widths: super::wgmma::trans_b_widths(f, prog),
         })
     }
 

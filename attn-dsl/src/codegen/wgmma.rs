@@ -306,15 +306,17 @@ impl<'f> Emitter<'f> {
         // are register writes among the first instructions in flight, and ptxas then waits
         // for the first before issuing the next: P0's scores, second column part.)
         let scale_d = if st.zero_acc { "(int)(ks != 0)" } else { "1" };
-        self.w
-            .line(wg.instruction(st.t, st.acc, per_slab, (0, "attn_bd"), &a, scale_d));
-        for part in 1..wg.parts {
-            // The part's first row of B: K-major, 128-byte lines.
-            self.w.line(format!(
-                "const unsigned long long attn_bd{part} = attn_wgmma_desc_add(attn_bd, {});",
-                part * wg.n * SWIZZLE_COLS * 2
-            ));
-            let bd = format!("attn_bd{part}");
+        for part in 0..wg.parts {
+            let bd = if part == 0 {
+                "attn_bd".to_string()
+            } else {
+                // The part's first row of B: K-major, 128-byte lines.
+                self.w.line(format!(
+                    "const unsigned long long attn_bd{part} = attn_wgmma_desc_add(attn_bd, {});",
+                    part * wg.n * SWIZZLE_COLS * 2
+                ));
+                format!("attn_bd{part}")
+            };
             self.w
                 .line(wg.instruction(st.t, st.acc, per_slab, (part, &bd), &a, scale_d));
         }

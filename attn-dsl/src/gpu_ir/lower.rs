@@ -12,8 +12,8 @@
 use super::program::{
     AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage, TileInAlloc,
 };
-use super::remat::{can_remat, defining_ops, RematScope};
-use crate::ir::{Block, Function, Layout, OpId, OpKind, Scalar, ScalarType, ValueId};
+use super::remat::{can_remat, defining_ops, is_zero, RematScope};
+use crate::ir::{Block, Function, Layout, OpId, OpKind, ScalarType, ValueId};
 use crate::passes::axis_info::AxisAnalysis;
 use std::collections::BTreeMap;
 
@@ -335,7 +335,7 @@ impl<'a> Ctx<'a> {
                 return None;
             }
         }
-        if has_other && !self.is_zero(op.operands[2]) {
+        if has_other && !is_zero(self.f, self.defs, op.operands[2]) {
             return None;
         }
         let (rows, cols) = (t.shape[1 - ax], t.shape[ax]);
@@ -442,19 +442,6 @@ impl<'a> Ctx<'a> {
 
     fn def(&self, v: ValueId) -> Option<&'a crate::ir::Op> {
         self.defs[v.0 as usize].map(|o| self.f.op(o))
-    }
-
-    /// Whether `v` is a splat of the literal zero (what `cp.async` zero-fill produces).
-    fn is_zero(&self, v: ValueId) -> bool {
-        let Some(op) = self.defs[v.0 as usize].map(|o| self.f.op(o)) else {
-            return false;
-        };
-        match op.kind {
-            OpKind::Splat { .. } | OpKind::Broadcast { .. } => self.is_zero(op.operands[0]),
-            OpKind::Const(Scalar::Float(x, _)) => x == 0.0 && x.is_sign_positive(),
-            OpKind::Const(Scalar::Int(x, _)) => x == 0,
-            _ => false,
-        }
     }
 }
 

@@ -20,7 +20,7 @@
 //! thread, not per element. The emitter's evaluator (`codegen::remat`) follows exactly these
 //! rules.
 
-use crate::ir::{Block, Function, OpId, OpKind, ParamKind, ValueId};
+use crate::ir::{Block, Function, OpId, OpKind, ParamKind, Scalar, ValueId};
 use std::collections::BTreeSet;
 
 /// Where the recomputed expression is evaluated.
@@ -45,6 +45,20 @@ pub fn defining_ops(f: &Function) -> Vec<Option<OpId>> {
         }
     });
     defs
+}
+
+/// Whether `v` is the literal zero (+0.0 or integer 0), directly or splat / broadcast: what
+/// `cp.async` zero-fill produces, and an accumulator a warpgroup MMA need not read.
+pub fn is_zero(f: &Function, defs: &[Option<OpId>], v: ValueId) -> bool {
+    let Some(op) = defs[v.0 as usize].map(|o| f.op(o)) else {
+        return false;
+    };
+    match op.kind {
+        OpKind::Splat { .. } | OpKind::Broadcast { .. } => is_zero(f, defs, op.operands[0]),
+        OpKind::Const(Scalar::Float(x, _)) => x == 0.0 && x.is_sign_positive(),
+        OpKind::Const(Scalar::Int(x, _)) => x == 0,
+        _ => false,
+    }
 }
 
 /// Whether every element of `v` can be recomputed from scalars in `scope`.

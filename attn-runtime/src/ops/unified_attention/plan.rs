@@ -454,13 +454,11 @@ fn prefill_tiling(
         return None;
     }
     match (problem.mma, cfg.head_size_padded) {
-        // Padded head size 128 (D 65..=128): 128 rows on two warpgroups, over 128-key tiles
-        // where the scores are lean, else 64 (see [`WARPGROUP_TILING_D128`]).
-        (MmaKind::Warpgroup, 128) if lean_scores(cfg) => Some(WARPGROUP_TILING_D128),
+        // Padded head size 64 or 128 with lean scores: 128 rows on two warpgroups over
+        // 128-key tiles (see [`WARPGROUP_TILING_D128`]); heavier scores at 128 over 64 keys,
+        // smaller heads and heavier scores at 64 the heuristic's.
+        (MmaKind::Warpgroup, 64 | 128) if lean_scores(cfg) => Some(WARPGROUP_TILING_D128),
         (MmaKind::Warpgroup, 128) => Some(WARPGROUP_TILING_D128_HEAVY),
-        // Padded head size 64 with lean scores: 128 rows over 128-key tiles (see
-        // [`WARPGROUP_TILING_D64`]); smaller heads and heavier scores keep the heuristic's.
-        (MmaKind::Warpgroup, 64) if lean_scores(cfg) => Some(WARPGROUP_TILING_D64),
         (MmaKind::Warpgroup, d) if d <= 128 => None,
         (MmaKind::Warpgroup, d) if d <= 256 && lean_scores(cfg) => Some(WARPGROUP_TILING_D256),
         (MmaKind::Sync, d) if d <= 128 => Some((wide, 32, 2)),
@@ -468,7 +466,7 @@ fn prefill_tiling(
     }
 }
 
-/// Whether the scores' extra per-element terms leave the 128 × 64 warpgroup tiling its
+/// Whether the scores' extra per-element terms leave the two-warpgroup tilings their
 /// registers and its producer warpgroup: the window and causal mask, Gemma-2's softcap, and
 /// image ranges whose keys the window bounds (clamped, or no window), whose V guard is then a
 /// bound on the key ([`window_v_guard`]) and whose program splits. Measured on the H200
@@ -481,22 +479,16 @@ fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
     cfg.mm_ranges_windowed() && !cfg.use_alibi_slopes && !cfg.use_qq_bias
 }
 
-/// The warpgroup-MMA prefill tiling of padded head size 128 with lean scores
+/// The warpgroup-MMA prefill tiling of padded head sizes 64 and 128 with lean scores
 /// (`lean_scores`): 128 rows on two warpgroups (8 warps, one slab each, taking turns) over
 /// 128-key tiles. The two warpgroups share each K/V tile, and the split gives each consumer
-/// 232 registers. Measured on the H200 in one call (2026-12-02T20:3xZ, the `P0-m*` rows):
-/// P0 2.503 ms against 2.611 at 128 × 64 (and 2.763 at 64 × 64 on one warpgroup, an
-/// earlier run). The key tile is as wide as the padded head, so the scores issue each
-/// k-step as two m64n64k16 (see the code generator's `wgmma` module: whole, the pair of
-/// same-width dots gave wrong results).
+/// 232 registers. Measured on the H200: P0 2.503 ms against 2.611 at 128 × 64 (one call,
+/// 2026-12-02T20:3xZ, the `P0-m*` rows; 2.763 at 64 × 64 on one warpgroup, an earlier run);
+/// P0's problem at D = 64 1.783 ms against 1.890 at 128 × 64, 2.021 at 64 × 64 and 2.490 at
+/// the heuristic's 64 × 32 (one call, 21:1xZ, the `P0-d64*` rows). At D 128 the key tile is
+/// as wide as the padded head, so the scores issue each k-step as two m64n64k16 (see the
+/// code generator's `wgmma` module: whole, the pair of same-width dots gave wrong results).
 pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
-
-/// The warpgroup-MMA prefill tiling of padded head size 64 with lean scores: 128 rows on two
-/// warpgroups over 128-key tiles. Measured on the H200 in one call (2026-12-02T21:1xZ, the
-/// `P0-d64*` rows: P0's problem at D = 64): 1.783 ms against 1.890 at 128 × 64, 2.021 at
-/// 64 × 64 and 2.490 at the heuristic's 64 × 32. (A key tile as wide as the head, 64 × 64,
-/// only became correct with the split scores.)
-pub const WARPGROUP_TILING_D64: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
 
 /// Padded head size 128 whose scores carry ALiBi, the query bias or unclamped image ranges:
 /// 128 rows over 64-key tiles (P0's tiling before 128-key tiles were correct, 2.612 ms;
