@@ -278,19 +278,7 @@ fn small_kernels_spill_free(arch: Arch) {
         {
             let name = format!("{label} {} {arch:?}", l.key());
             let c = l.compile().unwrap_or_else(|e| panic!("{name}: {e}"));
-            let m = compile(&CudaSource::from_kernel(&c.cuda), &JitOptions::new(arch))
-                .unwrap_or_else(|e| panic!("{name}: NVRTC: {e}"));
-            let st = m.entry_stats().expect("ptxas statistics");
-            println!("{name}: {st:?}");
-            assert_eq!(
-                (
-                    st.spill_store_bytes,
-                    st.spill_load_bytes,
-                    st.stack_frame_bytes
-                ),
-                (0, 0, 0),
-                "{name}: spills or local memory"
-            );
+            sass_support::compile_spill_free(&name, &CudaSource::from_kernel(&c.cuda), arch);
         }
     }
 }

@@ -4,10 +4,11 @@
 //! memory, its main loop free of `cp.async`. GPU parity of the TMA branch: `gpu_unified` and
 //! `gpu_mla_op` run with the feature on.
 
+mod sass_support;
 mod unified_plans;
 
 use attn_dsl::codegen::{CudaKernel, RowStride};
-use attn_runtime::jit::{compile, CudaSource, JitOptions};
+use attn_runtime::jit::CudaSource;
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::DecodeStep;
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
@@ -40,17 +41,13 @@ fn maps(k: &CudaKernel) -> Vec<(String, Option<String>, i64, u32, u32)> {
         .collect()
 }
 
-/// NVRTC for sm_90a: no spills, no local memory (`None` without NVRTC here).
+/// NVRTC for sm_90a: no spills, no local memory.
 fn sm90a_spill_free(label: &str, k: &CudaKernel) {
     let arch = "sm_90a".parse().expect("arch");
-    let m = compile(&CudaSource::from_kernel(k), &JitOptions::new(arch))
-        .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
-    let s = m.entry_stats().expect("ptxas statistics");
-    println!("{label} sm_90a with TMA: {s:?}");
-    assert_eq!(
-        (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
-        (0, 0, 0),
-        "{label}: spills or local memory"
+    sass_support::compile_spill_free(
+        &format!("{label} with TMA"),
+        &CudaSource::from_kernel(k),
+        arch,
     );
 }
 

@@ -7,7 +7,7 @@
 mod sass_support;
 mod unified_plans;
 
-use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
+use attn_runtime::jit::{Arch, CudaSource, ModuleImage};
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
@@ -28,19 +28,7 @@ fn sm90a_loop(
         let _ = std::fs::write(format!("{dir}/{label}-wgmma.cu"), &cuda.source);
     }
     let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = compile(&CudaSource::from_kernel(&cuda), &JitOptions::new(arch))
-        .unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
-    let stats = m.entry_stats().expect("ptxas stats");
-    println!("{label} sm_90a: {stats:?}");
-    assert_eq!(
-        (
-            stats.spill_store_bytes,
-            stats.spill_load_bytes,
-            stats.stack_frame_bytes
-        ),
-        (0, 0, 0),
-        "{label}: spills or local memory: {stats:?}"
-    );
+    let m = sass_support::compile_spill_free(label, &CudaSource::from_kernel(&cuda), arch);
     let ModuleImage::Cubin(bytes) = &m.image else {
         panic!("{label}: no cubin");
     };

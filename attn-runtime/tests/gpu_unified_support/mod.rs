@@ -387,10 +387,7 @@ pub fn plan_case<T: TestDtype>(
     data: &PagedData,
     f: &Features,
 ) -> Result<LaunchPlan, AttnError> {
-    let extras = DeviceExtras::upload(ctx.stream(), f);
-    let mut args = batch.args(data);
-    extras.apply(f, &mut args);
-    ctx.plan(&args)
+    with_case_args(ctx, batch, data, f, |args| ctx.plan(args))
 }
 
 /// Compiles every specialization the cases need, in parallel.
@@ -422,17 +419,28 @@ pub fn run_case<T: TestDtype>(
     (out, report)
 }
 
-/// Enqueues one case on the op: the batch's arguments with the case's extras.
+/// Enqueues one case on the op.
 fn launch_case<T: TestDtype>(
     ctx: &UnifiedAttentionContext,
     batch: &mut DeviceBatch<T>,
     data: &PagedData,
     f: &Features,
 ) -> Result<LaunchReport, AttnError> {
+    with_case_args(ctx, batch, data, f, |args| unified_attention(ctx, args))
+}
+
+/// Runs `use_args` on the batch's arguments with the case's extras (uploaded for it).
+fn with_case_args<T: TestDtype, R>(
+    ctx: &UnifiedAttentionContext,
+    batch: &mut DeviceBatch<T>,
+    data: &PagedData,
+    f: &Features,
+    use_args: impl FnOnce(&mut UnifiedAttentionArgs<'_, T>) -> R,
+) -> R {
     let extras = DeviceExtras::upload(ctx.stream(), f);
     let mut args = batch.args(data);
     extras.apply(f, &mut args);
-    unified_attention(ctx, &mut args)
+    use_args(&mut args)
 }
 
 /// GPU output vs the reference at the spec tolerance (NaN never passes); prints one

@@ -4,7 +4,23 @@
 
 #![allow(dead_code)]
 
+use attn_runtime::jit::{compile, Arch, CompiledModule, CudaSource, JitOptions};
 use std::collections::BTreeMap;
+
+/// NVRTC for `arch`, the entry's ptxas statistics printed and asserted spill-free: no spill
+/// stores or loads, no stack frame (local memory).
+pub fn compile_spill_free(label: &str, source: &CudaSource<'_>, arch: Arch) -> CompiledModule {
+    let m =
+        compile(source, &JitOptions::new(arch)).unwrap_or_else(|e| panic!("{label}: NVRTC: {e}"));
+    let s = m.entry_stats().expect("ptxas statistics");
+    println!("{label} {arch:?}: {s:?}");
+    assert_eq!(
+        (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
+        (0, 0, 0),
+        "{label}: spills or local memory: {s:?}"
+    );
+    m
+}
 
 /// The counts line (`loop 0x..-0x..: n=... LDSM=.. HMMA=..`) and its counts, of the largest
 /// loop of `cubin`.
