@@ -96,7 +96,11 @@ pub(crate) fn plan(
     } else {
         n * SWIZZLE_COLS * 2
     };
-    let parts = if !mn_major && trans_b_widths.contains(&map.n) && n.is_multiple_of(16) {
+    let parts = if !mn_major
+        && trans_b_widths.contains(&map.n)
+        && n.is_multiple_of(16)
+        && !crate::features::disabled("wgmma_split")
+    {
         2
     } else {
         1

@@ -71,8 +71,10 @@ fn take_turns(body: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) -> bool {
     if nested_mma || !body.ops.iter().any(is_mma) || body.ops.iter().any(split) {
         return false;
     }
+    let joins = joined_with_next(&body.ops);
     let mut out = Vec::with_capacity(body.ops.len() + 8);
-    for mut op in std::mem::take(&mut body.ops) {
+    let mut in_turn = false;
+    for (i, mut op) in std::mem::take(&mut body.ops).into_iter().enumerate() {
         let GpuOp::Mma {
             dot, inline_wait, ..
         } = &mut op
@@ -81,13 +83,41 @@ fn take_turns(body: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) -> bool {
             continue;
         };
         let (dot, waits) = (*dot, std::mem::replace(inline_wait, false));
-        out.push(GpuOp::Turn(Turn::Take));
+        if !in_turn {
+            out.push(GpuOp::Turn(Turn::Take));
+        }
         out.push(op);
-        out.push(GpuOp::Turn(Turn::Pass));
+        in_turn = joins[i];
+        if !in_turn {
+            out.push(GpuOp::Turn(Turn::Pass));
+        }
         if waits {
             out.push(GpuOp::MmaWait { dot });
         }
     }
     body.ops = out;
     true
+}
+
+/// Per op of a loop body, whether it is an MMA issued in one turn with the body's next MMA:
+/// it waits for nothing (its wait was deferred) and only tile ops and copy issues sit between
+/// them (a rotated loop's next scores, then PV; a split program's copies leave for the
+/// producer). One turn for the pair keeps the tensor cores fed while the
+/// other warpgroup runs its softmax, where separate turns would make this warpgroup's PV
+/// wait for the other's softmax.
+fn joined_with_next(ops: &[GpuOp]) -> Vec<bool> {
+    let mut joins = vec![false; ops.len()];
+    for (i, op) in ops.iter().enumerate() {
+        let GpuOp::Mma {
+            inline_wait: false, ..
+        } = op
+        else {
+            continue;
+        };
+        let next = ops[i + 1..]
+            .iter()
+            .position(|o| !matches!(o, GpuOp::Tile(_) | GpuOp::AsyncCopy(_) | GpuOp::Commit));
+        joins[i] = next.is_some_and(|k| matches!(ops[i + 1 + k], GpuOp::Mma { .. }));
+    }
+    joins
 }

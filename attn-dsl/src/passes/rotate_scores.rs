@@ -106,11 +106,15 @@ fn rotate_loop(f: &mut Function, l: OpId) -> Option<Vec<OpId>> {
     let carried = f.new_value(ty.clone(), name);
     let final_s = f.new_value(ty, None);
     replace_uses(f, &body, s, carried);
+    // Issued just before the body's last warpgroup dot (PV), so the two issue together:
+    // the softmax of this tile then has no MMA of its own to wait for and hides behind
+    // the other warpgroup's pair, and the next scores' accumulators are not live
+    // through it (at the body's top they were: 112 bytes of spills at P0's 128 x 128).
+    let at = late_issue_point(f, &f.op(l).regions[0], dot);
     let region = &mut f.op_mut(l).regions[0];
     region.args.push(carried);
-    let mut ops = vec![add];
-    ops.extend(ahead);
-    ops.extend(std::mem::take(&mut region.ops));
+    let mut ops = std::mem::take(&mut region.ops);
+    ops.splice(at..at, std::iter::once(add).chain(ahead));
     region.ops = ops;
     let yield_op = *region.ops.last()?;
     f.op_mut(yield_op).operands.push(at_next[&s]);
@@ -118,6 +122,19 @@ fn rotate_loop(f: &mut Function, l: OpId) -> Option<Vec<OpId>> {
     lp.operands.push(at_lo[&s]);
     lp.results.push(final_s);
     Some(peel)
+}
+
+/// Where the next scores go in body `b`: before its last warpgroup-shaped dot other than
+/// the rotated `dot` (PV), else at the top.
+fn late_issue_point(f: &Function, b: &Block, dot: OpId) -> usize {
+    b.ops
+        .iter()
+        .rposition(|&o| {
+            o != dot
+                && f.op(o).kind == OpKind::Dot
+                && crate::gpu_ir::lower::warpgroup_shaped(f, f.op(o).results[0])
+        })
+        .unwrap_or(0)
 }
 
 /// Whether `b` (or a block inside it) stores.
