@@ -7,6 +7,7 @@ mod error;
 mod line_map;
 mod nvrtc_program;
 mod ptxas_stats;
+pub mod source_override;
 
 pub use arch::{Arch, ArchParseError};
 pub use error::JitError;

@@ -1,0 +1,25 @@
+//! Hand-edited kernel sources, for experiments on the GPU without a Rust toolchain: with
+//! `ATTN_SOURCE_DUMP=DIR` every source the process compiles (or finds in the cache) is
+//! written to `DIR/<entry>.cu`; with `ATTN_SOURCE_OVERRIDE=DIR`, a file `DIR/<entry>.cu`
+//! replaces the generated source of that entry. The cache key follows the text, so an
+//! edited source never reads or overwrites the generated one's entry. Results of an edited
+//! kernel are whatever the edit makes them: for timing what a code change would buy
+//! (`scripts/kernel-experiment`), never for parity.
+
+use std::path::PathBuf;
+
+/// The override text for `entry`, when `ATTN_SOURCE_OVERRIDE` names a directory holding one.
+pub fn replacement(entry: &str) -> Option<String> {
+    let dir = std::env::var_os("ATTN_SOURCE_OVERRIDE")?;
+    std::fs::read_to_string(PathBuf::from(dir).join(format!("{entry}.cu"))).ok()
+}
+
+/// Writes `source` to `ATTN_SOURCE_DUMP/<entry>.cu` when the variable is set (best effort:
+/// a dump that fails does not fail the compile).
+pub fn dump(entry: &str, source: &str) {
+    if let Some(dir) = std::env::var_os("ATTN_SOURCE_DUMP") {
+        let dir = PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(dir.join(format!("{entry}.cu")), source));
+    }
+}
