@@ -1,7 +1,9 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
 //! `deferred_sum`, `fold_chains`, `guarded_shuffles`, `k_split`, `mma_chain`, `mma_overlap`,
-//! `swizzle`, `wg_turns`, `wgmma`, `ws`), `ATTN_CODEGEN_ENABLE` ones to force on (`swizzle`
+//! `swizzle`, `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
+//! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
+//! on (`swizzle`
 //! for issue-bound copies, `tma` for TMA copies on sm_90a — the producer warpgroup's in a
 //! split program, else the math warps' — `rotate` for scores computed one tile ahead),
 //! comma-separated.

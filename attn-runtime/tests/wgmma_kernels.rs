@@ -146,6 +146,36 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
     );
 }
 
+/// The launch table's 128 × 128 warpgroup tiling keeps three K/V stages, still split: the
+/// producer fills the two stages ahead before its loop (a commit group each) and waits for
+/// all but the newest group before it hands a stage over; six mbarriers (full and empty per
+/// stage). At D 128 that is 224 KB of shared memory.
+#[test]
+fn p0_keeps_two_tiles_in_flight() {
+    let d64 = AttentionProblem {
+        head_size: 64,
+        ..p0()
+    };
+    for (label, problem) in [("P0", p0()), ("P0 at D 64", d64)] {
+        let p = plan(&warpgroup(problem), 16384, PathChoice::Heuristic);
+        assert_eq!(p.config.num_stages, 3, "{label}: the table's ring depth");
+        let src = emit_launch(&p.attention).expect("emit").source;
+        let producer = src
+            .split("attn_setmaxnreg_dec")
+            .nth(1)
+            .and_then(|s| s.split("attn_setmaxnreg_inc").next())
+            .unwrap_or_else(|| panic!("{label}: not warp-specialized"));
+        assert!(
+            producer.contains("attn_cp_wait<1>();") && !producer.contains("attn_cp_wait<0>();"),
+            "{label}: the producer hands a stage over with the next one still in flight"
+        );
+        assert!(
+            src.contains("// full[3], empty[3]"),
+            "{label}: an mbarrier pair per stage"
+        );
+    }
+}
+
 /// P0 at D 64 on the launch table's 128 × 128: QKᵀ 4 k-steps of m64n128k16 (the key tile is
 /// twice the head: nothing to split), PV 8 of m64n64k16, spill-free.
 #[test]

@@ -18,7 +18,7 @@ use super::emitter::{Emitter, Role};
 use super::writer::SourceWriter;
 use super::CodegenError;
 use crate::gpu_ir::warp_specialize::{largest_accumulator, two_blocks_fit, SM_REGISTERS};
-use crate::gpu_ir::{Stage, StageSync, WarpSpecialization, WS_STAGES};
+use crate::gpu_ir::{Stage, StageSync, WarpSpecialization};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -100,6 +100,15 @@ impl<'f> Emitter<'f> {
         }
     }
 
+    /// Stages of the split program's ring.
+    fn ws_stages(&self) -> Res<usize> {
+        self.prog
+            .specialization
+            .as_ref()
+            .map(|s| s.stages)
+            .ok_or_else(|| CodegenError::Malformed("a stage handshake outside a split".into()))
+    }
+
     /// The body of a warp-specialized kernel (see the module note).
     pub(crate) fn emit_specialized(&mut self, ws: &'f WarpSpecialization) -> Res<()> {
         let consumers = self.threads;
@@ -147,7 +156,7 @@ impl<'f> Emitter<'f> {
         // for fills (from phase 0), the producer for releases (a fresh stage counts as
         // released: parity 1 names the phase before the first).
         let phases = if role == Role::Producer {
-            (1u32 << WS_STAGES) - 1
+            (1u32 << self.ws_stages()?) - 1
         } else {
             0
         };
@@ -168,8 +177,9 @@ impl<'f> Emitter<'f> {
     /// warp did. The producer's TMA boxes land on mbarriers of their own (`tma_copy`).
     fn emit_stage_barriers(&mut self, ws: &WarpSpecialization) -> Res<()> {
         self.w.line(format!(
-            "unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + {}); // full[{WS_STAGES}], empty[{WS_STAGES}]",
-            ws.mbar_offset
+            "unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + {}); // full[{stages}], empty[{stages}]",
+            ws.mbar_offset,
+            stages = ws.stages
         ));
         self.emit_tma_part(|e| {
             e.emit_tma_pointers();
@@ -177,13 +187,14 @@ impl<'f> Emitter<'f> {
         })?;
         self.w.open("if (threadIdx.x == 0)");
         self.emit_tma_part(|e| e.emit_tma_init())?;
-        self.w.open_unrolled("s", WS_STAGES);
+        self.w.open_unrolled("s", ws.stages);
         self.w.line(format!(
             "attn_mbar_init(&attn_ws_bar[s], {}u);",
             ws.producer_threads / 32
         ));
         self.w.line(format!(
-            "attn_mbar_init(&attn_ws_bar[{WS_STAGES} + s], {}u);",
+            "attn_mbar_init(&attn_ws_bar[{} + s], {}u);",
+            ws.stages,
             self.threads / 32
         ));
         self.w.close("");
@@ -201,30 +212,32 @@ impl<'f> Emitter<'f> {
             .as_ref()
             .map(|s| s.loop_op)
             .ok_or_else(|| CodegenError::Malformed("a stage handshake outside a split".into()))?;
+        let stages = self.ws_stages()?;
         match sync {
             StageSync::Acquire { stage, at } => {
                 let (_, guard) = self.copy_iteration(loop_op, at)?;
                 let counter = self.stage_var(loop_op)?;
-                let s = self.stage_index(WS_STAGES, stage, Some(&counter))?;
+                let s = self.stage_index(stages, stage, Some(&counter))?;
                 self.w.open(format!("if ({guard})"));
-                self.emit_phase_wait(&format!("{WS_STAGES} + {s}"), &s);
+                self.emit_phase_wait(&format!("{stages} + {s}"), &s);
                 self.w.close("");
             }
             StageSync::Filled => {
-                let s = self.stage_index(WS_STAGES, Stage::Current, None)?;
+                let s = self.stage_index(stages, Stage::Current, None)?;
+                // The newest `stages - 2` groups are the tiles after this one, in flight.
                 self.w
                     .line("// this thread's copies of the stage landed, visible to wgmma");
-                self.w.line("attn_cp_wait<0>();");
+                self.w.line(format!("attn_cp_wait<{}>();", stages - 2));
                 self.w.line("attn_fence_proxy_async();");
                 self.emit_warp_arrive(&s);
             }
             StageSync::Wait => {
-                let s = self.stage_index(WS_STAGES, Stage::Current, None)?;
+                let s = self.stage_index(stages, Stage::Current, None)?;
                 self.emit_phase_wait(&s, &s);
             }
             StageSync::Release => {
-                let s = self.stage_index(WS_STAGES, Stage::Current, None)?;
-                self.emit_warp_arrive(&format!("{WS_STAGES} + {s}"));
+                let s = self.stage_index(stages, Stage::Current, None)?;
+                self.emit_warp_arrive(&format!("{stages} + {s}"));
             }
         }
         Ok(())

@@ -400,12 +400,12 @@ pub struct WarpSpecialization {
     /// Threads of the producer warpgroup (after the consumers' in the block).
     pub producer_threads: usize,
     /// Byte offset of the ring's mbarriers in dynamic shared memory (inside `alloc_bytes`):
-    /// `full[s]` then `empty[s]` for each stage `s`, 8 bytes each.
+    /// `full[s]` for each stage `s`, then `empty[s]`, 8 bytes each.
     pub mbar_offset: usize,
+    /// Stages of the ring (the kernel's `num_stages`), each with its full and empty
+    /// mbarrier: the producer fills `stages - 1` tiles ahead of the consumers.
+    pub stages: usize,
 }
-
-/// Stages of a warp-specialized ring (each with its full and empty mbarrier).
-pub const WS_STAGES: usize = 2;
 
 /// A step of the warpgroups' turn-taking around a loop (two named barriers, one per
 /// warpgroup: a warpgroup waits on its own before it issues, and arrives on the other's
@@ -505,11 +505,9 @@ impl GpuProgram {
 
     /// Bytes of a warp-specialized ring's mbarriers (see [`WarpSpecialization::mbar_offset`]).
     pub fn ws_bytes(&self) -> usize {
-        if self.specialization.is_some() {
-            8 * 2 * WS_STAGES
-        } else {
-            0
-        }
+        self.specialization
+            .as_ref()
+            .map_or(0, |ws| 8 * 2 * ws.stages)
     }
 
     /// Threads per block: the consumers' (the function's warps), plus the producer's.

@@ -20,6 +20,10 @@
 //!   commit                                      release: arrive empty[cur]
 //! ```
 //!
+//! With `S` stages the prologue fills stages `0..S-1` (a commit group each), the loop's
+//! copies are of tile `j + S - 1`, and `filled` waits for all but the newest `S - 2` groups:
+//! the producer keeps `S - 1` tiles in flight while the consumers compute one.
+//!
 //! `acquire` waits on the stage's *empty* mbarrier for the consumers' release of its
 //! previous fill (a fresh stage passes at once). Each producer thread fences its own landed
 //! `cp.async` writes for the async proxy before its warp arrives on *full*, so the
@@ -28,7 +32,7 @@
 //! runs before `tma`, which (opt-in) moves the producer's copies as boxes: `filled` then
 //! first waits for their landing.
 //!
-//! Which programs: warpgroup targets, two stages, one pipelined loop reached through
+//! Which programs: warpgroup targets, two stages or more, one pipelined loop reached through
 //! branches without results, whose body holds no copies but the ring's and waits for every
 //! MMA it issues; not a one-warpgroup program whose
 //! accumulators would lose it its second block per SM (`costs_a_block`). Shipped
@@ -87,7 +91,7 @@ type Path = Vec<(usize, usize)>;
 
 /// Splits `p` into producer and consumers when it qualifies (see the module note).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma || crate::features::disabled("ws") || f.num_stages != 2 {
+    if !f.warpgroup_mma || crate::features::disabled("ws") || f.num_stages < 2 {
         return;
     }
     if costs_a_block(f) {
@@ -115,6 +119,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         loop_op,
         producer_threads: PRODUCER_THREADS,
         mbar_offset: 0,
+        stages: f.num_stages as usize,
     });
 }
 
@@ -168,7 +173,7 @@ fn splittable(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: OpId
         let GpuOp::For { body, .. } = op else {
             return false;
         };
-        return loop_body_splittable(body, loop_op);
+        return loop_body_splittable(body, loop_op, f.num_stages as usize - 1);
     }
     match op {
         GpuOp::If { op, .. } if f.op(*op).results.is_empty() => {
@@ -178,14 +183,14 @@ fn splittable(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: OpId
     }
 }
 
-fn loop_body_splittable(body: &GpuBlock, loop_op: OpId) -> bool {
+fn loop_body_splittable(body: &GpuBlock, loop_op: OpId, ahead: usize) -> bool {
     let mut ok = true;
     let mut issued = BTreeSet::new();
     let mut waited = BTreeSet::new();
     let mut chains = Vec::new();
     super::program::walk_block(body, &mut |op| match op {
         GpuOp::AsyncCopy(c) => {
-            ok &= c.loop_op == Some(loop_op) && matches!(c.at, CopyAt::Ahead(1));
+            ok &= c.loop_op == Some(loop_op) && c.at == CopyAt::Ahead(ahead);
         }
         GpuOp::Mma {
             dot,
@@ -495,7 +500,11 @@ fn without_ring_copies(ops: &[GpuOp], loop_op: OpId) -> Vec<GpuOp> {
 }
 
 /// The consumers' loop body: the top's wait and barrier become the wait for the full
-/// stage, the ring's copies go, the stage is released before the terminator.
+/// stage, the ring's copies go, the stage is released before the terminator. The body's
+/// other waits and copy-visibility barriers go too: its only copies were the ring's, and
+/// what the consumers copied before the loop landed before it (with three stages `sync`
+/// waited for the queries again before the scores, every iteration, its top's
+/// `wait_group 1` not covering single-buffered tiles: a barrier across both warpgroups).
 fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
     let mut ops = Vec::new();
     let mut top = true;
@@ -505,8 +514,9 @@ fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
                 ops.push(GpuOp::Stage(StageSync::Wait));
                 top = false;
             }
-            GpuOp::Barrier {
-                reason: BarrierReason::PipelineStage,
+            GpuOp::Wait { .. }
+            | GpuOp::Barrier {
+                reason: BarrierReason::PipelineStage | BarrierReason::CopiesVisible,
             } => {}
             o => ops.push(o),
         }

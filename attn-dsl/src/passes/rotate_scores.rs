@@ -6,18 +6,24 @@
 //! ```
 //!
 //! the scores of tile `j` wait for their MMAs before the softmax can start, and nothing
-//! else of the warpgroup runs meanwhile. Rotated, iteration `j` issues the scores of tile
-//! `j + step` first and runs the softmax of tile `j` (carried from the previous iteration)
-//! while the tensor cores compute them:
+//! else of the warpgroup runs meanwhile. Rotated, iteration `j` runs the softmax of tile `j`
+//! (carried from the previous iteration), then issues the scores of tile `j + step` and
+//! PV of tile `j` together, so a warpgroup hands the tensor cores both its MMAs at once
+//! (one warpgroup turn, `gpu_ir::warpgroup_turns`) and its next softmax hides behind the
+//! other warpgroup's pair:
 //!
 //! ```text
 //! s0 = dot(q, load(K(lo)))
 //! for j in lo..hi carrying s = s0 {
-//!     s_next = dot(q, load(K(j + step)))     // issued first, waited at the yield
-//!     softmax(s); acc = dot(p, v(j), acc)
+//!     softmax(s)
+//!     s_next = dot(q, load(K(j + step)))     // issued just before PV, waited at the yield
+//!     acc = dot(p, v(j), acc)
 //!     yield s_next
 //! }
 //! ```
+//!
+//! Issued at the body's top instead, the next scores' accumulators stay live through the
+//! softmax (P0 at 128 x 128 spilled 112 bytes).
 //!
 //! The rotated dot is the loop body's first warpgroup-shaped dot (only `wgmma` runs
 //! asynchronously; an `mma.sync` scores tile gains nothing) whose operands are computed from the

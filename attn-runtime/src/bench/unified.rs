@@ -222,6 +222,9 @@ pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
         tiled(&p0_d64, "P0-d64-m64t64", 64, 64, 1),
         tiled(&p0_d64, "P0-d64-m128t64", 128, 64, 1),
         tiled(&p0_d64, "P0-d64-m128t128", 128, 128, 1),
+        // The table's tiling (three stages; `P0-m128t128s1` and `P0-d64-m128t128` are it
+        // with two) with four at D = 64.
+        staged(&p0_d64, "P0-d64-4st", 128, 128, 1, 4),
     ]
 }
 

@@ -367,6 +367,7 @@ pub fn choose_config(
     }
     cfg.num_stages = match path {
         PathChoice::Force2dTiled { num_stages, .. } => num_stages,
+        _ if tiling == Some(WARPGROUP_TILING_D128) => WARPGROUP_TILING_D128_STAGES,
         _ => NUM_STAGES,
     };
     cfg.validate_launch(&LaunchValues {
@@ -489,6 +490,15 @@ fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
 /// as wide as the padded head, so the scores issue each k-step as two m64n64k16 (see the
 /// code generator's `wgmma` module: whole, the pair of same-width dots gave wrong results).
 pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1);
+
+/// The K/V ring depth of [`WARPGROUP_TILING_D128`]: the producer warpgroup keeps two
+/// 128-key tiles in flight while the consumers compute one. With two stages it issues a
+/// tile only once the consumers released the one before, and P0's MMAs alone (the softmax
+/// edited out of the kernel) ran at 1.92 ms, slower than cuDNN's whole attention; issuing
+/// the next scores one tile earlier (the rotated loop, one stage less of slack) slowed them
+/// to 2.22 ms (H200, 2026-12-03, `scripts/kernel-experiment`). 224 KB of shared memory at
+/// padded head size 128, 112 KB at 64.
+pub const WARPGROUP_TILING_D128_STAGES: i32 = 3;
 
 /// Padded head size 128 whose scores carry ALiBi, the query bias or unclamped image ranges:
 /// 128 rows over 64-key tiles (P0's tiling before 128-key tiles were correct, 2.612 ms;
