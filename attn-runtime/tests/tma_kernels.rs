@@ -52,7 +52,9 @@ fn sm90a_spill_free(label: &str, k: &CudaKernel) {
 }
 
 /// P0's paged K and V (pages of 16 keys, rows `kv_stride_slot` apart): one map per cache,
-/// eight 16-row boxes per 64-column block of a 128-key tile.
+/// eight 16-row boxes per 64-column block of a 128-key tile. TMA rings are two stages deep,
+/// so P0 takes the launch table's tiling with two (the table's own has three, which keep
+/// `cp.async`).
 #[test]
 fn p0_reads_its_pages_as_boxes() {
     tma_on();
@@ -60,7 +62,13 @@ fn p0_reads_its_pages_as_boxes() {
         mma: MmaKind::Warpgroup,
         ..p0()
     };
-    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
+    let two_stages = PathChoice::Force2dTiled {
+        block_m: 128,
+        tile_size: 128,
+        slabs_per_warp: 1,
+        num_stages: 2,
+    };
+    let k = emit_launch(&plan(&p, 16384, two_stages).attention).expect("emit");
     let stride = Some("kv_stride_slot".to_string());
     assert_eq!(
         maps(&k),

@@ -395,7 +395,8 @@ pub const PREFILL_BLOCK_M: i32 = 64;
 /// earlier, with twice the instructions per tile, 4096 had won (0.333 against 0.358 ms).
 pub const DECODE_PROGRAMS: i32 = 2048;
 
-/// The launch table's K/V ring depth, every tiling: one tile in flight while one is computed.
+/// The launch table's K/V ring depth, every tiling but [`WARPGROUP_TILING_D128`]'s
+/// ([`WARPGROUP_TILING_D128_STAGES`]): one tile in flight while one is computed.
 /// Deeper rings cost resident programs more than they add bytes in flight. Measured on the
 /// H200 (2026-12-01T14:56Z): D1 2D 0.286 ms with 2 stages, 0.304 with 3, 0.459 with 4 (39, 56
 /// and 73 KB of shared memory: 5, 4 and 3 one-warp programs per SM); P0 5.06 ms with 2, 5.42
@@ -493,11 +494,11 @@ pub const WARPGROUP_TILING_D128: (i32, i32, i32) = (PREFILL_BLOCK_M * 2, 128, 1)
 
 /// The K/V ring depth of [`WARPGROUP_TILING_D128`]: the producer warpgroup keeps two
 /// 128-key tiles in flight while the consumers compute one. With two stages it issues a
-/// tile only once the consumers released the one before, and P0's MMAs alone (the softmax
-/// edited out of the kernel) ran at 1.92 ms, slower than cuDNN's whole attention; issuing
-/// the next scores one tile earlier (the rotated loop, one stage less of slack) slowed them
-/// to 2.22 ms (H200, 2026-12-03, `scripts/kernel-experiment`). 224 KB of shared memory at
-/// padded head size 128, 112 KB at 64.
+/// tile only once the consumers released the one before. Measured on the H200 in one call
+/// (2026-12-03T04:02Z, `P0-m128t128s1`, `P0-d64*` and `scripts/kernel-experiment`): P0 2.377
+/// ms against 2.384 with two stages, at D = 64 1.666 against 1.671 (1.670 with four); P0's
+/// MMAs alone (the softmax edited out of the kernel) 1.765 ms against 1.990, near cuDNN's
+/// whole attention (1.708). 224 KB of shared memory at padded head size 128, 112 KB at 64.
 pub const WARPGROUP_TILING_D128_STAGES: i32 = 3;
 
 /// Padded head size 128 whose scores carry ALiBi, the query bias or unclamped image ranges:
