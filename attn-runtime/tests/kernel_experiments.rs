@@ -1,0 +1,51 @@
+//! The edits of `bench/experiments/*.txt` (what `scripts/kernel-experiment` times on the GPU:
+//! docs/gpu_ir.md, "What bounds P0") still find what they edit in the source the launch
+//! table's P0 plan generates for sm_90a: a code generator change that moves it fails here,
+//! not as a silent no-op edit in a device call.
+
+mod unified_plans;
+
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::gpu::emit_launch;
+use attn_runtime::ops::unified_attention::plan::PathChoice;
+use unified_plans::{p0, plan};
+
+/// (variant name, pattern) of every substitution of an experiments file (one variant a
+/// line, `NAME=PATTERN=>REPLACEMENT`, substitutions joined by ` ;; `, `#` comments).
+fn substitutions(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .flat_map(|l| {
+            let (name, spec) = l.split_once('=').expect("NAME=...");
+            spec.split(" ;; ").map(move |sub| {
+                let (pattern, _) = sub.split_once("=>").expect("PATTERN=>REPLACEMENT");
+                (name.to_string(), pattern.to_string())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn p0_bounds_edits_match_the_generated_p0() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/p0_bounds.txt"
+    );
+    let text = std::fs::read_to_string(path).expect("the experiments file");
+    let problem = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p0()
+    };
+    let launch = plan(&problem, 16384, PathChoice::Heuristic);
+    let src = emit_launch(&launch.attention).expect("emit").source;
+    let subs = substitutions(&text);
+    assert!(subs.len() >= 6, "the file's variants: {subs:?}");
+    for (name, pattern) in subs {
+        let re = regex::Regex::new(&pattern)
+            .unwrap_or_else(|e| panic!("{name}: `{pattern}` is not a regex: {e}"));
+        assert!(
+            re.is_match(&src),
+            "{name}: `{pattern}` no longer matches P0's generated source"
+        );
+    }
+}
