@@ -149,31 +149,50 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
 /// The launch table's 128 × 128 warpgroup tiling keeps three K/V stages, still split: the
 /// producer fills the two stages ahead before its loop (a commit group each) and waits for
 /// all but the newest group before it hands a stage over; six mbarriers (full and empty per
-/// stage). At D 128 that is 224 KB of shared memory.
+/// stage). At D 128 that is 224 KB of shared memory. Four stages (a forced tiling at D 64)
+/// keep three tiles in flight the same way.
 #[test]
-fn p0_keeps_two_tiles_in_flight() {
+fn p0_keeps_tiles_in_flight() {
     let d64 = AttentionProblem {
         head_size: 64,
         ..p0()
     };
-    for (label, problem) in [("P0", p0()), ("P0 at D 64", d64)] {
+    for (label, problem) in [("P0", p0()), ("P0 at D 64", d64.clone())] {
         let p = plan(&warpgroup(problem), 16384, PathChoice::Heuristic);
         assert_eq!(p.config.num_stages, 3, "{label}: the table's ring depth");
-        let src = emit_launch(&p.attention).expect("emit").source;
-        let producer = src
-            .split("attn_setmaxnreg_dec")
-            .nth(1)
-            .and_then(|s| s.split("attn_setmaxnreg_inc").next())
-            .unwrap_or_else(|| panic!("{label}: not warp-specialized"));
-        assert!(
-            producer.contains("attn_cp_wait<1>();") && !producer.contains("attn_cp_wait<0>();"),
-            "{label}: the producer hands a stage over with the next one still in flight"
-        );
-        assert!(
-            src.contains("// full[3], empty[3]"),
-            "{label}: an mbarrier pair per stage"
-        );
+        assert_ring(label, &p, 3);
     }
+    let four = PathChoice::Force2dTiled {
+        block_m: 128,
+        tile_size: 128,
+        slabs_per_warp: 1,
+        num_stages: 4,
+    };
+    assert_ring(
+        "P0 at D 64, 4 stages",
+        &plan(&warpgroup(d64), 16384, four),
+        4,
+    );
+}
+
+/// A split program's ring of `stages`: the producer waits for all but the newest
+/// `stages - 2` commit groups (never for all of them), an mbarrier pair per stage.
+fn assert_ring(label: &str, p: &LaunchPlan, stages: usize) {
+    let src = emit_launch(&p.attention).expect("emit").source;
+    let producer = src
+        .split("attn_setmaxnreg_dec")
+        .nth(1)
+        .and_then(|s| s.split("attn_setmaxnreg_inc").next())
+        .unwrap_or_else(|| panic!("{label}: not warp-specialized"));
+    assert!(
+        producer.contains(&format!("attn_cp_wait<{}>();", stages - 2))
+            && !producer.contains("attn_cp_wait<0>();"),
+        "{label}: the producer hands a stage over with the next ones still in flight"
+    );
+    assert!(
+        src.contains(&format!("// full[{stages}], empty[{stages}]")),
+        "{label}: an mbarrier pair per stage"
+    );
 }
 
 /// P0 at D 64 on the launch table's 128 × 128: QKᵀ 4 k-steps of m64n128k16 (the key tile is
