@@ -157,7 +157,7 @@ fn p0_keeps_tiles_in_flight() {
         head_size: 64,
         ..p0()
     };
-    for (label, problem) in [("P0", p0()), ("P0 at D 64", d64.clone())] {
+    for (label, problem) in [("P0", p0()), ("P0 at D 64", d64)] {
         let p = plan(&warpgroup(problem), 16384, PathChoice::Heuristic);
         assert_eq!(p.config.num_stages, 3, "{label}: the table's ring depth");
         assert_ring(label, &p, 3);
