@@ -100,12 +100,11 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// Stages of the split program's ring.
-    fn ws_stages(&self) -> Res<usize> {
+    /// The split of the program being emitted (a stage handshake needs one).
+    fn split(&self) -> Res<&'f WarpSpecialization> {
         self.prog
             .specialization
             .as_ref()
-            .map(|s| s.stages)
             .ok_or_else(|| CodegenError::Malformed("a stage handshake outside a split".into()))
     }
 
@@ -156,7 +155,7 @@ impl<'f> Emitter<'f> {
         // for fills (from phase 0), the producer for releases (a fresh stage counts as
         // released: parity 1 names the phase before the first).
         let phases = if role == Role::Producer {
-            (1u32 << self.ws_stages()?) - 1
+            (1u32 << self.split()?.stages) - 1
         } else {
             0
         };
@@ -206,13 +205,9 @@ impl<'f> Emitter<'f> {
 
     /// A step of the stage handshake (see [`StageSync`]).
     pub(crate) fn emit_stage_sync(&mut self, sync: StageSync) -> Res<()> {
-        let loop_op = self
-            .prog
-            .specialization
-            .as_ref()
-            .map(|s| s.loop_op)
-            .ok_or_else(|| CodegenError::Malformed("a stage handshake outside a split".into()))?;
-        let stages = self.ws_stages()?;
+        let WarpSpecialization {
+            loop_op, stages, ..
+        } = *self.split()?;
         match sync {
             StageSync::Acquire { stage, at } => {
                 let (_, guard) = self.copy_iteration(loop_op, at)?;

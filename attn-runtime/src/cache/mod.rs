@@ -66,13 +66,7 @@ impl ModuleCache {
     ) -> Result<CachedModule, JitError> {
         jit::source_override::dump(source.entry, source.source);
         let edited = jit::source_override::replacement(source.entry);
-        let source = &match &edited {
-            Some(text) => CudaSource {
-                source: text,
-                ..*source
-            },
-            None => *source,
-        };
+        let source = &jit::source_override::effective(source, &edited);
         let Some(dir) = &self.config.dir else {
             let module = jit::compile(source, opts)?;
             let key = CacheKey::new(source, opts, &module.nvrtc_version);

@@ -6,7 +6,22 @@
 //! kernel are whatever the edit makes them: for timing what a code change would buy
 //! (`scripts/kernel-experiment`), never for parity.
 
+use super::CudaSource;
 use std::path::PathBuf;
+
+/// `source` as this process compiles it: its text replaced by `edited` (from
+/// [`replacement`]) when there is one. Everything that keys or compiles the source (the
+/// cache lookup and a rebuild after a stale image) goes through this, so an edited kernel
+/// is never stored under the generated one's key or the other way round.
+pub fn effective<'a>(source: &CudaSource<'a>, edited: &'a Option<String>) -> CudaSource<'a> {
+    match edited {
+        Some(text) => CudaSource {
+            source: text,
+            ..*source
+        },
+        None => *source,
+    }
+}
 
 /// The override text for `entry`, when `ATTN_SOURCE_OVERRIDE` names a directory holding one.
 pub fn replacement(entry: &str) -> Option<String> {

@@ -193,7 +193,8 @@ fn load_with_rebuild(
         Ok(f) => Ok((f, cached.outcome)),
         Err(e) if cached.outcome != CacheOutcome::Hit => Err(e),
         Err(e) => {
-            let module = jit::compile(source, opts)?;
+            let edited = jit::source_override::replacement(source.entry);
+            let module = jit::compile(&jit::source_override::effective(source, &edited), opts)?;
             if let Some(dir) = &process_cache().config().dir {
                 let _ = write_entry(dir, &cached.key, &module);
             }
