@@ -114,10 +114,10 @@ fn joined_with_next(ops: &[GpuOp]) -> Vec<bool> {
         else {
             continue;
         };
-        let next = ops[i + 1..]
+        joins[i] = ops[i + 1..]
             .iter()
-            .position(|o| !matches!(o, GpuOp::Tile(_) | GpuOp::AsyncCopy(_) | GpuOp::Commit));
-        joins[i] = next.is_some_and(|k| matches!(ops[i + 1 + k], GpuOp::Mma { .. }));
+            .find(|o| !matches!(o, GpuOp::Tile(_) | GpuOp::AsyncCopy(_) | GpuOp::Commit))
+            .is_some_and(|o| matches!(o, GpuOp::Mma { .. }));
     }
     joins
 }
