@@ -141,11 +141,13 @@ impl<'f> Emitter<'f> {
                 // target the mma.sync steps (the layouts and accumulators are the same).
                 self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
                 self.emit_wgmma_steps(&steps, &wg)?;
+                self.mma_groups += 1;
                 if inline_wait {
-                    self.emit_wgmma_complete(&name, map.slots());
+                    self.emit_wgmma_complete(&name, map.slots(), 0);
                 } else {
+                    let group = self.mma_groups;
                     self.pending_mma
-                        .insert(op.results[0].0, (name.clone(), map.slots()));
+                        .insert(op.results[0].0, (name.clone(), map.slots(), group));
                 }
                 self.w.line("#else");
                 self.emit_mma_steps(&steps)?;

@@ -172,8 +172,10 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
         g
     });
     let f = laid_out.as_ref().unwrap_or(f);
-    // Warpgroup targets compute a loop's next scores under its softmax (opt-in).
-    if f.warpgroup_mma && crate::features::enabled("rotate") {
+    // Warpgroup targets compute a loop's next scores under its softmax (opt-in), and with
+    // `softmax_ahead` the next softmax under PV.
+    let ahead = crate::features::enabled("softmax_ahead");
+    if f.warpgroup_mma && (crate::features::enabled("rotate") || ahead) {
         let mut rotated = f.clone();
         if crate::passes::rotate_scores::run(&mut rotated) {
             // The first tile's keys take buffers of their own: where they do not fit the

@@ -330,10 +330,10 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// Waits for the committed warpgroup MMAs and fences each of the `slots` registers of
-    /// `acc`.
-    pub(crate) fn emit_wgmma_complete(&mut self, acc: &str, slots: usize) {
-        self.w.line("attn_wgmma_wait<0>();");
+    /// Waits for the committed warpgroup MMAs but the newest `in_flight` groups (they
+    /// complete in order) and fences each of the `slots` registers of `acc`.
+    pub(crate) fn emit_wgmma_complete(&mut self, acc: &str, slots: usize, in_flight: usize) {
+        self.w.line(format!("attn_wgmma_wait<{in_flight}>();"));
         self.w.open_unrolled("s", slots);
         self.w.line(format!("attn_reg_fence({acc}[s]);"));
         self.w.close("");
@@ -366,14 +366,16 @@ impl<'f> Emitter<'f> {
     /// dot ran as synchronous MMAs, or was not warpgroup-shaped).
     pub(crate) fn emit_wgmma_wait(&mut self, dot: OpId) {
         let res = self.f.op(dot).results[0].0;
-        let Some((acc, slots)) = self.pending_mma.remove(&res) else {
+        let Some((acc, slots, group)) = self.pending_mma.remove(&res) else {
             return;
         };
+        // Groups issued after this one may stay in flight.
+        let later = self.pending_mma.values().filter(|p| p.2 > group).count();
         self.w.line(format!(
             "// the MMAs of %{res} complete here (issued above, the ops since ran meanwhile)"
         ));
         self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-        self.emit_wgmma_complete(&acc, slots);
+        self.emit_wgmma_complete(&acc, slots, later);
         self.w.line("#endif");
     }
 }

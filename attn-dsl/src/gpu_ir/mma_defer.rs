@@ -1,24 +1,31 @@
-//! Scores waited for at the yield: a pipelined loop whose dot's only reader is the body's
-//! `yield` (the next tile's scores of a rotated loop, see `passes::rotate_scores`) issues
-//! its warpgroup MMAs at once and waits for them just before the yield, so the iteration's
-//! softmax and its PV issue run while the tensor cores compute the next scores.
+//! Each warpgroup MMA of a pipelined loop waits just before the first op that reads its
+//! result, so what lies between runs while the tensor cores compute:
 //!
-//! Legal because nothing between the issue and the yield reads the result, and the MMAs'
-//! operands stay put until then: the ring stage they read is released (or overwritten by
-//! the next iteration's copies) only after the yield.
+//! - a rotated loop's next scores (`passes::rotate_scores`), read only by the yield, wait
+//!   there: the iteration's softmax and its PV issue run under them;
+//! - with the softmax a tile ahead (`passes::softmax_ahead`), the next scores wait before
+//!   that softmax, with PV still in flight (`wgmma.wait_group 1`: groups complete in
+//!   order), and PV waits at the yield, under the softmax.
+//!
+//! An MMA read by the op right after it keeps its wait where it is, and so does one
+//! accumulating into another's result (`mma_chain` continues the first one in it). Legal because nothing
+//! between the issue and the wait reads the result, and the MMAs' operands stay put until
+//! then: the ring stage they read is released (or overwritten by the next iteration's
+//! copies) only after the yield, and a register operand is a value of its own, assigned to
+//! the loop's carried variable only at the yield.
 
 use super::program::{GpuBlock, GpuOp, GpuProgram};
-use crate::ir::{Function, OpId};
+use crate::ir::{Function, OpId, ValueId};
 
-/// Defers the waits of every pipelined loop's carried dots (warpgroup targets only).
+/// Moves the waits of every pipelined loop's MMAs to their first readers (warpgroup
+/// targets only).
 pub fn run(f: &Function, p: &mut GpuProgram) {
     if f.warpgroup_mma {
-        let uses = f.use_counts();
-        defer_block(f, &uses, &mut p.body);
+        defer_block(f, &mut p.body);
     }
 }
 
-fn defer_block(f: &Function, uses: &[u32], b: &mut GpuBlock) {
+fn defer_block(f: &Function, b: &mut GpuBlock) {
     for op in &mut b.ops {
         if let GpuOp::For {
             body,
@@ -26,51 +33,78 @@ fn defer_block(f: &Function, uses: &[u32], b: &mut GpuBlock) {
             ..
         } = op
         {
-            defer_loop(f, uses, body);
+            defer_loop(f, body);
         }
         for inner in super::program::nested_mut(op) {
-            defer_block(f, uses, inner);
+            defer_block(f, inner);
         }
     }
 }
 
-fn defer_loop(f: &Function, uses: &[u32], body: &mut GpuBlock) {
-    let Some(GpuOp::Tile(yield_op)) = body.ops.last() else {
-        return;
-    };
-    let yielded = &f.op(*yield_op).operands;
-    let carried = |dot: OpId| {
-        let r = f.op(dot).results[0];
-        uses[r.0 as usize] == 1 && yielded.contains(&r)
-    };
-    // The body's last MMA has nothing of its own iteration to run under: it keeps its wait.
-    let Some(last) = body
+fn defer_loop(f: &Function, body: &mut GpuBlock) {
+    let dots: Vec<OpId> = body
         .ops
         .iter()
-        .rposition(|op| matches!(op, GpuOp::Mma { .. }))
-    else {
-        return;
+        .filter_map(|op| match op {
+            GpuOp::Mma { dot, .. } => Some(*dot),
+            _ => None,
+        })
+        .collect();
+    let results: Vec<ValueId> = dots.iter().map(|&d| f.op(d).results[0]).collect();
+    // A dot accumulating into another's result keeps its wait: `mma_chain` continues the
+    // first one's MMAs in it (MLA's two score dots).
+    let continues = |d: OpId| {
+        f.op(d)
+            .operands
+            .get(2)
+            .is_some_and(|acc| results.contains(acc))
     };
-    let mut deferred = Vec::new();
-    for op in &mut body.ops[..last] {
-        if let GpuOp::Mma {
-            dot,
-            inline_wait,
-            chained_from: None,
-            ..
-        } = op
-        {
-            if carried(*dot) {
-                *inline_wait = false;
-                deferred.push(*dot);
-            }
+    let dots: Vec<OpId> = dots.into_iter().filter(|&d| !continues(d)).collect();
+    for dot in dots {
+        let r = f.op(dot).results[0];
+        let issued = position(
+            body,
+            |op| matches!(op, GpuOp::Mma { dot: d, .. } if *d == dot),
+        );
+        let Some(first) = body.ops[issued + 1..]
+            .iter()
+            .position(|op| reads(f, op, r))
+            .map(|k| issued + 1 + k)
+        else {
+            continue;
+        };
+        if first == issued + 1 {
+            continue;
         }
+        if let GpuOp::Mma { inline_wait, .. } = &mut body.ops[issued] {
+            *inline_wait = false;
+        }
+        body.ops
+            .retain(|op| !matches!(op, GpuOp::MmaWait { dot: d } if *d == dot));
+        let at = position(body, |op| reads(f, op, r));
+        body.ops.insert(at, GpuOp::MmaWait { dot });
     }
+}
+
+fn position(body: &GpuBlock, pred: impl Fn(&GpuOp) -> bool) -> usize {
     body.ops
-        .retain(|op| !matches!(op, GpuOp::MmaWait { dot } if deferred.contains(dot)));
-    let at = body.ops.len() - 1;
-    body.ops.splice(
-        at..at,
-        deferred.into_iter().map(|dot| GpuOp::MmaWait { dot }),
-    );
+        .iter()
+        .position(pred)
+        .expect("the op is in the body")
+}
+
+/// Whether `op` (or an op nested in it) reads value `v`.
+fn reads(f: &Function, op: &GpuOp, v: ValueId) -> bool {
+    let direct = match op {
+        GpuOp::Tile(o)
+        | GpuOp::For { op: o, .. }
+        | GpuOp::If { op: o, .. }
+        | GpuOp::While { op: o, .. } => f.op(*o).operands.contains(&v),
+        GpuOp::Mma { dot, .. } => f.op(*dot).operands.contains(&v),
+        _ => false,
+    };
+    direct
+        || super::program::nested(op)
+            .iter()
+            .any(|b| b.ops.iter().any(|o| reads(f, o, v)))
 }

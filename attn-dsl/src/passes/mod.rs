@@ -12,6 +12,7 @@ pub mod cse;
 pub mod dce;
 pub mod layout;
 pub mod rotate_scores;
+pub mod softmax_ahead;
 
 use crate::ir::printer::print_function;
 use crate::ir::verify::verify;

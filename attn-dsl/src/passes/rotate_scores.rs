@@ -62,7 +62,16 @@ fn rotate_block(f: &mut Function, b: &mut Block) -> bool {
         }
         f.op_mut(o).regions = regions;
         if f.op(o).kind == OpKind::For {
-            if let Some(peel) = rotate_loop(f, o) {
+            if let Some((mut peel, s0, next_iv)) = rotate_loop(f, o) {
+                if crate::features::enabled("softmax_ahead") {
+                    let r = super::softmax_ahead::Rotated {
+                        lp: o,
+                        peel: &mut peel,
+                        s0,
+                        next_iv,
+                    };
+                    super::softmax_ahead::run(f, r);
+                }
                 out.extend(peel);
                 rotated = true;
             }
@@ -73,9 +82,9 @@ fn rotate_block(f: &mut Function, b: &mut Block) -> bool {
     rotated
 }
 
-/// Rotates loop `l` when it qualifies; returns the ops computing the first scores, to be
-/// placed before it.
-fn rotate_loop(f: &mut Function, l: OpId) -> Option<Vec<OpId>> {
+/// Rotates loop `l` when it qualifies; returns the ops computing the first scores (to be
+/// placed before it), those scores, and the body's `iv + step` the next ones are at.
+fn rotate_loop(f: &mut Function, l: OpId) -> Option<(Vec<OpId>, ValueId, ValueId)> {
     let body = f.op(l).regions.first()?.clone();
     let iv = *body.args.first()?;
     if stores(f, &body) {
@@ -127,7 +136,7 @@ fn rotate_loop(f: &mut Function, l: OpId) -> Option<Vec<OpId>> {
     let lp = f.op_mut(l);
     lp.operands.push(at_lo[&s]);
     lp.results.push(final_s);
-    Some(peel)
+    Some((peel, at_lo[&s], next_iv))
 }
 
 /// Where the next scores go in body `b`: before its last warpgroup-shaped dot other than
@@ -216,7 +225,7 @@ fn clone_ops(f: &mut Function, ops: &[OpId], map: &mut BTreeMap<ValueId, ValueId
 }
 
 /// Makes every op of `b` (nested blocks included) read `to` where it read `from`.
-fn replace_uses(f: &mut Function, b: &Block, from: ValueId, to: ValueId) {
+pub(crate) fn replace_uses(f: &mut Function, b: &Block, from: ValueId, to: ValueId) {
     for &o in &b.ops {
         for v in &mut f.op_mut(o).operands {
             if *v == from {
