@@ -75,12 +75,22 @@ impl Plan {
             .copied()
             .filter(|&o| reads(o, &on_s) && !reads(o, &on_acc))
             .collect();
+        let x = without_widening_tail(f, body, x);
         if x.is_empty() || x.iter().any(|&o| !effect_free(f, o)) {
             return None;
         }
         let x_set: BTreeSet<OpId> = x.iter().copied().collect();
         let x_results: BTreeSet<ValueId> =
             x.iter().flat_map(|&o| f.op(o).results.clone()).collect();
+        // What stays reads the softmax's results (they become carried) or its own, never
+        // the scores themselves (an op reading them and the accumulator together).
+        let stays_clean = body.ops[..body.ops.len() - 1]
+            .iter()
+            .filter(|o| !x_set.contains(o))
+            .all(|&o| !reads_of(f, o).contains(&s_c));
+        if !stays_clean {
+            return None;
+        }
         let support = support_of(f, body, &x, iv, next_iv)?;
         let mut fed = Vec::new();
         for &o in &body.ops[..body.ops.len() - 1] {
@@ -200,6 +210,39 @@ impl Plan {
         l.operands.extend(self.fed.iter().map(|v| at_lo[v]));
         l.results.pop();
         l.results.extend(finals);
+    }
+}
+
+/// `x` without the shape ops (`unsqueeze`, `broadcast`) whose results only the rest of the
+/// body reads: they stay there, reading the carried value they widen. The rescale factor
+/// is carried as its row vector (2 registers a thread), not broadcast over the accumulator
+/// (64).
+fn without_widening_tail(f: &Function, b: &Block, mut x: Vec<OpId>) -> Vec<OpId> {
+    loop {
+        let in_x: BTreeSet<OpId> = x.iter().copied().collect();
+        let readers = |v: ValueId| -> Vec<OpId> {
+            b.ops
+                .iter()
+                .copied()
+                .filter(|&o| reads_of(f, o).contains(&v))
+                .collect()
+        };
+        let yield_op = *b.ops.last().expect("a terminated body");
+        let tail = x.iter().rposition(|&o| {
+            let widens = matches!(f.op(o).kind, OpKind::ExpandDims { .. } | OpKind::Broadcast { .. });
+            widens
+                && f.op(o).results.iter().all(|&r| {
+                    readers(r)
+                        .iter()
+                        .all(|u| !in_x.contains(u) && *u != yield_op)
+                })
+        });
+        match tail {
+            Some(i) => {
+                x.remove(i);
+            }
+            None => return x,
+        }
     }
 }
 
