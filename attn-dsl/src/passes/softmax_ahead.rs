@@ -213,10 +213,11 @@ impl Plan {
     }
 }
 
-/// `x` without the shape ops (`unsqueeze`, `broadcast`) whose results only the rest of the
-/// body reads: they stay there, reading the carried value they widen. The rescale factor
-/// is carried as its row vector (2 registers a thread), not broadcast over the accumulator
-/// (64).
+/// `x` without the shape ops (`unsqueeze`, `broadcast`) and casts whose results only the
+/// rest of the body reads: they stay there, reading the carried value they widen or
+/// convert. The rescale factor is carried as its row vector (2 registers a thread), not
+/// broadcast over the accumulator (64), and the probabilities in f32, rounded to bf16 where
+/// PV packs its operand (once, not also when carried).
 fn without_widening_tail(f: &Function, b: &Block, mut x: Vec<OpId>) -> Vec<OpId> {
     loop {
         let in_x: BTreeSet<OpId> = x.iter().copied().collect();
@@ -229,7 +230,10 @@ fn without_widening_tail(f: &Function, b: &Block, mut x: Vec<OpId>) -> Vec<OpId>
         };
         let yield_op = *b.ops.last().expect("a terminated body");
         let tail = x.iter().rposition(|&o| {
-            let widens = matches!(f.op(o).kind, OpKind::ExpandDims { .. } | OpKind::Broadcast { .. });
+            let widens = matches!(
+                f.op(o).kind,
+                OpKind::ExpandDims { .. } | OpKind::Broadcast { .. } | OpKind::Cast(_)
+            );
             widens
                 && f.op(o).results.iter().all(|&r| {
                     readers(r)
