@@ -108,8 +108,8 @@ fn a_range_narrower_than_the_mask_counts_only_its_tiles() {
         ("HEAD_DIM", attn_dsl::ConstValue::Int(64)),
     ];
     let f = codegen_common::specialize(
-        include_str!("kernels/range_attention.rs.txt"),
-        "range_fwd",
+        include_str!("kernels/bounded_attention.rs.txt"),
+        "bounded_fwd",
         &consts,
         true,
     );
