@@ -5,7 +5,8 @@
 //! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
 //! on (`swizzle`
 //! for issue-bound copies, `tma` for TMA copies on sm_90a — the producer warpgroup's in a
-//! split program, else the math warps' — `rotate` for scores computed one tile ahead),
+//! split program, else the math warps' — `rotate` for scores computed one tile ahead,
+//! `softmax_ahead` for those scores' softmax run under PV, rotation included),
 //! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels

@@ -175,6 +175,16 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
     // Warpgroup targets compute a loop's next scores under its softmax (opt-in), and with
     // `softmax_ahead` the next softmax under PV.
     let ahead = crate::features::enabled("softmax_ahead");
+    // PV one tile behind (opt-in): the same overlap with every load in the ring.
+    if f.warpgroup_mma && crate::features::enabled("pv_behind") {
+        let mut behind = f.clone();
+        if crate::passes::pv_behind::run(&mut behind) {
+            match emit_laid_out(&behind) {
+                Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => {}
+                done => return done,
+            }
+        }
+    }
     if f.warpgroup_mma && (crate::features::enabled("rotate") || ahead) {
         let mut rotated = f.clone();
         if crate::passes::rotate_scores::run(&mut rotated) {

@@ -153,7 +153,7 @@ fn late_issue_point(f: &Function, b: &Block, dot: OpId) -> usize {
 }
 
 /// Whether `b` (or a block inside it) stores.
-fn stores(f: &Function, b: &Block) -> bool {
+pub(crate) fn stores(f: &Function, b: &Block) -> bool {
     b.ops.iter().any(|&o| {
         let op = f.op(o);
         matches!(op.kind, OpKind::Store { .. }) || op.regions.iter().any(|r| stores(f, r))
@@ -162,7 +162,7 @@ fn stores(f: &Function, b: &Block) -> bool {
 
 /// The ops of `b`'s top level that `dot` is computed from (itself included, in block
 /// order), when they read only `iv`, loop invariants and each other and have no effect.
-fn slice_of(f: &Function, b: &Block, dot: OpId, iv: ValueId) -> Option<Vec<OpId>> {
+pub(crate) fn slice_of(f: &Function, b: &Block, dot: OpId, iv: ValueId) -> Option<Vec<OpId>> {
     let defined_here: BTreeMap<ValueId, OpId> = b
         .ops
         .iter()
@@ -194,7 +194,11 @@ fn slice_of(f: &Function, b: &Block, dot: OpId, iv: ValueId) -> Option<Vec<OpId>
 }
 
 /// Clones `ops` (no regions) reading through `map`, which gains their results' copies.
-fn clone_ops(f: &mut Function, ops: &[OpId], map: &mut BTreeMap<ValueId, ValueId>) -> Vec<OpId> {
+pub(crate) fn clone_ops(
+    f: &mut Function,
+    ops: &[OpId],
+    map: &mut BTreeMap<ValueId, ValueId>,
+) -> Vec<OpId> {
     ops.iter()
         .map(|&o| {
             let op = f.op(o).clone();

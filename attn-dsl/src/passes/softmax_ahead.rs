@@ -378,9 +378,20 @@ fn fresh_copy(f: &mut Function, v: ValueId, map: &mut BTreeMap<ValueId, ValueId>
 
 /// `a < b` for two scalars: the op and its result.
 fn cmp_lt(f: &mut Function, a: ValueId, b: ValueId, loc: crate::ir::Loc) -> (OpId, ValueId) {
+    cmp(f, CmpPred::Lt, a, b, loc)
+}
+
+/// `a pred b` for two scalars: the op and its result.
+pub(crate) fn cmp(
+    f: &mut Function,
+    pred: CmpPred,
+    a: ValueId,
+    b: ValueId,
+    loc: crate::ir::Loc,
+) -> (OpId, ValueId) {
     let r = f.new_value(crate::ir::Type::scalar(crate::ir::ScalarType::Bool), None);
     let o = f.push_op(Op {
-        kind: OpKind::Cmp(CmpPred::Lt),
+        kind: OpKind::Cmp(pred),
         operands: vec![a, b],
         results: vec![r],
         regions: vec![],
@@ -390,7 +401,7 @@ fn cmp_lt(f: &mut Function, a: ValueId, b: ValueId, loc: crate::ir::Loc) -> (OpI
 }
 
 /// `if cond { yes } else { no }` over several values: the op and its results.
-fn select_if(
+pub(crate) fn select_if(
     f: &mut Function,
     cond: ValueId,
     yes: &[ValueId],
