@@ -1,7 +1,7 @@
 //! The edits of `bench/experiments/*.txt` (what `scripts/kernel-experiment` times on the GPU:
-//! docs/gpu_ir.md, "What bounds P0") still find what they edit in the source the launch
-//! table's P0 plan generates for sm_90a: a code generator change that moves it fails here,
-//! not as a silent no-op edit in a device call.
+//! docs/gpu_ir.md, "What bounds P0") and its source rewrites (`*.py`) still find what they
+//! edit in the source the launch table's P0 plan generates for sm_90a: a code generator
+//! change that moves it fails here, not as a silent no-op edit in a device call.
 
 mod unified_plans;
 
@@ -48,4 +48,43 @@ fn p0_bounds_edits_match_the_generated_p0() {
             "{name}: `{pattern}` no longer matches P0's generated source"
         );
     }
+}
+
+/// The source rewrites of `bench/experiments/*.py` (the intra-warpgroup overlap by hand and
+/// the producer's copies arriving on their stage: docs/gpu_ir.md, "PV one tile behind")
+/// still find the shape they rewrite in the generated P0, and produce what they promise:
+/// `wgmma.wait_group 1` with PV in flight, `cp.async.mbarrier.arrive.noinc` in the producer.
+#[test]
+fn source_rewrites_apply_to_the_generated_p0() {
+    let problem = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p0()
+    };
+    let launch = plan(&problem, 16384, PathChoice::Heuristic);
+    let src = emit_launch(&launch.attention).expect("emit").source;
+    let dir = std::env::temp_dir().join(format!("attn-rewrites-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let generated = dir.join("p0.cu");
+    std::fs::write(&generated, &src).expect("write");
+    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/experiments");
+    let run = |script: &str, input: &std::path::Path, out: &str| {
+        let out = dir.join(out);
+        let status = std::process::Command::new("python3")
+            .arg(format!("{scripts}/{script}"))
+            .arg(input)
+            .arg(&out)
+            .status()
+            .expect("python3 runs");
+        assert!(status.success(), "{script} failed on the generated P0");
+        std::fs::read_to_string(&out).expect("the rewrite")
+    };
+    let arrive = run("copy_arrive.py", &generated, "ca.cu");
+    assert!(arrive.contains("cp.async.mbarrier.arrive.noinc"));
+    assert!(!arrive.contains("// this thread's copies of the stage landed"));
+    let both = run("intra_wg_overlap.py", &dir.join("ca.cu"), "ca_fa3.cu");
+    let one = both
+        .find("attn_wgmma_wait<1>();")
+        .expect("scores waited with PV in flight");
+    assert!(both[one..].contains("attn_wgmma_wait<0>();"), "then PV");
+    let _ = std::fs::remove_dir_all(&dir);
 }
