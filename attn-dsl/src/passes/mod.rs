@@ -11,6 +11,7 @@ pub mod const_fold;
 pub mod cse;
 pub mod dce;
 pub mod layout;
+pub mod loop_rewrite;
 pub mod pv_behind;
 pub mod rotate_scores;
 pub mod softmax_ahead;

@@ -22,41 +22,15 @@
 //! the carried accumulator through what it rescales it with, and its B operand (V) is a
 //! load computed from the induction variable and loop invariants alone.
 
-use super::rotate_scores::{clone_ops, replace_uses, slice_of};
+use super::loop_rewrite::{clone_ops, replace_uses, rewrite_loops};
+use super::rotate_scores::slice_of;
 use super::softmax_ahead::{cmp, select_if};
 use crate::ir::{BinaryOp, CmpPred, Function, Op, OpId, OpKind, Scalar, Type, ValueId};
 use std::collections::BTreeMap;
 
 /// Puts PV one tile behind in every loop that qualifies; true when one changed.
 pub fn run(f: &mut Function) -> bool {
-    let mut body = std::mem::take(&mut f.body);
-    let changed = block(f, &mut body);
-    f.body = body;
-    if changed {
-        super::dce::run(f);
-    }
-    changed
-}
-
-fn block(f: &mut Function, b: &mut crate::ir::Block) -> bool {
-    let mut changed = false;
-    let mut out = Vec::with_capacity(b.ops.len());
-    for o in std::mem::take(&mut b.ops) {
-        let mut regions = std::mem::take(&mut f.op_mut(o).regions);
-        for r in &mut regions {
-            changed |= block(f, r);
-        }
-        f.op_mut(o).regions = regions;
-        if f.op(o).kind == OpKind::For {
-            if let Some(before) = behind(f, o) {
-                out.extend(before);
-                changed = true;
-            }
-        }
-        out.push(o);
-    }
-    b.ops = out;
-    changed
+    rewrite_loops(f, &mut behind)
 }
 
 /// The loop's shape: its scores and PV dots, where PV's result is yielded, and V's load.

@@ -38,48 +38,26 @@
 //! executor runs the kernel as written), where `gpu_ir::mma_defer` then waits for the
 //! scores' MMAs at the yield.
 
+use super::loop_rewrite::{clone_ops, replace_uses, rewrite_loops};
 use crate::ir::{BinaryOp, Block, Function, Op, OpId, OpKind, Type, ValueId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Rotates every loop that qualifies; true when one did.
 pub fn run(f: &mut Function) -> bool {
-    let mut body = std::mem::take(&mut f.body);
-    let rotated = rotate_block(f, &mut body);
-    f.body = body;
-    if rotated {
-        super::dce::run(f);
-    }
-    rotated
-}
-
-fn rotate_block(f: &mut Function, b: &mut Block) -> bool {
-    let mut rotated = false;
-    let mut out = Vec::with_capacity(b.ops.len());
-    for o in std::mem::take(&mut b.ops) {
-        let mut regions = std::mem::take(&mut f.op_mut(o).regions);
-        for r in &mut regions {
-            rotated |= rotate_block(f, r);
+    let ahead = crate::features::enabled("softmax_ahead");
+    rewrite_loops(f, &mut |f, o| {
+        let (mut peel, s0, next_iv) = rotate_loop(f, o)?;
+        if ahead {
+            let r = super::softmax_ahead::Rotated {
+                lp: o,
+                peel: &mut peel,
+                s0,
+                next_iv,
+            };
+            super::softmax_ahead::run(f, r);
         }
-        f.op_mut(o).regions = regions;
-        if f.op(o).kind == OpKind::For {
-            if let Some((mut peel, s0, next_iv)) = rotate_loop(f, o) {
-                if crate::features::enabled("softmax_ahead") {
-                    let r = super::softmax_ahead::Rotated {
-                        lp: o,
-                        peel: &mut peel,
-                        s0,
-                        next_iv,
-                    };
-                    super::softmax_ahead::run(f, r);
-                }
-                out.extend(peel);
-                rotated = true;
-            }
-        }
-        out.push(o);
-    }
-    b.ops = out;
-    rotated
+        Some(peel)
+    })
 }
 
 /// Rotates loop `l` when it qualifies; returns the ops computing the first scores (to be
@@ -191,53 +169,4 @@ pub(crate) fn slice_of(f: &Function, b: &Block, dot: OpId, iv: ValueId) -> Optio
         }
     }
     Some(b.ops.iter().copied().filter(|o| keep.contains(o)).collect())
-}
-
-/// Clones `ops` (no regions) reading through `map`, which gains their results' copies.
-pub(crate) fn clone_ops(
-    f: &mut Function,
-    ops: &[OpId],
-    map: &mut BTreeMap<ValueId, ValueId>,
-) -> Vec<OpId> {
-    ops.iter()
-        .map(|&o| {
-            let op = f.op(o).clone();
-            let operands = op
-                .operands
-                .iter()
-                .map(|v| *map.get(v).unwrap_or(v))
-                .collect();
-            let results = op
-                .results
-                .iter()
-                .map(|&r| {
-                    let data = f.value(r).clone();
-                    let copy = f.new_value(data.ty, data.name);
-                    map.insert(r, copy);
-                    copy
-                })
-                .collect();
-            f.push_op(Op {
-                kind: op.kind,
-                operands,
-                results,
-                regions: vec![],
-                loc: op.loc,
-            })
-        })
-        .collect()
-}
-
-/// Makes every op of `b` (nested blocks included) read `to` where it read `from`.
-pub(crate) fn replace_uses(f: &mut Function, b: &Block, from: ValueId, to: ValueId) {
-    for &o in &b.ops {
-        for v in &mut f.op_mut(o).operands {
-            if *v == from {
-                *v = to;
-            }
-        }
-        for r in f.op(o).regions.clone() {
-            replace_uses(f, &r, from, to);
-        }
-    }
 }

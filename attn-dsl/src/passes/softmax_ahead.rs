@@ -22,6 +22,7 @@
 //! `gpu_ir::mma_defer` then waits for each MMA just before its first reader: the scores with
 //! PV still in flight (`wgmma.wait_group 1`), PV at the yield.
 
+use super::loop_rewrite::{clone_ops, replace_uses};
 use crate::ir::{Block, CmpPred, Function, Op, OpId, OpKind, ValueId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -134,8 +135,8 @@ impl Plan {
             .collect();
         at_lo.insert(iv, lo);
         at_lo.insert(s_c, r.s0);
-        let mut pre = clone_all(f, &self.support, &mut at_lo);
-        pre.extend(clone_all(f, &self.x, &mut at_lo));
+        let mut pre = clone_ops(f, &self.support, &mut at_lo);
+        pre.extend(clone_ops(f, &self.x, &mut at_lo));
         let runs = cmp_lt(f, lo, hi, loc);
         pre.push(runs.0);
         let kept: Vec<ValueId> = self.yielded.iter().map(|&(i, _)| inits[i]).collect();
@@ -149,8 +150,8 @@ impl Plan {
             (iv, r.next_iv),
             (s_c, *f.op(yield_op).operands.last().unwrap()),
         ]);
-        let mut ahead = clone_all(f, &self.support, &mut at_next);
-        ahead.extend(clone_all(f, &self.x, &mut at_next));
+        let mut ahead = clone_ops(f, &self.support, &mut at_next);
+        ahead.extend(clone_ops(f, &self.x, &mut at_next));
         let valid = cmp_lt(f, r.next_iv, hi, loc);
         ahead.push(valid.0);
         let old: Vec<ValueId> = self
@@ -172,7 +173,7 @@ impl Plan {
             })
             .collect();
         for (&v, &c) in self.fed.iter().zip(&carried) {
-            super::rotate_scores::replace_uses(f, &body, v, c);
+            replace_uses(f, &body, v, c);
         }
         let x_set: BTreeSet<OpId> = self.x.iter().copied().collect();
         let mut ops: Vec<OpId> = body
@@ -335,45 +336,6 @@ fn support_of(
         }
     }
     Some(b.ops.iter().copied().filter(|o| keep.contains(o)).collect())
-}
-
-/// Deep copies of `ops` (regions included) reading through `map`, which gains every
-/// result's (and nested block argument's) copy.
-fn clone_all(f: &mut Function, ops: &[OpId], map: &mut BTreeMap<ValueId, ValueId>) -> Vec<OpId> {
-    ops.iter().map(|&o| clone_deep(f, o, map)).collect()
-}
-
-fn clone_deep(f: &mut Function, o: OpId, map: &mut BTreeMap<ValueId, ValueId>) -> OpId {
-    let op = f.op(o).clone();
-    let operands = op
-        .operands
-        .iter()
-        .map(|v| *map.get(v).unwrap_or(v))
-        .collect();
-    let regions = op
-        .regions
-        .iter()
-        .map(|r| {
-            let args = r.args.iter().map(|&a| fresh_copy(f, a, map)).collect();
-            let ops = clone_all(f, &r.ops, map);
-            Block { args, ops }
-        })
-        .collect();
-    let results = op.results.iter().map(|&r| fresh_copy(f, r, map)).collect();
-    f.push_op(Op {
-        kind: op.kind,
-        operands,
-        results,
-        regions,
-        loc: op.loc,
-    })
-}
-
-fn fresh_copy(f: &mut Function, v: ValueId, map: &mut BTreeMap<ValueId, ValueId>) -> ValueId {
-    let d = f.value(v).clone();
-    let c = f.new_value(d.ty, d.name);
-    map.insert(v, c);
-    c
 }
 
 /// `a < b` for two scalars: the op and its result.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cpu_sim;
+pub mod overlap_cases;
 pub mod sim_check;
 
 use attn_dsl::ir::{

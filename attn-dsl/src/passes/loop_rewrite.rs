@@ -1,0 +1,103 @@
+//! Helpers of the loop rewrites that software-pipeline attention's key loop on warpgroup
+//! targets (`rotate_scores`, `softmax_ahead`, `pv_behind`): visiting every `for`, cloning
+//! ops (regions included) at another induction value, redirecting uses.
+
+use crate::ir::{Block, Function, Op, OpId, OpKind, ValueId};
+use std::collections::BTreeMap;
+
+/// Offers every `for` of `f` (inner loops first) to `rewrite`, which returns the ops to
+/// place before the loop when it changed it; runs DCE and returns true when one did.
+pub(crate) fn rewrite_loops(
+    f: &mut Function,
+    rewrite: &mut dyn FnMut(&mut Function, OpId) -> Option<Vec<OpId>>,
+) -> bool {
+    let mut body = std::mem::take(&mut f.body);
+    let changed = rewrite_block(f, &mut body, rewrite);
+    f.body = body;
+    if changed {
+        super::dce::run(f);
+    }
+    changed
+}
+
+fn rewrite_block(
+    f: &mut Function,
+    b: &mut Block,
+    rewrite: &mut dyn FnMut(&mut Function, OpId) -> Option<Vec<OpId>>,
+) -> bool {
+    let mut changed = false;
+    let mut out = Vec::with_capacity(b.ops.len());
+    for o in std::mem::take(&mut b.ops) {
+        let mut regions = std::mem::take(&mut f.op_mut(o).regions);
+        for r in &mut regions {
+            changed |= rewrite_block(f, r, rewrite);
+        }
+        f.op_mut(o).regions = regions;
+        if f.op(o).kind == OpKind::For {
+            if let Some(before) = rewrite(f, o) {
+                out.extend(before);
+                changed = true;
+            }
+        }
+        out.push(o);
+    }
+    b.ops = out;
+    changed
+}
+
+/// Deep copies of `ops` (regions included) reading through `map`, which gains every
+/// result's (and nested block argument's) copy.
+pub(crate) fn clone_ops(
+    f: &mut Function,
+    ops: &[OpId],
+    map: &mut BTreeMap<ValueId, ValueId>,
+) -> Vec<OpId> {
+    ops.iter().map(|&o| clone_op(f, o, map)).collect()
+}
+
+fn clone_op(f: &mut Function, o: OpId, map: &mut BTreeMap<ValueId, ValueId>) -> OpId {
+    let op = f.op(o).clone();
+    let operands = op
+        .operands
+        .iter()
+        .map(|v| *map.get(v).unwrap_or(v))
+        .collect();
+    let regions = op
+        .regions
+        .iter()
+        .map(|r| {
+            let args = r.args.iter().map(|&a| fresh_copy(f, a, map)).collect();
+            let ops = clone_ops(f, &r.ops, map);
+            Block { args, ops }
+        })
+        .collect();
+    let results = op.results.iter().map(|&r| fresh_copy(f, r, map)).collect();
+    f.push_op(Op {
+        kind: op.kind,
+        operands,
+        results,
+        regions,
+        loc: op.loc,
+    })
+}
+
+fn fresh_copy(f: &mut Function, v: ValueId, map: &mut BTreeMap<ValueId, ValueId>) -> ValueId {
+    let d = f.value(v).clone();
+    let c = f.new_value(d.ty, d.name);
+    map.insert(v, c);
+    c
+}
+
+/// Makes every op of `b` (nested blocks included) read `to` where it read `from`.
+pub(crate) fn replace_uses(f: &mut Function, b: &Block, from: ValueId, to: ValueId) {
+    for &o in &b.ops {
+        for v in &mut f.op_mut(o).operands {
+            if *v == from {
+                *v = to;
+            }
+        }
+        for r in f.op(o).regions.clone() {
+            replace_uses(f, &r, from, to);
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The cases every software-pipelined attention loop (`ATTN_CODEGEN_ENABLE=softmax_ahead`,
+//! `pv_behind`) must pass against the CPU executor: the emitted CUDA, warp-specialized with
+//! copies landing late, simulated. `rewrite` is the pass under test (to check it applies).
+
+use super::sim_check::{check, flash_args, i32s, input, output, paged_args};
+use attn_dsl::codegen::emit_cuda;
+use attn_dsl::ir::{Function, OpKind, ScalarType};
+
+/// Sets the feature list (read once per process) and makes copies land late.
+pub fn setup(feature: &str) {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", feature);
+    std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
+}
+
+/// Dense flash attention (D 64 and 128, causal) matches the executor, the scores waited for
+/// with PV still in flight (`wgmma.wait_group 1`), then PV.
+pub fn dense_flash(label: &str) {
+    for d in [64, 128] {
+        let f = super::flash_fwd(64, d, true);
+        let src = emit_cuda(&f).expect("emit").source;
+        assert!(src.contains("ATTN_WARP_SPECIALIZED"), "split as well");
+        let one = src
+            .find("attn_wgmma_wait<1>();")
+            .expect("the scores waited for with PV in flight");
+        assert!(src[one..].contains("attn_wgmma_wait<0>();"), "then PV");
+        let args = flash_args(ScalarType::Bf16, 2, 150, d as usize, 95);
+        check(&format!("{label} D{d}"), &f, [3, 2, 1], args, 2e-2);
+    }
+}
+
+/// Keys gathered through a block table: a tile outside the loop's range is read inside the
+/// kernel's masks and changes nothing.
+pub fn paged(label: &str) {
+    let f = super::paged_fwd(64, 64, 16);
+    let args = paged_args(2, 100, 64, 16, 96);
+    check(
+        &format!("{label} paged N64 D64 page 16"),
+        &f,
+        [2, 2, 1],
+        args,
+        2e-2,
+    );
+}
+
+/// Keys `[lo, hi)` selected by the loop's bounds alone (`kernels/bounded_attention.rs.txt`):
+/// the tile after the last holds keys the mask allows, so its running max and sum must not
+/// be kept, and a range without tiles keeps the entry values. A tile fully inside, one
+/// straddling the end, a range ending inside a tile, an empty one.
+pub fn bounded_ranges(rewrite: fn(&mut Function) -> bool) {
+    let consts = [
+        ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
+        ("BLOCK_N", attn_dsl::ConstValue::Int(64)),
+        ("HEAD_DIM", attn_dsl::ConstValue::Int(64)),
+    ];
+    let f = super::specialize(
+        include_str!("../kernels/bounded_attention.rs.txt"),
+        "bounded_fwd",
+        &consts,
+        true,
+    );
+    assert!(rewrite(&mut f.clone()), "the rewrite applies");
+    let (heads, seq, d) = (2, 200, 64);
+    let n = heads * seq * d;
+    for (lo, hi) in [(0, 64), (64, 128), (0, 100), (64, 64), (128, 200)] {
+        let args = vec![
+            input(ScalarType::Bf16, n, 97),
+            input(ScalarType::Bf16, n, 98),
+            input(ScalarType::Bf16, n, 99),
+            output(ScalarType::F32, n),
+            i32s(seq as i32),
+            i32s(lo),
+            i32s(hi),
+            super::cpu_sim::SimArg::Scalar(attn_dsl::kernel::ScalarArg::F32(0.125)),
+        ];
+        check(&format!("keys [{lo}, {hi})"), &f, [4, 2, 1], args, 2e-2);
+    }
+}
+
+/// The carried values of every `for` holding a dot.
+pub fn dot_loops(f: &Function) -> Vec<usize> {
+    let mut out = Vec::new();
+    f.walk(&mut |_, op| {
+        if op.kind == OpKind::For {
+            let dots = op
+                .regions
+                .iter()
+                .any(|r| r.ops.iter().any(|&o| f.op(o).kind == OpKind::Dot));
+            if dots {
+                out.push(op.operands.len() - 3);
+            }
+        }
+    });
+    out
+}
