@@ -350,6 +350,12 @@ __device__ __forceinline__ void attn_mbar_wait(unsigned long long* bar, unsigned
 __device__ __forceinline__ void attn_mbar_arrive(unsigned long long* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(attn_smem_addr(bar)) : "memory");
 }
+/// This thread's `cp.async` copies issued so far arrive on `bar` once they landed (the
+/// phase's pending count was set at init: no increment here).
+__device__ __forceinline__ void attn_cp_mbar_arrive(unsigned long long* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(attn_smem_addr(bar))
+                 : "memory");
+}
 /// The lanes of a warp meet (before one of them arrives on an mbarrier for the warp).
 __device__ __forceinline__ void attn_warp_sync() { __syncwarp(); }
 /// A warpgroup's registers per thread, lowered (the producer) or raised (the consumers)

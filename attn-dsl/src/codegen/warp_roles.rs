@@ -117,6 +117,10 @@ impl<'f> Emitter<'f> {
         self.w.open(format!("if (threadIdx.x >= {consumers})"));
         self.w.line("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();");
         self.emit_role(Role::Producer, &params, &ws.producer, ws.producer_threads)?;
+        if ws.copies_arrive {
+            // Its last copies still land (and arrive) after the loop.
+            self.w.line("attn_cp_wait<0>();");
+        }
         self.w.line("return;");
         self.w.close("");
         self.w.line("attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();");
@@ -187,10 +191,13 @@ impl<'f> Emitter<'f> {
         self.w.open("if (threadIdx.x == 0)");
         self.emit_tma_part(|e| e.emit_tma_init())?;
         self.w.open_unrolled("s", ws.stages);
-        self.w.line(format!(
-            "attn_mbar_init(&attn_ws_bar[s], {}u);",
-            ws.producer_threads / 32
-        ));
+        // Full: one arrival a producer warp, or a producer thread when its copies arrive.
+        let full = match ws.copies_arrive {
+            true => ws.producer_threads,
+            false => ws.producer_threads / 32,
+        };
+        self.w
+            .line(format!("attn_mbar_init(&attn_ws_bar[s], {full}u);"));
         self.w.line(format!(
             "attn_mbar_init(&attn_ws_bar[{} + s], {}u);",
             ws.stages,
@@ -226,9 +233,23 @@ impl<'f> Emitter<'f> {
                 self.w.line("attn_fence_proxy_async();");
                 self.emit_warp_arrive(&s);
             }
+            StageSync::Issued { stage, at } => {
+                let (_, guard) = self.copy_iteration(loop_op, at)?;
+                let counter = self.stage_var(loop_op)?;
+                let s = self.stage_index(stages, stage, Some(&counter))?;
+                self.w
+                    .line("// this thread's copies of the stage arrive on it as they land");
+                self.w.line(format!(
+                    "if ({guard}) attn_cp_mbar_arrive(&attn_ws_bar[{s}]);"
+                ));
+            }
             StageSync::Wait => {
                 let s = self.stage_index(stages, Stage::Current, None)?;
                 self.emit_phase_wait(&s, &s);
+                if self.split()?.copies_arrive {
+                    // The producer never fenced its landed copies for the tensor cores.
+                    self.w.line("attn_fence_proxy_async();");
+                }
             }
             StageSync::Release => {
                 let s = self.stage_index(stages, Stage::Current, None)?;

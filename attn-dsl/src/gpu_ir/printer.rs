@@ -144,6 +144,7 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
             GpuOp::Stage(sync) => match sync {
                 StageSync::Acquire { stage: st, .. } => format!("stage_acquire{}", stage(*st)),
                 StageSync::Filled => "stage_filled[cur]".into(),
+                StageSync::Issued { stage: st, .. } => format!("stage_issued{}", stage(*st)),
                 StageSync::Wait => "stage_wait[cur]".into(),
                 StageSync::Release => "stage_release[cur]".into(),
             },

@@ -375,6 +375,11 @@ pub enum StageSync {
     /// landed (`cp.async.wait_group 0`; TMA boxes by the `tma_landed` before it), fenced for
     /// the async proxy, arrived on *full*.
     Filled,
+    /// Producer, after the copies of `stage` for the iteration `at` names (issued only when
+    /// the loop has it): each thread's copies arrive on the stage's *full* mbarrier as they
+    /// land (`cp.async.mbarrier.arrive.noinc`), so the producer waits only for free stages.
+    /// Takes [`Self::Filled`]'s place when the split's `copies_arrive` is set.
+    Issued { stage: Stage, at: CopyAt },
     /// Consumer, at the top of an iteration: wait on the current stage's *full* mbarrier.
     Wait,
     /// Consumer, at the end of an iteration: every read of the current stage is done
@@ -405,6 +410,11 @@ pub struct WarpSpecialization {
     /// Stages of the ring (the kernel's `num_stages`), each with its full and empty
     /// mbarrier: the producer fills `stages - 1` tiles ahead of the consumers.
     pub stages: usize,
+    /// The producer's copies arrive on the *full* mbarriers themselves ([`StageSync::Issued`]:
+    /// one arrival a producer thread, the consumers fence the async proxy after their wait)
+    /// instead of the producer waiting for them ([`StageSync::Filled`]). Opt-in
+    /// (`ATTN_CODEGEN_ENABLE=copy_arrive`), not with TMA copies.
+    pub copies_arrive: bool,
 }
 
 /// A step of the warpgroups' turn-taking around a loop (two named barriers, one per

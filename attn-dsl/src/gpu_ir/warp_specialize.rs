@@ -120,6 +120,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         producer_threads: PRODUCER_THREADS,
         mbar_offset: 0,
         stages: f.num_stages as usize,
+        copies_arrive: copies_arrive(),
     });
 }
 
@@ -349,12 +350,20 @@ fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: 
     GpuBlock { ops: out }
 }
 
+/// Whether the producer's copies arrive on the stages' mbarriers themselves (see
+/// [`WarpSpecialization::copies_arrive`]).
+fn copies_arrive() -> bool {
+    crate::features::enabled("copy_arrive") && !crate::features::enabled("tma")
+}
+
 /// The ring's copies of a producer block, each stage acquired before its first copy, and
-/// the commits that close their groups.
+/// the commits that close their groups (followed by the group's arrival when the copies
+/// arrive on the stage themselves).
 #[derive(Default)]
 struct RingFills {
     acquired: BTreeSet<super::program::Stage>,
     group_open: bool,
+    group: Option<(super::program::Stage, CopyAt)>,
 }
 
 impl RingFills {
@@ -371,11 +380,15 @@ impl RingFills {
                 }
                 out.push(op.clone());
                 self.group_open = true;
+                self.group = Some((c.stage, c.at));
                 true
             }
             GpuOp::Commit if self.group_open => {
                 out.push(GpuOp::Commit);
                 self.group_open = false;
+                if let (true, Some((stage, at))) = (copies_arrive(), self.group.take()) {
+                    out.push(GpuOp::Stage(StageSync::Issued { stage, at }));
+                }
                 true
             }
             _ => false,
@@ -435,7 +448,9 @@ fn producer_loop_body(f: &Function, body: &GpuBlock, loop_op: OpId) -> GpuBlock 
     let mut ring = RingFills::default();
     for op in &body.ops {
         if !filled && matches!(op, GpuOp::Wait { .. }) {
-            out.push(GpuOp::Stage(StageSync::Filled));
+            if !copies_arrive() {
+                out.push(GpuOp::Stage(StageSync::Filled));
+            }
             filled = true;
         } else if !ring.take(op, loop_op, &mut out) && is_terminator(f, op) {
             out.push(op.clone());

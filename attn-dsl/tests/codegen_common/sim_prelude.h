@@ -325,6 +325,13 @@ inline void attn_cp_wait() {
         attn_copy_groups.erase(attn_copy_groups.begin());
     }
 }
+// cp.async.mbarrier.arrive.noinc: the hardware arrives on `bar` once this thread's copies
+// so far landed; here they land now (after the landing delay), then the thread arrives.
+inline void attn_cp_mbar_arrive(unsigned long long* bar) {
+    attn_cp_commit();
+    attn_cp_wait<0>();
+    attn_mbar_arrive(bar);
+}
 // The async-proxy fence orders nothing here: the simulator has one proxy (and runs the
 // mma.sync branch of a warpgroup-targeted source, never `wgmma`).
 inline void attn_fence_proxy_async() {}
