@@ -130,7 +130,8 @@ impl<'f> Emitter<'f> {
         if let Some(d1) = chained {
             if wg.is_some() {
                 // This dot's wait completes the predecessor's MMAs too.
-                self.pending_mma.remove(&self.f.op(d1).results[0].0);
+                let first = self.f.op(d1).results[0].0;
+                self.pending_mma.retain(|p| p.0 != first);
             } else {
                 self.emit_wgmma_wait(d1);
             }
@@ -141,13 +142,11 @@ impl<'f> Emitter<'f> {
                 // target the mma.sync steps (the layouts and accumulators are the same).
                 self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
                 self.emit_wgmma_steps(&steps, &wg)?;
-                self.mma_groups += 1;
                 if inline_wait {
                     self.emit_wgmma_complete(&name, map.slots(), 0);
                 } else {
-                    let group = self.mma_groups;
                     self.pending_mma
-                        .insert(op.results[0].0, (name.clone(), map.slots(), group));
+                        .push((op.results[0].0, name.clone(), map.slots()));
                 }
                 self.w.line("#else");
                 self.emit_mma_steps(&steps)?;

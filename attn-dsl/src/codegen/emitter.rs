@@ -54,12 +54,9 @@ pub(crate) struct Emitter<'f> {
     fused: Vec<bool>,
     /// Loop-invariant A operands held as mma fragments, and their register arrays.
     held_a: std::collections::BTreeMap<u32, String>,
-    /// Warpgroup MMAs issued without their wait (dot result → accumulator array, its
-    /// registers and its commit group's place in issue order), waited for at the dot's
-    /// `MmaWait`.
-    pub(crate) pending_mma: std::collections::BTreeMap<u32, (String, usize, u64)>,
-    /// Commit groups of warpgroup MMAs issued so far (orders `pending_mma`).
-    pub(crate) mma_groups: u64,
+    /// Warpgroup MMAs issued without their wait, in issue order (dot result, accumulator
+    /// array, its registers), each waited for at the dot's `MmaWait`.
+    pub(crate) pending_mma: Vec<(u32, String, usize)>,
     /// Runtime loops around the point being emitted.
     loop_depth: usize,
     /// Values read only as the A or B operand of 16-bit dots, which round every element to
@@ -121,7 +118,6 @@ impl<'f> Emitter<'f> {
             fused: vec![false; f.values.len()],
             held_a: Default::default(),
             pending_mma: Default::default(),
-            mma_groups: 0,
             loop_depth: 0,
             dot_operand_only: dot_operand_only(f),
             role: Role::Whole,

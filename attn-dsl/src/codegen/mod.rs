@@ -172,32 +172,38 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
         g
     });
     let f = laid_out.as_ref().unwrap_or(f);
-    // Warpgroup targets compute a loop's next scores under its softmax (opt-in), and with
-    // `softmax_ahead` the next softmax under PV.
-    let ahead = crate::features::enabled("softmax_ahead");
-    // PV one tile behind (opt-in): the same overlap with every load in the ring.
-    if f.warpgroup_mma && crate::features::enabled("pv_behind") {
-        let mut behind = f.clone();
-        if crate::passes::pv_behind::run(&mut behind) {
-            match emit_laid_out(&behind) {
-                Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => {}
-                done => return done,
+    // Warpgroup targets may software-pipeline the key loop (opt-in): PV one tile behind
+    // the scores, or the scores one tile ahead (with `softmax_ahead`, their softmax too).
+    if f.warpgroup_mma {
+        if crate::features::enabled("pv_behind") {
+            if let Some(done) = emit_rewritten(f, crate::passes::pv_behind::run) {
+                return done;
             }
         }
-    }
-    if f.warpgroup_mma && (crate::features::enabled("rotate") || ahead) {
-        let mut rotated = f.clone();
-        if crate::passes::rotate_scores::run(&mut rotated) {
-            // The first tile's keys take buffers of their own: where they do not fit the
-            // shared memory (MLA's 72 KB latent tiles, head size 512), the loop stays as
-            // written.
-            match emit_laid_out(&rotated) {
-                Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => {}
-                done => return done,
+        if crate::features::enabled("rotate") || crate::features::enabled("softmax_ahead") {
+            if let Some(done) = emit_rewritten(f, crate::passes::rotate_scores::run) {
+                return done;
             }
         }
     }
     emit_laid_out(f)
+}
+
+/// `f` rewritten by `pass` and emitted, when the pass applies and the result fits: a loop
+/// rewrite that buffers a tile of its own (the rotated loop's first keys: MLA's 72 KB latent
+/// tiles, head size 512) or that the GPU IR cannot place leaves the loop as written.
+fn emit_rewritten(
+    f: &Function,
+    pass: fn(&mut Function) -> bool,
+) -> Option<Result<CudaKernel, CodegenError>> {
+    let mut g = f.clone();
+    if !pass(&mut g) {
+        return None;
+    }
+    match emit_laid_out(&g) {
+        Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => None,
+        done => Some(done),
+    }
 }
 
 fn emit_laid_out(f: &Function) -> Result<CudaKernel, CodegenError> {

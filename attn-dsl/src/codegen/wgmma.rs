@@ -366,11 +366,12 @@ impl<'f> Emitter<'f> {
     /// dot ran as synchronous MMAs, or was not warpgroup-shaped).
     pub(crate) fn emit_wgmma_wait(&mut self, dot: OpId) {
         let res = self.f.op(dot).results[0].0;
-        let Some((acc, slots, group)) = self.pending_mma.remove(&res) else {
+        let Some(at) = self.pending_mma.iter().position(|p| p.0 == res) else {
             return;
         };
-        // Groups issued after this one may stay in flight.
-        let later = self.pending_mma.values().filter(|p| p.2 > group).count();
+        let (_, acc, slots) = self.pending_mma.remove(at);
+        // The groups issued after this one may stay in flight.
+        let later = self.pending_mma.len() - at;
         self.w.line(format!(
             "// the MMAs of %{res} complete here (issued above, the ops since ran meanwhile)"
         ));

@@ -53,14 +53,8 @@ fn defer_loop(f: &Function, body: &mut GpuBlock) {
     let results: Vec<ValueId> = dots.iter().map(|&d| f.op(d).results[0]).collect();
     // A dot accumulating into another's result keeps its wait: `mma_chain` continues the
     // first one's MMAs in it (MLA's two score dots).
-    let continues = |d: OpId| {
-        f.op(d)
-            .operands
-            .get(2)
-            .is_some_and(|acc| results.contains(acc))
-    };
-    let dots: Vec<OpId> = dots.into_iter().filter(|&d| !continues(d)).collect();
-    for dot in dots {
+    let continues = |d: OpId| f.op(d).operands.get(2).is_some_and(|a| results.contains(a));
+    for dot in dots.iter().copied().filter(|&d| !continues(d)) {
         let r = f.op(dot).results[0];
         let issued = position(
             body,

@@ -362,7 +362,7 @@ fn copies_arrive() -> bool {
 #[derive(Default)]
 struct RingFills {
     acquired: BTreeSet<super::program::Stage>,
-    group_open: bool,
+    /// The stage and iteration of the open group's copies.
     group: Option<(super::program::Stage, CopyAt)>,
 }
 
@@ -379,14 +379,13 @@ impl RingFills {
                     }));
                 }
                 out.push(op.clone());
-                self.group_open = true;
                 self.group = Some((c.stage, c.at));
                 true
             }
-            GpuOp::Commit if self.group_open => {
+            GpuOp::Commit if self.group.is_some() => {
                 out.push(GpuOp::Commit);
-                self.group_open = false;
-                if let (true, Some((stage, at))) = (copies_arrive(), self.group.take()) {
+                let (stage, at) = self.group.take().expect("an open group");
+                if copies_arrive() {
                     out.push(GpuOp::Stage(StageSync::Issued { stage, at }));
                 }
                 true
@@ -583,7 +582,7 @@ fn producer_defines_its_reads(f: &Function, producer: &GpuBlock, loop_op: OpId) 
 }
 
 /// The operands of op `o` and of every op in its regions.
-fn region_operands(f: &Function, o: OpId, out: &mut Vec<ValueId>) {
+pub(crate) fn region_operands(f: &Function, o: OpId, out: &mut Vec<ValueId>) {
     let op = f.op(o);
     out.extend(op.operands.iter().copied());
     for r in &op.regions {

@@ -1,8 +1,9 @@
 //! Helpers of the loop rewrites that software-pipeline attention's key loop on warpgroup
 //! targets (`rotate_scores`, `softmax_ahead`, `pv_behind`): visiting every `for`, cloning
-//! ops (regions included) at another induction value, redirecting uses.
+//! ops (regions included) at another induction value, redirecting uses, building the
+//! scalar compares and guards the rewrites add.
 
-use crate::ir::{Block, Function, Op, OpId, OpKind, ValueId};
+use crate::ir::{Block, CmpPred, Function, Loc, Op, OpId, OpKind, ScalarType, Type, ValueId};
 use std::collections::BTreeMap;
 
 /// Offers every `for` of `f` (inner loops first) to `rewrite`, which returns the ops to
@@ -100,4 +101,74 @@ pub(crate) fn replace_uses(f: &mut Function, b: &Block, from: ValueId, to: Value
             replace_uses(f, &r, from, to);
         }
     }
+}
+
+/// A new detached op of one result of type `ty`: the op and its result.
+pub(crate) fn new_op(
+    f: &mut Function,
+    kind: OpKind,
+    operands: Vec<ValueId>,
+    ty: Type,
+    loc: Loc,
+) -> (OpId, ValueId) {
+    let r = f.new_value(ty, None);
+    let o = f.push_op(Op {
+        kind,
+        operands,
+        results: vec![r],
+        regions: vec![],
+        loc,
+    });
+    (o, r)
+}
+
+/// `a pred b` for two scalars: the op and its result.
+pub(crate) fn cmp(
+    f: &mut Function,
+    pred: CmpPred,
+    a: ValueId,
+    b: ValueId,
+    loc: Loc,
+) -> (OpId, ValueId) {
+    let bool_ty = Type::scalar(ScalarType::Bool);
+    new_op(f, OpKind::Cmp(pred), vec![a, b], bool_ty, loc)
+}
+
+/// `if cond { yes } else { no }` over several values: the op and its results.
+pub(crate) fn select_if(
+    f: &mut Function,
+    cond: ValueId,
+    yes: &[ValueId],
+    no: &[ValueId],
+    loc: Loc,
+) -> (OpId, Vec<ValueId>) {
+    let arm = |f: &mut Function, vals: &[ValueId]| {
+        let y = f.push_op(Op {
+            kind: OpKind::Yield,
+            operands: vals.to_vec(),
+            results: vec![],
+            regions: vec![],
+            loc,
+        });
+        Block {
+            args: vec![],
+            ops: vec![y],
+        }
+    };
+    let (then_b, else_b) = (arm(f, yes), arm(f, no));
+    let results: Vec<ValueId> = yes
+        .iter()
+        .map(|&v| {
+            let d = f.value(v).clone();
+            f.new_value(d.ty, d.name)
+        })
+        .collect();
+    let o = f.push_op(Op {
+        kind: OpKind::If,
+        operands: vec![cond],
+        results: results.clone(),
+        regions: vec![then_b, else_b],
+        loc,
+    });
+    (o, results)
 }

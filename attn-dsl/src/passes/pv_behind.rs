@@ -22,9 +22,8 @@
 //! the carried accumulator through what it rescales it with, and its B operand (V) is a
 //! load computed from the induction variable and loop invariants alone.
 
-use super::loop_rewrite::{clone_ops, replace_uses, rewrite_loops};
+use super::loop_rewrite::{clone_ops, cmp, new_op, replace_uses, rewrite_loops, select_if};
 use super::rotate_scores::slice_of;
-use super::softmax_ahead::{cmp, select_if};
 use crate::ir::{BinaryOp, CmpPred, Function, Op, OpId, OpKind, Scalar, Type, ValueId};
 use std::collections::BTreeMap;
 
@@ -264,22 +263,4 @@ fn mask_off(f: &mut Function, load: OpId, keep: ValueId, loc: crate::ir::Loc) ->
         };
     }
     Some(ops)
-}
-
-fn new_op(
-    f: &mut Function,
-    kind: OpKind,
-    operands: Vec<ValueId>,
-    ty: Type,
-    loc: crate::ir::Loc,
-) -> (OpId, ValueId) {
-    let r = f.new_value(ty, None);
-    let o = f.push_op(Op {
-        kind,
-        operands,
-        results: vec![r],
-        regions: vec![],
-        loc,
-    });
-    (o, r)
 }

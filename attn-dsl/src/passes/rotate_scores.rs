@@ -38,8 +38,8 @@
 //! executor runs the kernel as written), where `gpu_ir::mma_defer` then waits for the
 //! scores' MMAs at the yield.
 
-use super::loop_rewrite::{clone_ops, replace_uses, rewrite_loops};
-use crate::ir::{BinaryOp, Block, Function, Op, OpId, OpKind, Type, ValueId};
+use super::loop_rewrite::{clone_ops, new_op, replace_uses, rewrite_loops};
+use crate::ir::{BinaryOp, Block, Function, OpId, OpKind, Type, ValueId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Rotates every loop that qualifies; true when one did.
@@ -82,14 +82,8 @@ fn rotate_loop(f: &mut Function, l: OpId) -> Option<(Vec<OpId>, ValueId, ValueId
     let peel = clone_ops(f, &slice, &mut at_lo);
     // The next scores, first in the body: the slice at `iv + step`.
     let loc = f.op(dot).loc;
-    let next_iv = f.new_value(f.ty(iv).clone(), None);
-    let add = f.push_op(Op {
-        kind: OpKind::Binary(BinaryOp::Add),
-        operands: vec![iv, step],
-        results: vec![next_iv],
-        regions: vec![],
-        loc,
-    });
+    let iv_ty = f.ty(iv).clone();
+    let (add, next_iv) = new_op(f, OpKind::Binary(BinaryOp::Add), vec![iv, step], iv_ty, loc);
     let mut at_next = BTreeMap::from([(iv, next_iv)]);
     let ahead = clone_ops(f, &slice, &mut at_next);
 

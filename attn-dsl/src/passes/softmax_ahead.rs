@@ -22,8 +22,8 @@
 //! `gpu_ir::mma_defer` then waits for each MMA just before its first reader: the scores with
 //! PV still in flight (`wgmma.wait_group 1`), PV at the yield.
 
-use super::loop_rewrite::{clone_ops, replace_uses};
-use crate::ir::{Block, CmpPred, Function, Op, OpId, OpKind, ValueId};
+use super::loop_rewrite::{clone_ops, cmp, replace_uses, select_if};
+use crate::ir::{Block, CmpPred, Function, OpId, OpKind, ValueId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A loop [`super::rotate_scores`] rotated: `peel` (before it) computes the first scores `s0`
@@ -137,7 +137,7 @@ impl Plan {
         at_lo.insert(s_c, r.s0);
         let mut pre = clone_ops(f, &self.support, &mut at_lo);
         pre.extend(clone_ops(f, &self.x, &mut at_lo));
-        let runs = cmp_lt(f, lo, hi, loc);
+        let runs = cmp(f, CmpPred::Lt, lo, hi, loc);
         pre.push(runs.0);
         let kept: Vec<ValueId> = self.yielded.iter().map(|&(i, _)| inits[i]).collect();
         let fresh: Vec<ValueId> = self.yielded.iter().map(|&(_, v)| at_lo[&v]).collect();
@@ -152,7 +152,7 @@ impl Plan {
         ]);
         let mut ahead = clone_ops(f, &self.support, &mut at_next);
         ahead.extend(clone_ops(f, &self.x, &mut at_next));
-        let valid = cmp_lt(f, r.next_iv, hi, loc);
+        let valid = cmp(f, CmpPred::Lt, r.next_iv, hi, loc);
         ahead.push(valid.0);
         let old: Vec<ValueId> = self
             .yielded
@@ -262,26 +262,10 @@ fn depends(f: &Function, b: &Block, v: ValueId) -> BTreeSet<ValueId> {
     dep
 }
 
-/// Every value op `o` reads: its operands and what its regions read from outside them.
+/// Every value op `o` reads: its operands and those of the ops in its regions.
 fn reads_of(f: &Function, o: OpId) -> Vec<ValueId> {
-    let op = f.op(o);
-    let mut out = op.operands.clone();
-    if !op.regions.is_empty() {
-        let inside = crate::gpu_ir::remat::defined_in(
-            f,
-            &Block {
-                args: vec![],
-                ops: vec![o],
-            },
-        );
-        let mut all = Vec::new();
-        for r in &op.regions {
-            for &i in &r.ops {
-                all.extend(reads_of(f, i));
-            }
-        }
-        out.extend(all.into_iter().filter(|v| !inside[v.0 as usize]));
-    }
+    let mut out = Vec::new();
+    crate::gpu_ir::warp_specialize::region_operands(f, o, &mut out);
     out
 }
 
@@ -336,67 +320,4 @@ fn support_of(
         }
     }
     Some(b.ops.iter().copied().filter(|o| keep.contains(o)).collect())
-}
-
-/// `a < b` for two scalars: the op and its result.
-fn cmp_lt(f: &mut Function, a: ValueId, b: ValueId, loc: crate::ir::Loc) -> (OpId, ValueId) {
-    cmp(f, CmpPred::Lt, a, b, loc)
-}
-
-/// `a pred b` for two scalars: the op and its result.
-pub(crate) fn cmp(
-    f: &mut Function,
-    pred: CmpPred,
-    a: ValueId,
-    b: ValueId,
-    loc: crate::ir::Loc,
-) -> (OpId, ValueId) {
-    let r = f.new_value(crate::ir::Type::scalar(crate::ir::ScalarType::Bool), None);
-    let o = f.push_op(Op {
-        kind: OpKind::Cmp(pred),
-        operands: vec![a, b],
-        results: vec![r],
-        regions: vec![],
-        loc,
-    });
-    (o, r)
-}
-
-/// `if cond { yes } else { no }` over several values: the op and its results.
-pub(crate) fn select_if(
-    f: &mut Function,
-    cond: ValueId,
-    yes: &[ValueId],
-    no: &[ValueId],
-    loc: crate::ir::Loc,
-) -> (OpId, Vec<ValueId>) {
-    let arm = |f: &mut Function, vals: &[ValueId]| {
-        let y = f.push_op(Op {
-            kind: OpKind::Yield,
-            operands: vals.to_vec(),
-            results: vec![],
-            regions: vec![],
-            loc,
-        });
-        Block {
-            args: vec![],
-            ops: vec![y],
-        }
-    };
-    let (then_b, else_b) = (arm(f, yes), arm(f, no));
-    let results: Vec<ValueId> = yes
-        .iter()
-        .map(|&v| {
-            let d = f.value(v).clone();
-            f.new_value(d.ty, d.name)
-        })
-        .collect();
-    let o = f.push_op(Op {
-        kind: OpKind::If,
-        operands: vec![cond],
-        results: results.clone(),
-        regions: vec![then_b, else_b],
-        loc,
-    });
-    (o, results)
 }
