@@ -8,7 +8,8 @@
 //! split program, else the math warps' — `rotate` for scores computed one tile ahead,
 //! `softmax_ahead` for those scores' softmax run under PV, rotation included, `pv_behind`
 //! for PV of the previous tile issued with the scores and the softmax under it,
-//! `copy_arrive` for the producer's copies completing on the stage's mbarrier),
+//! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
+//! `previous_stage` for a split PV-behind loop reading V from the previous stage),
 //! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels

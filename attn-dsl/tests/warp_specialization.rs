@@ -87,7 +87,12 @@ fn flash_attention_splits_into_producer_and_consumers() {
         );
         assert_eq!(
             stage_syncs(&p.body),
-            [StageSync::Wait, StageSync::Release],
+            [
+                StageSync::Wait,
+                StageSync::Release {
+                    stage: attn_dsl::gpu_ir::Stage::Current
+                }
+            ],
             "{text}"
         );
         let mut in_loop = None;

@@ -144,6 +144,14 @@ impl<'f> Emitter<'f> {
                 let c = counter()?;
                 format!("({c} == 0 ? {} : {c} - 1)", stages - 1)
             }
+            // The same, but the current buffer in the first iteration: a select of the
+            // address, not a branch around the MMAs reading it (ptxas serializes warpgroup
+            // MMAs under a branch and spilled P0's consumers).
+            Stage::Previous => {
+                let prev = self.stage_index(stages, Stage::Next, Some(&counter()?))?;
+                let first = self.first_iteration(self.split()?.loop_op)?;
+                format!("(({first}) ? {} : {prev})", counter()?)
+            }
         })
     }
 
@@ -230,12 +238,31 @@ impl<'f> Emitter<'f> {
         let counter = self.stage_var(l)?;
         let (iv_expr, guard) = self.copy_iteration(l, c.at)?;
         let inside = defined_in(self.f, body);
+        // A load one iteration behind moves the tile of the copy's own iteration.
+        let mut bound = Vec::new();
+        for b in cs.iter().filter_map(|c| c.behind) {
+            self.bind_local(b.prev, iv_expr.clone(), None, &mut bound);
+            self.bind_local(b.first_off, "true".into(), None, &mut bound);
+        }
         let scope = Scope::Loop {
             iv,
             iv_expr,
             defined_in_body: &inside,
         };
-        self.copy_chunks(cs, &scope, Some(guard), Some(&counter), tma)
+        let r = self.copy_chunks(cs, &scope, Some(guard), Some(&counter), tma);
+        self.unbind_locals(&bound);
+        r
+    }
+
+    /// The condition that pipelined loop `l` runs its first iteration (nothing is behind
+    /// it: see [`Stage::Previous`]).
+    pub(crate) fn first_iteration(&self, l: OpId) -> Res<String> {
+        let lop = self.f.op(l);
+        Ok(format!(
+            "{} == {}",
+            self.name(lop.regions[0].args[0])?,
+            self.name(lop.operands[0])?
+        ))
     }
 
     /// The induction variable of the iteration a copy of pipelined loop `l` moves (`at`:

@@ -101,7 +101,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// The split of the program being emitted (a stage handshake needs one).
-    fn split(&self) -> Res<&'f WarpSpecialization> {
+    pub(crate) fn split(&self) -> Res<&'f WarpSpecialization> {
         self.prog
             .specialization
             .as_ref()
@@ -251,9 +251,16 @@ impl<'f> Emitter<'f> {
                     self.w.line("attn_fence_proxy_async();");
                 }
             }
-            StageSync::Release => {
-                let s = self.stage_index(stages, Stage::Current, None)?;
-                self.emit_warp_arrive(&format!("{stages} + {s}"));
+            StageSync::Release { stage } => {
+                let s = self.stage_index(stages, stage, None)?;
+                if stage == Stage::Previous {
+                    let first = self.first_iteration(loop_op)?;
+                    self.w.open(format!("if (!({first}))"));
+                    self.emit_warp_arrive(&format!("{stages} + {s}"));
+                    self.w.close("");
+                } else {
+                    self.emit_warp_arrive(&format!("{stages} + {s}"));
+                }
             }
         }
         Ok(())

@@ -262,6 +262,7 @@ impl<'a> Ctx<'a> {
                 loop_op: None,
                 at: super::program::CopyAt::InPlace,
                 engine: super::program::CopyEngine::Threads,
+                behind: None,
             },
         );
         id

@@ -44,6 +44,7 @@ fn stage(s: Stage) -> String {
         Stage::Only => String::new(),
         Stage::Current => "[cur]".into(),
         Stage::Next => "[next]".into(),
+        Stage::Previous => "[prev]".into(),
         Stage::Fixed(k) => format!("[{k}]"),
     }
 }
@@ -146,7 +147,7 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 StageSync::Filled => "stage_filled[cur]".into(),
                 StageSync::Issued { stage: st, .. } => format!("stage_issued{}", stage(*st)),
                 StageSync::Wait => "stage_wait[cur]".into(),
-                StageSync::Release => "stage_release[cur]".into(),
+                StageSync::Release { stage: st } => format!("stage_release{}", stage(*st)),
             },
         };
         let _ = writeln!(s, "{pad}{line}");

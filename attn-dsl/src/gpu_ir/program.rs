@@ -126,6 +126,11 @@ pub enum Stage {
     Next,
     /// Buffer `k` of the ring, filled before a pipelined loop with its iteration `k`.
     Fixed(usize),
+    /// The buffer of the previous iteration, read one iteration late (a warp-specialized
+    /// consumer's PV reading the V tile its stage holds: `gpu_ir::previous_stage`). The
+    /// first iteration has none and reads the current buffer instead: its pass proved
+    /// that the MMA reading it multiplies zeros there.
+    Previous,
 }
 
 impl Stage {
@@ -235,6 +240,22 @@ pub struct AsyncCopy {
     /// Who moves the bytes: the threads (`cp.async` chunks) or the tensor memory
     /// accelerator (TMA boxes, issued by the first lane of each warp).
     pub engine: CopyEngine,
+    /// The load reads the tile of the iteration before its own, and the copy moves the
+    /// tile of its own iteration instead (see [`OneBehind`]).
+    pub behind: Option<OneBehind>,
+}
+
+/// How a load of the tile one iteration back (PV behind the scores: V of `j - step` read
+/// in iteration `j`) names that iteration: its addresses read the induction variable only
+/// through `prev` (`iv - step`), and its mask also holds `first_off` (`iv > lo`, the
+/// first iteration having no tile behind it). Copied with `prev` bound to the copy's own
+/// iteration and `first_off` to true, it moves the tile of that iteration, so the stage
+/// holds it beside the iteration's other tiles (one address computation for K and V) and
+/// the next iteration reads it from [`Stage::Previous`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneBehind {
+    pub prev: crate::ir::ValueId,
+    pub first_off: crate::ir::ValueId,
 }
 
 /// How an [`AsyncCopy`] moves its tile.
@@ -382,9 +403,11 @@ pub enum StageSync {
     Issued { stage: Stage, at: CopyAt },
     /// Consumer, at the top of an iteration: wait on the current stage's *full* mbarrier.
     Wait,
-    /// Consumer, at the end of an iteration: every read of the current stage is done
-    /// (warpgroup MMAs waited for): arrive on its *empty* mbarrier.
-    Release,
+    /// Consumer: every read of `stage` is done (warpgroup MMAs waited for): arrive on its
+    /// *empty* mbarrier. [`Stage::Current`] at the end of an iteration; [`Stage::Previous`]
+    /// (none in the first iteration) where the last MMA reading the previous stage
+    /// completed.
+    Release { stage: Stage },
 }
 
 /// A warp-specialized kernel (FlashAttention-3's producer/consumer split): one extra

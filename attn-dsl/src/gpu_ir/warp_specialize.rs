@@ -536,7 +536,9 @@ fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
         }
     }
     let term = ops.pop();
-    ops.push(GpuOp::Stage(StageSync::Release));
+    ops.push(GpuOp::Stage(StageSync::Release {
+        stage: super::program::Stage::Current,
+    }));
     ops.extend(term);
     GpuBlock { ops }
 }

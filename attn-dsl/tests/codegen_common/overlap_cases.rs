@@ -13,10 +13,11 @@ pub fn setup(feature: &str) {
 }
 
 /// Dense flash attention (D 64 and 128, causal) matches the executor, the scores waited for
-/// with PV still in flight (`wgmma.wait_group 1`), then PV.
-pub fn dense_flash(label: &str) {
+/// with PV still in flight (`wgmma.wait_group 1`), then PV; on rings of `stages` buffers.
+pub fn dense_flash(label: &str, stages: u32) {
     for d in [64, 128] {
-        let f = super::flash_fwd(64, d, true);
+        let mut f = super::flash_fwd(64, d, true);
+        f.num_stages = stages;
         let src = emit_cuda(&f).expect("emit").source;
         assert!(src.contains("ATTN_WARP_SPECIALIZED"), "split as well");
         let one = src
@@ -30,8 +31,9 @@ pub fn dense_flash(label: &str) {
 
 /// Keys gathered through a block table: a tile outside the loop's range is read inside the
 /// kernel's masks and changes nothing.
-pub fn paged(label: &str) {
-    let f = super::paged_fwd(64, 64, 16);
+pub fn paged(label: &str, stages: u32) {
+    let mut f = super::paged_fwd(64, 64, 16);
+    f.num_stages = stages;
     let args = paged_args(2, 100, 64, 16, 96);
     check(
         &format!("{label} paged N64 D64 page 16"),
@@ -46,18 +48,19 @@ pub fn paged(label: &str) {
 /// the tile after the last holds keys the mask allows, so its running max and sum must not
 /// be kept, and a range without tiles keeps the entry values. A tile fully inside, one
 /// straddling the end, a range ending inside a tile, an empty one.
-pub fn bounded_ranges(rewrite: fn(&mut Function) -> bool) {
+pub fn bounded_ranges(rewrite: fn(&mut Function) -> bool, stages: u32) {
     let consts = [
         ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
         ("BLOCK_N", attn_dsl::ConstValue::Int(64)),
         ("HEAD_DIM", attn_dsl::ConstValue::Int(64)),
     ];
-    let f = super::specialize(
+    let mut f = super::specialize(
         include_str!("../kernels/bounded_attention.rs.txt"),
         "bounded_fwd",
         &consts,
         true,
     );
+    f.num_stages = stages;
     assert!(rewrite(&mut f.clone()), "the rewrite applies");
     let (heads, seq, d) = (2, 200, 64);
     let n = heads * seq * d;

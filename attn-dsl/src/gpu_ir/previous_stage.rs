@@ -1,0 +1,259 @@
+//! PV from the previous stage (sm_90a, warp-specialized; opt-in `previous_stage`):
+//! FlashAttention-3's intra-warpgroup overlap with the ring's stages as they are.
+//!
+//! `passes::pv_behind` leaves a loop whose iteration `j` issues the scores of tile `j` and
+//! PV of tile `j − step`, V's load recomputed at `j − step`. Ringed as it is, a stage holds
+//! K of one tile and V of the one before: two gathers, two address computations per stage
+//! in the producer (its loop 841 → 1,236 SASS instructions on P0, the block-table loads
+//! doubled), and P0 slower than shipped. This pass puts the stage back to one tile:
+//!
+//! ```text
+//! producer                                 consumers, iteration j
+//! stage s(t) <- K(t), V(t)                   wait full[s(j)]
+//!   (V's copy with `prev` = t: one           S  = QK(K in s(j))          } one turn
+//!    address computation for both)           acc += P·(V in s(j − 1))    } (not at j = lo)
+//!                                            softmax(S) under PV (wait_group 1)
+//!                                            wait PV; release s(j − 1) (not at j = lo)
+//! ```
+//!
+//! The consumers keep a stage one iteration longer (K read in `j`, V in `j + 1`), so the
+//! producer runs `stages − 2` tiles ahead instead of `stages − 1`: three stages at least,
+//! and the copies must arrive on the stages themselves (`copy_arrive`: a producer that waits
+//! for its copies before announcing a stage would wait for the consumers' late release).
+//!
+//! Exact, not approximate: the first iteration's PV, not issued here, multiplies the zeros P
+//! starts as (checked: P's initial value is a zero splat). The loop runs at most once per
+//! program (the split's condition), so the last stage, never released, is never refilled.
+//! Only the split programs change; the unsplit one (`mma.sync` targets) keeps V's load at
+//! `j − step`.
+
+use super::program::{GpuBlock, GpuOp, GpuProgram, OneBehind, OperandSource, Stage, StageSync};
+use super::remat::{defining_ops, is_zero};
+use crate::ir::{BinaryOp, CmpPred, Function, OpId, OpKind, ValueId};
+use std::collections::BTreeSet;
+
+/// The fewest ring stages the form keeps a tile in flight with.
+const MIN_STAGES: usize = 3;
+
+/// Rewrites the split program `p` when its loop is PV-behind shaped (see the module note).
+pub fn run(f: &Function, p: &mut GpuProgram) {
+    if !crate::features::enabled("previous_stage") {
+        return;
+    }
+    let Some(ws) = &p.specialization else {
+        return;
+    };
+    if !ws.copies_arrive || ws.stages < MIN_STAGES {
+        return;
+    }
+    let loop_op = ws.loop_op;
+    let Some(found) = find(f, &p.body, loop_op) else {
+        return;
+    };
+    if !only_reader(&p.body, found.dot, found.alloc) {
+        return;
+    }
+    if let Some(body) = loop_body_mut(&mut p.body, loop_op) {
+        consumer_reads_previous(body, found.dot);
+    }
+    if let Some(ws) = &mut p.specialization {
+        copy_own_iteration(&mut ws.producer, found.load, found.behind);
+    }
+}
+
+/// The PV MMA of the consumers' loop, its V load and alloc, and how the load is behind.
+struct Found {
+    dot: OpId,
+    load: OpId,
+    alloc: super::program::AllocId,
+    behind: OneBehind,
+}
+
+fn find(f: &Function, body: &GpuBlock, loop_op: OpId) -> Option<Found> {
+    let lbody = loop_body(body, loop_op)?;
+    let defs = defining_ops(f);
+    let lp = f.op(loop_op);
+    let region = &lp.regions[0];
+    let waited: BTreeSet<OpId> = lbody
+        .ops
+        .iter()
+        .filter_map(|o| match o {
+            GpuOp::MmaWait { dot } => Some(*dot),
+            _ => None,
+        })
+        .collect();
+    lbody.ops.iter().find_map(|op| {
+        let GpuOp::Mma {
+            dot,
+            b:
+                OperandSource::Shared {
+                    alloc,
+                    stage: Stage::Current,
+                    ..
+                },
+            chained_from: None,
+            ..
+        } = op
+        else {
+            return None;
+        };
+        let d = f.op(*dot);
+        let load = defs[d.operands[1].0 as usize]?;
+        // P comes in carried, zeros at first: the skipped first PV adds nothing.
+        let p_pos = region.args.iter().position(|&a| a == d.operands[0])?;
+        let p_init = *lp.operands.get(2 + p_pos)?;
+        let ok = p_pos > 0 && is_zero(f, &defs, p_init) && waited.contains(dot);
+        let behind = one_behind(f, &defs, loop_op, load).filter(|_| ok)?;
+        Some(Found {
+            dot: *dot,
+            load,
+            alloc: *alloc,
+            behind,
+        })
+    })
+}
+
+/// How `load` (in `loop_op`'s body) reads the tile one iteration back, if it does: a mask
+/// `… & (iv > lo)` and addresses reading the induction variable only as `iv − step`.
+fn one_behind(f: &Function, defs: &[Option<OpId>], loop_op: OpId, load: OpId) -> Option<OneBehind> {
+    let lp = f.op(loop_op);
+    let (lo, step) = (lp.operands[0], lp.operands[2]);
+    let body = &lp.regions[0];
+    let iv = body.args[0];
+    let l = f.op(load);
+    if !matches!(l.kind, OpKind::Load { has_mask: true, .. }) {
+        return None;
+    }
+    let def = |v: ValueId| defs[v.0 as usize].map(|o| f.op(o));
+    let splat_of = |v: ValueId| match def(v)? {
+        op if matches!(op.kind, OpKind::Splat { .. }) => Some(op.operands[0]),
+        _ => None,
+    };
+    let mask = l.operands[1];
+    let first_off = splat_of(mask).or_else(|| match def(mask)? {
+        op if op.kind == OpKind::Binary(BinaryOp::And) => splat_of(op.operands[1]),
+        _ => None,
+    })?;
+    let c = def(first_off)?;
+    if c.kind != OpKind::Cmp(CmpPred::Gt) || c.operands != [iv, lo] {
+        return None;
+    }
+    let prev = body.ops.iter().find_map(|&o| {
+        let op = f.op(o);
+        (op.kind == OpKind::Binary(BinaryOp::Sub) && op.operands == [iv, step])
+            .then(|| op.results[0])
+    })?;
+    let mut seen = BTreeSet::from([prev, first_off]);
+    let reads_iv = l
+        .operands
+        .iter()
+        .any(|&v| reaches(f, defs, v, iv, &mut seen));
+    (!reads_iv).then_some(OneBehind { prev, first_off })
+}
+
+/// Whether computing `v` reads `target` (through ops and their regions), not looking
+/// through the values in `seen`.
+fn reaches(
+    f: &Function,
+    defs: &[Option<OpId>],
+    v: ValueId,
+    target: ValueId,
+    seen: &mut BTreeSet<ValueId>,
+) -> bool {
+    if v == target {
+        return true;
+    }
+    if !seen.insert(v) {
+        return false;
+    }
+    let Some(o) = defs[v.0 as usize] else {
+        return false;
+    };
+    let mut operands = Vec::new();
+    super::warp_specialize::region_operands(f, o, &mut operands);
+    operands
+        .into_iter()
+        .any(|x| reaches(f, defs, x, target, seen))
+}
+
+/// Whether `dot` is the only op of the consumers' program reading `alloc`.
+fn only_reader(body: &GpuBlock, dot: OpId, alloc: super::program::AllocId) -> bool {
+    let mut others = 0;
+    super::program::walk_block(body, &mut |op| {
+        if let GpuOp::Mma { dot: d, a, b, .. } = op {
+            let reads = [a, b]
+                .iter()
+                .any(|s| s.alloc().is_some_and(|(x, _)| x == alloc));
+            others += usize::from(reads && *d != dot);
+        }
+    });
+    others == 0
+}
+
+/// PV reads the previous stage, which it releases once its MMAs completed (instead of the
+/// current one at the end of the iteration).
+fn consumer_reads_previous(body: &mut GpuBlock, pv: OpId) {
+    body.ops
+        .retain(|o| !matches!(o, GpuOp::Stage(StageSync::Release { .. })));
+    let mut ops = Vec::with_capacity(body.ops.len() + 1);
+    for mut op in std::mem::take(&mut body.ops) {
+        let waited = matches!(op, GpuOp::MmaWait { dot } if dot == pv);
+        if let GpuOp::Mma {
+            dot,
+            b: OperandSource::Shared { stage, .. },
+            ..
+        } = &mut op
+        {
+            if *dot == pv {
+                *stage = Stage::Previous;
+            }
+        }
+        ops.push(op);
+        if waited {
+            ops.push(GpuOp::Stage(StageSync::Release {
+                stage: Stage::Previous,
+            }));
+        }
+    }
+    body.ops = ops;
+}
+
+/// The producer's copies of `load` move their own iteration's tile.
+fn copy_own_iteration(b: &mut GpuBlock, load: OpId, behind: OneBehind) {
+    for op in &mut b.ops {
+        if let GpuOp::AsyncCopy(c) = op {
+            if c.load == load {
+                c.behind = Some(behind);
+            }
+        }
+        for inner in super::program::nested_mut(op) {
+            copy_own_iteration(inner, load, behind);
+        }
+    }
+}
+
+fn loop_body(b: &GpuBlock, loop_op: OpId) -> Option<&GpuBlock> {
+    b.ops.iter().find_map(|op| match op {
+        GpuOp::For { op, body, .. } if *op == loop_op => Some(body),
+        other => super::program::nested(other)
+            .into_iter()
+            .find_map(|inner| loop_body(inner, loop_op)),
+    })
+}
+
+fn loop_body_mut(b: &mut GpuBlock, loop_op: OpId) -> Option<&mut GpuBlock> {
+    for op in &mut b.ops {
+        if matches!(op, GpuOp::For { op, .. } if *op == loop_op) {
+            let GpuOp::For { body, .. } = op else {
+                return None;
+            };
+            return Some(body);
+        }
+        for inner in super::program::nested_mut(op) {
+            if let Some(found) = loop_body_mut(inner, loop_op) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}

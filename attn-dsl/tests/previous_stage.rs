@@ -1,0 +1,111 @@
+//! PV from the previous stage (`gpu_ir::previous_stage`, `ATTN_CODEGEN_ENABLE=pv_behind,
+//! copy_arrive,previous_stage` while opt-in): on a split PV-behind loop of three stages or
+//! more, a stage holds one tile's K and V again, the consumers' PV reads V from the stage of
+//! the iteration before (the current one in the first, where P is zeros) and releases that
+//! stage once PV completed. The emitted CUDA (split, copies landing late) matches the CPU
+//! executor running the kernel as written.
+
+mod codegen_common;
+
+use attn_dsl::gpu_ir::{self, GpuBlock, GpuOp, OperandSource, Stage, StageSync};
+use codegen_common::{flash_fwd, overlap_cases};
+
+const FEATURES: &str = "pv_behind,copy_arrive,previous_stage";
+
+fn setup() {
+    overlap_cases::setup(FEATURES);
+}
+
+fn mma_stages(b: &GpuBlock) -> Vec<Stage> {
+    let mut out = Vec::new();
+    gpu_ir::walk_block(b, &mut |op| {
+        if let GpuOp::Mma {
+            b: OperandSource::Shared { stage, .. },
+            ..
+        } = op
+        {
+            out.push(*stage);
+        }
+    });
+    out
+}
+
+/// The consumers' scores read the current stage and PV the previous one, which they release
+/// right after PV's wait (nothing released at the end of the body); the producer's V copies
+/// move their own iteration's tile; the unsplit program keeps V at `j − step`.
+#[test]
+fn pv_reads_and_releases_the_previous_stage() {
+    setup();
+    let mut f = flash_fwd(64, 64, true);
+    f.num_stages = 3;
+    assert!(attn_dsl::passes::pv_behind::run(&mut f));
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = gpu_ir::printer::print_program(&f, &p);
+    let ws = p.specialization.as_ref().expect("split");
+    assert_eq!(
+        mma_stages(&p.body),
+        [Stage::Current, Stage::Previous],
+        "{text}"
+    );
+    assert!(!mma_stages(&ws.unsplit).contains(&Stage::Previous));
+    let mut after_wait = Vec::new();
+    let mut last = None;
+    gpu_ir::walk_block(&p.body, &mut |op| {
+        if let GpuOp::Stage(StageSync::Release { stage }) = op {
+            after_wait.push((*stage, matches!(last, Some(GpuOp::MmaWait { .. }))));
+        }
+        last = Some(op.clone());
+    });
+    assert_eq!(after_wait, [(Stage::Previous, true)], "{text}");
+    let mut behind = 0;
+    gpu_ir::walk_block(&ws.producer, &mut |op| {
+        if let GpuOp::AsyncCopy(c) = op {
+            behind += usize::from(c.behind.is_some());
+        }
+    });
+    assert_eq!(behind, 3, "two prologue fills and the loop's: {text}");
+}
+
+/// Two stages keep no tile in flight with the stage held one iteration longer: unchanged.
+#[test]
+fn two_stages_are_left_alone() {
+    setup();
+    let mut f = flash_fwd(64, 64, true);
+    assert!(attn_dsl::passes::pv_behind::run(&mut f));
+    assert_eq!(f.num_stages, 2);
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    assert!(!mma_stages(&p.body).contains(&Stage::Previous));
+}
+
+/// The producer computes K's and V's addresses of a stage once (V's the same row pointers
+/// but for the base), and the consumers pick the previous stage but in the first iteration.
+#[test]
+fn one_address_computation_per_stage() {
+    setup();
+    let mut f = flash_fwd(64, 64, true);
+    f.num_stages = 3;
+    let src = attn_dsl::codegen::emit_cuda(&f).expect("emit").source;
+    let producer = &src[src.find("attn_setmaxnreg_dec").expect("split")..];
+    let producer = &producer[..producer.find("attn_setmaxnreg_inc").expect("consumers")];
+    let shared = producer.matches("+ (attn_src - ").count();
+    assert_eq!(shared, 3, "V beside K in every fill:\n{producer}");
+    assert!(src.contains(" ? attn_stage"), "the first iteration's stage");
+}
+
+#[test]
+fn flash_attention_matches_the_executor() {
+    setup();
+    overlap_cases::dense_flash("PV from the previous stage", 3);
+}
+
+#[test]
+fn paged_flash_attention_matches_the_executor() {
+    setup();
+    overlap_cases::paged("PV from the previous stage", 3);
+}
+
+#[test]
+fn a_range_narrower_than_the_mask_counts_only_its_tiles() {
+    setup();
+    overlap_cases::bounded_ranges(attn_dsl::passes::pv_behind::run, 3);
+}
