@@ -91,6 +91,7 @@ impl<'f> Emitter<'f> {
                 self.emit_wgmma_wait(*dot);
                 Ok(())
             }
+            GpuOp::PackA { dot } => self.emit_pack_a(*dot),
             GpuOp::Turn(t) => {
                 self.emit_turn(*t);
                 Ok(())

@@ -52,6 +52,8 @@ pub(crate) struct SharedSteps<'a> {
     /// The accumulator starts at +0 (a fresh dot, not a chained one): a warpgroup MMA's
     /// first k-step can ignore it instead of reading the zeros.
     pub(crate) zero_acc: bool,
+    /// The register array a [`crate::gpu_ir::GpuOp::PackA`] packed A's fragments into.
+    pub(crate) packed_a: Option<&'a str>,
 }
 
 impl<'f> Emitter<'f> {
@@ -114,6 +116,7 @@ impl<'f> Emitter<'f> {
             self.stage_a(a, &p)?;
             self.emit_block_sync();
         }
+        let packed_a = self.packed_a.remove(&res.0);
         let steps = SharedSteps {
             a,
             a_from: &a_from,
@@ -125,6 +128,7 @@ impl<'f> Emitter<'f> {
             b_al: &b_al,
             b_trans: *b_trans,
             zero_acc,
+            packed_a: packed_a.as_deref(),
         };
         let wg = super::wgmma::plan(self.f.warpgroup_mma, &steps, &self.trans_b_widths);
         if let Some(d1) = chained {
@@ -155,6 +159,50 @@ impl<'f> Emitter<'f> {
             None => self.emit_mma_steps(&steps)?,
         }
         self.w.close("");
+        Ok(())
+    }
+
+    /// A `PackA`: the register A operand of warpgroup MMA `dot` as its k-steps' fragments,
+    /// in an array the MMA then reads (sm_90a; nothing when A is not repacked registers).
+    pub(crate) fn emit_pack_a(&mut self, dot: crate::ir::OpId) -> Res<()> {
+        let op = self.f.op(dot);
+        let (a, b, acc) = (
+            Self::operand(op, 0)?,
+            Self::operand(op, 1)?,
+            Self::operand(op, 2)?,
+        );
+        let res = Self::result(op)?;
+        let (m, k, n) = match (self.shape(a), self.shape(b)) {
+            ([m, k], [_, n]) => (*m, *k, *n),
+            _ => return Err(CodegenError::Malformed("mma of non-2D operands".into())),
+        };
+        let (t, p) = (self.scalar(a)?, MmaPlan::new(m, n, k));
+        let Some(map) = self.fragment_map(acc, res) else {
+            return Ok(());
+        };
+        let from = self.a_fragments_source(a, &OperandSource::Registers, &map, &p)?;
+        if !matches!(from, AFrom::Repacked(_)) {
+            return Ok(());
+        }
+        let (steps, spw) = (p.kp / 16, map.slabs_per_warp);
+        let name = format!("attn_pa{}", res.0);
+        self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+        self.w.line(format!("unsigned {name}[{steps}][{spw}][4];"));
+        self.w.open("");
+        self.w.line("const int attn_lane = tid & 31;");
+        self.w.open_unrolled("ks", steps);
+        self.w.line("const int k0 = ks * 16;");
+        self.w.open_unrolled("j", spw);
+        self.w.line(format!("const int slab = {};", map.slab("j")));
+        self.emit_a_step(a, &from, &p, t)?;
+        self.w.line(format!(
+            "{name}[ks][j][0] = a0; {name}[ks][j][1] = a1; {name}[ks][j][2] = a2; {name}[ks][j][3] = a3;"
+        ));
+        self.w.close("");
+        self.w.close("");
+        self.w.close("");
+        self.w.line("#endif");
+        self.packed_a.insert(res.0, name);
         Ok(())
     }
 

@@ -57,6 +57,8 @@ pub(crate) struct Emitter<'f> {
     /// Warpgroup MMAs issued without their wait, in issue order (dot result, accumulator
     /// array, its registers), each waited for at the dot's `MmaWait`.
     pub(crate) pending_mma: Vec<(u32, String, usize)>,
+    /// Warpgroup MMAs whose register A fragments a `PackA` packed ahead (dot result, array).
+    pub(crate) packed_a: std::collections::BTreeMap<u32, String>,
     /// Runtime loops around the point being emitted.
     loop_depth: usize,
     /// Values read only as the A or B operand of 16-bit dots, which round every element to
@@ -118,6 +120,7 @@ impl<'f> Emitter<'f> {
             fused: vec![false; f.values.len()],
             held_a: Default::default(),
             pending_mma: Default::default(),
+            packed_a: Default::default(),
             loop_depth: 0,
             dot_operand_only: dot_operand_only(f),
             role: Role::Whole,
@@ -152,6 +155,7 @@ impl<'f> Emitter<'f> {
         self.converted.clear();
         self.held_a.clear();
         self.pending_mma.clear();
+        self.packed_a.clear();
         self.loop_depth = 0;
         self.deferred.iter_mut().for_each(|d| *d = false);
         self.fused.iter_mut().for_each(|d| *d = false);

@@ -248,6 +248,11 @@ impl<'f> Emitter<'f> {
             st.b_base
         ));
         match &a {
+            WgmmaA::Registers if st.packed_a.is_some() => {
+                let packed = st.packed_a.unwrap_or_default();
+                self.w
+                    .line(format!("unsigned (&attn_a)[{steps}][{spw}][4] = {packed};"));
+            }
             WgmmaA::Registers => {
                 self.w.line(format!("unsigned attn_a[{steps}][{spw}][4];"));
                 self.w.open_unrolled("ks", steps);

@@ -372,6 +372,12 @@ pub enum GpuOp {
         alloc: AllocId,
         stage: Stage,
     },
+    /// The register A operand of warpgroup MMA `dot` packed into its fragments here, ahead
+    /// of the MMA (before the warpgroup turn that issues it, so the turn holds the MMA
+    /// instructions alone; the other warpgroup waits for the turn).
+    PackA {
+        dot: OpId,
+    },
     /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
     /// accumulator before this point.
     MmaWait {
