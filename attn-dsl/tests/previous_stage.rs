@@ -90,7 +90,10 @@ fn one_address_computation_per_stage() {
     let shared = producer.matches("+ (attn_src - ").count();
     assert_eq!(shared, 3, "V beside K in every fill:\n{producer}");
     assert!(src.contains(" ? attn_stage"), "the first iteration's stage");
-    assert!(src.contains("unsigned (&attn_a)[8][1][4] = attn_pa"), "P packed before the turn");
+    assert!(
+        src.contains("(&attn_a)[4][1][4] = attn_pa"),
+        "P packed before the turn"
+    );
 }
 
 #[test]

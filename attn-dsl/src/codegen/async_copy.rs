@@ -91,7 +91,7 @@ impl<'f> Emitter<'f> {
                 self.emit_wgmma_wait(*dot);
                 Ok(())
             }
-            GpuOp::PackA { dot } => self.emit_pack_a(*dot),
+            GpuOp::PackA { dot, from } => self.emit_pack_a(*dot, *from),
             GpuOp::Turn(t) => {
                 self.emit_turn(*t);
                 Ok(())

@@ -116,7 +116,7 @@ impl<'f> Emitter<'f> {
             self.stage_a(a, &p)?;
             self.emit_block_sync();
         }
-        let packed_a = self.packed_a.remove(&res.0);
+        let packed_a = self.packed_a.get(&res.0).cloned();
         let steps = SharedSteps {
             a,
             a_from: &a_from,
@@ -162,9 +162,14 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// A `PackA`: the register A operand of warpgroup MMA `dot` as its k-steps' fragments,
-    /// in an array the MMA then reads (sm_90a; nothing when A is not repacked registers).
-    pub(crate) fn emit_pack_a(&mut self, dot: crate::ir::OpId) -> Res<()> {
+    /// A `PackA`: tile `from` (zeros when `None`) as the k-steps' A fragments of warpgroup
+    /// MMA `dot`, in the array that MMA then reads (sm_90a; declared by the dot's first
+    /// `PackA`). Nothing when A is not repacked registers.
+    pub(crate) fn emit_pack_a(
+        &mut self,
+        dot: crate::ir::OpId,
+        from: Option<crate::ir::ValueId>,
+    ) -> Res<()> {
         let op = self.f.op(dot);
         let (a, b, acc) = (
             Self::operand(op, 0)?,
@@ -180,29 +185,41 @@ impl<'f> Emitter<'f> {
         let Some(map) = self.fragment_map(acc, res) else {
             return Ok(());
         };
-        let from = self.a_fragments_source(a, &OperandSource::Registers, &map, &p)?;
-        if !matches!(from, AFrom::Repacked(_)) {
+        if !matches!(
+            self.a_fragments_source(a, &OperandSource::Registers, &map, &p)?,
+            AFrom::Repacked(_)
+        ) {
             return Ok(());
         }
         let (steps, spw) = (p.kp / 16, map.slabs_per_warp);
         let name = format!("attn_pa{}", res.0);
         self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-        self.w.line(format!("unsigned {name}[{steps}][{spw}][4];"));
-        self.w.open("");
-        self.w.line("const int attn_lane = tid & 31;");
-        self.w.open_unrolled("ks", steps);
-        self.w.line("const int k0 = ks * 16;");
-        self.w.open_unrolled("j", spw);
-        self.w.line(format!("const int slab = {};", map.slab("j")));
-        self.emit_a_step(a, &from, &p, t)?;
-        self.w.line(format!(
-            "{name}[ks][j][0] = a0; {name}[ks][j][1] = a1; {name}[ks][j][2] = a2; {name}[ks][j][3] = a3;"
-        ));
-        self.w.close("");
-        self.w.close("");
-        self.w.close("");
+        if self.packed_a.insert(res.0, name.clone()).is_none() {
+            let zeros = if from.is_none() { " = {}" } else { "" };
+            self.w
+                .line(format!("unsigned {name}[{steps}][{spw}][4]{zeros};"));
+        } else if from.is_none() {
+            return Err(CodegenError::Malformed(
+                "zeros packed into declared fragments".into(),
+            ));
+        }
+        if let Some(v) = from {
+            let src = self.a_fragments_source(v, &OperandSource::Registers, &map, &p)?;
+            self.w.open("");
+            self.w.line("const int attn_lane = tid & 31;");
+            self.w.open_unrolled("ks", steps);
+            self.w.line("const int k0 = ks * 16;");
+            self.w.open_unrolled("j", spw);
+            self.w.line(format!("const int slab = {};", map.slab("j")));
+            self.emit_a_step(v, &src, &p, t)?;
+            self.w.line(format!(
+                "{name}[ks][j][0] = a0; {name}[ks][j][1] = a1; {name}[ks][j][2] = a2; {name}[ks][j][3] = a3;"
+            ));
+            self.w.close("");
+            self.w.close("");
+            self.w.close("");
+        }
         self.w.line("#endif");
-        self.packed_a.insert(res.0, name);
         Ok(())
     }
 

@@ -915,15 +915,46 @@ impl<'f> Emitter<'f> {
 /// `_Pragma`, not `#pragma`: recomputed statements may share a line.
 pub(crate) const NESTED_LOOP_PRAGMA: &str = "_Pragma(\"unroll 1\")";
 
-/// Per value: read at least once, and only as operand 0 or 1 of a `dot`.
+/// Per value: read at least once, and only as operand 0 or 1 of a `dot` — directly, or
+/// yielded into a loop's carried value read only so (P carried to the next iteration's PV:
+/// `passes::pv_behind`), whose result after the loop is unread or read only so too.
 fn dot_operand_only(f: &Function) -> Vec<bool> {
     let mut uses = vec![(0u32, 0u32); f.values.len()];
+    // (yielded value, the loop's block argument and result it becomes)
+    let mut carried = Vec::new();
     f.walk(&mut |_, op| {
         for (i, v) in op.operands.iter().enumerate() {
             let u = &mut uses[v.0 as usize];
             u.0 += 1;
             u.1 += u32::from(op.kind == OpKind::Dot && i < 2);
         }
+        if op.kind == OpKind::For {
+            let body = &op.regions[0];
+            if let Some(y) = body.ops.last().map(|&o| f.op(o)) {
+                for (k, &v) in y.operands.iter().enumerate() {
+                    if let (Some(&arg), Some(&res)) = (body.args.get(k + 1), op.results.get(k)) {
+                        carried.push((v, arg, res));
+                    }
+                }
+            }
+        }
     });
-    uses.into_iter().map(|(n, d)| n > 0 && n == d).collect()
+    let mut only: Vec<bool> = uses.iter().map(|&(n, d)| n > 0 && n == d).collect();
+    loop {
+        let mut changed = false;
+        for &(v, arg, res) in &carried {
+            let res_ok = uses[res.0 as usize].0 == 0 || only[res.0 as usize];
+            if !only[v.0 as usize] && only[arg.0 as usize] && res_ok {
+                let (n, d) = uses[v.0 as usize];
+                if n == d + 1 {
+                    uses[v.0 as usize].1 += 1;
+                    only[v.0 as usize] = true;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return only;
+        }
+    }
 }

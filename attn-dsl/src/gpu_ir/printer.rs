@@ -141,7 +141,11 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 ))
             ),
             GpuOp::MmaWait { dot } => format!("mma_wait %{}", f.op(*dot).results[0].0),
-            GpuOp::PackA { dot } => format!("pack_a %{}", f.op(*dot).results[0].0),
+            GpuOp::PackA { dot, from } => format!(
+                "pack_a %{} <- {}",
+                f.op(*dot).results[0].0,
+                from.map_or("zeros".into(), |v| format!("%{}", v.0))
+            ),
             GpuOp::Turn(t) => format!("turn {}", format!("{t:?}").to_lowercase()),
             GpuOp::Stage(sync) => match sync {
                 StageSync::Acquire { stage: st, .. } => format!("stage_acquire{}", stage(*st)),

@@ -372,11 +372,15 @@ pub enum GpuOp {
         alloc: AllocId,
         stage: Stage,
     },
-    /// The register A operand of warpgroup MMA `dot` packed into its fragments here, ahead
-    /// of the MMA (before the warpgroup turn that issues it, so the turn holds the MMA
-    /// instructions alone; the other warpgroup waits for the turn).
+    /// The register A operand of warpgroup MMA `dot` packed into its fragments ahead of the
+    /// MMA, which reads them from there: tile `from` (of A's type; zeros when `None`), in
+    /// an array the first `PackA` of `dot` declares. A loop carrying A packs the yielded
+    /// tile at the end of its body (32 registers carried instead of 64 at 64 × 128 bf16)
+    /// and the initial zeros before it, and the warpgroup turn that issues the MMA holds
+    /// the MMA instructions alone (the other warpgroup waits for the turn).
     PackA {
         dot: OpId,
+        from: Option<crate::ir::ValueId>,
     },
     /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
     /// accumulator before this point.
