@@ -166,23 +166,35 @@ fn behind(f: &mut Function, lp: OpId) -> Option<Vec<OpId>> {
         }
     }
     let valid = cmp(f, CmpPred::Lt, iv, hi, loc);
+    // The rescale's factor is 1 past `hi` (a select of a row, where selecting the
+    // accumulator would copy a whole tile and keep the rescale behind PV's wait).
+    let alpha_guard = guard_rescale(f, &body, acc_in, r, valid.1, loc);
     let yielded = f.op(yield_op).operands.clone();
     let mut new: Vec<ValueId> = Vec::new();
     let mut old: Vec<ValueId> = Vec::new();
+    let mut unguarded = None;
     for (i, &y) in yielded.iter().enumerate() {
         let (n, o) = match i == sh.acc_pos {
             // PV accumulating into the carried value itself has no rescale.
             true if acc_in == acc_arg => (r, r),
+            true if alpha_guard.is_some() => {
+                unguarded = Some(acc_in);
+                continue;
+            }
             true => (acc_in, r),
             false => (y, body.args[i + 1]),
         };
         new.push(n);
         old.push(o);
     }
-    let (guard, kept) = select_if(f, valid.1, &new, &old, loc);
+    let (guard, mut kept) = select_if(f, valid.1, &new, &old, loc);
+    if let Some(acc) = unguarded {
+        kept.insert(sh.acc_pos, acc);
+    }
 
     let qk_at = body.ops.iter().position(|&o| o == sh.qk)?;
-    let mut ops: Vec<OpId> = Vec::with_capacity(body.ops.len() + pv_ops.len() + 2);
+    let mut ops: Vec<OpId> = Vec::with_capacity(body.ops.len() + pv_ops.len() + 6);
+    ops.push(valid.0);
     for (i, &o) in body.ops.iter().enumerate() {
         if o == sh.pv || o == yield_op {
             continue;
@@ -191,8 +203,13 @@ fn behind(f: &mut Function, lp: OpId) -> Option<Vec<OpId>> {
         if i == qk_at {
             ops.extend(pv_ops.iter().copied());
         }
+        if let Some((after, guard_ops)) = &alpha_guard {
+            if o == *after {
+                ops.extend(guard_ops.iter().copied());
+            }
+        }
     }
-    ops.extend([valid.0, guard, yield_op]);
+    ops.extend([guard, yield_op]);
     {
         let y = f.op_mut(yield_op);
         y.operands = kept;
@@ -209,6 +226,84 @@ fn behind(f: &mut Function, lp: OpId) -> Option<Vec<OpId>> {
     // Nothing else may read the old PV's result.
     replace_uses(f, &body, f.op(sh.pv).results[0], r);
     Some(before)
+}
+
+/// When the rescaled accumulator `acc_in` is `r` times a broadcast row vector defined in
+/// `body`: that vector replaced, in the broadcast, by `valid ? vector : 1`. Returns the
+/// op after which the guard's ops go (the vector's definition) and those ops.
+fn guard_rescale(
+    f: &mut Function,
+    body: &crate::ir::Block,
+    acc_in: ValueId,
+    r: ValueId,
+    valid: ValueId,
+    loc: crate::ir::Loc,
+) -> Option<(OpId, Vec<OpId>)> {
+    let def = |f: &Function, v: ValueId| {
+        body.ops
+            .iter()
+            .copied()
+            .find(|&o| f.op(o).results.contains(&v))
+    };
+    let mul = def(f, acc_in)?;
+    let m = f.op(mul);
+    if m.kind != OpKind::Binary(BinaryOp::Mul) || !m.operands.contains(&r) {
+        return None;
+    }
+    let mut user = mul;
+    let mut v = *m.operands.iter().find(|&&x| x != r)?;
+    // Through the broadcast's shape ops down to the row vector.
+    loop {
+        let o = def(f, v)?;
+        match f.op(o).kind {
+            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
+                user = o;
+                v = f.op(o).operands[0];
+            }
+            _ => break,
+        }
+    }
+    let (alpha_def, ty) = (def(f, v)?, f.ty(v).clone());
+    let elem = ty.elem.scalar()?;
+    if user == mul || !matches!(elem, crate::ir::ScalarType::F32) {
+        return None;
+    }
+    let one = new_op(
+        f,
+        OpKind::Const(Scalar::Float(1.0, elem)),
+        vec![],
+        Type::scalar(elem),
+        loc,
+    );
+    let ones = new_op(
+        f,
+        OpKind::Splat {
+            shape: ty.shape.clone(),
+        },
+        vec![one.1],
+        ty.clone(),
+        loc,
+    );
+    let cond_ty = Type {
+        elem: crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
+        ..ty.clone()
+    };
+    let cond = new_op(
+        f,
+        OpKind::Splat {
+            shape: ty.shape.clone(),
+        },
+        vec![valid],
+        cond_ty,
+        loc,
+    );
+    let sel = new_op(f, OpKind::Select, vec![cond.1, v, ones.1], ty, loc);
+    for x in &mut f.op_mut(user).operands {
+        if *x == v {
+            *x = sel.1;
+        }
+    }
+    Some((alpha_def, vec![one.0, ones.0, cond.0, sel.0]))
 }
 
 /// Load `load` also masked by scalar `keep`: the ops computing the new mask (to place
