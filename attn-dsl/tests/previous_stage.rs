@@ -1,19 +1,19 @@
-//! PV from the previous stage (`gpu_ir::previous_stage`, `ATTN_CODEGEN_ENABLE=pv_behind,
-//! copy_arrive,previous_stage` while opt-in): on a split PV-behind loop of three stages or
-//! more, a stage holds one tile's K and V again, the consumers' PV reads V from the stage of
-//! the iteration before (the current one in the first, where P is zeros) and releases that
-//! stage once PV completed. The emitted CUDA (split, copies landing late) matches the CPU
-//! executor running the kernel as written.
+//! PV from the previous stage (`gpu_ir::previous_stage`, shipped; `ATTN_CODEGEN_DISABLE=
+//! previous_stage` turns it off): on a split loop of three stages or more and a PV of 128
+//! columns or more, PV runs one tile behind the scores (`passes::pv_behind`), a stage holds
+//! one tile's K and V, the consumers' PV reads V from the stage of the iteration before (the
+//! current one in the first, where P is zeros) and releases that stage once PV completed.
+//! The emitted CUDA (split, copies landing late) matches the CPU executor running the
+//! kernel as written.
 
 mod codegen_common;
 
 use attn_dsl::gpu_ir::{self, GpuBlock, GpuOp, OperandSource, Stage, StageSync};
 use codegen_common::{flash_fwd, overlap_cases};
 
-const FEATURES: &str = "pv_behind,copy_arrive,previous_stage";
-
+/// The default features (read once per process), copies landing late.
 fn setup() {
-    overlap_cases::setup(FEATURES);
+    overlap_cases::setup("");
 }
 
 fn mma_stages(b: &GpuBlock) -> Vec<Stage> {
@@ -36,12 +36,13 @@ fn mma_stages(b: &GpuBlock) -> Vec<Stage> {
 #[test]
 fn pv_reads_and_releases_the_previous_stage() {
     setup();
-    let mut f = flash_fwd(64, 64, true);
+    let mut f = flash_fwd(64, 128, true);
     f.num_stages = 3;
     assert!(attn_dsl::passes::pv_behind::run(&mut f));
     let p = gpu_ir::compile(&f).expect("gpu ir");
     let text = gpu_ir::printer::print_program(&f, &p);
     let ws = p.specialization.as_ref().expect("split");
+    assert!(ws.copies_arrive, "the copies arrive on their stages");
     assert_eq!(
         mma_stages(&p.body),
         [Stage::Current, Stage::Previous],
@@ -66,15 +67,24 @@ fn pv_reads_and_releases_the_previous_stage() {
     assert_eq!(behind, 3, "two prologue fills and the loop's: {text}");
 }
 
-/// Two stages keep no tile in flight with the stage held one iteration longer: unchanged.
+/// Two stages keep no tile in flight with the stage held one iteration longer, and a PV of
+/// 64 columns hides too little of the softmax: both keep the loop as written.
 #[test]
-fn two_stages_are_left_alone() {
+fn two_stages_and_narrow_pvs_are_left_alone() {
     setup();
-    let mut f = flash_fwd(64, 64, true);
-    assert!(attn_dsl::passes::pv_behind::run(&mut f));
-    assert_eq!(f.num_stages, 2);
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    assert!(!mma_stages(&p.body).contains(&Stage::Previous));
+    for (d, stages) in [(128, 2), (64, 3)] {
+        let mut f = flash_fwd(64, d, true);
+        f.num_stages = stages;
+        let mut g = f.clone();
+        assert!(attn_dsl::passes::pv_behind::run(&mut g));
+        let p = gpu_ir::compile(&g).expect("gpu ir");
+        assert!(!mma_stages(&p.body).contains(&Stage::Previous));
+        let src = attn_dsl::codegen::emit_cuda(&f).expect("emit").source;
+        assert!(
+            !src.contains("(&attn_a)"),
+            "D{d}, {stages} stages: as written"
+        );
+    }
 }
 
 /// The producer computes K's and V's addresses of a stage once (V's the same row pointers
@@ -82,7 +92,7 @@ fn two_stages_are_left_alone() {
 #[test]
 fn one_address_computation_per_stage() {
     setup();
-    let mut f = flash_fwd(64, 64, true);
+    let mut f = flash_fwd(64, 128, true);
     f.num_stages = 3;
     let src = attn_dsl::codegen::emit_cuda(&f).expect("emit").source;
     let producer = &src[src.find("attn_setmaxnreg_dec").expect("split")..];
@@ -99,17 +109,17 @@ fn one_address_computation_per_stage() {
 #[test]
 fn flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::dense_flash("PV from the previous stage", 3);
+    overlap_cases::dense_flash_at("PV from the previous stage", 3, &[128]);
 }
 
 #[test]
 fn paged_flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::paged("PV from the previous stage", 3);
+    overlap_cases::paged_at("PV from the previous stage", 3, 128);
 }
 
 #[test]
 fn a_range_narrower_than_the_mask_counts_only_its_tiles() {
     setup();
-    overlap_cases::bounded_ranges(attn_dsl::passes::pv_behind::run, 3);
+    overlap_cases::bounded_ranges_at(attn_dsl::passes::pv_behind::run, 3, 128);
 }

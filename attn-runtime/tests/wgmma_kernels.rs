@@ -13,7 +13,22 @@ use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
 use unified_plans::{p0, p1, p3, plan};
 
-/// The loop's SASS counts of the plan's kernel compiled for sm_90a (spill-free, asserted).
+/// The local memory a kernel keeps: (spill store, spill load, stack frame) bytes and the
+/// main loop's (LDL, STL). P0 runs PV one tile behind the scores from the previous stage
+/// (`gpu_ir::previous_stage`): during the softmax the consumers hold the scores, the
+/// accumulator PV is writing and the P it reads (locked until PV completes), and at their
+/// 232 registers ptxas spills two words a tile (FlashAttention-3's order written by hand
+/// over the same kernel spilled 12 bytes). Faster all the same: H200, 2.371 against
+/// 2.426–2.437 ms in one call (2026-12-03). Every other kernel is spill-free.
+fn local_memory(label: &str) -> ((u32, u32, u32), (usize, usize)) {
+    match label {
+        "P0" => ((24, 16, 8), (4, 4)),
+        _ => ((0, 0, 0), (0, 0)),
+    }
+}
+
+/// The loop's SASS counts of the plan's kernel compiled for sm_90a (its local memory
+/// asserted: [`local_memory`]).
 fn sm90a_loop(
     label: &str,
     plan: &LaunchPlan,
@@ -28,7 +43,12 @@ fn sm90a_loop(
         let _ = std::fs::write(format!("{dir}/{label}-wgmma.cu"), &cuda.source);
     }
     let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = sass_support::compile_spill_free(label, &CudaSource::from_kernel(&cuda), arch);
+    let m = sass_support::compile_with_spills(
+        label,
+        &CudaSource::from_kernel(&cuda),
+        arch,
+        local_memory(label).0,
+    );
     let ModuleImage::Cubin(bytes) = &m.image else {
         panic!("{label}: no cubin");
     };
@@ -79,7 +99,7 @@ fn check(
     );
     assert_eq!(
         (n("LDL"), n("STL")),
-        (0, 0),
+        local_memory(label).1,
         "{label}: local memory: {line}"
     );
 }
@@ -101,8 +121,17 @@ fn table_plan(
         "{label}: the launch table's warpgroup tiling"
     );
     let (line, c) = sm90a_loop(label, &p);
-    check(label, &c, &line, hgmma, (1, 4));
+    check(label, &c, &line, hgmma, (1, turn_bars(label)));
     p
+}
+
+/// The turns' barriers a tile: a take and a pass per dot, or one turn for both where PV of
+/// the previous tile issues with the scores (P0: `gpu_ir::previous_stage`).
+fn turn_bars(label: &str) -> usize {
+    match label {
+        "P0" => 2,
+        _ => 4,
+    }
 }
 
 /// The turns of a two-warpgroup program: the first hands over before the loop, each dot
@@ -111,9 +140,11 @@ fn table_plan(
 fn assert_turns(label: &str, p: &LaunchPlan) {
     let src = emit_launch(&p.attention).expect("emit").source;
     let n = |step: &str| src.matches(&format!("// turn {step}")).count();
+    // A take and a pass per turn of the loop, in the split program and the unsplit one.
+    let turns = turn_bars(label);
     assert_eq!(
         (n("Begin"), n("Take"), n("Pass"), n("End")),
-        (2, 4, 4, 2),
+        (2, turns, turns, 2),
         "{label}: turns around the KV loop"
     );
 }
@@ -184,9 +215,14 @@ fn assert_ring(label: &str, p: &LaunchPlan, stages: usize) {
         .nth(1)
         .and_then(|s| s.split("attn_setmaxnreg_inc").next())
         .unwrap_or_else(|| panic!("{label}: not warp-specialized"));
+    // Either the producer waits for all but the newest groups before it hands a stage over,
+    // or its copies arrive on the stage themselves and it waits for them only at its end.
+    let handed_over = producer.contains(&format!("attn_cp_wait<{}>();", stages - 2))
+        && !producer.contains("attn_cp_wait<0>();");
+    let arriving =
+        producer.contains("attn_cp_mbar_arrive(") && producer.matches("attn_cp_wait<").count() == 1;
     assert!(
-        producer.contains(&format!("attn_cp_wait<{}>();", stages - 2))
-            && !producer.contains("attn_cp_wait<0>();"),
+        handed_over || arriving,
         "{label}: the producer hands a stage over with the next ones still in flight"
     );
     assert!(

@@ -172,9 +172,14 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
         g
     });
     let f = laid_out.as_ref().unwrap_or(f);
-    // Warpgroup targets may software-pipeline the key loop (opt-in): PV one tile behind
-    // the scores, or the scores one tile ahead (with `softmax_ahead`, their softmax too).
+    // Warpgroup targets software-pipeline the key loop where the split reads PV's V from
+    // the previous stage (`gpu_ir::previous_stage`): PV one tile behind the scores, the
+    // softmax under it. Opt-in elsewhere: PV behind on any loop, or the scores one tile
+    // ahead (with `softmax_ahead`, their softmax too).
     if f.warpgroup_mma {
+        if let Some(done) = emit_previous_stage(f) {
+            return done;
+        }
         if crate::features::enabled("pv_behind") {
             if let Some(done) = emit_rewritten(f, crate::passes::pv_behind::run) {
                 return done;
@@ -206,8 +211,33 @@ fn emit_rewritten(
     }
 }
 
+/// `f` with PV one tile behind, when the split program then reads V from the previous stage
+/// (FlashAttention-3's intra-warpgroup overlap as shipped; without the previous stage PV
+/// behind is slower than the loop as written: see `docs/gpu_ir.md`).
+fn emit_previous_stage(f: &Function) -> Option<Result<CudaKernel, CodegenError>> {
+    let mut g = f.clone();
+    if crate::features::disabled("previous_stage") || !crate::passes::pv_behind::run(&mut g) {
+        return None;
+    }
+    let prog = crate::gpu_ir::compile(&g).ok()?;
+    if !crate::gpu_ir::previous_stage::reads_previous_stage(&prog) {
+        return None;
+    }
+    match emit_program(&g, &prog) {
+        Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => None,
+        done => Some(done),
+    }
+}
+
 fn emit_laid_out(f: &Function) -> Result<CudaKernel, CodegenError> {
     let prog = crate::gpu_ir::compile(f).map_err(CodegenError::Malformed)?;
+    emit_program(f, &prog)
+}
+
+fn emit_program(
+    f: &Function,
+    prog: &crate::gpu_ir::GpuProgram,
+) -> Result<CudaKernel, CodegenError> {
     let mut em = emitter::Emitter::new(f, &prog)?;
     let entry = names::sanitize(&f.name);
     let header = format!(

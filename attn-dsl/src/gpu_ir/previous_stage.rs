@@ -35,15 +35,33 @@ use std::collections::BTreeSet;
 /// The fewest ring stages the form keeps a tile in flight with.
 const MIN_STAGES: usize = 3;
 
+/// The narrowest PV (head size) the form pays at. H200, one call (2026-12-03, commit
+/// 5bbc991): P0 at head size 128 2.371 ms against 2.426–2.437 shipped, at 64 1.759–1.765
+/// against 1.674–1.676. A PV half as long hides less of the softmax than the form costs
+/// (the iteration past `hi`, the stage held one iteration longer).
+const MIN_PV_COLUMNS: usize = 128;
+
+/// Whether `f`'s ring loop `loop_op` takes the form (the split asks, to have its copies
+/// arrive on the stages: see the module note).
+pub fn applies(f: &Function, loop_op: OpId) -> bool {
+    // TMA boxes complete on mbarriers of their own, not the stages' (no `copy_arrive`).
+    let off = crate::features::disabled("previous_stage") || crate::features::enabled("tma");
+    if off || (f.num_stages as usize) < MIN_STAGES {
+        return false;
+    }
+    let defs = defining_ops(f);
+    f.op(loop_op).regions[0]
+        .ops
+        .iter()
+        .any(|&o| f.op(o).kind == OpKind::Dot && pv_behind_dot(f, &defs, loop_op, o).is_some())
+}
+
 /// Rewrites the split program `p` when its loop is PV-behind shaped (see the module note).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !crate::features::enabled("previous_stage") {
-        return;
-    }
     let Some(ws) = &p.specialization else {
         return;
     };
-    if !ws.copies_arrive || ws.stages < MIN_STAGES {
+    if !ws.copies_arrive || !applies(f, ws.loop_op) {
         return;
     }
     let loop_op = ws.loop_op;
@@ -63,6 +81,17 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     }
 }
 
+/// Whether a program reads a ring's previous stage (the form applied).
+pub fn reads_previous_stage(p: &GpuProgram) -> bool {
+    let mut found = false;
+    super::program::walk_block(&p.body, &mut |op| {
+        if let GpuOp::Mma { b, .. } = op {
+            found |= b.alloc().is_some_and(|(_, s)| s == Stage::Previous);
+        }
+    });
+    found
+}
+
 /// The PV MMA of the consumers' loop, its V load and alloc, and how the load is behind.
 struct Found {
     dot: OpId,
@@ -73,11 +102,41 @@ struct Found {
     behind: OneBehind,
 }
 
+/// PV behind, as `passes::pv_behind` leaves it: `dot`'s B a load one iteration back, its A
+/// carried in from zeros, at least [`MIN_PV_COLUMNS`] wide. (V's load, how it is behind,
+/// the P the body yields.)
+fn pv_behind_dot(
+    f: &Function,
+    defs: &[Option<OpId>],
+    loop_op: OpId,
+    dot: OpId,
+) -> Option<(OpId, OneBehind, ValueId)> {
+    let lp = f.op(loop_op);
+    let region = &lp.regions[0];
+    let d = f.op(dot);
+    if f.ty(d.results[0])
+        .shape
+        .get(1)
+        .is_none_or(|&n| n < MIN_PV_COLUMNS)
+    {
+        return None;
+    }
+    let load = defs[d.operands[1].0 as usize]?;
+    // P comes in carried, zeros at first: the first PV (on the current stage) adds nothing.
+    let p_pos = region.args.iter().position(|&a| a == d.operands[0])?;
+    let p_init = *lp.operands.get(2 + p_pos)?;
+    if p_pos == 0 || !is_zero(f, defs, p_init) {
+        return None;
+    }
+    let behind = one_behind(f, defs, loop_op, load)?;
+    let term = *region.ops.last()?;
+    let next_p = *f.op(term).operands.get(p_pos - 1)?;
+    Some((load, behind, next_p))
+}
+
 fn find(f: &Function, body: &GpuBlock, loop_op: OpId) -> Option<Found> {
     let lbody = loop_body(body, loop_op)?;
     let defs = defining_ops(f);
-    let lp = f.op(loop_op);
-    let region = &lp.regions[0];
     let waited: BTreeSet<OpId> = lbody
         .ops
         .iter()
@@ -101,15 +160,10 @@ fn find(f: &Function, body: &GpuBlock, loop_op: OpId) -> Option<Found> {
         else {
             return None;
         };
-        let d = f.op(*dot);
-        let load = defs[d.operands[1].0 as usize]?;
-        // P comes in carried, zeros at first: the skipped first PV adds nothing.
-        let p_pos = region.args.iter().position(|&a| a == d.operands[0])?;
-        let p_init = *lp.operands.get(2 + p_pos)?;
-        let ok = p_pos > 0 && is_zero(f, &defs, p_init) && waited.contains(dot);
-        let behind = one_behind(f, &defs, loop_op, load).filter(|_| ok)?;
-        let term = *region.ops.last()?;
-        let next_p = *f.op(term).operands.get(p_pos - 1)?;
+        if !waited.contains(dot) {
+            return None;
+        }
+        let (load, behind, next_p) = pv_behind_dot(f, &defs, loop_op, *dot)?;
         Some(Found {
             dot: *dot,
             next_p,

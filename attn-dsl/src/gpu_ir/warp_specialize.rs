@@ -107,7 +107,12 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     if !splittable(f, &p.body, &path, loop_op) || copies_run_regions(f, &p.body, loop_op) {
         return;
     }
-    let producer = producer_block(f, &p.body, &path, loop_op);
+    // PV from the previous stage needs the copies to arrive on their stages.
+    let ring = Ring {
+        loop_op,
+        arrive: copies_arrive() || super::previous_stage::applies(f, loop_op),
+    };
+    let producer = producer_block(f, &p.body, &path, ring);
     if !producer_defines_its_reads(f, &producer, loop_op) {
         return;
     }
@@ -120,7 +125,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         producer_threads: PRODUCER_THREADS,
         mbar_offset: 0,
         stages: f.num_stages as usize,
-        copies_arrive: copies_arrive(),
+        copies_arrive: ring.arrive,
     });
 }
 
@@ -328,19 +333,27 @@ fn ring_copy(op: &GpuOp, loop_op: OpId) -> bool {
 
 /// The producer's version of `b`: scalar work, the ring's prologue copies (each stage
 /// acquired first), the branch or loop on the path, the terminator.
-fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: OpId) -> GpuBlock {
+/// The split's ring: its loop, and whether its copies arrive on the stages themselves
+/// (see [`WarpSpecialization::copies_arrive`]).
+#[derive(Clone, Copy)]
+struct Ring {
+    loop_op: OpId,
+    arrive: bool,
+}
+
+fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], ring: Ring) -> GpuBlock {
     let Some((&(at, branch), rest)) = path.split_first() else {
         return GpuBlock::default();
     };
     let mut out = Vec::new();
-    let mut ring = RingFills::default();
+    let mut fills = RingFills::new(ring);
     for (i, op) in b.ops.iter().enumerate() {
         let keep = match i.cmp(&at) {
             std::cmp::Ordering::Equal => {
-                out.push(producer_path_op(f, op, branch, rest, loop_op));
+                out.push(producer_path_op(f, op, branch, rest, ring));
                 false
             }
-            std::cmp::Ordering::Less => !ring.take(op, loop_op, &mut out) && scalar_only(f, op),
+            std::cmp::Ordering::Less => !fills.take(op, &mut out) && scalar_only(f, op),
             std::cmp::Ordering::Greater => is_terminator(f, op),
         };
         if keep {
@@ -350,8 +363,8 @@ fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], loop_op: 
     GpuBlock { ops: out }
 }
 
-/// Whether the producer's copies arrive on the stages' mbarriers themselves (see
-/// [`WarpSpecialization::copies_arrive`]).
+/// Whether the producer's copies arrive on the stages' mbarriers themselves by request
+/// (see [`WarpSpecialization::copies_arrive`]).
 fn copies_arrive() -> bool {
     crate::features::enabled("copy_arrive") && !crate::features::enabled("tma")
 }
@@ -359,19 +372,27 @@ fn copies_arrive() -> bool {
 /// The ring's copies of a producer block, each stage acquired before its first copy, and
 /// the commits that close their groups (followed by the group's arrival when the copies
 /// arrive on the stage themselves).
-#[derive(Default)]
 struct RingFills {
+    ring: Ring,
     acquired: BTreeSet<super::program::Stage>,
     /// The stage and iteration of the open group's copies.
     group: Option<(super::program::Stage, CopyAt)>,
 }
 
 impl RingFills {
+    fn new(ring: Ring) -> Self {
+        RingFills {
+            ring,
+            acquired: BTreeSet::new(),
+            group: None,
+        }
+    }
+
     /// Appends `op` (with the acquire before a stage's first copy) when it is one of the
     /// ring's copies or the commit of their group; whether it was.
-    fn take(&mut self, op: &GpuOp, loop_op: OpId, out: &mut Vec<GpuOp>) -> bool {
+    fn take(&mut self, op: &GpuOp, out: &mut Vec<GpuOp>) -> bool {
         match op {
-            GpuOp::AsyncCopy(c) if c.loop_op == Some(loop_op) => {
+            GpuOp::AsyncCopy(c) if c.loop_op == Some(self.ring.loop_op) => {
                 if self.acquired.insert(c.stage) {
                     out.push(GpuOp::Stage(StageSync::Acquire {
                         stage: c.stage,
@@ -385,7 +406,7 @@ impl RingFills {
             GpuOp::Commit if self.group.is_some() => {
                 out.push(GpuOp::Commit);
                 let (stage, at) = self.group.take().expect("an open group");
-                if copies_arrive() {
+                if self.ring.arrive {
                     out.push(GpuOp::Stage(StageSync::Issued { stage, at }));
                 }
                 true
@@ -402,12 +423,12 @@ fn producer_path_op(
     op: &GpuOp,
     branch: usize,
     rest: &[(usize, usize)],
-    loop_op: OpId,
+    ring: Ring,
 ) -> GpuOp {
     match op {
         GpuOp::For { op, body, .. } if rest.is_empty() => GpuOp::For {
             op: *op,
-            body: producer_loop_body(f, body, loop_op),
+            body: producer_loop_body(f, body, ring),
             pipelined: true,
         },
         GpuOp::If {
@@ -417,7 +438,7 @@ fn producer_path_op(
         } => {
             let side = |k: usize, blk: &GpuBlock| {
                 if k == branch {
-                    producer_block(f, blk, rest, loop_op)
+                    producer_block(f, blk, rest, ring)
                 } else {
                     GpuBlock {
                         ops: blk
@@ -441,17 +462,17 @@ fn producer_path_op(
 
 /// The loop body the producer runs: the current stage filled where the consumers' top
 /// waited for it, the next one acquired before its copies.
-fn producer_loop_body(f: &Function, body: &GpuBlock, loop_op: OpId) -> GpuBlock {
+fn producer_loop_body(f: &Function, body: &GpuBlock, ring: Ring) -> GpuBlock {
     let mut out = Vec::new();
     let mut filled = false;
-    let mut ring = RingFills::default();
+    let mut fills = RingFills::new(ring);
     for op in &body.ops {
         if !filled && matches!(op, GpuOp::Wait { .. }) {
-            if !copies_arrive() {
+            if !ring.arrive {
                 out.push(GpuOp::Stage(StageSync::Filled));
             }
             filled = true;
-        } else if !ring.take(op, loop_op, &mut out) && is_terminator(f, op) {
+        } else if !fills.take(op, &mut out) && is_terminator(f, op) {
             out.push(op.clone());
         }
     }

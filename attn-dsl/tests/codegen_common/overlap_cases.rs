@@ -15,7 +15,12 @@ pub fn setup(feature: &str) {
 /// Dense flash attention (D 64 and 128, causal) matches the executor, the scores waited for
 /// with PV still in flight (`wgmma.wait_group 1`), then PV; on rings of `stages` buffers.
 pub fn dense_flash(label: &str, stages: u32) {
-    for d in [64, 128] {
+    dense_flash_at(label, stages, &[64, 128]);
+}
+
+/// [`dense_flash`] at head sizes `ds`.
+pub fn dense_flash_at(label: &str, stages: u32, ds: &[i64]) {
+    for &d in ds {
         let mut f = super::flash_fwd(64, d, true);
         f.num_stages = stages;
         let src = emit_cuda(&f).expect("emit").source;
@@ -32,11 +37,16 @@ pub fn dense_flash(label: &str, stages: u32) {
 /// Keys gathered through a block table: a tile outside the loop's range is read inside the
 /// kernel's masks and changes nothing.
 pub fn paged(label: &str, stages: u32) {
-    let mut f = super::paged_fwd(64, 64, 16);
+    paged_at(label, stages, 64);
+}
+
+/// [`paged`] at head size `d`.
+pub fn paged_at(label: &str, stages: u32, d: i64) {
+    let mut f = super::paged_fwd(64, d, 16);
     f.num_stages = stages;
-    let args = paged_args(2, 100, 64, 16, 96);
+    let args = paged_args(2, 100, d as usize, 16, 96);
     check(
-        &format!("{label} paged N64 D64 page 16"),
+        &format!("{label} paged N64 D{d} page 16"),
         &f,
         [2, 2, 1],
         args,
@@ -49,10 +59,15 @@ pub fn paged(label: &str, stages: u32) {
 /// be kept, and a range without tiles keeps the entry values. A tile fully inside, one
 /// straddling the end, a range ending inside a tile, an empty one.
 pub fn bounded_ranges(rewrite: fn(&mut Function) -> bool, stages: u32) {
+    bounded_ranges_at(rewrite, stages, 64);
+}
+
+/// [`bounded_ranges`] at head size `d`.
+pub fn bounded_ranges_at(rewrite: fn(&mut Function) -> bool, stages: u32, d: usize) {
     let consts = [
         ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
         ("BLOCK_N", attn_dsl::ConstValue::Int(64)),
-        ("HEAD_DIM", attn_dsl::ConstValue::Int(64)),
+        ("HEAD_DIM", attn_dsl::ConstValue::Int(d as i64)),
     ];
     let mut f = super::specialize(
         include_str!("../kernels/bounded_attention.rs.txt"),
@@ -62,7 +77,7 @@ pub fn bounded_ranges(rewrite: fn(&mut Function) -> bool, stages: u32) {
     );
     f.num_stages = stages;
     assert!(rewrite(&mut f.clone()), "the rewrite applies");
-    let (heads, seq, d) = (2, 200, 64);
+    let (heads, seq) = (2, 200);
     let n = heads * seq * d;
     for (lo, hi) in [(0, 64), (64, 128), (0, 100), (64, 64), (128, 200)] {
         let args = vec![
