@@ -1,15 +1,15 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
 //! `deferred_sum`, `fold_chains`, `guarded_shuffles`, `k_split`, `mma_chain`, `mma_overlap`,
-//! `swizzle`, `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
+//! `previous_stage`, `swizzle`, `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
 //! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
 //! on (`swizzle`
 //! for issue-bound copies, `tma` for TMA copies on sm_90a — the producer warpgroup's in a
 //! split program, else the math warps' — `rotate` for scores computed one tile ahead,
 //! `softmax_ahead` for those scores' softmax run under PV, rotation included, `pv_behind`
-//! for PV of the previous tile issued with the scores and the softmax under it,
-//! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
-//! `previous_stage` for a split PV-behind loop reading V from the previous stage),
+//! for PV of the previous tile issued with the scores and the softmax under it on every
+//! warpgroup loop (shipped only where the split reads V from the previous stage),
+//! `copy_arrive` for the producer's copies completing on the stage's mbarrier),
 //! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels

@@ -445,8 +445,9 @@ pub struct WarpSpecialization {
     pub stages: usize,
     /// The producer's copies arrive on the *full* mbarriers themselves ([`StageSync::Issued`]:
     /// one arrival a producer thread, the consumers fence the async proxy after their wait)
-    /// instead of the producer waiting for them ([`StageSync::Filled`]). Opt-in
-    /// (`ATTN_CODEGEN_ENABLE=copy_arrive`), not with TMA copies.
+    /// instead of the producer waiting for them ([`StageSync::Filled`]). On for the loops
+    /// `previous_stage` rewrites (their consumers release a stage one iteration later),
+    /// elsewhere opt-in (`ATTN_CODEGEN_ENABLE=copy_arrive`); not with TMA copies.
     pub copies_arrive: bool,
 }
 
