@@ -56,15 +56,17 @@ pub(crate) struct SharedSteps<'a> {
     pub(crate) packed_a: Option<&'a str>,
 }
 
+/// A tensor-core dot's values, element type and MMA plan.
+struct MmaOperands {
+    a: ValueId,
+    acc: ValueId,
+    res: ValueId,
+    t: ScalarType,
+    p: MmaPlan,
+}
+
 impl<'f> Emitter<'f> {
-    pub(crate) fn emit_mma_shared(
-        &mut self,
-        op: &'f Op,
-        a_src: &OperandSource,
-        b_src: &OperandSource,
-        inline_wait: bool,
-        chained_from: Option<crate::ir::OpId>,
-    ) -> Res<()> {
+    fn mma_operands(&self, op: &Op) -> Res<MmaOperands> {
         let (a, b, acc) = (
             Self::operand(op, 0)?,
             Self::operand(op, 1)?,
@@ -75,8 +77,19 @@ impl<'f> Emitter<'f> {
             ([m, k], [_, n]) => (*m, *k, *n),
             _ => return Err(CodegenError::Malformed("mma of non-2D operands".into())),
         };
-        let t = self.scalar(a)?;
-        let p = MmaPlan::new(m, n, k);
+        let (t, p) = (self.scalar(a)?, MmaPlan::new(m, n, k));
+        Ok(MmaOperands { a, acc, res, t, p })
+    }
+
+    pub(crate) fn emit_mma_shared(
+        &mut self,
+        op: &'f Op,
+        a_src: &OperandSource,
+        b_src: &OperandSource,
+        inline_wait: bool,
+        chained_from: Option<crate::ir::OpId>,
+    ) -> Res<()> {
+        let MmaOperands { a, acc, res, t, p } = self.mma_operands(op)?;
         let map = self.fragment_map(acc, res).ok_or_else(|| {
             CodegenError::Malformed("mma result is not an accumulator in fragments".into())
         })?;
@@ -170,18 +183,7 @@ impl<'f> Emitter<'f> {
         dot: crate::ir::OpId,
         from: Option<crate::ir::ValueId>,
     ) -> Res<()> {
-        let op = self.f.op(dot);
-        let (a, b, acc) = (
-            Self::operand(op, 0)?,
-            Self::operand(op, 1)?,
-            Self::operand(op, 2)?,
-        );
-        let res = Self::result(op)?;
-        let (m, k, n) = match (self.shape(a), self.shape(b)) {
-            ([m, k], [_, n]) => (*m, *k, *n),
-            _ => return Err(CodegenError::Malformed("mma of non-2D operands".into())),
-        };
-        let (t, p) = (self.scalar(a)?, MmaPlan::new(m, n, k));
+        let MmaOperands { a, acc, res, t, p } = self.mma_operands(self.f.op(dot))?;
         let Some(map) = self.fragment_map(acc, res) else {
             return Ok(());
         };

@@ -103,23 +103,8 @@ fn behind(f: &mut Function, lp: OpId) -> Option<Vec<OpId>> {
     // P of the tile before the first: zeros.
     let p_ty = f.ty(p).clone();
     let elem = p_ty.elem.scalar()?;
-    let zero = new_op(
-        f,
-        OpKind::Const(Scalar::Float(0.0, elem)),
-        vec![],
-        Type::scalar(elem),
-        loc,
-    );
-    let p0 = new_op(
-        f,
-        OpKind::Splat {
-            shape: p_ty.shape.clone(),
-        },
-        vec![zero.1],
-        p_ty.clone(),
-        loc,
-    );
-    before.extend([zero.0, p0.0]);
+    let p0 = filled(f, 0.0, elem, &p_ty, loc);
+    before.extend(p0.0);
 
     // In the body, after the scores: V of the previous tile (masked off in the first
     // iteration) and PV on the carried P and accumulator.
@@ -268,22 +253,7 @@ fn guard_rescale(
     if user == mul || !matches!(elem, crate::ir::ScalarType::F32) {
         return None;
     }
-    let one = new_op(
-        f,
-        OpKind::Const(Scalar::Float(1.0, elem)),
-        vec![],
-        Type::scalar(elem),
-        loc,
-    );
-    let ones = new_op(
-        f,
-        OpKind::Splat {
-            shape: ty.shape.clone(),
-        },
-        vec![one.1],
-        ty.clone(),
-        loc,
-    );
+    let ones = filled(f, 1.0, elem, &ty, loc);
     let cond_ty = Type {
         elem: crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
         ..ty.clone()
@@ -303,7 +273,36 @@ fn guard_rescale(
             *x = sel.1;
         }
     }
-    Some((alpha_def, vec![one.0, ones.0, cond.0, sel.0]))
+    let mut ops = ones.0;
+    ops.extend([cond.0, sel.0]);
+    Some((alpha_def, ops))
+}
+
+/// A tile of type `ty` filled with `x`: its ops (a constant and its splat) and value.
+fn filled(
+    f: &mut Function,
+    x: f64,
+    elem: crate::ir::ScalarType,
+    ty: &Type,
+    loc: crate::ir::Loc,
+) -> (Vec<OpId>, ValueId) {
+    let c = new_op(
+        f,
+        OpKind::Const(Scalar::Float(x, elem)),
+        vec![],
+        Type::scalar(elem),
+        loc,
+    );
+    let s = new_op(
+        f,
+        OpKind::Splat {
+            shape: ty.shape.clone(),
+        },
+        vec![c.1],
+        ty.clone(),
+        loc,
+    );
+    (vec![c.0, s.0], s.1)
 }
 
 /// Load `load` also masked by scalar `keep`: the ops computing the new mask (to place
