@@ -109,17 +109,17 @@ fn one_address_computation_per_stage() {
 #[test]
 fn flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::dense_flash_at("PV from the previous stage", 3, &[128]);
+    overlap_cases::dense_flash("PV from the previous stage", 3, &[128]);
 }
 
 #[test]
 fn paged_flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::paged_at("PV from the previous stage", 3, 128);
+    overlap_cases::paged("PV from the previous stage", 3, 128);
 }
 
 #[test]
 fn a_range_narrower_than_the_mask_counts_only_its_tiles() {
     setup();
-    overlap_cases::bounded_ranges_at(attn_dsl::passes::pv_behind::run, 3, 128);
+    overlap_cases::bounded_ranges(attn_dsl::passes::pv_behind::run, 3, 128);
 }

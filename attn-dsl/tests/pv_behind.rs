@@ -41,17 +41,17 @@ fn the_loop_carries_the_probabilities() {
 #[test]
 fn flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::dense_flash("PV behind", 2);
+    overlap_cases::dense_flash("PV behind", 2, &[64, 128]);
 }
 
 #[test]
 fn paged_flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::paged("PV behind", 2);
+    overlap_cases::paged("PV behind", 2, 64);
 }
 
 #[test]
 fn a_range_narrower_than_the_mask_counts_only_its_tiles() {
     setup();
-    overlap_cases::bounded_ranges(attn_dsl::passes::pv_behind::run, 2);
+    overlap_cases::bounded_ranges(attn_dsl::passes::pv_behind::run, 2, 64);
 }

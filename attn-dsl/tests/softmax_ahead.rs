@@ -47,17 +47,17 @@ fn the_loop_carries_probabilities_not_scores() {
 #[test]
 fn flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::dense_flash("softmax ahead", 2);
+    overlap_cases::dense_flash("softmax ahead", 2, &[64, 128]);
 }
 
 #[test]
 fn paged_flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::paged("softmax ahead", 2);
+    overlap_cases::paged("softmax ahead", 2, 64);
 }
 
 #[test]
 fn a_range_narrower_than_the_mask_counts_only_its_tiles() {
     setup();
-    overlap_cases::bounded_ranges(attn_dsl::passes::rotate_scores::run, 2);
+    overlap_cases::bounded_ranges(attn_dsl::passes::rotate_scores::run, 2, 64);
 }

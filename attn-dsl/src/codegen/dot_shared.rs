@@ -209,19 +209,34 @@ impl<'f> Emitter<'f> {
             let src = self.a_fragments_source(v, &OperandSource::Registers, &map, &p)?;
             self.w.open("");
             self.w.line("const int attn_lane = tid & 31;");
-            self.w.open_unrolled("ks", steps);
-            self.w.line("const int k0 = ks * 16;");
-            self.w.open_unrolled("j", spw);
-            self.w.line(format!("const int slab = {};", map.slab("j")));
-            self.emit_a_step(v, &src, &p, t)?;
-            self.w.line(format!(
-                "{name}[ks][j][0] = a0; {name}[ks][j][1] = a1; {name}[ks][j][2] = a2; {name}[ks][j][3] = a3;"
-            ));
-            self.w.close("");
-            self.w.close("");
+            self.emit_a_fragment_array(&name, v, &src, &p, t, &map)?;
             self.w.close("");
         }
         self.w.line("#endif");
+        Ok(())
+    }
+
+    /// Fills array `name[k-steps][slabs per warp][4]` with the A fragments of every k-step
+    /// and slab of this warp (`a` read from `from`).
+    pub(crate) fn emit_a_fragment_array(
+        &mut self,
+        name: &str,
+        a: ValueId,
+        from: &AFrom,
+        p: &MmaPlan,
+        t: ScalarType,
+        map: &MmaMap,
+    ) -> Res<()> {
+        self.w.open_unrolled("ks", p.kp / 16);
+        self.w.line("const int k0 = ks * 16;");
+        self.w.open_unrolled("j", map.slabs_per_warp);
+        self.w.line(format!("const int slab = {};", map.slab("j")));
+        self.emit_a_step(a, from, p, t)?;
+        self.w.line(format!(
+            "{name}[ks][j][0] = a0; {name}[ks][j][1] = a1; {name}[ks][j][2] = a2; {name}[ks][j][3] = a3;"
+        ));
+        self.w.close("");
+        self.w.close("");
         Ok(())
     }
 

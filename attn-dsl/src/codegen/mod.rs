@@ -177,16 +177,20 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
     // softmax under it. Opt-in elsewhere: PV behind on any loop, or the scores one tile
     // ahead (with `softmax_ahead`, their softmax too).
     if f.warpgroup_mma {
-        if let Some(done) = emit_previous_stage(f) {
-            return done;
+        use crate::gpu_ir::previous_stage;
+        if previous_stage::worth_trying(f) {
+            let pass = crate::passes::pv_behind::run;
+            if let Some(done) = emit_rewritten(f, pass, previous_stage::reads_previous_stage) {
+                return done;
+            }
         }
         if crate::features::enabled("pv_behind") {
-            if let Some(done) = emit_rewritten(f, crate::passes::pv_behind::run) {
+            if let Some(done) = emit_rewritten(f, crate::passes::pv_behind::run, |_| true) {
                 return done;
             }
         }
         if crate::features::enabled("rotate") || crate::features::enabled("softmax_ahead") {
-            if let Some(done) = emit_rewritten(f, crate::passes::rotate_scores::run) {
+            if let Some(done) = emit_rewritten(f, crate::passes::rotate_scores::run, |_| true) {
                 return done;
             }
         }
@@ -194,35 +198,22 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
     emit_laid_out(f)
 }
 
-/// `f` rewritten by `pass` and emitted, when the pass applies and the result fits: a loop
-/// rewrite that buffers a tile of its own (the rotated loop's first keys: MLA's 72 KB latent
-/// tiles, head size 512) or that the GPU IR cannot place leaves the loop as written.
+/// `f` rewritten by `pass` and emitted, when the pass applies, its GPU program is one
+/// `accept` takes and the result fits: a loop rewrite that buffers a tile of its own (the
+/// rotated loop's first keys: MLA's 72 KB latent tiles, head size 512) or that the GPU IR
+/// cannot place leaves the loop as written; so does PV one tile behind where the split does
+/// not then read V from the previous stage (slower than the loop as written there: see
+/// `docs/gpu_ir.md`).
 fn emit_rewritten(
     f: &Function,
     pass: fn(&mut Function) -> bool,
+    accept: fn(&crate::gpu_ir::GpuProgram) -> bool,
 ) -> Option<Result<CudaKernel, CodegenError>> {
     let mut g = f.clone();
     if !pass(&mut g) {
         return None;
     }
-    match emit_laid_out(&g) {
-        Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => None,
-        done => Some(done),
-    }
-}
-
-/// `f` with PV one tile behind, when the split program then reads V from the previous stage
-/// (FlashAttention-3's intra-warpgroup overlap as shipped; without the previous stage PV
-/// behind is slower than the loop as written: see `docs/gpu_ir.md`).
-fn emit_previous_stage(f: &Function) -> Option<Result<CudaKernel, CodegenError>> {
-    let mut g = f.clone();
-    if crate::features::disabled("previous_stage") || !crate::passes::pv_behind::run(&mut g) {
-        return None;
-    }
-    let prog = crate::gpu_ir::compile(&g).ok()?;
-    if !crate::gpu_ir::previous_stage::reads_previous_stage(&prog) {
-        return None;
-    }
+    let prog = crate::gpu_ir::compile(&g).ok().filter(accept)?;
     match emit_program(&g, &prog) {
         Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => None,
         done => Some(done),

@@ -253,13 +253,15 @@ impl<'f> Emitter<'f> {
             }
             StageSync::Release { stage } => {
                 let s = self.stage_index(stages, stage, None)?;
-                if stage == Stage::Previous {
+                // The first iteration has no previous stage to release.
+                let guarded = stage == Stage::Previous;
+                if guarded {
                     let first = self.first_iteration(loop_op)?;
                     self.w.open(format!("if (!({first}))"));
-                    self.emit_warp_arrive(&format!("{stages} + {s}"));
+                }
+                self.emit_warp_arrive(&format!("{stages} + {s}"));
+                if guarded {
                     self.w.close("");
-                } else {
-                    self.emit_warp_arrive(&format!("{stages} + {s}"));
                 }
             }
         }

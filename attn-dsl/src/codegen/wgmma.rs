@@ -247,26 +247,16 @@ impl<'f> Emitter<'f> {
             "const unsigned attn_bdesc = attn_smem_addr({}){b_col};",
             st.b_base
         ));
-        match &a {
-            WgmmaA::Registers if st.packed_a.is_some() => {
-                let packed = st.packed_a.unwrap_or_default();
+        match (&a, st.packed_a) {
+            (WgmmaA::Registers, Some(packed)) => {
                 self.w
                     .line(format!("unsigned (&attn_a)[{steps}][{spw}][4] = {packed};"));
             }
-            WgmmaA::Registers => {
+            (WgmmaA::Registers, None) => {
                 self.w.line(format!("unsigned attn_a[{steps}][{spw}][4];"));
-                self.w.open_unrolled("ks", steps);
-                self.w.line("const int k0 = ks * 16;");
-                self.w.open_unrolled("j", spw);
-                self.w.line(format!("const int slab = {};", map.slab("j")));
-                self.emit_a_step(st.a, st.a_from, st.p, st.t)?;
-                self.w.line(
-                    "attn_a[ks][j][0] = a0; attn_a[ks][j][1] = a1; attn_a[ks][j][2] = a2; attn_a[ks][j][3] = a3;",
-                );
-                self.w.close("");
-                self.w.close("");
+                self.emit_a_fragment_array("attn_a", st.a, st.a_from, st.p, st.t, map)?;
             }
-            WgmmaA::Shared { base, .. } => {
+            (WgmmaA::Shared { base, .. }, _) => {
                 self.w.line(format!(
                     "const unsigned attn_adesc = attn_smem_addr({base});"
                 ));

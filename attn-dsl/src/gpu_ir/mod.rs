@@ -54,8 +54,8 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     sync::run(&mut p.body);
     // On Hopper, a producer warpgroup takes the loop's copies off the math warps.
     warp_specialize::run(f, &mut p);
-    // (opt-in) A split loop with PV one tile behind reads V from the previous stage, so a
-    // stage holds one tile's K and V again (one address computation in the producer).
+    // A split loop with PV one tile behind reads V from the previous stage, so a stage
+    // holds one tile's K and V again (one address computation in the producer).
     previous_stage::run(f, &mut p);
     // On Hopper (opt-in), the producer, or the math warps of an unsplit program, move a
     // paged tile as TMA boxes (a page's rows by 64 columns) instead of each thread

@@ -1,4 +1,4 @@
-//! PV from the previous stage (sm_90a, warp-specialized; opt-in `previous_stage`):
+//! PV from the previous stage (sm_90a, warp-specialized; `ATTN_CODEGEN_DISABLE=previous_stage`):
 //! FlashAttention-3's intra-warpgroup overlap with the ring's stages as they are.
 //!
 //! `passes::pv_behind` leaves a loop whose iteration `j` issues the scores of tile `j` and
@@ -41,12 +41,18 @@ const MIN_STAGES: usize = 3;
 /// (the iteration past `hi`, the stage held one iteration longer).
 const MIN_PV_COLUMNS: usize = 128;
 
+/// Whether the form can apply to `f` at all (switched on, a ring deep enough): worth
+/// rewriting its loop with PV behind to find out.
+pub fn worth_trying(f: &Function) -> bool {
+    // TMA boxes complete on mbarriers of their own, not the stages' (no `copy_arrive`).
+    let off = crate::features::disabled("previous_stage") || crate::features::enabled("tma");
+    !off && f.num_stages as usize >= MIN_STAGES
+}
+
 /// Whether `f`'s ring loop `loop_op` takes the form (the split asks, to have its copies
 /// arrive on the stages: see the module note).
 pub fn applies(f: &Function, loop_op: OpId) -> bool {
-    // TMA boxes complete on mbarriers of their own, not the stages' (no `copy_arrive`).
-    let off = crate::features::disabled("previous_stage") || crate::features::enabled("tma");
-    if off || (f.num_stages as usize) < MIN_STAGES {
+    if !worth_trying(f) {
         return false;
     }
     let defs = defining_ops(f);
@@ -61,21 +67,29 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     let Some(ws) = &p.specialization else {
         return;
     };
-    if !ws.copies_arrive || !applies(f, ws.loop_op) {
+    if !ws.copies_arrive || !worth_trying(f) {
         return;
     }
     let loop_op = ws.loop_op;
-    let Some(found) = find(f, &p.body, loop_op) else {
+    let Some(found) = loop_of(&mut p.body, loop_op).and_then(|body| find(f, body, loop_op)) else {
         return;
     };
     if !only_reader(&p.body, found.dot, found.alloc) {
         return;
     }
-    if let Some(body) = loop_body_mut(&mut p.body, loop_op) {
+    let Some((holder, at)) = loop_holder(&mut p.body, loop_op) else {
+        return;
+    };
+    if let GpuOp::For { body, .. } = &mut holder.ops[at] {
         consumer_reads_previous(body, found.dot);
         pack_p_ahead(body, found.dot, found.next_p);
     }
-    zeros_packed_before(&mut p.body, loop_op, found.dot);
+    // The first iteration's P, zeros, packed before the loop.
+    let zeros = GpuOp::PackA {
+        dot: found.dot,
+        from: None,
+    };
+    holder.ops.insert(at, zeros);
     if let Some(ws) = &mut p.specialization {
         copy_own_iteration(&mut ws.producer, found.load, found.behind);
     }
@@ -134,8 +148,7 @@ fn pv_behind_dot(
     Some((load, behind, next_p))
 }
 
-fn find(f: &Function, body: &GpuBlock, loop_op: OpId) -> Option<Found> {
-    let lbody = loop_body(body, loop_op)?;
+fn find(f: &Function, lbody: &GpuBlock, loop_op: OpId) -> Option<Found> {
     let defs = defining_ops(f);
     let waited: BTreeSet<OpId> = lbody
         .ops
@@ -294,29 +307,6 @@ fn pack_p_ahead(body: &mut GpuBlock, pv: OpId, next_p: ValueId) {
     );
 }
 
-/// The first iteration's P, zeros, packed before the loop (in the block holding it).
-fn zeros_packed_before(b: &mut GpuBlock, loop_op: OpId, pv: OpId) -> bool {
-    let at = b
-        .ops
-        .iter()
-        .position(|o| matches!(o, GpuOp::For { op, .. } if *op == loop_op));
-    if let Some(at) = at {
-        b.ops.insert(
-            at,
-            GpuOp::PackA {
-                dot: pv,
-                from: None,
-            },
-        );
-        return true;
-    }
-    b.ops.iter_mut().any(|op| {
-        super::program::nested_mut(op)
-            .into_iter()
-            .any(|inner| zeros_packed_before(inner, loop_op, pv))
-    })
-}
-
 /// The producer's copies of `load` move their own iteration's tile.
 fn copy_own_iteration(b: &mut GpuBlock, load: OpId, behind: OneBehind) {
     for op in &mut b.ops {
@@ -331,28 +321,27 @@ fn copy_own_iteration(b: &mut GpuBlock, load: OpId, behind: OneBehind) {
     }
 }
 
-fn loop_body(b: &GpuBlock, loop_op: OpId) -> Option<&GpuBlock> {
-    b.ops.iter().find_map(|op| match op {
-        GpuOp::For { op, body, .. } if *op == loop_op => Some(body),
-        other => super::program::nested(other)
-            .into_iter()
-            .find_map(|inner| loop_body(inner, loop_op)),
-    })
+/// The block holding pipelined loop `loop_op`, and the loop's index in it.
+fn loop_holder(b: &mut GpuBlock, loop_op: OpId) -> Option<(&mut GpuBlock, usize)> {
+    let at = b
+        .ops
+        .iter()
+        .position(|o| matches!(o, GpuOp::For { op, .. } if *op == loop_op));
+    match at {
+        Some(at) => Some((b, at)),
+        None => b
+            .ops
+            .iter_mut()
+            .flat_map(super::program::nested_mut)
+            .find_map(|inner| loop_holder(inner, loop_op)),
+    }
 }
 
-fn loop_body_mut(b: &mut GpuBlock, loop_op: OpId) -> Option<&mut GpuBlock> {
-    for op in &mut b.ops {
-        if matches!(op, GpuOp::For { op, .. } if *op == loop_op) {
-            let GpuOp::For { body, .. } = op else {
-                return None;
-            };
-            return Some(body);
-        }
-        for inner in super::program::nested_mut(op) {
-            if let Some(found) = loop_body_mut(inner, loop_op) {
-                return Some(found);
-            }
-        }
+/// The body of pipelined loop `loop_op`.
+fn loop_of(b: &mut GpuBlock, loop_op: OpId) -> Option<&GpuBlock> {
+    let (holder, at) = loop_holder(b, loop_op)?;
+    match &holder.ops[at] {
+        GpuOp::For { body, .. } => Some(body),
+        _ => None,
     }
-    None
 }

@@ -331,8 +331,6 @@ fn ring_copy(op: &GpuOp, loop_op: OpId) -> bool {
     matches!(op, GpuOp::AsyncCopy(c) if c.loop_op == Some(loop_op))
 }
 
-/// The producer's version of `b`: scalar work, the ring's prologue copies (each stage
-/// acquired first), the branch or loop on the path, the terminator.
 /// The split's ring: its loop, and whether its copies arrive on the stages themselves
 /// (see [`WarpSpecialization::copies_arrive`]).
 #[derive(Clone, Copy)]
@@ -341,6 +339,8 @@ struct Ring {
     arrive: bool,
 }
 
+/// The producer's version of `b`: scalar work, the ring's prologue copies (each stage
+/// acquired first), the branch or loop on the path, the terminator.
 fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], ring: Ring) -> GpuBlock {
     let Some((&(at, branch), rest)) = path.split_first() else {
         return GpuBlock::default();

@@ -254,19 +254,7 @@ fn guard_rescale(
         return None;
     }
     let ones = filled(f, 1.0, elem, &ty, loc);
-    let cond_ty = Type {
-        elem: crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
-        ..ty.clone()
-    };
-    let cond = new_op(
-        f,
-        OpKind::Splat {
-            shape: ty.shape.clone(),
-        },
-        vec![valid],
-        cond_ty,
-        loc,
-    );
+    let cond = splat(f, valid, &bools_like(&ty), loc);
     let sel = new_op(f, OpKind::Select, vec![cond.1, v, ones.1], ty, loc);
     for x in &mut f.op_mut(user).operands {
         if *x == v {
@@ -293,16 +281,22 @@ fn filled(
         Type::scalar(elem),
         loc,
     );
-    let s = new_op(
-        f,
-        OpKind::Splat {
-            shape: ty.shape.clone(),
-        },
-        vec![c.1],
-        ty.clone(),
-        loc,
-    );
+    let s = splat(f, c.1, ty, loc);
     (vec![c.0, s.0], s.1)
+}
+
+/// Scalar `x` as a tile of type `ty`: the op and its value.
+fn splat(f: &mut Function, x: ValueId, ty: &Type, loc: crate::ir::Loc) -> (OpId, ValueId) {
+    let shape = ty.shape.clone();
+    new_op(f, OpKind::Splat { shape }, vec![x], ty.clone(), loc)
+}
+
+/// Bools of `ty`'s shape and layout.
+fn bools_like(ty: &Type) -> Type {
+    Type {
+        elem: crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
+        ..ty.clone()
+    }
 }
 
 /// Load `load` also masked by scalar `keep`: the ops computing the new mask (to place
@@ -317,20 +311,9 @@ fn mask_off(f: &mut Function, load: OpId, keep: ValueId, loc: crate::ir::Loc) ->
     };
     let mask_ty = match has_mask {
         true => f.ty(f.op(load).operands[1]).clone(),
-        false => Type {
-            elem: crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
-            ..f.ty(f.op(load).operands[0]).clone()
-        },
+        false => bools_like(f.ty(f.op(load).operands[0])),
     };
-    let splat = new_op(
-        f,
-        OpKind::Splat {
-            shape: mask_ty.shape.clone(),
-        },
-        vec![keep],
-        mask_ty.clone(),
-        loc,
-    );
+    let splat = splat(f, keep, &mask_ty, loc);
     let mut ops = vec![splat.0];
     let mask = if has_mask {
         let old = f.op(load).operands[1];

@@ -12,14 +12,9 @@ pub fn setup(feature: &str) {
     std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
 }
 
-/// Dense flash attention (D 64 and 128, causal) matches the executor, the scores waited for
-/// with PV still in flight (`wgmma.wait_group 1`), then PV; on rings of `stages` buffers.
-pub fn dense_flash(label: &str, stages: u32) {
-    dense_flash_at(label, stages, &[64, 128]);
-}
-
-/// [`dense_flash`] at head sizes `ds`.
-pub fn dense_flash_at(label: &str, stages: u32, ds: &[i64]) {
+/// Dense causal flash attention at head sizes `ds` matches the executor, the scores waited
+/// for with PV still in flight (`wgmma.wait_group 1`), then PV; on rings of `stages` buffers.
+pub fn dense_flash(label: &str, stages: u32, ds: &[i64]) {
     for &d in ds {
         let mut f = super::flash_fwd(64, d, true);
         f.num_stages = stages;
@@ -34,14 +29,9 @@ pub fn dense_flash_at(label: &str, stages: u32, ds: &[i64]) {
     }
 }
 
-/// Keys gathered through a block table: a tile outside the loop's range is read inside the
-/// kernel's masks and changes nothing.
-pub fn paged(label: &str, stages: u32) {
-    paged_at(label, stages, 64);
-}
-
-/// [`paged`] at head size `d`.
-pub fn paged_at(label: &str, stages: u32, d: i64) {
+/// Keys gathered through a block table (head size `d`, `stages` buffers): a tile outside the
+/// loop's range is read inside the kernel's masks and changes nothing.
+pub fn paged(label: &str, stages: u32, d: i64) {
     let mut f = super::paged_fwd(64, d, 16);
     f.num_stages = stages;
     let args = paged_args(2, 100, d as usize, 16, 96);
@@ -58,12 +48,7 @@ pub fn paged_at(label: &str, stages: u32, d: i64) {
 /// the tile after the last holds keys the mask allows, so its running max and sum must not
 /// be kept, and a range without tiles keeps the entry values. A tile fully inside, one
 /// straddling the end, a range ending inside a tile, an empty one.
-pub fn bounded_ranges(rewrite: fn(&mut Function) -> bool, stages: u32) {
-    bounded_ranges_at(rewrite, stages, 64);
-}
-
-/// [`bounded_ranges`] at head size `d`.
-pub fn bounded_ranges_at(rewrite: fn(&mut Function) -> bool, stages: u32, d: usize) {
+pub fn bounded_ranges(rewrite: fn(&mut Function) -> bool, stages: u32, d: usize) {
     let consts = [
         ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
         ("BLOCK_N", attn_dsl::ConstValue::Int(64)),
