@@ -62,8 +62,27 @@ pub fn innermost_loop_with(
         .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts"))
 }
 
+/// The counts of the whole kernel of `cubin` (every instruction, loops or not).
+pub fn whole_kernel(label: &str, cubin: &[u8]) -> BTreeMap<String, usize> {
+    counted(label, cubin, 0, "whole kernel:")
+        .into_iter()
+        .next()
+        .map(|(_, c)| c)
+        .unwrap_or_else(|| panic!("{label}: no whole-kernel counts"))
+}
+
 /// The `n` largest loops of `cubin`, largest first, as (counts line, counts).
 fn loops(label: &str, cubin: &[u8], n: usize) -> Vec<(String, BTreeMap<String, usize>)> {
+    counted(label, cubin, n, "loop")
+}
+
+/// The counts lines of `sass-counts --loops n` on `cubin` that start with `prefix`.
+fn counted(
+    label: &str,
+    cubin: &[u8],
+    n: usize,
+    prefix: &str,
+) -> Vec<(String, BTreeMap<String, usize>)> {
     let tool =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/sass-counts");
     assert!(tool.exists(), "{label}: {} is missing", tool.display());
@@ -77,7 +96,8 @@ fn loops(label: &str, cubin: &[u8], n: usize) -> Vec<(String, BTreeMap<String, u
     let _ = std::fs::remove_file(&path);
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
-        .filter(|l| l.starts_with("loop"))
+        .map(str::trim_start)
+        .filter(|l| l.starts_with(prefix))
         .map(|line| {
             let counts = line
                 .split_whitespace()

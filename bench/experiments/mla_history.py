@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Rewrites the generated sm_90a MLA history kernel (two consumer warpgroups, each a column
+half of the scores and of the output), to time on the GPU what a compiler change would buy
+before writing it. Timings only: an edited kernel is never checked for parity here.
+
+    mla_history.py VARIANT[,VARIANT...] IN.cu OUT.cu
+
+Variants:
+  bars    the loop's two cross-warpgroup exchanges (the scores' row max, P staged for PV's A
+          fragments) without their leading barrier: the row-max partials move into the
+          padding columns of P's staging rows, so the two exchanges touch disjoint bytes and
+          each one's trailing barrier already orders the other's reads before the next
+          write (what a membar analysis of the scratch buffer would prove).
+  chains2 the scores' 32 latent MMAs of a warpgroup as two interleaved accumulator chains
+          (even and odd k-steps, added after the wait) instead of one chain of dependent
+          m64n32k16: whether the chain's latency, not the tensor cores or shared memory,
+          bounds the scores.
+  hoist   the epilogue's guarded stores compute their address outside the guard, so the
+          row's division by heads_per_rank is shared by the unrolled stores of a row (inside
+          each guard ptxas recomputes it: ~40 instructions a store).
+  stamps  clock64() phase sums of the consumers (prologue, stage wait, scores' MMAs, row max,
+          softmax, P staging, PV's MMAs, loop tail, epilogue), printed by thread 0 of each
+          consumer warpgroup of a few programs: `PH block wg cycles...`.
+"""
+import re
+import sys
+
+CONSUMER_START = "attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();"
+CONSUMER_END = "\n    }\n    #else\n    if (threadIdx.x >= 256) return;"
+ROW = "((attn_warp % 4) * 16 + attn_g + (r & 1) * 8)"
+
+
+def die(msg):
+    sys.exit(f"mla_history.py: {msg}")
+
+
+def consumer(text):
+    a = text.find(CONSUMER_START)
+    b = text.find(CONSUMER_END, a)
+    if a < 0 or b < 0:
+        die("no warp-specialized consumer section")
+    return a, b
+
+
+def once(text, old, new, what):
+    if old not in text:
+        die(f"no {what}")
+    return text.replace(old, new, 1)
+
+
+def bars(body):
+    red = "float* attn_red = reinterpret_cast<float*>(attn_scratch);\n"
+    i = body.find(red)
+    if i < 0:
+        die("no row-max exchange")
+    j = body.find("attn_bar_sync(4, 256);\n", i)
+    body = body[:j] + body[j + len("attn_bar_sync(4, 256);\n"):]
+    end = body.find("v140[r] = acc;", i)
+    block = body[i:end]
+    block = block.replace(f"attn_red[{ROW} * 2 + (attn_warp / 4)]", f"ATTN_RED_AT({ROW})[attn_warp / 4]")
+    block = block.replace(f"attn_red + {ROW} * 2", f"ATTN_RED_AT({ROW})")
+    if "ATTN_RED_AT" not in block or "attn_red[" in block:
+        die("row-max exchange indexing changed")
+    body = body[:i] + block + body[end:]
+    sa = "unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);\n"
+    k = body.find(sa)
+    if k < 0:
+        die("no P staging")
+    j = body.find("attn_bar_sync(4, 256);\n", k)
+    return body[:j] + body[j + len("attn_bar_sync(4, 256);\n"):]
+
+
+def chains2(body):
+    decl = "float v134[16];"
+    body = once(body, decl, decl + " float v134b[16];", "scores accumulator")
+    m = re.search(r"\n(\s*)(asm volatile\([^\n]*\"r\"\(\(int\)\(ks != 0\)\)\);)", body)
+    if not m or "v134[" not in m.group(2):
+        die("no latent score MMA")
+    a = m.group(2)
+    b = a.replace("v134[", "v134b[").replace("(int)(ks != 0)", "(int)(ks >= 2)")
+    a = a.replace("(int)(ks != 0)", "(int)(ks >= 2)")
+    body = body[:m.start(2)] + "if (ks & 1) { " + b + " } else { " + a + " }" + body[m.end(2):]
+    w = "attn_wgmma_wait<0>();"
+    i = body.find(w)
+    if i < 0:
+        die("no scores wait")
+    add = " #pragma unroll\n for (int s = 0; s < 16; ++s) v134[s] += v134b[s];\n"
+    return body[:i + len(w)] + "\n" + add + body[i + len(w):]
+
+
+def closing(text, i):
+    """Index just past the parenthesis group opening at text[i]."""
+    depth = 0
+    for k in range(i, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[k], 0)
+        if depth == 0:
+            return k + 1
+    die("unbalanced parentheses")
+
+
+def hoist(body):
+    out, n = [], 0
+    for line in body.split("\n"):
+        t = line.strip()
+        if t.startswith("if (") and ") attn_st" in t and t.endswith(");"):
+            c_end = closing(t, 3)
+            call = t[c_end:].strip()
+            fn = call[:call.index("(")]
+            a_end = closing(call, len(fn))
+            args = call[len(fn) + 1:a_end - 1]
+            addr_end = closing(args, 0) if args.startswith("(") else args.index(",")
+            addr, rest = args[:addr_end], args[addr_end:]
+            out.append(f"{{ auto attn_p = {addr}; if {t[3:c_end]} {fn}(attn_p{rest}); }}")
+            n += 1
+        else:
+            out.append(line)
+    if n == 0:
+        die("no guarded store")
+    return "\n".join(out)
+
+
+def stamps(body):
+    body = once(body, CONSUMER_START, CONSUMER_START
+                + " long long attn_t0 = clock64(); long long attn_ph[9] = {0};", "consumer start")
+    body = once(body, "attn_bar_sync(4, 256); // CopiesVisible",
+                "attn_bar_sync(4, 256); // CopiesVisible\n ATTN_PH(0);", "prologue end")
+    wait = re.compile(r"(attn_mbar_wait\(&attn_ws_bar\[attn_stage__\], \(attn_ws_phase >> attn_s\) & 1u\);\n"
+                      r"\s*attn_ws_phase \^= 1u << attn_s;\n\s*\})")
+    body, n = wait.subn(r"\1 ATTN_PH(1);", body, count=1)
+    if n != 1:
+        die("no full-stage wait")
+    waits = [m.start() for m in re.finditer(r"attn_wgmma_wait<0>\(\);", body)]
+    if len(waits) < 2:
+        die("fewer than two MMA waits")
+    w = "attn_wgmma_wait<0>();"
+    # PV's wait first (later offset), so the first offset stays valid.
+    body = body[:waits[1]] + w + " ATTN_PH(6);" + body[waits[1] + len(w):]
+    body = body[:waits[0]] + w + " ATTN_PH(2);" + body[waits[0] + len(w):]
+    body = once(body, "// L225: m_raw = max(m_i,", "ATTN_PH(3);\n// L225: m_raw = max(m_i,", "row max")
+    body = once(body, "unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);",
+                "ATTN_PH(4); unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);",
+                "P staging")
+    body = once(body, "const unsigned long long attn_bd0 = attn_wgmma_desc(attn_bdesc, 8192, 1024);",
+                "ATTN_PH(5); const unsigned long long attn_bd0 = attn_wgmma_desc(attn_bdesc, 8192, 1024);",
+                "PV issue")
+    body = once(body, "attn_stage__ ^= 1;\n", "ATTN_PH(7); attn_stage__ ^= 1;\n", "loop end")
+    return body + (
+        "\n ATTN_PH(8);"
+        " if ((threadIdx.x & 127) == 0 && (blockIdx.x == 0 || blockIdx.x == 131 || blockIdx.x == 200))"
+        ' printf("PH %d %d %lld %lld %lld %lld %lld %lld %lld %lld %lld\\n", (int)blockIdx.x,'
+        " (int)(threadIdx.x >> 7), attn_ph[0], attn_ph[1], attn_ph[2], attn_ph[3], attn_ph[4],"
+        " attn_ph[5], attn_ph[6], attn_ph[7], attn_ph[8]);"
+    )
+
+
+HEADER = (
+    '#include "attn_prelude.cuh"\n'
+    "#define ATTN_RED_AT(row) reinterpret_cast<float*>(attn_scratch + (row) * 144 + 128)\n"
+    "#define ATTN_PH(k) do { long long attn_n = clock64(); attn_ph[k] += attn_n - attn_t0; "
+    "attn_t0 = attn_n; } while (0)\n"
+)
+
+
+def main(variants, src, dst):
+    text = open(src).read()
+    if "mla_history" not in text:
+        open(dst, "w").write(text)
+        return
+    try:
+        a, b = consumer(text)
+        body = text[a:b]
+        for v in variants.split(","):
+            if v == "bars" and "attn_smem + 221216" not in text:
+                die("unexpected shared-memory layout")
+            body = {"bars": bars, "chains2": chains2, "hoist": hoist, "stamps": stamps}[v](body)
+    except SystemExit as e:
+        # Another specialization of the kernel (the generated text differs): left as is.
+        print(f"{src}: left unchanged ({e})", file=sys.stderr)
+        open(dst, "w").write(text)
+        return
+    text = text[:a] + body + text[b:]
+    text = text.replace('#include "attn_prelude.cuh"\n', HEADER, 1)
+    open(dst, "w").write(text)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        die("usage: mla_history.py VARIANT[,VARIANT...] IN.cu OUT.cu")
+    main(*sys.argv[1:])
