@@ -15,6 +15,11 @@ Variants:
           (even and odd k-steps, added after the wait) instead of one chain of dependent
           m64n32k16: whether the chain's latency, not the tensor cores or shared memory,
           bounds the scores.
+  n64     each warpgroup's scores MMAs as m64n64k16 over the whole key tile (both warpgroups
+          compute all 64 columns; each keeps its own half): twice the tensor work and a third
+          more shared-memory reads per instruction, the same instruction count. Whether the
+          m64n32k16 scores are bound by the instruction count (then n64 costs the same), by
+          shared memory (+33 %) or by the tensor cores (+100 %).
   hoist   the epilogue's guarded stores compute their address outside the guard, so the
           row's division by heads_per_rank is shared by the unrolled stores of a row (inside
           each guard ptxas recomputes it: ~40 instructions a store).
@@ -86,6 +91,31 @@ def chains2(body):
         die("no scores wait")
     add = " #pragma unroll\n for (int s = 0; s < 16; ++s) v134[s] += v134b[s];\n"
     return body[:i + len(w)] + "\n" + add + body[i + len(w):]
+
+
+def n64(body):
+    decl = "float v134[16];"
+    body = once(body, decl, decl + " float attn_s64[32];", "scores accumulator")
+    outs = ", ".join(f"%{i}" for i in range(32))
+    ops = ", ".join(f'"+f"(attn_s64[{i}])' for i in range(32))
+    asm = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %18, 0;\\n'
+                     r'wgmma\.mma_async\.sync\.aligned\.m64n32k16[^"]*"[^;]*"r"\(([^;]*)\)\);')
+    ms = list(asm.finditer(body))
+    if len(ms) < 2 or "v134[" not in ms[0].group(0) or "v134[" not in ms[1].group(0):
+        die("no m64n32k16 scores MMAs")
+    for m in reversed(ms[:2]):
+        new = ('asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %34, 0;\\n'
+               'wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {' + outs + '}, %32, %33, p, 1, 1, 0, 0;\\n}\\n" : '
+               + ops + ' : "l"(attn_ad), "l"(attn_bd), "r"(' + m.group(1) + '));')
+        body = body[:m.start()] + new + body[m.end():]
+    for buf in ("attn_buf1 + attn_stage__ * 32768", "attn_buf3 + attn_stage__ * 4096"):
+        body = once(body, f"attn_smem_addr(({buf})) + (attn_warp / 4) * 4096;",
+                    f"attn_smem_addr(({buf}));", "scores B descriptor")
+    w = "attn_wgmma_wait<0>();"
+    i = body.find(w)
+    pick = (" #pragma unroll\n for (int s = 0; s < 16; ++s) v134[s] = (attn_warp / 4) ? "
+            "attn_s64[16 + s] : attn_s64[s];\n")
+    return body[:i + len(w)] + "\n" + pick + body[i + len(w):]
 
 
 def closing(text, i):
@@ -172,7 +202,7 @@ def main(variants, src, dst):
         for v in variants.split(","):
             if v == "bars" and "attn_smem + 221216" not in text:
                 die("unexpected shared-memory layout")
-            body = {"bars": bars, "chains2": chains2, "hoist": hoist, "stamps": stamps}[v](body)
+            body = {"bars": bars, "chains2": chains2, "n64": n64, "hoist": hoist, "stamps": stamps}[v](body)
     except SystemExit as e:
         # Another specialization of the kernel (the generated text differs): left as is.
         print(f"{src}: left unchanged ({e})", file=sys.stderr)
