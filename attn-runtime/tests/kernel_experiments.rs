@@ -96,3 +96,51 @@ fn source_rewrites_apply_to_the_generated_p0() {
     assert!(both[one..].contains("attn_wgmma_wait<0>();"), "then PV");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The rewrites of `bench/experiments/mla_history.py` (docs/gpu_ir.md, "Where L1's history
+/// time goes") still find what they edit in the sm_90a history the launch table gives L1,
+/// and the current-part rewrite in the step's current kernel: each variant changes the
+/// source (the script leaves a source it cannot edit unchanged).
+#[test]
+fn mla_history_rewrites_apply_to_the_generated_history() {
+    use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
+    use attn_runtime::ops::mla_dcp::plan::DecodeStep;
+    use attn_runtime::reference::mla::MlaConfig;
+    let layout = DcpLayout::new(1, 1, 64).expect("layout");
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    let plan = DecodeStep::uniform_decode(128, 4096, 128, layout, scale, 132)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan");
+    let source = |l: &attn_runtime::ops::mla_dcp::plan::KernelLaunch| {
+        l.compile().expect("compile").cuda.source
+    };
+    let dir = std::env::temp_dir().join(format!("attn-mla-rewrites-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/mla_history.py"
+    );
+    let cases = [
+        ("bars", source(&plan.history)),
+        ("chains2", source(&plan.history)),
+        ("n64", source(&plan.history)),
+        ("splitk", source(&plan.history)),
+        ("stamps", source(&plan.history)),
+        ("splitk,stamps", source(&plan.history)),
+        ("nocurrent", source(&plan.current)),
+    ];
+    for (variant, src) in cases {
+        let (input, output) = (dir.join("in.cu"), dir.join("out.cu"));
+        std::fs::write(&input, &src).expect("write");
+        let status = std::process::Command::new("python3")
+            .args([script, variant])
+            .arg(&input)
+            .arg(&output)
+            .status()
+            .expect("python3 runs");
+        assert!(status.success(), "{variant} failed");
+        let edited = std::fs::read_to_string(&output).expect("the rewrite");
+        assert_ne!(edited, src, "{variant} left the generated source unchanged");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -288,6 +288,9 @@ fn small_kernels_spill_free(arch: Arch) {
         {
             let name = format!("{label} {} {arch:?}", l.key());
             let c = l.compile().unwrap_or_else(|e| panic!("{name}: {e}"));
+            if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
+                let _ = std::fs::write(format!("{dir}/{label}-{}.cu", l.kernel), &c.cuda.source);
+            }
             sass_support::compile_spill_free(&name, &CudaSource::from_kernel(&c.cuda), arch);
         }
     }

@@ -20,9 +20,14 @@ Variants:
           more shared-memory reads per instruction, the same instruction count. Whether the
           m64n32k16 scores are bound by the instruction count (then n64 costs the same), by
           shared memory (+33 %) or by the tensor cores (+100 %).
-  hoist   the epilogue's guarded stores compute their address outside the guard, so the
-          row's division by heads_per_rank is shared by the unrolled stores of a row (inside
-          each guard ptxas recomputes it: ~40 instructions a store).
+  splitk  the scores split along their 576-wide reduction instead of their columns: each
+          warpgroup m64n64k16 over its half of the latent and rope columns (144 KB of shared
+          reads a tile instead of 216), then each writes the other's column half of its f32
+          partial (warpgroup 0 into the scratch buffer, 1 into the stage's rope columns, dead
+          once both warpgroups' scores completed: a barrier first), a barrier, and each adds
+          the other's half to its own.
+  nocurrent  (applies to the current-part kernel) it returns at once: what the side
+          stream's kernel, enqueued first, costs the history beside it.
   stamps  clock64() phase sums of the consumers (prologue, stage wait, scores' MMAs, row max,
           softmax, P staging, PV's MMAs, loop tail, epilogue), printed by thread 0 of each
           consumer warpgroup of a few programs: `PH block wg cycles...`.
@@ -118,35 +123,53 @@ def n64(body):
     return body[:i + len(w)] + "\n" + pick + body[i + len(w):]
 
 
-def closing(text, i):
-    """Index just past the parenthesis group opening at text[i]."""
-    depth = 0
-    for k in range(i, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[k], 0)
-        if depth == 0:
-            return k + 1
-    die("unbalanced parentheses")
-
-
-def hoist(body):
-    out, n = [], 0
-    for line in body.split("\n"):
-        t = line.strip()
-        if t.startswith("if (") and ") attn_st" in t and t.endswith(");"):
-            c_end = closing(t, 3)
-            call = t[c_end:].strip()
-            fn = call[:call.index("(")]
-            a_end = closing(call, len(fn))
-            args = call[len(fn) + 1:a_end - 1]
-            addr_end = closing(args, 0) if args.startswith("(") else args.index(",")
-            addr, rest = args[:addr_end], args[addr_end:]
-            out.append(f"{{ auto attn_p = {addr}; if {t[3:c_end]} {fn}(attn_p{rest}); }}")
-            n += 1
-        else:
-            out.append(line)
-    if n == 0:
-        die("no guarded store")
-    return "\n".join(out)
+def splitk(body):
+    decl = "float v134[16];"
+    body = once(body, decl, decl + " float attn_s64[32];", "scores accumulator")
+    outs = ", ".join(f"%{i}" for i in range(32))
+    ops = ", ".join(f'"+f"(attn_s64[{i}])' for i in range(32))
+    asm = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %18, 0;\\n'
+                     r'wgmma\.mma_async\.sync\.aligned\.m64n32k16[^"]*"[^;]*"r"\(([^;]*)\)\);')
+    ms = list(asm.finditer(body))
+    if len(ms) < 2 or "v134[" not in ms[0].group(0) or "v134[" not in ms[1].group(0):
+        die("no m64n32k16 scores MMAs")
+    for m in reversed(ms[:2]):
+        new = ('asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %34, 0;\\n'
+               'wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {' + outs + '}, %32, %33, p, 1, 1, 0, 0;\\n}\\n" : '
+               + ops + ' : "l"(attn_ad), "l"(attn_bd), "r"(' + m.group(1) + '));')
+        body = body[:m.start()] + new + body[m.end():]
+    # Each warpgroup's half of the reduction: latent columns 256 w.., rope columns 32 w..
+    body = once(body, "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + (attn_warp / 4) * 4096;",
+                "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + (attn_warp / 4) * 32768;", "latent B")
+    body = once(body, "const unsigned attn_adesc = attn_smem_addr(attn_buf0);",
+                "const unsigned attn_adesc = attn_smem_addr(attn_buf0) + (attn_warp / 4) * 32768;", "latent A")
+    body = once(body, "for (int ks = 0; ks < 32; ++ks)", "for (int ks = 0; ks < 16; ++ks)", "latent k-steps")
+    body = once(body, "attn_smem_addr((attn_buf3 + attn_stage__ * 4096)) + (attn_warp / 4) * 4096;",
+                "attn_smem_addr((attn_buf3 + attn_stage__ * 4096)) + (attn_warp / 4) * 64;", "rope B")
+    body = once(body, "const unsigned attn_adesc = attn_smem_addr(attn_buf2);",
+                "const unsigned attn_adesc = attn_smem_addr(attn_buf2) + (attn_warp / 4) * 64;", "rope A")
+    body = once(body, "for (int ks = 0; ks < 4; ++ks)", "for (int ks = 0; ks < 2; ++ks)", "rope k-steps")
+    fence = "attn_reg_fence(v134[s]);"
+    body = once(body, "for (int s = 0; s < 16; ++s) {\n                    " + fence,
+                "for (int s = 0; s < 32; ++s) {\n                    attn_reg_fence(attn_s64[s]);", "register fence")
+    w = "attn_wgmma_wait<0>();"
+    i = body.find(w)
+    j = body.find("}", body.find("attn_reg_fence(attn_s64[s]);", i)) + 1
+    swap = """
+    {
+        const int attn_w = attn_warp / 4, attn_t = tid & 127;
+        float* attn_rope_free = reinterpret_cast<float*>(attn_buf3 + attn_stage__ * 4096);
+        float* attn_mine = attn_w ? attn_rope_free : reinterpret_cast<float*>(attn_scratch);
+        float* attn_theirs = attn_w ? reinterpret_cast<float*>(attn_scratch) : attn_rope_free;
+        attn_bar_sync(4, 256);
+        #pragma unroll
+        for (int s = 0; s < 16; ++s) attn_mine[s * 128 + attn_t] = attn_w ? attn_s64[s] : attn_s64[16 + s];
+        attn_bar_sync(4, 256);
+        #pragma unroll
+        for (int s = 0; s < 16; ++s) v134[s] = (attn_w ? attn_s64[16 + s] : attn_s64[s]) + attn_theirs[s * 128 + attn_t];
+    }
+"""
+    return body[:j] + swap + body[j:]
 
 
 def stamps(body):
@@ -191,9 +214,22 @@ HEADER = (
 )
 
 
+def no_current(text):
+    """The current-part kernel returning at once (what the side stream's kernel costs the
+    history it runs beside)."""
+    m = re.search(r'extern "C" __global__ void [^{]*mla_current_\w+\([^{]*\{\n', text)
+    if not m:
+        die("no mla_current entry")
+    return text[:m.end()] + "    return;\n" + text[m.end():]
+
+
 def main(variants, src, dst):
     text = open(src).read()
-    if "mla_history" not in text:
+    if "nocurrent" in variants.split(",") and "mla_current" in text:
+        open(dst, "w").write(no_current(text))
+        return
+    variants = ",".join(v for v in variants.split(",") if v != "nocurrent")
+    if "mla_history" not in text or not variants:
         open(dst, "w").write(text)
         return
     try:
@@ -202,7 +238,7 @@ def main(variants, src, dst):
         for v in variants.split(","):
             if v == "bars" and "attn_smem + 221216" not in text:
                 die("unexpected shared-memory layout")
-            body = {"bars": bars, "chains2": chains2, "n64": n64, "hoist": hoist, "stamps": stamps}[v](body)
+            body = {"bars": bars, "chains2": chains2, "n64": n64, "splitk": splitk, "stamps": stamps}[v](body)
     except SystemExit as e:
         # Another specialization of the kernel (the generated text differs): left as is.
         print(f"{src}: left unchanged ({e})", file=sys.stderr)
