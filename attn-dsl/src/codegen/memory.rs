@@ -174,7 +174,11 @@ impl<'f> Emitter<'f> {
         ptr: &str,
         values: &[String],
     ) -> Res<()> {
-        let f = if values.len() == 2 { "attn_st2" } else { "attn_st" };
+        let f = if values.len() == 2 {
+            "attn_st2"
+        } else {
+            "attn_st"
+        };
         let values = values.join(", ");
         match self.access_guard(op, mask, "s", true)? {
             Some(g) => {
