@@ -422,7 +422,12 @@ pub mod mla {
 
     /// The one combine (spec §3.2, §9.2 K_combine): D received history partials of this rank's
     /// head plus the local current partial → `lat_out [T, N, 512]` in the activation dtype.
-    /// Grid (T, N).
+    /// Grid (T, N). The merge of [`merge_partials`] with the part axis as loops: the weights
+    /// are per-program scalars, so no thread needs another's element (distributed over the
+    /// threads, the `[PARTS_PADDED]` LSEs took ten block barriers a program, and the
+    /// combine 2× its memory time at L1). Same order of operations: the largest finite LSE,
+    /// then the weighted rows summed from zero in part order (history parts, then the
+    /// current one), one normalization.
     #[kernel(num_warps = 4, require(PARTS_PADDED >= DCP_SIZE + 1, "PARTS_PADDED must be >= DCP_SIZE + 1"))]
     pub fn mla_combine<T, const DCP_SIZE: i32, const PARTS_PADDED: i32>(
         recv_out: *const T,
@@ -438,37 +443,44 @@ pub mod mla {
     ) {
         let t = program_id(0);
         let h = program_id(1);
-        let part = arange::<PARTS_PADDED>();
-        let is_hist = part < DCP_SIZE;
-        let is_cur = part == DCP_SIZE;
         let dl = arange::<512>();
         let row = (h * num_tokens + t).cast::<i64>();
-        let src = part.cast::<i64>();
-        let o_hist = load(
-            recv_out + (src * chunk_stride_out + row * 512).unsqueeze(1) + dl.unsqueeze(0),
-            is_hist.unsqueeze(1),
-            0.0,
-        );
-        let lse_hist = load(
-            recv_lse + src * chunk_stride_lse + lse_offset + row,
-            is_hist,
-            f32::NEG_INFINITY,
-        );
         let cur_row = (t * heads_per_rank + h).cast::<i64>();
-        let o_cur = load(
-            cur_out + cur_row * 512 + dl.unsqueeze(0) + zeros::<i64>([PARTS_PADDED]).unsqueeze(1),
-            is_cur.unsqueeze(1),
-            0.0,
-        );
-        let lse_cur = load(
-            cur_lse + cur_row + zeros::<i64>([PARTS_PADDED]),
-            is_cur,
-            f32::NEG_INFINITY,
-        );
-        let o = select(is_cur.unsqueeze(1), o_cur, o_hist).cast::<f32>();
-        let lse = select(is_cur, lse_cur, lse_hist);
-        let (merged, _lse) = merge_partials(o, lse, is_hist | is_cur);
+        let lse_cur = load(cur_lse + cur_row);
+        let mut m_raw = finite_or(lse_cur, f32::NEG_INFINITY);
+        for p in 0..DCP_SIZE {
+            let lse = load(recv_lse + p.cast::<i64>() * chunk_stride_lse + lse_offset + row);
+            m_raw = max(m_raw, finite_or(lse, f32::NEG_INFINITY));
+        }
+        let m = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+        let mut num = zeros::<f32>([512]);
+        let mut den = 0.0;
+        for p in 0..DCP_SIZE {
+            let lse = load(recv_lse + p.cast::<i64>() * chunk_stride_lse + lse_offset + row);
+            let o = load(recv_out + p.cast::<i64>() * chunk_stride_out + row * 512 + dl);
+            let (o_w, w) = weighted_part(o.cast::<f32>(), lse, m);
+            num = num + o_w;
+            den = den + w;
+        }
+        let o = load(cur_out + cur_row * 512 + dl);
+        let (o_w, w) = weighted_part(o.cast::<f32>(), lse_cur, m);
+        let merged = (num + o_w) / select(den + w == 0.0, 1.0, den + w);
         store(lat_out + cur_row * 512 + dl, merged.cast::<T>());
+    }
+
+    /// `x` where it is finite, else `fallback` (NaN counts as not finite).
+    #[device]
+    fn finite_or(x: f32, fallback: f32) -> f32 {
+        select((x > f32::NEG_INFINITY) & (x < f32::INFINITY), x, fallback)
+    }
+
+    /// One part's weighted row and weight under the running maximum `m` (spec §3.2): a part
+    /// with a non-finite LSE weighs 0 and its row is zeroed before it is weighted.
+    #[device]
+    fn weighted_part(o: Tile, lse: f32, m: f32) -> (Tile, f32) {
+        let valid = (lse > f32::NEG_INFINITY) & (lse < f32::INFINITY);
+        let w = select(valid, exp(lse - m), 0.0);
+        (select(valid, o, 0.0) * w, w)
     }
 
     /// V-up fallback: `y[t, n, :] = x[t, n, :] · W_UV[n]` for `x [T, N, 512]`, `W_UV [N, 512, 128]`,
