@@ -98,7 +98,9 @@ def chains2(body):
     return body[:i + len(w)] + "\n" + add + body[i + len(w):]
 
 
-def n64(body):
+def scores_into_n64(body):
+    """The scores' latent and rope MMAs as m64n64k16 into `attn_s64[32]` (declared beside
+    the scores' accumulator); each warpgroup's B descriptor is left for the caller."""
     decl = "float v134[16];"
     body = once(body, decl, decl + " float attn_s64[32];", "scores accumulator")
     outs = ", ".join(f"%{i}" for i in range(32))
@@ -113,6 +115,11 @@ def n64(body):
                'wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {' + outs + '}, %32, %33, p, 1, 1, 0, 0;\\n}\\n" : '
                + ops + ' : "l"(attn_ad), "l"(attn_bd), "r"(' + m.group(1) + '));')
         body = body[:m.start()] + new + body[m.end():]
+    return body
+
+
+def n64(body):
+    body = scores_into_n64(body)
     for buf in ("attn_buf1 + attn_stage__ * 32768", "attn_buf3 + attn_stage__ * 4096"):
         body = once(body, f"attn_smem_addr(({buf})) + (attn_warp / 4) * 4096;",
                     f"attn_smem_addr(({buf}));", "scores B descriptor")
@@ -124,20 +131,7 @@ def n64(body):
 
 
 def splitk(body):
-    decl = "float v134[16];"
-    body = once(body, decl, decl + " float attn_s64[32];", "scores accumulator")
-    outs = ", ".join(f"%{i}" for i in range(32))
-    ops = ", ".join(f'"+f"(attn_s64[{i}])' for i in range(32))
-    asm = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %18, 0;\\n'
-                     r'wgmma\.mma_async\.sync\.aligned\.m64n32k16[^"]*"[^;]*"r"\(([^;]*)\)\);')
-    ms = list(asm.finditer(body))
-    if len(ms) < 2 or "v134[" not in ms[0].group(0) or "v134[" not in ms[1].group(0):
-        die("no m64n32k16 scores MMAs")
-    for m in reversed(ms[:2]):
-        new = ('asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %34, 0;\\n'
-               'wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {' + outs + '}, %32, %33, p, 1, 1, 0, 0;\\n}\\n" : '
-               + ops + ' : "l"(attn_ad), "l"(attn_bd), "r"(' + m.group(1) + '));')
-        body = body[:m.start()] + new + body[m.end():]
+    body = scores_into_n64(body)
     # Each warpgroup's half of the reduction: latent columns 256 w.., rope columns 32 w..
     body = once(body, "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + (attn_warp / 4) * 4096;",
                 "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + (attn_warp / 4) * 32768;", "latent B")
