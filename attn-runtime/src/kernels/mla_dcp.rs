@@ -89,25 +89,35 @@ use attn_dsl_macros::module;
 
 #[module]
 pub mod mla {
-    /// Merges partials `(o [P, 512], lse [P])` of one row (spec §3.2): only finite LSEs count,
-    /// invalid outputs are zeroed before they are weighted, f32 accumulation, one normalization.
-    /// An empty row gives `(0, -inf)`.
+    /// The merge of partials `(o, lse)` of one row (spec §3.2) once their weighted rows and
+    /// weights are summed (`weighted_part`, in part order, from zero): one normalization, and
+    /// the merged LSE. A row whose parts all weigh 0 gives `(0, -inf)`.
     #[device]
-    fn merge_partials(o: Tile, lse: Tile, present: Tile) -> (Tile, f32) {
-        let valid = present & (lse > f32::NEG_INFINITY) & (lse < f32::INFINITY);
-        let m_raw = select(valid, lse, f32::NEG_INFINITY).max(0);
-        let m = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+    fn normalized(num: Tile, den: f32, m: f32) -> (Tile, f32) {
+        let empty = den == 0.0;
+        let den = select(empty, 1.0, den);
+        (num / den, select(empty, f32::NEG_INFINITY, m + log(den)))
+    }
+
+    /// `x` where it is finite, else `fallback` (NaN counts as not finite).
+    #[device]
+    fn finite_or(x: f32, fallback: f32) -> f32 {
+        select((x > f32::NEG_INFINITY) & (x < f32::INFINITY), x, fallback)
+    }
+
+    /// The weights' reference point of a merge: the largest finite LSE, or 0 when none is.
+    #[device]
+    fn merge_max(m_raw: f32) -> f32 {
+        select(m_raw == f32::NEG_INFINITY, 0.0, m_raw)
+    }
+
+    /// One part's weighted row and weight under the merge's maximum `m` (spec §3.2): only
+    /// finite LSEs count, and an invalid part's row is zeroed before it is weighted.
+    #[device]
+    fn weighted_part(o: Tile, lse: f32, m: f32) -> (Tile, f32) {
+        let valid = (lse > f32::NEG_INFINITY) & (lse < f32::INFINITY);
         let w = select(valid, exp(lse - m), 0.0);
-        let o_valid = select(valid.unsqueeze(1), o, 0.0);
-        let num = (o_valid * w.unsqueeze(1)).sum(0);
-        let den = w.sum(0);
-        let out = num / select(den == 0.0, 1.0, den);
-        let lse_out = select(
-            den == 0.0,
-            f32::NEG_INFINITY,
-            m + log(select(den == 0.0, 1.0, den)),
-        );
-        (out, lse_out)
+        (select(valid, o, 0.0) * w, w)
     }
 
     /// Turns an online-softmax state into a normalized partial `(o, lse)`; rows that saw no key
@@ -331,7 +341,8 @@ pub mod mla {
 
     /// Merges the history splits of one (token, gathered head) and writes the result straight
     /// into the exchange send buffer: chunk p = heads [p·N, (p+1)·N) holds `out [N, T, 512]` in
-    /// the activation dtype and `lse [N, T]` f32 (spec §9.1). Grid (T, D·N).
+    /// the activation dtype and `lse [N, T]` f32 (spec §9.1). Grid (T, D·N). The splits are
+    /// loops with per-program scalar weights, as in `mla_combine`.
     #[kernel(num_warps = 4, require(SPLITS_PADDED >= NUM_SPLITS, "SPLITS_PADDED must be >= NUM_SPLITS"))]
     pub fn mla_history_reduce<T, const NUM_SPLITS: i32, const SPLITS_PADDED: i32>(
         split_out: *const f32,
@@ -347,17 +358,26 @@ pub mod mla {
     ) {
         let t = program_id(0);
         let g = program_id(1);
-        let s = arange::<SPLITS_PADDED>();
-        let present = s < NUM_SPLITS;
-        let slot = (t * num_heads + g) * NUM_SPLITS + s;
+        let first = (t * num_heads + g) * NUM_SPLITS;
         let dl = arange::<512>();
-        let o_s = load(
-            split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
-            present.unsqueeze(1),
-            0.0,
-        );
-        let lse_s = load(split_lse + slot, present, f32::NEG_INFINITY);
-        let (o, lse) = merge_partials(o_s, lse_s, present);
+        let mut m_raw = f32::NEG_INFINITY;
+        for s in 0..NUM_SPLITS {
+            m_raw = max(
+                m_raw,
+                finite_or(load(split_lse + first + s), f32::NEG_INFINITY),
+            );
+        }
+        let m = merge_max(m_raw);
+        let mut num = zeros::<f32>([512]);
+        let mut den = 0.0;
+        for s in 0..NUM_SPLITS {
+            let slot = first + s;
+            let o = load(split_out + slot.cast::<i64>() * 512 + dl);
+            let (o_w, w) = weighted_part(o, load(split_lse + slot), m);
+            num = num + o_w;
+            den = den + w;
+        }
+        let (o, lse) = normalized(num, den, m);
         let (out_at, lse_at) = exchange_rows(
             g,
             t,
@@ -422,12 +442,11 @@ pub mod mla {
 
     /// The one combine (spec §3.2, §9.2 K_combine): D received history partials of this rank's
     /// head plus the local current partial → `lat_out [T, N, 512]` in the activation dtype.
-    /// Grid (T, N). The merge of [`merge_partials`] with the part axis as loops: the weights
-    /// are per-program scalars, so no thread needs another's element (distributed over the
-    /// threads, the `[PARTS_PADDED]` LSEs took ten block barriers a program, and the
-    /// combine 2× its memory time at L1). Same order of operations: the largest finite LSE,
-    /// then the weighted rows summed from zero in part order (history parts, then the
-    /// current one), one normalization.
+    /// Grid (T, N). The parts are loops and their weights per-program scalars, so no thread
+    /// needs another's element (held as a `[PARTS_PADDED]` tile spread over the threads, the
+    /// LSEs took ten block barriers a program). The order of operations is spec §3.2's: the
+    /// largest finite LSE, the weighted rows summed from zero in part order (history parts,
+    /// then the current one), one normalization.
     #[kernel(num_warps = 4, require(PARTS_PADDED >= DCP_SIZE + 1, "PARTS_PADDED must be >= DCP_SIZE + 1"))]
     pub fn mla_combine<T, const DCP_SIZE: i32, const PARTS_PADDED: i32>(
         recv_out: *const T,
@@ -452,7 +471,7 @@ pub mod mla {
             let lse = load(recv_lse + p.cast::<i64>() * chunk_stride_lse + lse_offset + row);
             m_raw = max(m_raw, finite_or(lse, f32::NEG_INFINITY));
         }
-        let m = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
+        let m = merge_max(m_raw);
         let mut num = zeros::<f32>([512]);
         let mut den = 0.0;
         for p in 0..DCP_SIZE {
@@ -464,23 +483,8 @@ pub mod mla {
         }
         let o = load(cur_out + cur_row * 512 + dl);
         let (o_w, w) = weighted_part(o.cast::<f32>(), lse_cur, m);
-        let merged = (num + o_w) / select(den + w == 0.0, 1.0, den + w);
+        let (merged, _lse) = normalized(num + o_w, den + w, m);
         store(lat_out + cur_row * 512 + dl, merged.cast::<T>());
-    }
-
-    /// `x` where it is finite, else `fallback` (NaN counts as not finite).
-    #[device]
-    fn finite_or(x: f32, fallback: f32) -> f32 {
-        select((x > f32::NEG_INFINITY) & (x < f32::INFINITY), x, fallback)
-    }
-
-    /// One part's weighted row and weight under the running maximum `m` (spec §3.2): a part
-    /// with a non-finite LSE weighs 0 and its row is zeroed before it is weighted.
-    #[device]
-    fn weighted_part(o: Tile, lse: f32, m: f32) -> (Tile, f32) {
-        let valid = (lse > f32::NEG_INFINITY) & (lse < f32::INFINITY);
-        let w = select(valid, exp(lse - m), 0.0);
-        (select(valid, o, 0.0) * w, w)
     }
 
     /// V-up fallback: `y[t, n, :] = x[t, n, :] · W_UV[n]` for `x [T, N, 512]`, `W_UV [N, 512, 128]`,
