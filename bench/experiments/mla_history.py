@@ -183,7 +183,9 @@ def stamps(body):
     # PV's wait first (later offset), so the first offset stays valid.
     body = body[:waits[1]] + w + " ATTN_PH(6);" + body[waits[1] + len(w):]
     body = body[:waits[0]] + w + " ATTN_PH(2);" + body[waits[0] + len(w):]
-    body = once(body, "// L225: m_raw = max(m_i,", "ATTN_PH(3);\n// L225: m_raw = max(m_i,", "row max")
+    body, n = re.subn(r"(// L\d+: m_raw = max\(m_i,)", r"ATTN_PH(3);\n\1", body, count=1)
+    if n != 1:
+        die("no row max")
     body = once(body, "unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);",
                 "ATTN_PH(4); unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);",
                 "P staging")
