@@ -234,7 +234,7 @@ fn l1_history_on_sm90a_runs_two_warpgroups() {
     // The epilogue's 64 guarded stores a thread compute their addresses before their
     // guards: each row's division by `heads_per_rank` (an `I2F.RP`/`MUFU.RCP` sequence) is
     // done once, not once a store (91 MUFU, 5376 instructions; H200: the epilogue 20.5k →
-    // 9.2k cycles a program, L1's history 348 → 339 µs).
+    // 9.2k cycles a program, L1's history 346 → 338 µs).
     let w = |k: &str| sass_support::count(&s.whole, k);
     assert_eq!((w("MUFU"), w("STG")), (26, 66), "(MUFU, STG) in the kernel");
     assert!(w("n") < 3000, "{} instructions in the kernel", w("n"));

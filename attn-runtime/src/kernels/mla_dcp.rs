@@ -120,10 +120,16 @@ pub mod mla {
         (num / den, select(empty, f32::NEG_INFINITY, m + log(den)))
     }
 
-    /// `x` where it is finite, else `fallback` (NaN counts as not finite).
+    /// Whether `x` is finite (NaN is not): the partials whose LSE is count (spec §3.2).
+    #[device]
+    fn finite(x: f32) -> bool {
+        (x > f32::NEG_INFINITY) & (x < f32::INFINITY)
+    }
+
+    /// `x` where it is finite, else `fallback`.
     #[device]
     fn finite_or(x: f32, fallback: f32) -> f32 {
-        select((x > f32::NEG_INFINITY) & (x < f32::INFINITY), x, fallback)
+        select(finite(x), x, fallback)
     }
 
     /// The weights' reference point of a merge: the largest finite LSE, or 0 when none is.
@@ -136,7 +142,7 @@ pub mod mla {
     /// finite LSEs count, and an invalid part's row is zeroed before it is weighted.
     #[device]
     fn weighted_part(o: Tile, lse: f32, m: f32) -> (Tile, f32) {
-        let valid = (lse > f32::NEG_INFINITY) & (lse < f32::INFINITY);
+        let valid = finite(lse);
         let w = select(valid, exp(lse - m), 0.0);
         (select(valid, o, 0.0) * w, w)
     }
