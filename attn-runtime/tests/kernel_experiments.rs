@@ -120,18 +120,19 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         env!("CARGO_MANIFEST_DIR"),
         "/../bench/experiments/mla_history.py"
     );
+    let (history, current) = (source(&plan.history), source(&plan.current));
     let cases = [
-        ("bars", source(&plan.history)),
-        ("chains2", source(&plan.history)),
-        ("n64", source(&plan.history)),
-        ("splitk", source(&plan.history)),
-        ("stamps", source(&plan.history)),
-        ("splitk,stamps", source(&plan.history)),
-        ("nocurrent", source(&plan.current)),
+        ("bars", &history),
+        ("chains2", &history),
+        ("n64", &history),
+        ("splitk", &history),
+        ("stamps", &history),
+        ("splitk,stamps", &history),
+        ("nocurrent", &current),
     ];
     for (variant, src) in cases {
         let (input, output) = (dir.join("in.cu"), dir.join("out.cu"));
-        std::fs::write(&input, &src).expect("write");
+        std::fs::write(&input, src).expect("write");
         let status = std::process::Command::new("python3")
             .args([script, variant])
             .arg(&input)
@@ -140,7 +141,10 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
             .expect("python3 runs");
         assert!(status.success(), "{variant} failed");
         let edited = std::fs::read_to_string(&output).expect("the rewrite");
-        assert_ne!(edited, src, "{variant} left the generated source unchanged");
+        assert_ne!(
+            &edited, src,
+            "{variant} left the generated source unchanged"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -41,8 +41,8 @@ struct Schedule {
     spills: (u32, u32, u32),
     /// SASS counts of the KV-tile loop.
     sass: std::collections::BTreeMap<String, usize>,
-    /// SASS counts of the whole kernel.
-    whole: std::collections::BTreeMap<String, usize>,
+    /// The sm_90a or sm_90 image, for counts beyond the loop's.
+    cubin: Vec<u8>,
 }
 
 fn schedule(label: &str, l: &KernelLaunch) -> Schedule {
@@ -100,7 +100,7 @@ fn schedule_for(label: &str, l: &KernelLaunch, arch: Arch) -> Schedule {
         registers: s.registers,
         spills: (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
         sass,
-        whole: sass_support::whole_kernel(label, bytes),
+        cubin: bytes.clone(),
     }
 }
 
@@ -235,7 +235,8 @@ fn l1_history_on_sm90a_runs_two_warpgroups() {
     // guards: each row's division by `heads_per_rank` (an `I2F.RP`/`MUFU.RCP` sequence) is
     // done once, not once a store (91 MUFU, 5376 instructions; H200: the epilogue 20.5k →
     // 9.2k cycles a program, L1's history 346 → 338 µs).
-    let w = |k: &str| sass_support::count(&s.whole, k);
+    let whole = sass_support::whole_kernel("l1-warpgroups", &s.cubin);
+    let w = |k: &str| sass_support::count(&whole, k);
     assert_eq!((w("MUFU"), w("STG")), (26, 66), "(MUFU, STG) in the kernel");
     assert!(w("n") < 3000, "{} instructions in the kernel", w("n"));
     let err = step(1, 32768, 128, 1).plan_tuned(MmaKind::Warpgroup, None, None, Some(24));
