@@ -146,5 +146,27 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
             "{variant} left the generated source unchanged"
         );
     }
+    // FlashMLA's schedule (`mla_seesaw.py`) replaces the consumers' loop, reading the
+    // generated names from the text: it must still find all of them.
+    let seesaw = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/mla_seesaw.py"
+    );
+    let (input, output) = (dir.join("in.cu"), dir.join("seesaw.cu"));
+    std::fs::write(&input, &history).expect("write");
+    let run = std::process::Command::new("python3")
+        .arg(seesaw)
+        .arg(&input)
+        .arg(&output)
+        .output()
+        .expect("python3 runs");
+    assert!(run.status.success() && run.stderr.is_empty(), "{run:?}");
+    let edited = std::fs::read_to_string(&output).expect("the rewrite");
+    assert!(edited.contains("// ---- seesaw (bench/experiments/mla_seesaw.py)"));
+    let split_scores = |s: &str| s.matches("m64n32k16").count();
+    assert!(
+        split_scores(&edited) < split_scores(&history),
+        "the warp-specialized loop's split scores are gone"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

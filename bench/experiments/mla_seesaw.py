@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""FlashMLA's schedule for the sm_90a MLA history, as a rewrite of the generated kernel: what
+the GPU-IR plan of docs/gpu_ir.md ("Where L1's history time goes, by phase") would buy,
+timed and checked for parity before the compiler learns it.
+
+    mla_seesaw.py IN.cu OUT.cu
+
+The generated history splits every 64-key tile's scores between its two consumer
+warpgroups (each `m64n32k16` over the 576 latent and rope columns, the queries read by
+both), then meets twice a tile: the row max, and P staged for PV. Here the tiles of a pair
+go to one warpgroup each (tile `lo + 2i` to warpgroup 0, `lo + 2i + 1` to warpgroup 1):
+
+  - each warpgroup computes the full `m64n64k16` scores of its own tile (a third fewer
+    shared-memory reads a key), and its own softmax;
+  - the running max is a token passed along: warpgroup 1's softmax of tile b starts from
+    the maximum after tile a, which warpgroup 0 hands over with P(a); warpgroup 0 takes the
+    maximum after b back with P(b) (one named barrier each way, no meeting);
+  - each warpgroup keeps its column half of the output (the generated layout) and runs PV
+    for both tiles: its own P from registers, the other's read from a thread-indexed
+    exchange slot (thread i of one warpgroup holds the same rows and columns as thread i of
+    the other, so P's A fragments cross as 64 bytes a thread, no reshuffle);
+  - each keeps per-lane row sums of its own tiles, rescaled by both tiles' factors; the
+    epilogue already adds the two warpgroups' sums.
+
+The producer, the prologue and the epilogue stay as generated. Applies to every two-warpgroup
+history specialization (names are read from the text), so a parity test can run it.
+"""
+import re
+import sys
+
+
+def die(msg):
+    sys.exit(f"mla_seesaw.py: {msg}")
+
+
+def find(pattern, text, what):
+    m = re.search(pattern, text)
+    if not m:
+        die(f"no {what}")
+    return m
+
+
+def wgmma_helpers(ty):
+    """`ss_scores_mma` (m64n64k16, A and B from shared memory) and `ss_pv_mma` (m64n256k16,
+    A from registers) for the element type `ty` (bf16 or f16)."""
+    outs32 = ", ".join(f"%{i}" for i in range(32))
+    ops32 = ", ".join(f'"+f"(d[{i}])' for i in range(32))
+    outs128 = ", ".join(f"%{i}" for i in range(128))
+    ops128 = ", ".join(f'"+f"(d[{i}])' for i in range(128))
+    return (
+        "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+        "__device__ __forceinline__ void ss_scores_mma(float (&d)[32], unsigned long long a, "
+        "unsigned long long b, int accumulate) {\n"
+        '    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %34, 0;\\n'
+        f"wgmma.mma_async.sync.aligned.m64n64k16.f32.{ty}.{ty} {{{outs32}}}, %32, %33, p, 1, 1, 0, 0;"
+        f'\\n}}\\n" : {ops32} : "l"(a), "l"(b), "r"(accumulate));\n'
+        "}\n"
+        "__device__ __forceinline__ void ss_pv_mma(float (&d)[128], const unsigned (&a)[4], "
+        "unsigned long long b) {\n"
+        '    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %133, 0;\\n'
+        f"wgmma.mma_async.sync.aligned.m64n256k16.f32.{ty}.{ty} {{{outs128}}}, "
+        "{%128, %129, %130, %131}, %132, p, 1, 1, 1;"
+        f'\\n}}\\n" : {ops128} : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));\n'
+        "}\n"
+        "#endif\n"
+    )
+
+
+# The seesaw loop. `@NAME@` are the generated kernel's names, read from its text.
+LOOP = r"""
+        // ---- seesaw (bench/experiments/mla_seesaw.py): a pair of tiles, one a warpgroup ----
+        {
+        const int ss_wg = attn_warp / 4, ss_tid = tid & 127;
+        uint4* const ss_p = reinterpret_cast<uint4*>(attn_scratch);            // [4][128]: P's A fragments
+        float2* const ss_m = reinterpret_cast<float2*>(attn_scratch + 8192);   // [128]: the running max
+        const unsigned long long ss_qlat = attn_wgmma_desc(attn_smem_addr(@QLAT@), 16, 1024);
+        const unsigned long long ss_qpe = attn_wgmma_desc(attn_smem_addr(@QPE@), 16, 1024);
+        float ss_mprev[2] = {@M@[0], @M@[1]};
+        for (int ss_j = @LO@; ss_j < @HI@; ss_j += 2) {
+            const bool ss_has_b = ss_j + 1 < @HI@;
+            const unsigned ss_parity = (unsigned)((ss_j - @LO@) >> 1) & 1u;
+            const int ss_tile = ss_j + ss_wg;          // this warpgroup's tile, in stage ss_wg
+            float ss_s[32];
+            unsigned ss_own[4][4], ss_other[4][4];
+            float ss_mown[2], ss_mother[2], ss_alpha_own[2], ss_alpha_other[2], ss_rowsum[2];
+            if (ss_wg == 0 || ss_has_b) {
+                attn_mbar_wait(&attn_ws_bar[ss_wg], ss_parity);
+                const unsigned long long kl = attn_wgmma_desc(attn_smem_addr(@KLAT@ + ss_wg * 32768), 16, 1024);
+                const unsigned long long kp = attn_wgmma_desc(attn_smem_addr(@KPE@ + ss_wg * 4096), 16, 1024);
+                attn_wgmma_fence();
+                #pragma unroll
+                for (int ks = 0; ks < 32; ++ks) {
+                    const unsigned off = ((ks * 16) >> 6) * 8192 + ((ks * 16) & 63) * 2;
+                    ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qlat, off), attn_wgmma_desc_add(kl, off), ks != 0);
+                }
+                #pragma unroll
+                for (int ks = 0; ks < 4; ++ks) {
+                    ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qpe, ks * 32), attn_wgmma_desc_add(kp, ks * 32), 1);
+                }
+                attn_wgmma_commit();
+            }
+            if (ss_wg == 0) {
+                // tile a: softmax from the maximum after the last pair, P(a) handed over, PV(a)
+                attn_wgmma_wait<0>();
+                ss_softmax(ss_mprev);
+                attn_bar_arrive(5, 256);
+                ss_rescale(@ACC@, @L@, ss_alpha_own);
+                #pragma unroll
+                for (int r = 0; r < 2; ++r) @L@[r] += ss_rowsum[r];
+                ss_pv(@ACC@, ss_own, @KLAT@, 0, 0);
+                ss_pv_done(@ACC@, 0);
+                if (ss_has_b) {
+                    // tile b: P(b) and the maximum after b from warpgroup 1
+                    attn_bar_sync(6, 256);
+                    ss_take_other(ss_mown);
+                    attn_mbar_wait(&attn_ws_bar[1], ss_parity);
+                    ss_rescale(@ACC@, @L@, ss_alpha_other);
+                    ss_pv(@ACC@, ss_other, @KLAT@, 1, 0);
+                    ss_pv_done(@ACC@, 1);
+                    ss_mprev[0] = ss_mother[0]; ss_mprev[1] = ss_mother[1];
+                } else {
+                    ss_mprev[0] = ss_mown[0]; ss_mprev[1] = ss_mown[1];
+                }
+            } else {
+                // tile a: P(a) and the maximum after a from warpgroup 0 (taken while the
+                // scores of b run); PV(a) under the softmax of b. (The accumulator's rescale
+                // cannot sit between the scores' issue and their wait: ptxas then serializes
+                // every wgmma of the kernel.)
+                attn_bar_sync(5, 256);
+                ss_take_other(ss_mprev);
+                attn_mbar_wait(&attn_ws_bar[0], ss_parity);
+                attn_wgmma_wait<0>();
+                ss_rescale(@ACC@, @L@, ss_alpha_other);
+                ss_pv(@ACC@, ss_other, @KLAT@, 0, 1);
+                if (ss_has_b) {
+                    ss_softmax(ss_mother);
+                    attn_bar_arrive(6, 256);
+                    ss_pv_done(@ACC@, 0);
+                    ss_rescale(@ACC@, @L@, ss_alpha_own);
+                    #pragma unroll
+                    for (int r = 0; r < 2; ++r) @L@[r] += ss_rowsum[r];
+                    ss_pv(@ACC@, ss_own, @KLAT@, 1, 1);
+                    ss_pv_done(@ACC@, 1);
+                    ss_mprev[0] = ss_mown[0]; ss_mprev[1] = ss_mown[1];
+                } else {
+                    ss_pv_done(@ACC@, 0);
+                    ss_mprev[0] = ss_mother[0]; ss_mprev[1] = ss_mother[1];
+                }
+            }
+        }
+        @M@[0] = ss_mprev[0]; @M@[1] = ss_mprev[1];
+        }
+"""
+
+# Per-thread helpers of the loop, defined inside the consumer section as lambdas would be
+# unreadable; macros keep the loop short. `ss_pv` issues PV over stage `st`'s latent columns
+# of warpgroup `wg`'s half (MN-major V: 4 column blocks of 8 KB a half), A from registers.
+MACROS = r"""
+// The softmax of this warpgroup's tile (its scores complete): masked and scaled scores, the
+// maximum from `start` (the running max before the tile), P in place of the scores, its
+// A fragments, the per-lane row sums; then P and the new maximum into the exchange slot.
+#define ss_softmax(start) do { \
+    _Pragma("unroll") for (int i = 0; i < 32; ++i) attn_reg_fence(ss_s[i]); \
+    float x[32], rmax[2] = {-attn_inf(), -attn_inf()}; \
+    _Pragma("unroll") for (int i = 0; i < 32; ++i) { \
+        const int key = ss_tile * 64 + (i >> 2) * 8 + 2 * attn_t4 + (i & 1); \
+        x[i] = key < @NHIST@ ? ss_s[i] * softmax_scale : -attn_inf(); \
+        rmax[(i >> 1) & 1] = fmaxf(rmax[(i >> 1) & 1], x[i]); \
+    } \
+    float mnew[2]; \
+    _Pragma("unroll") for (int r = 0; r < 2; ++r) { \
+        rmax[r] = fmaxf(rmax[r], attn_shfl_xor(rmax[r], 1)); \
+        rmax[r] = fmaxf(rmax[r], attn_shfl_xor(rmax[r], 2)); \
+        ss_mown[r] = fmaxf((start)[r], rmax[r]); \
+        mnew[r] = ss_mown[r] == -attn_inf() ? 0.0f : ss_mown[r]; \
+        ss_alpha_own[r] = attn_fast_exp_sub((start)[r], mnew[r]); \
+        ss_rowsum[r] = 0.0f; \
+    } \
+    _Pragma("unroll") for (int i = 0; i < 32; ++i) { \
+        x[i] = attn_fast_exp_sub(x[i], mnew[(i >> 1) & 1]); \
+        ss_rowsum[(i >> 1) & 1] += x[i]; \
+    } \
+    _Pragma("unroll") for (int ks = 0; ks < 4; ++ks) { \
+        _Pragma("unroll") for (int q = 0; q < 4; ++q) ss_own[ks][q] = @PACK@(x[8 * ks + 2 * q], x[8 * ks + 2 * q + 1]); \
+        ss_p[ks * 128 + ss_tid] = make_uint4(ss_own[ks][0], ss_own[ks][1], ss_own[ks][2], ss_own[ks][3]); \
+    } \
+    ss_m[ss_tid] = make_float2(ss_mown[0], ss_mown[1]); \
+} while (0)
+// The other warpgroup's P and maximum from the exchange slot; its factor from `prev`.
+#define ss_take_other(prev) do { \
+    _Pragma("unroll") for (int v = 0; v < 4; ++v) { \
+        const uint4 x = ss_p[v * 128 + ss_tid]; \
+        ss_other[v][0] = x.x; ss_other[v][1] = x.y; ss_other[v][2] = x.z; ss_other[v][3] = x.w; \
+    } \
+    const float2 mm = ss_m[ss_tid]; \
+    ss_mother[0] = mm.x; ss_mother[1] = mm.y; \
+    _Pragma("unroll") for (int r = 0; r < 2; ++r) \
+        ss_alpha_other[r] = attn_fast_exp_sub((prev)[r], ss_mother[r] == -attn_inf() ? 0.0f : ss_mother[r]); \
+} while (0)
+#define ss_rescale(acc, l, alpha) do { \
+    if (attn_warp_any((alpha)[0] != 1.0f || (alpha)[1] != 1.0f)) { \
+        _Pragma("unroll") for (int s = 0; s < 128; ++s) (acc)[s] *= (alpha)[(s >> 1) & 1]; \
+    } \
+    (l)[0] *= (alpha)[0]; (l)[1] *= (alpha)[1]; \
+} while (0)
+#define ss_pv(acc, a, klat, st, wg) do { \
+    const unsigned long long vd = attn_wgmma_desc(attn_smem_addr((klat) + (st) * 32768) + (wg) * 32768, 8192, 1024); \
+    attn_wgmma_fence(); \
+    _Pragma("unroll") for (int ks = 0; ks < 4; ++ks) ss_pv_mma(acc, (a)[ks], attn_wgmma_desc_add(vd, ks * 16 * 128)); \
+    attn_wgmma_commit(); \
+} while (0)
+#define ss_pv_done(acc, st) do { \
+    attn_wgmma_wait<0>(); \
+    _Pragma("unroll") for (int s = 0; s < 128; ++s) attn_reg_fence((acc)[s]); \
+    attn_warp_sync(); \
+    if ((tid & 31) == 0) attn_mbar_arrive(&attn_ws_bar[2 + (st)]); \
+} while (0)
+"""
+
+
+def rewrite(text):
+    start = "attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();"
+    a = text.find(start)
+    if a < 0:
+        die("no warp-specialized consumer section")
+    head = find(r"for \(int (j_\w+) = (lo_\w+); \1 < (hi_\w+); \1 \+= \w+\) \{\n", text[a:], "consumer loop")
+    end = text.find("        // (the loop's per-lane row sums", a + head.end())
+    if end < 0:
+        die("no end of the consumer loop")
+    loop = text[a + head.start():end]
+    before = text[a:a + head.start()]
+    names = {
+        "LO": head.group(2),
+        "HI": head.group(3),
+        "M": re.findall(r"float (m_i_\w+)\[2\];", before)[-1],
+        "L": re.findall(r"float (l_i_\w+)\[2\];", before)[-1],
+        "ACC": re.findall(r"float (acc_\w+)\[128\];", before)[-1],
+        "NHIST": find(r"\) < (n_hist_\w+)\) \?", loop, "key mask").group(1),
+        "QLAT": find(r"(attn_buf\d+) = [^;]*; // lat: 64x512 \(\+0\) x 1\n", text, "query latent buffer").group(1),
+        "KLAT": find(r"(attn_buf\d+) = [^;]*; // lat: 64x512 \(\+0\) x 2\n", text, "key latent stages").group(1),
+        "QPE": find(r"(attn_buf\d+) = [^;]*; // pe: 64x64 \(\+0\) x 1\n", text, "query rope buffer").group(1),
+        "KPE": find(r"(attn_buf\d+) = [^;]*; // pe: 64x64 \(\+0\) x 2\n", text, "key rope stages").group(1),
+    }
+    if "(attn_warp / 4) * 32768;" not in loop or "m64n32k16" not in loop:
+        die("not the two-warpgroup history (64 heads, 64-key tiles)")
+    ty = "f16" if ".f32.f16.f16" in loop else "bf16"
+    names["PACK"] = "attn_pack_f16" if ty == "f16" else "attn_pack_bf16"
+    body = LOOP
+    for k, v in names.items():
+        body = body.replace(f"@{k}@", v)
+    if "@" in body:
+        die("unbound name in the loop template")
+    text = text[:a + head.start()] + body.lstrip("\n") + text[end:]
+    kernel = find(r'extern "C" __global__ void __launch_bounds__\(384, 1\) mla_history', text, "history entry")
+    macros = MACROS
+    for k, v in names.items():
+        macros = macros.replace(f"@{k}@", v)
+    return text[:kernel.start()] + wgmma_helpers(ty) + macros + text[kernel.start():]
+
+
+def main(src, dst):
+    text = open(src).read()
+    if "mla_history" in text and "attn_setmaxnreg_inc" in text and "mla_history_reduce" not in text:
+        try:
+            text = rewrite(text)
+        except SystemExit as e:
+            print(f"{src}: left unchanged ({e})", file=sys.stderr)
+    open(dst, "w").write(text)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        die("usage: mla_seesaw.py IN.cu OUT.cu")
+    main(*sys.argv[1:])
