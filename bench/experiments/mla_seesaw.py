@@ -24,6 +24,11 @@ go to one warpgroup each (tile `lo + 2i` to warpgroup 0, `lo + 2i + 1` to warpgr
 
 The producer, the prologue and the epilogue stay as generated. Applies to every two-warpgroup
 history specialization (names are read from the text), so a parity test can run it.
+
+Measured (H200, 2026-12-03): correct (`gpu_mla_op` 14/14 with every two-warpgroup history
+rewritten) and slower (L1's history 339 -> 356 us): two stages beside the queries hold just
+the pair being computed, so nothing is prefetched (docs/gpu_ir.md, "FlashMLA's schedule,
+measured").
 """
 import re
 import sys
