@@ -13,7 +13,8 @@
 //! then `n/a(<why>)`; FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes /
 //! 4.3e12, FLOPs / 790e12)), then `TIMELINE <row> main: ..@<us> | side: current [<start>, <end>] |
 //! overlap=<..> hidden=<..>` (median µs after the step's start event: the side stream's current
-//! part against the main stream's stages), writes `device-out/mla_decode.json`, and runs
+//! part against the main stream's stages) and `HOST <row> prepare=<us> enqueue=<us>
+//! exchange=<us> after=<us>` (host time of each phase of the op's call), writes `device-out/mla_decode.json`, and runs
 //! criterion on the step.
 //! Caches, queries and weights are filled on the GPU (a hash kernel), not uploaded.
 
@@ -292,6 +293,15 @@ fn bench_row(
     };
     let args = inputs.args();
     let step_ms = isolated_steps_ms(dev, main, config, &args);
+    let host = host_phases_us(dev, main, config, &args);
+    println!(
+        "HOST {} prepare={:.1} enqueue={:.1} exchange={:.1} after={:.1}",
+        row.name(),
+        host[0],
+        host[1],
+        host[2],
+        host[3]
+    );
     let graph = match graph_steps_ms(dev, main, config, &args) {
         Ok(ms) => format!("{:.1}", median(ms) * 1e3),
         Err(why) => format!("n/a({})", why.replace(' ', "_")),
@@ -371,6 +381,41 @@ fn isolated_steps_ms(
             .map_err(|e| e.to_string())
     })
     .expect("isolated steps")
+}
+
+/// Host microseconds of each phase of an isolated step's call (medians of
+/// [`PROFILED_RUNS`]): `prepare_call` (checks, plan, metadata upload), `enqueue_prepared`
+/// (fork, current part, history), `enqueue_exchange`, `enqueue_after_exchange`. The device
+/// waits for the first two before the history starts.
+fn host_phases_us(
+    dev: &CudaDevice,
+    main: &Arc<CudaStream>,
+    config: MlaDcpConfig,
+    args: &MlaDcpDecodeArgs<'_, bf16>,
+) -> [f64; 4] {
+    let mut ctx = unprofiled_context(dev, main, config, args).expect("context");
+    let mut phases = [const { Vec::new() }; 4];
+    for _ in 0..PROFILED_RUNS {
+        let t0 = std::time::Instant::now();
+        ctx.prepare_call(args).expect("prepare");
+        let t1 = std::time::Instant::now();
+        ctx.enqueue_prepared(args).expect("enqueue");
+        let t2 = std::time::Instant::now();
+        ctx.enqueue_exchange().expect("exchange");
+        let t3 = std::time::Instant::now();
+        ctx.enqueue_after_exchange(args)
+            .expect("after the exchange");
+        let t4 = std::time::Instant::now();
+        main.synchronize().expect("the step ran");
+        for (v, (a, b)) in phases
+            .iter_mut()
+            .zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4)])
+        {
+            v.push((b - a).as_secs_f64() * 1e6);
+        }
+    }
+    ctx.side_stream().synchronize().expect("side stream");
+    phases.map(median)
 }
 
 /// Device milliseconds of isolated replays of the step captured in a CUDA graph (what a
