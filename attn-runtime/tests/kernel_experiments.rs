@@ -128,6 +128,7 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         ("splitk", &history),
         ("stamps", &history),
         ("splitk,stamps", &history),
+        ("qregs12", &history),
         ("nocurrent", &current),
     ];
     for (variant, src) in cases {

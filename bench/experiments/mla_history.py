@@ -26,6 +26,10 @@ Variants:
           partial (warpgroup 0 into the scratch buffer, 1 into the stage's rope columns, dead
           once both warpgroups' scores completed: a barrier first), a barrier, and each adds
           the other's half to its own.
+  qregsK  the first K of the 32 latent k-steps of the scores (K = 4, 8, 12...) take the
+          queries' A fragments from registers (loaded once before the loop with ldmatrix,
+          `wgmma` RS form) instead of shared memory: each such k-step reads 2 KB less shared
+          memory a warpgroup, if the registers are there (the accumulator half holds 128).
   nocurrent  (applies to the current-part kernel) it returns at once: what the side
           stream's kernel, enqueued first, costs the history beside it.
   stamps  clock64() phase sums of the consumers (prologue, stage wait, scores' MMAs, row max,
@@ -133,6 +137,38 @@ def n64(body):
     return body[:i + len(w)] + "\n" + pick + body[i + len(w):]
 
 
+def qregs(body, k):
+    """Scores' k-steps below `k` with A (the latent queries) from registers."""
+    if "(attn_warp / 4) * 4096;" not in body:
+        die("not the two-warpgroup history")
+    frags = (
+        f" unsigned attn_qa[{k}][4];\n"
+        " {\n const int attn_lane = tid & 31; const int slab = attn_warp % 4;\n"
+        " #pragma unroll\n"
+        f" for (int ks = 0; ks < {k}; ++ks) {{\n const int k0 = ks * 16;\n"
+        " attn_ldsm_x4(attn_qa[ks][0], attn_qa[ks][1], attn_qa[ks][2], attn_qa[ks][3], attn_buf0 + "
+        "((k0 + (attn_lane >> 4) * 8) >> 6) * 4096 + (slab * 16 + (attn_lane & 15)) * 64 + "
+        "(((((k0 + (attn_lane >> 4) * 8) >> 3) & 7) ^ ((slab * 16 + (attn_lane & 15)) & 7)) << 3));\n"
+        " }\n }\n"
+    )
+    body = once(body, "attn_bar_sync(4, 256); // CopiesVisible\n",
+                "attn_bar_sync(4, 256); // CopiesVisible\n" + frags, "prologue end")
+    asm = re.compile(r'asm volatile\("\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %18, 0;\\n'
+                     r'wgmma\.mma_async\.sync\.aligned\.m64n32k16\.f32\.(b?f16)\.b?f16 \{[^}]*\}, %16, %17, p, 1, 1, 0, 0;\\n\}\\n" : '
+                     r'([^:]*) : "l"\(attn_ad\), "l"\(attn_bd\), "r"\(\(int\)\(ks != 0\)\)\);')
+    m = asm.search(body)
+    if not m:
+        die("no latent scores MMA")
+    ty = m.group(1)
+    outs = ", ".join(f"%{i}" for i in range(16))
+    rs = ('asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %21, 0;\\n'
+          f'wgmma.mma_async.sync.aligned.m64n32k16.f32.{ty}.{ty} {{' + outs + '}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\\n}\\n" : '
+          + m.group(2) + ' : "r"(attn_qa[ks][0]), "r"(attn_qa[ks][1]), "r"(attn_qa[ks][2]), "r"(attn_qa[ks][3]), '
+          '"l"(attn_bd), "r"((int)(ks != 0)));')
+    new = f"if (ks < {k}) {{ {rs} }} else {{ {m.group(0)} }}"
+    return body[:m.start()] + new + body[m.end():]
+
+
 def splitk(body):
     body = scores_into_n64(body)
     # Each warpgroup's half of the reduction: latent columns 256 w.., rope columns 32 w..
@@ -235,6 +271,9 @@ def main(variants, src, dst):
         a, b = consumer(text)
         body = text[a:b]
         for v in variants.split(","):
+            if v.startswith("qregs"):
+                body = qregs(body, int(v[len("qregs"):]))
+                continue
             body = {"bars": bars, "chains2": chains2, "n64": n64, "splitk": splitk, "stamps": stamps}[v](body)
     except SystemExit as e:
         # Another specialization of the kernel (the generated text differs): left as is.
