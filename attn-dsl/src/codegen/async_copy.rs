@@ -92,6 +92,7 @@ impl<'f> Emitter<'f> {
                 Ok(())
             }
             GpuOp::PackA { dot, from } => self.emit_pack_a(*dot, *from),
+            GpuOp::HoldA { dot, a, steps } => self.emit_hold_a(*dot, a, *steps),
             GpuOp::Turn(t) => {
                 self.emit_turn(*t);
                 Ok(())

@@ -54,6 +54,9 @@ pub(crate) struct SharedSteps<'a> {
     pub(crate) zero_acc: bool,
     /// The register array a [`crate::gpu_ir::GpuOp::PackA`] packed A's fragments into.
     pub(crate) packed_a: Option<&'a str>,
+    /// The fragments of A's first k-steps a [`crate::gpu_ir::GpuOp::HoldA`] loaded: the
+    /// array and its k-steps.
+    pub(crate) held_a: Option<(&'a str, usize)>,
 }
 
 /// A tensor-core dot's values, element type and MMA plan.
@@ -130,6 +133,7 @@ impl<'f> Emitter<'f> {
             self.emit_block_sync();
         }
         let packed_a = self.packed_a.get(&res.0).cloned();
+        let held_a = self.held_shared_a.get(&res.0).cloned();
         let steps = SharedSteps {
             a,
             a_from: &a_from,
@@ -142,6 +146,7 @@ impl<'f> Emitter<'f> {
             b_trans: *b_trans,
             zero_acc,
             packed_a: packed_a.as_deref(),
+            held_a: held_a.as_ref().map(|(n, k)| (n.as_str(), *k)),
         };
         let wg = super::wgmma::plan(self.f.warpgroup_mma, &steps, &self.trans_b_widths);
         if let Some(d1) = chained {
@@ -209,15 +214,53 @@ impl<'f> Emitter<'f> {
             let src = self.a_fragments_source(v, &OperandSource::Registers, &map, &p)?;
             self.w.open("");
             self.w.line("const int attn_lane = tid & 31;");
-            self.emit_a_fragment_array(&name, v, &src, &p, t, &map)?;
+            self.emit_a_fragment_array(&name, v, &src, &p, t, &map, steps)?;
             self.w.close("");
         }
         self.w.line("#endif");
         Ok(())
     }
 
-    /// Fills array `name[k-steps][slabs per warp][4]` with the A fragments of every k-step
-    /// and slab of this warp (`a` read from `from`).
+    /// A `HoldA`: the first `steps` k-steps of warpgroup MMA `dot`'s A, read from its
+    /// alloc (`a_src`) into an array its k-steps then take A from (sm_90a only: the
+    /// `mma.sync` path keeps reading the alloc).
+    pub(crate) fn emit_hold_a(
+        &mut self,
+        dot: crate::ir::OpId,
+        a_src: &OperandSource,
+        steps: usize,
+    ) -> Res<()> {
+        let MmaOperands { a, acc, res, t, p } = self.mma_operands(self.f.op(dot))?;
+        let Some(map) = self.fragment_map(acc, res) else {
+            return Ok(());
+        };
+        let from = self.a_fragments_source(a, a_src, &map, &p)?;
+        if !matches!(from, AFrom::Shared { trans: false, .. }) || steps == 0 || steps > p.kp / 16 {
+            return Err(CodegenError::Malformed(
+                "held A fragments of an operand not in a shared alloc".into(),
+            ));
+        }
+        let name = format!("attn_ha{}", res.0);
+        self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+        self.w.line(format!(
+            "// (the first {steps} k-steps of %{}'s A, held in registers across the loop)",
+            res.0
+        ));
+        self.w.line(format!(
+            "unsigned {name}[{steps}][{}][4];",
+            map.slabs_per_warp
+        ));
+        self.w.open("");
+        self.w.line("const int attn_lane = tid & 31;");
+        self.emit_a_fragment_array(&name, a, &from, &p, t, &map, steps)?;
+        self.w.close("");
+        self.w.line("#endif");
+        self.held_shared_a.insert(res.0, (name, steps));
+        Ok(())
+    }
+
+    /// Fills array `name[k-steps][slabs per warp][4]` with the A fragments of the first
+    /// `steps` k-steps and every slab of this warp (`a` read from `from`).
     pub(crate) fn emit_a_fragment_array(
         &mut self,
         name: &str,
@@ -226,8 +269,9 @@ impl<'f> Emitter<'f> {
         p: &MmaPlan,
         t: ScalarType,
         map: &MmaMap,
+        steps: usize,
     ) -> Res<()> {
-        self.w.open_unrolled("ks", p.kp / 16);
+        self.w.open_unrolled("ks", steps);
         self.w.line("const int k0 = ks * 16;");
         self.w.open_unrolled("j", map.slabs_per_warp);
         self.w.line(format!("const int slab = {};", map.slab("j")));

@@ -59,6 +59,9 @@ pub(crate) struct Emitter<'f> {
     pub(crate) pending_mma: Vec<(u32, String, usize)>,
     /// Warpgroup MMAs whose register A fragments a `PackA` packed ahead (dot result, array).
     pub(crate) packed_a: std::collections::BTreeMap<u32, String>,
+    /// Warpgroup MMAs (by result) whose first k-steps' A fragments a [`GpuOp::HoldA`]
+    /// loaded: the array and how many k-steps it holds.
+    pub(crate) held_shared_a: std::collections::BTreeMap<u32, (String, usize)>,
     /// Runtime loops around the point being emitted.
     loop_depth: usize,
     /// Values read only as the A or B operand of 16-bit dots, which round every element to
@@ -121,6 +124,7 @@ impl<'f> Emitter<'f> {
             held_a: Default::default(),
             pending_mma: Default::default(),
             packed_a: Default::default(),
+            held_shared_a: Default::default(),
             loop_depth: 0,
             dot_operand_only: dot_operand_only(f),
             role: Role::Whole,
@@ -156,6 +160,7 @@ impl<'f> Emitter<'f> {
         self.held_a.clear();
         self.pending_mma.clear();
         self.packed_a.clear();
+        self.held_shared_a.clear();
         self.loop_depth = 0;
         self.deferred.iter_mut().for_each(|d| *d = false);
         self.fused.iter_mut().for_each(|d| *d = false);

@@ -254,9 +254,13 @@ impl<'f> Emitter<'f> {
             }
             (WgmmaA::Registers, None) => {
                 self.w.line(format!("unsigned attn_a[{steps}][{spw}][4];"));
-                self.emit_a_fragment_array("attn_a", st.a, st.a_from, st.p, st.t, map)?;
+                self.emit_a_fragment_array("attn_a", st.a, st.a_from, st.p, st.t, map, steps)?;
             }
             (WgmmaA::Shared { base, .. }, _) => {
+                if let Some((held, k)) = st.held_a {
+                    self.w
+                        .line(format!("unsigned (&attn_a)[{k}][{spw}][4] = {held};"));
+                }
                 self.w.line(format!(
                     "const unsigned attn_adesc = attn_smem_addr({base});"
                 ));
@@ -316,8 +320,23 @@ impl<'f> Emitter<'f> {
                 ));
                 format!("attn_bd{part}")
             };
-            self.w
-                .line(wg.instruction(st.t, st.acc, per_slab, (part, &bd), &a, scale_d));
+            let instr = wg.instruction(st.t, st.acc, per_slab, (part, &bd), &a, scale_d);
+            match (&a, st.held_a) {
+                // The held k-steps take A from registers (`ks` is a constant once unrolled).
+                (WgmmaA::Shared { .. }, Some((_, k))) => {
+                    let held = wg.instruction(
+                        st.t,
+                        st.acc,
+                        per_slab,
+                        (part, &bd),
+                        &WgmmaA::Registers,
+                        scale_d,
+                    );
+                    self.w
+                        .line(format!("if (ks < {k}) {{ {held} }} else {{ {instr} }}"));
+                }
+                _ => self.w.line(instr),
+            }
         }
         self.w.close("");
         self.w.close("");

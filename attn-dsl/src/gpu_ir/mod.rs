@@ -7,6 +7,7 @@
 
 pub mod allocate;
 pub mod dead_tiles;
+pub mod hold_a;
 pub mod lower;
 pub mod mma_chain;
 pub mod mma_defer;
@@ -57,6 +58,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // A split loop with PV one tile behind reads V from the previous stage, so a stage
     // holds one tile's K and V again (one address computation in the producer).
     previous_stage::run(f, &mut p);
+    // The consumers hold the first k-steps of a loop-invariant A that most of a long dot's
+    // shared-memory reads are (MLA's queries) in registers.
+    hold_a::run(f, &mut p);
     // On Hopper (opt-in), the producer, or the math warps of an unsplit program, move a
     // paged tile as TMA boxes (a page's rows by 64 columns) instead of each thread
     // computing an address per 16 bytes; the schedule stays.

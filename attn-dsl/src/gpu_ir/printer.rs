@@ -146,6 +146,9 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 f.op(*dot).results[0].0,
                 from.map_or("zeros".into(), |v| format!("%{}", v.0))
             ),
+            GpuOp::HoldA { dot, steps, .. } => {
+                format!("hold_a %{} first {steps} k-steps", f.op(*dot).results[0].0)
+            }
             GpuOp::Turn(t) => format!("turn {}", format!("{t:?}").to_lowercase()),
             GpuOp::Stage(sync) => match sync {
                 StageSync::Acquire { stage: st, .. } => format!("stage_acquire{}", stage(*st)),

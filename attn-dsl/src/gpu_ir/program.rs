@@ -382,6 +382,15 @@ pub enum GpuOp {
         dot: OpId,
         from: Option<crate::ir::ValueId>,
     },
+    /// The first `steps` k-steps of warpgroup MMA `dot`'s A, read once from its
+    /// loop-invariant alloc (`a`) into fragment registers: those k-steps of every iteration
+    /// take A from the registers (see [`super::hold_a`]). Placed before the loop, after its
+    /// copies are visible.
+    HoldA {
+        dot: OpId,
+        a: OperandSource,
+        steps: usize,
+    },
     /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
     /// accumulator before this point.
     MmaWait {

@@ -1,0 +1,123 @@
+//! A loop-invariant A operand partly held in registers: the first k-steps of a warpgroup
+//! MMA whose A is copied once before the loop (MLA's 576-wide latent queries) are read
+//! into fragment registers there, and every iteration's MMAs of those k-steps take A from
+//! them (`wgmma`'s register form) instead of from shared memory.
+//!
+//! Why: a warpgroup `m64nNk16` whose A and B both come from shared memory reads
+//! `64 + N` rows a k-step, and at MLA's `N = 32` (each warpgroup half of a 64-key tile)
+//! two thirds of it is A. The history's scores are bound by those reads (~85 B a cycle on
+//! the H200, docs/gpu_ir.md, "Where L1's history time goes, by phase"), so each held
+//! k-step takes 2 KB a warpgroup off every tile. Where A is not the larger operand
+//! (`N ≥ 64`, the unified kernels' scores) or the reduction is short, holding it would
+//! buy little for registers the softmax needs, so those dots are left alone.
+//!
+//! How many: what a consumer thread of a two-warpgroup program has (232 registers, see
+//! `codegen::warp_roles`) less the loop's largest accumulator, twice this dot's (the scores
+//! and what the softmax makes of them) and a reserve for addresses and the softmax's
+//! temporaries, four registers a k-step. The reserve is calibrated on MLA's history
+//! (NVRTC 13.0, sm_90a): 12 held k-steps compile spill-free, 16 spill (32 bytes) and
+//! serialize every `wgmma`.
+
+use super::program::{nested_mut, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
+use super::warp_specialize::largest_accumulator;
+use crate::ir::{Function, Layout, OpId};
+
+/// A consumer thread's registers in a one-block-an-SM program of two consumer warpgroups
+/// and a producer (`codegen::warp_roles`).
+const CONSUMER_REGS: usize = 232;
+/// Registers kept for addresses, masks and the softmax's temporaries (see the module note).
+const RESERVE_REGS: usize = 24;
+/// Held k-steps need a reduction longer than this many (a 128-column head fits the
+/// shared-memory reads of the unified kernels' scores).
+const MIN_STEPS: usize = 8;
+
+/// Holds the first k-steps of the warp-specialized loop's qualifying dot
+/// (`ATTN_CODEGEN_DISABLE=hold_a` leaves A in shared memory).
+pub fn run(f: &Function, p: &mut GpuProgram) {
+    if !f.warpgroup_mma || crate::features::disabled("hold_a") {
+        return;
+    }
+    let Some(loop_op) = p.specialization.as_ref().map(|s| s.loop_op) else {
+        return;
+    };
+    insert_before_loop(f, &mut p.body, loop_op);
+}
+
+/// Finds the loop in `b` (at any depth) and puts the `HoldA` right before it.
+fn insert_before_loop(f: &Function, b: &mut GpuBlock, loop_op: OpId) -> bool {
+    for i in 0..b.ops.len() {
+        if let GpuOp::For { op, body, .. } = &b.ops[i] {
+            if *op == loop_op {
+                if let Some(hold) = choose(f, body) {
+                    b.ops.insert(i, hold);
+                }
+                return true;
+            }
+        }
+        if nested_mut(&mut b.ops[i])
+            .into_iter()
+            .any(|inner| insert_before_loop(f, inner, loop_op))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// The loop body's dot with the most k-steps among those that qualify, and how many of
+/// its k-steps the registers hold.
+fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
+    let mut best: Option<(usize, OpId, OperandSource)> = None;
+    for op in &body.ops {
+        let GpuOp::Mma { dot, a, .. } = op else {
+            continue;
+        };
+        let OperandSource::Shared {
+            stage: Stage::Only,
+            trans: false,
+            ..
+        } = a
+        else {
+            continue;
+        };
+        let steps = k_steps(f, *dot);
+        if a_dominates(f, *dot) && steps > MIN_STEPS && best.as_ref().is_none_or(|b| steps > b.0) {
+            best = Some((steps, *dot, a.clone()));
+        }
+    }
+    let (steps, dot, a) = best?;
+    let held = budget(f, dot).min(steps);
+    (held > 0).then_some(GpuOp::HoldA {
+        dot,
+        a,
+        steps: held,
+    })
+}
+
+/// The dot's reduction in 16-wide k-steps.
+fn k_steps(f: &Function, dot: OpId) -> usize {
+    let a = f.op(dot).operands[0];
+    f.ty(a).shape.get(1).map_or(0, |k| k.div_ceil(16))
+}
+
+/// Whether A is the larger operand of each warpgroup's instructions: 64 rows a k-step
+/// against the warpgroup's `N` of B (its grid column's share of the result's columns).
+fn a_dominates(f: &Function, dot: OpId) -> bool {
+    let t = f.ty(f.op(dot).results[0]);
+    let Layout::Mma {
+        warps_per_cta: [w, c],
+    } = t.layout
+    else {
+        return false;
+    };
+    let n = t.shape.get(1).copied().unwrap_or(0);
+    w % 4 == 0 && c > 0 && n / (c as usize) < 64
+}
+
+/// The k-steps the consumer's registers leave room for (see the module note).
+fn budget(f: &Function, dot: OpId) -> usize {
+    let threads = 32 * f.num_warps as usize;
+    let own = f.ty(f.op(dot).results[0]).num_elements() / threads.max(1);
+    let spare = CONSUMER_REGS.saturating_sub(largest_accumulator(f) + 2 * own + RESERVE_REGS);
+    spare / 4
+}
