@@ -37,6 +37,8 @@ struct Schedule {
     shared_a: usize,
     /// MMAs that continue the previous dot's in flight (`mma_chain`).
     chained: usize,
+    /// k-steps of A held in registers across the loop (`hold_a`).
+    held_a: usize,
     registers: u32,
     spills: (u32, u32, u32),
     /// SASS counts of the KV-tile loop.
@@ -54,7 +56,8 @@ fn schedule_for(label: &str, l: &KernelLaunch, arch: Arch) -> Schedule {
     let f = &c.specialized.ir;
     let p = gpu_ir::compile(f).unwrap_or_else(|e| panic!("{label}: {e}"));
     println!("{label} ({}):\n{}", l.key(), print_program(f, &p));
-    let (mut copies, mut mmas_from_shared_b, mut shared_a, mut chained) = (0, 0, 0, 0);
+    let (mut copies, mut mmas_from_shared_b, mut shared_a, mut chained, mut held_a) =
+        (0, 0, 0, 0, 0);
     // A warp-specialized program's ring copies are its producer's.
     if let Some(ws) = &p.specialization {
         gpu_ir::walk_block(&ws.producer, &mut |o| {
@@ -70,6 +73,7 @@ fn schedule_for(label: &str, l: &KernelLaunch, arch: Arch) -> Schedule {
             mmas_from_shared_b += usize::from(matches!(b, OperandSource::Shared { .. }));
             shared_a += usize::from(matches!(a, OperandSource::Shared { .. }));
         }
+        GpuOp::HoldA { steps, .. } => held_a += steps,
         _ => {}
     });
     if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
@@ -97,6 +101,7 @@ fn schedule_for(label: &str, l: &KernelLaunch, arch: Arch) -> Schedule {
         mmas_from_shared_b,
         shared_a,
         chained,
+        held_a,
         registers: s.registers,
         spills: (s.spill_store_bytes, s.spill_load_bytes, s.stack_frame_bytes),
         sass,
@@ -238,6 +243,14 @@ fn l1_history_on_sm90a_runs_two_warpgroups() {
     let whole = sass_support::whole_kernel("l1-warpgroups", &s.cubin);
     let w = |k: &str| sass_support::count(&whole, k);
     assert_eq!((w("MUFU"), w("STG")), (26, 66), "(MUFU, STG) in the kernel");
+    // The first 12 of the latent scores' 32 k-steps take Q from registers, loaded once
+    // before the loop (12 LDSM beside P's 4); 16 held k-steps spilled (H200: L1's history
+    // 339.3 → 333.5 / 333.7 µs, its dcp-2 rank 186.3 → 183.5 / 183.7).
+    assert_eq!(
+        (s.held_a, w("LDSM")),
+        (12, 16),
+        "(held k-steps, LDSM in the kernel)"
+    );
     assert!(w("n") < 3000, "{} instructions in the kernel", w("n"));
     let err = step(1, 32768, 128, 1).plan_tuned(MmaKind::Warpgroup, None, None, Some(24));
     assert!(

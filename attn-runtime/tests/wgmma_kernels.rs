@@ -175,6 +175,12 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
         src.contains("\"r\"((int)(ks != 0))"),
         "P0: the scores' first k-step reads its zero accumulator"
     );
+    // Q stays in shared memory: of an m64n64k16 it is half the reads, not most
+    // (`gpu_ir::hold_a` holds MLA's queries, where it is two thirds).
+    assert!(
+        !src.contains("attn_ha"),
+        "P0: Q's fragments held in registers"
+    );
 }
 
 /// The launch table's 128 × 128 warpgroup tiling keeps three K/V stages, still split: the
