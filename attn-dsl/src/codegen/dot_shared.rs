@@ -188,7 +188,7 @@ impl<'f> Emitter<'f> {
         dot: crate::ir::OpId,
         from: Option<crate::ir::ValueId>,
     ) -> Res<()> {
-        let MmaOperands { a, acc, res, t, p } = self.mma_operands(self.f.op(dot))?;
+        let MmaOperands { a, acc, res, p, .. } = self.mma_operands(self.f.op(dot))?;
         let Some(map) = self.fragment_map(acc, res) else {
             return Ok(());
         };
@@ -214,7 +214,7 @@ impl<'f> Emitter<'f> {
             let src = self.a_fragments_source(v, &OperandSource::Registers, &map, &p)?;
             self.w.open("");
             self.w.line("const int attn_lane = tid & 31;");
-            self.emit_a_fragment_array(&name, v, &src, &p, t, &map, steps)?;
+            self.emit_a_fragment_array(&name, v, &src, &p, &map, steps)?;
             self.w.close("");
         }
         self.w.line("#endif");
@@ -230,7 +230,7 @@ impl<'f> Emitter<'f> {
         a_src: &OperandSource,
         steps: usize,
     ) -> Res<()> {
-        let MmaOperands { a, acc, res, t, p } = self.mma_operands(self.f.op(dot))?;
+        let MmaOperands { a, acc, res, p, .. } = self.mma_operands(self.f.op(dot))?;
         let Some(map) = self.fragment_map(acc, res) else {
             return Ok(());
         };
@@ -252,7 +252,7 @@ impl<'f> Emitter<'f> {
         ));
         self.w.open("");
         self.w.line("const int attn_lane = tid & 31;");
-        self.emit_a_fragment_array(&name, a, &from, &p, t, &map, steps)?;
+        self.emit_a_fragment_array(&name, a, &from, &p, &map, steps)?;
         self.w.close("");
         self.w.line("#endif");
         self.held_shared_a.insert(res.0, (name, steps));
@@ -267,10 +267,11 @@ impl<'f> Emitter<'f> {
         a: ValueId,
         from: &AFrom,
         p: &MmaPlan,
-        t: ScalarType,
         map: &MmaMap,
         steps: usize,
     ) -> Res<()> {
+        // A's element type: the dot's (a repacked tile is of A's type).
+        let t = self.scalar(a)?;
         self.w.open_unrolled("ks", steps);
         self.w.line("const int k0 = ks * 16;");
         self.w.open_unrolled("j", map.slabs_per_warp);

@@ -254,7 +254,7 @@ impl<'f> Emitter<'f> {
             }
             (WgmmaA::Registers, None) => {
                 self.w.line(format!("unsigned attn_a[{steps}][{spw}][4];"));
-                self.emit_a_fragment_array("attn_a", st.a, st.a_from, st.p, st.t, map, steps)?;
+                self.emit_a_fragment_array("attn_a", st.a, st.a_from, st.p, map, steps)?;
             }
             (WgmmaA::Shared { base, .. }, _) => {
                 if let Some((held, k)) = st.held_a {
