@@ -30,11 +30,13 @@ Variants:
           queries' A fragments from registers (loaded once before the loop with ldmatrix,
           `wgmma` RS form) instead of shared memory: each such k-step reads 2 KB less shared
           memory a warpgroup, if the registers are there (the accumulator half holds 128).
+          Shipped as `gpu_ir::hold_a` (12 k-steps); on its output this holds more.
   nocurrent  (applies to the current-part kernel) it returns at once: what the side
           stream's kernel, enqueued first, costs the history beside it.
   stamps  clock64() phase sums of the consumers (prologue, stage wait, scores' MMAs, row max,
           softmax, P staging, PV's MMAs, loop tail, epilogue), printed by thread 0 of each
-          consumer warpgroup of a few programs: `PH block wg cycles...`.
+          consumer warpgroup of a few programs: `PH block wg cycles...`. The printf makes
+          ptxas serialize every wgmma of the kernel (C7510): read the phases' shares.
 """
 import re
 import sys
@@ -90,10 +92,13 @@ def bars(body):
 def chains2(body):
     decl = "float v134[16];"
     body = once(body, decl, decl + " float v134b[16];", "scores accumulator")
-    m = re.search(r"\n(\s*)(asm volatile\([^\n]*\"r\"\(\(int\)\(ks != 0\)\)\);)", body)
+    # The k-step's line: the asm, or (queries held, `gpu_ir::hold_a`) an if/else of two.
+    m = re.search(r"\n(\s*)((?:if \(ks < \d+\) \{ )?asm volatile\([^\n]*\"r\"\(\(int\)\(ks != 0\)\)\);(?: \})?)\n", body)
     if not m or "v134[" not in m.group(2):
         die("no latent score MMA")
     a = m.group(2)
+    if a.startswith("if") and "else" not in a:
+        die("no latent score MMA")
     b = a.replace("v134[", "v134b[").replace("(int)(ks != 0)", "(int)(ks >= 2)")
     a = a.replace("(int)(ks != 0)", "(int)(ks >= 2)")
     body = body[:m.start(2)] + "if (ks & 1) { " + b + " } else { " + a + " }" + body[m.end(2):]
