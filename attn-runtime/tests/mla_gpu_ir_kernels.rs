@@ -259,6 +259,29 @@ fn l1_history_on_sm90a_runs_two_warpgroups() {
     );
 }
 
+/// The held query fragments are a read of the queries' alloc: the verifier refuses them
+/// before the copies that fill it are waited for and visible (at the program's top).
+#[test]
+fn held_queries_are_read_after_their_copies() {
+    let l = step(128, 4096, 128, 1)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan")
+        .history;
+    let c = l.compile().expect("compile");
+    let f = &c.specialized.ir;
+    let mut p = gpu_ir::compile(f).expect("gpu ir");
+    let at = p
+        .body
+        .ops
+        .iter()
+        .position(|o| matches!(o, GpuOp::HoldA { .. }))
+        .expect("a HoldA before the loop");
+    let hold = p.body.ops.remove(at);
+    p.body.ops.insert(0, hold);
+    let err = gpu_ir::verify::verify(f, &p).expect_err("held before the copies");
+    assert!(err.contains("%a"), "{err}");
+}
+
 /// Tile shapes around the shipped one, printed for sweeps (`-- --ignored --nocapture`).
 #[test]
 #[ignore]

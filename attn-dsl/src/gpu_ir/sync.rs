@@ -149,6 +149,13 @@ impl Walker {
                     st.0.entry(k).or_default().read = true;
                 }
             }
+            // Held A fragments are read from their alloc where the `HoldA` is.
+            GpuOp::HoldA { a, .. } => {
+                if let Some(k) = a.alloc() {
+                    self.before_read(out, &mut st, k);
+                    st.0.entry(k).or_default().read = true;
+                }
+            }
             GpuOp::For {
                 body, pipelined, ..
             } => {
