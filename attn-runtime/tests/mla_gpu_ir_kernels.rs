@@ -202,6 +202,14 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
     );
 }
 
+/// L1's history as the launch table plans it for an sm_90a device.
+fn l1_warpgroup_history() -> KernelLaunch {
+    step(128, 4096, 128, 1)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan")
+        .history
+}
+
 /// The plan of an sm_90a device for L1 (a grid past one wave): `mla_history` on 64-head,
 /// 64-key tiles, two warpgroups on the 4 × 2 warp grid, each one column half. Its loop,
 /// compiled for sm_90a, runs every dot as warpgroup MMAs: QKᵀ as 32 + 4 k-steps of
@@ -212,10 +220,7 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
 /// no local memory. The rope dot continues the latent dot's MMAs in flight.
 #[test]
 fn l1_history_on_sm90a_runs_two_warpgroups() {
-    let l = step(128, 4096, 128, 1)
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
-        .expect("plan")
-        .history;
+    let l = l1_warpgroup_history();
     assert_eq!((l.kernel, l.grid), ("mla_history", [256, 1, 1]));
     let s = schedule_for("l1-warpgroups", &l, "sm_90a".parse().expect("arch"));
     assert_eq!(s.spills, (0, 0, 0), "spills or local memory");
@@ -263,10 +268,7 @@ fn l1_history_on_sm90a_runs_two_warpgroups() {
 /// before the copies that fill it are waited for and visible (at the program's top).
 #[test]
 fn held_queries_are_read_after_their_copies() {
-    let l = step(128, 4096, 128, 1)
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
-        .expect("plan")
-        .history;
+    let l = l1_warpgroup_history();
     let c = l.compile().expect("compile");
     let f = &c.specialized.ir;
     let mut p = gpu_ir::compile(f).expect("gpu ir");
