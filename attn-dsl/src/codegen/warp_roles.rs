@@ -17,7 +17,9 @@
 use super::emitter::{Emitter, Role};
 use super::writer::SourceWriter;
 use super::CodegenError;
-use crate::gpu_ir::warp_specialize::{largest_accumulator, two_blocks_fit, SM_REGISTERS};
+use crate::gpu_ir::warp_specialize::{
+    largest_accumulator, register_split, two_blocks_fit, RegisterSplit,
+};
 use crate::gpu_ir::{Stage, StageSync, WarpSpecialization};
 
 type Res<T> = Result<T, CodegenError>;
@@ -25,17 +27,6 @@ type Res<T> = Result<T, CodegenError>;
 /// Shared memory per SM on sm_90 (228 KiB) and what the driver reserves per block.
 const SM_SHARED_BYTES: usize = 228 * 1024;
 const BLOCK_RESERVED_SHARED_BYTES: usize = 1024;
-/// Registers are allocated per thread in multiples of 8; `setmaxnreg` takes 24..=256.
-const REG_GRANULE: usize = 8;
-const MIN_SETMAXNREG: usize = 24;
-/// The most registers a consumer thread takes (FlashAttention-3's figure; 255 is the ISA's).
-const MAX_CONSUMER_REGS: usize = 240;
-/// The registers the producer keeps: its copies' addresses and masks. 40 since the
-/// built-in masks guard V by a bound on the key (no row reduction in the copy): P1's, P3's
-/// and MLA's producers fit without spills (with the reductions P1's spilled at 40, so it
-/// kept 56), and at one block an SM of 384 threads the consumers take 232 instead of 224
-/// (P3 at 128 × 64 spilled 32 bytes at 224; NVRTC 13.0, sm_90a).
-const PRODUCER_REGS: usize = 40;
 /// Blocks per SM the launch bounds ask for at most (two programs hide each other's
 /// softmax; more would starve the consumers of registers).
 const MAX_BLOCKS_PER_SM: usize = 2;
@@ -65,10 +56,6 @@ impl WsRegisters {
     }
 }
 
-fn round_down(x: usize) -> usize {
-    x / REG_GRANULE * REG_GRANULE
-}
-
 impl<'f> Emitter<'f> {
     /// How the registers split: the blocks that fit an SM's shared memory (at most two), the
     /// launch budget they leave each thread, the producer's share (as little as lets the
@@ -86,11 +73,11 @@ impl<'f> Emitter<'f> {
         } else {
             1
         };
-        let launch = round_down(SM_REGISTERS / (blocks_per_sm * block_threads)).min(255);
-        let pool = launch * block_threads;
-        let producer = PRODUCER_REGS;
-        let consumer = round_down((pool - producer * producers) / self.threads)
-            .clamp(MIN_SETMAXNREG, MAX_CONSUMER_REGS);
+        let RegisterSplit {
+            launch,
+            producer,
+            consumer,
+        } = register_split(self.threads, producers, blocks_per_sm);
         WsRegisters {
             block_threads,
             blocks_per_sm,

@@ -11,20 +11,19 @@
 //! (`N ≥ 64`, the unified kernels' scores) or the reduction is short, holding it would
 //! buy little for registers the softmax needs, so those dots are left alone.
 //!
-//! How many: what a consumer thread of a two-warpgroup program has (232 registers, see
-//! `codegen::warp_roles`) less the loop's largest accumulator, twice this dot's (the scores
+//! How many: what a consumer thread has after `setmaxnreg` ([`register_split`]: 232 in
+//! MLA's one block an SM of two consumer warpgroups and a producer) less the loop's largest accumulator, twice this dot's (the scores
 //! and what the softmax makes of them) and a reserve for addresses and the softmax's
 //! temporaries, four registers a k-step. The reserve is calibrated on MLA's history
 //! (NVRTC 13.0, sm_90a): 12 held k-steps compile spill-free, 16 spill (32 bytes) and
 //! serialize every `wgmma`.
 
 use super::program::{nested_mut, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
-use super::warp_specialize::largest_accumulator;
+use super::warp_specialize::{
+    largest_accumulator, register_split, two_blocks_fit, PRODUCER_THREADS,
+};
 use crate::ir::{Function, Layout, OpId};
 
-/// A consumer thread's registers in a one-block-an-SM program of two consumer warpgroups
-/// and a producer (`codegen::warp_roles`).
-const CONSUMER_REGS: usize = 232;
 /// Registers kept for addresses, masks and the softmax's temporaries (see the module note).
 const RESERVE_REGS: usize = 24;
 /// Held k-steps need a reduction longer than this many (a 128-column head fits the
@@ -115,9 +114,17 @@ fn a_dominates(f: &Function, dot: OpId) -> bool {
 }
 
 /// The k-steps the consumer's registers leave room for (see the module note).
+/// Two blocks an SM where their registers would allow it (shared memory is not allocated
+/// yet: assuming two leaves fewer registers, never more).
 fn budget(f: &Function, dot: OpId) -> usize {
     let threads = 32 * f.num_warps as usize;
+    let largest = largest_accumulator(f);
+    let blocks = if two_blocks_fit(threads + PRODUCER_THREADS, largest) {
+        2
+    } else {
+        1
+    };
+    let consumer = register_split(threads, PRODUCER_THREADS, blocks).consumer;
     let own = f.ty(f.op(dot).results[0]).num_elements() / threads.max(1);
-    let spare = CONSUMER_REGS.saturating_sub(largest_accumulator(f) + 2 * own + RESERVE_REGS);
-    spare / 4
+    consumer.saturating_sub(largest + 2 * own + RESERVE_REGS) / 4
 }

@@ -67,6 +67,42 @@ pub fn two_blocks_fit(block_threads: usize, accumulators: usize) -> bool {
     SM_REGISTERS / (2 * block_threads.max(1)) >= LAUNCH_REGS_PER_ACCUMULATOR_REG * accumulators
 }
 
+/// Registers are allocated per thread in multiples of 8; `setmaxnreg` takes 24..=256.
+const REG_GRANULE: usize = 8;
+const MIN_SETMAXNREG: usize = 24;
+/// The most registers a consumer thread takes (FlashAttention-3's figure; 255 is the ISA's).
+const MAX_CONSUMER_REGS: usize = 240;
+/// The registers the producer keeps: its copies' addresses and masks. 40 since the
+/// built-in masks guard V by a bound on the key (no row reduction in the copy): P1's, P3's
+/// and MLA's producers fit without spills (with the reductions P1's spilled at 40, so it
+/// kept 56), and at one block an SM of 384 threads the consumers take 232 instead of 224
+/// (P3 at 128 × 64 spilled 32 bytes at 224; NVRTC 13.0, sm_90a).
+const PRODUCER_REGS: usize = 40;
+/// How a block's registers split: per thread at launch (`__launch_bounds__` gives ptxas
+/// this budget), the producer's and the consumers' after `setmaxnreg`.
+pub struct RegisterSplit {
+    pub launch: usize,
+    pub producer: usize,
+    pub consumer: usize,
+}
+
+/// The split of `blocks_per_sm` blocks of `consumers` + `producers` threads an SM: the
+/// launch budget they leave each thread, the producer's share (as little as lets the
+/// consumers reach their cap) and the consumers' (the rest).
+pub fn register_split(consumers: usize, producers: usize, blocks_per_sm: usize) -> RegisterSplit {
+    let round_down = |x: usize| x / REG_GRANULE * REG_GRANULE;
+    let block_threads = consumers + producers;
+    let launch = round_down(SM_REGISTERS / (blocks_per_sm * block_threads).max(1)).min(255);
+    let producer = PRODUCER_REGS;
+    let consumer = round_down((launch * block_threads - producer * producers) / consumers.max(1))
+        .clamp(MIN_SETMAXNREG, MAX_CONSUMER_REGS);
+    RegisterSplit {
+        launch,
+        producer,
+        consumer,
+    }
+}
+
 /// The most accumulator registers one thread of `f` holds for one dot.
 pub fn largest_accumulator(f: &Function) -> usize {
     let threads = 32 * f.num_warps as usize;
