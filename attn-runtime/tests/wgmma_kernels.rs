@@ -14,17 +14,11 @@ use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
 use unified_plans::{p0, p1, p3, plan};
 
 /// The local memory a kernel keeps: (spill store, spill load, stack frame) bytes and the
-/// main loop's (LDL, STL). P0 runs PV one tile behind the scores from the previous stage
-/// (`gpu_ir::previous_stage`): during the softmax the consumers hold the scores, the
-/// accumulator PV is writing and the P it reads (locked until PV completes), and at their
-/// 232 registers ptxas spills two words a tile (FlashAttention-3's order written by hand
-/// over the same kernel spilled 12 bytes). Faster all the same: H200, 2.371 against
-/// 2.426–2.437 ms in one call (2026-12-03). Every other kernel is spill-free.
-fn local_memory(label: &str) -> ((u32, u32, u32), (usize, usize)) {
-    match label {
-        "P0" => ((24, 16, 8), (4, 4)),
-        _ => ((0, 0, 0), (0, 0)),
-    }
+/// main loop's (LDL, STL). None: P0 (PV one tile behind the scores, from the previous stage,
+/// `gpu_ir::previous_stage`) spilled 24 bytes while its masked scores were a plain `?:`
+/// (see [`p0_full_tiles_copy_no_scores`]).
+fn local_memory(_label: &str) -> ((u32, u32, u32), (usize, usize)) {
+    ((0, 0, 0), (0, 0))
 }
 
 /// The loop's SASS counts of the plan's kernel compiled for sm_90a (its local memory
@@ -180,6 +174,29 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
     assert!(
         !src.contains("attn_ha"),
         "P0: Q's fragments held in registers"
+    );
+}
+
+/// A partial tile's mask is a branch around a masked fill of the scores. Written as a plain
+/// `?:`, NVVM speculated the fill into fresh registers ahead of the test, so the branch's
+/// result could not live in the scores' registers: every full tile paid one register move
+/// per score (64 in P0's consumer loop, 107 `IMAD` in all) and the consumers spilled 24
+/// bytes. `attn_fill_select` (one `selp` the C++ compiler cannot see through) leaves the
+/// full tile's path with the scale's multiplies alone: 13 `IMAD` in the loop, 1,026
+/// instructions against 1,101 (NVRTC 13.0).
+#[test]
+fn p0_full_tiles_copy_no_scores() {
+    let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
+    let cuda = emit_launch(&p.attention).expect("emit");
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    let m = sass_support::compile_spill_free("P0", &CudaSource::from_kernel(&cuda), arch);
+    let ModuleImage::Cubin(bytes) = &m.image else {
+        panic!("P0: no cubin");
+    };
+    let (line, c) = sass_support::innermost_loop_with("P0", bytes, "HGMMA");
+    assert!(
+        sass_support::count(&c, "IMAD") < 32,
+        "P0: the full tiles' scores copied out of the MMA's registers: {line}"
     );
 }
 

@@ -53,6 +53,18 @@ __device__ __forceinline__ float attn_fast_exp_sub(float x, float y) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmaf_rn(x, l, -(y * l))));
     return r;
 }
+/// A masked fill, `keep ? x : fill`, as one `selp` the C++ compiler cannot see through. As a
+/// plain `?:` inside a branch (the mask of a partial tile) NVVM speculated the fill into
+/// fresh registers before testing the condition, so the branch's result could not share
+/// the scores' registers: every full tile then paid a register copy per element (64 moves
+/// a tile in P0's loop) and the consumers spilled.
+__device__ __forceinline__ float attn_fill_select(bool keep, float x, float fill) {
+    float r;
+    asm("{\n.reg .pred k;\nsetp.ne.b32 k, %3, 0;\nselp.f32 %0, %1, %2, k;\n}"
+        : "=f"(r)
+        : "f"(x), "f"(fill), "r"((int)keep));
+    return r;
+}
 /// `fast_math` tanh: the hardware `tanh.approx.f32` (sm_75 on; relative error below
 /// 2^-10.9), one MUFU op where `tanhf` runs an exponential and a division.
 __device__ __forceinline__ float attn_fast_tanh(float x) {
