@@ -13,20 +13,10 @@ use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
 use unified_plans::{p0, p1, p3, plan};
 
-/// The local memory a kernel keeps: (spill store, spill load, stack frame) bytes and the
-/// main loop's (LDL, STL). None: P0 (PV one tile behind the scores, from the previous stage,
-/// `gpu_ir::previous_stage`) spilled 24 bytes while its masked scores were a plain `?:`
-/// (see [`p0_full_tiles_copy_no_scores`]).
-fn local_memory(_label: &str) -> ((u32, u32, u32), (usize, usize)) {
-    ((0, 0, 0), (0, 0))
-}
-
-/// The loop's SASS counts of the plan's kernel compiled for sm_90a (its local memory
-/// asserted: [`local_memory`]).
-fn sm90a_loop(
-    label: &str,
-    plan: &LaunchPlan,
-) -> (String, std::collections::BTreeMap<String, usize>) {
+/// The sm_90a cubin of the plan's kernel, compiled spill-free (no spill stores or loads, no
+/// stack frame: every kernel, P0 included since its masked scores became one opaque `selp`,
+/// see [`p0_full_tiles_copy_no_scores`]).
+fn sm90a_cubin(label: &str, plan: &LaunchPlan) -> Vec<u8> {
     let cuda = emit_launch(&plan.attention).unwrap_or_else(|e| panic!("{label}: {e}"));
     assert!(
         cuda.source.contains("__CUDA_ARCH_FEAT_SM90_ALL")
@@ -37,19 +27,22 @@ fn sm90a_loop(
         let _ = std::fs::write(format!("{dir}/{label}-wgmma.cu"), &cuda.source);
     }
     let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = sass_support::compile_with_spills(
-        label,
-        &CudaSource::from_kernel(&cuda),
-        arch,
-        local_memory(label).0,
-    );
-    let ModuleImage::Cubin(bytes) = &m.image else {
+    let m = sass_support::compile_spill_free(label, &CudaSource::from_kernel(&cuda), arch);
+    let ModuleImage::Cubin(bytes) = m.image else {
         panic!("{label}: no cubin");
     };
     if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
-        let _ = std::fs::write(format!("{dir}/{label}-wgmma.cubin"), bytes);
+        let _ = std::fs::write(format!("{dir}/{label}-wgmma.cubin"), &bytes);
     }
-    let (line, counts) = sass_support::main_loop(label, bytes);
+    bytes
+}
+
+/// The loop's SASS counts of the plan's kernel compiled for sm_90a ([`sm90a_cubin`]).
+fn sm90a_loop(
+    label: &str,
+    plan: &LaunchPlan,
+) -> (String, std::collections::BTreeMap<String, usize>) {
+    let (line, counts) = sass_support::main_loop(label, &sm90a_cubin(label, plan));
     println!("{label} sm_90a SASS {line}");
     (line, counts)
 }
@@ -93,7 +86,7 @@ fn check(
     );
     assert_eq!(
         (n("LDL"), n("STL")),
-        local_memory(label).1,
+        (0, 0),
         "{label}: local memory: {line}"
     );
 }
@@ -187,13 +180,7 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
 #[test]
 fn p0_full_tiles_copy_no_scores() {
     let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
-    let cuda = emit_launch(&p.attention).expect("emit");
-    let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = sass_support::compile_spill_free("P0", &CudaSource::from_kernel(&cuda), arch);
-    let ModuleImage::Cubin(bytes) = &m.image else {
-        panic!("P0: no cubin");
-    };
-    let (line, c) = sass_support::innermost_loop_with("P0", bytes, "HGMMA");
+    let (line, c) = sass_support::innermost_loop_with("P0", &sm90a_cubin("P0", &p), "HGMMA");
     assert!(
         sass_support::count(&c, "IMAD") < 32,
         "P0: the full tiles' scores copied out of the MMA's registers: {line}"

@@ -212,7 +212,7 @@ impl<'f> Emitter<'f> {
         }
         if let Some(v) = from {
             let src = self.a_fragments_source(v, &OperandSource::Registers, &map, &p)?;
-            self.emit_a_fragment_block(&name, v, &src, &p, &map, steps)?;
+            self.in_lane_block(|e| e.emit_a_fragment_array(&name, v, &src, &p, &map, steps))?;
         }
         self.w.line("#endif");
         Ok(())
@@ -247,26 +247,18 @@ impl<'f> Emitter<'f> {
             "unsigned {name}[{steps}][{}][4];",
             map.slabs_per_warp
         ));
-        self.emit_a_fragment_block(&name, a, &from, &p, &map, steps)?;
+        self.in_lane_block(|e| e.emit_a_fragment_array(&name, a, &from, &p, &map, steps))?;
         self.w.line("#endif");
         self.held_shared_a.insert(res.0, (name, steps));
         Ok(())
     }
 
-    /// [`Self::emit_a_fragment_array`] in a block of its own, with the lane it needs (outside
-    /// a dot's emission, which declares it).
-    fn emit_a_fragment_block(
-        &mut self,
-        name: &str,
-        a: ValueId,
-        from: &AFrom,
-        p: &MmaPlan,
-        map: &MmaMap,
-        steps: usize,
-    ) -> Res<()> {
+    /// `body` in a C++ block of its own that declares the lane the fragment loads read
+    /// (outside a dot's emission, which declares it).
+    fn in_lane_block(&mut self, body: impl FnOnce(&mut Self) -> Res<()>) -> Res<()> {
         self.w.open("");
         self.w.line("const int attn_lane = tid & 31;");
-        self.emit_a_fragment_array(name, a, from, p, map, steps)?;
+        body(self)?;
         self.w.close("");
         Ok(())
     }
