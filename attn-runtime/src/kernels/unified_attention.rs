@@ -772,8 +772,11 @@ pub mod unified {
             store(segm_expsum + ws_row, l_i, row_valid);
         } else {
             // A row whose every key is masked has L = 0: it outputs zeros, never NaN.
+            // One reciprocal per row, then a multiply per element: an IEEE division per
+            // element of the [BLOCK_M, HEAD_SIZE_PADDED] accumulator is a slow-path check
+            // (`FCHK`) and ~10 instructions each, in every program's epilogue.
             let l_safe = select(l_i == 0.0, 1.0, l_i);
-            let o = acc / l_safe.unsqueeze(1);
+            let o = acc * (1.0 / l_safe).unsqueeze(1);
             let out_ptrs = out
                 + (tok * out_stride0 + h.cast::<i64>() * out_stride1).unsqueeze(1)
                 + d.unsqueeze(0);
