@@ -25,8 +25,9 @@ fn warpgroup_targeted_flash_attention_matches_the_executor() {
         let f = warpgroup_flash(block_n, d);
         let p = gpu_ir::compile(&f).expect("gpu ir");
         let text = gpu_ir::printer::print_program(&f, &p);
-        assert_eq!(p.allocs.len(), 3, "Q, K and V allocs:\n{text}");
-        assert!(p.allocs.iter().all(|a| a.swizzled && a.pad == 0), "{text}");
+        let operands = p.operand_allocs();
+        assert_eq!(operands.len(), 3, "Q, K and V allocs:\n{text}");
+        assert!(operands.iter().all(|a| a.swizzled && a.pad == 0), "{text}");
         // The next tile's copies are issued while QK^T runs: its wait follows them (in the
         // unsplit program: split, a producer warpgroup issues them).
         let ws = p

@@ -187,6 +187,28 @@ fn p0_full_tiles_copy_no_scores() {
     );
 }
 
+/// The output leaves through shared memory in 16-byte chunks (`gpu_ir::staged_store`): each
+/// thread stores `rows × cols × 2 / (16 × 256)` chunks and nothing narrower, where storing
+/// its fragment pairs straight took a 4-byte store per pair (64 at P1's 128 × 256: half
+/// sectors of eight rows a warp access, 7 % of P1's time on the H200).
+#[test]
+fn epilogues_store_whole_lines() {
+    for (label, problem, n, head) in [
+        ("P0", p0(), 16384, 128),
+        ("P1", p1(), 8192, 256),
+        ("P3", p3(), 8192, 256),
+    ] {
+        let p = plan(&warpgroup(problem), n, PathChoice::Heuristic);
+        let c = sass_support::whole_kernel(label, &sm90a_cubin(label, &p));
+        let chunks = p.config.block_m as usize * head * 2 / (16 * 256);
+        assert_eq!(
+            sass_support::count(&c, "STG"),
+            chunks,
+            "{label}: the output's stores: {c:?}"
+        );
+    }
+}
+
 /// The launch table's 128 × 128 warpgroup tiling keeps three K/V stages, still split: the
 /// producer fills the two stages ahead before its loop (a commit group each) and waits for
 /// all but the newest group before it hands a stage over; six mbarriers (full and empty per

@@ -99,6 +99,7 @@ impl<'f> Emitter<'f> {
             }
             GpuOp::TmaLanded { alloc, stage } => self.emit_tma_landed(*alloc, *stage),
             GpuOp::Stage(sync) => self.emit_stage_sync(*sync),
+            GpuOp::StagedStore(s) => self.emit_staged_store(s),
             other => Err(CodegenError::Malformed(format!(
                 "{other:?} is not a memory op"
             ))),

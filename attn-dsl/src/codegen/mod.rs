@@ -69,6 +69,7 @@ mod remat;
 mod remat_region;
 mod row_scale;
 mod staged_load;
+mod staged_store;
 pub mod tile_map;
 mod tma_copy;
 mod warp_roles;

@@ -113,6 +113,16 @@ __device__ __forceinline__ void attn_st2(const f16* p, float a, float b) {
         attn_f32_to_f16_bits(a) | ((unsigned)attn_f32_to_f16_bits(b) << 16);
 }
 
+// A staged tile's 16 bytes (shared memory) to global memory in one access, and two packed
+// 16-bit elements into shared memory (`codegen::staged_store`).
+template <class T>
+__device__ __forceinline__ void attn_st16(const T* dst, const unsigned short* src) {
+    *reinterpret_cast<uint4*>(const_cast<T*>(dst)) = *reinterpret_cast<const uint4*>(src);
+}
+__device__ __forceinline__ void attn_sts2(unsigned short* p, unsigned v) {
+    *reinterpret_cast<unsigned*>(p) = v;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Integer arithmetic wraps (two's complement), as in the CPU executor; done in unsigned
 // arithmetic because signed overflow is undefined in C++. Shift amounts are taken modulo the

@@ -97,6 +97,7 @@ fn touch(live: &mut [Option<(usize, usize)>], a: AllocId, lo: usize, hi: usize) 
 fn accessed(op: &GpuOp) -> Vec<AllocId> {
     match op {
         GpuOp::AsyncCopy(c) => vec![c.dst],
+        GpuOp::StagedStore(s) => vec![s.buf],
         GpuOp::Mma { a, b, .. } => [a.alloc(), b.alloc()]
             .into_iter()
             .flatten()

@@ -19,6 +19,7 @@ pub mod program;
 pub mod remat;
 pub mod row_affine;
 pub mod sink;
+pub mod staged_store;
 pub mod sync;
 pub mod tma;
 pub mod verify;
@@ -65,6 +66,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // paged tile as TMA boxes (a page's rows by 64 columns) instead of each thread
     // computing an address per 16 bytes; the schedule stays.
     tma::run(f, &mut p);
+    // Fragment tiles stored after the loops leave through the freed shared memory in whole
+    // lines, not eight rows of 16 bytes per warp access.
+    staged_store::run(f, &mut p);
     // Bytes by liveness, once nothing moves any more.
     allocate::run(&mut p);
     verify::verify(f, &p)?;

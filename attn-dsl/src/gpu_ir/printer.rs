@@ -157,6 +157,12 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 StageSync::Wait => "stage_wait[cur]".into(),
                 StageSync::Release { stage: st } => format!("stage_release{}", stage(*st)),
             },
+            GpuOp::StagedStore(st) => format!(
+                "staged_store {} via %a{} ({} lanes a row)",
+                tile_op(f, st.store),
+                st.buf.0,
+                st.map.lanes
+            ),
         };
         let _ = writeln!(s, "{pad}{line}");
         let inner = super::program::nested(op);

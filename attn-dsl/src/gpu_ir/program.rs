@@ -402,6 +402,22 @@ pub enum GpuOp {
     /// A step of the stage handshake between the producer warpgroup and the consumers of a
     /// warp-specialized loop ([`WarpSpecialization`]).
     Stage(StageSync),
+    /// A tile store that leaves through shared memory (see [`StagedStore`]).
+    StagedStore(StagedStore),
+}
+
+/// The store of a fragment tile (an accumulator's rows, spread over the warps a few columns
+/// a lane) through shared memory: after a barrier (the bytes are reused: other threads may
+/// still read what lay there), each thread writes its fragment pairs into `buf`; after a
+/// second, each row leaves in 16-byte chunks, `map.lanes` threads a row, so a warp's store
+/// covers whole 128-byte lines instead of eight rows by 16 bytes. Pointer and mask are
+/// recomputed per chunk, as an [`AsyncCopy`]'s are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StagedStore {
+    /// The tile-IR store this replaces.
+    pub store: OpId,
+    pub buf: AllocId,
+    pub map: TileInAlloc,
 }
 
 /// The handshake of a warp-specialized ring: per stage, a *full* mbarrier (the producer's
@@ -538,6 +554,22 @@ impl GpuProgram {
             });
         }
         out
+    }
+
+    /// The allocs holding operand tiles (what copies fill and dots read), not the staging
+    /// buffers of [`GpuOp::StagedStore`]s.
+    pub fn operand_allocs(&self) -> Vec<&LocalAlloc> {
+        let mut staging = Vec::new();
+        walk_block(&self.body, &mut |op| {
+            if let GpuOp::StagedStore(s) = op {
+                staging.push(s.buf);
+            }
+        });
+        (0..self.allocs.len())
+            .map(|i| AllocId(i as u32))
+            .filter(|a| !staging.contains(a))
+            .map(|a| self.alloc(a))
+            .collect()
     }
 
     /// The programs that issue copies: the body, and a split program's producer.

@@ -179,6 +179,9 @@ inline void attn_st2(const float* p, float a, float b) { attn_st(p, a); attn_st(
 inline void attn_st2(const bf16* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
 inline void attn_st2(const f16* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
 inline void attn_st(const bool* p, bool v) { *const_cast<bool*>(p) = v; }
+template <class T>
+inline void attn_st16(const T* dst, const unsigned short* src) { std::memcpy(const_cast<T*>(dst), src, 16); }
+inline void attn_sts2(unsigned short* p, unsigned v) { std::memcpy(p, &v, 4); }
 
 inline int attn_wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 inline int attn_wsub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
