@@ -9,7 +9,8 @@
 //! `softmax_ahead` for those scores' softmax run under PV, rotation included, `pv_behind`
 //! for PV of the previous tile issued with the scores and the softmax under it on every
 //! warpgroup loop (shipped only where the split reads V from the previous stage),
-//! `copy_arrive` for the producer's copies completing on the stage's mbarrier),
+//! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
+//! `heads_fastest` for the unified-attention grid's programs on one axis, KV heads fastest),
 //! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
@@ -37,6 +38,12 @@ pub(crate) fn disabled(feature: &str) -> bool {
 pub(crate) fn enabled(feature: &str) -> bool {
     static ENABLED: OnceLock<Vec<String>> = OnceLock::new();
     listed("ATTN_CODEGEN_ENABLE", &ENABLED, feature)
+}
+
+/// Whether the unified-attention grid runs its (q-block, KV head) programs on one axis with
+/// the heads fastest (opt-in: `ATTN_CODEGEN_ENABLE=heads_fastest`; read by the op's plan).
+pub fn heads_fastest() -> bool {
+    enabled("heads_fastest")
 }
 
 /// Whether the code generator emits warpgroup MMAs (`wgmma`, compiled on sm_90a) beside

@@ -427,6 +427,9 @@ pub mod unified {
     /// `plan::window_v_guard`): V is guarded by the window of the block's first query
     /// instead of by the mask OR-ed over rows.
     ///
+    /// `HEADS_FASTEST` (opt-in, `plan::heads_fastest`): the grid is one axis of
+    /// `q-blocks × KV heads`, the heads fastest (else q-blocks on x, KV heads on y).
+    ///
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
@@ -495,6 +498,7 @@ pub mod unified {
         const NUM_STAGES: i32 = 2,
         const TILE_RANGES: i32 = 1,
         const V_GUARD_WINDOW: bool = false,
+        const HEADS_FASTEST: bool = false,
     >(
         q: *const T,
         k_cache: *const T,
@@ -534,8 +538,17 @@ pub mod unified {
         // Programs in reverse: under a causal mask a sequence's last query blocks see the
         // most keys, and launched last they would leave the grid's tail to a few SMs
         // (longest first: P0 2.53 -> 2.40 ms on the H200).
-        let q_block_global = num_programs(0) - 1 - program_id(0);
-        let kv_head = program_id(1);
+        let mut q_block_global = num_programs(0) - 1 - program_id(0);
+        let mut kv_head = program_id(1);
+        if HEADS_FASTEST {
+            // One grid axis over (q-block, KV head), the heads fastest: the grid's tail is
+            // then the first q-blocks of every head (the fewest keys), not one head's blocks
+            // from longest to shortest.
+            let kv_heads = num_query_heads / NUM_QUERIES_PER_KV;
+            let pid = program_id(0);
+            q_block_global = num_programs(0) / kv_heads - 1 - pid / kv_heads;
+            kv_head = pid % kv_heads;
+        }
         let seq_idx = find_seq_idx::<BLOCK_Q>(cu_seqlens_q, q_block_global, num_seqs);
         let q_start = load(cu_seqlens_q + seq_idx);
         let qlen = load(cu_seqlens_q + seq_idx + 1) - q_start;

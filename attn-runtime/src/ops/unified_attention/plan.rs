@@ -627,6 +627,7 @@ pub fn attention_bindings(
         ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),
         ("TILE_RANGES", int(variant.tile_ranges(cfg))),
         ("V_GUARD_WINDOW", flag(window_v_guard(cfg, variant))),
+        ("HEADS_FASTEST", flag(heads_fastest())),
     ]
     .into_iter()
     .chain(
@@ -637,6 +638,17 @@ pub fn attention_bindings(
     )
     .map(|(n, v)| Binding::new(n, v))
     .collect()
+}
+
+/// Whether the attention grid is one axis of (q-block, KV head) pairs with the heads fastest
+/// (`HEADS_FASTEST`; opt-in, `ATTN_CODEGEN_ENABLE=heads_fastest`). Programs run longest
+/// first either way, but with q-blocks on x and heads on y that holds within a head only:
+/// the grid's last wave holds one head's blocks from the longest to the shortest. Heads
+/// fastest, it holds the first q-blocks of every head, the fewest keys, which is what fills
+/// the tail of a launch that is not a whole number of waves (P1: 7.76 waves of equal
+/// programs but for the first 16 q-blocks of each head).
+pub fn heads_fastest() -> bool {
+    attn_dsl::features::heads_fastest()
 }
 
 /// Whether the kernel may guard V by the window of each block's first query (`V_GUARD_WINDOW`)
@@ -817,9 +829,15 @@ fn attention_launch(
         ),
     ];
     let blocks = total_q_blocks(shape.num_tokens, shape.num_seqs, cfg.block_q);
+    let kv_heads = cfg.num_kv_heads.max(0) as usize;
+    let (x, y) = if heads_fastest() {
+        (blocks.saturating_mul(kv_heads), 1)
+    } else {
+        (blocks, kv_heads)
+    };
     let grid = [
-        grid_axis(0, blocks)?,
-        grid_axis(1, cfg.num_kv_heads.max(0) as usize)?,
+        grid_axis(0, x)?,
+        grid_axis(1, y)?,
         grid_axis(
             2,
             if cfg.is_3d {
