@@ -22,6 +22,14 @@ impl<'f> Emitter<'f> {
             ));
         };
         self.op_comment(op);
+        // Warpgroup MMAs still in flight may read the bytes the staging reuses (the leading
+        // barrier orders other threads' reads, not this thread's asynchronous ones): such a
+        // store stays a direct one.
+        if !self.pending_mma.is_empty() {
+            let r = self.emit_store(op, has_mask);
+            self.converted.clear();
+            return r;
+        }
         let (p, v) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
         let TileMap::Mma(pm) = self.map(p) else {
             return Err(CodegenError::Malformed(

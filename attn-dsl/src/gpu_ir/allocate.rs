@@ -24,6 +24,14 @@ pub fn run(p: &mut GpuProgram) {
             }
         }
     }
+    // A staged store's buffer stays alive to the end: its last chunk reads are not followed
+    // by a barrier, so no later access may reuse its bytes (the ring a loop before it used
+    // may: the store's leading barrier orders those reads).
+    super::program::walk_block(&p.body, &mut |op| {
+        if let GpuOp::StagedStore(s) = op {
+            touch(&mut live, s.buf, clock, usize::MAX);
+        }
+    });
     let mut order: Vec<usize> = (0..p.allocs.len()).collect();
     order.sort_by_key(|&i| live[i].map(|l| l.0).unwrap_or(usize::MAX));
     let mut placed: Vec<(usize, usize, (usize, usize))> = Vec::new();
