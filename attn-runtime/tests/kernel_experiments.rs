@@ -8,7 +8,7 @@ mod unified_plans;
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::PathChoice;
-use unified_plans::{p0, plan};
+use unified_plans::{p0, p1, plan};
 
 /// (variant name, pattern) of every substitution of an experiments file (one variant a
 /// line, `NAME=PATTERN=>REPLACEMENT`, substitutions joined by ` ;; `, `#` comments).
@@ -170,4 +170,37 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         "the warp-specialized loop's split scores are gone"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `scripts/grid-timeline` stamps a warp-specialized kernel where these anchors are: the
+/// consumers' entry, their first turn, the end turn (and the `#endif` after its barrier), the
+/// consumers' block closing right before the unsplit program's `#else`, and the kernel's
+/// first statement. A code generator change that moves one fails here.
+#[test]
+fn grid_timeline_anchors_match_the_generated_p1() {
+    // The feature list is read once per process: every test of this binary sets it alike.
+    setup();
+    let problem = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p1()
+    };
+    let launch = plan(&problem, 8192, PathChoice::Heuristic);
+    let src = emit_launch(&launch.attention).expect("emit").source;
+    let (split, _) = src
+        .split_once("\n    #else\n")
+        .expect("the split program, then `#else`");
+    let (_, consumers) = split
+        .split_once("attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();")
+        .expect("the consumers' entry");
+    assert!(consumers.contains("#if defined(__CUDA_ARCH_FEAT_SM90_ALL) // turn Begin"));
+    let end_turn =
+        regex::Regex::new(r"#if defined\(__CUDA_ARCH_FEAT_SM90_ALL\) // turn End\n.*\n\s*#endif\n")
+            .expect("regex");
+    assert!(end_turn.is_match(consumers), "the end turn's barrier");
+    assert!(
+        split.ends_with("\n        }\n    }"),
+        "the consumers' block before `#else`"
+    );
+    let entry = regex::Regex::new(r"\) \{\n\s*unsigned char\* const attn_scratch").expect("regex");
+    assert!(entry.is_match(&src), "the kernel's first statement");
 }
