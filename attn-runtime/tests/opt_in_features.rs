@@ -1,14 +1,23 @@
-//! The opt-in grid order `HEADS_FASTEST` (`ATTN_CODEGEN_ENABLE=heads_fastest`, see
-//! `plan::heads_fastest`): one grid axis of (q-block, KV head) programs, the heads fastest.
-//! CPU-executor parity with the f64 reference on mixed and decode batches, GQA with spill
-//! rows, 2D and 3D, every output poisoned first. The feature is read once per process from
-//! the environment, so this binary sets it before anything reads it and holds one test.
+//! The opt-in features not measured on the GPU yet, checked without one. The feature list
+//! is read once per process from the environment, so this binary sets it before anything
+//! reads it (`setup`), the same for every test.
+//!
+//! - `heads_fastest` (`plan::heads_fastest`): one grid axis of (q-block, KV head) programs,
+//!   the heads fastest. CPU-executor parity with the f64 reference on mixed and decode
+//!   batches, GQA with spill rows, 2D and 3D, every output poisoned first.
+//! - `unroll_scans` (`codegen`'s short scalar scans unrolled by 8): P3's image-range scans
+//!   carry the pragma and its sm_90a kernel still compiles spill-free.
 
+mod sass_support;
 mod unified_common;
+mod unified_plans;
 
-use attn_runtime::ops::unified_attention::config::SplitKvWorkspace;
+use attn_runtime::jit::{Arch, CudaSource};
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind, SplitKvWorkspace};
 use attn_runtime::ops::unified_attention::cpu::CpuOptions;
+use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan;
+use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::reference::unified_attention::AttentionOptions;
 use unified_common::run::check_case;
 use unified_common::{Geometry, PagedData};
@@ -16,9 +25,13 @@ use unified_common::{Geometry, PagedData};
 const MIXED: &[(usize, usize)] = &[(1, 328), (5, 18), (29, 163)];
 const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
 
+fn setup() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "heads_fastest,unroll_scans");
+}
+
 #[test]
 fn heads_fastest_grid_matches_the_reference() {
-    std::env::set_var("ATTN_CODEGEN_ENABLE", "heads_fastest");
+    setup();
     assert!(
         plan::heads_fastest(),
         "the feature is read from the environment"
@@ -54,4 +67,21 @@ fn heads_fastest_grid_matches_the_reference() {
             }
         }
     }
+}
+
+#[test]
+fn unroll_scans_keeps_p3_spill_free() {
+    setup();
+    let problem = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..unified_plans::p3()
+    };
+    let launch = unified_plans::plan(&problem, 8192, PathChoice::Heuristic);
+    let cuda = emit_launch(&launch.attention).expect("emit");
+    // The block's candidate ranges and the bounds' union, in the producer and the
+    // consumers (and again in the unsplit program).
+    let unrolled = cuda.source.matches("_Pragma(\"unroll 8\")").count();
+    assert!(unrolled >= 4, "P3's range scans unrolled: {unrolled}");
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    sass_support::compile_spill_free("P3 unroll_scans", &CudaSource::from_kernel(&cuda), arch);
 }
