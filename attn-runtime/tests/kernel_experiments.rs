@@ -31,20 +31,26 @@ fn setup() {
     std::env::set_var("ATTN_CODEGEN_DISABLE", "previous_stage");
 }
 
+/// The source the launch table's warpgroup (sm_90a) plan of `problem` over `tokens` emits,
+/// under the experiments' feature list ([`setup`]).
+fn warpgroup_source(problem: AttentionProblem, tokens: usize) -> String {
+    setup();
+    let problem = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..problem
+    };
+    let launch = plan(&problem, tokens, PathChoice::Heuristic);
+    emit_launch(&launch.attention).expect("emit").source
+}
+
 #[test]
 fn p0_bounds_edits_match_the_generated_p0() {
-    setup();
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../bench/experiments/p0_bounds.txt"
     );
     let text = std::fs::read_to_string(path).expect("the experiments file");
-    let problem = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p0()
-    };
-    let launch = plan(&problem, 16384, PathChoice::Heuristic);
-    let src = emit_launch(&launch.attention).expect("emit").source;
+    let src = warpgroup_source(p0(), 16384);
     let subs = substitutions(&text);
     assert!(subs.len() >= 6, "the file's variants: {subs:?}");
     for (name, pattern) in subs {
@@ -63,13 +69,7 @@ fn p0_bounds_edits_match_the_generated_p0() {
 /// `wgmma.wait_group 1` with PV in flight, `cp.async.mbarrier.arrive.noinc` in the producer.
 #[test]
 fn source_rewrites_apply_to_the_generated_p0() {
-    setup();
-    let problem = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p0()
-    };
-    let launch = plan(&problem, 16384, PathChoice::Heuristic);
-    let src = emit_launch(&launch.attention).expect("emit").source;
+    let src = warpgroup_source(p0(), 16384);
     let dir = std::env::temp_dir().join(format!("attn-rewrites-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let generated = dir.join("p0.cu");
@@ -103,6 +103,8 @@ fn source_rewrites_apply_to_the_generated_p0() {
 /// source (the script leaves a source it cannot edit unchanged).
 #[test]
 fn mla_history_rewrites_apply_to_the_generated_history() {
+    // The feature list is read once per process: set it here too, whichever test runs first.
+    setup();
     use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
     use attn_runtime::ops::mla_dcp::plan::DecodeStep;
     use attn_runtime::reference::mla::MlaConfig;
@@ -178,14 +180,7 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
 /// first statement. A code generator change that moves one fails here.
 #[test]
 fn grid_timeline_anchors_match_the_generated_p1() {
-    // The feature list is read once per process: every test of this binary sets it alike.
-    setup();
-    let problem = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p1()
-    };
-    let launch = plan(&problem, 8192, PathChoice::Heuristic);
-    let src = emit_launch(&launch.attention).expect("emit").source;
+    let src = warpgroup_source(p1(), 8192);
     let (split, _) = src
         .split_once("\n    #else\n")
         .expect("the split program, then `#else`");
