@@ -824,7 +824,7 @@ impl<'f> Emitter<'f> {
         if !crate::features::enabled("unroll_scans") {
             return false;
         }
-        let konst = |v: ValueId| match self.defs[v.0 as usize].map(|d| &self.f.op(d).kind) {
+        let konst = |v: ValueId| match self.def_op(v).map(|d| &d.kind) {
             Some(OpKind::Const(crate::ir::Scalar::Int(x, _))) => Some(*x),
             _ => None,
         };

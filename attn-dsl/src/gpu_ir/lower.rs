@@ -12,7 +12,7 @@
 use super::program::{
     AllocId, AsyncCopy, GpuBlock, GpuOp, GpuProgram, LocalAlloc, OperandSource, Stage, TileInAlloc,
 };
-use super::remat::{can_remat, defining_ops, is_zero, RematScope};
+use super::remat::{defining_ops, is_zero, recomputable_chunks};
 use crate::ir::{Block, Function, Layout, OpId, OpKind, ScalarType, ValueId};
 use crate::passes::axis_info::AxisAnalysis;
 use std::collections::BTreeMap;
@@ -322,19 +322,9 @@ impl<'a> Ctx<'a> {
         }
         let ptr = op.operands[0];
         let ax = self.axis.contiguous_axis(ptr);
-        if self.axis.vector_width(self.f, ptr, ax) != CHUNK as u64 {
+        let access = (ptr, has_mask.then(|| op.operands[1]));
+        if !recomputable_chunks(self.f, self.defs, self.axis, access, ax, CHUNK) {
             return None;
-        }
-        let remat = |x: ValueId| can_remat(self.f, self.defs, x, RematScope::InPlace);
-        if !remat(ptr) {
-            return None;
-        }
-        if has_mask {
-            let m = op.operands[1];
-            if !remat(m) || self.axis.get(m).constancy.get(ax).copied().unwrap_or(1) < CHUNK as u64
-            {
-                return None;
-            }
         }
         if has_other && !is_zero(self.f, self.defs, op.operands[2]) {
             return None;

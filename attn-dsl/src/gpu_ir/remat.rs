@@ -66,6 +66,25 @@ pub fn can_remat(f: &Function, defs: &[Option<OpId>], v: ValueId, scope: RematSc
     Remat { f, defs, scope }.value(v, None)
 }
 
+/// Whether an access of `ptr` under `mask` can move in 16-byte chunks of `chunk` elements
+/// along axis `ax`, each chunk's pointer and mask recomputed where the access is (an
+/// `AsyncCopy` from global memory, a `StagedStore` to it): the pointer's runs along `ax`
+/// are whole aligned chunks, the mask is the same over each chunk, both recomputable.
+pub fn recomputable_chunks(
+    f: &Function,
+    defs: &[Option<OpId>],
+    axis: &crate::passes::axis_info::AxisAnalysis,
+    (ptr, mask): (ValueId, Option<ValueId>),
+    ax: usize,
+    chunk: usize,
+) -> bool {
+    let remat = |x: ValueId| can_remat(f, defs, x, RematScope::InPlace);
+    let uniform = |m: ValueId| axis.get(m).constancy.get(ax).copied().unwrap_or(1) >= chunk as u64;
+    axis.vector_width(f, ptr, ax) == chunk as u64
+        && remat(ptr)
+        && mask.is_none_or(|m| remat(m) && uniform(m))
+}
+
 /// A region (a loop body or branch) being recomputed.
 struct Region<'r> {
     /// Values defined anywhere in the outermost recomputed region: recomputed there, never

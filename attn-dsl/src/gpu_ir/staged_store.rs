@@ -13,13 +13,12 @@
 //! larger than the shared memory the program takes already (staging must not cost
 //! occupancy). `ATTN_CODEGEN_DISABLE=staged_store` leaves every store in place.
 
+use super::lower::CHUNK;
 use super::program::{AllocId, GpuBlock, GpuOp, GpuProgram, LocalAlloc, StagedStore, TileInAlloc};
-use super::remat::{can_remat, defining_ops, RematScope};
+use super::remat::{defining_ops, recomputable_chunks};
 use crate::ir::{Function, Layout, OpId, OpKind, ScalarType};
 use crate::passes::axis_info::AxisAnalysis;
 
-/// Elements of a 16-byte chunk of a 16-bit tile.
-const CHUNK: usize = 8;
 /// Row pad of the staging alloc: a fragment pair's eight rows (lane / 4) and four column
 /// pairs (lane % 4) then fall in 32 distinct banks.
 const PAD: usize = 8;
@@ -43,19 +42,10 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         budget,
     };
     let mut staged: Vec<(OpId, LocalAlloc, TileInAlloc)> = Vec::new();
-    let mut bodies = vec![std::mem::take(&mut p.body)];
-    bodies.extend(
-        p.specialization
-            .as_mut()
-            .map(|ws| std::mem::take(&mut ws.unsplit)),
-    );
     let first = p.allocs.len();
-    for b in &mut bodies {
-        stager.block(b, &mut staged, first);
-    }
-    p.body = bodies.remove(0);
+    stager.block(&mut p.body, &mut staged, first);
     if let Some(ws) = p.specialization.as_mut() {
-        ws.unsplit = bodies.remove(0);
+        stager.block(&mut ws.unsplit, &mut staged, first);
     }
     p.allocs.extend(staged.into_iter().map(|(_, a, _)| a));
 }
@@ -122,25 +112,15 @@ impl Stager<'_> {
         let ptr = op.operands[0];
         let t = self.f.ty(ptr);
         let elem = t.elem.pointee()?;
+        let access = (ptr, has_mask.then(|| op.operands[2]));
         if !matches!(elem, ScalarType::Bf16 | ScalarType::F16)
             || !matches!(t.layout, Layout::Mma { .. })
             || t.shape.len() != 2
             || !t.shape[1].is_multiple_of(CHUNK)
             || self.axis.contiguous_axis(ptr) != 1
-            || self.axis.vector_width(self.f, ptr, 1) != CHUNK as u64
+            || !recomputable_chunks(self.f, self.defs, self.axis, access, 1, CHUNK)
         {
             return None;
-        }
-        let remat = |v| can_remat(self.f, self.defs, v, RematScope::InPlace);
-        if !remat(ptr) {
-            return None;
-        }
-        if has_mask {
-            let m = op.operands[2];
-            let uniform = self.axis.get(m).constancy.get(1).copied().unwrap_or(1);
-            if !remat(m) || uniform < CHUNK as u64 {
-                return None;
-            }
         }
         let (rows, cols) = (t.shape[0], t.shape[1]);
         let per_row = cols / CHUNK;
