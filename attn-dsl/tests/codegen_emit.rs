@@ -238,3 +238,33 @@ fn attention_inner_loop_stays_in_registers() {
         assert!(!body.contains(absent), "{label}: `{absent}` in:\n{body}");
     }
 }
+
+/// The flash kernel's bf16 output is packed straight from its f32 accumulator: packing
+/// rounds to nearest even as the cast does, so the cast's own rounding converts (one a
+/// element, before the pack's) would only repeat it.
+#[test]
+fn staged_output_packs_the_accumulator() {
+    let kernels = codegen_common::dsl_kernels();
+    let (label, k) = kernels
+        .iter()
+        .find(|(l, _)| l.starts_with("flash_fwd<T=Dtype(Bf16)"))
+        .expect("bf16 flash kernel");
+    let cast = k
+        .source
+        .rfind("cast::<bf16>(acc)")
+        .expect("the output's cast");
+    let epilogue = &k.source[cast..];
+    let acc = epilogue
+        .split("attn_round_bf16(")
+        .nth(1)
+        .and_then(|s| s.split('[').next())
+        .expect("the cast's operand");
+    let pack = epilogue
+        .lines()
+        .find(|l| l.contains("attn_sts2("))
+        .expect("the staged fragments");
+    assert!(
+        pack.contains(&format!("attn_pack_bf16({acc}[s], {acc}[(s + 1)])")),
+        "{label}: the pack does not read `{acc}`:\n{pack}"
+    );
+}

@@ -6,7 +6,7 @@ use super::elementwise::zero;
 use super::emitter::Emitter;
 use super::tile_map::TileMap;
 use super::CodegenError;
-use crate::ir::{Op, OpKind, ScalarType, ValueId};
+use crate::ir::{Elem, Op, OpKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -240,10 +240,35 @@ impl<'f> Emitter<'f> {
         let (p, v) = (Self::operand(op, 0)?, Self::operand(op, 1)?);
         let pm = self.map(p);
         let ptr = self.at_in(p, pm, "s")?;
-        let values = [self.at_in(v, pm, "s")?, self.at_in(v, pm, "(s + 1)")?];
+        let src = self.pack_source(v, pm);
+        let values = [self.at_in(src, pm, "s")?, self.at_in(src, pm, "(s + 1)")?];
         self.w.open_unrolled_pairs("s", pm.slots());
         self.emit_guarded_store(op, mask, &ptr, &values)?;
         self.w.close("");
         Ok(())
+    }
+
+    /// What a packed 16-bit store reads for the stored value `v`: the f32 operand of a cast to the stored
+    /// type, when it is held as the stored tile is. Packing rounds to nearest even as the cast
+    /// does, so the bits are the same, and each pair costs one packing convert instead of two
+    /// rounding converts before it (P1's staged epilogue carried 128 of those a thread).
+    pub(super) fn pack_source(&self, v: ValueId, map: TileMap) -> ValueId {
+        let Some(def) = self.def_op(v) else {
+            return v;
+        };
+        let OpKind::Cast(to) = def.kind else {
+            return v;
+        };
+        match def.operands.first() {
+            Some(&x)
+                if self.elem(x) == Elem::Scalar(ScalarType::F32)
+                    && Some(to) == self.f.ty(v).elem.scalar()
+                    && !self.converted.contains_key(&v.0)
+                    && self.map(x) == map =>
+            {
+                x
+            }
+            _ => v,
+        }
     }
 }

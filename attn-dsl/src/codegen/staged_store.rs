@@ -72,9 +72,10 @@ impl<'f> Emitter<'f> {
         ));
         self.w.open_unrolled_pairs("s", pm.slots());
         let at = self.prog.alloc(s.buf).offset(&pm.row("s"), &pm.col("s"));
+        let src = self.pack_source(v, self.map(p));
         let (lo, hi) = (
-            self.at_in(v, self.map(p), "s")?,
-            self.at_in(v, self.map(p), "(s + 1)")?,
+            self.at_in(src, self.map(p), "s")?,
+            self.at_in(src, self.map(p), "(s + 1)")?,
         );
         let write = format!("attn_sts2({STAGED} + {at}, {pack}({lo}, {hi}));");
         match pm.writer("s") {
