@@ -63,7 +63,7 @@ fn chunked_non_causal_is_rejected_by_the_kernel() {
         ..plain_config(32, 2, 64, 64)
     };
     let module = unified_attention::module().expect("module");
-    let bindings = attention_bindings(&cfg, ScalarType::Bf16, &MaskVariant::default());
+    let bindings = attention_bindings(&cfg, ScalarType::Bf16, &MaskVariant::default(), 1.0);
     let err = specialize(module.module(), "unified_attention", &bindings).expect_err("rejected");
     assert!(err.message.contains(MSG_CHUNK_NONCAUSAL), "{}", err.message);
     assert!(bindings

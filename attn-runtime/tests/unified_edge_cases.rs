@@ -134,3 +134,60 @@ proptest! {
         check_case("random edge batch", &data, window(w, Causality::Causal), CpuOptions::default());
     }
 }
+
+/// A positive scale is applied in the exponent (`SCALE_AFTER_MAX`: the row max of the
+/// unscaled scores, scaled once), which `max(s·c) = c·max(s)` allows only for `c > 0`: a
+/// zero or negative scale keeps the scores scaled before the max, and each matches the
+/// reference, 2D and 3D, softcap forcing the scaled path too.
+#[test]
+fn scale_signs_pick_where_the_scores_are_scaled() {
+    use attn_runtime::ops::unified_attention::cpu::run_unified_attention_cpu;
+    use attn_runtime::reference::unified_attention::unified_attention;
+    use unified_common::{assert_close, ATOL, RTOL};
+    let prefill = PagedData::random(&Geometry::new(&[(5, 37), (1, 20)], (4, 2), 32), 16);
+    let decode = PagedData::random(&Geometry::new(&[(1, 70), (1, 33)], (4, 2), 32), 17);
+    for (scale, softcap, folded) in [
+        (0.3, None, true),
+        (2.5, None, true),
+        (0.0, None, false),
+        (-0.4, None, false),
+        (0.3, Some(5.0), false),
+    ] {
+        for (data, p) in [
+            (&prefill, PathChoice::Force2d),
+            (&decode, PathChoice::Force3d { num_segments: 2 }),
+        ] {
+            let name = format!("scale {scale}, softcap {softcap:?}, {p:?}");
+            let options = AttentionOptions {
+                softcap,
+                round_p: Some(data.dtype),
+                ..AttentionOptions::default()
+            };
+            let problem = attn_runtime::reference::unified_attention::UnifiedAttentionProblem {
+                scale,
+                ..data.problem(options)
+            };
+            let want = unified_attention(&problem).expect("reference");
+            let cpu = CpuOptions {
+                dtype: data.dtype,
+                row_padding: unified_common::run::ROW_PADDING,
+                ..path(p)
+            };
+            let run = run_unified_attention_cpu(&problem, &cpu).expect("cpu run");
+            let flag = run
+                .plan
+                .attention
+                .bindings
+                .iter()
+                .find(|b| b.name == "SCALE_AFTER_MAX")
+                .map(|b| b.value.clone());
+            assert_eq!(
+                flag,
+                Some(attn_dsl::ConstValue::Bool(folded)),
+                "{name}: SCALE_AFTER_MAX"
+            );
+            unified_common::run::assert_poison_intact(&run, data, &name);
+            assert_close(&run.output, &want, ATOL, RTOL, &name);
+        }
+    }
+}

@@ -181,8 +181,8 @@ fn p0_runs_both_dots_on_warpgroup_mmas() {
 /// result could not live in the scores' registers: every full tile paid one register move
 /// per score (64 in P0's consumer loop, 107 `IMAD` in all) and the consumers spilled 24
 /// bytes. `attn_fill_select` (one `selp` the C++ compiler cannot see through) leaves the
-/// full tile's path with the scale's multiplies alone: 13 `IMAD` in the loop, 1,026
-/// instructions against 1,101 (NVRTC 13.0).
+/// full tile's path without copies: 13 `IMAD` in the loop, 1,026 instructions against
+/// 1,101 (NVRTC 13.0).
 #[test]
 fn p0_full_tiles_copy_no_scores() {
     let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
@@ -211,6 +211,26 @@ fn epilogues_store_whole_lines() {
             sass_support::count(&c, "STG"),
             chunks,
             "{label}: the output's stores: {c:?}"
+        );
+    }
+}
+
+/// The scores are scaled in the exponent (`SCALE_AFTER_MAX`): each is one FMA into `ex2`,
+/// and the consumers' only multiplies a tile are the accumulator's rescale (one an element)
+/// and a few a row. Scaled before the row max, each score took a multiply of its own (P0's
+/// consumer loop 1,026 → 964 SASS instructions, P1's 978 → 948).
+#[test]
+fn scores_are_scaled_in_the_exponent() {
+    for (label, problem, n, head) in [("P0", p0(), 16384, 128), ("P1", p1(), 8192, 256)] {
+        let p = plan(&warpgroup(problem), n, PathChoice::Heuristic);
+        let (line, c) = sass_support::innermost_loop_with(label, &sm90a_cubin(label, &p), "HGMMA");
+        let threads = 256;
+        let acc = p.config.block_m as usize * head / threads;
+        let scores = (p.config.block_m * p.config.tile_size) as usize / threads;
+        let fmul = sass_support::count(&c, "FMUL");
+        assert!(
+            fmul >= acc && fmul - acc < scores,
+            "{label}: {fmul} FMUL for {acc} accumulator and {scores} score elements: {line}"
         );
     }
 }

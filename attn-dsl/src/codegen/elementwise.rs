@@ -119,6 +119,14 @@ impl<'f> Emitter<'f> {
                     CodegenError::Malformed("exp operand lost its definition".into())
                 })?;
                 let (x, y) = (Self::operand(sub, 0)?, Self::operand(sub, 1)?);
+                if let Some((a, c)) = self.f32_product(x) {
+                    return Ok(format!(
+                        "attn_fast_exp_fma({}, {}, {})",
+                        operand(a, at)?,
+                        operand(c, at)?,
+                        operand(y, at)?
+                    ));
+                }
                 Ok(format!(
                     "attn_fast_exp_sub({}, {})",
                     operand(x, at)?,
@@ -169,6 +177,43 @@ impl<'f> Emitter<'f> {
 impl Emitter<'_> {
     /// Whether `op` is an f32 `exp(x - y)` under `fast_math` (emitted as one FMA and `ex2`
     /// from `x` and `y` directly, so the difference itself is never needed).
+    /// The factors `(a, c)` of `x = a · c` in f32, `c` the one held as a per-program scalar
+    /// where there is one: `exp(a·c − y)` is then one FMA into the exponent with `c·log2 e`
+    /// computed once, not a multiply a score and another FMA (the attention kernels scale
+    /// their scores in the exponent, `SCALE_AFTER_MAX`).
+    fn f32_product(&self, x: ValueId) -> Option<(ValueId, ValueId)> {
+        let d = self.def_op(x)?;
+        if d.kind != OpKind::Binary(BinaryOp::Mul)
+            || !d
+                .operands
+                .iter()
+                .all(|&v| self.scalar(v) == Ok(ScalarType::F32))
+        {
+            return None;
+        }
+        let (a, b) = (*d.operands.first()?, *d.operands.get(1)?);
+        Some(if self.is_uniform(a) && !self.is_uniform(b) {
+            (b, a)
+        } else {
+            (a, b)
+        })
+    }
+
+    /// Whether every element of `v` is one scalar: a scalar, or a splat of one (through
+    /// broadcasts and unit dims).
+    fn is_uniform(&self, v: ValueId) -> bool {
+        if self.f.ty(v).is_scalar() {
+            return true;
+        }
+        match self.def_op(v) {
+            Some(d) if matches!(d.kind, OpKind::Splat { .. }) => true,
+            Some(d) if matches!(d.kind, OpKind::Broadcast { .. } | OpKind::ExpandDims { .. }) => {
+                d.operands.first().is_some_and(|&x| self.is_uniform(x))
+            }
+            _ => false,
+        }
+    }
+
     fn fast_exp_of_difference(&self, op: &Op) -> bool {
         let Ok(arg) = Self::operand(op, 0) else {
             return false;

@@ -53,6 +53,15 @@ __device__ __forceinline__ float attn_fast_exp_sub(float x, float y) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmaf_rn(x, l, -(y * l))));
     return r;
 }
+/// `fast_math` e^(a·c − y): one FMA into the exponent. `c·log2(e)` is loop-invariant where `c`
+/// is a per-program scale and `y·log2(e)` is one per row, so a scaled score costs no multiply
+/// of its own (`SCALE_AFTER_MAX`).
+__device__ __forceinline__ float attn_fast_exp_fma(float a, float c, float y) {
+    const float l = 1.4426950408889634f;
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmaf_rn(a, c * l, -(y * l))));
+    return r;
+}
 /// A masked fill, `keep ? x : fill`, as one `selp` the C++ compiler cannot see through. As a
 /// plain `?:` inside a branch (the mask of a partial tile) NVVM speculated the fill into
 /// fresh registers before testing the condition, so the branch's result could not share

@@ -157,6 +157,11 @@ inline float attn_fast_exp_sub(float x, float y) {
     const float r = std::exp2(std::fma(x, l, -(y * l)));
     return std::fabs(r) < 1.17549435e-38f ? 0.0f : r;
 }
+inline float attn_fast_exp_fma(float a, float c, float y) {
+    const float l = 1.4426950408889634f;
+    const float r = std::exp2(std::fma(a, c * l, -(y * l)));
+    return std::fabs(r) < 1.17549435e-38f ? 0.0f : r;
+}
 // `selp.f32` of a masked fill.
 inline float attn_fill_select(bool keep, float x, float fill) { return keep ? x : fill; }
 // `tanh.approx.f32`: the simulator computes it exactly (the hardware's error is below 2^-10.9).

@@ -294,7 +294,7 @@ pub fn probe_bindings(
         "FULL_TILE",
         "TILE_RANGES",
     ];
-    let mut b: Vec<Binding> = attention_bindings(cfg, ScalarType::F32, variant)
+    let mut b: Vec<Binding> = attention_bindings(cfg, ScalarType::F32, variant, 1.0)
         .into_iter()
         .filter(|b| {
             NAMES.contains(&b.name.as_str()) || variant.constexprs.iter().any(|(n, _)| *n == b.name)

@@ -430,6 +430,9 @@ pub mod unified {
     /// `HEADS_FASTEST` (opt-in, `plan::heads_fastest`): the grid is one axis of
     /// `q-blocks × KV heads`, the heads fastest (else q-blocks on x, KV heads on y).
     ///
+    /// `SCALE_AFTER_MAX` (set by the op for a positive `softmax_scale` and plain scores, see
+    /// `plan::scale_after_max`): the scores are scaled in the exponent, not before the max.
+    ///
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
@@ -462,6 +465,7 @@ pub mod unified {
         require(!USE_ALIBI_SQRT || USE_ALIBI_SLOPES, "USE_ALIBI_SQRT needs USE_ALIBI_SLOPES"),
         require(IS_3D || NUM_SEGMENTS == 1, "NUM_SEGMENTS must be 1 when IS_3D is false"),
         require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"),
+        require(!SCALE_AFTER_MAX || !(USE_SOFTCAP || USE_ALIBI_SLOPES || USE_QQ_BIAS), "SCALE_AFTER_MAX needs plain scores: softcap, ALiBi and qq_bias act on scaled ones"),
         require(TILE_RANGES >= 1 && TILE_RANGES <= 8, "TILE_RANGES (tile ranges per q-block the BOUNDS function returns) must be in 1..=8"),
     )]
     pub fn unified_attention<
@@ -499,6 +503,7 @@ pub mod unified {
         const TILE_RANGES: i32 = 1,
         const V_GUARD_WINDOW: bool = false,
         const HEADS_FASTEST: bool = false,
+        const SCALE_AFTER_MAX: bool = false,
     >(
         q: *const T,
         k_cache: *const T,
@@ -689,7 +694,12 @@ pub mod unified {
                     k_ok.unsqueeze(0) & d_ok.unsqueeze(1),
                     0.0,
                 );
-                let mut s = dot(q_tile, k_tile) * softmax_scale;
+                // Under SCALE_AFTER_MAX the scores stay unscaled until the exponent: the row
+                // max is scaled once a row, and `exp(s·scale − m)` is one FMA into `ex2`.
+                let mut s = dot(q_tile, k_tile);
+                if !SCALE_AFTER_MAX {
+                    s = s * softmax_scale;
+                }
                 if USE_SOFTCAP {
                     s = softcap * tanh(s / softcap);
                 }
@@ -743,9 +753,16 @@ pub mod unified {
                     );
                     s = s + bias;
                 }
-                let m_raw = max(m_i, s.max(1));
+                let mut row_max = s.max(1);
+                let mut scaled = s;
+                if SCALE_AFTER_MAX {
+                    // max(s·c) = c·max(s) for c > 0 (rounding is monotone), -inf stays -inf.
+                    row_max = row_max * softmax_scale;
+                    scaled = s * softmax_scale;
+                }
+                let m_raw = max(m_i, row_max);
                 let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
-                let p = exp(s - m_new.unsqueeze(1));
+                let p = exp(scaled - m_new.unsqueeze(1));
                 let alpha = exp(m_i - m_new);
                 l_i = l_i * alpha + p.sum(1);
                 acc = acc * alpha.unsqueeze(1);

@@ -90,7 +90,9 @@ fn warpgroup(p: AttentionProblem) -> Vec<Binding> {
 
 fn plan_bindings(p: AttentionProblem, path: PathChoice) -> Vec<Binding> {
     match choose_config(&p, path) {
-        Ok(cfg) => attention_bindings(&cfg, ScalarType::Bf16, &MaskVariant::default()),
+        // Specialized as for a positive softmax scale, every model's (the sign is all the
+        // kernel's constexprs see of it).
+        Ok(cfg) => attention_bindings(&cfg, ScalarType::Bf16, &MaskVariant::default(), 1.0),
         // The presets are valid configurations; an empty list makes `build` say so.
         Err(_) => vec![],
     }

@@ -590,6 +590,7 @@ pub fn attention_bindings(
     cfg: &UnifiedAttentionConfig,
     dtype: ScalarType,
     variant: &MaskVariant,
+    softmax_scale: f32,
 ) -> Vec<Binding> {
     let int = |v: i32| ConstValue::Int(i64::from(v));
     let flag = ConstValue::Bool;
@@ -628,6 +629,7 @@ pub fn attention_bindings(
         ("TILE_RANGES", int(variant.tile_ranges(cfg))),
         ("V_GUARD_WINDOW", flag(window_v_guard(cfg, variant))),
         ("HEADS_FASTEST", flag(heads_fastest())),
+        ("SCALE_AFTER_MAX", flag(scale_after_max(cfg, softmax_scale))),
     ]
     .into_iter()
     .chain(
@@ -649,6 +651,13 @@ pub fn attention_bindings(
 /// programs but for the first 16 q-blocks of each head).
 pub fn heads_fastest() -> bool {
     attn_dsl::features::heads_fastest()
+}
+
+/// Whether the kernel scales the scores in the exponent instead of before the row max
+/// (`SCALE_AFTER_MAX`): `max(s·c) = c·max(s)` needs `c > 0`, and softcap, ALiBi and qq_bias
+/// act on scaled scores. It saves a multiply a score (`exp(s·c − m)` is one FMA into `ex2`).
+pub fn scale_after_max(cfg: &UnifiedAttentionConfig, softmax_scale: f32) -> bool {
+    softmax_scale > 0.0 && !(cfg.use_softcap || cfg.use_alibi_slopes || cfg.use_qq_bias)
 }
 
 /// Whether the kernel may guard V by the window of each block's first query (`V_GUARD_WINDOW`)
@@ -849,7 +858,7 @@ fn attention_launch(
     ];
     Ok(KernelLaunch {
         kernel: ATTENTION_KERNEL,
-        bindings: attention_bindings(cfg, dtype, variant),
+        bindings: attention_bindings(cfg, dtype, variant, shape.softmax_scale),
         grid,
         args,
         mma: cfg.mma,
