@@ -96,6 +96,36 @@ fn warpgroup_plan_takes_whole_head_tiles() {
     }
 }
 
+/// A positive scale is applied in the history's exponent, after the row max
+/// (`SCALE_AFTER_MAX`: `max(s·c) = c·max(s)` needs `c > 0`); a negative one scales the
+/// scores first. Both match the reference, on both targets' plans.
+#[test]
+fn scale_signs_pick_where_the_scores_are_scaled() {
+    use attn_dsl::ConstValue;
+    for (i, (scale, mma)) in [
+        (0.9, MmaKind::Sync),
+        (-0.2, MmaKind::Sync),
+        (0.9, MmaKind::Warpgroup),
+        (-0.2, MmaKind::Warpgroup),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = Case::new(2, 8, 16, 2, &[150, 3], &[2, 1]);
+        c.scale = scale;
+        c.mma = mma;
+        let flag = c
+            .plan()
+            .history
+            .constexprs
+            .iter()
+            .find(|(n, _)| *n == "SCALE_AFTER_MAX")
+            .map(|(_, v)| v.clone());
+        assert_eq!(flag, Some(ConstValue::Bool(scale > 0.0)), "scale {scale}");
+        check_case(&c, 700 + i as u64);
+    }
+}
+
 #[test]
 fn f16_activations() {
     let mut c = Case::new(4, 8, 16, 2, &[150, 3], &[2, 1]);

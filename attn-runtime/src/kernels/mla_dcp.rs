@@ -254,14 +254,27 @@ pub mod mla {
         phys.cast::<i64>() * cache_stride_block + (keys % BLOCK_SIZE).cast::<i64>() * 576
     }
 
-    /// One online-softmax step over the scores `s` (masked keys at -inf): the probabilities,
-    /// the accumulator's rescale, the new running max and denominator. A row that has seen
-    /// no key yet keeps max -inf and subtracts 0.
+    /// One online-softmax step over the scores `s · scale` (masked keys at -inf): the
+    /// probabilities, the accumulator's rescale, the new running max and denominator. A row
+    /// that has seen no key yet keeps max -inf and subtracts 0. Under `SCALE_AFTER_MAX`
+    /// (`scale > 0`: `max(s·c) = c·max(s)`) `s` comes unscaled, the row max is scaled once
+    /// and `exp(s·scale − m)` is one FMA into `ex2`; else `s` comes scaled.
     #[device]
-    fn softmax_step(s: Tile, m_i: Tile, l_i: Tile) -> (Tile, Tile, Tile, Tile) {
-        let m_raw = max(m_i, s.max(1));
+    fn softmax_step<const SCALE_AFTER_MAX: bool>(
+        s: Tile,
+        scale: f32,
+        m_i: Tile,
+        l_i: Tile,
+    ) -> (Tile, Tile, Tile, Tile) {
+        let mut row_max = s.max(1);
+        let mut scaled = s;
+        if SCALE_AFTER_MAX {
+            row_max = row_max * scale;
+            scaled = s * scale;
+        }
+        let m_raw = max(m_i, row_max);
         let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
-        let p = exp(s - m_new.unsqueeze(1));
+        let p = exp(scaled - m_new.unsqueeze(1));
         let alpha = exp(m_i - m_new);
         (p, alpha, m_raw, l_i * alpha + p.sum(1))
     }
@@ -287,6 +300,7 @@ pub mod mla {
         const BLOCK_SIZE: i32,
         const NUM_SPLITS: i32,
         const DIRECT: bool,
+        const SCALE_AFTER_MAX: bool = false,
     >(
         q_all: *const T,
         cache: *const T,
@@ -329,9 +343,13 @@ pub mod mla {
             let k_ok = keys < n_hist;
             let key_row = latent_key_rows::<BLOCK_SIZE>(bt_row, keys, k_ok, cache_stride_block);
             let (k_lat, k_pe) = load_key_columns(cache, key_row, k_ok);
-            let s = dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale;
+            let mut s = dot(q_pe, k_pe, dot(q_lat, k_lat));
+            if !SCALE_AFTER_MAX {
+                s = s * softmax_scale;
+            }
             let s = select(k_ok.unsqueeze(0), s, f32::NEG_INFINITY);
-            let (p, alpha, m_raw, l_new) = softmax_step(s, m_i, l_i);
+            let (p, alpha, m_raw, l_new) =
+                softmax_step::<SCALE_AFTER_MAX>(s, softmax_scale, m_i, l_i);
             l_i = l_new;
             acc = dot(p.cast::<T>(), trans(k_lat), acc * alpha.unsqueeze(1));
             m_i = m_raw;

@@ -37,6 +37,8 @@ pub struct Case {
     pub num_sms: u32,
     /// The target the plan is made for (its history tiling depends on it).
     pub mma: MmaKind,
+    /// The softmax scale (DeepSeek-V3's unless a test says otherwise).
+    pub scale: f32,
 }
 
 impl Case {
@@ -59,6 +61,7 @@ impl Case {
             splits: None,
             num_sms: 1,
             mma: MmaKind::Sync,
+            scale: dsv3_scale(),
         }
     }
 
@@ -72,7 +75,7 @@ impl Case {
             layout,
             heads_per_rank: self.heads,
             dtype: self.dtype,
-            softmax_scale: dsv3_scale(),
+            softmax_scale: self.scale,
             block_table_stride: stride,
             num_sms: self.num_sms,
         }
@@ -173,7 +176,7 @@ pub fn reference(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
         q_hat,
         requests: &requests,
     };
-    let lat = dense_decode(&batch, f64::from(dsv3_scale())).expect("reference");
+    let lat = dense_decode(&batch, f64::from(case.scale)).expect("reference");
     let y = v_up(&cfg, dn, &lat.out, &inputs.w_uv).expect("v_up reference");
     (lat.out, y)
 }

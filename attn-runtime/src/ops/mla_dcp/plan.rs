@@ -706,6 +706,11 @@ impl DecodeStep {
                 ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
                 // One split writes the exchange layout itself: no reduce launch.
                 ("DIRECT", ConstValue::Bool(direct)),
+                // A positive scale is applied in the exponent, after the row max.
+                (
+                    "SCALE_AFTER_MAX",
+                    ConstValue::Bool(self.softmax_scale > 0.0),
+                ),
             ],
             grid: [grid_t * tiling.head_tiles, num_splits, 1],
             args: history_args,
