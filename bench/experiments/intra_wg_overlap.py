@@ -106,7 +106,7 @@ def rewrite(lines, h, e):
     j, lo, hi, step = m.groups()
     b = split_body(lines[h + 1 : e])
     core, rescale, cast = split_softmax(b["softmax"])
-    scores, n_s = re.search(r"float (v\d+_*)\[(\d+)\];", "\n".join(b["qk"])).groups()
+    scores, n_s = re.search(r"float ((?:v|s_)\d+_*)\[(\d+)\];", "\n".join(b["qk"])).groups()
     mr = re.search(r"(acc_\d+_*)\[s\] = \((acc_\d+_*)\[s\] \*", "\n".join(rescale))
     acc_scaled, acc_in = mr.groups()
     pv = drop_else(b["pv"])
