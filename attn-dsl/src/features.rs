@@ -1,6 +1,6 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
-//! `deferred_sum`, `fill_select`, `fold_chains`, `guarded_shuffles`, `hold_a`, `k_split`, `mma_chain`, `mma_overlap`,
+//! `deferred_sum`, `fill_select`, `fold_chains`, `guarded_shuffles`, `hold_a`, `k_split`, `mask_intervals`, `mma_chain`, `mma_overlap`,
 //! `previous_stage`, `staged_store`, `swizzle`, `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
 //! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
 //! on (`swizzle`
@@ -45,6 +45,13 @@ pub(crate) fn enabled(feature: &str) -> bool {
 /// the heads fastest (opt-in: `ATTN_CODEGEN_ENABLE=heads_fastest`; read by the op's plan).
 pub fn heads_fastest() -> bool {
     enabled("heads_fastest")
+}
+
+/// Whether vLLM's built-in mask tests each score against one key interval per row where
+/// its terms allow it (shipped; `ATTN_CODEGEN_DISABLE=mask_intervals` evaluates the terms
+/// per score; read by the op's plan).
+pub fn mask_intervals() -> bool {
+    !disabled("mask_intervals")
 }
 
 /// Whether the code generator emits warpgroup MMAs (`wgmma`, compiled on sm_90a) beside

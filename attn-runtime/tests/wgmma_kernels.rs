@@ -235,6 +235,23 @@ fn scores_are_scaled_in_the_exponent() {
     }
 }
 
+/// vLLM's mask tests each score against one key interval per row (`key_interval`: the
+/// causal part, the window and the image ranges holding the query are intervals around it),
+/// so a masked tile of P3 costs a few compares a score, not its terms one by one (the
+/// image ranges' four bounds and clamp a candidate): its consumer loop's `ISETP` and `LOP3`
+/// were 698 for 32 scores a thread, 223 as intervals (1,652 → 845 SASS instructions).
+#[test]
+fn masks_test_one_interval_a_row() {
+    let p = plan(&warpgroup(p3()), 8192, PathChoice::Heuristic);
+    let (line, c) = sass_support::innermost_loop_with("P3", &sm90a_cubin("P3", &p), "HGMMA");
+    let scores = (p.config.block_m * p.config.tile_size) as usize / 256;
+    let logic = sass_support::count(&c, "ISETP") + sass_support::count(&c, "LOP3");
+    assert!(
+        logic < 8 * scores,
+        "P3: {logic} compares and logic ops for {scores} scores a thread: {line}"
+    );
+}
+
 /// The launch table's 128 × 128 warpgroup tiling keeps three K/V stages, still split: the
 /// producer fills the two stages ahead before its loop (a commit group each) and waits for
 /// all but the newest group before it hands a stage over; six mbarriers (full and empty per

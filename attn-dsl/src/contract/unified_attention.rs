@@ -186,6 +186,7 @@ pub const SHARED: &[SharedConstexpr] = &[
     shared("USE_MM_QUERY_RANGE", "bool"),
     shared("MM_PREFIX_CLAMP_SW", "bool"),
     shared("MAX_MM_RANGES", "i32"),
+    shared("MASK_INTERVALS", "bool"),
     shared("TILE_RANGES", "i32"),
 ];
 
@@ -214,6 +215,7 @@ pub fn __unified_variant_probe<
     const USE_MM_QUERY_RANGE: bool = false,
     const MM_PREFIX_CLAMP_SW: bool = false,
     const MAX_MM_RANGES: i32 = 1,
+    const MASK_INTERVALS: bool = true,
     const MASK: Device,
     const BOUNDS: Device,
     const FULL_TILE: Device = __unified_variant_no_full_tile,

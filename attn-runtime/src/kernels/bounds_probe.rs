@@ -39,6 +39,7 @@ pub mod probe {
         const USE_MM_QUERY_RANGE: bool,
         const MM_PREFIX_CLAMP_SW: bool,
         const MAX_MM_RANGES: i32,
+        const MASK_INTERVALS: bool,
         const KEYS: i32,
         const MASK: Device,
         const BOUNDS: Device,
@@ -273,7 +274,7 @@ pub fn probe_bindings(
     variant: &MaskVariant,
     keys: usize,
 ) -> Vec<Binding> {
-    const NAMES: [&str; 19] = [
+    const NAMES: [&str; 20] = [
         "TILE_SIZE",
         "BLOCK_M",
         "BLOCK_Q",
@@ -289,6 +290,7 @@ pub fn probe_bindings(
         "USE_MM_QUERY_RANGE",
         "MM_PREFIX_CLAMP_SW",
         "MAX_MM_RANGES",
+        "MASK_INTERVALS",
         "MASK",
         "BOUNDS",
         "FULL_TILE",

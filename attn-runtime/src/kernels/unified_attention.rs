@@ -80,6 +80,7 @@ pub mod unified {
         const USE_MM_QUERY_RANGE: bool,
         const MM_PREFIX_CLAMP_SW: bool,
         const MAX_MM_RANGES: i32,
+        const MASK_INTERVALS: bool,
     >(
         q_abs: Tile,
         k: Tile,
@@ -96,6 +97,18 @@ pub mod unified {
         mm_first: i32,
         mm_end: i32,
     ) -> Tile<bool> {
+        if MASK_INTERVALS && !USE_R_SWA && CHUNK_LOOKBACK < 0 && !USE_MM_QUERY_RANGE {
+            let (lo, hi) = key_interval::<SLIDING_WINDOW, USE_MM_PREFIX, MM_PREFIX_CLAMP_SW>(
+                q_abs, k_first, k_last, q_first, q_last, seq_len, causal, mm_ranges, mm_first,
+                mm_end,
+            );
+            let mut allowed = (k <= hi) & (k < seq_len);
+            if SLIDING_WINDOW > 0 || USE_MM_PREFIX {
+                // Without either, lo is 0: every key passes (P0 would test it per score).
+                allowed = allowed & (lo <= k);
+            }
+            return allowed;
+        }
         let base = select(causal, k <= q_abs, k < seq_len);
         let mut win = base | !base; // all true, shaped [M, N]
         if CHUNK_LOOKBACK >= 0 {
@@ -133,6 +146,56 @@ pub mod unified {
             }
         }
         allowed & (k < seq_len)
+    }
+
+    /// The keys row `q_abs` may see under vLLM's mask without R-SWA, chunks or per-query
+    /// ranges, as one interval `[lo, hi]` per row: the causal part `[.., q]`, the window
+    /// `[q − W + 1, ..]` (both sides when not causal) and each image range holding q are all
+    /// intervals around q, so their union is one. The mask is then two compares a score
+    /// instead of the terms' five to ten (P3: a range's four bounds and its clamp a candidate).
+    /// A clamped range adds nothing left of the window; a candidate range that misses the
+    /// tile's keys or the block's queries changes nothing inside the tile, so the pre-test
+    /// stays. Bounds stay in i32: `|q| ≤ MAX_SEQ_LEN = 2^30`, the window's reach clamped to
+    /// the sequence.
+    #[device]
+    fn key_interval<
+        const SLIDING_WINDOW: i32,
+        const USE_MM_PREFIX: bool,
+        const MM_PREFIX_CLAMP_SW: bool,
+    >(
+        q_abs: Tile,
+        k_first: i32,
+        k_last: i32,
+        q_first: i32,
+        q_last: i32,
+        seq_len: i32,
+        causal: bool,
+        mm_ranges: Ptr,
+        mm_first: i32,
+        mm_end: i32,
+    ) -> (Tile, Tile) {
+        let mut lo = q_abs - q_abs; // keys are >= 0
+        let mut hi = q_abs + (seq_len - 1);
+        if SLIDING_WINDOW > 0 {
+            let reach = min(SLIDING_WINDOW - 1, seq_len);
+            lo = q_abs - reach;
+            hi = q_abs + reach;
+        }
+        hi = select(causal, q_abs, hi);
+        if USE_MM_PREFIX {
+            for r in mm_first..mm_end {
+                let s = load(mm_ranges + 2 * r);
+                let e = load(mm_ranges + 2 * r + 1);
+                if (s < e) & (s <= q_last) & (q_first <= e) & (s <= k_last) & (k_first <= e) {
+                    let holds = (s <= q_abs) & (q_abs <= e);
+                    hi = select(holds, max(hi, e), hi);
+                    if !(MM_PREFIX_CLAMP_SW && SLIDING_WINDOW > 0) {
+                        lo = select(holds, min(lo, s), lo);
+                    }
+                }
+            }
+        }
+        (lo, hi)
     }
 
     /// Whether vLLM's mask allows every key of `[k_first, k_last]` for every query of
@@ -504,6 +567,7 @@ pub mod unified {
         const V_GUARD_WINDOW: bool = false,
         const HEADS_FASTEST: bool = false,
         const SCALE_AFTER_MAX: bool = false,
+        const MASK_INTERVALS: bool = false,
     >(
         q: *const T,
         k_cache: *const T,

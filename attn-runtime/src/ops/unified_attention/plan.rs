@@ -630,6 +630,7 @@ pub fn attention_bindings(
         ("V_GUARD_WINDOW", flag(window_v_guard(cfg, variant))),
         ("HEADS_FASTEST", flag(heads_fastest())),
         ("SCALE_AFTER_MAX", flag(scale_after_max(cfg, softmax_scale))),
+        ("MASK_INTERVALS", flag(attn_dsl::features::mask_intervals())),
     ]
     .into_iter()
     .chain(
