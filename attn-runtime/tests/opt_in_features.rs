@@ -1,4 +1,6 @@
-//! The opt-in features not measured on the GPU yet, checked without one. The feature list
+//! Opt-in features measured on the H200 and not shipped (docs/gpu_ir.md, "The grid's tail"
+//! and "P3's range scans": P0 5 % slower heads fastest, P3 unchanged with its scans
+//! unrolled), kept correct without a GPU. The feature list
 //! is read once per process from the environment, so this binary sets it before anything
 //! reads it (`setup`), the same for every test.
 //!
