@@ -195,6 +195,14 @@ fn broadcast_of_an_index_tile_needs_no_barrier() {
     assert!(k.source.contains("recomputed where used"), "{}", k.source);
 }
 
+/// The test kernels' bf16 flash-attention specialization, with its label.
+fn bf16_flash_kernel() -> (String, attn_dsl::codegen::CudaKernel) {
+    codegen_common::dsl_kernels()
+        .into_iter()
+        .find(|(l, _)| l.starts_with("flash_fwd<T=Dtype(Bf16)"))
+        .expect("bf16 flash kernel")
+}
+
 /// The flash-attention inner loop keeps scores, row statistics, probabilities and the
 /// accumulator in mma fragments: K and V arrive by `cp.async` one iteration ahead and are
 /// read with `ldmatrix` (one barrier per tile), Q is held as A fragments from before the
@@ -202,11 +210,7 @@ fn broadcast_of_an_index_tile_needs_no_barrier() {
 /// nothing needs a layout conversion.
 #[test]
 fn attention_inner_loop_stays_in_registers() {
-    let kernels = codegen_common::dsl_kernels();
-    let (label, k) = kernels
-        .iter()
-        .find(|(l, _)| l.starts_with("flash_fwd<T=Dtype(Bf16)"))
-        .expect("bf16 flash kernel");
+    let (label, k) = bf16_flash_kernel();
     let start = k.source.find("for (int start").expect("key loop");
     // The loop, up to the epilogue's store through shared memory (two barriers of its own).
     let epilogue = k.source.find("attn_staged").expect("the output staged");
@@ -244,11 +248,7 @@ fn attention_inner_loop_stays_in_registers() {
 /// element, before the pack's) would only repeat it.
 #[test]
 fn staged_output_packs_the_accumulator() {
-    let kernels = codegen_common::dsl_kernels();
-    let (label, k) = kernels
-        .iter()
-        .find(|(l, _)| l.starts_with("flash_fwd<T=Dtype(Bf16)"))
-        .expect("bf16 flash kernel");
+    let (label, k) = bf16_flash_kernel();
     let cast = k
         .source
         .rfind("cast::<bf16>(acc)")
