@@ -175,8 +175,6 @@ impl<'f> Emitter<'f> {
 }
 
 impl Emitter<'_> {
-    /// Whether `op` is an f32 `exp(x - y)` under `fast_math` (emitted as one FMA and `ex2`
-    /// from `x` and `y` directly, so the difference itself is never needed).
     /// The factors `(a, c)` of `x = a · c` in f32, `c` the one held as a per-program scalar
     /// where there is one: `exp(a·c − y)` is then one FMA into the exponent with `c·log2 e`
     /// computed once, not a multiply a score and another FMA (the attention kernels scale
@@ -214,6 +212,8 @@ impl Emitter<'_> {
         }
     }
 
+    /// Whether `op` is an f32 `exp(x - y)` under `fast_math` (emitted as one FMA and `ex2`
+    /// from `x` and `y` directly, so the difference itself is never needed).
     fn fast_exp_of_difference(&self, op: &Op) -> bool {
         let Ok(arg) = Self::operand(op, 0) else {
             return false;

@@ -248,10 +248,11 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// What a packed 16-bit store reads for the stored value `v`: the f32 operand of a cast to the stored
-    /// type, when it is held as the stored tile is. Packing rounds to nearest even as the cast
-    /// does, so the bits are the same, and each pair costs one packing convert instead of two
-    /// rounding converts before it (P1's staged epilogue carried 128 of those a thread).
+    /// What a packed 16-bit store reads for the stored value `v`: the f32 operand of a cast
+    /// to the stored type, when it is held as the stored tile is. Packing rounds to nearest
+    /// even as the cast does, so the bits are the same, and each pair costs one packing
+    /// convert instead of two rounding converts before it (P1's staged epilogue carried 128
+    /// of those a thread).
     pub(super) fn pack_source(&self, v: ValueId, map: TileMap) -> ValueId {
         let Some(def) = self.def_op(v) else {
             return v;

@@ -97,8 +97,8 @@ pub mod unified {
         mm_first: i32,
         mm_end: i32,
     ) -> Tile<bool> {
-        // Unclamped image ranges stay term by term: their V guard is the mask OR-ed over
-        // the rows, and as intervals P3 without the clamp ran 492.9 → 544.4 µs (H200).
+        // Unclamped image ranges stay term by term: as intervals P3 without the clamp ran
+        // 492.9 → 544.4 µs (H200), its loop reading the ranges' bounds twice as often.
         let unclamped = USE_MM_PREFIX && !MM_PREFIX_CLAMP_SW;
         if MASK_INTERVALS && !USE_R_SWA && CHUNK_LOOKBACK < 0 && !USE_MM_QUERY_RANGE && !unclamped {
             let (lo, hi) = key_interval::<SLIDING_WINDOW, USE_MM_PREFIX, MM_PREFIX_CLAMP_SW>(
@@ -498,6 +498,9 @@ pub mod unified {
     ///
     /// `SCALE_AFTER_MAX` (set by the op for a positive `softmax_scale` and plain scores, see
     /// `plan::scale_after_max`): the scores are scaled in the exponent, not before the max.
+    ///
+    /// `MASK_INTERVALS` (shipped, `features::mask_intervals`): `vllm_mask` tests each score
+    /// against one key interval per row where its terms allow (`key_interval`).
     ///
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
