@@ -190,26 +190,12 @@ impl Emitter<'_> {
             return None;
         }
         let (a, b) = (*d.operands.first()?, *d.operands.get(1)?);
-        Some(if self.is_uniform(a) && !self.is_uniform(b) {
+        let uniform = |v| self.uniform_scalar(v).is_some();
+        Some(if uniform(a) && !uniform(b) {
             (b, a)
         } else {
             (a, b)
         })
-    }
-
-    /// Whether every element of `v` is one scalar: a scalar, or a splat of one (through
-    /// broadcasts and unit dims).
-    fn is_uniform(&self, v: ValueId) -> bool {
-        if self.f.ty(v).is_scalar() {
-            return true;
-        }
-        match self.def_op(v) {
-            Some(d) if matches!(d.kind, OpKind::Splat { .. }) => true,
-            Some(d) if matches!(d.kind, OpKind::Broadcast { .. } | OpKind::ExpandDims { .. }) => {
-                d.operands.first().is_some_and(|&x| self.is_uniform(x))
-            }
-            _ => false,
-        }
     }
 
     /// Whether `op` is an f32 `exp(x - y)` under `fast_math` (emitted as one FMA and `ex2`

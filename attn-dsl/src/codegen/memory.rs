@@ -254,16 +254,14 @@ impl<'f> Emitter<'f> {
     /// convert instead of two rounding converts before it (P1's staged epilogue carried 128
     /// of those a thread).
     pub(super) fn pack_source(&self, v: ValueId, map: TileMap) -> ValueId {
-        let Some(def) = self.def_op(v) else {
-            return v;
-        };
-        let OpKind::Cast(to) = def.kind else {
-            return v;
-        };
-        match def.operands.first() {
-            Some(&x)
+        // `v` is the stored value, so a cast defining it casts to the stored type.
+        let operand = self
+            .def_op(v)
+            .filter(|d| matches!(d.kind, OpKind::Cast(_)))
+            .and_then(|d| d.operands.first().copied());
+        match operand {
+            Some(x)
                 if self.elem(x) == Elem::Scalar(ScalarType::F32)
-                    && Some(to) == self.f.ty(v).elem.scalar()
                     && !self.converted.contains_key(&v.0)
                     && self.map(x) == map =>
             {
