@@ -248,30 +248,40 @@ fn guard_reductions(label: &str, src: &str) -> (usize, usize) {
     (reductions, shuffles)
 }
 
-/// The V guard of vLLM's windowed masks is a bound on the key (`plan::window_v_guard`): the
-/// copies of P1, P3 and D1 reduce nothing over the tile's rows. A mode whose guard is the
-/// mask OR-ed over rows (P3 with the clamp off: an unclamped image range reaches below the
-/// window) keeps the reduction, its shuffles inside the masked-tile branch.
+/// The V guard of vLLM's mask is a bound on the key (`plan::first_key_v_guard`): the copies
+/// of P1, P3 (with and without the clamp: an unclamped image range holding a query moves
+/// the bound left) and D1 reduce nothing over the tile's rows. A mode whose guard is the mask
+/// OR-ed over rows (R-SWA: a row's prefix and window need not meet) keeps the reduction, its
+/// shuffles inside the masked-tile branch.
 #[test]
-fn v_guard_reduces_rows_only_where_the_window_does_not_bound_the_keys() {
+fn v_guard_reduces_rows_only_where_the_mask_is_not_an_interval() {
     let emit = |label: &str, problem, tokens| {
         let launch = plan(&problem, tokens, PathChoice::Heuristic).attention;
         emit_launch(&launch)
             .unwrap_or_else(|e| panic!("{label}: {e}"))
             .source
     };
-    for (label, problem, tokens) in [("P1", p1(), 8192), ("P3", p3(), 8192), ("D1", d1(), 64)] {
-        let (reductions, _) = guard_reductions(label, &emit(label, problem, tokens));
-        assert_eq!(reductions, 0, "{label}: the V guard reduces over rows");
-    }
     let unclamped = AttentionProblem {
         mm_prefix_clamp_sw: false,
         ..p3()
     };
-    let (reductions, shuffles) =
-        guard_reductions("P3-noclamp", &emit("P3-noclamp", unclamped, 8192));
+    for (label, problem, tokens) in [
+        ("P1", p1(), 8192),
+        ("P3", p3(), 8192),
+        ("P3-noclamp", unclamped, 8192),
+        ("D1", d1(), 64),
+    ] {
+        let (reductions, _) = guard_reductions(label, &emit(label, problem, tokens));
+        assert_eq!(reductions, 0, "{label}: the V guard reduces over rows");
+    }
+    let rswa = AttentionProblem {
+        sliding_window: 0,
+        r_swa_window: Some(1024),
+        ..p1()
+    };
+    let (reductions, shuffles) = guard_reductions("R-SWA", &emit("R-SWA", rswa, 8192));
     assert!(
         reductions > 0 && shuffles > 0,
-        "P3-noclamp: no guarded copy reduction found"
+        "R-SWA: no guarded copy reduction found"
     );
 }

@@ -326,10 +326,40 @@ fn nan_past_seq_len_never_reaches_output() {
     }
 }
 
+/// Unclamped image ranges that hold queries and start below their window: the block's
+/// first attended key is the range's start, not the window's (a guard at the window would
+/// zero the range's keys, spec §3.8), and every key below the ranges is evicted (NaN: a
+/// guard that let one in would poison the output), in 2D and 3D.
+#[test]
+fn nan_below_unclamped_ranges_never_reaches_output() {
+    const W: usize = 16;
+    // MIXED's queries start at 149, 13 and 64, DECODE's are 122, 36 and 210.
+    let mixed = [[100, 149], [2, 15], [20, 70]];
+    let decode = [[80, 122], [0, 0], [150, 210]];
+    let cases = [
+        (MIXED, &mixed, [100, 0, 20], 41, CpuOptions::default()),
+        (DECODE, &decode, [80, 0, 150], 42, force_3d()),
+    ];
+    for (geometry, ranges, first_kept, seed, cpu) in cases {
+        let mut data = PagedData::random(&Geometry::new(geometry, (4, 2), 64), seed);
+        assert!(
+            data.evict_below(&first_kept) > 100,
+            "fixture must evict keys"
+        );
+        let options = AttentionOptions {
+            sliding_window: W as i32,
+            mm_ranges: MmRanges::PerSequence(ranges, 1),
+            mm_prefix_clamp_sw: false,
+            ..Default::default()
+        };
+        check_case("evicted below unclamped ranges", &data, options, cpu);
+    }
+}
+
 /// The sliding-window pages below every query's window are evicted (NaN): the V guard must
 /// keep them out of `P · V` on the tiles that straddle the window's edge, under each mode
-/// whose guard is the window's bound (`plan::window_v_guard`: causal, non-causal, clamped
-/// image ranges) and under the mask-derived guard (unclamped ranges), in 2D and 3D.
+/// whose guard is a bound on the key (`plan::first_key_v_guard`: causal, non-causal, clamped
+/// and unclamped image ranges), in 2D and 3D.
 #[test]
 fn nan_in_evicted_window_pages_never_reaches_output() {
     const W: usize = 16;

@@ -239,34 +239,37 @@ fn scores_are_scaled_in_the_exponent() {
 /// causal part, the window and the image ranges holding the query are intervals around it),
 /// so a masked tile of P3 costs a few compares a score, not its terms one by one (the
 /// image ranges' four bounds and clamp a candidate): its consumer loop's `ISETP` and `LOP3`
-/// were 698 for 32 scores a thread, 223 as intervals (1,652 → 845 SASS instructions).
+/// were 698 for 32 scores a thread, 223 as intervals (1,652 → 845 SASS instructions). The
+/// interval reads no key, so it is computed before the KV loop (loop-invariant code motion):
+/// the loop reads no image range for it. Two loads a tile are left: the full-tile test's (a
+/// candidate range's bounds against the tile's keys); without the clamp, whose program keeps
+/// its copies (two tile loops: no producer warpgroup), two more are the block table's. Its V
+/// guard is the block's first key (`block_first_key`), so no copy evaluates the mask: with
+/// the mask's guard, its copies re-ran the image-range loop for every row they folded (22
+/// loads a tile).
 #[test]
 fn masks_test_one_interval_a_row() {
-    let p = plan(&warpgroup(p3()), 8192, PathChoice::Heuristic);
-    let (line, c) = sass_support::innermost_loop_with("P3", &sm90a_cubin("P3", &p), "HGMMA");
-    let scores = (p.config.block_m * p.config.tile_size) as usize / 256;
-    let logic = sass_support::count(&c, "ISETP") + sass_support::count(&c, "LOP3");
-    assert!(
-        logic < 8 * scores,
-        "P3: {logic} compares and logic ops for {scores} scores a thread: {line}"
-    );
-    // Unclamped ranges keep the mask term by term (as intervals P3 without the clamp ran
-    // 10 % slower on the H200): no row takes an image range's interval.
     let unclamped = AttentionProblem {
         mm_prefix_clamp_sw: false,
         ..p3()
     };
-    let p = plan(&warpgroup(unclamped), 8192, PathChoice::Heuristic);
-    let interval = |src: &str| src.contains(": holds = and(");
-    assert!(interval(
-        &emit_launch(&plan(&warpgroup(p3()), 8192, PathChoice::Heuristic).attention)
-            .expect("emit")
-            .source
-    ));
-    assert!(
-        !interval(&emit_launch(&p.attention).expect("emit").source),
-        "P3 without the clamp: the mask took image ranges as intervals"
-    );
+    for (label, problem, most_loads) in [("P3", p3(), 2), ("P3 without the clamp", unclamped, 4)] {
+        let p = plan(&warpgroup(problem), 8192, PathChoice::Heuristic);
+        let src = emit_launch(&p.attention).expect("emit").source;
+        assert!(src.contains(": holds = and("), "{label}: no row interval");
+        let (line, c) = sass_support::innermost_loop_with(label, &sm90a_cubin(label, &p), "HGMMA");
+        let scores = (p.config.block_m * p.config.tile_size) as usize / 256;
+        let logic = sass_support::count(&c, "ISETP") + sass_support::count(&c, "LOP3");
+        assert!(
+            logic < 8 * scores,
+            "{label}: {logic} compares and logic ops for {scores} scores a thread: {line}"
+        );
+        let loads = sass_support::count(&c, "LDG");
+        assert!(
+            loads <= most_loads,
+            "{label}: {loads} global loads a tile: {line}"
+        );
+    }
 }
 
 /// The launch table's 128 × 128 warpgroup tiling keeps three K/V stages, still split: the
@@ -361,8 +364,8 @@ fn one_warpgroup_takes_no_turns() {
 }
 
 /// P3 (P1 plus 30 clamped image ranges) on P1's tiling, 128 × 64 on two warpgroups, the
-/// launch table's choice: its V guard is the window's bound on the key
-/// (`plan::window_v_guard`), so no copy runs the image-range loop and the program splits
+/// launch table's choice: its V guard is a bound on the key
+/// (`plan::first_key_v_guard`), so no copy runs the image-range loop and the program splits
 /// like P1's: a producer warpgroup with both copies, the consumers' loop on 20 warpgroup
 /// MMAs (QKᵀ 16 k-steps of m64n64k16, PV 4 of m64n256k16) taking turns, no spills. (With
 /// the mask-derived guard the range loop kept P3 unsplit, and the table on 64 × 32.)

@@ -97,13 +97,11 @@ pub mod unified {
         mm_first: i32,
         mm_end: i32,
     ) -> Tile<bool> {
-        // Unclamped image ranges stay term by term: as intervals P3 without the clamp ran
-        // 492.9 → 544.4 µs (H200), its loop reading the ranges' bounds twice as often.
-        let unclamped = USE_MM_PREFIX && !MM_PREFIX_CLAMP_SW;
-        if MASK_INTERVALS && !USE_R_SWA && CHUNK_LOOKBACK < 0 && !USE_MM_QUERY_RANGE && !unclamped {
+        if MASK_INTERVALS && !USE_R_SWA && CHUNK_LOOKBACK < 0 && !USE_MM_QUERY_RANGE {
+            // The interval reads nothing of the tile: it is computed once, before the KV
+            // loop (loop-invariant code motion), and each score costs two compares.
             let (lo, hi) = key_interval::<SLIDING_WINDOW, USE_MM_PREFIX, MM_PREFIX_CLAMP_SW>(
-                q_abs, k_first, k_last, q_first, q_last, seq_len, causal, mm_ranges, mm_first,
-                mm_end,
+                q_abs, q_first, q_last, seq_len, causal, mm_ranges, mm_first, mm_end,
             );
             let mut allowed = (k <= hi) & (k < seq_len);
             if SLIDING_WINDOW > 0 || USE_MM_PREFIX {
@@ -156,10 +154,11 @@ pub mod unified {
     /// `[q − W + 1, ..]` (both sides when not causal) and each image range holding q are all
     /// intervals around q, so their union is one. The mask is then two compares a score
     /// instead of the terms' five to ten (P3: a range's four bounds and its clamp a candidate).
-    /// A clamped range adds nothing left of the window; a candidate range that misses the
-    /// tile's keys or the block's queries changes nothing inside the tile, so the pre-test
-    /// stays. Bounds stay in i32: `|q| ≤ MAX_SEQ_LEN = 2^30`, the window's reach clamped to
-    /// the sequence.
+    /// A clamped range adds nothing left of the window. The interval is the row's, whatever
+    /// the tile: it reads no key, so it moves out of the KV loop and its range loads run once
+    /// a program (tested per tile, P3 without the clamp read 24 range bounds a tile and ran
+    /// 10 % slower than the per-term mask). Bounds stay in i32: `|q| ≤ MAX_SEQ_LEN = 2^30`,
+    /// the window's reach clamped to the sequence.
     #[device]
     fn key_interval<
         const SLIDING_WINDOW: i32,
@@ -167,8 +166,6 @@ pub mod unified {
         const MM_PREFIX_CLAMP_SW: bool,
     >(
         q_abs: Tile,
-        k_first: i32,
-        k_last: i32,
         q_first: i32,
         q_last: i32,
         seq_len: i32,
@@ -189,7 +186,7 @@ pub mod unified {
             for r in mm_first..mm_end {
                 let s = load(mm_ranges + 2 * r);
                 let e = load(mm_ranges + 2 * r + 1);
-                if (s < e) & (s <= q_last) & (q_first <= e) & (s <= k_last) & (k_first <= e) {
+                if (s < e) & (s <= q_last) & (q_first <= e) {
                     let holds = (s <= q_abs) & (q_abs <= e);
                     hi = select(holds, max(hi, e), hi);
                     if !(MM_PREFIX_CLAMP_SW && SLIDING_WINDOW > 0) {
@@ -199,6 +196,39 @@ pub mod unified {
             }
         }
         (lo, hi)
+    }
+
+    /// The first key any valid row of the block attends under vLLM's mask without R-SWA,
+    /// chunks or per-query ranges, with a window: the window of its first query, or an
+    /// image range holding one of its queries and starting further left (unclamped).
+    /// Every key from there to the block's last query is attended by some row: each row's
+    /// keys are one interval holding its query (`key_interval`), and the queries are
+    /// consecutive, so the union of the rows' intervals has no gap. Evicted keys (NaN) lie
+    /// below it, so V can be guarded by `k >= first` alone (spec §3.8).
+    #[device]
+    fn block_first_key<
+        const SLIDING_WINDOW: i32,
+        const USE_MM_PREFIX: bool,
+        const MM_PREFIX_CLAMP_SW: bool,
+    >(
+        q_first: i32,
+        q_last: i32,
+        seq_len: i32,
+        mm_ranges: Ptr,
+        mm_first: i32,
+        mm_end: i32,
+    ) -> i32 {
+        let mut first = q_first - min(SLIDING_WINDOW - 1, seq_len);
+        if USE_MM_PREFIX && !MM_PREFIX_CLAMP_SW {
+            for r in mm_first..mm_end {
+                let s = load(mm_ranges + 2 * r);
+                let e = load(mm_ranges + 2 * r + 1);
+                if (s < e) & (s <= q_last) & (q_first <= e) {
+                    first = min(first, s);
+                }
+            }
+        }
+        first
     }
 
     /// Whether vLLM's mask allows every key of `[k_first, k_last]` for every query of
@@ -489,9 +519,9 @@ pub mod unified {
     /// row of the variant's data (a 4-element dummy when the variant has none). The V guard
     /// and the score mask both use MASK's result, so they cannot disagree.
     ///
-    /// `V_GUARD_WINDOW` (set by the op for vLLM's mask where it is exact, see
-    /// `plan::window_v_guard`): V is guarded by the window of the block's first query
-    /// instead of by the mask OR-ed over rows.
+    /// `V_GUARD_FIRST_KEY` (set by the op for vLLM's mask where it is exact, see
+    /// `plan::first_key_v_guard`): V is guarded by the first key the block's rows attend
+    /// (`block_first_key`) instead of by the mask OR-ed over rows.
     ///
     /// `HEADS_FASTEST` (opt-in, `plan::heads_fastest`): the grid is one axis of
     /// `q-blocks × KV heads`, the heads fastest (else q-blocks on x, KV heads on y).
@@ -513,6 +543,7 @@ pub mod unified {
         require(TILE_SIZE & (TILE_SIZE - 1) == 0, "TILE_SIZE must be a power of two"),
         require(TILE_SIZE >= 16, "TILE_SIZE must be >= 16"),
         require(BLOCK_M >= 16 && BLOCK_M & (BLOCK_M - 1) == 0, "BLOCK_M must be a power of two >= 16"),
+        require(!V_GUARD_FIRST_KEY || (!USE_R_SWA && CHUNK_LOOKBACK < 0 && !(USE_MM_QUERY_RANGE && !MM_PREFIX_CLAMP_SW)), "V_GUARD_FIRST_KEY needs vLLM's mask without R-SWA, chunks or unclamped per-query ranges"),
         require(BLOCK_M >= NUM_QUERIES_PER_KV, "BLOCK_M must be >= NUM_QUERIES_PER_KV"),
         require(BLOCK_Q == BLOCK_M / NUM_QUERIES_PER_KV, "BLOCK_Q must equal BLOCK_M / NUM_QUERIES_PER_KV"),
         require(HEAD_SIZE_PADDED & (HEAD_SIZE_PADDED - 1) == 0, "HEAD_SIZE_PADDED must be a power of two"),
@@ -570,7 +601,7 @@ pub mod unified {
         const SLABS_PER_WARP: i32 = 1,
         const NUM_STAGES: i32 = 2,
         const TILE_RANGES: i32 = 1,
-        const V_GUARD_WINDOW: bool = false,
+        const V_GUARD_FIRST_KEY: bool = false,
         const HEADS_FASTEST: bool = false,
         const SCALE_AFTER_MAX: bool = false,
         const MASK_INTERVALS: bool = false,
@@ -706,6 +737,12 @@ pub mod unified {
             q_last,
             USE_MM_PREFIX && !USE_MM_QUERY_RANGE,
         );
+        let mut first_key = 0;
+        if V_GUARD_FIRST_KEY && SLIDING_WINDOW > 0 {
+            first_key = block_first_key::<SLIDING_WINDOW, USE_MM_PREFIX, MM_PREFIX_CLAMP_SW>(
+                q_first, q_last, seq_len, seq_ranges, mm_first, mm_end,
+            );
+        }
         let mut visited_hi = 0;
         for r in static_range::<TILE_RANGES>() {
             let (tile_lo, tile_hi, bounds_msp) = BOUNDS(BoundsArgs {
@@ -839,14 +876,14 @@ pub mod unified {
                 // Keep -inf for rows with nothing allowed yet, so a later merge weights them 0.
                 m_i = m_raw;
                 // V guard derived from the mask (DSL rule §3.8): only keys some valid row
-                // attends. Under V_GUARD_WINDOW every key the mask allows lies in the block's
-                // first query's window (spec §1.4 step 7, safe there by §3.8), and every key
-                // below L in a cache without a window: the guard is a bound on the key, which
-                // the copy of V evaluates without the mask's per-element work.
+                // attends. Under V_GUARD_FIRST_KEY the keys the block's rows attend are every
+                // key from the first one on (`block_first_key`), and every key below L in a
+                // cache without a window: the guard is a bound on the key, which the copy of
+                // V evaluates without the mask's per-element work.
                 let mut v_keep = full | (allowed.cast::<i32>().max(0) > 0);
-                if V_GUARD_WINDOW {
+                if V_GUARD_FIRST_KEY {
                     if SLIDING_WINDOW > 0 {
-                        v_keep = k_pos > q_first - SLIDING_WINDOW;
+                        v_keep = k_pos >= first_key;
                     } else {
                         v_keep = k_ok;
                     }

@@ -84,12 +84,19 @@ impl PagedData {
     /// `k <= first query − window`, become NaN. A kernel whose V guard lets one of them into
     /// `P · V` outputs NaN (0 · NaN); returns how many keys were evicted.
     pub fn evict_below_window(&mut self, window: usize) -> usize {
+        let first_kept: Vec<usize> = (0..self.seq_lens.len())
+            .map(|s| (self.first_query(s) + 1).saturating_sub(window))
+            .collect();
+        self.evict_below(&first_kept)
+    }
+
+    /// Makes K and V of every key below `first_kept[s]` of sequence `s` NaN (a cache that
+    /// keeps only what some query attends); returns how many keys were evicted.
+    pub fn evict_below(&mut self, first_kept: &[usize]) -> usize {
         let (bs, row) = (self.block_size, self.num_kv_heads * self.head_size);
         let mut evicted = 0;
-        for s in 0..self.seq_lens.len() {
-            let qlen = (self.cu_seqlens_q[s + 1] - self.cu_seqlens_q[s]) as usize;
-            let first_query = self.seq_lens[s] as usize - qlen;
-            for k in 0..(first_query + 1).saturating_sub(window) {
+        for (s, &kept) in first_kept.iter().enumerate().take(self.seq_lens.len()) {
+            for k in 0..kept {
                 let phys = self.block_table[s * self.block_table_stride + k / bs] as usize;
                 let base = (phys * bs + k % bs) * row;
                 self.k_cache[base..base + row].fill(f32::NAN);
@@ -98,6 +105,12 @@ impl PagedData {
             }
         }
         evicted
+    }
+
+    /// The absolute position of sequence `s`'s first query token.
+    fn first_query(&self, s: usize) -> usize {
+        let qlen = (self.cu_seqlens_q[s + 1] - self.cu_seqlens_q[s]) as usize;
+        self.seq_lens[s] as usize - qlen
     }
 
     /// Random q/K/V in `[-1, 1)` rounded to the dtype; shuffled physical blocks (plus a

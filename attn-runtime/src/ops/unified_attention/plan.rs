@@ -471,7 +471,7 @@ fn prefill_tiling(
 /// Whether the scores' extra per-element terms leave the two-warpgroup tilings their
 /// registers and its producer warpgroup: the window and causal mask, Gemma-2's softcap, and
 /// image ranges whose keys the window bounds (clamped, or no window), whose V guard is then a
-/// bound on the key ([`window_v_guard`]) and whose program splits. Measured on the H200
+/// bound on the key ([`first_key_v_guard`]) and whose program splits. Measured on the H200
 /// (2026-12-02): P3 at 128 × 64 0.420 ms split against 0.487 at 64 × 32 (unsplit, with the
 /// guard's range loop in the V copy, it had run 0.567 against 0.548); P1 with softcap 50
 /// 0.620 against 0.654 (with `tanhf`). Unclamped ranges keep the mask's guard and the
@@ -627,7 +627,7 @@ pub fn attention_bindings(
         ("BOUNDS", ConstValue::Device(variant.bounds.clone())),
         ("FULL_TILE", ConstValue::Device(variant.full_tile.clone())),
         ("TILE_RANGES", int(variant.tile_ranges(cfg))),
-        ("V_GUARD_WINDOW", flag(window_v_guard(cfg, variant))),
+        ("V_GUARD_FIRST_KEY", flag(first_key_v_guard(cfg, variant))),
         ("HEADS_FASTEST", flag(heads_fastest())),
         ("SCALE_AFTER_MAX", flag(scale_after_max(cfg, softmax_scale))),
         ("MASK_INTERVALS", flag(attn_dsl::features::mask_intervals())),
@@ -663,20 +663,23 @@ pub fn scale_after_max(cfg: &UnifiedAttentionConfig, softmax_scale: f32) -> bool
     softmax_scale > 0.0 && !(cfg.use_softcap || cfg.use_alibi_slopes || cfg.use_qq_bias)
 }
 
-/// Whether the kernel may guard V by the window of each block's first query (`V_GUARD_WINDOW`)
-/// instead of by the mask OR-ed over the block's rows. The guard keeps NaN in evicted
-/// sliding-window pages out of `P · V` (0 · NaN = NaN) and must never zero a key some row
-/// attends (spec §3.8). vLLM's mask allows only keys `k > q − W ≥ q_first − W` when every
-/// term it ORs in is windowed: causal or not (the bound is on the left), MM ranges clamped to
-/// the window, no R-SWA prefix, no chunks. Without a window nothing is evicted, and every key
-/// below L is live. A user's mask may allow anything, so it keeps the mask-derived guard.
+/// Whether the kernel may guard V by the first key its block's rows attend
+/// (`V_GUARD_FIRST_KEY`) instead of by the mask OR-ed over the block's rows. The guard keeps
+/// NaN in evicted sliding-window pages out of `P · V` (0 · NaN = NaN) and must never zero a
+/// key some row attends (spec §3.8). Under vLLM's mask without R-SWA, chunks or per-query
+/// ranges, each row attends one interval of keys around its query, so the block's rows
+/// attend every key from the first one on: the window of its first query, or the start of an
+/// image range holding one of its queries (`block_first_key` in the kernel). Clamped
+/// per-query ranges stay inside the window, so they keep the window's bound. Without a
+/// window nothing is evicted, and every key below L is live. A user's mask may allow
+/// anything, so it keeps the mask-derived guard.
 ///
 /// The cheaper guard is what lets a masked tile's V copy run without the mask: P3's copy of V
 /// re-evaluated the image-range loop per chunk, and a range loop kept its program from the
 /// producer warpgroup (`attn_dsl::gpu_ir::warp_specialize`).
-pub fn window_v_guard(cfg: &UnifiedAttentionConfig, variant: &MaskVariant) -> bool {
-    let windowed_terms = !cfg.use_r_swa && cfg.chunk_lookback < 0 && cfg.mm_ranges_windowed();
-    variant.mask == DEFAULT_MASK && windowed_terms
+pub fn first_key_v_guard(cfg: &UnifiedAttentionConfig, variant: &MaskVariant) -> bool {
+    let ranges_bounded = cfg.mm_ranges_windowed() || !cfg.use_mm_query_range;
+    variant.mask == DEFAULT_MASK && !cfg.use_r_swa && cfg.chunk_lookback < 0 && ranges_bounded
 }
 
 /// The reduce kernel's constexprs, in declaration order.
