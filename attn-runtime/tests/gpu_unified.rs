@@ -576,6 +576,55 @@ fn nan_in_evicted_window_pages_never_reaches_output() {
     }
 }
 
+/// Unclamped image ranges that hold queries and start below their window: the block's first
+/// attended key is the range's start (`plan::first_key_v_guard`), and every key below the
+/// ranges is evicted (NaN), prefill on the heuristic's path and decode in 2D and 3D.
+#[test]
+fn nan_below_unclamped_ranges_never_reaches_output() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 256);
+    const W: i32 = 64;
+    // Prefill queries start at 600, 200 and 899, decode's are 699, 399 and 899.
+    let prefill = (
+        &[(100, 700), (200, 400), (1, 900)][..],
+        vec![[500, 650], [100, 250], [800, 899]],
+        &[(PathChoice::Heuristic, false)][..],
+    );
+    let decode = (
+        &[(1, 700), (1, 400), (1, 900)][..],
+        vec![[600, 699], [300, 399], [800, 899]],
+        &[
+            (PathChoice::Force2d, false),
+            (PathChoice::Force3d { num_segments: 4 }, true),
+        ][..],
+    );
+    for d in [128, 256] {
+        for (label, (seqs, ranges, paths)) in [("prefill", &prefill), ("decode", &decode)] {
+            let mut data = dataset(seqs, (4, 2), d, Dtype::Bf16, 1500 + d as u64);
+            let first_kept: Vec<usize> = ranges.iter().map(|r| r[0] as usize).collect();
+            assert!(
+                data.evict_below(&first_kept) > 500,
+                "fixture must evict keys"
+            );
+            let cases: Vec<_> = paths
+                .iter()
+                .map(|&(path, is_3d)| {
+                    let f = Features {
+                        sliding_window: W,
+                        clamp: false,
+                        mm: HostMm::PerSequence(ranges.clone(), 1),
+                        path,
+                        ..Default::default()
+                    };
+                    let p = if is_3d { "3D" } else { "2D" };
+                    (format!("{label} D={d} unclamped MM {p}"), f, is_3d)
+                })
+                .collect();
+            run_cases::<bf16>(&ctx, "evicted below ranges", &data, &cases);
+        }
+    }
+}
+
 /// After the first call compiled the specializations, further calls compile nothing and
 /// allocate no device memory, on both paths.
 #[test]

@@ -196,8 +196,9 @@ fn decode_shape(p: &AttentionProblem) -> LaunchShape {
     }
 }
 
-/// R-SWA and unclamped MM prefixes visit two tile ranges (two tile loops): the emitter and
-/// NVRTC take the two-loop kernel, in 2D and 3D.
+/// R-SWA and unclamped per-query MM ranges visit two tile ranges (two tile loops): the
+/// emitter and NVRTC take the two-loop kernel, in 2D and 3D. (Unclamped ranges listed per
+/// sequence keep one span: `UnifiedAttentionConfig::unclamped_ranges_in_one_span`.)
 #[test]
 fn two_range_plans_compile() {
     let rswa = AttentionProblem {
@@ -206,10 +207,10 @@ fn two_range_plans_compile() {
     };
     let mm = AttentionProblem {
         sliding_window: 512,
-        mm: MmRangeEncoding::PerSequence { max_ranges: 4 },
+        mm: MmRangeEncoding::PerQuery,
         ..problem((16, 8), 128, 64)
     };
-    for (label, p) in [("R-SWA", rswa), ("unclamped MM", mm)] {
+    for (label, p) in [("R-SWA", rswa), ("unclamped per-query MM", mm)] {
         let two_d = plan(&p, PathChoice::Force2d);
         assert_eq!(two_d.config.tile_ranges, 2, "{label}");
         check_plan(label, &two_d, true);

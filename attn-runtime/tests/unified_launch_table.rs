@@ -64,8 +64,8 @@ fn warpgroup_entries_where_measured_and_nowhere_they_would_spill() {
     };
     assert_eq!(
         wg(unclamped),
-        (64, 32, 1),
-        "unclamped image ranges keep 64 rows"
+        (128, 64, 1),
+        "unclamped image ranges listed per sequence: one span, P1's tiling"
     );
     let softcapped = AttentionProblem {
         softcap: 50.0,

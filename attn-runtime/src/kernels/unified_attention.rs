@@ -299,7 +299,8 @@ pub mod unified {
     }
 
     /// `(loop_lo, loop_hi, max_seq_prefix_len)`, loop bounds in tiles, half-open, before 3D scoping.
-    /// Union bounds for clamped MM ranges; right window for bidirectional sequences; chunk lower bound.
+    /// Union bounds for clamped MM ranges and unclamped ones listed per sequence; right window
+    /// for bidirectional sequences; chunk lower bound.
     #[device]
     fn vllm_bounds<
         const TILE_SIZE: i32,
@@ -339,7 +340,10 @@ pub mod unified {
         let num_tiles = cdiv(msp, TILE_SIZE);
         let mut tile_start = 0;
         let mut tile_end = num_tiles;
-        if SLIDING_WINDOW > 0 && !USE_R_SWA && (!USE_MM_PREFIX || MM_PREFIX_CLAMP_SW) {
+        // Unclamped ranges listed per sequence keep one span (see `block_first_key`): a
+        // range holding one of the block's queries moves its start left.
+        let one_span = !USE_MM_QUERY_RANGE && CHUNK_LOOKBACK < 0;
+        if SLIDING_WINDOW > 0 && !USE_R_SWA && (!USE_MM_PREFIX || MM_PREFIX_CLAMP_SW || one_span) {
             let a_lo = context_len + q_lo;
             let a_hi = context_len + q_hi;
             let mut first = a_lo - SLIDING_WINDOW + 1;
@@ -360,7 +364,11 @@ pub mod unified {
                         let s = load(mm_ranges + 2 * r);
                         let e = load(mm_ranges + 2 * r + 1);
                         if (s < e) && (s <= a_hi) && (e >= a_lo) {
-                            first = min(first, max(s, a_lo - SLIDING_WINDOW + 1));
+                            let mut start = s;
+                            if MM_PREFIX_CLAMP_SW {
+                                start = max(s, a_lo - SLIDING_WINDOW + 1);
+                            }
+                            first = min(first, start);
                             last = max(last, e);
                         }
                     }

@@ -714,13 +714,30 @@ pub fn sliding_window_from_left(left: i32) -> i32 {
 
 impl UnifiedAttentionConfig {
     /// Tile ranges vLLM's bounds visit under this configuration: 2 where the mask ORs an
-    /// unpruned term into a pruned one (R-SWA's prefix, unclamped MM ranges), else 1.
+    /// unpruned term into a pruned one (R-SWA's prefix, unclamped MM ranges the window does
+    /// not contain), else 1.
     pub fn builtin_tile_ranges(&self) -> i32 {
-        if self.use_r_swa || (self.use_mm_prefix && !self.mm_prefix_clamp_sw) {
+        let unclamped = self.use_mm_prefix && !self.mm_prefix_clamp_sw;
+        if self.use_r_swa || (unclamped && !self.unclamped_ranges_in_one_span()) {
             2
         } else {
             1
         }
+    }
+
+    /// Whether unclamped image ranges (one list per sequence) leave a block's keys one span:
+    /// with a window and no chunks, each row attends one interval of keys around its query
+    /// (its window and the ranges holding it), and a block's queries are consecutive, so
+    /// the union over its rows has no gap. The span runs from the first key of a range
+    /// holding one of its queries, or its first query's window, to its last query or the end
+    /// of such a range. Per-query ranges and chunks keep two spans.
+    pub fn unclamped_ranges_in_one_span(&self) -> bool {
+        self.use_mm_prefix
+            && !self.mm_prefix_clamp_sw
+            && !self.use_mm_query_range
+            && self.sliding_window > 0
+            && self.chunk_lookback < 0
+            && !self.use_r_swa
     }
 
     /// Applies the §6 heuristics to a problem and validates the result (§2.1).

@@ -478,7 +478,8 @@ fn prefill_tiling(
 /// heuristic's 64 rows, and so do ALiBi and the query bias (they compile split and
 /// spill-free at 128 × 64 but were not timed there).
 fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
-    cfg.mm_ranges_windowed() && !cfg.use_alibi_slopes && !cfg.use_qq_bias
+    let bounded = cfg.mm_ranges_windowed() || cfg.unclamped_ranges_in_one_span();
+    bounded && !cfg.use_alibi_slopes && !cfg.use_qq_bias
 }
 
 /// The warpgroup-MMA prefill tiling of padded head sizes 64 and 128 with lean scores

@@ -178,15 +178,22 @@ fn check_block_table(
                 needed: cols,
                 stride,
             })?;
-        for (column, &got) in row.iter().enumerate() {
-            if !usize::try_from(got).is_ok_and(|b| b < num_blocks) {
-                return Err(MlaError::BlockIdOutOfRange {
-                    request,
-                    column,
-                    got,
-                    num_blocks,
-                });
-            }
+        // One pass the compiler vectorizes (the largest id as u32, negatives wrapping above
+        // any block count): this scan is the call's host time at L2 (65,536 ids), where the
+        // column-by-column test with its early exit took 54 µs. The column is found only
+        // for the error.
+        let largest = row.iter().map(|&got| got as u32).max();
+        if largest.is_some_and(|b| usize::try_from(b).map_or(true, |b| b >= num_blocks)) {
+            let bad = |got: i32| !usize::try_from(got).is_ok_and(|b| b < num_blocks);
+            let Some((column, &got)) = row.iter().enumerate().find(|(_, &got)| bad(got)) else {
+                continue;
+            };
+            return Err(MlaError::BlockIdOutOfRange {
+                request,
+                column,
+                got,
+                num_blocks,
+            });
         }
     }
     Ok(())
