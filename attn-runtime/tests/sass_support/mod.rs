@@ -86,7 +86,14 @@ fn counted(
     let tool =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/sass-counts");
     assert!(tool.exists(), "{label}: {} is missing", tool.display());
-    let path = std::env::temp_dir().join(format!("attn_sass_{label}_{}.cubin", std::process::id()));
+    // One file a call: tests of one binary run in parallel, and several disassemble a
+    // kernel under the same label (a shared name let one test delete another's cubin).
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!(
+        "attn_sass_{label}_{}_{call}.cubin",
+        std::process::id()
+    ));
     std::fs::write(&path, cubin).expect("write cubin");
     let out = std::process::Command::new(&tool)
         .arg(&path)
@@ -94,6 +101,11 @@ fn counted(
         .output()
         .expect("run sass-counts");
     let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{label}: sass-counts failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .map(str::trim_start)
