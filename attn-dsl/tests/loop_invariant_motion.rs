@@ -166,3 +166,49 @@ fn a_loop_that_runs_zero_times_reads_nothing() {
     assert_eq!(run(&f, &[], 0, 8, 1, 0), Ok(0));
     assert_eq!(run(&f, &[], -3, 8, 1, 0), Ok(0));
 }
+
+/// `for j < n { out[0] = out[0] + tab[j] }`: the load of `out[0]` reads nothing the loop
+/// defines but memory the loop writes, so it stays (no alias analysis: a loop that stores
+/// keeps every load).
+fn accumulate_in_memory_kernel() -> Function {
+    let params = [
+        ("out", ptr_out(I32)),
+        ("tab", ptr_in(I32)),
+        ("n", ParamKind::Scalar(I32)),
+    ];
+    kernel("accumulate", &params, |b, p| {
+        let (out, tab, n) = (p[0], p[1], p[2]);
+        let (zero, one) = (b.const_i32(0), b.const_i32(1));
+        b.store(out, zero, None)?;
+        b.for_loop(zero, n, one, vec![], |b, j, _| {
+            let sum = b.load(out, None, None)?;
+            let at_j = b.add_ptr(tab, j)?;
+            let tj = b.load(at_j, None, None)?;
+            let next = b.binary(BinaryOp::Add, sum, tj)?;
+            b.store(out, next, None)?;
+            Ok(vec![])
+        })?;
+        Ok(())
+    })
+}
+
+#[test]
+fn a_loop_that_stores_keeps_its_loads() {
+    let mut f = accumulate_in_memory_kernel();
+    optimize(&mut f);
+    let (_, inside) = loop_and_prefix(&f);
+    assert_eq!(loads(&inside), 2, "{}", print_function(&f));
+    let tab = [3, -7, 11, 5];
+    let mut out = [i32::MIN; 1];
+    interp::run(
+        &f,
+        [1, 1, 1],
+        vec![
+            Cpu::output(&mut out[..]),
+            Cpu::input(&tab[..]),
+            Cpu::scalar(ScalarArg::I32(4)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(out[0], 12);
+}

@@ -13,11 +13,13 @@
 //! `for`, an `if` or a reduction), with the invariant ops that compute its operands.
 //! Arithmetic alone stays: NVCC hoists it itself, and a tile held across the loop costs
 //! registers that recomputing it does not. `dot`s, stores and `while` loops (which may not
-//! terminate) never move.
+//! terminate) never move, and nothing that loads leaves a loop that stores (there is no
+//! alias analysis: the store may write what the load reads).
 //!
 //! A moved load runs even when the loop runs zero times, where it never ran before: its
 //! mask gains the loop's trip test (`lo < hi`), so it touches no memory then.
 
+use super::loop_rewrite::{cmp, new_op};
 use crate::ir::{
     BinaryOp, Block, CmpPred, Elem, Function, Op, OpId, OpKind, Scalar, ScalarType, Type, ValueId,
 };
@@ -51,11 +53,12 @@ fn block(f: &mut Function, ops: Vec<OpId>) -> Vec<OpId> {
 /// Takes the moving ops out of `for_op`'s body and returns them, in order, to run before it.
 fn hoist(f: &mut Function, for_op: OpId) -> Vec<OpId> {
     let body = f.op(for_op).regions[0].clone();
-    let invariant = invariant_ops(f, &body);
+    let invariant = invariant_ops(f, &body, stores(f, &body.ops));
     let moving = moving_ops(f, &body, &invariant);
     if moving.is_empty() {
         return vec![];
     }
+
     f.op_mut(for_op).regions[0]
         .ops
         .retain(|o| !moving.contains(o));
@@ -70,26 +73,22 @@ fn hoist(f: &mut Function, for_op: OpId) -> Vec<OpId> {
         return moved;
     }
     let mut out = vec![];
-    let guard = new_op(
-        f,
-        OpKind::Cmp(CmpPred::Lt),
-        vec![lo, hi],
-        bool_ty(&[]),
-        for_op,
-    );
+    let guard = cmp(f, CmpPred::Lt, lo, hi, f.op(for_op).loc);
     out.push(guard.0);
     out.extend(guard_loads(f, moved, guard.1));
     out
 }
 
 /// The body's top-level ops that read nothing the loop defines (its induction variable,
-/// carried values, or the results of ops that are not invariant themselves).
-fn invariant_ops(f: &Function, body: &Block) -> BTreeSet<OpId> {
+/// carried values, or the results of ops that are not invariant themselves). In a loop that
+/// stores, memory is one of those things: no load moves (there is no alias analysis).
+fn invariant_ops(f: &Function, body: &Block, loop_stores: bool) -> BTreeSet<OpId> {
     let mut variant: BTreeSet<ValueId> = body.args.iter().copied().collect();
     let mut invariant = BTreeSet::new();
     for &o in &body.ops {
         let op = f.op(o);
-        let reads_variant = free_uses(f, o).iter().any(|v| variant.contains(v));
+        let reads_variant =
+            free_uses(f, o).iter().any(|v| variant.contains(v)) || (loop_stores && loads(f, &[o]));
         if movable_kind(f, op) && !reads_variant {
             invariant.insert(o);
         } else {
@@ -216,6 +215,7 @@ fn guard_loads(f: &mut Function, ops: Vec<OpId>, guard: ValueId) -> Vec<OpId> {
         } = f.op(o).kind
         {
             let shape = f.ty(f.op(o).operands[0]).shape.clone();
+            let loc = f.op(o).loc;
             let mut mask = guard;
             if !shape.is_empty() {
                 let splat = new_op(
@@ -225,7 +225,7 @@ fn guard_loads(f: &mut Function, ops: Vec<OpId>, guard: ValueId) -> Vec<OpId> {
                     },
                     vec![guard],
                     bool_ty(&shape),
-                    o,
+                    loc,
                 );
                 out.push(splat.0);
                 mask = splat.1;
@@ -237,7 +237,7 @@ fn guard_loads(f: &mut Function, ops: Vec<OpId>, guard: ValueId) -> Vec<OpId> {
                     OpKind::Binary(BinaryOp::And),
                     vec![op.operands[1], mask],
                     bool_ty(&shape),
-                    o,
+                    loc,
                 );
                 out.push(both.0);
                 mask = both.1;
@@ -260,22 +260,18 @@ fn bool_ty(shape: &[usize]) -> Type {
     Type::tile(Elem::Scalar(ScalarType::Bool), shape.to_vec())
 }
 
-/// A detached op with one result of type `ty`, at `near`'s source location.
-fn new_op(
-    f: &mut Function,
-    kind: OpKind,
-    operands: Vec<ValueId>,
-    ty: Type,
-    near: OpId,
-) -> (OpId, ValueId) {
-    let loc = f.op(near).loc;
-    let r = f.new_value(ty, None);
-    let o = f.push_op(Op {
-        kind,
-        operands,
-        results: vec![r],
-        regions: vec![],
-        loc,
-    });
-    (o, r)
+/// Whether any of `ops` (or an op of their regions) is of a kind `is`.
+fn any_op(f: &Function, ops: &[OpId], is: fn(&OpKind) -> bool) -> bool {
+    ops.iter().any(|&o| {
+        let op = f.op(o);
+        is(&op.kind) || op.regions.iter().any(|r| any_op(f, &r.ops, is))
+    })
+}
+
+fn stores(f: &Function, ops: &[OpId]) -> bool {
+    any_op(f, ops, |k| matches!(k, OpKind::Store { .. }))
+}
+
+fn loads(f: &Function, ops: &[OpId]) -> bool {
+    any_op(f, ops, |k| matches!(k, OpKind::Load { .. }))
 }
