@@ -5,7 +5,7 @@
 
 mod interp_support;
 
-use attn_dsl::interp::{self, Cpu};
+use attn_dsl::interp::{self, Cpu, CpuArg};
 use attn_dsl::ir::printer::print_function;
 use attn_dsl::ir::{BinaryOp, CmpPred, Function, OpKind, ParamKind, ReduceKind, ScalarType::*};
 use attn_dsl::kernel::{Backend, ScalarArg};
@@ -58,23 +58,18 @@ fn row_data_kernel() -> Function {
     })
 }
 
-fn run(f: &Function, tab: &[i32], n: i32, k: i32, a: i32, b: i32) -> Result<i32, String> {
+/// Runs `f` on one program with a one-element `out` first and `rest` after it; `out[0]`.
+fn first_output(f: &Function, rest: Vec<CpuArg<'_>>) -> Result<i32, String> {
     let mut out = [i32::MIN; 1];
-    let s = |v| Cpu::scalar(ScalarArg::I32(v));
-    interp::run(
-        f,
-        [1, 1, 1],
-        vec![
-            Cpu::output(&mut out[..]),
-            Cpu::input(tab),
-            s(n),
-            s(k),
-            s(a),
-            s(b),
-        ],
-    )
-    .map_err(|e| e.to_string())?;
+    let mut args = vec![Cpu::output(&mut out[..])];
+    args.extend(rest);
+    interp::run(f, [1, 1, 1], args).map_err(|e| e.to_string())?;
     Ok(out[0])
+}
+
+fn run(f: &Function, tab: &[i32], n: i32, k: i32, a: i32, b: i32) -> Result<i32, String> {
+    let s = |v| Cpu::scalar(ScalarArg::I32(v));
+    first_output(f, vec![Cpu::input(tab), s(n), s(k), s(a), s(b)])
 }
 
 fn reference(tab: &[i32], n: i32, k: i32, a: i32, b: i32) -> i32 {
@@ -199,16 +194,6 @@ fn a_loop_that_stores_keeps_its_loads() {
     let (_, inside) = loop_and_prefix(&f);
     assert_eq!(loads(&inside), 2, "{}", print_function(&f));
     let tab = [3, -7, 11, 5];
-    let mut out = [i32::MIN; 1];
-    interp::run(
-        &f,
-        [1, 1, 1],
-        vec![
-            Cpu::output(&mut out[..]),
-            Cpu::input(&tab[..]),
-            Cpu::scalar(ScalarArg::I32(4)),
-        ],
-    )
-    .unwrap();
-    assert_eq!(out[0], 12);
+    let args = vec![Cpu::input(&tab[..]), Cpu::scalar(ScalarArg::I32(4))];
+    assert_eq!(first_output(&f, args), Ok(12));
 }
