@@ -58,7 +58,6 @@ fn hoist(f: &mut Function, for_op: OpId) -> Vec<OpId> {
     if moving.is_empty() {
         return vec![];
     }
-
     f.op_mut(for_op).regions[0]
         .ops
         .retain(|o| !moving.contains(o));
