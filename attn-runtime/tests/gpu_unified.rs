@@ -625,6 +625,32 @@ fn nan_below_unclamped_ranges_never_reaches_output() {
     }
 }
 
+/// One decode specialization (D1's shape: 2D, one warp over 64-key tiles), for running a
+/// sanitizer on a single kernel (`scripts/racecheck-probe`): the decode grid compiles 32.
+#[test]
+#[ignore = "a sanitizer probe: scripts/racecheck-probe runs it"]
+fn one_decode_specialization() {
+    let _gpu = gpu_lock();
+    let ctx = context(8, 8, 256);
+    let data = dataset(
+        &[(1, 700), (1, 400), (1, 900)],
+        (4, 1),
+        128,
+        Dtype::Bf16,
+        1600,
+    );
+    let f = Features {
+        path: PathChoice::Force2d,
+        ..Default::default()
+    };
+    run_cases::<bf16>(
+        &ctx,
+        "probe",
+        &data,
+        &[("decode D=128 2D".into(), f, false)],
+    );
+}
+
 /// After the first call compiled the specializations, further calls compile nothing and
 /// allocate no device memory, on both paths.
 #[test]
