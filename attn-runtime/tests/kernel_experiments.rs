@@ -8,7 +8,7 @@ mod unified_plans;
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::PathChoice;
-use unified_plans::{p0, p1, plan};
+use unified_plans::{d1, p0, p1, plan};
 
 /// (variant name, pattern) of every substitution of an experiments file (one variant a
 /// line, `NAME=PATTERN=>REPLACEMENT`, substitutions joined by ` ;; `, `#` comments).
@@ -198,4 +198,23 @@ fn grid_timeline_anchors_match_the_generated_p1() {
     );
     let entry = regex::Regex::new(r"\) \{\n\s*unsigned char\* const attn_scratch").expect("regex");
     assert!(entry.is_match(&src), "the kernel's first statement");
+}
+
+/// `scripts/racecheck-probe` adds a block barrier before the stage flip at the end of each
+/// KV loop (`attn_stage_ ^= 1;` alone on its line) of the decode kernels that read their
+/// stages with `ldmatrix`: the decode plan's source has both, once a loop.
+#[test]
+fn racecheck_probe_anchor_matches_the_generated_decode() {
+    let launch = plan(&d1(), 64, PathChoice::Heuristic).attention;
+    let src = emit_launch(&launch).expect("emit").source;
+    assert!(
+        src.contains("attn_ldsm_x4("),
+        "D1 reads its stages with ldmatrix"
+    );
+    let flip = regex::Regex::new(r"(?m)^ *attn_stage_ \^= 1;$").expect("regex");
+    assert_eq!(
+        flip.find_iter(&src).count(),
+        1,
+        "one KV loop, one stage flip"
+    );
 }
