@@ -41,6 +41,16 @@ pub mod unified {
         lo
     }
 
+    /// Image range `r` of the sequence's list as `(s, e)`, and whether it is non-empty and
+    /// holds one of the queries `[q_first, q_last]`: what every loop over the block's
+    /// candidate ranges tests first.
+    #[device]
+    fn range_meeting(mm_ranges: Ptr, r: i32, q_first: i32, q_last: i32) -> (i32, i32, bool) {
+        let s = load(mm_ranges + 2 * r);
+        let e = load(mm_ranges + 2 * r + 1);
+        (s, e, (s < e) & (s <= q_last) & (q_first <= e))
+    }
+
     /// The block's candidate MM ranges `[first, end)`: the smallest and one past the largest
     /// index of a non-empty range meeting the queries `[q_first, q_last]` (empty when `used`
     /// is false or none meets them). Ranges outside it meet none of the block's queries, so
@@ -56,9 +66,8 @@ pub mod unified {
         let mut end = 0;
         if used {
             for r in 0..MAX_MM_RANGES {
-                let s = load(mm_ranges + 2 * r);
-                let e = load(mm_ranges + 2 * r + 1);
-                if (s < e) & (s <= q_last) & (q_first <= e) {
+                let (_, _, meets) = range_meeting(mm_ranges, r, q_first, q_last);
+                if meets {
                     first = min(first, r);
                     end = r + 1;
                 }
@@ -137,9 +146,8 @@ pub mod unified {
                 // P3's 30), and a range that misses the tile's keys adds nothing: one scalar
                 // test per candidate and tile skips its elementwise work.
                 for r in mm_first..mm_end {
-                    let s = load(mm_ranges + 2 * r);
-                    let e = load(mm_ranges + 2 * r + 1);
-                    if (s < e) & (s <= q_last) & (q_first <= e) & (s <= k_last) & (k_first <= e) {
+                    let (s, e, meets) = range_meeting(mm_ranges, r, q_first, q_last);
+                    if meets & (s <= k_last) & (k_first <= e) {
                         let mm = (s <= q_abs) & (q_abs <= e) & (s <= k) & (k <= e);
                         allowed = allowed | (mm & clamp);
                     }
@@ -184,9 +192,8 @@ pub mod unified {
         hi = select(causal, q_abs, hi);
         if USE_MM_PREFIX {
             for r in mm_first..mm_end {
-                let s = load(mm_ranges + 2 * r);
-                let e = load(mm_ranges + 2 * r + 1);
-                if (s < e) & (s <= q_last) & (q_first <= e) {
+                let (s, e, meets) = range_meeting(mm_ranges, r, q_first, q_last);
+                if meets {
                     let holds = (s <= q_abs) & (q_abs <= e);
                     hi = select(holds, max(hi, e), hi);
                     if !(MM_PREFIX_CLAMP_SW && SLIDING_WINDOW > 0) {
@@ -221,9 +228,8 @@ pub mod unified {
         let mut first = q_first - min(SLIDING_WINDOW - 1, seq_len);
         if USE_MM_PREFIX && !MM_PREFIX_CLAMP_SW {
             for r in mm_first..mm_end {
-                let s = load(mm_ranges + 2 * r);
-                let e = load(mm_ranges + 2 * r + 1);
-                if (s < e) & (s <= q_last) & (q_first <= e) {
+                let (s, _, meets) = range_meeting(mm_ranges, r, q_first, q_last);
+                if meets {
                     first = min(first, s);
                 }
             }

@@ -725,19 +725,24 @@ impl UnifiedAttentionConfig {
         }
     }
 
-    /// Whether unclamped image ranges (one list per sequence) leave a block's keys one span:
-    /// with a window and no chunks, each row attends one interval of keys around its query
-    /// (its window and the ranges holding it), and a block's queries are consecutive, so
-    /// the union over its rows has no gap. The span runs from the first key of a range
-    /// holding one of its queries, or its first query's window, to its last query or the end
-    /// of such a range. Per-query ranges and chunks keep two spans.
+    /// Whether each row of vLLM's mask attends one interval of keys around its query: no
+    /// R-SWA prefix, no chunks, and image ranges either inside the window (clamped, or no
+    /// window) or listed per sequence (a range holding the query spans it). A block's
+    /// queries are consecutive, so the union of its rows' intervals has no gap: every key
+    /// from the first one a row attends on is attended by some row.
+    pub fn rows_attend_intervals(&self) -> bool {
+        let ranges = self.mm_ranges_windowed() || !self.use_mm_query_range;
+        !self.use_r_swa && self.chunk_lookback < 0 && ranges
+    }
+
+    /// Whether unclamped image ranges leave a block's keys one span
+    /// ([`Self::rows_attend_intervals`], with a window: without one the bounds are the causal
+    /// span and the ranges' hull). The span runs from the first key of a range holding one of
+    /// its queries, or its first query's window, to its last query or the end of such a
+    /// range.
     pub fn unclamped_ranges_in_one_span(&self) -> bool {
-        self.use_mm_prefix
-            && !self.mm_prefix_clamp_sw
-            && !self.use_mm_query_range
-            && self.sliding_window > 0
-            && self.chunk_lookback < 0
-            && !self.use_r_swa
+        let unclamped = self.use_mm_prefix && !self.mm_prefix_clamp_sw;
+        unclamped && self.sliding_window > 0 && self.rows_attend_intervals()
     }
 
     /// Applies the §6 heuristics to a problem and validates the result (§2.1).

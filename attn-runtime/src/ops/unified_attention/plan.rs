@@ -470,11 +470,13 @@ fn prefill_tiling(
 
 /// Whether the scores' extra per-element terms leave the two-warpgroup tilings their
 /// registers and its producer warpgroup: the window and causal mask, Gemma-2's softcap, and
-/// image ranges whose keys the window bounds (clamped, or no window), whose V guard is then a
-/// bound on the key ([`first_key_v_guard`]) and whose program splits. Measured on the H200
-/// (2026-12-02): P3 at 128 × 64 0.420 ms split against 0.487 at 64 × 32 (unsplit, with the
-/// guard's range loop in the V copy, it had run 0.567 against 0.548); P1 with softcap 50
-/// 0.620 against 0.654 (with `tanhf`). Unclamped ranges keep the mask's guard and the
+/// image ranges whose keys the window bounds (clamped, or no window) or that keep one tile
+/// span (unclamped, listed per sequence), whose V guard is then a bound on the key
+/// ([`first_key_v_guard`]) and whose program splits. Measured on the H200 (2026-12-02): P3
+/// at 128 × 64 0.420 ms split against 0.487 at 64 × 32 (unsplit, with the guard's range
+/// loop in the V copy, it had run 0.567 against 0.548); P1 with softcap 50 0.620 against
+/// 0.654 (with `tanhf`); P3 without the clamp 0.338 ms split against 0.492 at 64 × 32 on two
+/// tile spans (2026-12-03). Per-query unclamped ranges keep the mask's guard and the
 /// heuristic's 64 rows, and so do ALiBi and the query bias (they compile split and
 /// spill-free at 128 × 64 but were not timed there).
 fn lean_scores(cfg: &UnifiedAttentionConfig) -> bool {
@@ -667,11 +669,10 @@ pub fn scale_after_max(cfg: &UnifiedAttentionConfig, softmax_scale: f32) -> bool
 /// Whether the kernel may guard V by the first key its block's rows attend
 /// (`V_GUARD_FIRST_KEY`) instead of by the mask OR-ed over the block's rows. The guard keeps
 /// NaN in evicted sliding-window pages out of `P · V` (0 · NaN = NaN) and must never zero a
-/// key some row attends (spec §3.8). Under vLLM's mask without R-SWA, chunks or per-query
-/// ranges, each row attends one interval of keys around its query, so the block's rows
+/// key some row attends (spec §3.8). Where each row of vLLM's mask attends one interval
+/// around its query ([`UnifiedAttentionConfig::rows_attend_intervals`]), the block's rows
 /// attend every key from the first one on: the window of its first query, or the start of an
-/// image range holding one of its queries (`block_first_key` in the kernel). Clamped
-/// per-query ranges stay inside the window, so they keep the window's bound. Without a
+/// image range holding one of its queries (`block_first_key` in the kernel). Without a
 /// window nothing is evicted, and every key below L is live. A user's mask may allow
 /// anything, so it keeps the mask-derived guard.
 ///
@@ -679,8 +680,7 @@ pub fn scale_after_max(cfg: &UnifiedAttentionConfig, softmax_scale: f32) -> bool
 /// re-evaluated the image-range loop per chunk, and a range loop kept its program from the
 /// producer warpgroup (`attn_dsl::gpu_ir::warp_specialize`).
 pub fn first_key_v_guard(cfg: &UnifiedAttentionConfig, variant: &MaskVariant) -> bool {
-    let ranges_bounded = cfg.mm_ranges_windowed() || !cfg.use_mm_query_range;
-    variant.mask == DEFAULT_MASK && !cfg.use_r_swa && cfg.chunk_lookback < 0 && ranges_bounded
+    variant.mask == DEFAULT_MASK && cfg.rows_attend_intervals()
 }
 
 /// The reduce kernel's constexprs, in declaration order.

@@ -186,11 +186,9 @@ fn check_block_table(
         let any_bad = row
             .iter()
             .fold(false, |bad, &got| bad | (got as u32 >= limit));
-        if any_bad {
-            let bad = |got: i32| !usize::try_from(got).is_ok_and(|b| b < num_blocks);
-            let Some((column, &got)) = row.iter().enumerate().find(|(_, &got)| bad(got)) else {
-                continue;
-            };
+        let bad = |got: i32| !usize::try_from(got).is_ok_and(|b| b < num_blocks);
+        let first_bad = any_bad.then(|| row.iter().enumerate().find(|(_, &got)| bad(got)));
+        if let Some((column, &got)) = first_bad.flatten() {
             return Err(MlaError::BlockIdOutOfRange {
                 request,
                 column,
