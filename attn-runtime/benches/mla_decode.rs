@@ -26,7 +26,7 @@ use attn_runtime::ops::mla_dcp::graph::MlaDcpGraph;
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::op::{
     compile_launches, mla_dcp_decode, CurrentOrder, ExchangeMode, MlaDcpConfig, MlaDcpContext,
-    MlaDcpDecodeArgs, StageTimeline, StageTimes,
+    MlaDcpDecodeArgs, StageTimeline, StageTimes, VupPath,
 };
 use attn_runtime::ops::mla_dcp::plan::{DecodeStep, QK_WIDTH};
 use attn_runtime::ops::unified_attention::config::MmaKind;
@@ -283,6 +283,13 @@ fn bench_row(
     );
     if std::env::var_os("ATTN_MLA_HISTORY_FIRST").is_some() {
         config.streams.current_order = CurrentOrder::AfterHistory;
+    }
+    // A/B of the V-up path: `ATTN_MLA_VUP=cublas|fused|dsl` (default: the op's).
+    match std::env::var("ATTN_MLA_VUP").as_deref() {
+        Ok("cublas") => config.vup = VupPath::Cublas,
+        Ok("fused") => config.vup = VupPath::Fused,
+        Ok("dsl") => config.vup = VupPath::DslKernel,
+        _ => {}
     }
     config.forced_history_heads = row.history_heads;
     config.forced_history_kv_tile = row.kv_tile;

@@ -402,7 +402,10 @@ fn run_on_gpu(ctxs: &mut Contexts, g: &GpuCase, data: Option<&HostData>) -> Run 
         let get = |v| from_elems::<bf16>(&s.clone_dtoh(&v).expect("download"));
         Outputs {
             y: set.iter().map(|ctx| get(ctx.output())).collect(),
-            lat: set.iter().map(|ctx| get(ctx.latent_output())).collect(),
+            lat: set
+                .iter()
+                .map(|ctx| get(ctx.latent_output().expect("lat_out")))
+                .collect(),
             reports,
         }
     }))

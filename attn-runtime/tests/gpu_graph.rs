@@ -360,7 +360,7 @@ fn mla_decode_step_replays_with_new_inputs_and_lengths() {
         let get = |v| from_elems::<bf16>(&stream.clone_dtoh(&v).expect("download"));
         let out = Outputs {
             y: vec![get(ctx.output())],
-            lat: vec![get(ctx.latent_output())],
+            lat: vec![get(ctx.latent_output().expect("lat_out"))],
             reports: vec![*graph.report()],
         };
         let err = check_vs_reference(&format!("mla graph step {k}"), &cases[k], &inputs[k], &out)

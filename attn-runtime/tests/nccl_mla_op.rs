@@ -54,7 +54,11 @@ fn run_rank(case: &Case, inputs: &Inputs, r: usize, ids: [Id; 2]) -> Vec<(Vec<f6
         }
         main.synchronize().expect("the step ran");
         let y = from_elems(&main.clone_dtoh(&ctx.output()).expect("download"));
-        let lat = from_elems(&main.clone_dtoh(&ctx.latent_output()).expect("download"));
+        let lat = from_elems(
+            &main
+                .clone_dtoh(&ctx.latent_output().expect("lat_out"))
+                .expect("download"),
+        );
         results.push((y, lat));
     }
     results

@@ -14,7 +14,7 @@ use thiserror::Error;
 /// A kernel of the `mla` module could not be found or specialized.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum MlaKernelError {
-    #[error("no kernel `{0}` in the `mla` module; kernels: mla_history, mla_history_reduce, mla_current, mla_combine, mla_v_up")]
+    #[error("no kernel `{0}` in the `mla` module; kernels: mla_history, mla_history_reduce, mla_current, mla_combine, mla_v_up, mla_combine_v_up")]
     Unknown(String),
     #[error("specializing `{kernel}` failed: {message}")]
     Specialize { kernel: String, message: String },
@@ -28,6 +28,7 @@ pub fn template(kernel: &str) -> Result<&'static Template, MlaKernelError> {
         "mla_current" => &mla::MLA_CURRENT_TEMPLATE,
         "mla_combine" => &mla::MLA_COMBINE_TEMPLATE,
         "mla_v_up" => &mla::MLA_V_UP_TEMPLATE,
+        "mla_combine_v_up" => &mla::MLA_COMBINE_V_UP_TEMPLATE,
         other => return Err(MlaKernelError::Unknown(other.to_string())),
     })
 }
@@ -145,6 +146,36 @@ pub mod mla {
         let valid = finite(lse);
         let w = select(valid, exp(lse - m), 0.0);
         (select(valid, o, 0.0) * w, w)
+    }
+
+    /// [`weighted_part`] for a tile of rows, each with its own LSE: `o [R, C]`, `lse [R]`.
+    #[device]
+    fn weighted_rows(o: Tile, lse: Tile, m: Tile) -> (Tile, Tile) {
+        let valid = finite(lse);
+        let w = select(valid, exp(lse - m), 0.0);
+        (select(valid.unsqueeze(1), o, 0.0) * w.unsqueeze(1), w)
+    }
+
+    /// [`normalized`]'s rows for a tile of rows: `num [R, C] / den [R]`, a row whose parts all
+    /// weigh 0 giving 0.
+    #[device]
+    fn normalized_rows(num: Tile, den: Tile) -> Tile {
+        num / select(den == 0.0, 1.0, den).unsqueeze(1)
+    }
+
+    /// `acc + rows · W` for the latent rows starting at `rows [R]` (512 wide; rows with `ok`
+    /// false read 0) and one head's `W [512, 128]`, `LAT_CHUNK` latent columns at a time.
+    #[device]
+    fn rows_times_w_uv<const LAT_CHUNK: i32>(rows: Tile, ok: Tile, w: Ptr, acc: Tile) -> Tile {
+        let dv = arange::<128>();
+        let mut acc = acc;
+        for c in 0..512 / LAT_CHUNK {
+            let cols = c * LAT_CHUNK + arange::<LAT_CHUNK>();
+            let o = load(rows.unsqueeze(1) + cols.unsqueeze(0), ok.unsqueeze(1), 0.0);
+            let w_rows = load(w + (cols * 128).unsqueeze(1) + dv.unsqueeze(0));
+            acc = dot(o, w_rows, acc);
+        }
+        acc
     }
 
     /// Turns an online-softmax state into a normalized partial `(o, lse)`; rows that saw no key
@@ -522,6 +553,80 @@ pub mod mla {
         let (o_w, w) = weighted_part(o.cast::<f32>(), lse_cur, m);
         let (merged, _lse) = normalized(num + o_w, den + w, m);
         store(lat_out + cur_row * 512 + dl, merged.cast::<T>());
+    }
+
+    /// The one combine fused with V-up (spec §3.2 and §6; §9.2's K_combine, then V-up): `y`
+    /// for `BLOCK_T` tokens of head `n` a program, grid (cdiv(T, BLOCK_T), N), without the
+    /// `[T, N, 512]` merged latent ever leaving the chip. The merge's weights are a row's
+    /// own (`w_p / den` for part `p`), so they commute with the product by `W_UV[n]`:
+    /// `y = Σ_p (w_p / den) · (o_p · W_UV[n])`, each part's rows multiplied as they are
+    /// stored, their rows of `W_UV[n]` read alongside (both 16-byte copies into a ring,
+    /// tensor-core MMAs). A part whose LSE is not finite is dropped by selecting its product
+    /// rows away (a row of the product depends only on its own row of `o_p`, so this is
+    /// zeroing it before it is weighted, spec §3.2). The one difference to `mla_combine`
+    /// then V-up: the merged latent is not rounded to the activation dtype in between.
+    #[kernel(
+        num_warps = 4,
+        require(BLOCK_T >= 16 && BLOCK_T & (BLOCK_T - 1) == 0, "BLOCK_T must be a power of two >= 16"),
+        require(LAT_CHUNK >= 16 && 512 % LAT_CHUNK == 0, "LAT_CHUNK must divide 512 and be >= 16"),
+    )]
+    pub fn mla_combine_v_up<T, const DCP_SIZE: i32, const BLOCK_T: i32, const LAT_CHUNK: i32>(
+        recv_out: *const T,
+        recv_lse: *const f32,
+        cur_out: *const T,
+        cur_lse: *const f32,
+        w_uv: *const T,
+        y: *mut T,
+        num_tokens: i32,
+        heads_per_rank: i32,
+        chunk_stride_out: i64,
+        chunk_stride_lse: i64,
+        lse_offset: i64,
+    ) {
+        let n = program_id(1);
+        let toks = program_id(0) * BLOCK_T + arange::<BLOCK_T>();
+        let ok = toks < num_tokens;
+        let row = (n * num_tokens + toks).cast::<i64>();
+        let cur_row = (toks * heads_per_rank + n).cast::<i64>();
+        let lse_cur = load(cur_lse + cur_row, ok, f32::NEG_INFINITY);
+        let mut m_raw = finite_or(lse_cur, f32::NEG_INFINITY);
+        for p in 0..DCP_SIZE {
+            let lse = load(
+                recv_lse + p.cast::<i64>() * chunk_stride_lse + lse_offset + row,
+                ok,
+                f32::NEG_INFINITY,
+            );
+            m_raw = max(m_raw, finite_or(lse, f32::NEG_INFINITY));
+        }
+        let m = merge_max(m_raw);
+        let w_n = w_uv + n.cast::<i64>() * 65536;
+        let mut acc = zeros::<f32>([BLOCK_T, 128]);
+        let mut den = zeros::<f32>([BLOCK_T]);
+        for p in 0..DCP_SIZE {
+            let lse = load(
+                recv_lse + p.cast::<i64>() * chunk_stride_lse + lse_offset + row,
+                ok,
+                f32::NEG_INFINITY,
+            );
+            let rows = recv_out + p.cast::<i64>() * chunk_stride_out + row * 512;
+            let y_p = rows_times_w_uv::<LAT_CHUNK>(rows, ok, w_n, zeros::<f32>([BLOCK_T, 128]));
+            let (y_w, w) = weighted_rows(y_p, lse, m);
+            acc = acc + y_w;
+            den = den + w;
+        }
+        let y_cur = rows_times_w_uv::<LAT_CHUNK>(
+            cur_out + cur_row * 512,
+            ok,
+            w_n,
+            zeros::<f32>([BLOCK_T, 128]),
+        );
+        let (y_w, w) = weighted_rows(y_cur, lse_cur, m);
+        let out = normalized_rows(acc + y_w, den + w);
+        store(
+            y + (cur_row * 128).unsqueeze(1) + arange::<128>().unsqueeze(0),
+            out.cast::<T>(),
+            ok.unsqueeze(1),
+        );
     }
 
     /// V-up fallback: `y[t, n, :] = x[t, n, :] · W_UV[n]` for `x [T, N, 512]`, `W_UV [N, 512, 128]`,

@@ -206,7 +206,8 @@ pub fn values(b: &HostBuffer) -> Vec<f64> {
     b.to_f64s()
 }
 
-/// Runs the simulated step and compares every rank's `lat_out` and `y` with the reference.
+/// Runs the simulated step and compares every rank's `lat_out`, `y` and fused `y` with the
+/// reference.
 pub fn check_case(case: &Case, seed: u64) -> Vec<RankOutput> {
     let inputs = Inputs::random(case, seed);
     let plan = case.plan();
@@ -228,13 +229,15 @@ pub fn check_outputs(case: &Case, inputs: &Inputs, outs: &[RankOutput]) {
             lat_tol,
         )
         .unwrap_or_else(|e| panic!("{case:?}: {e}"));
-        compare(
-            &format!("y rank {r}"),
-            &values(&o.y),
-            &rank_slice(&y_ref, case, r, V_HEAD),
-            y_tol,
-        )
-        .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+        for (what, y) in [("y", &o.y), ("fused y", &o.fused_y)] {
+            compare(
+                &format!("{what} rank {r}"),
+                &values(y),
+                &rank_slice(&y_ref, case, r, V_HEAD),
+                y_tol,
+            )
+            .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+        }
     }
 }
 

@@ -100,6 +100,8 @@ pub struct RankOutput {
     pub lat_out: HostBuffer,
     /// The V-up output `[T, N·128]` (activation dtype).
     pub y: HostBuffer,
+    /// `y` from the fused combine + V-up (`mla_combine_v_up`, the op's `VupPath::Fused`).
+    pub fused_y: HostBuffer,
 }
 
 /// The five kernels specialized once for a plan (the same on every rank).
@@ -110,6 +112,7 @@ pub struct CpuKernels {
     current: Function,
     combine: Function,
     v_up: Function,
+    combine_v_up: Function,
 }
 
 impl CpuKernels {
@@ -122,6 +125,7 @@ impl CpuKernels {
             current: spec(&plan.current)?,
             combine: spec(&plan.combine)?,
             v_up: spec(&plan.v_up)?,
+            combine_v_up: spec(&plan.combine_v_up)?,
         })
     }
 }
@@ -503,6 +507,26 @@ pub fn run_v_up(
     take(&mut bufs, plan.v_up.kernel, BufferRole::Y)
 }
 
+/// The fused combine + V-up: `y [T, N·128]` straight from the partials and `w_uv`.
+pub fn run_combine_v_up(
+    plan: &DecodePlan,
+    kernels: &CpuKernels,
+    recv: &ExchangeBuffer,
+    cur: &CurrentPartial,
+    w_uv: &HostBuffer,
+) -> Result<HostBuffer, CpuDecodeError> {
+    let inputs = [
+        (BufferRole::RecvOut, recv.out.clone()),
+        (BufferRole::RecvLse, recv.lse.clone()),
+        (BufferRole::CurOut, cur.out.clone()),
+        (BufferRole::CurLse, cur.lse.clone()),
+        (BufferRole::WUv, w_uv.clone()),
+    ];
+    let (kernel, launch) = (&kernels.combine_v_up, &plan.combine_v_up);
+    let mut bufs = run_stage(plan, kernel, launch, inputs, &[BufferRole::Y])?;
+    take(&mut bufs, launch.kernel, BufferRole::Y)
+}
+
 /// Everything up to the exchange, per rank, and the inputs of the later stages: lets a test
 /// tamper with the received partials before the combine.
 #[derive(Clone, Debug)]
@@ -568,7 +592,8 @@ pub fn simulate_until_combine(
     })
 }
 
-/// Runs the combine and the V-up on every rank of a simulated step.
+/// Runs the combine and the V-up on every rank of a simulated step, and the fused form of
+/// both.
 pub fn finish(plan: &DecodePlan, sim: &SimulatedStep) -> Result<Vec<RankOutput>, CpuDecodeError> {
     sim.recv
         .iter()
@@ -577,7 +602,12 @@ pub fn finish(plan: &DecodePlan, sim: &SimulatedStep) -> Result<Vec<RankOutput>,
         .map(|((recv, cur), w)| {
             let lat_out = run_combine(plan, &sim.kernels, recv, cur)?;
             let y = run_v_up(plan, &sim.kernels, &lat_out, w)?;
-            Ok(RankOutput { lat_out, y })
+            let fused_y = run_combine_v_up(plan, &sim.kernels, recv, cur, w)?;
+            Ok(RankOutput {
+                lat_out,
+                y,
+                fused_y,
+            })
         })
         .collect()
 }

@@ -132,10 +132,11 @@ struct StepState {
     /// None when the history runs one split and writes `hist_send` itself.
     reduce: Option<Arc<CudaKernelHandle>>,
     current: Arc<CudaKernelHandle>,
-    combine: Arc<CudaKernelHandle>,
     v_up: Arc<CudaKernelHandle>,
-    /// AG+RS mode: the combine of the merged history (one "rank") with the current part.
-    combine_one: Option<(KernelLaunch, Arc<CudaKernelHandle>)>,
+    /// The launch that merges the partials: the combine, or the combine with V-up
+    /// (`VupPath::Fused`); under AG+RS its one-"rank" form (the merged history with the
+    /// current part).
+    merge: (KernelLaunch, Arc<CudaKernelHandle>),
 }
 
 impl StepState {
@@ -425,13 +426,17 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         self.bufs.y.slice(0..n)
     }
 
-    /// `lat_out [T, N, 512]`, the combine output of the last call.
-    pub fn latent_output(&self) -> CudaView<'_, E> {
+    /// `lat_out [T, N, 512]`, the combine output of the last call; `None` under
+    /// [`VupPath::Fused`], whose step never materializes it.
+    pub fn latent_output(&self) -> Option<CudaView<'_, E>> {
+        if self.config.vup == VupPath::Fused {
+            return None;
+        }
         let n = self
             .num_tokens()
             .saturating_mul(self.config.heads())
             .saturating_mul(LATENT);
-        self.bufs.lat_out.slice(0..n)
+        Some(self.bufs.lat_out.slice(0..n))
     }
 
     /// Fills `lat_out` and `y` with NaN (0xFF bytes) on the main stream, so a test sees
@@ -518,10 +523,24 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         Ok(count)
     }
 
-    /// The AG+RS combine: the plan's combine with one "rank" (the merged history).
-    fn combine_one_launch(plan: &DecodePlan) -> KernelLaunch {
+    /// The launch of the plan that merges the partials under `config`: the combine, or the
+    /// combine with V-up; over AG+RS, its one-"rank" form.
+    fn merge_launch(config: &MlaDcpConfig, plan: &DecodePlan) -> KernelLaunch {
+        let merge = match config.vup {
+            VupPath::Fused => &plan.combine_v_up,
+            _ => &plan.combine,
+        };
+        match config.exchange {
+            ExchangeMode::AgRs => Self::one_rank_launch(plan, merge),
+            _ => merge.clone(),
+        }
+    }
+
+    /// The AG+RS form of a merging launch (the combine's or the fused one's): one "rank"
+    /// (the merged history).
+    fn one_rank_launch(plan: &DecodePlan, merge: &KernelLaunch) -> KernelLaunch {
         let one = ExchangeLayout::new(1, plan.exchange.heads, plan.num_tokens, 2);
-        let mut l = plan.combine.clone();
+        let mut l = merge.clone();
         for (name, v) in l.constexprs.iter_mut() {
             match *name {
                 "DCP_SIZE" => *v = ConstValue::Int(1),
@@ -529,7 +548,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
                 _ => {}
             }
         }
-        // The combine's last three arguments are the exchange strides (`plan.rs`).
+        // A merging launch's last three arguments are the exchange strides (`plan.rs`).
         if let [.., out, lse, offset] = l.args.as_mut_slice() {
             *out = PlanArg::I64(one.chunk_stride_out() as i64);
             *lse = PlanArg::I64(one.chunk_stride_lse() as i64);
@@ -622,20 +641,11 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             LATENT,
             E::DTYPE,
         )?;
-        let combine_one = match self.config.exchange {
-            ExchangeMode::AgRs => Some(Self::combine_one_launch(&plan)),
-            _ => None,
-        };
+        let merge = Self::merge_launch(&self.config, &plan);
         let mut launches: Vec<&KernelLaunch> = plan.launches().to_vec();
-        launches.extend(combine_one.as_ref());
+        launches.push(&merge);
         let compiled = self.compile_new(&launches)?;
-        let combine_one = match combine_one {
-            Some(l) => {
-                let h = self.handle(&l)?;
-                Some((l, h))
-            }
-            None => None,
-        };
+        let merge_handle = self.handle(&merge)?;
         let state = StepState {
             history: self.handle(&plan.history)?,
             reduce: plan
@@ -644,9 +654,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
                 .map(|l| self.handle(l))
                 .transpose()?,
             current: self.handle(&plan.current)?,
-            combine: self.handle(&plan.combine)?,
             v_up: self.handle(&plan.v_up)?,
-            combine_one,
+            merge: (merge, merge_handle),
             chunk,
             plan,
         };
@@ -665,7 +674,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
     /// `stream_order_without_the_join_is_wrong` saw no race for this reason). It writes only
     /// `y`, which the step overwrites.
     fn warm_vup(&mut self, args: &MlaDcpDecodeArgs<'_, E>, tokens: usize) -> Result<(), MlaError> {
-        if self.vup_warmed.insert(tokens) {
+        if self.config.vup != VupPath::Fused && self.vup_warmed.insert(tokens) {
             self.enqueue_vup(args)?;
         }
         Ok(())
@@ -1019,21 +1028,20 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         }
         let main = self.fork_join.main().clone();
         self.fork_join.join()?;
-        self.enqueue_combine()?;
+        self.enqueue_merge(args)?;
         self.mark(Mark::Combined, &main)?;
-        self.enqueue_vup(args)?;
+        if self.config.vup != VupPath::Fused {
+            self.enqueue_vup(args)?;
+        }
         self.mark(Mark::VupDone, &main)?;
         self.stage = Stage::Idle;
         Ok(())
     }
 
-    fn enqueue_combine(&mut self) -> Result<(), MlaError> {
+    /// The combine (into `lat_out`), or under `VupPath::Fused` the combine with V-up (into `y`).
+    fn enqueue_merge(&mut self, args: &MlaDcpDecodeArgs<'_, E>) -> Result<(), MlaError> {
         let main = self.fork_join.main().clone();
-        let st = self.state("combine")?;
-        let (launch, handle) = match &st.combine_one {
-            Some((l, h)) => (l.clone(), h.clone()),
-            None => (st.plan.combine.clone(), st.combine.clone()),
-        };
+        let (launch, handle) = self.state("combine")?.merge.clone();
         let b = &mut self.bufs;
         let recv: &CudaSlice<u8> = match (self.config.exchange, &b.ag_rs) {
             (ExchangeMode::AgRs, Some(ws)) => &ws.recv,
@@ -1046,10 +1054,15 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         v.insert(BufferRole::RecvLse, KernelArg::input(as_act::<f32>(recv)?));
         v.insert(BufferRole::CurOut, KernelArg::input(b.cur_out.as_view()));
         v.insert(BufferRole::CurLse, KernelArg::input(b.cur_lse.as_view()));
-        v.insert(
-            BufferRole::LatOut,
-            KernelArg::output(b.lat_out.as_view_mut()),
-        );
+        if self.config.vup == VupPath::Fused {
+            v.insert(BufferRole::WUv, KernelArg::input(args.w_uv.slice(..)));
+            v.insert(BufferRole::Y, KernelArg::output(b.y.as_view_mut()));
+        } else {
+            v.insert(
+                BufferRole::LatOut,
+                KernelArg::output(b.lat_out.as_view_mut()),
+            );
+        }
         launch_plan(&handle, &main, &launch, v)
     }
 
@@ -1305,8 +1318,9 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for (batch, len, d, n) in [(1, 32768, 1, 128), (32, 8192, 2, 64), (128, 4096, 1, 128)] {
             let plan = bench_step(batch, len, d, n).plan().unwrap();
-            let combine_one = MlaDcpContext::<half::bf16>::combine_one_launch(&plan);
-            for l in plan.launches().into_iter().chain([&combine_one]) {
+            let one = [&plan.combine, &plan.combine_v_up]
+                .map(|l| MlaDcpContext::<half::bf16>::one_rank_launch(&plan, l));
+            for l in plan.launches().into_iter().chain(&one) {
                 if !seen.insert(l.key()) {
                     continue;
                 }
@@ -1329,7 +1343,7 @@ mod tests {
     #[test]
     fn the_ag_rs_combine_merges_one_chunk() {
         let plan = bench_step(3, 500, 2, 4).plan().unwrap();
-        let l = MlaDcpContext::<half::bf16>::combine_one_launch(&plan);
+        let l = MlaDcpContext::<half::bf16>::one_rank_launch(&plan, &plan.combine);
         assert!(l.key().contains("DCP_SIZE=1") && l.key().contains("PARTS_PADDED=2"));
         let one = ExchangeLayout::new(1, 4, 3, 2);
         let tail: Vec<PlanArg> = l.args[l.args.len() - 3..].to_vec();

@@ -131,6 +131,12 @@ pub const MIN_KEYS_PER_SPLIT: u64 = 256;
 pub const MAX_QUERY_LEN: u32 = 64;
 /// Tokens per program of the V-up fallback kernel.
 pub const VUP_BLOCK_T: u32 = 16;
+/// Tokens a program of the fused combine + V-up (`mla_combine_v_up`): the rows of its
+/// `[BLOCK_T, 128]` output, each program reading `W_UV[n]` once.
+pub const FUSED_BLOCK_T: u32 = 64;
+/// Latent columns the fused combine merges and multiplies at a time (a `[BLOCK_T, 64]`
+/// slice of each part, the same 64 rows of `W_UV[n]`).
+pub const FUSED_LAT_CHUNK: u32 = 64;
 /// Most heads of one `mla_current` program.
 pub const CURRENT_BLOCK_H: u32 = 32;
 
@@ -448,6 +454,9 @@ pub struct DecodePlan {
     pub combine: KernelLaunch,
     /// `mla_v_up`: the V-up fallback kernel (the GPU op prefers cuBLAS).
     pub v_up: KernelLaunch,
+    /// `mla_combine_v_up`: the combine and V-up in one kernel, `y` straight from the parts
+    /// (the op's `VupPath::Fused`; `lat_out` is then not written).
+    pub combine_v_up: KernelLaunch,
 }
 
 fn next_pow2_at_least(x: u32, floor: u32) -> u32 {
@@ -799,6 +808,34 @@ impl DecodeStep {
             args: combine_args,
             divisible: vec![],
         };
+        let mut fused_args = vec![
+            Buf(R::RecvOut),
+            Buf(R::RecvLse),
+            Buf(R::CurOut),
+            Buf(R::CurLse),
+            Buf(R::WUv),
+            Buf(R::Y),
+        ];
+        fused_args.extend(exchange_args);
+        fused_args.extend(strides);
+        let combine_v_up = KernelLaunch {
+            kernel: "mla_combine_v_up",
+            constexprs: vec![
+                dt.clone(),
+                ("DCP_SIZE", ConstValue::Int(d.into())),
+                ("BLOCK_T", ConstValue::Int(FUSED_BLOCK_T.into())),
+                ("LAT_CHUNK", ConstValue::Int(FUSED_LAT_CHUNK.into())),
+            ],
+            grid: [grid_t.div_ceil(FUSED_BLOCK_T), n, 1],
+            args: fused_args,
+            // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
+            // `cp.async` like the current part's.
+            divisible: [("chunk_stride_out", exchange.chunk_stride_out() as i64)]
+                .into_iter()
+                .filter(|&(_, v)| keeps(v, DIVISOR))
+                .map(|(name, _)| name)
+                .collect(),
+        };
         let v_up = KernelLaunch {
             kernel: "mla_v_up",
             constexprs: vec![dt, ("BLOCK_T", ConstValue::Int(VUP_BLOCK_T.into()))],
@@ -822,6 +859,7 @@ impl DecodeStep {
             current,
             combine,
             v_up,
+            combine_v_up,
         })
     }
 }
@@ -835,6 +873,7 @@ impl DecodePlan {
             Some(&self.current),
             Some(&self.combine),
             Some(&self.v_up),
+            Some(&self.combine_v_up),
         ]
         .into_iter()
         .flatten()

@@ -34,6 +34,9 @@ pub enum VupPath {
     DslKernel,
     /// The hand-written CUDA fallback of `vup.rs`.
     HandWritten,
+    /// The combine and V-up in one DSL kernel (`mla_combine_v_up`): each part's rows times
+    /// W_UV, weighted, straight into `y`; `lat_out` is not written.
+    Fused,
 }
 
 /// Debug knobs of the stream orchestration, for the ordering tests only.
