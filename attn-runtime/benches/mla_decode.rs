@@ -291,6 +291,13 @@ fn bench_row(
         Ok("dsl") => config.vup = VupPath::DslKernel,
         _ => {}
     }
+    // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK` (e.g. `32x128`).
+    if let Ok(tile) = std::env::var("ATTN_MLA_FUSED_TILE") {
+        let mut dims = tile
+            .split('x')
+            .map(|d| d.parse::<u32>().expect("ATTN_MLA_FUSED_TILE"));
+        config.forced_fused_tile = dims.next().zip(dims.next());
+    }
     config.forced_history_heads = row.history_heads;
     config.forced_history_kv_tile = row.kv_tile;
     config.exchange = if row.dcp == 1 {

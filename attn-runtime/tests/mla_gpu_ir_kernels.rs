@@ -336,3 +336,34 @@ fn small_kernels_spill_free(arch: Arch) {
         }
     }
 }
+
+/// The fused combine + V-up's tiles the bench sweeps (64 × 128 spills 8 bytes at dcp 2).
+const FUSED_TILES: [(u32, u32); 6] = [
+    (16, 64),
+    (16, 128),
+    (32, 64),
+    (32, 128),
+    (64, 64),
+    (128, 64),
+];
+
+/// Every tile the fused combine + V-up may be forced to (`MlaDcpConfig::forced_fused_tile`)
+/// compiles without spills or local memory at dcp 1 and dcp 2 (two and three parts), on
+/// sm_90a: the `[BLOCK_T, 128]` output and each part's product are two accumulators, and
+/// 128 tokens take 8 warps.
+#[test]
+fn fused_combine_v_up_tiles_compile_without_spills() {
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    for dcp in [1, 2] {
+        let mut plan = step(128, 4096, 128, dcp)
+            .plan_tuned(MmaKind::Warpgroup, None, None, None)
+            .expect("plan");
+        for (block_t, lat_chunk) in FUSED_TILES {
+            plan.retile_combine_v_up(block_t, lat_chunk);
+            let l = &plan.combine_v_up;
+            assert_eq!(l.grid[0], 128 / block_t, "{}", l.key());
+            let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
+            sass_support::compile_spill_free(&l.key(), &CudaSource::from_kernel(&c.cuda), arch);
+        }
+    }
+}

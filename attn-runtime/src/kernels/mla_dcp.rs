@@ -566,8 +566,8 @@ pub mod mla {
     /// zeroing it before it is weighted, spec §3.2). The one difference to `mla_combine`
     /// then V-up: the merged latent is not rounded to the activation dtype in between.
     #[kernel(
-        num_warps = 4,
-        require(BLOCK_T >= 16 && BLOCK_T & (BLOCK_T - 1) == 0, "BLOCK_T must be a power of two >= 16"),
+        num_warps = 4 + 4 * (BLOCK_T / 128),
+        require(BLOCK_T >= 16 && BLOCK_T <= 128 && BLOCK_T & (BLOCK_T - 1) == 0, "BLOCK_T must be 16, 32, 64 or 128"),
         require(LAT_CHUNK >= 16 && 512 % LAT_CHUNK == 0, "LAT_CHUNK must divide 512 and be >= 16"),
     )]
     pub fn mla_combine_v_up<T, const DCP_SIZE: i32, const BLOCK_T: i32, const LAT_CHUNK: i32>(

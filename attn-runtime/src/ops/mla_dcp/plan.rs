@@ -865,6 +865,21 @@ impl DecodeStep {
 }
 
 impl DecodePlan {
+    /// The fused combine + V-up retiled to `block_t` tokens a program and `lat_chunk` latent
+    /// columns a step (tuning sweeps; the kernel's `require`s refuse tiles it has no code for
+    /// when it is specialized).
+    pub fn retile_combine_v_up(&mut self, block_t: u32, lat_chunk: u32) {
+        let l = &mut self.combine_v_up;
+        for (name, v) in l.constexprs.iter_mut() {
+            match *name {
+                "BLOCK_T" => *v = ConstValue::Int(block_t.into()),
+                "LAT_CHUNK" => *v = ConstValue::Int(lat_chunk.into()),
+                _ => {}
+            }
+        }
+        l.grid[0] = (self.num_tokens as u32).div_ceil(block_t.max(1));
+    }
+
     /// The launches in S0/S1 program order (§9.4): history, reduce, current, combine, V-up.
     pub fn launches(&self) -> Vec<&KernelLaunch> {
         [

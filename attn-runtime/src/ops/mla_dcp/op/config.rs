@@ -108,6 +108,9 @@ pub struct MlaDcpConfig {
     /// Forces the history's keys per tile (tuning sweeps; a power of two from 16 up to the
     /// largest dividing the page); `None` uses the plan's rule.
     pub forced_history_kv_tile: Option<u32>,
+    /// Forces the fused combine + V-up's tile, (tokens a program, latent columns a step)
+    /// (tuning sweeps; `VupPath::Fused` only); `None` uses the plan's.
+    pub forced_fused_tile: Option<(u32, u32)>,
     /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
     pub profile: bool,
     /// Stream options of the context.
@@ -137,6 +140,7 @@ impl MlaDcpConfig {
             forced_splits: None,
             forced_history_heads: None,
             forced_history_kv_tile: None,
+            forced_fused_tile: None,
             profile: false,
             streams: StreamOptions::default(),
         }
