@@ -54,10 +54,11 @@ const PER_RANK: [usize; 3] = [8, 9, 11];
 const GROW: [usize; 2] = [13, 14];
 /// Context variants, so the fuzz crosses every V-up path and a forced split count larger than
 /// many local histories (empty splits must merge to the right answer).
-const VARIANTS: [(VupPath, Option<u32>); 3] = [
+const VARIANTS: [(VupPath, Option<u32>); 4] = [
     (VupPath::Cublas, None),
     (VupPath::DslKernel, Some(5)),
     (VupPath::HandWritten, None),
+    (VupPath::Fused, Some(3)),
 ];
 
 /// One simulated step: `ranks[r]` is rank r's view (shared fields identical across ranks, the
@@ -402,9 +403,10 @@ fn run_on_gpu(ctxs: &mut Contexts, g: &GpuCase, data: Option<&HostData>) -> Run 
         let get = |v| from_elems::<bf16>(&s.clone_dtoh(&v).expect("download"));
         Outputs {
             y: set.iter().map(|ctx| get(ctx.output())).collect(),
+            // None when the step fuses V-up into the combine (the D = 1 default).
             lat: set
                 .iter()
-                .map(|ctx| get(ctx.latent_output().expect("lat_out")))
+                .filter_map(|ctx| ctx.latent_output().map(get))
                 .collect(),
             reports,
         }

@@ -42,7 +42,8 @@ fn device() -> CudaDevice {
 #[derive(Clone, Copy)]
 struct Opts {
     exchange: ExchangeMode,
-    vup: VupPath,
+    /// `None`: the op's default (fused into the combine at D = 1, cuBLAS from D = 2).
+    vup: Option<VupPath>,
     forced_splits: Option<u32>,
     forced_history_heads: Option<u32>,
     streams: StreamOptions,
@@ -57,7 +58,7 @@ impl Default for Opts {
     fn default() -> Self {
         Opts {
             exchange: ExchangeMode::Simulated,
-            vup: VupPath::Cublas,
+            vup: None,
             forced_splits: None,
             forced_history_heads: None,
             streams: StreamOptions::default(),
@@ -78,7 +79,9 @@ fn config(case: &Case, r: u32, o: &Opts) -> MlaDcpConfig {
         case.seq_lens.len() + 1,
     );
     c.exchange = o.exchange;
-    c.vup = o.vup;
+    if let Some(vup) = o.vup {
+        c.vup = vup;
+    }
     c.forced_splits = o.forced_splits;
     c.forced_history_heads = o.forced_history_heads;
     c.streams = o.streams;
@@ -244,7 +247,7 @@ fn every_vup_path_matches_the_reference() {
         VupPath::Fused,
     ] {
         let o = Opts {
-            vup,
+            vup: Some(vup),
             ..Opts::default()
         };
         let out = simulated_case::<bf16>(&format!("V-up {vup:?} D=2"), &case, 17, &o);

@@ -60,12 +60,33 @@ fn one_split_writes_the_exchange_layout_without_a_reduce() {
     assert_eq!(p.num_splits, 1);
     assert_eq!(binding(&p, "DIRECT"), 1);
     assert!(p.history_reduce.is_none());
-    assert_eq!(p.launches().len(), 4);
+    // History, current, combine, V-up and the fused combine + V-up.
+    assert_eq!(p.launches().len(), 5);
     let forced = step(8, &[1; 40], &[600; 40])
         .plan_with_splits(Some(2))
         .expect("plan");
     assert_eq!(binding(&forced, "DIRECT"), 0);
-    assert_eq!(forced.launches().len(), 5);
+    assert_eq!(forced.launches().len(), 6);
+}
+
+/// The fused combine + V-up takes the largest token tile that still gives every SM two
+/// programs (64 latent columns a step), or 16 tokens and 128 columns.
+#[test]
+fn fused_combine_v_up_tiles_fill_the_sms_twice() {
+    use attn_runtime::ops::mla_dcp::plan::fused_tile;
+    assert_eq!(fused_tile(128, 128, 132), (32, 64));
+    assert_eq!(fused_tile(512, 128, 132), (64, 64));
+    assert_eq!(fused_tile(32, 128, 132), (16, 128));
+    assert_eq!(fused_tile(1, 128, 132), (16, 128));
+    let p = step(8, &[1; 40], &[600; 40]).plan().expect("plan");
+    let l = &p.combine_v_up;
+    let (bt, chunk) = fused_tile(40, 16, p.step.num_sms);
+    assert_eq!(l.grid, [40u32.div_ceil(bt), 16, 1]);
+    assert!(
+        l.key().contains(&format!("BLOCK_T={bt},LAT_CHUNK={chunk}")),
+        "{}",
+        l.key()
+    );
 }
 
 #[test]

@@ -131,12 +131,24 @@ pub const MIN_KEYS_PER_SPLIT: u64 = 256;
 pub const MAX_QUERY_LEN: u32 = 64;
 /// Tokens per program of the V-up fallback kernel.
 pub const VUP_BLOCK_T: u32 = 16;
-/// Tokens a program of the fused combine + V-up (`mla_combine_v_up`): the rows of its
-/// `[BLOCK_T, 128]` output, each program reading `W_UV[n]` once.
-pub const FUSED_BLOCK_T: u32 = 64;
-/// Latent columns the fused combine merges and multiplies at a time (a `[BLOCK_T, 64]`
-/// slice of each part, the same 64 rows of `W_UV[n]`).
-pub const FUSED_LAT_CHUNK: u32 = 64;
+/// Token tiles the fused combine + V-up (`mla_combine_v_up`) chooses from, largest first.
+pub const FUSED_BLOCK_T_CHOICES: [u32; 3] = [64, 32, 16];
+
+/// The fused combine + V-up's tile for `t` tokens of `n` heads on `num_sms` SMs: (tokens a
+/// program, latent columns a step). The kernel streams each part's rows and `W_UV[n]`
+/// through a two-stage ring, so what bounds it is bytes in flight per SM: the largest token
+/// tile that still gives every SM two programs, at least 16 tokens; 64 latent columns a
+/// step, 128 at 16 tokens (H200, 2026-12-04, the sweep of 16–128 tokens × 64/128 columns:
+/// L1 23.7 µs at 32 × 64 against 24.3 at 64 × 64, 35.0 at 16 × 128; 32 × 8192 14.7 at
+/// 16 × 128 against 19.2 at 32 × 64).
+pub fn fused_tile(t: usize, n: u32, num_sms: u32) -> (u32, u32) {
+    let programs = |bt: u32| (t as u64).div_ceil(u64::from(bt)) * u64::from(n);
+    let block_t = FUSED_BLOCK_T_CHOICES
+        .into_iter()
+        .find(|&bt| programs(bt) >= 2 * u64::from(num_sms))
+        .unwrap_or(16);
+    (block_t, if block_t == 16 { 128 } else { 64 })
+}
 /// Most heads of one `mla_current` program.
 pub const CURRENT_BLOCK_H: u32 = 32;
 
@@ -818,15 +830,16 @@ impl DecodeStep {
         ];
         fused_args.extend(exchange_args);
         fused_args.extend(strides);
+        let (fused_t, fused_chunk) = fused_tile(t, n, self.num_sms);
         let combine_v_up = KernelLaunch {
             kernel: "mla_combine_v_up",
             constexprs: vec![
                 dt.clone(),
                 ("DCP_SIZE", ConstValue::Int(d.into())),
-                ("BLOCK_T", ConstValue::Int(FUSED_BLOCK_T.into())),
-                ("LAT_CHUNK", ConstValue::Int(FUSED_LAT_CHUNK.into())),
+                ("BLOCK_T", ConstValue::Int(fused_t.into())),
+                ("LAT_CHUNK", ConstValue::Int(fused_chunk.into())),
             ],
-            grid: [grid_t.div_ceil(FUSED_BLOCK_T), n, 1],
+            grid: [grid_t.div_ceil(fused_t), n, 1],
             args: fused_args,
             // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
             // `cp.async` like the current part's.
@@ -880,7 +893,9 @@ impl DecodePlan {
         l.grid[0] = (self.num_tokens as u32).div_ceil(block_t.max(1));
     }
 
-    /// The launches in S0/S1 program order (§9.4): history, reduce, current, combine, V-up.
+    /// Every launch the plan holds, in S0/S1 program order (§9.4): history, reduce, current,
+    /// combine, V-up, and the fused combine + V-up that replaces the last two under the op's
+    /// `VupPath::Fused`.
     pub fn launches(&self) -> Vec<&KernelLaunch> {
         [
             Some(&self.history),

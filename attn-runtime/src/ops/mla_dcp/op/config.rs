@@ -118,8 +118,11 @@ pub struct MlaDcpConfig {
 }
 
 impl MlaDcpConfig {
-    /// A config with the defaults of the op: A2A exchange, cuBLAS V-up, heuristic splits, no
-    /// profiling.
+    /// A config with the defaults of the op: A2A exchange, heuristic splits, no profiling, and
+    /// V-up fused into the combine at D = 1 (two parts: measured faster there, H200
+    /// 2026-12-04: L1's graph step 343 against 350 µs) and cuBLAS after the combine from
+    /// D = 2 (three or more parts: the fused kernel's W_UV rows, read once a part, cost more
+    /// than the merged latent's round trip).
     pub fn new(
         layout: DcpLayout,
         dcp_rank: u32,
@@ -136,7 +139,11 @@ impl MlaDcpConfig {
             max_tokens,
             max_batch,
             exchange: ExchangeMode::A2a,
-            vup: VupPath::Cublas,
+            vup: if layout.dcp_size == 1 {
+                VupPath::Fused
+            } else {
+                VupPath::Cublas
+            },
             forced_splits: None,
             forced_history_heads: None,
             forced_history_kv_tile: None,
