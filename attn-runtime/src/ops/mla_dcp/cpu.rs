@@ -474,6 +474,20 @@ pub fn run_current(
     Ok(CurrentPartial { out, lse })
 }
 
+/// The partials a merging stage reads: the received history parts and the current part.
+fn partial_inputs(
+    recv: &ExchangeBuffer,
+    cur: &CurrentPartial,
+) -> impl Iterator<Item = (BufferRole, HostBuffer)> {
+    [
+        (BufferRole::RecvOut, recv.out.clone()),
+        (BufferRole::RecvLse, recv.lse.clone()),
+        (BufferRole::CurOut, cur.out.clone()),
+        (BufferRole::CurLse, cur.lse.clone()),
+    ]
+    .into_iter()
+}
+
 /// The combine: D received history partials + the current partial → `lat_out [T, N, 512]`.
 pub fn run_combine(
     plan: &DecodePlan,
@@ -481,12 +495,7 @@ pub fn run_combine(
     recv: &ExchangeBuffer,
     cur: &CurrentPartial,
 ) -> Result<HostBuffer, CpuDecodeError> {
-    let inputs = [
-        (BufferRole::RecvOut, recv.out.clone()),
-        (BufferRole::RecvLse, recv.lse.clone()),
-        (BufferRole::CurOut, cur.out.clone()),
-        (BufferRole::CurLse, cur.lse.clone()),
-    ];
+    let inputs = partial_inputs(recv, cur);
     let lat = BufferRole::LatOut;
     let mut bufs = run_stage(plan, &kernels.combine, &plan.combine, inputs, &[lat])?;
     take(&mut bufs, plan.combine.kernel, lat)
@@ -515,13 +524,7 @@ pub fn run_combine_v_up(
     cur: &CurrentPartial,
     w_uv: &HostBuffer,
 ) -> Result<HostBuffer, CpuDecodeError> {
-    let inputs = [
-        (BufferRole::RecvOut, recv.out.clone()),
-        (BufferRole::RecvLse, recv.lse.clone()),
-        (BufferRole::CurOut, cur.out.clone()),
-        (BufferRole::CurLse, cur.lse.clone()),
-        (BufferRole::WUv, w_uv.clone()),
-    ];
+    let inputs = partial_inputs(recv, cur).chain([(BufferRole::WUv, w_uv.clone())]);
     let (kernel, launch) = (&kernels.combine_v_up, &plan.combine_v_up);
     let mut bufs = run_stage(plan, kernel, launch, inputs, &[BufferRole::Y])?;
     take(&mut bufs, launch.kernel, BufferRole::Y)

@@ -797,50 +797,40 @@ impl DecodeStep {
             ],
             divisible: vec![],
         };
-        let mut combine_args = vec![
-            Buf(R::RecvOut),
-            Buf(R::RecvLse),
-            Buf(R::CurOut),
-            Buf(R::CurLse),
-            Buf(R::LatOut),
-        ];
-        combine_args.extend(exchange_args);
-        combine_args.extend(strides);
+        // The merging launches' arguments: the partials, their outputs, the exchange's.
+        let merge_args = |outputs: &[BufferRole]| {
+            let partials = [R::RecvOut, R::RecvLse, R::CurOut, R::CurLse];
+            let bufs = partials.iter().chain(outputs).map(|&r| Buf(r));
+            bufs.chain(exchange_args).chain(strides).collect::<Vec<_>>()
+        };
+        let merge_constexprs = vec![dt.clone(), ("DCP_SIZE", ConstValue::Int(d.into()))];
         let combine = KernelLaunch {
             kernel: "mla_combine",
-            constexprs: vec![
-                dt.clone(),
-                ("DCP_SIZE", ConstValue::Int(d.into())),
-                (
+            constexprs: [
+                merge_constexprs.clone(),
+                vec![(
                     "PARTS_PADDED",
                     ConstValue::Int(next_pow2_at_least(d + 1, 1).into()),
-                ),
-            ],
+                )],
+            ]
+            .concat(),
             grid: [grid_t, n, 1],
-            args: combine_args,
+            args: merge_args(&[R::LatOut]),
             divisible: vec![],
         };
-        let mut fused_args = vec![
-            Buf(R::RecvOut),
-            Buf(R::RecvLse),
-            Buf(R::CurOut),
-            Buf(R::CurLse),
-            Buf(R::WUv),
-            Buf(R::Y),
-        ];
-        fused_args.extend(exchange_args);
-        fused_args.extend(strides);
         let (fused_t, fused_chunk) = fused_tile(t, n, self.num_sms);
         let combine_v_up = KernelLaunch {
             kernel: "mla_combine_v_up",
-            constexprs: vec![
-                dt.clone(),
-                ("DCP_SIZE", ConstValue::Int(d.into())),
-                ("BLOCK_T", ConstValue::Int(fused_t.into())),
-                ("LAT_CHUNK", ConstValue::Int(fused_chunk.into())),
-            ],
+            constexprs: [
+                merge_constexprs,
+                vec![
+                    ("BLOCK_T", ConstValue::Int(fused_t.into())),
+                    ("LAT_CHUNK", ConstValue::Int(fused_chunk.into())),
+                ],
+            ]
+            .concat(),
             grid: [grid_t.div_ceil(fused_t), n, 1],
-            args: fused_args,
+            args: merge_args(&[R::WUv, R::Y]),
             // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
             // `cp.async` like the current part's.
             divisible: [("chunk_stride_out", exchange.chunk_stride_out() as i64)]
