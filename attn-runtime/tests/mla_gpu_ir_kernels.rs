@@ -367,3 +367,30 @@ fn fused_combine_v_up_tiles_compile_without_spills() {
         }
     }
 }
+
+/// The fused combine + V-up's inner loop at L1's tile (32 tokens × 64 latent columns, sm_90a):
+/// both operands arrive by `cp.async` (no global load in the loop), feed `mma` through
+/// `ldmatrix`, one barrier a step, nothing local.
+#[test]
+fn fused_combine_v_up_loop_streams_both_operands() {
+    let plan = step(128, 4096, 128, 1)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan");
+    let l = &plan.combine_v_up;
+    assert!(l.key().contains("BLOCK_T=32,LAT_CHUNK=64"), "{}", l.key());
+    let c = l.compile().expect("specialize");
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    let m = sass_support::compile_spill_free(&l.key(), &CudaSource::from_kernel(&c.cuda), arch);
+    let ModuleImage::Cubin(bytes) = &m.image else {
+        panic!("NVRTC gave no cubin");
+    };
+    let (line, sass) = sass_support::main_loop("fused_combine_v_up", bytes);
+    println!("fused combine + V-up SASS {line}");
+    let n = |k: &str| sass.get(k).copied().unwrap_or(0);
+    assert_eq!(n("LDG"), 0, "{line}");
+    // A thread's 16-byte copies a step: 2 of the [32, 64] part rows, 8 of W's [64, 128];
+    // a warp's MMAs: its [16, 64] quarter of the output over 64 columns (4 k-steps × 8).
+    assert_eq!((n("LDGSTS"), n("HMMA"), n("BAR")), (10, 32, 1), "{line}");
+    assert!(n("LDSM") > 0, "{line}");
+    assert_eq!(n("LDL") + n("STL"), 0, "{line}");
+}
