@@ -163,12 +163,12 @@ pub mod mla {
         num / select(den == 0.0, 1.0, den).unsqueeze(1)
     }
 
-    /// `acc + rows · W` for the latent rows starting at `rows [R]` (512 wide; rows with `ok`
+    /// `rows · W` for the `R` latent rows starting at `rows [R]` (512 wide; rows with `ok`
     /// false read 0) and one head's `W [512, 128]`, `LAT_CHUNK` latent columns at a time.
     #[device]
-    fn rows_times_w_uv<const LAT_CHUNK: i32>(rows: Tile, ok: Tile, w: Ptr, acc: Tile) -> Tile {
+    fn rows_times_w_uv<const R: i32, const LAT_CHUNK: i32>(rows: Tile, ok: Tile, w: Ptr) -> Tile {
         let dv = arange::<128>();
-        let mut acc = acc;
+        let mut acc = zeros::<f32>([R, 128]);
         for c in 0..512 / LAT_CHUNK {
             let cols = c * LAT_CHUNK + arange::<LAT_CHUNK>();
             let o = load(rows.unsqueeze(1) + cols.unsqueeze(0), ok.unsqueeze(1), 0.0);
@@ -609,17 +609,12 @@ pub mod mla {
                 f32::NEG_INFINITY,
             );
             let rows = recv_out + p.cast::<i64>() * chunk_stride_out + row * 512;
-            let y_p = rows_times_w_uv::<LAT_CHUNK>(rows, ok, w_n, zeros::<f32>([BLOCK_T, 128]));
+            let y_p = rows_times_w_uv::<BLOCK_T, LAT_CHUNK>(rows, ok, w_n);
             let (y_w, w) = weighted_rows(y_p, lse, m);
             acc = acc + y_w;
             den = den + w;
         }
-        let y_cur = rows_times_w_uv::<LAT_CHUNK>(
-            cur_out + cur_row * 512,
-            ok,
-            w_n,
-            zeros::<f32>([BLOCK_T, 128]),
-        );
+        let y_cur = rows_times_w_uv::<BLOCK_T, LAT_CHUNK>(cur_out + cur_row * 512, ok, w_n);
         let (y_w, w) = weighted_rows(y_cur, lse_cur, m);
         let out = normalized_rows(acc + y_w, den + w);
         store(

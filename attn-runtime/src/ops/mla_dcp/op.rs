@@ -132,7 +132,8 @@ struct StepState {
     /// None when the history runs one split and writes `hist_send` itself.
     reduce: Option<Arc<CudaKernelHandle>>,
     current: Arc<CudaKernelHandle>,
-    v_up: Arc<CudaKernelHandle>,
+    /// The DSL V-up, when the config takes it (`VupPath::DslKernel`).
+    v_up: Option<Arc<CudaKernelHandle>>,
     /// The launch that merges the partials: the combine, or the combine with V-up
     /// (`VupPath::Fused`); under AG+RS its one-"rank" form (the merged history with the
     /// current part).
@@ -645,8 +646,19 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             E::DTYPE,
         )?;
         let merge = Self::merge_launch(&self.config, &plan);
-        let mut launches: Vec<&KernelLaunch> = plan.launches().to_vec();
-        launches.push(&merge);
+        // Only what this context launches: the plan also holds the merges and V-up of the
+        // other paths.
+        let dsl_vup = (self.config.vup == VupPath::DslKernel).then_some(&plan.v_up);
+        let launches: Vec<&KernelLaunch> = [
+            Some(&plan.history),
+            plan.history_reduce.as_ref(),
+            Some(&plan.current),
+            Some(&merge),
+            dsl_vup,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let compiled = self.compile_new(&launches)?;
         let merge_handle = self.handle(&merge)?;
         let state = StepState {
@@ -657,7 +669,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
                 .map(|l| self.handle(l))
                 .transpose()?,
             current: self.handle(&plan.current)?,
-            v_up: self.handle(&plan.v_up)?,
+            v_up: dsl_vup.map(|l| self.handle(l)).transpose()?,
             merge: (merge, merge_handle),
             chunk,
             plan,
@@ -1057,15 +1069,13 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         v.insert(BufferRole::RecvLse, KernelArg::input(as_act::<f32>(recv)?));
         v.insert(BufferRole::CurOut, KernelArg::input(b.cur_out.as_view()));
         v.insert(BufferRole::CurLse, KernelArg::input(b.cur_lse.as_view()));
-        if self.config.vup == VupPath::Fused {
-            v.insert(BufferRole::WUv, KernelArg::input(args.w_uv.slice(..)));
-            v.insert(BufferRole::Y, KernelArg::output(b.y.as_view_mut()));
-        } else {
-            v.insert(
-                BufferRole::LatOut,
-                KernelArg::output(b.lat_out.as_view_mut()),
-            );
-        }
+        // Both merges' outputs are bound; the launch takes the roles its arguments name.
+        v.insert(
+            BufferRole::LatOut,
+            KernelArg::output(b.lat_out.as_view_mut()),
+        );
+        v.insert(BufferRole::WUv, KernelArg::input(args.w_uv.slice(..)));
+        v.insert(BufferRole::Y, KernelArg::output(b.y.as_view_mut()));
         launch_plan(&handle, &main, &launch, v)
     }
 
@@ -1077,15 +1087,21 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         let shape = VupShape::deepseek_v3(t, self.config.heads())?;
         let b = &mut self.bufs;
         let w = args.w_uv.slice(..);
-        match (self.config.vup, &self.vup_hand) {
-            (VupPath::Cublas, _) => self.vup_gemm.run(&shape, &b.lat_out, &w, &mut b.y)?,
-            (VupPath::HandWritten, Some(f)) => f.run(&shape, &b.lat_out, &w, &mut b.y)?,
-            _ => {
+        match (self.config.vup, &self.vup_hand, handle) {
+            (VupPath::Cublas, _, _) => self.vup_gemm.run(&shape, &b.lat_out, &w, &mut b.y)?,
+            (VupPath::HandWritten, Some(f), _) => f.run(&shape, &b.lat_out, &w, &mut b.y)?,
+            (_, _, Some(handle)) => {
                 let mut v = RoleViews::new();
                 v.insert(BufferRole::LatOut, KernelArg::input(b.lat_out.as_view()));
                 v.insert(BufferRole::WUv, KernelArg::input(w));
                 v.insert(BufferRole::Y, KernelArg::output(b.y.as_view_mut()));
                 launch_plan(&handle, &main, &launch, v)?;
+            }
+            _ => {
+                return Err(MlaError::StageOrder {
+                    stage: "V-up",
+                    why: "the config's V-up path has no kernel in this step (internal error)",
+                })
             }
         }
         Ok(())
