@@ -169,6 +169,11 @@ fn config(key: Key, rank: u32) -> MlaDcpConfig {
     let mut c = MlaDcpConfig::new(layout, rank, heads, dsv3_scale(), MAX_TOKENS, MAX_BATCH);
     c.exchange = ExchangeMode::Simulated;
     (c.vup, c.forced_splits) = VARIANTS[variant];
+    if c.check_vup().is_err() {
+        // The fused merge takes groups of at most two ranks; larger ones are refused at
+        // construction (a typed error, tested with the config), so they run cuBLAS here.
+        c.vup = VupPath::Cublas;
+    }
     c
 }
 

@@ -60,13 +60,18 @@ fn one_split_writes_the_exchange_layout_without_a_reduce() {
     assert_eq!(p.num_splits, 1);
     assert_eq!(binding(&p, "DIRECT"), 1);
     assert!(p.history_reduce.is_none());
-    // History, current, combine, V-up and the fused combine + V-up.
-    assert_eq!(p.launches().len(), 5);
+    // History, current, combine and V-up: the fused combine + V-up takes groups of at most
+    // two ranks, not this one of eight.
+    assert_eq!(p.launches().len(), 4);
+    assert!(!p.fused_merges_the_group());
     let forced = step(8, &[1; 40], &[600; 40])
         .plan_with_splits(Some(2))
         .expect("plan");
     assert_eq!(binding(&forced, "DIRECT"), 0);
-    assert_eq!(forced.launches().len(), 6);
+    assert_eq!(forced.launches().len(), 5);
+    let two = step(2, &[1; 40], &[600; 40]).plan().expect("plan");
+    let kernels: Vec<_> = two.launches().iter().map(|l| l.kernel).collect();
+    assert_eq!(kernels.last(), Some(&"mla_combine_v_up"), "{kernels:?}");
 }
 
 /// The fused combine + V-up takes the largest token tile that still gives every SM two

@@ -163,19 +163,11 @@ pub mod mla {
         num / select(den == 0.0, 1.0, den).unsqueeze(1)
     }
 
-    /// `rows · W` for the `R` latent rows starting at `rows [R]` (512 wide; rows with `ok`
-    /// false read 0) and one head's `W [512, 128]`, `LAT_CHUNK` latent columns at a time.
+    /// Columns `cols [C]` of the latent rows starting at `rows [R]` (rows with `ok` false
+    /// read 0): one step of an operand streamed into a `dot`.
     #[device]
-    fn rows_times_w_uv<const R: i32, const LAT_CHUNK: i32>(rows: Tile, ok: Tile, w: Ptr) -> Tile {
-        let dv = arange::<128>();
-        let mut acc = zeros::<f32>([R, 128]);
-        for c in 0..512 / LAT_CHUNK {
-            let cols = c * LAT_CHUNK + arange::<LAT_CHUNK>();
-            let o = load(rows.unsqueeze(1) + cols.unsqueeze(0), ok.unsqueeze(1), 0.0);
-            let w_rows = load(w + (cols * 128).unsqueeze(1) + dv.unsqueeze(0));
-            acc = dot(o, w_rows, acc);
-        }
-        acc
+    fn row_columns(rows: Tile, cols: Tile, ok: Tile) -> Tile {
+        load(rows.unsqueeze(1) + cols.unsqueeze(0), ok.unsqueeze(1), 0.0)
     }
 
     /// Turns an online-softmax state into a normalized partial `(o, lse)`; rows that saw no key
@@ -560,13 +552,17 @@ pub mod mla {
     /// `[T, N, 512]` merged latent ever leaving the chip. The merge's weights are a row's
     /// own (`w_p / den` for part `p`), so they commute with the product by `W_UV[n]`:
     /// `y = Σ_p (w_p / den) · (o_p · W_UV[n])`, each part's rows multiplied as they are
-    /// stored, their rows of `W_UV[n]` read alongside (both 16-byte copies into a ring,
-    /// tensor-core MMAs). A part whose LSE is not finite is dropped by selecting its product
-    /// rows away (a row of the product depends only on its own row of `o_p`, so this is
-    /// zeroing it before it is weighted, spec §3.2). The one difference to `mla_combine`
+    /// stored (16-byte copies into a ring, tensor-core MMAs). Every part has an accumulator
+    /// of its own and one step of `W_UV[n]`'s rows serves all of them, so `W_UV` crosses
+    /// into the SM once a program, not once a part (it was two thirds of the bytes at L1 with
+    /// a part at a time); hence at most three parts, `DCP_SIZE` 1 or 2 (larger groups take the
+    /// combine, then V-up). A part whose LSE is not finite is dropped by selecting its
+    /// product rows away (a row of the product depends only on its own row of `o_p`, so this
+    /// is zeroing it before it is weighted, spec §3.2). The one difference to `mla_combine`
     /// then V-up: the merged latent is not rounded to the activation dtype in between.
     #[kernel(
-        num_warps = 4 + 4 * (BLOCK_T / 128),
+        num_warps = 4 * ((BLOCK_T + 31) / 32),
+        require(DCP_SIZE == 1 || DCP_SIZE == 2, "the fused combine + V-up holds an accumulator a part: DCP_SIZE must be 1 or 2 (larger groups use the combine, then V-up)"),
         require(BLOCK_T >= 16 && BLOCK_T <= 128 && BLOCK_T & (BLOCK_T - 1) == 0, "BLOCK_T must be 16, 32, 64 or 128"),
         require(LAT_CHUNK >= 16 && 512 % LAT_CHUNK == 0, "LAT_CHUNK must divide 512 and be >= 16"),
     )]
@@ -588,38 +584,52 @@ pub mod mla {
         let ok = toks < num_tokens;
         let row = (n * num_tokens + toks).cast::<i64>();
         let cur_row = (toks * heads_per_rank + n).cast::<i64>();
+        // The parts: this rank's current chunk, then what ranks 0 and 1 sent (their rows of
+        // chunk p start `p · chunk_stride_out` in).
         let lse_cur = load(cur_lse + cur_row, ok, f32::NEG_INFINITY);
-        let mut m_raw = finite_or(lse_cur, f32::NEG_INFINITY);
-        for p in 0..DCP_SIZE {
-            let lse = load(
-                recv_lse + p.cast::<i64>() * chunk_stride_lse + lse_offset + row,
+        let lse_0 = load(recv_lse + lse_offset + row, ok, f32::NEG_INFINITY);
+        let mut lse_1 = full([BLOCK_T], f32::NEG_INFINITY);
+        if DCP_SIZE > 1 {
+            lse_1 = load(
+                recv_lse + chunk_stride_lse + lse_offset + row,
                 ok,
                 f32::NEG_INFINITY,
             );
-            m_raw = max(m_raw, finite_or(lse, f32::NEG_INFINITY));
         }
-        let m = merge_max(m_raw);
+        let m_raw = max(
+            finite_or(lse_cur, f32::NEG_INFINITY),
+            finite_or(lse_0, f32::NEG_INFINITY),
+        );
+        let m = merge_max(max(m_raw, finite_or(lse_1, f32::NEG_INFINITY)));
+        let rows_cur = cur_out + cur_row * 512;
+        let rows_0 = recv_out + row * 512;
+        let rows_1 = recv_out + chunk_stride_out + row * 512;
         let w_n = w_uv + n.cast::<i64>() * 65536;
-        let mut acc = zeros::<f32>([BLOCK_T, 128]);
-        let mut den = zeros::<f32>([BLOCK_T]);
-        for p in 0..DCP_SIZE {
-            let lse = load(
-                recv_lse + p.cast::<i64>() * chunk_stride_lse + lse_offset + row,
-                ok,
-                f32::NEG_INFINITY,
-            );
-            let rows = recv_out + p.cast::<i64>() * chunk_stride_out + row * 512;
-            let y_p = rows_times_w_uv::<BLOCK_T, LAT_CHUNK>(rows, ok, w_n);
-            let (y_w, w) = weighted_rows(y_p, lse, m);
-            acc = acc + y_w;
-            den = den + w;
+        let dv = arange::<128>();
+        let mut y_cur = zeros::<f32>([BLOCK_T, 128]);
+        let mut y_0 = zeros::<f32>([BLOCK_T, 128]);
+        let mut y_1 = zeros::<f32>([BLOCK_T, 128]);
+        for c in 0..512 / LAT_CHUNK {
+            let cols = c * LAT_CHUNK + arange::<LAT_CHUNK>();
+            let w_rows = load(w_n + (cols * 128).unsqueeze(1) + dv.unsqueeze(0));
+            y_cur = dot(row_columns(rows_cur, cols, ok), w_rows, y_cur);
+            y_0 = dot(row_columns(rows_0, cols, ok), w_rows, y_0);
+            if DCP_SIZE > 1 {
+                y_1 = dot(row_columns(rows_1, cols, ok), w_rows, y_1);
+            }
         }
-        let y_cur = rows_times_w_uv::<BLOCK_T, LAT_CHUNK>(cur_out + cur_row * 512, ok, w_n);
-        let (y_w, w) = weighted_rows(y_cur, lse_cur, m);
-        let out = normalized_rows(acc + y_w, den + w);
+        let (a_cur, w_cur) = weighted_rows(y_cur, lse_cur, m);
+        let (a_0, w_0) = weighted_rows(y_0, lse_0, m);
+        let mut acc = a_cur + a_0;
+        let mut den = w_cur + w_0;
+        if DCP_SIZE > 1 {
+            let (a_1, w_1) = weighted_rows(y_1, lse_1, m);
+            acc = acc + a_1;
+            den = den + w_1;
+        }
         store(
-            y + (cur_row * 128).unsqueeze(1) + arange::<128>().unsqueeze(0),
-            out.cast::<T>(),
+            y + (cur_row * 128).unsqueeze(1) + dv.unsqueeze(0),
+            normalized_rows(acc, den).cast::<T>(),
             ok.unsqueeze(1),
         );
     }

@@ -100,8 +100,9 @@ pub struct RankOutput {
     pub lat_out: HostBuffer,
     /// The V-up output `[T, N·128]` (activation dtype).
     pub y: HostBuffer,
-    /// `y` from the fused combine + V-up (`mla_combine_v_up`, the op's `VupPath::Fused`).
-    pub fused_y: HostBuffer,
+    /// `y` from the fused combine + V-up (`mla_combine_v_up`, the op's `VupPath::Fused`), for
+    /// the group sizes it takes (`dcp_size ≤ FUSED_MAX_DCP`).
+    pub fused_y: Option<HostBuffer>,
 }
 
 /// The five kernels specialized once for a plan (the same on every rank).
@@ -112,7 +113,8 @@ pub struct CpuKernels {
     current: Function,
     combine: Function,
     v_up: Function,
-    combine_v_up: Function,
+    /// `None` where the group is larger than the fused kernel takes.
+    combine_v_up: Option<Function>,
 }
 
 impl CpuKernels {
@@ -125,7 +127,9 @@ impl CpuKernels {
             current: spec(&plan.current)?,
             combine: spec(&plan.combine)?,
             v_up: spec(&plan.v_up)?,
-            combine_v_up: spec(&plan.combine_v_up)?,
+            combine_v_up: (plan.fused_merges_the_group())
+                .then(|| spec(&plan.combine_v_up))
+                .transpose()?,
         })
     }
 }
@@ -519,13 +523,13 @@ pub fn run_v_up(
 /// The fused combine + V-up: `y [T, N·128]` straight from the partials and `w_uv`.
 pub fn run_combine_v_up(
     plan: &DecodePlan,
-    kernels: &CpuKernels,
+    kernel: &Function,
     recv: &ExchangeBuffer,
     cur: &CurrentPartial,
     w_uv: &HostBuffer,
 ) -> Result<HostBuffer, CpuDecodeError> {
     let inputs = partial_inputs(recv, cur).chain([(BufferRole::WUv, w_uv.clone())]);
-    let (kernel, launch) = (&kernels.combine_v_up, &plan.combine_v_up);
+    let launch = &plan.combine_v_up;
     let mut bufs = run_stage(plan, kernel, launch, inputs, &[BufferRole::Y])?;
     take(&mut bufs, launch.kernel, BufferRole::Y)
 }
@@ -605,7 +609,9 @@ pub fn finish(plan: &DecodePlan, sim: &SimulatedStep) -> Result<Vec<RankOutput>,
         .map(|((recv, cur), w)| {
             let lat_out = run_combine(plan, &sim.kernels, recv, cur)?;
             let y = run_v_up(plan, &sim.kernels, &lat_out, w)?;
-            let fused_y = run_combine_v_up(plan, &sim.kernels, recv, cur, w)?;
+            let fused_y = (sim.kernels.combine_v_up.as_ref())
+                .map(|k| run_combine_v_up(plan, k, recv, cur, w))
+                .transpose()?;
             Ok(RankOutput {
                 lat_out,
                 y,

@@ -353,6 +353,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         main: &Arc<CudaStream>,
     ) -> Result<(), MlaError> {
         config.check_bucket()?;
+        config.check_vup()?;
         let d = config.layout.dcp_size;
         if config.dcp_rank >= d {
             return Err(MlaError::Rank {

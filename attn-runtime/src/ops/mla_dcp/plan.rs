@@ -131,6 +131,11 @@ pub const MIN_KEYS_PER_SPLIT: u64 = 256;
 pub const MAX_QUERY_LEN: u32 = 64;
 /// Tokens per program of the V-up fallback kernel.
 pub const VUP_BLOCK_T: u32 = 16;
+/// Largest group the fused combine + V-up (`mla_combine_v_up`) merges: it holds an
+/// accumulator a part (the current one and one a rank), so one step of `W_UV`'s rows serves
+/// every part; larger groups take the combine, then V-up (or AG+RS, whose merge sees one part
+/// of history).
+pub const FUSED_MAX_DCP: u32 = 2;
 /// Token tiles the fused combine + V-up (`mla_combine_v_up`) chooses from, largest first.
 pub const FUSED_BLOCK_T_CHOICES: [u32; 3] = [64, 32, 16];
 
@@ -467,7 +472,8 @@ pub struct DecodePlan {
     /// `mla_v_up`: the V-up fallback kernel (the GPU op prefers cuBLAS).
     pub v_up: KernelLaunch,
     /// `mla_combine_v_up`: the combine and V-up in one kernel, `y` straight from the parts
-    /// (the op's `VupPath::Fused`; `lat_out` is then not written).
+    /// (the op's `VupPath::Fused`; `lat_out` is then not written). Its `DCP_SIZE` is the
+    /// group's, which the kernel takes up to [`FUSED_MAX_DCP`] (see [`Self::launches`]).
     pub combine_v_up: KernelLaunch,
 }
 
@@ -883,9 +889,15 @@ impl DecodePlan {
         l.grid[0] = (self.num_tokens as u32).div_ceil(block_t.max(1));
     }
 
+    /// Whether the fused combine + V-up takes this plan's group as it is
+    /// ([`FUSED_MAX_DCP`]); AG+RS merges one part of history at any group size.
+    pub fn fused_merges_the_group(&self) -> bool {
+        self.step.layout.dcp_size <= FUSED_MAX_DCP
+    }
+
     /// Every launch the plan holds, in S0/S1 program order (§9.4): history, reduce, current,
     /// combine, V-up, and the fused combine + V-up that replaces the last two under the op's
-    /// `VupPath::Fused`.
+    /// `VupPath::Fused` where the group is small enough for it ([`FUSED_MAX_DCP`]).
     pub fn launches(&self) -> Vec<&KernelLaunch> {
         [
             Some(&self.history),
@@ -893,7 +905,7 @@ impl DecodePlan {
             Some(&self.current),
             Some(&self.combine),
             Some(&self.v_up),
-            Some(&self.combine_v_up),
+            self.fused_merges_the_group().then_some(&self.combine_v_up),
         ]
         .into_iter()
         .flatten()

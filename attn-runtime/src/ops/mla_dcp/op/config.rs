@@ -4,7 +4,7 @@
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
 use super::super::metadata::DcpLayout;
-use super::super::plan::QK_WIDTH;
+use super::super::plan::{FUSED_MAX_DCP, QK_WIDTH};
 use super::super::streams::JoinMode;
 use super::error::MlaError;
 
@@ -189,5 +189,56 @@ impl MlaDcpConfig {
             }
         }
         Ok(())
+    }
+
+    /// The V-up path takes this group: the fused combine + V-up merges at most
+    /// [`FUSED_MAX_DCP`] ranks' parts (AG+RS hands it one part of history at any size).
+    pub fn check_vup(&self) -> Result<(), MlaError> {
+        let dcp_size = self.layout.dcp_size;
+        let one_part = self.exchange == ExchangeMode::AgRs;
+        if self.vup == VupPath::Fused && dcp_size > FUSED_MAX_DCP && !one_part {
+            return Err(MlaError::FusedGroupTooLarge {
+                dcp_size,
+                max: FUSED_MAX_DCP,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fused merge is the default where it takes the group, and forcing it on a larger
+    /// group is a typed error before anything is allocated, unless AG+RS merges the history
+    /// first.
+    #[test]
+    fn fused_vup_takes_groups_of_at_most_two() {
+        for d in [1, 2, 4, 8] {
+            let layout = DcpLayout::new(d, 1, 64).expect("layout");
+            let default = MlaDcpConfig::new(layout, 0, 16, 0.1, 128, 64);
+            default
+                .check_vup()
+                .expect("the default V-up takes its group");
+            let fused = MlaDcpConfig {
+                vup: VupPath::Fused,
+                ..default
+            };
+            let err = fused.check_vup();
+            if d <= FUSED_MAX_DCP {
+                err.expect("the fused merge takes one or two ranks' parts");
+            } else {
+                assert!(
+                    matches!(err, Err(MlaError::FusedGroupTooLarge { dcp_size, max: 2 }) if dcp_size == d),
+                    "{err:?}"
+                );
+                let ag_rs = MlaDcpConfig {
+                    exchange: ExchangeMode::AgRs,
+                    ..fused
+                };
+                ag_rs.check_vup().expect("AG+RS merges one part of history");
+            }
+        }
     }
 }

@@ -181,6 +181,14 @@ pub enum MlaError {
         /// The context's device ordinal.
         expected: usize,
     },
+    /// `VupPath::Fused` over a group larger than the fused kernel merges.
+    #[error("VupPath::Fused merges the parts of at most {max} ranks (an accumulator a part), but dcp_size = {dcp_size}; use VupPath::Cublas, or the AgRs exchange (whose merge sees one part of history)")]
+    FusedGroupTooLarge {
+        /// The context's group size.
+        dcp_size: u32,
+        /// The largest group the fused kernel takes.
+        max: u32,
+    },
     /// A stage function was called out of the §9.4 order.
     #[error("{stage} was called out of order: {why}")]
     StageOrder {
