@@ -358,6 +358,49 @@ fn single_rank_a2a_and_loopback_match_the_reference() {
     }
 }
 
+/// The loopback exchange at D = 2 leaves a rank's own chunk in `hist_send` when the fused
+/// merge reads it there (`own_part_in_place`): its `y` equals the cuBLAS path's, which copies
+/// every chunk and merges the copy, to the fused/unfused rounding difference. The fused
+/// context never writes its receive buffer's own chunk, so a merge reading it there would
+/// merge whatever the allocation held.
+#[test]
+fn loopback_fused_merge_reads_the_own_part_in_place() {
+    let case = ragged(2, 8, 4);
+    let inputs = Inputs::random(&case, 21);
+    for rank in 0..case.d {
+        let y = |vup| {
+            let dev = device();
+            let main = dev.new_stream().expect("stream");
+            let data = DeviceInputs::<bf16>::upload(&main, &case, &inputs);
+            let o = Opts {
+                exchange: ExchangeMode::Loopback,
+                vup: Some(vup),
+                ..Opts::default()
+            };
+            let mut ctx = MlaDcpContext::new(&dev, main.clone(), config(&case, rank, &o), None)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(ctx.config().own_part_in_place(), vup == VupPath::Fused);
+            let args = data.args(&case, rank as usize, true);
+            let report = mla_dcp_decode(&mut ctx, &args).unwrap_or_else(|e| panic!("{e}"));
+            download(&main, std::slice::from_ref(&ctx), vec![report])
+                .y
+                .remove(0)
+        };
+        let (fused, copied) = (y(VupPath::Fused), y(VupPath::Cublas));
+        let cmp = compare(
+            &format!("loopback rank {rank}: own part in place vs copied"),
+            &fused,
+            &copied,
+            Tolerance::new(4e-3, 1e-2),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        println!(
+            "MLA loopback own part in place rank {rank} max_abs={:.3e}",
+            cmp.max_abs_err
+        );
+    }
+}
+
 #[test]
 fn bad_calls_are_typed_errors() {
     let case = ragged(2, 8, 2);

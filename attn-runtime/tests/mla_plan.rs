@@ -74,18 +74,22 @@ fn one_split_writes_the_exchange_layout_without_a_reduce() {
     assert_eq!(kernels.last(), Some(&"mla_combine_v_up"), "{kernels:?}");
 }
 
-/// The fused combine + V-up takes the largest token tile that still gives every SM two
-/// programs (64 latent columns a step), or 16 tokens and 128 columns.
+/// The fused combine + V-up takes the largest token tile that still gives every SM four
+/// part-products (64 latent columns a step), or 16 tokens and 128 columns.
 #[test]
-fn fused_combine_v_up_tiles_fill_the_sms_twice() {
+fn fused_combine_v_up_tiles_fill_the_sms() {
     use attn_runtime::ops::mla_dcp::plan::fused_tile;
-    assert_eq!(fused_tile(128, 128, 132), (32, 64));
-    assert_eq!(fused_tile(512, 128, 132), (64, 64));
-    assert_eq!(fused_tile(32, 128, 132), (16, 128));
-    assert_eq!(fused_tile(1, 128, 132), (16, 128));
-    let p = step(8, &[1; 40], &[600; 40]).plan().expect("plan");
+    // L1 at dcp 1 (two parts) and its dcp-2 rank (64 heads, three parts).
+    assert_eq!(fused_tile(128, 128, 2, 132), (32, 64));
+    assert_eq!(fused_tile(128, 64, 3, 132), (32, 64));
+    assert_eq!(fused_tile(512, 128, 2, 132), (64, 64));
+    // 32 × 8192 and 1 × 32768.
+    assert_eq!(fused_tile(32, 128, 2, 132), (16, 128));
+    assert_eq!(fused_tile(32, 64, 3, 132), (16, 128));
+    assert_eq!(fused_tile(1, 128, 2, 132), (16, 128));
+    let p = step(2, &[1; 40], &[600; 40]).plan().expect("plan");
     let l = &p.combine_v_up;
-    let (bt, chunk) = fused_tile(40, 16, p.step.num_sms);
+    let (bt, chunk) = fused_tile(40, 16, 3, p.step.num_sms);
     assert_eq!(l.grid, [40u32.div_ceil(bt), 16, 1]);
     assert!(
         l.key().contains(&format!("BLOCK_T={bt},LAT_CHUNK={chunk}")),

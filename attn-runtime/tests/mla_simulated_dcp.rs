@@ -6,7 +6,7 @@ mod mla_support;
 
 use attn_dsl::interp::HostBuffer;
 use attn_dsl::ir::ScalarType;
-use attn_runtime::ops::mla_dcp::cpu::{finish, simulate_until_combine};
+use attn_runtime::ops::mla_dcp::cpu::{finish, run_combine_v_up, simulate_until_combine};
 use attn_runtime::ops::mla_dcp::plan::LATENT;
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use mla_support::{check_case, check_outputs, Case, Inputs};
@@ -168,4 +168,48 @@ fn nan_and_inf_in_empty_partials_never_leak() {
     assert!(tampered > 0, "the case must have empty-shard partials");
     let outs = finish(&plan, &sim).expect("finish");
     check_outputs(&case, &inputs, &outs);
+}
+
+/// The fused merge reads the own part from the send buffer when told to (the GPU op's A2A and
+/// loopback exchanges then leave it out of the receive buffer): with the own chunk of the
+/// receive buffer poisoned (NaN rows under finite LSEs, so they weigh in), `y` still matches
+/// the reference, and without the own-part argument the poison reaches `y`.
+#[test]
+fn fused_merge_reads_the_own_part_from_the_send_buffer() {
+    for (d, seed) in [(1, 31), (2, 32)] {
+        let case = Case::new(d, 8, 16, 2, &[40, 90], &[1, 2]);
+        let inputs = Inputs::random(&case, seed);
+        let plan = case.plan();
+        let sim = simulate_until_combine(&plan, &inputs.sim()).expect("simulate");
+        let kernel = sim.kernels.combine_v_up().expect("dcp 1 and 2 fuse");
+        let ex = plan.exchange;
+        let (n, t) = (2, plan.num_tokens);
+        let mut outs = finish(&plan, &sim).expect("finish");
+        for (rank, out) in outs.iter_mut().enumerate() {
+            let send = &sim.recv[rank];
+            let mut lse = send.lse.to_f64s();
+            let mut rows = send.out.to_f64s();
+            for h in 0..n {
+                for tok in 0..t {
+                    lse[ex.lse_index(rank, h, tok)] = 0.0;
+                    for l in 0..LATENT {
+                        rows[ex.out_index(rank, h, tok, l)] = f64::NAN;
+                    }
+                }
+            }
+            let poisoned = attn_runtime::ops::mla_dcp::cpu::ExchangeBuffer {
+                out: HostBuffer::from_f64s(case.dtype, &rows),
+                lse: HostBuffer::from_f64s(ScalarType::F32, &lse),
+            };
+            let (cur, w) = (&sim.current[rank], &sim.w_uv[rank]);
+            let run = |own| run_combine_v_up(&plan, kernel, &poisoned, own, cur, w).expect("run");
+            let leaked = run(None).to_f64s();
+            assert!(
+                leaked.iter().any(|v| v.is_nan()),
+                "the poison must reach y unread from send"
+            );
+            out.fused_y = Some(run(Some((send, rank as u32))));
+        }
+        check_outputs(&case, &inputs, &outs);
+    }
 }

@@ -84,6 +84,25 @@ pub fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
+/// `select(c, a, b)`: runs of both sides, cut where the condition may change, so each run
+/// comes from one side (a uniform choice between two aligned bases stays aligned: the exchange
+/// part a merge reads from one buffer or the other); a run's start is then divisible as both
+/// sides are at that position.
+fn select(c: &AxisInfo, a: &AxisInfo, b: &AxisInfo) -> AxisInfo {
+    let axes = 0..a.contiguity.len();
+    let run = |k: usize| gcd(gcd(a.contiguity[k], b.contiguity[k]), c.constancy[k]);
+    AxisInfo {
+        contiguity: axes.clone().map(run).collect(),
+        divisibility: axes
+            .clone()
+            .map(|k| gcd(a.div_at(k, run(k)), b.div_at(k, run(k))))
+            .collect(),
+        constancy: axes
+            .map(|k| gcd(gcd(a.constancy[k], b.constancy[k]), c.constancy[k]))
+            .collect(),
+    }
+}
+
 fn pow2_divisor(v: i64) -> u64 {
     if v == 0 {
         MAX_DIVISIBILITY
@@ -380,7 +399,8 @@ impl Analyzer<'_> {
                     elementwise_constancy()
                 }
             }
-            OpKind::Unary(_) | OpKind::Select | OpKind::Load { .. } => elementwise_constancy(),
+            OpKind::Select => select(&opnd(0), &opnd(1), &opnd(2)),
+            OpKind::Unary(_) | OpKind::Load { .. } => elementwise_constancy(),
             OpKind::Reduce { axis, .. } => {
                 let mut x = opnd(0);
                 if rt.is_scalar() {
@@ -575,5 +595,41 @@ mod tests {
         let a = analyze(&f);
         assert_eq!(a.get(m1).constancy, vec![16]);
         assert_eq!(a.get(m2).constancy, vec![1]);
+    }
+
+    /// A uniform choice between two aligned bases, then a contiguous offset: the rows stay
+    /// 16-byte vectors (the merge's part read from the send or the receive buffer); a choice
+    /// per element, or with a misaligned side, does not.
+    #[test]
+    fn select_of_aligned_bases_keeps_runs_under_a_uniform_condition() {
+        let mut f = Function::new("k", 4);
+        let ptr = |f: &mut Function, name: &str| {
+            let kind = ParamKind::Ptr {
+                elem: ScalarType::Bf16,
+                mutable: false,
+            };
+            f.add_param(name, kind)
+        };
+        let (x, y) = (ptr(&mut f, "x"), ptr(&mut f, "y"));
+        let own = f.add_param("own", ParamKind::Scalar(ScalarType::I32));
+        let mut b = Builder::new(&mut f);
+        let zero = b.const_i32(0);
+        let uniform = b.cmp(CmpPred::Eq, own, zero).unwrap();
+        let base = b.select(uniform, x, y).unwrap();
+        let cols = b.arange(64).unwrap();
+        let p = b.add_ptr(base, cols).unwrap();
+        let three = b.const_i32(3);
+        let y3 = b.add_ptr(y, three).unwrap();
+        let odd = b.select(uniform, x, y3).unwrap();
+        let q = b.add_ptr(odd, cols).unwrap();
+        let per_elem = b.cmp(CmpPred::Lt, cols, own).unwrap();
+        let (px, py) = (b.add_ptr(x, cols).unwrap(), b.add_ptr(y, cols).unwrap());
+        let mixed = b.select(per_elem, px, py).unwrap();
+        b.finish();
+        let a = analyze(&f);
+        assert_eq!(a.vector_width(&f, p, 0), 8);
+        assert_eq!(a.get(p).contiguity, vec![64]);
+        assert_eq!(a.vector_width(&f, q, 0), 1);
+        assert_eq!(a.get(mixed).contiguity, vec![1]);
     }
 }

@@ -560,6 +560,9 @@ pub mod mla {
     /// product rows away (a row of the product depends only on its own row of `o_p`, so this
     /// is zeroing it before it is weighted, spec §3.2). The one difference to `mla_combine`
     /// then V-up: the merged latent is not rounded to the activation dtype in between.
+    /// Part `own_part` (this rank's own history; −1 for none) is read from the send buffer,
+    /// where the history wrote it, at the same chunk offset: the exchange then need not copy
+    /// it into the receive buffer.
     #[kernel(
         num_warps = 4 * ((BLOCK_T + 31) / 32),
         require(DCP_SIZE == 1 || DCP_SIZE == 2, "the fused combine + V-up holds an accumulator a part: DCP_SIZE must be 1 or 2 (larger groups use the combine, then V-up)"),
@@ -569,12 +572,15 @@ pub mod mla {
     pub fn mla_combine_v_up<T, const DCP_SIZE: i32, const BLOCK_T: i32, const LAT_CHUNK: i32>(
         recv_out: *const T,
         recv_lse: *const f32,
+        send_out: *const T,
+        send_lse: *const f32,
         cur_out: *const T,
         cur_lse: *const f32,
         w_uv: *const T,
         y: *mut T,
         num_tokens: i32,
         heads_per_rank: i32,
+        own_part: i32,
         chunk_stride_out: i64,
         chunk_stride_lse: i64,
         lse_offset: i64,
@@ -585,13 +591,17 @@ pub mod mla {
         let row = (n * num_tokens + toks).cast::<i64>();
         let cur_row = (toks * heads_per_rank + n).cast::<i64>();
         // The parts: this rank's current chunk, then what ranks 0 and 1 sent (their rows of
-        // chunk p start `p · chunk_stride_out` in).
+        // chunk p start `p · chunk_stride_out` in, of the send buffer for the own part).
+        let out_0 = select(own_part == 0, send_out, recv_out);
+        let lse_0_at = select(own_part == 0, send_lse, recv_lse);
+        let out_1 = select(own_part == 1, send_out, recv_out);
+        let lse_1_at = select(own_part == 1, send_lse, recv_lse);
         let lse_cur = load(cur_lse + cur_row, ok, f32::NEG_INFINITY);
-        let lse_0 = load(recv_lse + lse_offset + row, ok, f32::NEG_INFINITY);
+        let lse_0 = load(lse_0_at + lse_offset + row, ok, f32::NEG_INFINITY);
         let mut lse_1 = full([BLOCK_T], f32::NEG_INFINITY);
         if DCP_SIZE > 1 {
             lse_1 = load(
-                recv_lse + chunk_stride_lse + lse_offset + row,
+                lse_1_at + chunk_stride_lse + lse_offset + row,
                 ok,
                 f32::NEG_INFINITY,
             );
@@ -602,8 +612,8 @@ pub mod mla {
         );
         let m = merge_max(max(m_raw, finite_or(lse_1, f32::NEG_INFINITY)));
         let rows_cur = cur_out + cur_row * 512;
-        let rows_0 = recv_out + row * 512;
-        let rows_1 = recv_out + chunk_stride_out + row * 512;
+        let rows_0 = out_0 + row * 512;
+        let rows_1 = out_1 + chunk_stride_out + row * 512;
         let w_n = w_uv + n.cast::<i64>() * 65536;
         let dv = arange::<128>();
         let mut y_cur = zeros::<f32>([BLOCK_T, 128]);

@@ -118,6 +118,11 @@ pub struct CpuKernels {
 }
 
 impl CpuKernels {
+    /// The fused combine + V-up, where the plan's group takes it.
+    pub fn combine_v_up(&self) -> Option<&Function> {
+        self.combine_v_up.as_ref()
+    }
+
     /// Specializes every kernel of `plan` for the CPU executor (once per plan).
     pub fn new(plan: &DecodePlan) -> Result<Self, CpuDecodeError> {
         let spec = |l: &KernelLaunch| specialize_kernel(l.kernel, &l.bindings());
@@ -520,16 +525,27 @@ pub fn run_v_up(
     take(&mut bufs, plan.v_up.kernel, BufferRole::Y)
 }
 
-/// The fused combine + V-up: `y [T, N·128]` straight from the partials and `w_uv`.
+/// The fused combine + V-up: `y [T, N·128]` straight from the partials and `w_uv`. With
+/// `own = Some((send, rank))`, part `rank` is read from `send` (where the history wrote it,
+/// the GPU op's A2A and loopback exchanges leaving it out of the receive buffer).
 pub fn run_combine_v_up(
     plan: &DecodePlan,
     kernel: &Function,
     recv: &ExchangeBuffer,
+    own: Option<(&ExchangeBuffer, u32)>,
     cur: &CurrentPartial,
     w_uv: &HostBuffer,
 ) -> Result<HostBuffer, CpuDecodeError> {
-    let inputs = partial_inputs(recv, cur).chain([(BufferRole::WUv, w_uv.clone())]);
-    let launch = &plan.combine_v_up;
+    let send = own.map_or(recv, |(send, _)| send);
+    let inputs = partial_inputs(recv, cur).chain([
+        (BufferRole::SendOut, send.out.clone()),
+        (BufferRole::SendLse, send.lse.clone()),
+        (BufferRole::WUv, w_uv.clone()),
+    ]);
+    let launch = &own.map_or_else(
+        || plan.combine_v_up.clone(),
+        |(_, rank)| plan.combine_v_up_reading_own_part(rank),
+    );
     let mut bufs = run_stage(plan, kernel, launch, inputs, &[BufferRole::Y])?;
     take(&mut bufs, launch.kernel, BufferRole::Y)
 }
@@ -610,7 +626,7 @@ pub fn finish(plan: &DecodePlan, sim: &SimulatedStep) -> Result<Vec<RankOutput>,
             let lat_out = run_combine(plan, &sim.kernels, recv, cur)?;
             let y = run_v_up(plan, &sim.kernels, &lat_out, w)?;
             let fused_y = (sim.kernels.combine_v_up.as_ref())
-                .map(|k| run_combine_v_up(plan, k, recv, cur, w))
+                .map(|k| run_combine_v_up(plan, k, recv, None, cur, w))
                 .transpose()?;
             Ok(RankOutput {
                 lat_out,

@@ -229,6 +229,22 @@ fn insert_send_views<'a, E: DecodeElem>(
     Ok(())
 }
 
+/// The byte ranges of the loopback exchange's copy: the whole buffer, or with the own chunk
+/// left in `hist_send` (`SelfChunk::Skip`) the chunks before and after it.
+fn loopback_ranges(
+    chunk: &ChunkLayout,
+    rank: u32,
+    self_chunk: SelfChunk,
+) -> Vec<std::ops::Range<usize>> {
+    let total = chunk.total_bytes();
+    let own = chunk.chunk_offset(rank as usize);
+    let ranges = match self_chunk {
+        SelfChunk::Skip => [0..own, own.saturating_add(chunk.chunk_bytes())..total],
+        _ => [0..total, total..total],
+    };
+    ranges.into_iter().filter(|r| !r.is_empty()).collect()
+}
+
 /// Launches `launch` on `stream` with its buffers taken from `views`.
 fn launch_plan(
     handle: &CudaKernelHandle,
@@ -534,6 +550,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         };
         match config.exchange {
             ExchangeMode::AgRs => Self::one_rank_launch(plan, merge),
+            _ if config.own_part_in_place() => plan.combine_v_up_reading_own_part(config.dcp_rank),
             _ => merge.clone(),
         }
     }
@@ -952,6 +969,11 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         let main = self.fork_join.main().clone();
         let chunk = self.state("exchange")?.chunk;
         let total = chunk.total_bytes();
+        let self_chunk = if self.config.own_part_in_place() {
+            SelfChunk::Skip
+        } else {
+            SelfChunk::Copy
+        };
         self.delay_exchange(&main)?;
         match self.config.exchange {
             ExchangeMode::Simulated => {
@@ -967,19 +989,21 @@ impl<E: DecodeElem> MlaDcpContext<E> {
                         &chunk,
                         &b.hist_send.slice(0..total),
                         &mut b.hist_recv.slice_mut(0..total),
-                        SelfChunk::Copy,
+                        self_chunk,
                     )?;
                 }
             }
             ExchangeMode::Loopback => {
                 let b = &mut self.bufs;
-                main.memcpy_dtod(
-                    &b.hist_send.slice(0..total),
-                    &mut b.hist_recv.slice_mut(0..total),
-                )
-                .map_err(MlaError::driver(
-                    "copying hist_send to hist_recv (loopback)",
-                ))?;
+                for range in loopback_ranges(&chunk, self.config.dcp_rank, self_chunk) {
+                    main.memcpy_dtod(
+                        &b.hist_send.slice(range.clone()),
+                        &mut b.hist_recv.slice_mut(range),
+                    )
+                    .map_err(MlaError::driver(
+                        "copying hist_send to hist_recv (loopback)",
+                    ))?;
+                }
             }
             ExchangeMode::AgRs => self.enqueue_ag_rs(&chunk)?,
         }
@@ -1070,6 +1094,10 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         v.insert(BufferRole::RecvLse, KernelArg::input(as_act::<f32>(recv)?));
         v.insert(BufferRole::CurOut, KernelArg::input(b.cur_out.as_view()));
         v.insert(BufferRole::CurLse, KernelArg::input(b.cur_lse.as_view()));
+        // The own part, where the fused merge reads it in place (`own_part_in_place`).
+        let send = &b.hist_send;
+        v.insert(BufferRole::SendOut, KernelArg::input(as_act::<E>(send)?));
+        v.insert(BufferRole::SendLse, KernelArg::input(as_act::<f32>(send)?));
         // Both merges' outputs are bound; the launch takes the roles its arguments name.
         v.insert(
             BufferRole::LatOut,
@@ -1307,7 +1335,9 @@ pub fn simulated_decode<E: DecodeElem>(
 // Tests index their own fixtures; a panic there is a failing test, not a caller's input.
 #[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 mod tests {
+    use super::super::act_dtype::ActDtype;
     use super::super::metadata::DcpLayout;
+    use super::super::plan::NO_OWN_PART;
     use super::*;
     use crate::jit::{compile_for_arch, Arch, CudaSource};
     use attn_dsl::ir::ScalarType;
@@ -1379,5 +1409,34 @@ mod tests {
             l.args[..l.args.len() - 3],
             plan.combine.args[..l.args.len() - 3]
         );
+    }
+
+    /// The loopback copy leaves the own chunk in `hist_send` when the merge reads it there,
+    /// and copies every other byte; otherwise it copies the whole buffer.
+    #[test]
+    fn loopback_copies_all_but_the_own_chunk() {
+        let chunk = ChunkLayout::new(4, 2, 3, 512, ActDtype::Bf16).unwrap();
+        let (c, total) = (chunk.chunk_bytes(), chunk.total_bytes());
+        assert_eq!(loopback_ranges(&chunk, 1, SelfChunk::Copy), vec![0..total]);
+        assert_eq!(
+            loopback_ranges(&chunk, 1, SelfChunk::Skip),
+            vec![0..c, 2 * c..total]
+        );
+        assert_eq!(loopback_ranges(&chunk, 0, SelfChunk::Skip), vec![c..total]);
+        assert_eq!(loopback_ranges(&chunk, 3, SelfChunk::Skip), vec![0..3 * c]);
+        let one = ChunkLayout::new(1, 2, 3, 512, ActDtype::Bf16).unwrap();
+        assert!(loopback_ranges(&one, 0, SelfChunk::Skip).is_empty());
+    }
+
+    /// The fused merge's own part is set only where asked, in the argument before the strides.
+    #[test]
+    fn the_fused_merge_reads_the_own_part_where_asked() {
+        let plan = bench_step(3, 500, 2, 4).plan().unwrap();
+        let own = plan.combine_v_up_reading_own_part(1);
+        let at = own.args.len() - 4;
+        assert_eq!(plan.combine_v_up.args[at], PlanArg::I32(NO_OWN_PART));
+        assert_eq!(own.args[at], PlanArg::I32(1));
+        assert_eq!(own.args[..at], plan.combine_v_up.args[..at]);
+        assert_eq!(own.args[at + 1..], plan.combine_v_up.args[at + 1..]);
     }
 }

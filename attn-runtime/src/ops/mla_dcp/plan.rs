@@ -136,21 +136,26 @@ pub const VUP_BLOCK_T: u32 = 16;
 /// every part; larger groups take the combine, then V-up (or AG+RS, whose merge sees one part
 /// of history).
 pub const FUSED_MAX_DCP: u32 = 2;
+/// The fused combine + V-up's `own_part` when every part comes from the receive buffer.
+pub const NO_OWN_PART: i32 = -1;
 /// Token tiles the fused combine + V-up (`mla_combine_v_up`) chooses from, largest first.
 pub const FUSED_BLOCK_T_CHOICES: [u32; 3] = [64, 32, 16];
 
-/// The fused combine + V-up's tile for `t` tokens of `n` heads on `num_sms` SMs: (tokens a
-/// program, latent columns a step). The kernel streams each part's rows and `W_UV[n]`
-/// through a two-stage ring, so what bounds it is bytes in flight per SM: the largest token
-/// tile that still gives every SM two programs, at least 16 tokens; 64 latent columns a
-/// step, 128 at 16 tokens (H200, 2026-12-04, the sweep of 16–128 tokens × 64/128 columns:
-/// L1 23.7 µs at 32 × 64 against 24.3 at 64 × 64, 35.0 at 16 × 128; 32 × 8192 14.7 at
-/// 16 × 128 against 19.2 at 32 × 64).
-pub fn fused_tile(t: usize, n: u32, num_sms: u32) -> (u32, u32) {
-    let programs = |bt: u32| (t as u64).div_ceil(u64::from(bt)) * u64::from(n);
+/// The fused combine + V-up's tile for `t` tokens of `n` heads merging `parts` parts on
+/// `num_sms` SMs: (tokens a program, latent columns a step). A program streams its parts'
+/// rows and one `W_UV[n]` step for all of them through a two-stage ring: larger token tiles
+/// read `W_UV` fewer times, smaller ones put more products in flight. The largest token tile
+/// that still gives every SM four part-products (programs × parts), at least 16 tokens; 64
+/// latent columns a step, 128 at 16 tokens. H200, 2026-12-04, the sweep of 16–64 tokens ×
+/// 64/128 columns (stage µs): L1 19.3 at 32 × 64 against 20.1 at 64 × 64 (two parts: 64
+/// tokens would give 512 part-products), its dcp-2 rank 16.4 at 32 × 64 against 19.7 at
+/// 16 × 128 (three parts: 768); 32 × 8192 and 1 × 32768 12.2–10.6 at 16 × 128 against
+/// 13.5–12.1 at 16 × 64.
+pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> (u32, u32) {
+    let products = |bt: u32| (t as u64).div_ceil(u64::from(bt)) * u64::from(n * parts);
     let block_t = FUSED_BLOCK_T_CHOICES
         .into_iter()
-        .find(|&bt| programs(bt) >= 2 * u64::from(num_sms))
+        .find(|&bt| products(bt) >= 4 * u64::from(num_sms))
         .unwrap_or(16);
     (block_t, if block_t == 16 { 128 } else { 64 })
 }
@@ -803,12 +808,25 @@ impl DecodeStep {
             ],
             divisible: vec![],
         };
-        // The merging launches' arguments: the partials, their outputs, the exchange's.
-        let merge_args = |outputs: &[BufferRole]| {
-            let partials = [R::RecvOut, R::RecvLse, R::CurOut, R::CurLse];
+        // The merging launches' arguments: the partials, their outputs, the exchange's (the
+        // fused merge's own part, none until the op says, before the strides).
+        let merge_args = |partials: &[BufferRole], outputs: &[BufferRole], own: &[PlanArg]| {
             let bufs = partials.iter().chain(outputs).map(|&r| Buf(r));
-            bufs.chain(exchange_args).chain(strides).collect::<Vec<_>>()
+            let own = own.iter().cloned();
+            bufs.chain(exchange_args)
+                .chain(own)
+                .chain(strides)
+                .collect::<Vec<_>>()
         };
+        let partials = [R::RecvOut, R::RecvLse, R::CurOut, R::CurLse];
+        let with_send = [
+            R::RecvOut,
+            R::RecvLse,
+            R::SendOut,
+            R::SendLse,
+            R::CurOut,
+            R::CurLse,
+        ];
         let merge_constexprs = vec![dt.clone(), ("DCP_SIZE", ConstValue::Int(d.into()))];
         let combine = KernelLaunch {
             kernel: "mla_combine",
@@ -821,10 +839,10 @@ impl DecodeStep {
             ]
             .concat(),
             grid: [grid_t, n, 1],
-            args: merge_args(&[R::LatOut]),
+            args: merge_args(&partials, &[R::LatOut], &[]),
             divisible: vec![],
         };
-        let (fused_t, fused_chunk) = fused_tile(t, n, self.num_sms);
+        let (fused_t, fused_chunk) = fused_tile(t, n, d + 1, self.num_sms);
         let combine_v_up = KernelLaunch {
             kernel: "mla_combine_v_up",
             constexprs: [
@@ -836,7 +854,7 @@ impl DecodeStep {
             ]
             .concat(),
             grid: [grid_t.div_ceil(fused_t), n, 1],
-            args: merge_args(&[R::WUv, R::Y]),
+            args: merge_args(&with_send, &[R::WUv, R::Y], &[I32(NO_OWN_PART)]),
             // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
             // `cp.async` like the current part's.
             divisible: [("chunk_stride_out", exchange.chunk_stride_out() as i64)]
@@ -887,6 +905,18 @@ impl DecodePlan {
             }
         }
         l.grid[0] = (self.num_tokens as u32).div_ceil(block_t.max(1));
+    }
+
+    /// The fused combine + V-up reading part `rank` (the rank's own history) from the send
+    /// buffer, where the history wrote it, so the exchange may leave it out.
+    pub fn combine_v_up_reading_own_part(&self, rank: u32) -> KernelLaunch {
+        let mut l = self.combine_v_up.clone();
+        // The own part precedes the three exchange strides (`merge_args`).
+        let own = l.args.len().checked_sub(4).and_then(|i| l.args.get_mut(i));
+        if let Some(a @ PlanArg::I32(NO_OWN_PART)) = own {
+            *a = PlanArg::I32(i32::try_from(rank).unwrap_or(NO_OWN_PART));
+        }
+        l
     }
 
     /// Whether the fused combine + V-up takes this plan's group as it is

@@ -119,10 +119,11 @@ pub struct MlaDcpConfig {
 
 impl MlaDcpConfig {
     /// A config with the defaults of the op: A2A exchange, heuristic splits, no profiling, and
-    /// V-up fused into the combine at D = 1 (two parts: measured faster there, H200
-    /// 2026-12-04: L1's graph step 343 against 350 µs) and cuBLAS after the combine from
-    /// D = 2 (three or more parts: the fused kernel's W_UV rows, read once a part, cost more
-    /// than the merged latent's round trip).
+    /// V-up fused into the combine up to D = 2 (its limit, [`FUSED_MAX_DCP`]; measured faster
+    /// there, H200 2026-12-04, merge stage µs against the combine + cuBLAS: L1 19.3 against
+    /// 31.0, its dcp-2 rank 16.4 against 22.1, 32 × 8192 12.2 / 10.6 against 18.8 / 14.3,
+    /// 1 × 32768 12.3 against 14.4 and 11.7 against 11.2 at dcp 2), cuBLAS after the combine
+    /// from D = 4.
     pub fn new(
         layout: DcpLayout,
         dcp_rank: u32,
@@ -139,7 +140,7 @@ impl MlaDcpConfig {
             max_tokens,
             max_batch,
             exchange: ExchangeMode::A2a,
-            vup: if layout.dcp_size == 1 {
+            vup: if layout.dcp_size <= FUSED_MAX_DCP {
                 VupPath::Fused
             } else {
                 VupPath::Cublas
@@ -189,6 +190,15 @@ impl MlaDcpConfig {
             }
         }
         Ok(())
+    }
+
+    /// Whether the merge reads the rank's own history part from `hist_send`, where the history
+    /// wrote it, so that the exchange moves only the peers' chunks: the fused merge over the
+    /// A2A and loopback exchanges (the simulated exchange permutes whole buffers across
+    /// contexts; AG+RS merges the history itself).
+    pub fn own_part_in_place(&self) -> bool {
+        self.vup == VupPath::Fused
+            && matches!(self.exchange, ExchangeMode::A2a | ExchangeMode::Loopback)
     }
 
     /// The V-up path takes this group: the fused combine + V-up merges at most
