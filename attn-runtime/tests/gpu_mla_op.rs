@@ -256,36 +256,47 @@ fn every_vup_path_matches_the_reference() {
 }
 
 /// The GPU kernels against the CPU executor (same plan, same splits): both round at the same
-/// places, so they agree to about one output ulp.
+/// places, so they agree to about one output ulp. The combine then cuBLAS V-up against the
+/// executor's combine and V-up kernels (`lat_out` and `y`), and the fused merge (the default
+/// at D = 2) against the executor's fused kernel.
 #[test]
 fn gpu_matches_the_cpu_executor() {
     let mut case = Case::new(2, 8, 16, 2, &[90, 5], &[2, 1]);
     case.splits = Some(2);
     let inputs = Inputs::random(&case, 18);
-    let o = Opts {
-        forced_splits: Some(2),
-        ..Opts::default()
-    };
-    let gpu = run_simulated::<bf16>(&case, &inputs, &o);
     let cpu = simulate_decode_step(&case.plan(), &inputs.sim()).expect("CPU executor");
     let mut worst: f64 = 0.0;
-    for (r, c) in cpu.iter().enumerate() {
-        let vals = |b: &HostBuffer| b.to_f64s();
-        compare(
-            &format!("lat_out GPU vs CPU rank {r}"),
-            &gpu.lat[r],
-            &vals(&c.lat_out),
-            Tolerance::new(2e-3, 1e-2),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let cmp = compare(
-            &format!("y GPU vs CPU rank {r}"),
-            &gpu.y[r],
-            &vals(&c.y),
-            Tolerance::new(4e-3, 1e-2),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        worst = worst.max(cmp.max_abs_err);
+    for vup in [VupPath::Cublas, VupPath::Fused] {
+        let o = Opts {
+            forced_splits: Some(2),
+            vup: Some(vup),
+            ..Opts::default()
+        };
+        let gpu = run_simulated::<bf16>(&case, &inputs, &o);
+        for (r, c) in cpu.iter().enumerate() {
+            let vals = |b: &HostBuffer| b.to_f64s();
+            let y = match vup {
+                VupPath::Fused => c.fused_y.as_ref().expect("D = 2 fuses"),
+                _ => {
+                    compare(
+                        &format!("lat_out GPU vs CPU rank {r}"),
+                        &gpu.lat[r],
+                        &vals(&c.lat_out),
+                        Tolerance::new(2e-3, 1e-2),
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    &c.y
+                }
+            };
+            let cmp = compare(
+                &format!("y ({vup:?}) GPU vs CPU rank {r}"),
+                &gpu.y[r],
+                &vals(y),
+                Tolerance::new(4e-3, 1e-2),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            worst = worst.max(cmp.max_abs_err);
+        }
     }
     println!("MLA gpu-vs-cpu-executor D=2 max_abs={worst:.3e}");
 }
