@@ -202,7 +202,10 @@ fn grid_timeline_anchors_match_the_generated_p1() {
 
 /// `scripts/racecheck-probe` adds a block barrier before the stage flip at the end of each
 /// KV loop (`attn_stage_ ^= 1;` alone on its line) of the decode kernels that read their
-/// stages with `ldmatrix`: the decode plan's source has both, once a loop.
+/// stages with `ldmatrix`: the decode plan's source has both, once a loop. In the
+/// warp-specialized form (the sm_90a plan) it makes every producer thread arrive on the full
+/// barrier instead: the barrier's count of 4 (one lane a producer warp) and the lane-0 arrival
+/// are there once each.
 #[test]
 fn racecheck_probe_anchor_matches_the_generated_decode() {
     let launch = plan(&d1(), 64, PathChoice::Heuristic).attention;
@@ -217,4 +220,12 @@ fn racecheck_probe_anchor_matches_the_generated_decode() {
         1,
         "one KV loop, one stage flip"
     );
+    let ws = warpgroup_source(d1(), 64);
+    assert!(ws.contains("attn_ldsm_x4("), "the sm_90a D1 reads its stages with ldmatrix");
+    for anchor in [
+        "attn_mbar_init(&attn_ws_bar[s], 4u);",
+        "if ((tid & 31) == 0) attn_mbar_arrive(&attn_ws_bar[attn_stage_]);",
+    ] {
+        assert_eq!(ws.matches(anchor).count(), 1, "{anchor}");
+    }
 }
