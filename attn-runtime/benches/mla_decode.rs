@@ -28,7 +28,7 @@ use attn_runtime::ops::mla_dcp::op::{
     compile_launches, mla_dcp_decode, CurrentOrder, ExchangeMode, MlaDcpConfig, MlaDcpContext,
     MlaDcpDecodeArgs, StageTimeline, StageTimes, VupPath,
 };
-use attn_runtime::ops::mla_dcp::plan::{DecodeStep, QK_WIDTH};
+use attn_runtime::ops::mla_dcp::plan::{DecodeStep, FusedTile, QK_WIDTH};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
 use criterion::{Criterion, Throughput};
@@ -291,12 +291,21 @@ fn bench_row(
         Ok("dsl") => config.vup = VupPath::DslKernel,
         _ => {}
     }
-    // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK` (e.g. `32x128`).
+    // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK[xSTAGES]` (e.g.
+    // `32x128`, `16x128x4`; two stages unless given).
     if let Ok(tile) = std::env::var("ATTN_MLA_FUSED_TILE") {
-        let mut dims = tile
+        let dims: Vec<u32> = tile
             .split('x')
-            .map(|d| d.parse::<u32>().expect("ATTN_MLA_FUSED_TILE"));
-        config.forced_fused_tile = dims.next().zip(dims.next());
+            .map(|d| d.parse::<u32>().expect("ATTN_MLA_FUSED_TILE"))
+            .collect();
+        if let [block_t, lat_chunk, ref rest @ ..] = dims[..] {
+            let stages = rest.first().copied().unwrap_or(2);
+            config.forced_fused_tile = Some(FusedTile {
+                block_t,
+                lat_chunk,
+                stages,
+            });
+        }
     }
     config.forced_history_heads = row.history_heads;
     config.forced_history_kv_tile = row.kv_tile;

@@ -221,7 +221,10 @@ fn racecheck_probe_anchor_matches_the_generated_decode() {
         "one KV loop, one stage flip"
     );
     let ws = warpgroup_source(d1(), 64);
-    assert!(ws.contains("attn_ldsm_x4("), "the sm_90a D1 reads its stages with ldmatrix");
+    assert!(
+        ws.contains("attn_ldsm_x4("),
+        "the sm_90a D1 reads its stages with ldmatrix"
+    );
     for anchor in [
         "attn_mbar_init(&attn_ws_bar[s], 4u);",
         "if ((tid & 31) == 0) attn_mbar_arrive(&attn_ws_bar[attn_stage_]);",

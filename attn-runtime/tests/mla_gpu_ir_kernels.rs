@@ -10,7 +10,7 @@ use attn_dsl::gpu_ir::{self, printer::print_program, GpuOp, OperandSource};
 use attn_dsl::ConstValue;
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
-use attn_runtime::ops::mla_dcp::plan::{DecodeStep, KernelLaunch, PlanError};
+use attn_runtime::ops::mla_dcp::plan::{DecodeStep, FusedTile, KernelLaunch, PlanError};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
 
@@ -338,13 +338,17 @@ fn small_kernels_spill_free(arch: Arch) {
 }
 
 /// The fused combine + V-up's tiles the bench sweeps (64 × 128 spills 8 bytes at dcp 2).
-const FUSED_TILES: [(u32, u32); 6] = [
-    (16, 64),
-    (16, 128),
-    (32, 64),
-    (32, 128),
-    (64, 64),
-    (128, 64),
+const FUSED_TILES: [(u32, u32, u32); 10] = [
+    (16, 64, 2),
+    (16, 128, 2),
+    (16, 128, 3),
+    (16, 128, 4),
+    (32, 64, 2),
+    (32, 64, 3),
+    (32, 64, 4),
+    (32, 128, 2),
+    (64, 64, 2),
+    (128, 64, 2),
 ];
 
 /// Every tile the fused combine + V-up may be forced to (`MlaDcpConfig::forced_fused_tile`)
@@ -359,12 +363,19 @@ fn fused_combine_v_up_tiles_compile_without_spills() {
         let mut plan = step(128, 4096, 128, dcp)
             .plan_tuned(MmaKind::Warpgroup, None, None, None)
             .expect("plan");
-        let tiles = FUSED_TILES.iter().filter(|&&(t, _)| dcp == 1 || t < 128);
-        for &(block_t, lat_chunk) in tiles {
-            plan.retile_combine_v_up(block_t, lat_chunk);
+        let tiles = FUSED_TILES.iter().filter(|&&(t, _, _)| dcp == 1 || t < 128);
+        for &(block_t, lat_chunk, stages) in tiles {
+            plan.retile_combine_v_up(FusedTile {
+                block_t,
+                lat_chunk,
+                stages,
+            });
             let l = &plan.combine_v_up;
             assert_eq!(l.grid[0], 128 / block_t, "{}", l.key());
             let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
+            // An S-stage ring waits for all but the newest S − 2 commit groups.
+            let wait = format!("attn_cp_wait<{}>", stages - 2);
+            assert!(c.cuda.source.contains(&wait), "{}: no {wait}", l.key());
             sass_support::compile_spill_free(&l.key(), &CudaSource::from_kernel(&c.cuda), arch);
         }
     }

@@ -79,20 +79,25 @@ fn one_split_writes_the_exchange_layout_without_a_reduce() {
 #[test]
 fn fused_combine_v_up_tiles_fill_the_sms() {
     use attn_runtime::ops::mla_dcp::plan::fused_tile;
+    let tile = |t, n, parts, sms| {
+        let f = fused_tile(t, n, parts, sms);
+        (f.block_t, f.lat_chunk, f.stages)
+    };
     // L1 at dcp 1 (two parts) and its dcp-2 rank (64 heads, three parts).
-    assert_eq!(fused_tile(128, 128, 2, 132), (32, 64));
-    assert_eq!(fused_tile(128, 64, 3, 132), (32, 64));
-    assert_eq!(fused_tile(512, 128, 2, 132), (64, 64));
+    assert_eq!(tile(128, 128, 2, 132), (32, 64, 2));
+    assert_eq!(tile(128, 64, 3, 132), (32, 64, 2));
+    assert_eq!(tile(512, 128, 2, 132), (64, 64, 2));
     // 32 × 8192 and 1 × 32768.
-    assert_eq!(fused_tile(32, 128, 2, 132), (16, 128));
-    assert_eq!(fused_tile(32, 64, 3, 132), (16, 128));
-    assert_eq!(fused_tile(1, 128, 2, 132), (16, 128));
+    assert_eq!(tile(32, 128, 2, 132), (16, 128, 2));
+    assert_eq!(tile(32, 64, 3, 132), (16, 128, 2));
+    assert_eq!(tile(1, 128, 2, 132), (16, 128, 2));
     let p = step(2, &[1; 40], &[600; 40]).plan().expect("plan");
     let l = &p.combine_v_up;
-    let (bt, chunk) = fused_tile(40, 16, 3, p.step.num_sms);
+    let (bt, chunk, stages) = tile(40, 16, 3, p.step.num_sms);
     assert_eq!(l.grid, [40u32.div_ceil(bt), 16, 1]);
     assert!(
-        l.key().contains(&format!("BLOCK_T={bt},LAT_CHUNK={chunk}")),
+        l.key()
+            .contains(&format!("BLOCK_T={bt},LAT_CHUNK={chunk},STAGES={stages}")),
         "{}",
         l.key()
     );

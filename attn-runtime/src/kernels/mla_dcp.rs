@@ -565,11 +565,19 @@ pub mod mla {
     /// it into the receive buffer.
     #[kernel(
         num_warps = 4 * ((BLOCK_T + 31) / 32),
+        num_stages = STAGES,
         require(DCP_SIZE == 1 || DCP_SIZE == 2, "the fused combine + V-up holds an accumulator a part: DCP_SIZE must be 1 or 2 (larger groups use the combine, then V-up)"),
         require(BLOCK_T >= 16 && BLOCK_T <= 128 && BLOCK_T & (BLOCK_T - 1) == 0, "BLOCK_T must be 16, 32, 64 or 128"),
         require(LAT_CHUNK >= 16 && 512 % LAT_CHUNK == 0, "LAT_CHUNK must divide 512 and be >= 16"),
+        require(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4"),
     )]
-    pub fn mla_combine_v_up<T, const DCP_SIZE: i32, const BLOCK_T: i32, const LAT_CHUNK: i32>(
+    pub fn mla_combine_v_up<
+        T,
+        const DCP_SIZE: i32,
+        const BLOCK_T: i32,
+        const LAT_CHUNK: i32,
+        const STAGES: i32,
+    >(
         recv_out: *const T,
         recv_lse: *const f32,
         send_out: *const T,

@@ -602,8 +602,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             let capped = Some(u32::try_from(cap.max(1)).unwrap_or(u32::MAX));
             plan = step.plan_tuned(mma, capped, heads, kv_tile)?;
         }
-        if let Some((block_t, lat_chunk)) = self.config.forced_fused_tile {
-            plan.retile_combine_v_up(block_t, lat_chunk);
+        if let Some(tile) = self.config.forced_fused_tile {
+            plan.retile_combine_v_up(tile);
         }
         Ok(plan)
     }

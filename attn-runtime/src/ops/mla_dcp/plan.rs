@@ -141,8 +141,20 @@ pub const NO_OWN_PART: i32 = -1;
 /// Token tiles the fused combine + V-up (`mla_combine_v_up`) chooses from, largest first.
 pub const FUSED_BLOCK_T_CHOICES: [u32; 3] = [64, 32, 16];
 
+/// The fused combine + V-up's tiling: tokens a program, latent columns a step, and the depth
+/// of the ring its copies stream through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FusedTile {
+    /// Tokens a program (`BLOCK_T`).
+    pub block_t: u32,
+    /// Latent columns a step (`LAT_CHUNK`).
+    pub lat_chunk: u32,
+    /// Stages of the copy ring (`STAGES`, 2–4).
+    pub stages: u32,
+}
+
 /// The fused combine + V-up's tile for `t` tokens of `n` heads merging `parts` parts on
-/// `num_sms` SMs: (tokens a program, latent columns a step). A program streams its parts'
+/// `num_sms` SMs. A program streams its parts'
 /// rows and one `W_UV[n]` step for all of them through a two-stage ring: larger token tiles
 /// read `W_UV` fewer times, smaller ones put more products in flight. The largest token tile
 /// that still gives every SM four part-products (programs × parts), at least 16 tokens; 64
@@ -151,13 +163,17 @@ pub const FUSED_BLOCK_T_CHOICES: [u32; 3] = [64, 32, 16];
 /// tokens would give 512 part-products), its dcp-2 rank 16.4 at 32 × 64 against 19.7 at
 /// 16 × 128 (three parts: 768); 32 × 8192 and 1 × 32768 12.2–10.6 at 16 × 128 against
 /// 13.5–12.1 at 16 × 64.
-pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> (u32, u32) {
+pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
     let products = |bt: u32| (t as u64).div_ceil(u64::from(bt)) * u64::from(n * parts);
     let block_t = FUSED_BLOCK_T_CHOICES
         .into_iter()
         .find(|&bt| products(bt) >= 4 * u64::from(num_sms))
         .unwrap_or(16);
-    (block_t, if block_t == 16 { 128 } else { 64 })
+    FusedTile {
+        block_t,
+        lat_chunk: if block_t == 16 { 128 } else { 64 },
+        stages: 2,
+    }
 }
 /// Most heads of one `mla_current` program.
 pub const CURRENT_BLOCK_H: u32 = 32;
@@ -480,6 +496,19 @@ pub struct DecodePlan {
     /// (the op's `VupPath::Fused`; `lat_out` is then not written). Its `DCP_SIZE` is the
     /// group's, which the kernel takes up to [`FUSED_MAX_DCP`] (see [`Self::launches`]).
     pub combine_v_up: KernelLaunch,
+}
+
+/// Sets the fused combine + V-up's tile constexprs and its grid over `tokens`.
+fn set_fused_tile(l: &mut KernelLaunch, tile: FusedTile, tokens: usize) {
+    for (name, v) in l.constexprs.iter_mut() {
+        match *name {
+            "BLOCK_T" => *v = ConstValue::Int(tile.block_t.into()),
+            "LAT_CHUNK" => *v = ConstValue::Int(tile.lat_chunk.into()),
+            "STAGES" => *v = ConstValue::Int(tile.stages.into()),
+            _ => {}
+        }
+    }
+    l.grid[0] = (tokens as u32).div_ceil(tile.block_t.max(1));
 }
 
 fn next_pow2_at_least(x: u32, floor: u32) -> u32 {
@@ -842,18 +871,17 @@ impl DecodeStep {
             args: merge_args(&partials, &[R::LatOut], &[]),
             divisible: vec![],
         };
-        let (fused_t, fused_chunk) = fused_tile(t, n, d + 1, self.num_sms);
-        let combine_v_up = KernelLaunch {
+        let fused = fused_tile(t, n, d + 1, self.num_sms);
+        let mut combine_v_up = KernelLaunch {
             kernel: "mla_combine_v_up",
             constexprs: [
                 merge_constexprs,
-                vec![
-                    ("BLOCK_T", ConstValue::Int(fused_t.into())),
-                    ("LAT_CHUNK", ConstValue::Int(fused_chunk.into())),
-                ],
+                ["BLOCK_T", "LAT_CHUNK", "STAGES"]
+                    .map(|name| (name, ConstValue::Int(0)))
+                    .to_vec(),
             ]
             .concat(),
-            grid: [grid_t.div_ceil(fused_t), n, 1],
+            grid: [grid_t, n, 1],
             args: merge_args(&with_send, &[R::WUv, R::Y], &[I32(NO_OWN_PART)]),
             // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
             // `cp.async` like the current part's.
@@ -863,6 +891,7 @@ impl DecodeStep {
                 .map(|(name, _)| name)
                 .collect(),
         };
+        set_fused_tile(&mut combine_v_up, fused, t);
         let v_up = KernelLaunch {
             kernel: "mla_v_up",
             constexprs: vec![dt, ("BLOCK_T", ConstValue::Int(VUP_BLOCK_T.into()))],
@@ -892,19 +921,10 @@ impl DecodeStep {
 }
 
 impl DecodePlan {
-    /// The fused combine + V-up retiled to `block_t` tokens a program and `lat_chunk` latent
-    /// columns a step (tuning sweeps; the kernel's `require`s refuse tiles it has no code for
-    /// when it is specialized).
-    pub fn retile_combine_v_up(&mut self, block_t: u32, lat_chunk: u32) {
-        let l = &mut self.combine_v_up;
-        for (name, v) in l.constexprs.iter_mut() {
-            match *name {
-                "BLOCK_T" => *v = ConstValue::Int(block_t.into()),
-                "LAT_CHUNK" => *v = ConstValue::Int(lat_chunk.into()),
-                _ => {}
-            }
-        }
-        l.grid[0] = (self.num_tokens as u32).div_ceil(block_t.max(1));
+    /// The fused combine + V-up retiled (tuning sweeps; the kernel's `require`s refuse tiles
+    /// it has no code for when it is specialized).
+    pub fn retile_combine_v_up(&mut self, tile: FusedTile) {
+        set_fused_tile(&mut self.combine_v_up, tile, self.num_tokens);
     }
 
     /// The fused combine + V-up reading part `rank` (the rank's own history) from the send

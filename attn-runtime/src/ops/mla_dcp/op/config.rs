@@ -4,7 +4,7 @@
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
 use super::super::metadata::DcpLayout;
-use super::super::plan::{FUSED_MAX_DCP, QK_WIDTH};
+use super::super::plan::{FusedTile, FUSED_MAX_DCP, QK_WIDTH};
 use super::super::streams::JoinMode;
 use super::error::MlaError;
 
@@ -110,7 +110,7 @@ pub struct MlaDcpConfig {
     pub forced_history_kv_tile: Option<u32>,
     /// Forces the fused combine + V-up's tile, (tokens a program, latent columns a step)
     /// (tuning sweeps; `VupPath::Fused` only); `None` uses the plan's.
-    pub forced_fused_tile: Option<(u32, u32)>,
+    pub forced_fused_tile: Option<FusedTile>,
     /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
     pub profile: bool,
     /// Stream options of the context.
