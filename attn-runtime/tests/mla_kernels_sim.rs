@@ -1,10 +1,10 @@
-//! The MLA merging kernels' emitted CUDA, as the GPU op launches it (the plan's constexprs and
-//! divisibility promises, so the exchange rows move by `cp.async`), run on the CPU simulator
-//! of attn-dsl's codegen tests (g++, one std::thread per CUDA thread) against the CPU executor
-//! on the same random inputs, outputs poisoned. The GPU runs this code only in device calls;
-//! here CI checks its data movement: the combine's, and the fused merge's part accumulators,
-//! its `W_UV` steps shared by every part and the own part's select between the send and
-//! receive buffers.
+//! The MLA step's small kernels' emitted CUDA, as the GPU op launches it (the plan's
+//! constexprs and divisibility promises, so the `cp.async` paths), run on the CPU simulator of
+//! attn-dsl's codegen tests (g++, one std::thread per CUDA thread) against the CPU executor on
+//! the same random inputs, outputs poisoned. The GPU runs this code only in device calls; here
+//! CI checks its data movement: the current part's, the combine's, and the fused merge's part
+//! accumulators, its `W_UV` steps shared by every part and the own part's select between the
+//! send and receive buffers.
 //! Skipped when g++ is missing.
 
 #[path = "../../attn-dsl/tests/codegen_common/cpu_sim.rs"]
@@ -12,7 +12,7 @@
 mod cpu_sim;
 
 use attn_dsl::interp::HostBuffer;
-use attn_dsl::ir::ScalarType;
+use attn_dsl::ir::{Function, ParamKind, ScalarType};
 use attn_dsl::kernel::ScalarArg;
 use attn_runtime::kernels::mla_dcp::specialize_kernel;
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
@@ -35,17 +35,31 @@ fn plan(d: u32) -> DecodePlan {
     .expect("plan")
 }
 
+/// Whether argument `i` of `f` is a buffer the kernel writes.
+fn writes(f: &Function, i: usize) -> bool {
+    matches!(
+        f.params.get(i).map(|p| p.kind),
+        Some(ParamKind::Ptr { mutable: true, .. })
+    )
+}
+
 /// The launch's arguments: random buffers (LSEs in a range whose weights all count, one row
 /// of each LSE buffer not finite, so a dropped part is exercised), the outputs poisoned.
-fn args(plan: &DecodePlan, l: &KernelLaunch, seed: u64) -> Vec<SimArg> {
+fn args(plan: &DecodePlan, l: &KernelLaunch, f: &Function, seed: u64) -> Vec<SimArg> {
     let mut rng = SplitMix64(seed);
     l.args
         .iter()
-        .map(|a| match *a {
+        .enumerate()
+        .map(|(i, a)| match *a {
             PlanArg::Buffer(role) => {
                 let (t, n) = (plan.buffer_dtype(role), plan.buffer_len(role).unwrap_or(0));
                 match role {
-                    BufferRole::Y | BufferRole::LatOut => SimArg::Buf(HostBuffer::poisoned(t, n)),
+                    // The step's metadata, as the op uploads it.
+                    BufferRole::TokenReq => SimArg::Buf(HostBuffer::I32(plan.step.token_req())),
+                    BufferRole::CuSeqlensQ => {
+                        SimArg::Buf(HostBuffer::I32(plan.step.cu_seqlens_q()))
+                    }
+                    _ if writes(f, i) => SimArg::Buf(HostBuffer::poisoned(t, n)),
                     BufferRole::RecvLse | BufferRole::SendLse | BufferRole::CurLse => {
                         let mut v: Vec<f64> = (0..n).map(|_| rng.uniform(-3.0, 3.0)).collect();
                         if let Some(x) = v.get_mut(n / 3) {
@@ -74,19 +88,13 @@ fn check(label: &str, plan: &DecodePlan, l: &KernelLaunch, seed: u64) {
     }
     let f = specialize_kernel(l.kernel, &l.bindings()).expect("specialize");
     let cuda = l.compile().expect("compile").cuda;
-    let mut want = args(plan, l, seed);
+    let mut want = args(plan, l, &f, seed);
     cpu_sim::run_interp(&f, l.grid, &mut want).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let mut got = args(plan, l, seed);
+    let mut got = args(plan, l, &f, seed);
     cpu_sim::run(&cuda, l.grid, &mut got).unwrap_or_else(|e| panic!("{label}: {e}"));
-    let outputs = l.args.iter().map(|a| {
-        matches!(
-            a,
-            PlanArg::Buffer(BufferRole::Y) | PlanArg::Buffer(BufferRole::LatOut)
-        )
-    });
     let mut compared = 0;
-    for ((g, w), output) in got.iter().zip(&want).zip(outputs) {
-        let (SimArg::Buf(g), SimArg::Buf(w), true) = (g, w, output) else {
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let (SimArg::Buf(g), SimArg::Buf(w), true) = (g, w, writes(&f, i)) else {
             continue;
         };
         for (j, (a, b)) in g.to_f64s().iter().zip(w.to_f64s()).enumerate() {
@@ -128,5 +136,20 @@ fn combine_matches_the_executor() {
     for d in [1, 2, 4] {
         let p = plan(d);
         check(&format!("combine D={d}"), &p, &p.combine, 60 + u64::from(d));
+    }
+}
+
+/// The current part: a mixed chunk (query lengths 1, 4, 2, 1), its causal mask inside the
+/// chunk, the rows of the ragged head tile.
+#[test]
+fn current_part_matches_the_executor() {
+    for d in [1, 2] {
+        let p = plan(d);
+        check(
+            &format!("current part D={d}"),
+            &p,
+            &p.current,
+            70 + u64::from(d),
+        );
     }
 }
