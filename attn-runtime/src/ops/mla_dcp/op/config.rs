@@ -108,8 +108,8 @@ pub struct MlaDcpConfig {
     /// Forces the history's keys per tile (tuning sweeps; a power of two from 16 up to the
     /// largest dividing the page); `None` uses the plan's rule.
     pub forced_history_kv_tile: Option<u32>,
-    /// Forces the fused combine + V-up's tile, (tokens a program, latent columns a step)
-    /// (tuning sweeps; `VupPath::Fused` only); `None` uses the plan's.
+    /// Forces the fused combine + V-up's tile: tokens a program, latent columns a step and
+    /// ring stages (tuning sweeps; `VupPath::Fused` only); `None` uses the plan's.
     pub forced_fused_tile: Option<FusedTile>,
     /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
     pub profile: bool,
