@@ -109,47 +109,47 @@ fn check(label: &str, plan: &DecodePlan, l: &KernelLaunch, seed: u64) {
     assert!(compared > 0, "{label}: nothing compared");
 }
 
-#[test]
-fn fused_merge_matches_the_executor_with_and_without_the_own_part() {
-    for d in [1, 2] {
+/// [`check`] of the launch `launch` picks from the plan of each group size in `groups`.
+fn check_groups(
+    what: &str,
+    groups: &[u32],
+    seed: u64,
+    launch: impl Fn(&DecodePlan) -> KernelLaunch,
+) {
+    for &d in groups {
         let p = plan(d);
         check(
-            &format!("fused merge D={d}"),
+            &format!("{what} D={d}"),
             &p,
-            &p.combine_v_up,
-            40 + u64::from(d),
+            &launch(&p),
+            seed + u64::from(d),
         );
-        for rank in 0..d {
-            let l = p.combine_v_up_reading_own_part(rank);
-            check(
-                &format!("fused merge D={d}, own part {rank}"),
-                &p,
-                &l,
-                50 + u64::from(d),
-            );
-        }
+    }
+}
+
+#[test]
+fn fused_merge_matches_the_executor_with_and_without_the_own_part() {
+    check_groups("fused merge", &[1, 2], 40, |p| p.combine_v_up.clone());
+    for rank in 0..2 {
+        let own = |p: &DecodePlan| p.combine_v_up_reading_own_part(rank);
+        // Rank 1 is in the group of two only.
+        check_groups(
+            &format!("fused merge, own part {rank}"),
+            &[1, 2][rank as usize..],
+            50,
+            own,
+        );
     }
 }
 
 #[test]
 fn combine_matches_the_executor() {
-    for d in [1, 2, 4] {
-        let p = plan(d);
-        check(&format!("combine D={d}"), &p, &p.combine, 60 + u64::from(d));
-    }
+    check_groups("combine", &[1, 2, 4], 60, |p| p.combine.clone());
 }
 
 /// The current part: a mixed chunk (query lengths 1, 4, 2, 1), its causal mask inside the
 /// chunk, the rows of the ragged head tile.
 #[test]
 fn current_part_matches_the_executor() {
-    for d in [1, 2] {
-        let p = plan(d);
-        check(
-            &format!("current part D={d}"),
-            &p,
-            &p.current,
-            70 + u64::from(d),
-        );
-    }
+    check_groups("current part", &[1, 2], 70, |p| p.current.clone());
 }
