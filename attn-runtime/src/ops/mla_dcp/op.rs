@@ -545,13 +545,15 @@ impl<E: DecodeElem> MlaDcpContext<E> {
     /// combine with V-up; over AG+RS, its one-"rank" form.
     fn merge_launch(config: &MlaDcpConfig, plan: &DecodePlan) -> KernelLaunch {
         let merge = match config.vup {
-            VupPath::Fused => &plan.combine_v_up,
-            _ => &plan.combine,
+            VupPath::Fused if config.own_part_in_place() => {
+                plan.combine_v_up_reading_own_part(config.dcp_rank)
+            }
+            VupPath::Fused => plan.combine_v_up.clone(),
+            _ => plan.combine.clone(),
         };
         match config.exchange {
-            ExchangeMode::AgRs => Self::one_rank_launch(plan, merge),
-            _ if config.own_part_in_place() => plan.combine_v_up_reading_own_part(config.dcp_rank),
-            _ => merge.clone(),
+            ExchangeMode::AgRs => Self::one_rank_launch(plan, &merge),
+            _ => merge,
         }
     }
 

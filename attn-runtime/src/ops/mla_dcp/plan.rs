@@ -136,6 +136,12 @@ pub const VUP_BLOCK_T: u32 = 16;
 /// every part; larger groups take the combine, then V-up (or AG+RS, whose merge sees one part
 /// of history).
 pub const FUSED_MAX_DCP: u32 = 2;
+
+/// Whether the fused combine + V-up merges the parts of a group of `dcp_size` ranks as they
+/// arrive ([`FUSED_MAX_DCP`]).
+pub fn fused_merges(dcp_size: u32) -> bool {
+    dcp_size <= FUSED_MAX_DCP
+}
 /// The fused combine + V-up's `own_part` when every part comes from the receive buffer.
 pub const NO_OWN_PART: i32 = -1;
 /// Token tiles the fused combine + V-up (`mla_combine_v_up`) chooses from, largest first.
@@ -154,8 +160,8 @@ pub struct FusedTile {
 }
 
 /// The fused combine + V-up's tile for `t` tokens of `n` heads merging `parts` parts on
-/// `num_sms` SMs. A program streams its parts'
-/// rows and one `W_UV[n]` step for all of them through a two-stage ring: larger token tiles
+/// `num_sms` SMs. A program streams its parts' rows and one `W_UV[n]` step for all of them
+/// through a ring (two stages: deeper ones measured no faster): larger token tiles
 /// read `W_UV` fewer times, smaller ones put more products in flight. The largest token tile
 /// that still gives every SM four part-products (programs × parts), at least 16 tokens; 64
 /// latent columns a step, 128 at 16 tokens. H200, 2026-12-04, the sweep of 16–64 tokens ×
@@ -942,7 +948,7 @@ impl DecodePlan {
     /// Whether the fused combine + V-up takes this plan's group as it is
     /// ([`FUSED_MAX_DCP`]); AG+RS merges one part of history at any group size.
     pub fn fused_merges_the_group(&self) -> bool {
-        self.step.layout.dcp_size <= FUSED_MAX_DCP
+        fused_merges(self.step.layout.dcp_size)
     }
 
     /// Every launch the plan holds, in S0/S1 program order (§9.4): history, reduce, current,

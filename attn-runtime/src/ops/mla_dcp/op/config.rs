@@ -4,7 +4,7 @@
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 
 use super::super::metadata::DcpLayout;
-use super::super::plan::{FusedTile, FUSED_MAX_DCP, QK_WIDTH};
+use super::super::plan::{fused_merges, FusedTile, FUSED_MAX_DCP, QK_WIDTH};
 use super::super::streams::JoinMode;
 use super::error::MlaError;
 
@@ -140,7 +140,7 @@ impl MlaDcpConfig {
             max_tokens,
             max_batch,
             exchange: ExchangeMode::A2a,
-            vup: if layout.dcp_size <= FUSED_MAX_DCP {
+            vup: if fused_merges(layout.dcp_size) {
                 VupPath::Fused
             } else {
                 VupPath::Cublas
@@ -206,7 +206,7 @@ impl MlaDcpConfig {
     pub fn check_vup(&self) -> Result<(), MlaError> {
         let dcp_size = self.layout.dcp_size;
         let one_part = self.exchange == ExchangeMode::AgRs;
-        if self.vup == VupPath::Fused && dcp_size > FUSED_MAX_DCP && !one_part {
+        if self.vup == VupPath::Fused && !fused_merges(dcp_size) && !one_part {
             return Err(MlaError::FusedGroupTooLarge {
                 dcp_size,
                 max: FUSED_MAX_DCP,
