@@ -21,10 +21,6 @@ use attn_runtime::split_mix64::SplitMix64;
 use cpu_sim::SimArg;
 
 fn plan(d: u32) -> DecodePlan {
-    plan_on(d, 132)
-}
-
-fn plan_on(d: u32, num_sms: u32) -> DecodePlan {
     DecodeStep {
         query_lens: vec![1, 4, 2, 1],
         seq_lens: vec![300, 90, 40, 7],
@@ -33,7 +29,7 @@ fn plan_on(d: u32, num_sms: u32) -> DecodePlan {
         dtype: ScalarType::Bf16,
         softmax_scale: 0.135,
         block_table_stride: 8,
-        num_sms,
+        num_sms: 132,
     }
     .plan()
     .expect("plan")
@@ -156,14 +152,4 @@ fn combine_matches_the_executor() {
 #[test]
 fn current_part_matches_the_executor() {
     check_groups("current part", &[1, 2], 70, |p| p.current.clone());
-}
-
-/// The current part on fewer programs than work items (8 tokens on 12 SMs: 3 programs), so
-/// a program loops over items of both parities of its two-stage copy ring, the last one
-/// without a successor.
-#[test]
-fn current_part_loops_over_its_items() {
-    let p = plan_on(1, 12);
-    assert_eq!(p.current.grid, [3, 1, 1]);
-    check("current part on 3 programs", &p, &p.current, 75);
 }

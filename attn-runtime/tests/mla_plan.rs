@@ -4,8 +4,7 @@
 use attn_dsl::ir::ScalarType;
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::{
-    current_programs, DecodeStep, ExchangeLayout, PlanArg, PlanError, MAX_SPLITS,
-    MIN_KEYS_PER_SPLIT,
+    DecodeStep, ExchangeLayout, PlanArg, PlanError, MAX_SPLITS, MIN_KEYS_PER_SPLIT,
 };
 use attn_runtime::ops::unified_attention::config::MmaKind;
 
@@ -51,25 +50,6 @@ fn grids_and_bindings() {
     assert_eq!(p.history.args.len(), 18);
     assert!(p.history.args.contains(&PlanArg::I64(64 * 576)));
     assert_eq!(binding(&p, "DIRECT"), 0);
-}
-
-/// The current part's programs: a quarter of the SMs, never more than its items nor fewer
-/// than one; each program loops over the rest.
-#[test]
-fn current_part_takes_a_quarter_of_the_sms() {
-    assert_eq!(current_programs(128 * 4, 132), 33);
-    assert_eq!(current_programs(5, 132), 5);
-    assert_eq!(current_programs(0, 132), 1);
-    assert_eq!(current_programs(40, 2), 1);
-    assert_eq!(current_programs(u64::MAX, 132), 33);
-    // L1 at dcp 1: 128 tokens of 128 heads in 32-head items.
-    let l1 = DecodeStep {
-        heads_per_rank: 128,
-        ..step(1, &[1; 128], &[4096; 128])
-    };
-    let p = l1.plan().expect("plan");
-    assert_eq!(p.current.grid, [33, 1, 1]);
-    assert!(p.current.args.contains(&PlanArg::I32(128)));
 }
 
 /// One split: the history writes the exchange layout itself (`DIRECT`), and there is no

@@ -455,11 +455,6 @@ pub mod mla {
     /// starts at token c0 attends to the chunk's keys c0..=t (causal within the chunk, spec §4.2).
     /// 64-head tiles run on 8 warps (on 4 the `[64, 512]` f32 accumulator took 256 registers a
     /// thread and spilled 192 bytes on sm_90a); the plan takes 32 heads a program.
-    ///
-    /// A work item is one token's block of `BLOCK_H` heads, and a program loops over the items
-    /// with the grid's stride: the part runs on the side stream beside the history, and the
-    /// plan gives it few programs (`plan::current_programs`) so that it holds a few SMs for a
-    /// few µs instead of every SM while the history's first wave waits for them.
     #[kernel(
         num_warps = 4 + 4 * (BLOCK_H / 64),
         fast_math = true,
@@ -473,40 +468,36 @@ pub mod mla {
         cu_seqlens_q: *const i32,
         cur_out: *mut T,
         cur_lse: *mut f32,
-        num_tokens: i32,
         heads_per_rank: i32,
         softmax_scale: f32,
     ) {
-        let items = num_tokens * cdiv(heads_per_rank, BLOCK_H);
-        for item in (program_id(0)..items).step_by(num_programs(0)) {
-            let t = item % num_tokens;
-            let h = item / num_tokens * BLOCK_H + arange::<BLOCK_H>();
-            let row_ok = h < heads_per_rank;
-            let c0 = load(cu_seqlens_q + load(token_req + t));
-            let keys = c0 + arange::<MAX_CHUNK>();
-            let k_ok = keys <= t;
-            let dl = arange::<512>();
-            let q_row = (t * heads_per_rank + h).cast::<i64>() * 576;
-            let (q_lat, q_pe) = load_query_rows(q_loc, q_row, row_ok);
-            let (k_lat, k_pe) = load_key_columns(cur_kv, keys.cast::<i64>() * 576, k_ok);
-            let s = select(
-                k_ok.unsqueeze(0),
-                dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale,
-                f32::NEG_INFINITY,
-            );
-            let m_i = s.max(1);
-            let p = exp(s - m_i.unsqueeze(1));
-            let l_i = p.sum(1);
-            let acc = dot(p.cast::<T>(), trans(k_lat));
-            let (o, lse) = finish_partial(acc, m_i, l_i);
-            let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
-            store(
-                cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0),
-                o.cast::<T>(),
-                row_ok.unsqueeze(1),
-            );
-            store(cur_lse + t * heads_per_rank + h, lse, row_ok);
-        }
+        let t = program_id(0);
+        let h = program_id(1) * BLOCK_H + arange::<BLOCK_H>();
+        let row_ok = h < heads_per_rank;
+        let c0 = load(cu_seqlens_q + load(token_req + t));
+        let keys = c0 + arange::<MAX_CHUNK>();
+        let k_ok = keys <= t;
+        let dl = arange::<512>();
+        let q_row = (t * heads_per_rank + h).cast::<i64>() * 576;
+        let (q_lat, q_pe) = load_query_rows(q_loc, q_row, row_ok);
+        let (k_lat, k_pe) = load_key_columns(cur_kv, keys.cast::<i64>() * 576, k_ok);
+        let s = select(
+            k_ok.unsqueeze(0),
+            dot(q_pe, k_pe, dot(q_lat, k_lat)) * softmax_scale,
+            f32::NEG_INFINITY,
+        );
+        let m_i = s.max(1);
+        let p = exp(s - m_i.unsqueeze(1));
+        let l_i = p.sum(1);
+        let acc = dot(p.cast::<T>(), trans(k_lat));
+        let (o, lse) = finish_partial(acc, m_i, l_i);
+        let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
+        store(
+            cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0),
+            o.cast::<T>(),
+            row_ok.unsqueeze(1),
+        );
+        store(cur_lse + t * heads_per_rank + h, lse, row_ok);
     }
 
     /// The one combine (spec §3.2, §9.2 K_combine): D received history partials of this rank's

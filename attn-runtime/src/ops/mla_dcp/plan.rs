@@ -181,23 +181,8 @@ pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
         stages: 2,
     }
 }
-/// Most heads of one `mla_current` work item.
+/// Most heads of one `mla_current` program.
 pub const CURRENT_BLOCK_H: u32 = 32;
-
-/// Programs of the `mla_current` launch for `items` work items (a token's block of heads
-/// each) on `num_sms` SMs: a quarter of the SMs, each program looping over items.
-///
-/// The part runs on the side stream, enqueued before the history so that its programs
-/// reach the SMs first; with one program an item (512 at L1, four an SM) every SM held
-/// some for ~20 µs and the history's first wave waited for them. H200, 2026-12-04 (the
-/// generated part rewritten to loop, `bench/experiments/mla_current_persistent.py`): L1's
-/// step 352 / 353 → 338–340 µs (graph-replayed 339 / 336 → 328), its dcp-2 rank's replay
-/// 194 / 192 → 187–188, the part itself 21 → 6–7 µs, at 16, 32 or 64 programs alike; on 8
-/// programs the part took 9 µs.
-pub fn current_programs(items: u64, num_sms: u32) -> u32 {
-    let quarter = (num_sms / 4).max(1);
-    u32::try_from(items).map_or(quarter, |items| items.clamp(1, quarter))
-}
 
 /// A decode step the plan cannot be built for.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -845,14 +830,7 @@ impl DecodeStep {
                     ConstValue::Int(next_pow2_at_least(max_q, 16).into()),
                 ),
             ],
-            grid: [
-                current_programs(
-                    u64::from(grid_t) * u64::from(n.div_ceil(cur_block_h)),
-                    self.num_sms,
-                ),
-                1,
-                1,
-            ],
+            grid: [grid_t, n.div_ceil(cur_block_h), 1],
             args: vec![
                 Buf(R::QLoc),
                 Buf(R::CurKv),
@@ -860,7 +838,6 @@ impl DecodeStep {
                 Buf(R::CuSeqlensQ),
                 Buf(R::CurOut),
                 Buf(R::CurLse),
-                I32(t_i32),
                 I32(n_i32),
                 F32(self.softmax_scale),
             ],
