@@ -157,20 +157,40 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
     );
     let (input, output) = (dir.join("in.cu"), dir.join("seesaw.cu"));
     std::fs::write(&input, &history).expect("write");
-    let run = std::process::Command::new("python3")
-        .arg(seesaw)
-        .arg(&input)
-        .arg(&output)
-        .output()
-        .expect("python3 runs");
-    assert!(run.status.success() && run.stderr.is_empty(), "{run:?}");
-    let edited = std::fs::read_to_string(&output).expect("the rewrite");
-    assert!(edited.contains("// ---- seesaw (bench/experiments/mla_seesaw.py)"));
+    let rewrite = |script: &str, mode: &[&str]| {
+        let run = std::process::Command::new("python3")
+            .arg(script)
+            .arg(&input)
+            .arg(&output)
+            .args(mode)
+            .output()
+            .expect("python3 runs");
+        assert!(run.status.success() && run.stderr.is_empty(), "{run:?}");
+        std::fs::read_to_string(&output).expect("the rewrite")
+    };
     let split_scores = |s: &str| s.matches("m64n32k16").count();
-    assert!(
-        split_scores(&edited) < split_scores(&history),
-        "the warp-specialized loop's split scores are gone"
+    for mode in [&[][..], &["fine"]] {
+        let edited = rewrite(seesaw, mode);
+        assert!(edited.contains("// ---- seesaw (bench/experiments/mla_seesaw.py)"));
+        assert!(
+            split_scores(&edited) < split_scores(&history),
+            "the warp-specialized loop's split scores are gone"
+        );
+        // The fine ring replaces the generated producer's loop (its per-stage waits).
+        let fine = !mode.is_empty();
+        assert_eq!(edited.contains("ss_cp_arrive(&ss_fine_bar"), fine, "{mode:?}");
+        assert_eq!(edited.contains("attn_mbar_wait(&attn_ws_bar[2 + "), !fine, "{mode:?}");
+    }
+    // The current part looping over its items on a few programs
+    // (`mla_current_persistent.py`) finds both program ids.
+    let persistent = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/mla_current_persistent.py"
     );
+    std::fs::write(&input, &current).expect("write");
+    let edited = rewrite(persistent, &["16"]);
+    assert!(edited.contains("attn_item += 16"));
+    assert!(!edited.contains("(int)blockIdx.y;"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -3,7 +3,7 @@
 the GPU-IR plan of docs/gpu_ir.md ("Where L1's history time goes, by phase") would buy,
 timed and checked for parity before the compiler learns it.
 
-    mla_seesaw.py IN.cu OUT.cu
+    mla_seesaw.py IN.cu OUT.cu [fine]
 
 The generated history splits every 64-key tile's scores between its two consumer
 warpgroups (each `m64n32k16` over the 576 latent and rope columns, the queries read by
@@ -25,10 +25,22 @@ go to one warpgroup each (tile `lo + 2i` to warpgroup 0, `lo + 2i + 1` to warpgr
 The producer, the prologue and the epilogue stay as generated. Applies to every two-warpgroup
 history specialization (names are read from the text), so a parity test can run it.
 
+`fine` gives the ring the granularity FlashMLA's schedule needs to keep a copy lead with two
+stages: each 64-column block of a stage (8 of the latent, 1 of rope) has its own full
+mbarrier, which every producer thread arrives on when its copies of that block land
+(`cp.async.mbarrier.arrive.noinc`), so the scores start on the first block while the rest
+land; a stage is released in two halves, each by the warpgroup whose PV reads it (the
+owner's half with the rope block, then the other), and the producer refills a half as soon
+as it is free; each warpgroup's scores read its own half first (the half it released
+earliest), then the other, then the rope block. The consumers fence the async proxy after
+each wait (the copies are generic-proxy writes read by `wgmma`).
+
 Measured (H200, 2026-12-03): correct (`gpu_mla_op` 14/14 with every two-warpgroup history
 rewritten) and slower (L1's history 339 -> 356 us): two stages beside the queries hold just
 the pair being computed, so nothing is prefetched (docs/gpu_ir.md, "FlashMLA's schedule,
-measured").
+measured"). `fine` (H200, 2026-12-04, one call): correct (`gpu_mla_op` 15/15), and it wins
+back the seesaw's loss but no more: L1's history 373 / 377 us as generated, 375 / 375 fine,
+391 with whole-stage waits (docs/gpu_ir.md, "The seesaw with a fine ring").
 """
 import re
 import sys
@@ -77,7 +89,8 @@ LOOP = r"""
         {
         const int ss_wg = attn_warp / 4, ss_tid = tid & 127;
         uint4* const ss_p = reinterpret_cast<uint4*>(attn_scratch);            // [4][128]: P's A fragments
-        float2* const ss_m = reinterpret_cast<float2*>(attn_scratch + 8192);   // [128]: the running max
+        float* const ss_m = reinterpret_cast<float*>(attn_scratch + 8192);     // [64]: the running max a row
+        const int ss_row = (attn_warp % 4) * 16 + attn_g;                      // this thread's rows: +0, +8
         const unsigned long long ss_qlat = attn_wgmma_desc(attn_smem_addr(@QLAT@), 16, 1024);
         const unsigned long long ss_qpe = attn_wgmma_desc(attn_smem_addr(@QPE@), 16, 1024);
         float ss_mprev[2] = {@M@[0], @M@[1]};
@@ -89,20 +102,7 @@ LOOP = r"""
             unsigned ss_own[4][4], ss_other[4][4];
             float ss_mown[2], ss_mother[2], ss_alpha_own[2], ss_alpha_other[2], ss_rowsum[2];
             if (ss_wg == 0 || ss_has_b) {
-                attn_mbar_wait(&attn_ws_bar[ss_wg], ss_parity);
-                const unsigned long long kl = attn_wgmma_desc(attn_smem_addr(@KLAT@ + ss_wg * 32768), 16, 1024);
-                const unsigned long long kp = attn_wgmma_desc(attn_smem_addr(@KPE@ + ss_wg * 4096), 16, 1024);
-                attn_wgmma_fence();
-                #pragma unroll
-                for (int ks = 0; ks < 32; ++ks) {
-                    const unsigned off = ((ks * 16) >> 6) * 8192 + ((ks * 16) & 63) * 2;
-                    ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qlat, off), attn_wgmma_desc_add(kl, off), ks != 0);
-                }
-                #pragma unroll
-                for (int ks = 0; ks < 4; ++ks) {
-                    ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qpe, ks * 32), attn_wgmma_desc_add(kp, ks * 32), 1);
-                }
-                attn_wgmma_commit();
+@SCORES@
             }
             if (ss_wg == 0) {
                 // tile a: softmax from the maximum after the last pair, P(a) handed over, PV(a)
@@ -118,7 +118,7 @@ LOOP = r"""
                     // tile b: P(b) and the maximum after b from warpgroup 1
                     attn_bar_sync(6, 256);
                     ss_take_other(ss_mown);
-                    attn_mbar_wait(&attn_ws_bar[1], ss_parity);
+                    ss_other_stage_landed(1);
                     ss_rescale(@ACC@, @L@, ss_alpha_other);
                     ss_pv(@ACC@, ss_other, @KLAT@, 1, 0);
                     ss_pv_done(@ACC@, 1);
@@ -133,7 +133,7 @@ LOOP = r"""
                 // every wgmma of the kernel.)
                 attn_bar_sync(5, 256);
                 ss_take_other(ss_mprev);
-                attn_mbar_wait(&attn_ws_bar[0], ss_parity);
+                ss_other_stage_landed(0);
                 attn_wgmma_wait<0>();
                 ss_rescale(@ACC@, @L@, ss_alpha_other);
                 ss_pv(@ACC@, ss_other, @KLAT@, 0, 1);
@@ -155,6 +155,47 @@ LOOP = r"""
         }
         @M@[0] = ss_mprev[0]; @M@[1] = ss_mprev[1];
         }
+"""
+
+SCORES_WHOLE = r"""
+                attn_mbar_wait(&attn_ws_bar[ss_wg], ss_parity);
+                const unsigned long long kl = attn_wgmma_desc(attn_smem_addr(@KLAT@ + ss_wg * 32768), 16, 1024);
+                const unsigned long long kp = attn_wgmma_desc(attn_smem_addr(@KPE@ + ss_wg * 4096), 16, 1024);
+                attn_wgmma_fence();
+                #pragma unroll
+                for (int ks = 0; ks < 32; ++ks) {
+                    const unsigned off = ((ks * 16) >> 6) * 8192 + ((ks * 16) & 63) * 2;
+                    ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qlat, off), attn_wgmma_desc_add(kl, off), ks != 0);
+                }
+                #pragma unroll
+                for (int ks = 0; ks < 4; ++ks) {
+                    ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qpe, ks * 32), attn_wgmma_desc_add(kp, ks * 32), 1);
+                }
+                attn_wgmma_commit();
+"""
+
+# `fine`: a block's copies are waited for just before its k-steps; the own half first.
+SCORES_FINE = r"""
+                const unsigned long long kl = attn_wgmma_desc(attn_smem_addr(@KLAT@ + ss_wg * 32768), 16, 1024);
+                const unsigned long long kp = attn_wgmma_desc(attn_smem_addr(@KPE@ + ss_wg * 4096), 16, 1024);
+                #pragma unroll
+                for (int bb = 0; bb < 8; ++bb) {
+                    const int b = (bb + 4 * ss_wg) & 7;
+                    ss_block_landed(ss_wg, b);
+                    attn_wgmma_fence();
+                    #pragma unroll
+                    for (int kk = 0; kk < 4; ++kk) {
+                        const unsigned off = b * 8192 + kk * 32;
+                        ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qlat, off), attn_wgmma_desc_add(kl, off), bb + kk != 0);
+                    }
+                }
+                ss_block_landed(ss_wg, 8);
+                attn_wgmma_fence();
+                #pragma unroll
+                for (int ks = 0; ks < 4; ++ks) {
+                    ss_scores_mma(ss_s, attn_wgmma_desc_add(ss_qpe, ks * 32), attn_wgmma_desc_add(kp, ks * 32), 1);
+                }
+                attn_wgmma_commit();
 """
 
 # Per-thread helpers of the loop, defined inside the consumer section as lambdas would be
@@ -189,7 +230,7 @@ MACROS = r"""
         _Pragma("unroll") for (int q = 0; q < 4; ++q) ss_own[ks][q] = @PACK@(x[8 * ks + 2 * q], x[8 * ks + 2 * q + 1]); \
         ss_p[ks * 128 + ss_tid] = make_uint4(ss_own[ks][0], ss_own[ks][1], ss_own[ks][2], ss_own[ks][3]); \
     } \
-    ss_m[ss_tid] = make_float2(ss_mown[0], ss_mown[1]); \
+    if (attn_t4 == 0) { ss_m[ss_row] = ss_mown[0]; ss_m[ss_row + 8] = ss_mown[1]; } \
 } while (0)
 // The other warpgroup's P and maximum from the exchange slot; its factor from `prev`.
 #define ss_take_other(prev) do { \
@@ -197,8 +238,7 @@ MACROS = r"""
         const uint4 x = ss_p[v * 128 + ss_tid]; \
         ss_other[v][0] = x.x; ss_other[v][1] = x.y; ss_other[v][2] = x.z; ss_other[v][3] = x.w; \
     } \
-    const float2 mm = ss_m[ss_tid]; \
-    ss_mother[0] = mm.x; ss_mother[1] = mm.y; \
+    ss_mother[0] = ss_m[ss_row]; ss_mother[1] = ss_m[ss_row + 8]; \
     _Pragma("unroll") for (int r = 0; r < 2; ++r) \
         ss_alpha_other[r] = attn_fast_exp_sub((prev)[r], ss_mother[r] == -attn_inf() ? 0.0f : ss_mother[r]); \
 } while (0)
@@ -218,12 +258,64 @@ MACROS = r"""
     attn_wgmma_wait<0>(); \
     _Pragma("unroll") for (int s = 0; s < 128; ++s) attn_reg_fence((acc)[s]); \
     attn_warp_sync(); \
-    if ((tid & 31) == 0) attn_mbar_arrive(&attn_ws_bar[2 + (st)]); \
+    if ((tid & 31) == 0) attn_mbar_arrive(ss_release_bar(st)); \
 } while (0)
 """
 
+# The whole-stage ring, as generated: one full and one empty mbarrier a stage.
+MACROS_WHOLE = r"""
+#define ss_release_bar(st) (&attn_ws_bar[2 + (st)])
+#define ss_other_stage_landed(st) attn_mbar_wait(&attn_ws_bar[st], ss_parity)
+"""
 
-def rewrite(text):
+# `fine`: full[stage * 9 + block], then empty[stage * 2 + half] (a half is released by the
+# warpgroup whose PV reads it), in the scratch after P's slot and the running max.
+MACROS_FINE = r"""
+#define ss_release_bar(st) (&ss_fine_bar[18 + (st) * 2 + ss_wg])
+#define ss_block_landed(st, b) do { \
+    attn_mbar_wait(&ss_fine_bar[(st) * 9 + (b)], ss_parity); \
+    attn_fence_proxy_async(); \
+} while (0)
+#define ss_other_stage_landed(st) do { \
+    _Pragma("unroll") for (int b = 0; b < 4; ++b) ss_block_landed(st, 4 * ss_wg + b); \
+} while (0)
+__device__ __forceinline__ void ss_cp_arrive(unsigned long long* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(attn_smem_addr(bar)) : "memory");
+}
+"""
+
+# `fine`: the producer's loop. Tile j goes to stage (j - lo) & 1; its owner's half (and the
+# rope block) is copied once that warpgroup released it, the other half once the other did.
+PRODUCER_FINE = r"""
+        for (int fj = @PLO@; fj < @PHI@; ++fj) {
+            const int fs = (fj - @PLO@) & 1, fk = (fj - @PLO@) >> 1;
+            const int page = attn_ld(@BT@ + fj);
+            #pragma unroll
+            for (int fh = 0; fh < 2; ++fh) {
+                const int half = fh == 0 ? fs : 1 - fs;
+                if (fk > 0) attn_mbar_wait(&ss_fine_bar[18 + fs * 2 + half], (unsigned)(fk - 1) & 1u);
+                #pragma unroll
+                for (int bb = 0; bb < 5; ++bb) {
+                    if (bb == 4 && fh != 0) break;
+                    const int b = bb == 4 ? 8 : 4 * half + bb;
+                    #pragma unroll
+                    for (int p = 0; p < 4; ++p) {
+                        const int row = p * 16 + tid / 8, chunk = tid % 8;
+                        const bool ok = fj * 64 + row < @PNHIST@;
+                        const bf16* src = cache + (long long)(ok ? page : 0) * cache_stride_block + (long long)row * 576 + (b == 8 ? 512 : b * 64) + chunk * 8;
+                        unsigned short* dst = (b == 8 ? @KPE@ + fs * 4096 : @KLAT@ + fs * 32768 + b * 4096) + row * 64 + ((chunk ^ (row & 7)) * 8);
+                        attn_cp_async16(dst, src, ok);
+                    }
+                    ss_cp_arrive(&ss_fine_bar[fs * 9 + b]);
+                }
+            }
+        }
+        return;
+"""
+
+
+
+def rewrite(text, fine=False):
     start = "attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();"
     a = text.find(start)
     if a < 0:
@@ -250,30 +342,69 @@ def rewrite(text):
         die("not the two-warpgroup history (64 heads, 64-key tiles)")
     ty = "f16" if ".f32.f16.f16" in loop else "bf16"
     names["PACK"] = "attn_pack_f16" if ty == "f16" else "attn_pack_bf16"
-    body = LOOP
+    body = LOOP.replace("@SCORES@", (SCORES_FINE if fine else SCORES_WHOLE).strip("\n"))
     for k, v in names.items():
         body = body.replace(f"@{k}@", v)
     if "@" in body:
         die("unbound name in the loop template")
     text = text[:a + head.start()] + body.lstrip("\n") + text[end:]
     kernel = find(r'extern "C" __global__ void __launch_bounds__\(384, 1\) mla_history', text, "history entry")
-    macros = MACROS
+    macros = MACROS + (MACROS_FINE if fine else MACROS_WHOLE)
     for k, v in names.items():
         macros = macros.replace(f"@{k}@", v)
-    return text[:kernel.start()] + wgmma_helpers(ty) + macros + text[kernel.start():]
+    text = text[:kernel.start()] + wgmma_helpers(ty) + macros + text[kernel.start():]
+    return fine_ring(text, names) if fine else text
 
 
-def main(src, dst):
+def fine_ring(text, names):
+    """The producer's loop replaced by PRODUCER_FINE, and the fine ring's 22 mbarriers
+    declared and initialized beside the generated ones."""
+    bars = "    unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + "
+    a = text.find(bars)
+    if a < 0:
+        die("no warp-specialized mbarriers")
+    decl = "    unsigned long long* const ss_fine_bar = reinterpret_cast<unsigned long long*>(attn_scratch + 8448);\n"
+    text = text[:a] + decl + text[a:]
+    init = "        attn_mbar_init_fence();\n"
+    i = text.find(init, a)
+    fine_init = (
+        "        for (int b = 0; b < 18; ++b) attn_mbar_init(&ss_fine_bar[b], 128u);\n"
+        "        for (int h = 0; h < 4; ++h) attn_mbar_init(&ss_fine_bar[18 + h], 4u);\n"
+    )
+    text = text[:i] + fine_init + text[i:]
+    p0 = text.find("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();")
+    p1 = text.find("        int attn_stage_ = 0;\n", p0)
+    p2 = text.find("        return;\n    }\n", p1)
+    if min(p0, p1, p2) < 0:
+        die("no producer loop")
+    prod = text[p0:p1]
+    pn = {
+        "PLO": find(r"int (lo_\w+) = attn_wmul", prod, "producer lo").group(1),
+        "PHI": find(r"int (hi_\w+) = attn_min", prod, "producer hi").group(1),
+        "PNHIST": find(r"int (n_hist_\w+) = attn_max", prod, "producer n_hist").group(1),
+        "BT": find(r"const int\* (bt_row_\w+) = ", prod, "producer block-table row").group(1),
+        "KLAT": names["KLAT"],
+        "KPE": names["KPE"],
+    }
+    loop = PRODUCER_FINE
+    for k, v in pn.items():
+        loop = loop.replace(f"@{k}@", v)
+    return text[:p1] + loop.lstrip("\n") + text[p2 + len("        return;\n"):]
+
+
+def main(src, dst, mode=""):
+    if mode not in ("", "fine"):
+        die(f"unknown mode {mode!r}")
     text = open(src).read()
     if "mla_history" in text and "attn_setmaxnreg_inc" in text and "mla_history_reduce" not in text:
         try:
-            text = rewrite(text)
+            text = rewrite(text, mode == "fine")
         except SystemExit as e:
             print(f"{src}: left unchanged ({e})", file=sys.stderr)
     open(dst, "w").write(text)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        die("usage: mla_seesaw.py IN.cu OUT.cu")
+    if len(sys.argv) not in (3, 4):
+        die("usage: mla_seesaw.py IN.cu OUT.cu [fine]")
     main(*sys.argv[1:])
