@@ -178,8 +178,16 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         );
         // The fine ring replaces the generated producer's loop (its per-stage waits).
         let fine = !mode.is_empty();
-        assert_eq!(edited.contains("ss_cp_arrive(&ss_fine_bar"), fine, "{mode:?}");
-        assert_eq!(edited.contains("attn_mbar_wait(&attn_ws_bar[2 + "), !fine, "{mode:?}");
+        assert_eq!(
+            edited.contains("ss_cp_arrive(&ss_fine_bar"),
+            fine,
+            "{mode:?}"
+        );
+        assert_eq!(
+            edited.contains("attn_mbar_wait(&attn_ws_bar[2 + "),
+            !fine,
+            "{mode:?}"
+        );
     }
     // The current part looping over its items on a few programs
     // (`mla_current_persistent.py`) finds both program ids.
