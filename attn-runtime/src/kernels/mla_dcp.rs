@@ -174,19 +174,12 @@ pub mod mla {
     /// give `(0, -inf)`.
     #[device]
     fn finish_partial(acc: Tile, m_i: Tile, l_i: Tile) -> (Tile, Tile) {
-        let (inv, lse) = partial_scale(m_i, l_i);
-        (acc * inv.unsqueeze(1), lse)
-    }
-
-    /// What [`finish_partial`] multiplies each row by, and the rows' LSEs.
-    #[device]
-    fn partial_scale(m_i: Tile, l_i: Tile) -> (Tile, Tile) {
         let seen = l_i > 0.0;
         // One reciprocal per row, then a multiply per element: IEEE divisions of the whole
         // [heads, 512] accumulator were a tenth of the 1 × 32768 history's stall samples.
-        let inv = 1.0 / select(seen, l_i, 1.0);
+        let o = acc * (1.0 / select(seen, l_i, 1.0)).unsqueeze(1);
         let lse = select(seen, m_i + log(select(seen, l_i, 1.0)), f32::NEG_INFINITY);
-        (inv, lse)
+        (o, lse)
     }
 
     /// Absorbed queries of the rows starting at element offsets `row_start [R]` (576 wide each):
@@ -484,6 +477,7 @@ pub mod mla {
         let c0 = load(cu_seqlens_q + load(token_req + t));
         let keys = c0 + arange::<MAX_CHUNK>();
         let k_ok = keys <= t;
+        let dl = arange::<512>();
         let q_row = (t * heads_per_rank + h).cast::<i64>() * 576;
         let (q_lat, q_pe) = load_query_rows(q_loc, q_row, row_ok);
         let (k_lat, k_pe) = load_key_columns(cur_kv, keys.cast::<i64>() * 576, k_ok);
@@ -494,19 +488,15 @@ pub mod mla {
         );
         let m_i = s.max(1);
         let p = exp(s - m_i.unsqueeze(1));
-        let (inv, lse) = partial_scale(m_i, p.sum(1));
-        let p = p.cast::<T>();
-        let out_rows = cur_out + ((t * heads_per_rank + h).cast::<i64>() * 512).unsqueeze(1);
-        let v_rows = cur_kv + (keys.cast::<i64>() * 576).unsqueeze(1);
-        // PV in column blocks: its reduction is over the chunk's keys alone (no running sum
-        // over key tiles), so each block is finished and stored at once, and a program holds
-        // a [BLOCK_H, 64] accumulator instead of the whole [BLOCK_H, 512] row.
-        for cb in 0..8 {
-            let cols = (cb * 64 + arange::<64>()).unsqueeze(0);
-            let v = load(v_rows + cols, k_ok.unsqueeze(1), 0.0);
-            let o = dot(p, v) * inv.unsqueeze(1);
-            store(out_rows + cols, o.cast::<T>(), row_ok.unsqueeze(1));
-        }
+        let l_i = p.sum(1);
+        let acc = dot(p.cast::<T>(), trans(k_lat));
+        let (o, lse) = finish_partial(acc, m_i, l_i);
+        let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
+        store(
+            cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0),
+            o.cast::<T>(),
+            row_ok.unsqueeze(1),
+        );
         store(cur_lse + t * heads_per_rank + h, lse, row_ok);
     }
 

@@ -82,13 +82,6 @@ impl LoadedKernel {
                 "opting into large dynamic shared memory",
             ))?;
         }
-        if let Some(percent) = shared_carveout() {
-            func.set_attribute(
-                FnAttr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                percent,
-            )
-            .map_err(LaunchError::driver("setting the shared-memory carveout"))?;
-        }
         Ok(LoadedKernel {
             func,
             ctx: ctx.clone(),
@@ -233,17 +226,4 @@ fn load_image(
     super::eager::ensure_function_loaded(&func)
         .map_err(LaunchError::driver("loading the entry point's code"))?;
     Ok((func, m.entry_stats().cloned().unwrap_or_default()))
-}
-
-/// The preferred split of each SM's L1 and shared memory for every kernel loaded, in percent
-/// of the largest shared memory (`ATTN_SHARED_CARVEOUT=0..100`; unset, the driver's choice):
-/// for measuring whether a kernel's programs an SM are bound by the split the driver picks.
-fn shared_carveout() -> Option<i32> {
-    static CARVEOUT: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
-    *CARVEOUT.get_or_init(|| {
-        std::env::var("ATTN_SHARED_CARVEOUT")
-            .ok()
-            .and_then(|v| v.trim().parse::<i32>().ok())
-            .filter(|p| (0..=100).contains(p))
-    })
 }
