@@ -131,6 +131,7 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         ("stamps", &history),
         ("splitk,stamps", &history),
         ("qregs12", &history),
+        ("nocopy", &history),
         ("nocurrent", &current),
     ];
     for (variant, src) in cases {
@@ -169,15 +170,22 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         std::fs::read_to_string(&output).expect("the rewrite")
     };
     let split_scores = |s: &str| s.matches("m64n32k16").count();
-    for mode in [&[][..], &["fine"]] {
+    for mode in [&[][..], &["fine"], &["fine", "nocopy"]] {
         let edited = rewrite(seesaw, mode);
         assert!(edited.contains("// ---- seesaw (bench/experiments/mla_seesaw.py)"));
         assert!(
             split_scores(&edited) < split_scores(&history),
             "the warp-specialized loop's split scores are gone"
         );
-        // The fine ring replaces the generated producer's loop (its per-stage waits).
+        // The fine ring replaces the generated producer's loop (its per-stage waits); without
+        // copies it keeps its arrivals.
         let fine = !mode.is_empty();
+        let copies = !mode.contains(&"nocopy");
+        assert_eq!(
+            edited.contains("attn_cp_async16(dst, src, ok)"),
+            fine && copies,
+            "{mode:?}"
+        );
         assert_eq!(
             edited.contains("ss_cp_arrive(&ss_fine_bar"),
             fine,

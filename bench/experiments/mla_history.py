@@ -31,6 +31,10 @@ Variants:
           `wgmma` RS form) instead of shared memory: each such k-step reads 2 KB less shared
           memory a warpgroup, if the registers are there (the accumulator half holds 128).
           Shipped as `gpu_ir::hold_a` (12 k-steps); on its output this holds more.
+  nocopy  the producer warpgroup's copies of the key tiles removed (its waits and arrivals
+          kept): the loop's time with copies that cost nothing and land at once, the bound
+          of any ring (results garbage). `mla_seesaw.py IN OUT fine nocopy` is the same bound
+          for FlashMLA's schedule.
   nocurrent  (applies to the current-part kernel) it returns at once: what the side
           stream's kernel, enqueued first, costs the history beside it.
   stamps  clock64() phase sums of the consumers (prologue, stage wait, scores' MMAs, row max,
@@ -254,6 +258,23 @@ HEADER = (
 )
 
 
+NOCOPY = (
+    "template <class T>\n"
+    "__device__ __forceinline__ void attn_nocopy16(unsigned short*, const T*, bool) {}\n"
+)
+
+
+def no_copy(text):
+    """The producer's `cp.async` copies replaced by a no-op (it still waits and arrives)."""
+    a = text.find("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();")
+    b = text.find(CONSUMER_START, a)
+    if a < 0 or b < 0 or "attn_cp_async16(" not in text[a:b]:
+        die("no producer copies")
+    producer = text[a:b].replace("attn_cp_async16(", "attn_nocopy16(")
+    kernel = text.find('extern "C" __global__')
+    return text[:kernel] + NOCOPY + text[kernel:a] + producer + text[b:]
+
+
 def no_current(text):
     """The current-part kernel returning at once (what the side stream's kernel costs the
     history it runs beside)."""
@@ -269,6 +290,12 @@ def main(variants, src, dst):
         open(dst, "w").write(no_current(text))
         return
     variants = ",".join(v for v in variants.split(",") if v != "nocurrent")
+    if "mla_history" in text and "nocopy" in variants.split(","):
+        try:
+            text = no_copy(text)
+        except SystemExit as e:
+            print(f"{src}: left unchanged ({e})", file=sys.stderr)
+        variants = ",".join(v for v in variants.split(",") if v != "nocopy")
     if "mla_history" not in text or not variants:
         open(dst, "w").write(text)
         return
