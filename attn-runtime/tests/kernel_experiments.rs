@@ -132,6 +132,7 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         ("splitk,stamps", &history),
         ("qregs12", &history),
         ("nocopy", &history),
+        ("prefetch2", &history),
         ("nocurrent", &current),
     ];
     for (variant, src) in cases {
@@ -170,7 +171,12 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         std::fs::read_to_string(&output).expect("the rewrite")
     };
     let split_scores = |s: &str| s.matches("m64n32k16").count();
-    for mode in [&[][..], &["fine"], &["fine", "nocopy"]] {
+    for mode in [
+        &[][..],
+        &["fine"],
+        &["fine", "nocopy"],
+        &["fine", "prefetch"],
+    ] {
         let edited = rewrite(seesaw, mode);
         assert!(edited.contains("// ---- seesaw (bench/experiments/mla_seesaw.py)"));
         assert!(
@@ -186,6 +192,12 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
             fine && copies,
             "{mode:?}"
         );
+        assert_eq!(
+            edited.contains("cp.async.bulk.prefetch.L2"),
+            mode.contains(&"prefetch"),
+            "{mode:?}"
+        );
+        assert!(!edited.contains("@PREFETCH@"), "{mode:?}");
         assert_eq!(
             edited.contains("ss_cp_arrive(&ss_fine_bar"),
             fine,

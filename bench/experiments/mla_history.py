@@ -35,6 +35,9 @@ Variants:
           kept): the loop's time with copies that cost nothing and land at once, the bound
           of any ring (results garbage). `mla_seesaw.py IN OUT fine nocopy` is the same bound
           for FlashMLA's schedule.
+  prefetchN  the producer also asks L2 for the page of the key tile N tiles ahead of the
+          one it copies (`cp.async.bulk.prefetch.L2`, one thread, the page's 72 KB): a ring
+          N tiles deeper in L2 instead of shared memory, whose copies then miss DRAM less.
   nocurrent  (applies to the current-part kernel) it returns at once: what the side
           stream's kernel, enqueued first, costs the history beside it.
   stamps  clock64() phase sums of the consumers (prologue, stage wait, scores' MMAs, row max,
@@ -275,6 +278,35 @@ def no_copy(text):
     return text[:kernel] + NOCOPY + text[kernel:a] + producer + text[b:]
 
 
+PREFETCH = (
+    "__device__ __forceinline__ void attn_l2_prefetch(const void* p, unsigned bytes) {\n"
+    "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+    '    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");\n'
+    "#endif\n"
+    "}\n"
+)
+
+
+def prefetch(text, ahead):
+    """The producer's loop, at each tile j, asks L2 for the page of tile j + ahead."""
+    a = text.find("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();")
+    b = text.find(CONSUMER_START, a)
+    prod = text[a:b]
+    loop = re.search(r"for \(int (j_\w+) = (lo_\w+); \1 < (hi_\w+); \1 \+= (\w+)\) \{\n", prod)
+    bt = re.search(r"const int\* (bt_row_\w+) = ", prod)
+    if not loop or not bt:
+        die("no producer loop")
+    j, hi, step = loop.group(1), loop.group(3), loop.group(4)
+    ask = (
+        f"            if (tid == 0 && {j} + {ahead} * {step} < {hi}) attn_l2_prefetch(cache + "
+        f"(long long)attn_ld({bt.group(1)} + {j} + {ahead} * {step}) * cache_stride_block, "
+        f"(unsigned)(cache_stride_block * 2));\n"
+    )
+    prod = prod[:loop.end()] + ask + prod[loop.end():]
+    kernel = text.find('extern "C" __global__')
+    return text[:kernel] + PREFETCH + text[kernel:a] + prod + text[b:]
+
+
 def no_current(text):
     """The current-part kernel returning at once (what the side stream's kernel costs the
     history it runs beside)."""
@@ -296,6 +328,13 @@ def main(variants, src, dst):
         except SystemExit as e:
             print(f"{src}: left unchanged ({e})", file=sys.stderr)
         variants = ",".join(v for v in variants.split(",") if v != "nocopy")
+    ahead = [v for v in variants.split(",") if v.startswith("prefetch")]
+    if "mla_history" in text and ahead:
+        try:
+            text = prefetch(text, int(ahead[0][len("prefetch"):]))
+        except SystemExit as e:
+            print(f"{src}: left unchanged ({e})", file=sys.stderr)
+        variants = ",".join(v for v in variants.split(",") if not v.startswith("prefetch"))
     if "mla_history" not in text or not variants:
         open(dst, "w").write(text)
         return

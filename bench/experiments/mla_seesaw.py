@@ -3,7 +3,7 @@
 the GPU-IR plan of docs/gpu_ir.md ("Where L1's history time goes, by phase") would buy,
 timed and checked for parity before the compiler learns it.
 
-    mla_seesaw.py IN.cu OUT.cu [fine [nocopy]]
+    mla_seesaw.py IN.cu OUT.cu [fine [nocopy|prefetch]]
 
 The generated history splits every 64-key tile's scores between its two consumer
 warpgroups (each `m64n32k16` over the 576 latent and rope columns, the queries read by
@@ -43,7 +43,8 @@ back the seesaw's loss but no more: L1's history 373 / 377 us as generated, 375 
 391 with whole-stage waits (docs/gpu_ir.md, "The seesaw with a fine ring"). `fine nocopy`
 (the producer's copies removed, its waits and arrivals kept; garbage results) bounds what a
 deeper ring would give it: L1's history 257 us against 292 for the split schedule without
-copies and 318 as generated (docs/gpu_ir.md, "The history's budget").
+copies and 318 as generated (docs/gpu_ir.md, "The history's budget"). `fine prefetch` (the
+producer also asks L2 for the page two tiles ahead) changed nothing (323 against 319 us).
 """
 import re
 import sys
@@ -293,6 +294,7 @@ PRODUCER_FINE = r"""
         for (int fj = @PLO@; fj < @PHI@; ++fj) {
             const int fs = (fj - @PLO@) & 1, fk = (fj - @PLO@) >> 1;
             const int page = attn_ld(@BT@ + fj);
+            // @PREFETCH@
             #pragma unroll
             for (int fh = 0; fh < 2; ++fh) {
                 const int half = fh == 0 ? fs : 1 - fs;
@@ -395,13 +397,29 @@ def fine_ring(text, names):
     return text[:p1] + loop.lstrip("\n") + text[p2 + len("        return;\n"):]
 
 
+PREFETCH_FINE = (
+    "if (tid == 0 && fj + 2 < @PHI@) { const void* ahead = cache + (long long)attn_ld(@BT@ + fj + 2) "
+    "* cache_stride_block; asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" "
+    ":: \"l\"(ahead), \"r\"((unsigned)(cache_stride_block * 2)) : \"memory\"); }"
+)
+
+
 def main(src, dst, mode="", copies="copy"):
-    if mode not in ("", "fine") or copies not in ("copy", "nocopy"):
+    if mode not in ("", "fine") or copies not in ("copy", "nocopy", "prefetch"):
         die(f"unknown mode {mode!r} {copies!r}")
     text = open(src).read()
     if "mla_history" in text and "attn_setmaxnreg_inc" in text and "mla_history_reduce" not in text:
         try:
             text = rewrite(text, mode == "fine")
+            if copies == "prefetch":
+                # The fine ring's producer also asks L2 for the page two tiles ahead.
+                m = re.search(r"fj < (hi_\w+); \+\+fj", text)
+                bt = re.search(r"attn_ld\((bt_row_\w+) \+ fj\)", text)
+                text = text.replace(
+                    "// @PREFETCH@",
+                    PREFETCH_FINE.replace("@PHI@", m.group(1)).replace("@BT@", bt.group(1)),
+                )
+            text = text.replace("            // @PREFETCH@\n", "")
             if copies == "nocopy":
                 # The bound of any ring: the producer's copies cost nothing and land at once.
                 text = text.replace(
@@ -415,5 +433,5 @@ def main(src, dst, mode="", copies="copy"):
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4, 5):
-        die("usage: mla_seesaw.py IN.cu OUT.cu [fine [nocopy]]")
+        die("usage: mla_seesaw.py IN.cu OUT.cu [fine [nocopy|prefetch]]")
     main(*sys.argv[1:])
