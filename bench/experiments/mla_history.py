@@ -266,18 +266,6 @@ NOCOPY = (
     "__device__ __forceinline__ void attn_nocopy16(unsigned short*, const T*, bool) {}\n"
 )
 
-
-def no_copy(text):
-    """The producer's `cp.async` copies replaced by a no-op (it still waits and arrives)."""
-    a = text.find("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();")
-    b = text.find(CONSUMER_START, a)
-    if a < 0 or b < 0 or "attn_cp_async16(" not in text[a:b]:
-        die("no producer copies")
-    producer = text[a:b].replace("attn_cp_async16(", "attn_nocopy16(")
-    kernel = text.find('extern "C" __global__')
-    return text[:kernel] + NOCOPY + text[kernel:a] + producer + text[b:]
-
-
 PREFETCH = (
     "__device__ __forceinline__ void attn_l2_prefetch(const void* p, unsigned bytes) {\n"
     "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
@@ -287,24 +275,60 @@ PREFETCH = (
 )
 
 
-def prefetch(text, ahead):
-    """The producer's loop, at each tile j, asks L2 for the page of tile j + ahead."""
+def producer(text):
+    """The warp-specialized producer section: from its register drop to the consumers."""
     a = text.find("attn_setmaxnreg_dec<ATTN_WS_PRODUCER_REGS>();")
     b = text.find(CONSUMER_START, a)
-    prod = text[a:b]
-    loop = re.search(r"for \(int (j_\w+) = (lo_\w+); \1 < (hi_\w+); \1 \+= (\w+)\) \{\n", prod)
-    bt = re.search(r"const int\* (bt_row_\w+) = ", prod)
-    if not loop or not bt:
-        die("no producer loop")
-    j, hi, step = loop.group(1), loop.group(3), loop.group(4)
-    ask = (
-        f"            if (tid == 0 && {j} + {ahead} * {step} < {hi}) attn_l2_prefetch(cache + "
-        f"(long long)attn_ld({bt.group(1)} + {j} + {ahead} * {step}) * cache_stride_block, "
-        f"(unsigned)(cache_stride_block * 2));\n"
-    )
-    prod = prod[:loop.end()] + ask + prod[loop.end():]
+    if a < 0 or b < 0:
+        die("no warp-specialized producer section")
+    return a, b
+
+
+def with_producer(text, helper, edit):
+    """`text` with its producer section edited by `edit` and `helper` defined before the
+    kernel."""
+    a, b = producer(text)
     kernel = text.find('extern "C" __global__')
-    return text[:kernel] + PREFETCH + text[kernel:a] + prod + text[b:]
+    return text[:kernel] + helper + text[kernel:a] + edit(text[a:b]) + text[b:]
+
+
+def no_copy(text):
+    """The producer's `cp.async` copies replaced by a no-op (it still waits and arrives)."""
+
+    def edit(prod):
+        if "attn_cp_async16(" not in prod:
+            die("no producer copies")
+        return prod.replace("attn_cp_async16(", "attn_nocopy16(")
+
+    return with_producer(text, NOCOPY, edit)
+
+
+def prefetch(text, ahead):
+    """The producer's loop, at each tile j, asks L2 for the page of tile j + ahead."""
+
+    def edit(prod):
+        loop = re.search(r"for \(int (j_\w+) = (lo_\w+); \1 < (hi_\w+); \1 \+= (\w+)\) \{\n", prod)
+        bt = re.search(r"const int\* (bt_row_\w+) = ", prod)
+        if not loop or not bt:
+            die("no producer loop")
+        j, hi, step = loop.group(1), loop.group(3), loop.group(4)
+        ask = (
+            f"            if (tid == 0 && {j} + {ahead} * {step} < {hi}) attn_l2_prefetch(cache + "
+            f"(long long)attn_ld({bt.group(1)} + {j} + {ahead} * {step}) * cache_stride_block, "
+            f"(unsigned)(cache_stride_block * 2));\n"
+        )
+        return prod[:loop.end()] + ask + prod[loop.end():]
+
+    return with_producer(text, PREFETCH, edit)
+
+
+def producer_variant(v):
+    """The rewrite of the producer section that variant `v` names, or None."""
+    if v == "nocopy":
+        return no_copy
+    if v.startswith("prefetch"):
+        return lambda text: prefetch(text, int(v[len("prefetch"):]))
+    return None
 
 
 def no_current(text):
@@ -322,19 +346,17 @@ def main(variants, src, dst):
         open(dst, "w").write(no_current(text))
         return
     variants = ",".join(v for v in variants.split(",") if v != "nocurrent")
-    if "mla_history" in text and "nocopy" in variants.split(","):
-        try:
-            text = no_copy(text)
-        except SystemExit as e:
-            print(f"{src}: left unchanged ({e})", file=sys.stderr)
-        variants = ",".join(v for v in variants.split(",") if v != "nocopy")
-    ahead = [v for v in variants.split(",") if v.startswith("prefetch")]
-    if "mla_history" in text and ahead:
-        try:
-            text = prefetch(text, int(ahead[0][len("prefetch"):]))
-        except SystemExit as e:
-            print(f"{src}: left unchanged ({e})", file=sys.stderr)
-        variants = ",".join(v for v in variants.split(",") if not v.startswith("prefetch"))
+    consumer_variants = []
+    for v in variants.split(","):
+        edit = producer_variant(v)
+        if edit is None:
+            consumer_variants.append(v)
+        elif "mla_history" in text:
+            try:
+                text = edit(text)
+            except SystemExit as e:
+                print(f"{src}: left unchanged by {v} ({e})", file=sys.stderr)
+    variants = ",".join(consumer_variants)
     if "mla_history" not in text or not variants:
         open(dst, "w").write(text)
         return

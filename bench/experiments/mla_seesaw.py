@@ -49,6 +49,8 @@ producer also asks L2 for the page two tiles ahead) changed nothing (323 against
 import re
 import sys
 
+from mla_history import PREFETCH
+
 
 def die(msg):
     sys.exit(f"mla_seesaw.py: {msg}")
@@ -294,8 +296,7 @@ PRODUCER_FINE = r"""
         for (int fj = @PLO@; fj < @PHI@; ++fj) {
             const int fs = (fj - @PLO@) & 1, fk = (fj - @PLO@) >> 1;
             const int page = attn_ld(@BT@ + fj);
-            // @PREFETCH@
-            #pragma unroll
+@PREFETCH@            #pragma unroll
             for (int fh = 0; fh < 2; ++fh) {
                 const int half = fh == 0 ? fs : 1 - fs;
                 if (fk > 0) attn_mbar_wait(&ss_fine_bar[18 + fs * 2 + half], (unsigned)(fk - 1) & 1u);
@@ -309,7 +310,7 @@ PRODUCER_FINE = r"""
                         const bool ok = fj * 64 + row < @PNHIST@;
                         const bf16* src = cache + (long long)(ok ? page : 0) * cache_stride_block + (long long)row * 576 + (b == 8 ? 512 : b * 64) + chunk * 8;
                         unsigned short* dst = (b == 8 ? @KPE@ + fs * 4096 : @KLAT@ + fs * 32768 + b * 4096) + row * 64 + ((chunk ^ (row & 7)) * 8);
-                        attn_cp_async16(dst, src, ok);
+                        @COPY@
                     }
                     ss_cp_arrive(&ss_fine_bar[fs * 9 + b]);
                 }
@@ -319,8 +320,22 @@ PRODUCER_FINE = r"""
 """
 
 
+# What the fine producer does with each 16-byte chunk: copy it, or (`nocopy`: the bound of
+# any ring) nothing, the arrivals kept.
+COPY = {
+    "copy": "attn_cp_async16(dst, src, ok);",
+    "nocopy": "(void)dst; (void)src; (void)ok;",
+    "prefetch": "attn_cp_async16(dst, src, ok);",
+}
 
-def rewrite(text, fine=False):
+# `prefetch`: the fine producer also asks L2 for the page two tiles ahead.
+PREFETCH_FINE = (
+    "            if (tid == 0 && fj + 2 < @PHI@) attn_l2_prefetch(cache + "
+    "(long long)attn_ld(@BT@ + fj + 2) * cache_stride_block, (unsigned)(cache_stride_block * 2));\n"
+)
+
+
+def rewrite(text, fine=False, copies="copy"):
     start = "attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();"
     a = text.find(start)
     if a < 0:
@@ -357,13 +372,14 @@ def rewrite(text, fine=False):
     macros = MACROS + (MACROS_FINE if fine else MACROS_WHOLE)
     for k, v in names.items():
         macros = macros.replace(f"@{k}@", v)
-    text = text[:kernel.start()] + wgmma_helpers(ty) + macros + text[kernel.start():]
-    return fine_ring(text, names) if fine else text
+    helpers = wgmma_helpers(ty) + macros + (PREFETCH if copies == "prefetch" else "")
+    text = text[:kernel.start()] + helpers + text[kernel.start():]
+    return fine_ring(text, names, copies) if fine else text
 
 
-def fine_ring(text, names):
-    """The producer's loop replaced by PRODUCER_FINE, and the fine ring's 22 mbarriers
-    declared and initialized beside the generated ones."""
+def fine_ring(text, names, copies):
+    """The producer's loop replaced by PRODUCER_FINE (copying as `copies` says), and the fine
+    ring's 22 mbarriers declared and initialized beside the generated ones."""
     bars = "    unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + "
     a = text.find(bars)
     if a < 0:
@@ -391,41 +407,21 @@ def fine_ring(text, names):
         "KLAT": names["KLAT"],
         "KPE": names["KPE"],
     }
-    loop = PRODUCER_FINE
+    loop = PRODUCER_FINE.replace("@COPY@", COPY[copies]).replace(
+        "@PREFETCH@", PREFETCH_FINE if copies == "prefetch" else ""
+    )
     for k, v in pn.items():
         loop = loop.replace(f"@{k}@", v)
     return text[:p1] + loop.lstrip("\n") + text[p2 + len("        return;\n"):]
 
 
-PREFETCH_FINE = (
-    "if (tid == 0 && fj + 2 < @PHI@) { const void* ahead = cache + (long long)attn_ld(@BT@ + fj + 2) "
-    "* cache_stride_block; asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" "
-    ":: \"l\"(ahead), \"r\"((unsigned)(cache_stride_block * 2)) : \"memory\"); }"
-)
-
-
 def main(src, dst, mode="", copies="copy"):
-    if mode not in ("", "fine") or copies not in ("copy", "nocopy", "prefetch"):
-        die(f"unknown mode {mode!r} {copies!r}")
+    if mode not in ("", "fine") or copies not in COPY or (copies != "copy" and mode != "fine"):
+        die(f"unknown mode {mode!r} {copies!r} (nocopy and prefetch need fine)")
     text = open(src).read()
     if "mla_history" in text and "attn_setmaxnreg_inc" in text and "mla_history_reduce" not in text:
         try:
-            text = rewrite(text, mode == "fine")
-            if copies == "prefetch":
-                # The fine ring's producer also asks L2 for the page two tiles ahead.
-                m = re.search(r"fj < (hi_\w+); \+\+fj", text)
-                bt = re.search(r"attn_ld\((bt_row_\w+) \+ fj\)", text)
-                text = text.replace(
-                    "// @PREFETCH@",
-                    PREFETCH_FINE.replace("@PHI@", m.group(1)).replace("@BT@", bt.group(1)),
-                )
-            text = text.replace("            // @PREFETCH@\n", "")
-            if copies == "nocopy":
-                # The bound of any ring: the producer's copies cost nothing and land at once.
-                text = text.replace(
-                    "attn_cp_async16(dst, src, ok);",
-                    "(void)dst; (void)src; (void)ok;",
-                )
+            text = rewrite(text, mode == "fine", copies)
         except SystemExit as e:
             print(f"{src}: left unchanged ({e})", file=sys.stderr)
     open(dst, "w").write(text)
