@@ -41,6 +41,19 @@ pub struct Item {
     /// the hardware `exp2` for `exp` (the CPU executor stays exact; GPU parity tolerances
     /// cover the difference).
     pub fast_math: bool,
+    /// `tma = <bool or constexpr expression>`: the program's paged and dense tiles move as
+    /// TMA boxes where the target has them (sm_90a), else by `cp.async` as always. A
+    /// schedule choice for the launcher to make per specialization (measured: long MLA
+    /// history programs gain, short ones lose), not a change of meaning.
+    pub tma: ConstFlag,
+}
+
+/// A boolean kernel attribute: a literal, or a constexpr expression evaluated once the
+/// constexprs are bound (like a `require` condition).
+#[derive(Clone)]
+pub enum ConstFlag {
+    Fixed(bool),
+    Constexpr { expr: Box<syn::Expr>, span: Span },
 }
 
 /// A launch count of a kernel attribute: warps per program, or pipeline stages.

@@ -1,11 +1,13 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
 //! `deferred_sum`, `fill_select`, `fold_chains`, `guarded_shuffles`, `hold_a`, `k_split`, `licm`, `mask_intervals`, `mma_chain`, `mma_overlap`,
-//! `previous_stage`, `staged_store`, `swizzle`, `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
+//! `previous_stage`, `staged_store`, `swizzle`, `tma` (the copies of kernels whose `tma`
+//! attribute asks for boxes, by `cp.async` instead), `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
 //! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
 //! on (`swizzle`
-//! for issue-bound copies, `tma` for TMA copies on sm_90a — the producer warpgroup's in a
-//! split program, else the math warps' — `rotate` for scores computed one tile ahead,
+//! for issue-bound copies, `tma` for TMA copies on sm_90a in every kernel, not only those
+//! whose `tma` attribute asks — the producer warpgroup's in a split program, else the math
+//! warps' — `rotate` for scores computed one tile ahead,
 //! `softmax_ahead` for those scores' softmax run under PV, rotation included, `pv_behind`
 //! for PV of the previous tile issued with the scores and the softmax under it on every
 //! warpgroup loop (shipped only where the split reads V from the previous stage),

@@ -114,7 +114,7 @@ fn attribute_errors() {
     let e = parse_err("#[kernel(warps = 4)] fn k(o: *mut i32) {}");
     assert_eq!(
         e.message,
-        "unknown kernel attribute `warps`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `require(COND, \"message\")`"
+        "unknown kernel attribute `warps`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B` (a literal or constexpr expression), `require(COND, \"message\")`"
     );
     let e = parse_err("#[kernel(num_stages = 5)] fn k(o: *mut i32) {}");
     assert_eq!(
@@ -130,6 +130,23 @@ fn attribute_errors() {
     );
     let e = parse_err("#[kernel(num_warps = 4, num_warps = 8)] fn k(o: *mut i32) {}");
     assert_eq!(e.message, "`num_warps` is given twice");
+    let e = parse_err("#[kernel(tma = 1)] fn k(o: *mut i32) {}");
+    assert_eq!(
+        e.message,
+        "`tma` takes `true`, `false` or a boolean constexpr expression"
+    );
+    let e = parse_err("#[kernel(tma = true, tma = false)] fn k(o: *mut i32) {}");
+    assert_eq!(e.message, "`tma` is given twice");
+    let e = parse_err("#[kernel(tma = LONG)] fn k<const N: i32>(o: *mut i32) {}");
+    assert_eq!(
+        e.message,
+        "unknown constexpr `LONG` in `tma`; declared constexprs: N"
+    );
+    let e = parse_err("mod m { #[device(tma = true)] fn d(x: i32) -> i32 { x } }");
+    assert_eq!(
+        e.message,
+        "#[device] takes only `require(COND, \"message\")` rules (tma is a kernel attribute)"
+    );
 }
 
 #[test]

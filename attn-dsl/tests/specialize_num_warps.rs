@@ -149,3 +149,38 @@ fn stage_count_follows_the_binding_and_defaults_to_two() {
         "num_stages = EXTRA + 1 evaluates to 8, which is not supported; allowed: 1, 2, 3, 4\n  with EXTRA = 7"
     );
 }
+
+const BOXED: &str = r#"
+#[kernel(tma = LONG && ROWS >= 16)]
+fn rows<const ROWS: i32, const LONG: bool = false>(out: *mut i32) {
+    store(out + arange::<16>(), arange::<16>());
+}
+"#;
+
+/// `tma = <constexpr expression>` is the specialization's copy engine: evaluated once the
+/// constexprs are bound (defaults included), off unless the kernel asks.
+#[test]
+fn tma_follows_the_binding_and_defaults_to_off() {
+    let spec = |bindings: Vec<Binding>| try_spec(BOXED, bindings);
+    let rows = |r| Binding::new("ROWS", ConstValue::Int(r));
+    let long = |b| Binding::new("LONG", ConstValue::Bool(b));
+    assert!(
+        spec(vec![rows(16), long(true)])
+            .expect("spec")
+            .ir
+            .tma_copies
+    );
+    assert!(!spec(vec![rows(8), long(true)]).expect("spec").ir.tma_copies);
+    assert!(
+        !spec(vec![rows(16)]).expect("spec").ir.tma_copies,
+        "LONG defaults to false"
+    );
+    let plain = "#[kernel] fn rows(out: *mut i32) { store(out, 1); }";
+    assert!(!try_spec(plain, vec![]).expect("spec").ir.tma_copies);
+    let counted = "#[kernel(tma = N + 1)] fn rows<const N: i32>(out: *mut i32) { store(out, 1); }";
+    let e = try_spec(counted, vec![Binding::new("N", ConstValue::Int(2))]).expect_err("int");
+    assert_eq!(
+        e.message,
+        "tma = N + 1 must be a boolean constexpr, got integer constant 3\n  with N = 2"
+    );
+}

@@ -14,6 +14,7 @@ mod mla_support;
 
 use attn_dsl::interp::HostBuffer;
 use attn_dsl::ir::ScalarType;
+use attn_dsl::ConstValue;
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::mla_dcp::cpu::simulate_decode_step;
 use attn_runtime::ops::mla_dcp::op::{
@@ -21,6 +22,7 @@ use attn_runtime::ops::mla_dcp::op::{
     MlaDcpConfig, MlaDcpContext, MlaDcpDecodeArgs, MlaError, StageTimeline, StreamOptions, VupPath,
 };
 use attn_runtime::ops::mla_dcp::streams::JoinMode;
+use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::parity::{compare, CompareError, Tolerance};
 use cudarc::driver::CudaStream;
 use half::{bf16, f16};
@@ -235,6 +237,27 @@ fn every_history_tile_height_matches_the_reference() {
         };
         simulated_case::<bf16>(&format!("history tiles of {h} heads, D=2"), &case, 17, &o);
     }
+}
+
+/// Long programs move their latent tiles as TMA boxes on sm_90a (the plan's `TMA`, from 64
+/// tiles a program): one split over 65 tiles of 128 gathered heads on the two-warpgroup
+/// tiling, the second request's last tile ragged (the rest of its page must not reach PV).
+#[test]
+fn long_programs_moving_tma_boxes_match_the_reference() {
+    let case = Case::new(1, 1, 64, 128, &[4161, 4134], &[1, 1]);
+    let mma = MmaKind::for_arch(device().arch());
+    let plan = case
+        .step()
+        .plan_tuned(mma, Some(1), None, None)
+        .expect("plan");
+    let tma = plan.history.constexprs.iter().find(|(n, _)| *n == "TMA");
+    let boxes = tma.is_some_and(|(_, v)| *v == ConstValue::Bool(true));
+    assert_eq!(boxes, mma == MmaKind::Warpgroup, "{mma:?}");
+    let o = Opts {
+        forced_splits: Some(1),
+        ..Opts::default()
+    };
+    simulated_case::<bf16>("TMA boxes, 65 tiles a program", &case, 18, &o);
 }
 
 #[test]

@@ -122,7 +122,18 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         env!("CARGO_MANIFEST_DIR"),
         "/../bench/experiments/mla_history.py"
     );
-    let (history, current) = (source(&plan.history), source(&plan.current));
+    // The history rewrites edit the `cp.async` form (the producer's copies a thread), the
+    // one L1's shorter relatives ship; L1's own moves its tiles as TMA boxes, which
+    // `mla_seesaw.py fine tma` rewrites (below).
+    let mut by_threads = plan.history.clone();
+    by_threads
+        .constexprs
+        .iter_mut()
+        .filter(|(n, _)| *n == "TMA")
+        .for_each(|(_, v)| *v = attn_dsl::ConstValue::Bool(false));
+    let (history, current) = (source(&by_threads), source(&plan.current));
+    let boxed = source(&plan.history);
+    assert!(boxed.contains("attn_tma_load_2d(") && !history.contains("attn_tma_load_2d("));
     let cases = [
         ("bars", &history),
         ("chains2", &history),
@@ -209,6 +220,29 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
             "{mode:?}"
         );
     }
+    // `fine tma` / `tma_ef` (FlashMLA's copies: a box a 64-column block, each on its own
+    // block's mbarrier) take the TMA form the plan gives L1, and refuse the other.
+    std::fs::write(&input, &boxed).expect("write");
+    for copies in ["tma", "tma_ef"] {
+        let edited = rewrite(seesaw, &["fine", copies]);
+        assert!(edited.contains("// ---- seesaw (bench/experiments/mla_seesaw.py)"));
+        assert!(edited.contains("ss_tma_box(dst, &attn_tmap0"), "{copies}");
+        assert_eq!(edited.contains(".L2::cache_hint"), copies == "tma_ef");
+        assert!(split_scores(&edited) < split_scores(&boxed), "{copies}");
+    }
+    std::fs::write(&input, &history).expect("write");
+    let run = std::process::Command::new("python3")
+        .arg(seesaw)
+        .arg(&input)
+        .arg(&output)
+        .args(["fine", "tma"])
+        .output()
+        .expect("python3 runs");
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        said.contains("tma needs a history whose tiles move as TMA boxes"),
+        "{said}"
+    );
     // The current part looping over its items on a few programs
     // (`mla_current_persistent.py`) finds both program ids.
     let persistent = concat!(

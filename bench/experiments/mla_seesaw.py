@@ -3,7 +3,7 @@
 the GPU-IR plan of docs/gpu_ir.md ("Where L1's history time goes, by phase") would buy,
 timed and checked for parity before the compiler learns it.
 
-    mla_seesaw.py IN.cu OUT.cu [fine [nocopy|prefetch]]
+    mla_seesaw.py IN.cu OUT.cu [fine [nocopy|prefetch|tma|tma_ef]]
 
 The generated history splits every 64-key tile's scores between its two consumer
 warpgroups (each `m64n32k16` over the 576 latent and rope columns, the queries read by
@@ -321,11 +321,100 @@ PRODUCER_FINE = r"""
 
 
 # What the fine producer does with each 16-byte chunk: copy it, or (`nocopy`: the bound of
-# any ring) nothing, the arrivals kept.
+# any ring) nothing, the arrivals kept. `tma` and `tma_ef` copy by TMA boxes instead
+# (PRODUCER_FINE_TMA); their partial tiles still take these copies.
 COPY = {
     "copy": "attn_cp_async16(dst, src, ok);",
     "nocopy": "(void)dst; (void)src; (void)ok;",
     "prefetch": "attn_cp_async16(dst, src, ok);",
+    "tma": "attn_cp_async16(dst, src, ok);",
+    "tma_ef": "attn_cp_async16(dst, src, ok);",
+}
+
+# `tma`: FlashMLA's copies, one 64 x 64 box a block (8 KB), each completing on its own
+# block's full mbarrier (count 1: the issuing thread's arrive.expect_tx), so the scores of a
+# block start as soon as its box lands. The history must be generated with its tiles as TMA
+# boxes (the plan does for long programs such as L1's, `TMA = true`; every history does
+# under `ATTN_CODEGEN_ENABLE=tma`): the kernel then takes the cache's tensor map,
+# `attn_tmap0`, and keeps 1 / 576 in `attn_tma_inv`. A tile with keys past the history (the last, when the
+# history is ragged) is copied by every producer thread with `cp.async`, the keys past the
+# end zero-filled (a box would bring the page's stale rows: 0 * NaN in PV), then the copies
+# waited for, made visible to the async proxy, and arrived on once. `tma_ef` also marks the
+# boxes evict-first in L2 (FlashMLA's cache hint).
+PRODUCER_FINE_TMA = r"""
+        unsigned long long fpol = 0ull;
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(fpol));
+        for (int fj = @PLO@; fj < @PHI@; ++fj) {
+            const int fs = (fj - @PLO@) & 1, fk = (fj - @PLO@) >> 1;
+            const int page = attn_ld(@BT@ + fj);
+            const bool tail = fj * 64 + 63 >= @PNHIST@;
+            int fx = 0, fy = 0;
+            if (!tail && tid == 0) attn_tma_coords((long long)page * cache_stride_block, 576ll, attn_tma_inv[0], fx, fy);
+            #pragma unroll
+            for (int fh = 0; fh < 2; ++fh) {
+                const int half = fh == 0 ? fs : 1 - fs;
+                if (fk > 0) attn_mbar_wait(&ss_fine_bar[18 + fs * 2 + half], (unsigned)(fk - 1) & 1u);
+                if (!tail) {
+                    if (tid == 0) {
+                        #pragma unroll
+                        for (int bb = 0; bb < 5; ++bb) {
+                            if (bb == 4 && fh != 0) break;
+                            const int b = bb == 4 ? 8 : 4 * half + bb;
+                            unsigned short* dst = b == 8 ? @KPE@ + fs * 4096 : @KLAT@ + fs * 32768 + b * 4096;
+                            attn_mbar_expect_tx(&ss_fine_bar[fs * 9 + b], 8192u);
+                            ss_tma_box(dst, &attn_tmap0, fx + (b == 8 ? 512 : b * 64), fy, &ss_fine_bar[fs * 9 + b], fpol);
+                        }
+                    }
+                } else {
+                    #pragma unroll
+                    for (int bb = 0; bb < 5; ++bb) {
+                        if (bb == 4 && fh != 0) break;
+                        const int b = bb == 4 ? 8 : 4 * half + bb;
+                        #pragma unroll
+                        for (int p = 0; p < 4; ++p) {
+                            const int row = p * 16 + tid / 8, chunk = tid % 8;
+                            const bool ok = fj * 64 + row < @PNHIST@;
+                            const bf16* src = cache + (long long)(ok ? page : 0) * cache_stride_block + (long long)row * 576 + (b == 8 ? 512 : b * 64) + chunk * 8;
+                            unsigned short* dst = (b == 8 ? @KPE@ + fs * 4096 : @KLAT@ + fs * 32768 + b * 4096) + row * 64 + ((chunk ^ (row & 7)) * 8);
+                            @COPY@
+                        }
+                    }
+                    attn_cp_commit();
+                    attn_cp_wait<0>();
+                    attn_fence_proxy_async();
+                    attn_bar_sync(7, 128);
+                    if (tid == 0) {
+                        #pragma unroll
+                        for (int bb = 0; bb < 5; ++bb) {
+                            if (bb == 4 && fh != 0) break;
+                            attn_mbar_arrive(&ss_fine_bar[fs * 9 + (bb == 4 ? 8 : 4 * half + bb)]);
+                        }
+                    }
+                }
+            }
+        }
+        return;
+"""
+
+# The box copy of `tma` (no cache hint) and `tma_ef` (evict-first).
+TMA_BOX = {
+    "tma": r"""
+__device__ __forceinline__ void ss_tma_box(void* dst, const attn_tensor_map* map, int x, int y,
+                                           unsigned long long* bar, unsigned long long pol) {
+    (void)pol;
+    attn_tma_load_2d(dst, map, x, y, bar);
+}
+""",
+    "tma_ef": r"""
+__device__ __forceinline__ void ss_tma_box(void* dst, const attn_tensor_map* map, int x, int y,
+                                           unsigned long long* bar, unsigned long long pol) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;"
+        ::"r"(attn_smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+        "r"(attn_smem_addr(bar)), "l"(pol)
+        : "memory");
+}
+""",
 }
 
 # `prefetch`: the fine producer also asks L2 for the page two tiles ahead.
@@ -373,6 +462,10 @@ def rewrite(text, fine=False, copies="copy"):
     for k, v in names.items():
         macros = macros.replace(f"@{k}@", v)
     helpers = wgmma_helpers(ty) + macros + (PREFETCH if copies == "prefetch" else "")
+    if copies in TMA_BOX:
+        if "attn_tmap0" not in text or "attn_tma_inv" not in text:
+            die("tma needs a history whose tiles move as TMA boxes (the plan's L1, TMA = true; any under ATTN_CODEGEN_ENABLE=tma)")
+        helpers += "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n" + TMA_BOX[copies] + "#endif\n"
     text = text[:kernel.start()] + helpers + text[kernel.start():]
     return fine_ring(text, names, copies) if fine else text
 
@@ -388,8 +481,9 @@ def fine_ring(text, names, copies):
     text = text[:a] + decl + text[a:]
     init = "        attn_mbar_init_fence();\n"
     i = text.find(init, a)
+    full_count = "1u" if copies in TMA_BOX else "128u"
     fine_init = (
-        "        for (int b = 0; b < 18; ++b) attn_mbar_init(&ss_fine_bar[b], 128u);\n"
+        f"        for (int b = 0; b < 18; ++b) attn_mbar_init(&ss_fine_bar[b], {full_count});\n"
         "        for (int h = 0; h < 4; ++h) attn_mbar_init(&ss_fine_bar[18 + h], 4u);\n"
     )
     text = text[:i] + fine_init + text[i:]
@@ -407,7 +501,7 @@ def fine_ring(text, names, copies):
         "KLAT": names["KLAT"],
         "KPE": names["KPE"],
     }
-    loop = PRODUCER_FINE.replace("@COPY@", COPY[copies]).replace(
+    loop = (PRODUCER_FINE_TMA if copies in TMA_BOX else PRODUCER_FINE).replace("@COPY@", COPY[copies]).replace(
         "@PREFETCH@", PREFETCH_FINE if copies == "prefetch" else ""
     )
     for k, v in pn.items():
@@ -429,5 +523,5 @@ def main(src, dst, mode="", copies="copy"):
 
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4, 5):
-        die("usage: mla_seesaw.py IN.cu OUT.cu [fine [nocopy|prefetch]]")
+        die("usage: mla_seesaw.py IN.cu OUT.cu [fine [nocopy|prefetch|tma|tma_ef]]")
     main(*sys.argv[1:])

@@ -2,13 +2,13 @@
 //! constexpr rules.
 //!
 //! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, num_stages = 3, fast_math = true,
-//! require(COND, "message"), ...)]`, where `num_warps` and `num_stages` are literals (checked
-//! here) or constexpr expressions such as `BLOCK_M / 16` (checked by the specializer once the
-//! constexprs are bound),
+//! tma = TMA, require(COND, "message"), ...)]`, where `num_warps`, `num_stages` and `tma` are
+//! literals (checked here) or constexpr expressions such as `BLOCK_M / 16` (checked by the
+//! specializer once the constexprs are bound),
 //! `#[device]` (no arguments: device functions are inlined and have no launch width).
 
 use super::syn_error;
-use crate::ast::{ItemKind, LaunchCount, Require};
+use crate::ast::{ConstFlag, ItemKind, LaunchCount, Require};
 use crate::specialize::DslError;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream, Parser};
@@ -32,6 +32,7 @@ pub struct KernelAttr {
     pub num_stages: LaunchCount,
     pub requires: Vec<Require>,
     pub fast_math: bool,
+    pub tma: ConstFlag,
 }
 
 /// One comma-separated argument of `#[kernel(...)]`.
@@ -39,6 +40,7 @@ enum AttrArg {
     NumWarps(LaunchCount, Span),
     NumStages(LaunchCount, Span),
     FastMath(bool),
+    Tma(ConstFlag, Span),
     Require(Box<Require>),
 }
 
@@ -69,6 +71,30 @@ impl Parse for AttrArg {
                 })?;
                 Ok(AttrArg::FastMath(v.value))
             }
+            "tma" => {
+                input.parse::<Token![=]>()?;
+                let expr: syn::Expr = input.parse()?;
+                let flag = match &expr {
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Bool(b),
+                        ..
+                    }) => ConstFlag::Fixed(b.value),
+                    syn::Expr::Lit(other) => {
+                        return Err(syn::Error::new(
+                            other.span(),
+                            "`tma` takes `true`, `false` or a boolean constexpr expression",
+                        ))
+                    }
+                    _ => {
+                        let span = expr.span();
+                        ConstFlag::Constexpr {
+                            expr: Box::new(expr),
+                            span,
+                        }
+                    }
+                };
+                Ok(AttrArg::Tma(flag, key.span()))
+            }
             "require" => {
                 let content;
                 syn::parenthesized!(content in input);
@@ -90,7 +116,7 @@ impl Parse for AttrArg {
             }
             other => Err(syn::Error::new(
                 key.span(),
-                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `require(COND, \"message\")`"),
+                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B` (a literal or constexpr expression), `require(COND, \"message\")`"),
             )),
         }
     }
@@ -152,6 +178,12 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                         "#[device] takes only `require(COND, \"message\")` rules (fast_math is a kernel attribute)",
                     ))
                 }
+                AttrArg::Tma(_, span) => {
+                    return Err(DslError::new(
+                        span,
+                        "#[device] takes only `require(COND, \"message\")` rules (tma is a kernel attribute)",
+                    ))
+                }
                 AttrArg::Require(r) => requires.push(*r),
             }
         }
@@ -160,6 +192,7 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
             num_stages: LaunchCount::Fixed(DEFAULT_NUM_STAGES),
             requires,
             fast_math: false,
+            tma: ConstFlag::Fixed(false),
         });
     }
     let mut out = KernelAttr {
@@ -167,8 +200,9 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
         num_stages: LaunchCount::Fixed(DEFAULT_NUM_STAGES),
         requires: vec![],
         fast_math: false,
+        tma: ConstFlag::Fixed(false),
     };
-    let (mut warps_seen, mut stages_seen) = (false, false);
+    let (mut warps_seen, mut stages_seen, mut tma_seen) = (false, false, false);
     for arg in args {
         match arg {
             AttrArg::NumWarps(n, span) => {
@@ -186,6 +220,13 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                 out.num_stages = n;
             }
             AttrArg::FastMath(v) => out.fast_math = v,
+            AttrArg::Tma(flag, span) => {
+                if tma_seen {
+                    return Err(DslError::new(span, "`tma` is given twice"));
+                }
+                tma_seen = true;
+                out.tma = flag;
+            }
             AttrArg::Require(r) => out.requires.push(*r),
         }
     }

@@ -157,6 +157,9 @@ pub fn parse_kernel_attr(
     if let crate::ast::LaunchCount::Constexpr { expr, .. } = &parsed.num_stages {
         check_constexpr_names(expr, "num_stages", &decls)?;
     }
+    if let crate::ast::ConstFlag::Constexpr { expr, .. } = &parsed.tma {
+        check_constexpr_names(expr, "tma", &decls)?;
+    }
     Ok(Item {
         kind,
         func,
@@ -164,6 +167,7 @@ pub fn parse_kernel_attr(
         num_warps: parsed.num_warps,
         num_stages: parsed.num_stages,
         fast_math: parsed.fast_math,
+        tma: parsed.tma,
     })
 }
 

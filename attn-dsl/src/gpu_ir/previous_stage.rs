@@ -45,7 +45,7 @@ const MIN_PV_COLUMNS: usize = 128;
 /// rewriting its loop with PV behind to find out.
 pub fn worth_trying(f: &Function) -> bool {
     // TMA boxes complete on mbarriers of their own, not the stages' (no `copy_arrive`).
-    let off = crate::features::disabled("previous_stage") || crate::features::enabled("tma");
+    let off = crate::features::disabled("previous_stage") || super::tma::wanted(f);
     !off && f.num_stages as usize >= MIN_STAGES
 }
 

@@ -13,8 +13,12 @@
 //! hands the stage over ([`StageSync::Filled`]: the landed wait zeroes the masked chunks
 //! the consumers must see).
 //!
-//! Whose copies: a warp-specialized program's producer's, else the math warps'. Opt-in
-//! (`ATTN_CODEGEN_ENABLE=tma`), because neither measured faster than `cp.async` (H200,
+//! Whose copies: a warp-specialized program's producer's, else the math warps'. Chosen per
+//! specialization by the kernel's `tma` attribute (the MLA history's launcher sets it for
+//! long programs, where the boxes measured faster, docs/gpu_ir.md, "TMA copies"), forced for
+//! every kernel by `ATTN_CODEGEN_ENABLE=tma`, or off for all by `ATTN_CODEGEN_DISABLE=tma`;
+//! off where a kernel does not ask, because where first
+//! measured neither form was faster than `cp.async` (H200,
 //! docs/gpu_ir.md, "TMA copies"): issued by the math warps P0 3.49 against 3.18 ms; issued
 //! by the producer 2.83 against 2.80 ms, P1 374 against 372 µs, L1's history 410 against
 //! 405 µs (two rounds in one call, 2026-12-02). The producer's address work was not what
@@ -42,9 +46,17 @@ const ATOM_ROWS: usize = 8;
 /// Masked-chunk bits a thread keeps per copy.
 const MAX_ZERO_BITS: usize = 32;
 
+/// Whether `f`'s copies are to move as TMA boxes: a warpgroup target whose kernel asks
+/// (`tma = ...`), or every warpgroup target under `ATTN_CODEGEN_ENABLE=tma`; never under
+/// `ATTN_CODEGEN_DISABLE=tma` (the A/B of the kernels' choice).
+pub fn wanted(f: &Function) -> bool {
+    let asked = f.tma_copies || crate::features::enabled("tma");
+    f.warpgroup_mma && asked && !crate::features::disabled("tma")
+}
+
 /// Turns eligible pipelined copies into TMA copies (see the module note).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma || !crate::features::enabled("tma") {
+    if !wanted(f) {
         return;
     }
     let defs = super::remat::defining_ops(f);

@@ -146,7 +146,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     // PV from the previous stage needs the copies to arrive on their stages.
     let ring = Ring {
         loop_op,
-        arrive: copies_arrive() || super::previous_stage::applies(f, loop_op),
+        arrive: copies_arrive(f) || super::previous_stage::applies(f, loop_op),
     };
     let producer = producer_block(f, &p.body, &path, ring);
     if !producer_defines_its_reads(f, &producer, loop_op) {
@@ -401,8 +401,8 @@ fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], ring: Rin
 
 /// Whether the producer's copies arrive on the stages' mbarriers themselves by request
 /// (see [`WarpSpecialization::copies_arrive`]).
-fn copies_arrive() -> bool {
-    crate::features::enabled("copy_arrive") && !crate::features::enabled("tma")
+fn copies_arrive(f: &Function) -> bool {
+    crate::features::enabled("copy_arrive") && !super::tma::wanted(f)
 }
 
 /// The ring's copies of a producer block, each stage acquired before its first copy, and

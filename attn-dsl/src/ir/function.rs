@@ -78,6 +78,9 @@ pub struct Function {
     /// Buffers of each software-pipelined copy ring (the kernel's `num_stages`): the
     /// pipeliner issues a loop's copies `num_stages - 1` iterations ahead.
     pub num_stages: u32,
+    /// Tiles move as TMA boxes on sm_90a (the kernel's `tma` attribute, resolved per
+    /// specialization; `ATTN_CODEGEN_ENABLE=tma` forces it for every kernel).
+    pub tma_copies: bool,
     /// The launcher targets Hopper's warpgroup MMAs (sm_90a): dots over whole warpgroups
     /// get swizzled operand allocs, A read from shared memory, and a `wgmma` path beside
     /// their `mma.sync` one (a code-generation target, set after specialization like the
@@ -97,6 +100,7 @@ impl Function {
             assumed_divisible: Vec::new(),
             fast_math: false,
             num_stages: 2,
+            tma_copies: false,
             warpgroup_mma: false,
         }
     }

@@ -1,5 +1,6 @@
-//! `num_warps = <constexpr expression>` and `num_stages = <constexpr expression>`: the launch
-//! width and the pipeline depth of one specialization.
+//! `num_warps = <constexpr expression>`, `num_stages = <constexpr expression>` and
+//! `tma = <constexpr expression>`: the launch width, the pipeline depth and the copy engine of
+//! one specialization.
 //!
 //! Evaluated after binding, like a `require` rule, so a kernel can size its program to a
 //! tile constexpr (`num_warps = BLOCK_M / 16`: one warp per 16-row tensor-core slab) or
@@ -9,7 +10,7 @@ use super::const_eval;
 use super::requires::{blame_span, with_values};
 use super::value::describe_const;
 use super::{Binding, ConstValue, DslError};
-use crate::ast::{Item, LaunchCount};
+use crate::ast::{ConstFlag, Item, LaunchCount};
 use crate::frontend::attr::{allowed_list, ALLOWED_NUM_STAGES, ALLOWED_NUM_WARPS};
 use quote::ToTokens;
 
@@ -42,6 +43,28 @@ pub(crate) fn resolve_num_stages(
         bound,
         bindings,
     )
+}
+
+/// Whether `item`'s tiles move as TMA boxes under the bound constexprs; an expression that
+/// is not a boolean fails at its span, with the values.
+pub(crate) fn resolve_tma(item: &Item, bound: &[(String, ConstValue)]) -> Result<bool, DslError> {
+    let (expr, span) = match &item.tma {
+        ConstFlag::Fixed(b) => return Ok(*b),
+        ConstFlag::Constexpr { expr, span } => (expr, *span),
+    };
+    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    match const_eval::eval(expr, &lookup)? {
+        ConstValue::Bool(b) => Ok(b),
+        other => Err(DslError::new(
+            span,
+            format!(
+                "tma = {} must be a boolean constexpr, got {}{}",
+                expr.to_token_stream(),
+                describe_const(&other),
+                with_values(expr, bound)
+            ),
+        )),
+    }
 }
 
 fn resolve(

@@ -83,6 +83,7 @@ pub fn specialize(
     requires::check_device_requires(module, &bound, bindings)?;
     let num_warps = launch_count::resolve_num_warps(item, &bound, bindings)?;
     let num_stages = launch_count::resolve_num_stages(item, &bound, bindings)?;
+    let tma = launch_count::resolve_tma(item, &bound)?;
     let mut spec = Specialized {
         kernel: kernel.to_string(),
         bindings: bound.clone(),
@@ -90,6 +91,7 @@ pub fn specialize(
     };
     spec.ir.fast_math = item.fast_math;
     spec.ir.num_stages = num_stages;
+    spec.ir.tma_copies = tma;
     let key = spec.key();
     let hash = blake3::hash(key.as_bytes()).to_hex();
     spec.ir.name = format!("{kernel}_{}", &hash.as_str()[..8]);

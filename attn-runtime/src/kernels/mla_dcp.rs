@@ -306,7 +306,8 @@ pub mod mla {
     /// grid of (tokens · head tiles, splits). Keys
     /// are the 576-wide latent rows of the rank's shard (512 latent + 64 rope); values are the 512
     /// latent columns of the same rows. Writes one normalized partial per split. 64-head tiles
-    /// run on 8 warps (a 4 × 2 warp grid, one slab per warp as at 32 heads on 4).
+    /// run on 8 warps (a 4 × 2 warp grid, one slab per warp as at 32 heads on 4). `TMA`: the
+    /// latent tiles move as TMA boxes on sm_90a (the launcher's choice for long programs).
     #[kernel(
         num_warps = 4 + 4 * (BLOCK_H / 64),
         fast_math = true,
@@ -315,6 +316,7 @@ pub mod mla {
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),
         require(!DIRECT || NUM_SPLITS == 1, "DIRECT needs NUM_SPLITS == 1: several splits are merged by mla_history_reduce"),
+        tma = TMA,
     )]
     pub fn mla_history<
         T,
@@ -324,6 +326,7 @@ pub mod mla {
         const NUM_SPLITS: i32,
         const DIRECT: bool,
         const SCALE_AFTER_MAX: bool = false,
+        const TMA: bool = false,
     >(
         q_all: *const T,
         cache: *const T,

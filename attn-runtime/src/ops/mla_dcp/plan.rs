@@ -123,6 +123,11 @@ pub const HIST_KV_TILE_WARPGROUPS: u32 = 64;
 /// History programs resident per SM: shared memory (the 32 × 576 queries and two stages of
 /// the latent tile, 111 KB) fits two in an SM's 228 KB, and so do the registers (240 × 128).
 pub const HIST_PROGRAMS_PER_SM: u32 = 2;
+/// Fewest history tiles a program must run for its latent tiles to move as TMA boxes (the
+/// history's `TMA`, on the warpgroup tiling only). H200, one binary, `ATTN_CODEGEN_ENABLE=tma`
+/// against `cp.async` (docs/gpu_ir.md, "TMA copies"): 64 tiles a program (L1, 32 × 8192)
+/// 1.3–2.7 % faster, 32 (L1's dcp-2 rank) within the spread, 8 (1 × 32768) 3 µs slower.
+pub const HIST_TMA_MIN_TILES: u64 = 64;
 /// Fewest local history keys worth a split of their own: below this, the reduce and the
 /// extra partial cost more than the parallelism buys (the local-length threshold of §9.2).
 pub const MIN_KEYS_PER_SPLIT: u64 = 256;
@@ -671,6 +676,15 @@ impl DecodeStep {
         occupancy.min(by_length).clamp(1, u64::from(MAX_SPLITS)) as u32
     }
 
+    /// History tiles of `kv_tile` keys the longest program runs over `num_splits` splits (rank
+    /// 0's share: ranks differ by at most a page).
+    pub fn tiles_per_program(&self, kv_tile: u32, num_splits: u32) -> u64 {
+        let longest = self.hist_lens(0).into_iter().max().unwrap_or(0).max(0) as u64;
+        longest
+            .div_ceil(u64::from(kv_tile.max(1)))
+            .div_ceil(u64::from(num_splits.max(1)))
+    }
+
     /// Builds the plan (same for every rank: per-rank data lives in the buffers).
     pub fn plan(&self) -> Result<DecodePlan, PlanError> {
         self.validate()?;
@@ -740,6 +754,8 @@ impl DecodeStep {
 
         let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
         let direct = num_splits == 1;
+        let tma =
+            tiling.warpgroups && self.tiles_per_program(kv_tile, num_splits) >= HIST_TMA_MIN_TILES;
         let strides = [
             I64(exchange.chunk_stride_out() as i64),
             I64(exchange.chunk_stride_lse() as i64),
@@ -778,6 +794,8 @@ impl DecodeStep {
                     "SCALE_AFTER_MAX",
                     ConstValue::Bool(self.softmax_scale > 0.0),
                 ),
+                // Long programs move their tiles as TMA boxes (HIST_TMA_MIN_TILES).
+                ("TMA", ConstValue::Bool(tma)),
             ],
             grid: [grid_t * tiling.head_tiles, num_splits, 1],
             args: history_args,
