@@ -45,6 +45,12 @@ back the seesaw's loss but no more: L1's history 373 / 377 us as generated, 375 
 deeper ring would give it: L1's history 257 us against 292 for the split schedule without
 copies and 318 as generated (docs/gpu_ir.md, "The history's budget"). `fine prefetch` (the
 producer also asks L2 for the page two tiles ahead) changed nothing (323 against 319 us).
+`fine tma` (FlashMLA's copies: a TMA box a 64-column block, each on its own mbarrier; the
+history generated with its tiles as boxes, as the plan gives L1) wins (H200, 2026-12-04, one
+call, `gpu_mla_op` 15/15): L1's history 297 / 296 us against 315 / 314 as generated and 310
+for the split with TMA, its step 328 / 327 against 352 / 350; 32 x 8192's history 156 / 154
+against 169 / 171; `tma_ef` (evict-first boxes) the same (docs/gpu_ir.md, "The seesaw with
+FlashMLA's copies").
 """
 import re
 import sys
