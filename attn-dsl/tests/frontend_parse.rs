@@ -106,47 +106,51 @@ fn tokens_and_text_agree() {
 
 #[test]
 fn attribute_errors() {
-    let e = parse_err("#[kernel(num_warps = 3)] fn k(o: *mut i32) {}");
-    assert_eq!(
-        e.message,
-        "num_warps = 3 is not supported; allowed: 1, 2, 4, 8, 16"
-    );
-    let e = parse_err("#[kernel(warps = 4)] fn k(o: *mut i32) {}");
-    assert_eq!(
-        e.message,
-        "unknown kernel attribute `warps`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B` (a literal or constexpr expression), `require(COND, \"message\")`"
-    );
-    let e = parse_err("#[kernel(num_stages = 5)] fn k(o: *mut i32) {}");
-    assert_eq!(
-        e.message,
-        "num_stages = 5 is not supported; allowed: 1, 2, 3, 4"
-    );
-    let e = parse_err("#[kernel(num_stages = 2, num_stages = 3)] fn k(o: *mut i32) {}");
-    assert_eq!(e.message, "`num_stages` is given twice");
-    let e = parse_err("#[kernel(require(true))] fn k(o: *mut i32) {}");
-    assert_eq!(
-        e.message,
-        "`require` takes a condition and a message: require(COND, \"message\")"
-    );
-    let e = parse_err("#[kernel(num_warps = 4, num_warps = 8)] fn k(o: *mut i32) {}");
-    assert_eq!(e.message, "`num_warps` is given twice");
-    let e = parse_err("#[kernel(tma = 1)] fn k(o: *mut i32) {}");
-    assert_eq!(
-        e.message,
-        "`tma` takes `true`, `false` or a boolean constexpr expression"
-    );
-    let e = parse_err("#[kernel(tma = true, tma = false)] fn k(o: *mut i32) {}");
-    assert_eq!(e.message, "`tma` is given twice");
-    let e = parse_err("#[kernel(tma = LONG)] fn k<const N: i32>(o: *mut i32) {}");
-    assert_eq!(
-        e.message,
-        "unknown constexpr `LONG` in `tma`; declared constexprs: N"
-    );
-    let e = parse_err("mod m { #[device(tma = true)] fn d(x: i32) -> i32 { x } }");
-    assert_eq!(
-        e.message,
-        "#[device] takes only `require(COND, \"message\")` rules (tma is a kernel attribute)"
-    );
+    let cases = [
+        (
+            "#[kernel(num_warps = 3)] fn k(o: *mut i32) {}",
+            "num_warps = 3 is not supported; allowed: 1, 2, 4, 8, 16",
+        ),
+        (
+            "#[kernel(warps = 4)] fn k(o: *mut i32) {}",
+            "unknown kernel attribute `warps`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B` (a literal or constexpr expression), `require(COND, \"message\")`",
+        ),
+        (
+            "#[kernel(num_stages = 5)] fn k(o: *mut i32) {}",
+            "num_stages = 5 is not supported; allowed: 1, 2, 3, 4",
+        ),
+        (
+            "#[kernel(num_stages = 2, num_stages = 3)] fn k(o: *mut i32) {}",
+            "`num_stages` is given twice",
+        ),
+        (
+            "#[kernel(require(true))] fn k(o: *mut i32) {}",
+            "`require` takes a condition and a message: require(COND, \"message\")",
+        ),
+        (
+            "#[kernel(num_warps = 4, num_warps = 8)] fn k(o: *mut i32) {}",
+            "`num_warps` is given twice",
+        ),
+        (
+            "#[kernel(tma = 1)] fn k(o: *mut i32) {}",
+            "`tma` takes `true`, `false` or a boolean constexpr expression",
+        ),
+        (
+            "#[kernel(tma = true, tma = false)] fn k(o: *mut i32) {}",
+            "`tma` is given twice",
+        ),
+        (
+            "#[kernel(tma = LONG)] fn k<const N: i32>(o: *mut i32) {}",
+            "unknown constexpr `LONG` in `tma`; declared constexprs: N",
+        ),
+        (
+            "mod m { #[device(tma = true)] fn d(x: i32) -> i32 { x } }",
+            "#[device] takes only `require(COND, \"message\")` rules (tma is a kernel attribute)",
+        ),
+    ];
+    for (src, message) in cases {
+        assert_eq!(parse_err(src).message, message, "{src}");
+    }
 }
 
 #[test]

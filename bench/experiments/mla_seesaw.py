@@ -310,20 +310,32 @@ PRODUCER_FINE = r"""
                 for (int bb = 0; bb < 5; ++bb) {
                     if (bb == 4 && fh != 0) break;
                     const int b = bb == 4 ? 8 : 4 * half + bb;
-                    #pragma unroll
-                    for (int p = 0; p < 4; ++p) {
-                        const int row = p * 16 + tid / 8, chunk = tid % 8;
-                        const bool ok = fj * 64 + row < @PNHIST@;
-                        const bf16* src = cache + (long long)(ok ? page : 0) * cache_stride_block + (long long)row * 576 + (b == 8 ? 512 : b * 64) + chunk * 8;
-                        unsigned short* dst = (b == 8 ? @KPE@ + fs * 4096 : @KLAT@ + fs * 32768 + b * 4096) + row * 64 + ((chunk ^ (row & 7)) * 8);
-                        @COPY@
-                    }
+@CHUNKS@
                     ss_cp_arrive(&ss_fine_bar[fs * 9 + b]);
                 }
             }
         }
         return;
 """
+
+
+# Block `b` of tile `fj` into stage `fs` by the producer's 128 threads, a 16-byte row chunk
+# each (the keys past the history zero-filled): the fine producer's copies, and the `tma`
+# producer's for a partial tile. Indented to where it goes.
+def chunk_copies(indent):
+    lines = [
+        "#pragma unroll",
+        "for (int p = 0; p < 4; ++p) {",
+        "    const int row = p * 16 + tid / 8, chunk = tid % 8;",
+        "    const bool ok = fj * 64 + row < @PNHIST@;",
+        "    const bf16* src = cache + (long long)(ok ? page : 0) * cache_stride_block"
+        " + (long long)row * 576 + (b == 8 ? 512 : b * 64) + chunk * 8;",
+        "    unsigned short* dst = (b == 8 ? @KPE@ + fs * 4096 : @KLAT@ + fs * 32768 + b * 4096)"
+        " + row * 64 + ((chunk ^ (row & 7)) * 8);",
+        "    @COPY@",
+        "}",
+    ]
+    return "\n".join(" " * indent + l for l in lines)
 
 
 # What the fine producer does with each 16-byte chunk: copy it, or (`nocopy`: the bound of
@@ -376,14 +388,7 @@ PRODUCER_FINE_TMA = r"""
                     for (int bb = 0; bb < 5; ++bb) {
                         if (bb == 4 && fh != 0) break;
                         const int b = bb == 4 ? 8 : 4 * half + bb;
-                        #pragma unroll
-                        for (int p = 0; p < 4; ++p) {
-                            const int row = p * 16 + tid / 8, chunk = tid % 8;
-                            const bool ok = fj * 64 + row < @PNHIST@;
-                            const bf16* src = cache + (long long)(ok ? page : 0) * cache_stride_block + (long long)row * 576 + (b == 8 ? 512 : b * 64) + chunk * 8;
-                            unsigned short* dst = (b == 8 ? @KPE@ + fs * 4096 : @KLAT@ + fs * 32768 + b * 4096) + row * 64 + ((chunk ^ (row & 7)) * 8);
-                            @COPY@
-                        }
+@CHUNKS@
                     }
                     attn_cp_commit();
                     attn_cp_wait<0>();
@@ -507,7 +512,9 @@ def fine_ring(text, names, copies):
         "KLAT": names["KLAT"],
         "KPE": names["KPE"],
     }
-    loop = (PRODUCER_FINE_TMA if copies in TMA_BOX else PRODUCER_FINE).replace("@COPY@", COPY[copies]).replace(
+    tma = copies in TMA_BOX
+    loop = (PRODUCER_FINE_TMA if tma else PRODUCER_FINE).replace("@CHUNKS@", chunk_copies(24 if tma else 20))
+    loop = loop.replace("@COPY@", COPY[copies]).replace(
         "@PREFETCH@", PREFETCH_FINE if copies == "prefetch" else ""
     )
     for k, v in pn.items():
