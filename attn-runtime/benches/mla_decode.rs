@@ -291,6 +291,11 @@ fn bench_row(
         Ok("dsl") => config.vup = VupPath::DslKernel,
         _ => {}
     }
+    // A/B of the current rows read from `cur_kv` (one-token chunks, fused merge):
+    // `ATTN_MLA_CUR_ROWS=out` keeps the current part's `[T, N, 512]` rows.
+    if std::env::var("ATTN_MLA_CUR_ROWS").as_deref() == Ok("out") {
+        config.current_rows_from_kv = false;
+    }
     // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK[xSTAGES]` (e.g.
     // `32x128`, `16x128x4`; two stages unless given).
     if let Ok(tile) = std::env::var("ATTN_MLA_FUSED_TILE") {

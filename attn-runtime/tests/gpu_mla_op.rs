@@ -54,6 +54,9 @@ struct Opts {
     /// Only the fork/join orders the streams (cudarc's per-buffer events would hide a race).
     no_event_tracking: bool,
     profile: bool,
+    /// One-token chunks: the fused merge reads the current rows from `cur_kv` (the op's
+    /// default).
+    current_rows_from_kv: bool,
 }
 
 impl Default for Opts {
@@ -67,6 +70,7 @@ impl Default for Opts {
             bucket_extra: 3,
             no_event_tracking: false,
             profile: false,
+            current_rows_from_kv: true,
         }
     }
 }
@@ -88,6 +92,7 @@ fn config(case: &Case, r: u32, o: &Opts) -> MlaDcpConfig {
     c.forced_history_heads = o.forced_history_heads;
     c.streams = o.streams;
     c.profile = o.profile;
+    c.current_rows_from_kv = o.current_rows_from_kv;
     c
 }
 
@@ -258,6 +263,25 @@ fn long_programs_moving_tma_boxes_match_the_reference() {
         ..Opts::default()
     };
     simulated_case::<bf16>("TMA boxes, 65 tiles a program", &case, 18, &o);
+}
+
+/// Plain decode (every chunk one token) at dcp 1 and 2: the current part writes only its
+/// LSE and the fused merge reads the current rows from `cur_kv`. `y` matches the reference
+/// and, bit for bit, the path whose current rows go through memory.
+#[test]
+fn one_token_chunks_read_the_current_rows_from_the_keys() {
+    for d in [1, 2] {
+        let case = Case::new(d, 8, 64, 16, &[300, 70, 5], &[1, 1, 1]);
+        let name = format!("one-token chunks D={d}");
+        let seed = 40 + u64::from(d);
+        let kv = simulated_case::<bf16>(&name, &case, seed, &Opts::default());
+        let rows = Opts {
+            current_rows_from_kv: false,
+            ..Opts::default()
+        };
+        let through_memory = simulated_case::<bf16>(&name, &case, seed, &rows);
+        assert_eq!(kv.y, through_memory.y, "{name}: bit for bit");
+    }
 }
 
 #[test]

@@ -196,6 +196,7 @@ fn combine_case(
     let cur = CurrentPartial {
         out: HostBuffer::from_f64s(dtype, &cur_o),
         lse: HostBuffer::from_f64s(ScalarType::F32, &cur_l),
+        kv: None,
     };
     (recv, cur, want)
 }
@@ -312,6 +313,7 @@ fn combine_merge_identity() {
         let cur = CurrentPartial {
             out: HostBuffer::from_f64s(ScalarType::Bf16, &vec![3.0; t * n * LATENT]),
             lse: HostBuffer::from_f64s(ScalarType::F32, &cur_l),
+            kv: None,
         };
         let got = run_combine(&plan, &kernels, &recv, &cur)
             .expect("combine")

@@ -213,3 +213,47 @@ fn fused_merge_reads_the_own_part_from_the_send_buffer() {
         check_outputs(&case, &inputs, &outs);
     }
 }
+
+/// One-token chunks merged by the fused combine + V-up: the current part writes only its LSE
+/// and the merge reads the current rows from `cur_kv` (`read_single_key_chunks_from_kv`).
+/// Its `y` is the one of the rows written and read back, bit for bit, and the reference's
+/// (the unwritten rows stay poisoned, so a merge still reading them would show NaN).
+#[test]
+fn one_token_chunks_read_the_current_rows_from_the_keys() {
+    for (d, seed) in [(1, 31), (2, 32)] {
+        let case = Case::new(d, 8, 16, 2, &[40, 90, 3], &[1, 1, 1]);
+        let inputs = Inputs::random(&case, seed);
+        let plan = case.plan();
+        let mut kv_plan = plan.clone();
+        assert!(kv_plan.read_single_key_chunks_from_kv(), "dcp {d}");
+        assert!(kv_plan.current_rows_from_kv() && !plan.current_rows_from_kv());
+        let sim = simulate_until_combine(&plan, &inputs.sim()).expect("simulate");
+        let kv_sim = simulate_until_combine(&kv_plan, &inputs.sim()).expect("simulate");
+        let outs = finish(&plan, &sim).expect("finish");
+        let kernel = kv_sim.kernels.combine_v_up().expect("dcp 1 and 2 fuse");
+        for (rank, out) in outs.iter().enumerate() {
+            let (cur, kv_cur) = (&sim.current[rank], &kv_sim.current[rank]);
+            assert_eq!(kv_cur.lse, cur.lse, "rank {rank}: the same LSE");
+            assert!(
+                kv_cur.out.to_f64s().iter().all(|v| v.is_nan()),
+                "rank {rank}: LSE_ONLY writes no rows"
+            );
+            let y = run_combine_v_up(
+                &kv_plan,
+                kernel,
+                &kv_sim.recv[rank],
+                None,
+                kv_cur,
+                &kv_sim.w_uv[rank],
+            )
+            .expect("the merge reading cur_kv");
+            assert_eq!(Some(&y), out.fused_y.as_ref(), "rank {rank}: bit for bit");
+        }
+        check_outputs(&case, &inputs, &outs);
+    }
+    // Chunks of several tokens, and groups the fused merge does not take, keep their rows.
+    let mut mixed = Case::new(1, 8, 16, 2, &[40, 90], &[1, 2]).plan();
+    assert!(!mixed.read_single_key_chunks_from_kv());
+    let mut wide = Case::new(4, 8, 16, 2, &[40, 90], &[1, 1]).plan();
+    assert!(!wide.read_single_key_chunks_from_kv());
+}

@@ -178,8 +178,14 @@ pub mod mla {
         // One reciprocal per row, then a multiply per element: IEEE divisions of the whole
         // [heads, 512] accumulator were a tenth of the 1 × 32768 history's stall samples.
         let o = acc * (1.0 / select(seen, l_i, 1.0)).unsqueeze(1);
-        let lse = select(seen, m_i + log(select(seen, l_i, 1.0)), f32::NEG_INFINITY);
-        (o, lse)
+        (o, partial_lse(m_i, l_i))
+    }
+
+    /// The log-sum-exp of an online-softmax state (`-inf` for rows that saw no key).
+    #[device]
+    fn partial_lse(m_i: Tile, l_i: Tile) -> Tile {
+        let seen = l_i > 0.0;
+        select(seen, m_i + log(select(seen, l_i, 1.0)), f32::NEG_INFINITY)
     }
 
     /// Absorbed queries of the rows starting at element offsets `row_start [R]` (576 wide each):
@@ -458,13 +464,23 @@ pub mod mla {
     /// starts at token c0 attends to the chunk's keys c0..=t (causal within the chunk, spec §4.2).
     /// 64-head tiles run on 8 warps (on 4 the `[64, 512]` f32 accumulator took 256 registers a
     /// thread and spilled 192 bytes on sm_90a); the plan takes 32 heads a program.
+    /// `LSE_ONLY` (a step whose chunks are one token each, merged by the fused combine): a
+    /// token's one key gives it weight 1, so its output rows are that key's latent row
+    /// itself, which the fused combine reads from `cur_kv` (`CUR_FROM_KV`); only the LSE
+    /// (the score) is written, and the `[T, N, 512]` rows never go to memory.
     #[kernel(
         num_warps = 4 + 4 * (BLOCK_H / 64),
         fast_math = true,
         require(BLOCK_H >= 16 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be a power of two >= 16"),
         require(MAX_CHUNK >= 16 && MAX_CHUNK & (MAX_CHUNK - 1) == 0, "MAX_CHUNK must be a power of two >= 16"),
+        require(!LSE_ONLY || MAX_CHUNK == 16, "LSE_ONLY is for chunks of one token (MAX_CHUNK 16)"),
     )]
-    pub fn mla_current<T, const BLOCK_H: i32, const MAX_CHUNK: i32>(
+    pub fn mla_current<
+        T,
+        const BLOCK_H: i32,
+        const MAX_CHUNK: i32,
+        const LSE_ONLY: bool = false,
+    >(
         q_loc: *const T,
         cur_kv: *const T,
         token_req: *const i32,
@@ -492,15 +508,23 @@ pub mod mla {
         let m_i = s.max(1);
         let p = exp(s - m_i.unsqueeze(1));
         let l_i = p.sum(1);
-        let acc = dot(p.cast::<T>(), trans(k_lat));
-        let (o, lse) = finish_partial(acc, m_i, l_i);
-        let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
-        store(
-            cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0),
-            o.cast::<T>(),
-            row_ok.unsqueeze(1),
-        );
-        store(cur_lse + t * heads_per_rank + h, lse, row_ok);
+        if LSE_ONLY {
+            store(
+                cur_lse + t * heads_per_rank + h,
+                partial_lse(m_i, l_i),
+                row_ok,
+            );
+        } else {
+            let acc = dot(p.cast::<T>(), trans(k_lat));
+            let (o, lse) = finish_partial(acc, m_i, l_i);
+            let out_row = (t * heads_per_rank + h).cast::<i64>() * 512;
+            store(
+                cur_out + out_row.unsqueeze(1) + dl.unsqueeze(0),
+                o.cast::<T>(),
+                row_ok.unsqueeze(1),
+            );
+            store(cur_lse + t * heads_per_rank + h, lse, row_ok);
+        }
     }
 
     /// The one combine (spec §3.2, §9.2 K_combine): D received history partials of this rank's
@@ -565,7 +589,9 @@ pub mod mla {
     /// then V-up: the merged latent is not rounded to the activation dtype in between.
     /// Part `own_part` (this rank's own history; −1 for none) is read from the send buffer,
     /// where the history wrote it, at the same chunk offset: the exchange then need not copy
-    /// it into the receive buffer.
+    /// it into the receive buffer. The current part's rows `cur_rows` are `cur_out [T, N,
+    /// 512]`, or under `CUR_FROM_KV` (chunks of one token, `mla_current`'s `LSE_ONLY`) the
+    /// chunk's keys `cur_kv [T, 576]`, whose latent row is every head's output of its token.
     #[kernel(
         num_warps = 4 * ((BLOCK_T + 31) / 32),
         num_stages = STAGES,
@@ -580,12 +606,13 @@ pub mod mla {
         const BLOCK_T: i32,
         const LAT_CHUNK: i32,
         const STAGES: i32,
+        const CUR_FROM_KV: bool = false,
     >(
         recv_out: *const T,
         recv_lse: *const f32,
         send_out: *const T,
         send_lse: *const f32,
-        cur_out: *const T,
+        cur_rows: *const T,
         cur_lse: *const f32,
         w_uv: *const T,
         y: *mut T,
@@ -622,7 +649,10 @@ pub mod mla {
             finite_or(lse_0, f32::NEG_INFINITY),
         );
         let m = merge_max(max(m_raw, finite_or(lse_1, f32::NEG_INFINITY)));
-        let rows_cur = cur_out + cur_row * 512;
+        let mut rows_cur = cur_rows + cur_row * 512;
+        if CUR_FROM_KV {
+            rows_cur = cur_rows + toks.cast::<i64>() * 576;
+        }
         let rows_0 = out_0 + row * 512;
         let rows_1 = out_1 + chunk_stride_out + row * 512;
         let w_n = w_uv + n.cast::<i64>() * 65536;

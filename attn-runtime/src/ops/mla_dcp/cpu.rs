@@ -91,6 +91,9 @@ pub struct CurrentPartial {
     pub out: HostBuffer,
     /// `lse [T, N]` f32.
     pub lse: HostBuffer,
+    /// The chunk's keys `cur_kv [T, 576]`, which a merge reads as the current rows when the
+    /// chunks are one token each (`DecodePlan::read_single_key_chunks_from_kv`).
+    pub kv: Option<HostBuffer>,
 }
 
 /// What each simulated rank produced.
@@ -480,7 +483,11 @@ pub fn run_current(
     ];
     let outputs = [BufferRole::CurOut, BufferRole::CurLse];
     let (out, lse) = run_partial_stage(plan, &kernels.current, &plan.current, inputs, outputs)?;
-    Ok(CurrentPartial { out, lse })
+    Ok(CurrentPartial {
+        out,
+        lse,
+        kv: Some(cur_kv.clone()),
+    })
 }
 
 /// The partials a merging stage reads: the received history parts and the current part.
@@ -488,6 +495,7 @@ fn partial_inputs(
     recv: &ExchangeBuffer,
     cur: &CurrentPartial,
 ) -> impl Iterator<Item = (BufferRole, HostBuffer)> {
+    let kv = cur.kv.clone().map(|kv| (BufferRole::CurKv, kv));
     [
         (BufferRole::RecvOut, recv.out.clone()),
         (BufferRole::RecvLse, recv.lse.clone()),
@@ -495,6 +503,7 @@ fn partial_inputs(
         (BufferRole::CurLse, cur.lse.clone()),
     ]
     .into_iter()
+    .chain(kv)
 }
 
 /// The combine: D received history partials + the current partial → `lat_out [T, N, 512]`.

@@ -607,6 +607,9 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         if let Some(tile) = self.config.forced_fused_tile {
             plan.retile_combine_v_up(tile);
         }
+        if self.config.vup == VupPath::Fused && self.config.current_rows_from_kv {
+            plan.read_single_key_chunks_from_kv();
+        }
         Ok(plan)
     }
 
@@ -1096,6 +1099,8 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         v.insert(BufferRole::RecvLse, KernelArg::input(as_act::<f32>(recv)?));
         v.insert(BufferRole::CurOut, KernelArg::input(b.cur_out.as_view()));
         v.insert(BufferRole::CurLse, KernelArg::input(b.cur_lse.as_view()));
+        // One-token chunks: the fused merge's current rows are the chunk's keys.
+        v.insert(BufferRole::CurKv, KernelArg::input(args.cur_kv.slice(..)));
         // The own part, where the fused merge reads it in place (`own_part_in_place`).
         let send = &b.hist_send;
         v.insert(BufferRole::SendOut, KernelArg::input(as_act::<E>(send)?));

@@ -944,6 +944,14 @@ impl DecodeStep {
     }
 }
 
+/// Sets (or adds) the boolean constexpr `name` of `l`.
+fn set_bool(l: &mut KernelLaunch, name: &'static str, v: bool) {
+    match l.constexprs.iter_mut().find(|(n, _)| *n == name) {
+        Some(slot) => slot.1 = ConstValue::Bool(v),
+        None => l.constexprs.push((name, ConstValue::Bool(v))),
+    }
+}
+
 impl DecodePlan {
     /// The fused combine + V-up retiled (tuning sweeps; the kernel's `require`s refuse tiles
     /// it has no code for when it is specialized).
@@ -961,6 +969,36 @@ impl DecodePlan {
             *a = PlanArg::I32(i32::try_from(rank).unwrap_or(NO_OWN_PART));
         }
         l
+    }
+
+    /// For a step whose chunks are one token each (plain decode), merged by the fused
+    /// combine + V-up: the current part writes only its LSE (`mla_current`'s `LSE_ONLY`) and
+    /// the fused merge reads the current rows from `cur_kv` (`CUR_FROM_KV`), since a chunk of
+    /// one key gives each head of its token that key's latent row, exactly. The
+    /// `[T, N, 512]` current rows then never go to memory (at L1 16.8 MB written by the side
+    /// stream and read back by the merge). Returns whether the plan changed; the plan's
+    /// unfused `combine` no longer has its current rows afterwards, so only a context
+    /// merging by `combine_v_up` asks.
+    pub fn read_single_key_chunks_from_kv(&mut self) -> bool {
+        let single = self.step.query_lens.iter().all(|&q| q == 1);
+        if !single || !self.fused_merges_the_group() {
+            return false;
+        }
+        set_bool(&mut self.current, "LSE_ONLY", true);
+        set_bool(&mut self.combine_v_up, "CUR_FROM_KV", true);
+        for a in &mut self.combine_v_up.args {
+            if *a == PlanArg::Buffer(BufferRole::CurOut) {
+                *a = PlanArg::Buffer(BufferRole::CurKv);
+            }
+        }
+        true
+    }
+
+    /// Whether the current part's rows come from `cur_kv` ([`Self::read_single_key_chunks_from_kv`]).
+    pub fn current_rows_from_kv(&self) -> bool {
+        self.combine_v_up
+            .constexprs
+            .contains(&("CUR_FROM_KV", ConstValue::Bool(true)))
     }
 
     /// Whether the fused combine + V-up takes this plan's group as it is

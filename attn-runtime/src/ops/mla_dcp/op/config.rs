@@ -111,6 +111,11 @@ pub struct MlaDcpConfig {
     /// Forces the fused combine + V-up's tile: tokens a program, latent columns a step and
     /// ring stages (tuning sweeps; `VupPath::Fused` only); `None` uses the plan's.
     pub forced_fused_tile: Option<FusedTile>,
+    /// A step of one-token chunks merged by the fused combine + V-up reads the current rows
+    /// from `cur_kv` and its current part writes only the LSE
+    /// ([`crate::ops::mla_dcp::plan::DecodePlan::read_single_key_chunks_from_kv`]); on by
+    /// default, off for A/B runs.
+    pub current_rows_from_kv: bool,
     /// Records timing events around every stage ([`super::MlaDcpContext::stage_times`]).
     pub profile: bool,
     /// Stream options of the context.
@@ -149,6 +154,7 @@ impl MlaDcpConfig {
             forced_history_heads: None,
             forced_history_kv_tile: None,
             forced_fused_tile: None,
+            current_rows_from_kv: true,
             profile: false,
             streams: StreamOptions::default(),
         }
