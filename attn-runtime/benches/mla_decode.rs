@@ -281,8 +281,12 @@ fn bench_row(
         row.batch,
         row.batch,
     );
+    // A/B of the enqueue order (default: `CurrentOrder::Auto`).
     if std::env::var_os("ATTN_MLA_HISTORY_FIRST").is_some() {
         config.streams.current_order = CurrentOrder::AfterHistory;
+    }
+    if std::env::var_os("ATTN_MLA_CURRENT_FIRST").is_some() {
+        config.streams.current_order = CurrentOrder::First;
     }
     // A/B of the V-up path: `ATTN_MLA_VUP=cublas|fused|dsl` (default: the op's).
     match std::env::var("ATTN_MLA_VUP").as_deref() {

@@ -551,7 +551,11 @@ fn spin_before_current(join_mode: JoinMode, order: CurrentOrder) -> Result<f64, 
 
 #[test]
 fn stream_order_spin_on_the_side_stream_with_the_join_is_right() {
-    for order in [CurrentOrder::First, CurrentOrder::AfterHistory] {
+    for order in [
+        CurrentOrder::Auto,
+        CurrentOrder::First,
+        CurrentOrder::AfterHistory,
+    ] {
         let max_abs =
             spin_before_current(JoinMode::Join, order).unwrap_or_else(|e| panic!("{order:?}: {e}"));
         println!("MLA stream-order join+spin, current {order:?}: max_abs={max_abs:.3e}");

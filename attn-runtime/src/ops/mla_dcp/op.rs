@@ -800,8 +800,10 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         self.fork_join.fork()?;
         // H200, L1 step, the current part enqueued after the history on a side stream of
         // default priority: it ran under the whole history and held up the combine (449 →
-        // 470 µs); enqueued first, the history waits for the host (16-20 µs profiled).
-        let current_first = self.config.streams.current_order == CurrentOrder::First;
+        // 470 µs); enqueued first, the history waits for the host (16-20 µs profiled). On the
+        // greatest priority, a part that writes only its LSE goes after (`CurrentOrder`).
+        let lse_only = self.state("enqueue_prepared")?.plan.current_rows_from_kv();
+        let current_first = !self.config.streams.current_order.history_first(lse_only);
         if current_first {
             self.enqueue_current(args)?;
         }
