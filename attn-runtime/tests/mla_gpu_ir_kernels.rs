@@ -13,6 +13,7 @@ use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::{DecodeStep, FusedTile, KernelLaunch, PlanError};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
+use std::collections::BTreeMap;
 
 /// The decode step of `batch` requests of `ctx` tokens, `heads` query heads over `dcp` ranks
 /// (page 64, q_len 1), as the MLA benchmark builds it.
@@ -479,4 +480,45 @@ fn fused_combine_v_up_loop_streams_both_operands() {
     assert_eq!((n("LDGSTS"), n("HMMA"), n("BAR")), (12, 64, 1), "{line}");
     assert!(n("LDSM") > 0, "{line}");
     assert_eq!(n("LDL") + n("STL"), 0, "{line}");
+}
+
+/// Plain decode as the op runs it with the fused merge (`read_single_key_chunks_from_kv`):
+/// the current part stores only its LSE — no PV, none of the `[T, N, 512]` rows — and the
+/// merge reads the rows from `cur_kv`; both compile without spills or local memory, on
+/// sm_90a and sm_90.
+#[test]
+fn one_token_chunks_store_no_current_rows() {
+    let plan = step(128, 4096, 128, 1)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan");
+    let mut kv = plan.clone();
+    assert!(kv.read_single_key_chunks_from_kv());
+    for arch in ["sm_90a", "sm_90"] {
+        let arch: Arch = arch.parse().expect("arch");
+        let counts = |label: &str, l: &KernelLaunch| {
+            let c = l.compile().unwrap_or_else(|e| panic!("{label}: {e}"));
+            let src = CudaSource::from_kernel(&c.cuda);
+            let m = sass_support::compile_spill_free(label, &src, arch);
+            let ModuleImage::Cubin(bytes) = &m.image else {
+                panic!("{label}: NVRTC gave no cubin");
+            };
+            sass_support::whole_kernel(label, bytes)
+        };
+        let rows = counts("current, rows", &plan.current);
+        let lse = counts("current, LSE only", &kv.current);
+        let c = |k: &BTreeMap<String, usize>, op: &str| sass_support::count(k, op);
+        println!("{arch:?}: rows {rows:?}\n  LSE only {lse:?}");
+        // Two LSE stores a thread; the rows' 16 chunks of 16 bytes go with PV's 32 `HMMA`s.
+        assert_eq!(
+            (c(&lse, "STG"), c(&rows, "STG")),
+            (2, 18),
+            "(stores) LSE only against the rows"
+        );
+        assert_eq!(
+            (c(&lse, "HMMA"), c(&rows, "HMMA")),
+            (36, 68),
+            "(HMMA) LSE only against the rows"
+        );
+        counts("combine + V-up, rows from cur_kv", &kv.combine_v_up);
+    }
 }
