@@ -114,8 +114,7 @@ fn default_value(
             return Ok(ConstValue::Device(name.to_string()));
         }
     }
-    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-    const_eval::eval(expr, &lookup)
+    const_eval::eval_bound(expr, bound)
 }
 
 fn names(decls: &[ConstDecl]) -> String {

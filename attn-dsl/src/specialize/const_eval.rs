@@ -248,6 +248,16 @@ pub(crate) fn fold_cdiv(a: &ConstValue, b: &ConstValue) -> Result<ConstValue, St
     }
 }
 
+/// [`eval`] over the bound constexprs `bound` (name, value).
+pub(crate) fn eval_bound(
+    e: &syn::Expr,
+    bound: &[(String, ConstValue)],
+) -> Result<ConstValue, DslError> {
+    eval(e, &|n: &str| {
+        bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
+    })
+}
+
 /// Evaluates an expression over constexprs only (a `require` rule, a constexpr default).
 pub(crate) fn eval(
     e: &syn::Expr,

@@ -52,8 +52,7 @@ pub(crate) fn resolve_tma(item: &Item, bound: &[(String, ConstValue)]) -> Result
         ConstFlag::Fixed(b) => return Ok(*b),
         ConstFlag::Constexpr { expr, span } => (expr, *span),
     };
-    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-    match const_eval::eval(expr, &lookup)? {
+    match const_eval::eval_bound(expr, bound)? {
         ConstValue::Bool(b) => Ok(b),
         other => Err(DslError::new(
             span,
@@ -78,8 +77,7 @@ fn resolve(
         LaunchCount::Fixed(n) => return Ok(*n),
         LaunchCount::Constexpr { expr, span } => (expr, *span),
     };
-    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-    let value = const_eval::eval(expr, &lookup)?;
+    let value = const_eval::eval_bound(expr, bound)?;
     let written = expr.to_token_stream().to_string();
     match value {
         ConstValue::Int(v) if allowed.iter().any(|&a| i64::from(a) == v) => Ok(v as u32),

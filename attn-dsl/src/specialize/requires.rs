@@ -14,9 +14,8 @@ pub(crate) fn check_requires(
     bound: &[(String, ConstValue)],
     bindings: &[Binding],
 ) -> Result<(), DslError> {
-    let lookup = |n: &str| bound.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
     for r in &item.requires {
-        match const_eval::eval(&r.cond, &lookup)? {
+        match const_eval::eval_bound(&r.cond, bound)? {
             ConstValue::Bool(true) => {}
             ConstValue::Bool(false) => return Err(violation(r, bound, bindings)),
             other => {
@@ -57,8 +56,7 @@ pub(crate) fn check_device_requires(
                 continue;
             }
             if let Some(expr) = &d.default {
-                let lookup = |n: &str| values.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-                let v = const_eval::eval(expr, &lookup)?;
+                let v = const_eval::eval_bound(expr, &values)?;
                 values.push((d.name.clone(), v));
             }
         }

@@ -671,18 +671,26 @@ impl DecodeStep {
         let programs = (self.num_tokens() as u64 * u64::from(tiling.head_tiles)).max(1);
         let slots = u64::from(self.num_sms) * u64::from(tiling.programs_per_sm);
         let occupancy = (slots / programs).max(1);
-        let longest = self.hist_lens(0).into_iter().max().unwrap_or(0) as u64;
-        let by_length = longest.div_ceil(MIN_KEYS_PER_SPLIT).max(1);
+        let by_length = self
+            .longest_local_history()
+            .div_ceil(MIN_KEYS_PER_SPLIT)
+            .max(1);
         occupancy.min(by_length).clamp(1, u64::from(MAX_SPLITS)) as u32
     }
 
     /// History tiles of `kv_tile` keys the longest program runs over `num_splits` splits (rank
     /// 0's share: ranks differ by at most a page).
     pub fn tiles_per_program(&self, kv_tile: u32, num_splits: u32) -> u64 {
-        let longest = self.hist_lens(0).into_iter().max().unwrap_or(0).max(0) as u64;
-        longest
+        self.longest_local_history()
             .div_ceil(u64::from(kv_tile.max(1)))
             .div_ceil(u64::from(num_splits.max(1)))
+    }
+
+    /// Keys of the longest local history (rank 0 holds the most: `n_local` is
+    /// non-increasing in r).
+    fn longest_local_history(&self) -> u64 {
+        let longest = self.hist_lens(0).into_iter().max().unwrap_or(0);
+        u64::try_from(longest).unwrap_or(0)
     }
 
     /// Builds the plan (same for every rank: per-rank data lives in the buffers).
