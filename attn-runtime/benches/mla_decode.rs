@@ -300,8 +300,8 @@ fn bench_row(
     if std::env::var("ATTN_MLA_CUR_ROWS").as_deref() == Ok("out") {
         config.current_rows_from_kv = false;
     }
-    // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK[xSTAGES]` (e.g.
-    // `32x128`, `16x128x4`; two stages unless given).
+    // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK[xSTAGES[xBLOCK_V]]`
+    // (e.g. `32x128`, `16x128x4`, `16x128x2x128`; two stages and 128 columns unless given).
     if let Ok(tile) = std::env::var("ATTN_MLA_FUSED_TILE") {
         let dims: Vec<u32> = tile
             .split('x')
@@ -309,12 +309,18 @@ fn bench_row(
             .collect();
         if let [block_t, lat_chunk, ref rest @ ..] = dims[..] {
             let stages = rest.first().copied().unwrap_or(2);
+            let block_v = rest.get(1).copied().unwrap_or(128);
             config.forced_fused_tile = Some(FusedTile {
                 block_t,
                 lat_chunk,
                 stages,
+                block_v,
             });
         }
+    }
+    // The history reduce's columns a program, `ATTN_MLA_REDUCE_COLS=512|256|128`.
+    if let Ok(cols) = std::env::var("ATTN_MLA_REDUCE_COLS") {
+        config.forced_reduce_cols = Some(cols.parse().expect("ATTN_MLA_REDUCE_COLS"));
     }
     config.forced_history_heads = row.history_heads;
     config.forced_history_kv_tile = row.kv_tile;

@@ -426,7 +426,7 @@ const FUSED_TILES: [(u32, u32, u32); 10] = [
 
 /// Every tile the fused combine + V-up may be forced to (`MlaDcpConfig::forced_fused_tile`)
 /// compiles without spills or local memory at dcp 1 and dcp 2 (two and three parts, an
-/// `[BLOCK_T, 128]` accumulator each), on sm_90a: a warp per 8 tokens from 32 tokens on.
+/// `[BLOCK_T, BLOCK_V]` accumulator each, 128 or 64 output columns a program), on sm_90a: a warp per 8 tokens from 32 tokens on.
 /// 128 tokens at dcp 2 (three accumulators on 16 warps: 128 registers a thread) spill and
 /// are not offered.
 #[test]
@@ -437,14 +437,17 @@ fn fused_combine_v_up_tiles_compile_without_spills() {
             .plan_tuned(MmaKind::Warpgroup, None, None, None)
             .expect("plan");
         let tiles = FUSED_TILES.iter().filter(|&&(t, _, _)| dcp == 1 || t < 128);
-        for &(block_t, lat_chunk, stages) in tiles {
+        let tiles = tiles.flat_map(|&t| [128, 64].map(|block_v| (t, block_v)));
+        for ((block_t, lat_chunk, stages), block_v) in tiles {
             plan.retile_combine_v_up(FusedTile {
                 block_t,
                 lat_chunk,
                 stages,
+                block_v,
             });
             let l = &plan.combine_v_up;
             assert_eq!(l.grid[0], 128 / block_t, "{}", l.key());
+            assert_eq!(l.grid[2], 128 / block_v, "{}", l.key());
             let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
             // An S-stage ring waits for all but the newest S − 2 commit groups.
             let wait = format!("attn_cp_wait<{}>", stages - 2);

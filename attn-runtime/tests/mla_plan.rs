@@ -39,7 +39,9 @@ fn grids_and_bindings() {
     assert_eq!(p.history.grid, [3 * 4, p.num_splits, 1]);
     let reduce = p.history_reduce.as_ref().expect("several splits: a reduce");
     assert!(p.num_splits > 1);
-    assert_eq!(reduce.grid, [3, 128, 1]);
+    // 3 × 128 programs are under four an SM: each merges half of the 512 columns.
+    assert_eq!(reduce.grid, [3, 128, 2]);
+    assert!(reduce.key().contains("COLS=256"), "{}", reduce.key());
     assert_eq!(p.current.grid, [3, 1, 1]);
     assert_eq!(p.combine.grid, [3, 16, 1]);
     assert_eq!(p.v_up.grid, [1, 16, 1]);
@@ -75,32 +77,47 @@ fn one_split_writes_the_exchange_layout_without_a_reduce() {
 }
 
 /// The fused combine + V-up takes the largest token tile that still gives every SM four
-/// part-products (64 latent columns a step), or 16 tokens and 128 columns.
+/// part-products (64 latent columns a step), or 16 tokens and 128 columns; a step whose
+/// programs would not fill every SM twice splits the 128 output columns in two.
 #[test]
 fn fused_combine_v_up_tiles_fill_the_sms() {
     use attn_runtime::ops::mla_dcp::plan::fused_tile;
     let tile = |t, n, parts, sms| {
         let f = fused_tile(t, n, parts, sms);
-        (f.block_t, f.lat_chunk, f.stages)
+        (f.block_t, f.lat_chunk, f.stages, f.block_v)
     };
-    // L1 at dcp 1 (two parts) and its dcp-2 rank (64 heads, three parts).
-    assert_eq!(tile(128, 128, 2, 132), (32, 64, 2));
-    assert_eq!(tile(128, 64, 3, 132), (32, 64, 2));
-    assert_eq!(tile(512, 128, 2, 132), (64, 64, 2));
+    // L1 at dcp 1 (two parts: 4 × 128 programs) and its dcp-2 rank (64 heads, three parts:
+    // 4 × 64 programs, under two an SM).
+    assert_eq!(tile(128, 128, 2, 132), (32, 64, 2, 128));
+    assert_eq!(tile(128, 64, 3, 132), (32, 64, 2, 64));
+    assert_eq!(tile(512, 128, 2, 132), (64, 64, 2, 128));
     // 32 × 8192 and 1 × 32768.
-    assert_eq!(tile(32, 128, 2, 132), (16, 128, 2));
-    assert_eq!(tile(32, 64, 3, 132), (16, 128, 2));
-    assert_eq!(tile(1, 128, 2, 132), (16, 128, 2));
+    assert_eq!(tile(32, 128, 2, 132), (16, 128, 2, 64));
+    assert_eq!(tile(32, 64, 3, 132), (16, 128, 2, 64));
+    assert_eq!(tile(1, 128, 2, 132), (16, 128, 2, 64));
     let p = step(2, &[1; 40], &[600; 40]).plan().expect("plan");
     let l = &p.combine_v_up;
-    let (bt, chunk, stages) = tile(40, 16, 3, p.step.num_sms);
-    assert_eq!(l.grid, [40u32.div_ceil(bt), 16, 1]);
+    let (bt, chunk, stages, bv) = tile(40, 16, 3, p.step.num_sms);
+    assert_eq!(l.grid, [40u32.div_ceil(bt), 16, 128 / bv]);
     assert!(
-        l.key()
-            .contains(&format!("BLOCK_T={bt},LAT_CHUNK={chunk},STAGES={stages}")),
+        l.key().contains(&format!(
+            "BLOCK_T={bt},LAT_CHUNK={chunk},STAGES={stages},BLOCK_V={bv}"
+        )),
         "{}",
         l.key()
     );
+}
+
+/// The history reduce merges whole rows where its programs fill the SMs four times over,
+/// and down to a quarter row a program where they do not.
+#[test]
+fn history_reduce_columns_fill_the_sms() {
+    use attn_runtime::ops::mla_dcp::plan::reduce_cols;
+    assert_eq!(reduce_cols(32 * 128, 132), 512);
+    assert_eq!(reduce_cols(528, 132), 512);
+    assert_eq!(reduce_cols(264, 132), 256);
+    assert_eq!(reduce_cols(128, 132), 128);
+    assert_eq!(reduce_cols(1, 132), 128);
 }
 
 #[test]

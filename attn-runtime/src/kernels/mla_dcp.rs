@@ -418,11 +418,18 @@ pub mod mla {
 
     /// Merges the history splits of one (token, gathered head) and writes the result straight
     /// into the exchange send buffer: chunk p = heads [p·N, (p+1)·N) holds `out [N, T, 512]` in
-    /// the activation dtype and `lse [N, T]` f32 (spec §9.1). Grid (T, D·N). The splits stay
-    /// one tile spread over the threads: as a loop (the combine's form), 1 × 32768's 64
-    /// splits ran one after another (H200: 8.8 → 25 µs).
-    #[kernel(num_warps = 4, require(SPLITS_PADDED >= NUM_SPLITS, "SPLITS_PADDED must be >= NUM_SPLITS"))]
-    pub fn mla_history_reduce<T, const NUM_SPLITS: i32, const SPLITS_PADDED: i32>(
+    /// the activation dtype and `lse [N, T]` f32 (spec §9.1). Grid (T, D·N, 512 / COLS): a
+    /// program merges `COLS` of the 512 columns (every program weighs the splits the same
+    /// way; the first column block writes the LSE), so a step of few tokens still has
+    /// programs enough to keep its reads in flight. The splits stay one tile spread over the
+    /// threads: as a loop (the combine's form), 1 × 32768's 64 splits ran one after another
+    /// (H200: 8.8 → 25 µs).
+    #[kernel(
+        num_warps = 4,
+        require(SPLITS_PADDED >= NUM_SPLITS, "SPLITS_PADDED must be >= NUM_SPLITS"),
+        require(COLS >= 16 && COLS <= 512 && 512 % COLS == 0 && COLS & (COLS - 1) == 0, "COLS must be a power of two dividing 512"),
+    )]
+    pub fn mla_history_reduce<T, const NUM_SPLITS: i32, const SPLITS_PADDED: i32, const COLS: i32 = 512>(
         split_out: *const f32,
         split_lse: *const f32,
         send_out: *mut T,
@@ -439,7 +446,7 @@ pub mod mla {
         let s = arange::<SPLITS_PADDED>();
         let present = s < NUM_SPLITS;
         let slot = (t * num_heads + g) * NUM_SPLITS + s;
-        let dl = arange::<512>();
+        let dl = program_id(2) * COLS + arange::<COLS>();
         let o_s = load(
             split_out + (slot.cast::<i64>() * 512).unsqueeze(1) + dl.unsqueeze(0),
             present.unsqueeze(1),
@@ -457,7 +464,9 @@ pub mod mla {
             lse_offset,
         );
         store(send_out + out_at + dl, o.cast::<T>());
-        store(send_lse + lse_at, lse);
+        if program_id(2) == 0 {
+            store(send_lse + lse_at, lse);
+        }
     }
 
     /// Current-chunk attention for the rank's own heads: query token t of a request whose chunk
@@ -592,6 +601,8 @@ pub mod mla {
     /// it into the receive buffer. The current part's rows `cur_rows` are `cur_out [T, N,
     /// 512]`, or under `CUR_FROM_KV` (chunks of one token, `mla_current`'s `LSE_ONLY`) the
     /// chunk's keys `cur_kv [T, 576]`, whose latent row is every head's output of its token.
+    /// `BLOCK_V` of the 128 output columns a program (grid z `128 / BLOCK_V`): steps of few
+    /// tokens split `W_UV[n]`'s columns over two programs to keep twice the bytes in flight.
     #[kernel(
         num_warps = 4 * ((BLOCK_T + 31) / 32),
         num_stages = STAGES,
@@ -599,6 +610,7 @@ pub mod mla {
         require(BLOCK_T >= 16 && BLOCK_T <= 128 && BLOCK_T & (BLOCK_T - 1) == 0, "BLOCK_T must be 16, 32, 64 or 128"),
         require(LAT_CHUNK >= 16 && 512 % LAT_CHUNK == 0, "LAT_CHUNK must divide 512 and be >= 16"),
         require(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4"),
+        require(BLOCK_V == 64 || BLOCK_V == 128, "BLOCK_V must be 64 or 128"),
     )]
     pub fn mla_combine_v_up<
         T,
@@ -607,6 +619,7 @@ pub mod mla {
         const LAT_CHUNK: i32,
         const STAGES: i32,
         const CUR_FROM_KV: bool = false,
+        const BLOCK_V: i32 = 128,
     >(
         recv_out: *const T,
         recv_lse: *const f32,
@@ -656,10 +669,10 @@ pub mod mla {
         let rows_0 = out_0 + row * 512;
         let rows_1 = out_1 + chunk_stride_out + row * 512;
         let w_n = w_uv + n.cast::<i64>() * 65536;
-        let dv = arange::<128>();
-        let mut y_cur = zeros::<f32>([BLOCK_T, 128]);
-        let mut y_0 = zeros::<f32>([BLOCK_T, 128]);
-        let mut y_1 = zeros::<f32>([BLOCK_T, 128]);
+        let dv = program_id(2) * BLOCK_V + arange::<BLOCK_V>();
+        let mut y_cur = zeros::<f32>([BLOCK_T, BLOCK_V]);
+        let mut y_0 = zeros::<f32>([BLOCK_T, BLOCK_V]);
+        let mut y_1 = zeros::<f32>([BLOCK_T, BLOCK_V]);
         for c in 0..512 / LAT_CHUNK {
             let cols = c * LAT_CHUNK + arange::<LAT_CHUNK>();
             let w_rows = load(w_n + (cols * 128).unsqueeze(1) + dv.unsqueeze(0));

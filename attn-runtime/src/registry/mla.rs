@@ -8,7 +8,7 @@
 use super::{BuiltKernel, KernelEntry};
 use crate::kernels::mla_dcp::compile_kernel_assuming;
 use crate::ops::mla_dcp::metadata::DcpLayout;
-use crate::ops::mla_dcp::plan::DecodeStep;
+use crate::ops::mla_dcp::plan::{DecodePlan, DecodeStep};
 use crate::ops::unified_attention::config::MmaKind;
 use crate::problem::Problem;
 use crate::reference::mla::MlaConfig;
@@ -33,11 +33,42 @@ pub(super) fn entries() -> Vec<KernelEntry> {
              warpgroups, warpgroup MMAs)",
             || history_bindings_on(MmaKind::Warpgroup, 128, 4096, 128),
         ),
+        KernelEntry {
+            build: build_merge,
+            ..entry(
+                "mla_combine_v_up_sm90a",
+                "MLA fused combine + V-up, L1 plan on an sm_90a device (one-token chunks: \
+                 the current rows read from the keys)",
+                || merge_bindings(128, 4096, 128),
+            )
+        },
+        KernelEntry {
+            build: build_reduce,
+            ..entry(
+                "mla_history_reduce_sm90a",
+                "MLA history split merge, 1 x 32768 plan on an sm_90a device (64 splits)",
+                || {
+                    plan_on(MmaKind::Warpgroup, 1, 32768, 128)
+                        .and_then(|p| p.history_reduce)
+                        .map(|l| l.bindings())
+                        .unwrap_or_default()
+                },
+            )
+        },
     ]
 }
 
 fn entry(name: &'static str, summary: &'static str, defaults: fn() -> Vec<Binding>) -> KernelEntry {
     super::op_preset_entry(name, summary, defaults, build, no_problem)
+}
+
+/// The plan the op makes for `batch` decode requests of `ctx` tokens over `heads` heads
+/// (page 64, one rank) on a device whose dots run as `mma`.
+fn plan_on(mma: MmaKind, batch: usize, ctx: u32, heads: u32) -> Option<DecodePlan> {
+    let layout = DcpLayout::new(1, 1, 64).ok()?;
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    let step = DecodeStep::uniform_decode(batch, ctx, heads, layout, scale, 132);
+    step.plan_tuned(mma, None, None, None).ok()
 }
 
 /// The constexprs of the history launch the op plans for `batch` decode requests of `ctx`
@@ -48,14 +79,49 @@ fn history_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
 
 /// [`history_bindings`] as a device whose dots run as `mma` plans them.
 fn history_bindings_on(mma: MmaKind, batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
-    let Ok(layout) = DcpLayout::new(1, 1, 64) else {
-        return vec![];
-    };
-    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
-    let step = DecodeStep::uniform_decode(batch, ctx, heads, layout, scale, 132);
-    step.plan_tuned(mma, None, None, None)
+    plan_on(mma, batch, ctx, heads)
         .map(|p| p.history.bindings())
         .unwrap_or_default()
+}
+
+/// The fused combine + V-up's constexprs in the sm_90a plan of that step, its one-token
+/// chunks read from the keys (the op's default).
+fn merge_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
+    plan_on(MmaKind::Warpgroup, batch, ctx, heads)
+        .map(|mut p| {
+            p.read_single_key_chunks_from_kv();
+            p.combine_v_up.bindings()
+        })
+        .unwrap_or_default()
+}
+
+fn build_reduce(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    if bindings.is_empty() {
+        return Err("internal error: the preset has no valid plan".into());
+    }
+    let c = compile_kernel_assuming("mla_history_reduce", bindings, &["chunk_stride_out"])
+        .map_err(|e| e.to_string())?;
+    Ok(BuiltKernel {
+        key: c.specialized.key(),
+        cuda: c.cuda,
+        prelude: None,
+        ir: Some(c.specialized.ir),
+    })
+}
+
+fn build_merge(bindings: &[Binding]) -> Result<BuiltKernel, String> {
+    if bindings.is_empty() {
+        return Err("internal error: the preset has no valid plan".into());
+    }
+    // Exchange chunks are 256-byte aligned, as the op's plan promises.
+    let c = compile_kernel_assuming("mla_combine_v_up", bindings, &["chunk_stride_out"])
+        .map_err(|e| e.to_string())?;
+    Ok(BuiltKernel {
+        key: c.specialized.key(),
+        cuda: c.cuda,
+        prelude: None,
+        ir: Some(c.specialized.ir),
+    })
 }
 
 fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
@@ -96,7 +162,7 @@ mod tests {
     /// moved by `cp.async`.
     #[test]
     fn presets_build_the_ops_history_kernel() {
-        for e in entries() {
+        for e in entries().into_iter().filter(|e| e.name.starts_with("mla_history")) {
             let built = build(&(e.default_bindings)()).expect("preset builds");
             let ir = built.ir.expect("ir");
             assert!(

@@ -607,6 +607,9 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         if let Some(tile) = self.config.forced_fused_tile {
             plan.retile_combine_v_up(tile);
         }
+        if let Some(cols) = self.config.forced_reduce_cols {
+            plan.recolumn_history_reduce(cols);
+        }
         if self.config.vup == VupPath::Fused && self.config.current_rows_from_kv {
             plan.read_single_key_chunks_from_kv();
         }

@@ -162,6 +162,9 @@ pub struct FusedTile {
     pub lat_chunk: u32,
     /// Stages of the copy ring (`STAGES`, 2–4).
     pub stages: u32,
+    /// Output columns a program (`BLOCK_V`, 64 or 128 of `W_UV`'s 128): 64 doubles the
+    /// programs of a step of few tokens.
+    pub block_v: u32,
 }
 
 /// The fused combine + V-up's tile for `t` tokens of `n` heads merging `parts` parts on
@@ -174,17 +177,36 @@ pub struct FusedTile {
 /// tokens would give 512 part-products), its dcp-2 rank 16.4 at 32 × 64 against 19.7 at
 /// 16 × 128 (three parts: 768); 32 × 8192 and 1 × 32768 12.2–10.6 at 16 × 128 against
 /// 13.5–12.1 at 16 × 64.
+///
+/// A step whose programs (token tiles × heads) would not fill every SM twice splits the
+/// 128 output columns over two programs (`block_v` 64): each streams half of `W_UV[n]`, the
+/// part rows twice as often (few at so few tokens), and the SMs keep twice the bytes in
+/// flight (one program an SM streamed `W_UV[n]` in four dependent steps).
 pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
-    let products = |bt: u32| (t as u64).div_ceil(u64::from(bt)) * u64::from(n * parts);
+    let token_tiles = |bt: u32| (t as u64).div_ceil(u64::from(bt));
+    let products = |bt: u32| token_tiles(bt) * u64::from(n * parts);
     let block_t = FUSED_BLOCK_T_CHOICES
         .into_iter()
         .find(|&bt| products(bt) >= 4 * u64::from(num_sms))
         .unwrap_or(16);
+    let programs = token_tiles(block_t) * u64::from(n);
     FusedTile {
         block_t,
         lat_chunk: if block_t == 16 { 128 } else { 64 },
         stages: 2,
+        block_v: if programs < 2 * u64::from(num_sms) { 64 } else { 128 },
     }
+}
+
+/// Columns of the 512 latent ones a `mla_history_reduce` program merges (`COLS`): the
+/// widest that still gives `programs` (tokens × gathered heads) four programs an SM, at
+/// least 128. 1 × 32768 (128 programs of 64 splits) merges a quarter row a program.
+pub fn reduce_cols(programs: u64, num_sms: u32) -> u32 {
+    let mut cols = 512;
+    while cols > 128 && programs * u64::from(512 / cols) < 4 * u64::from(num_sms) {
+        cols /= 2;
+    }
+    cols
 }
 /// Most heads of one `mla_current` program.
 pub const CURRENT_BLOCK_H: u32 = 32;
@@ -516,10 +538,12 @@ fn set_fused_tile(l: &mut KernelLaunch, tile: FusedTile, tokens: usize) {
             "BLOCK_T" => *v = ConstValue::Int(tile.block_t.into()),
             "LAT_CHUNK" => *v = ConstValue::Int(tile.lat_chunk.into()),
             "STAGES" => *v = ConstValue::Int(tile.stages.into()),
+            "BLOCK_V" => *v = ConstValue::Int(tile.block_v.into()),
             _ => {}
         }
     }
     l.grid[0] = (tokens as u32).div_ceil(tile.block_t.max(1));
+    l.grid[2] = 128 / tile.block_v.max(1);
 }
 
 fn next_pow2_at_least(x: u32, floor: u32) -> u32 {
@@ -828,6 +852,7 @@ impl DecodeStep {
         reduce_args.extend(exchange_args);
         reduce_args.push(I32(dn_i32));
         reduce_args.extend(strides);
+        let cols = reduce_cols(u64::from(grid_t) * dn, self.num_sms);
         let history_reduce = (!direct).then(|| KernelLaunch {
             kernel: "mla_history_reduce",
             constexprs: vec![
@@ -837,8 +862,9 @@ impl DecodeStep {
                     "SPLITS_PADDED",
                     ConstValue::Int(next_pow2_at_least(num_splits, 1).into()),
                 ),
+                ("COLS", ConstValue::Int(cols.into())),
             ],
-            grid: [grid_t, dn as u32, 1],
+            grid: [grid_t, dn as u32, 512 / cols],
             args: reduce_args,
             divisible: vec![],
         });
@@ -908,7 +934,7 @@ impl DecodeStep {
             kernel: "mla_combine_v_up",
             constexprs: [
                 merge_constexprs,
-                ["BLOCK_T", "LAT_CHUNK", "STAGES"]
+                ["BLOCK_T", "LAT_CHUNK", "STAGES", "BLOCK_V"]
                     .map(|name| (name, ConstValue::Int(0)))
                     .to_vec(),
             ]
@@ -965,6 +991,19 @@ impl DecodePlan {
     /// it has no code for when it is specialized).
     pub fn retile_combine_v_up(&mut self, tile: FusedTile) {
         set_fused_tile(&mut self.combine_v_up, tile, self.num_tokens);
+    }
+
+    /// The history reduce's programs set to merge `cols` columns each (tuning sweeps; the
+    /// kernel's `require`s refuse a width it has no code for when it is specialized).
+    pub fn recolumn_history_reduce(&mut self, cols: u32) {
+        if let Some(l) = &mut self.history_reduce {
+            for (name, v) in l.constexprs.iter_mut() {
+                if *name == "COLS" {
+                    *v = ConstValue::Int(cols.into());
+                }
+            }
+            l.grid[2] = 512 / cols.max(1);
+        }
     }
 
     /// The fused combine + V-up reading part `rank` (the rank's own history) from the send

@@ -132,6 +132,9 @@ pub struct MlaDcpConfig {
     /// Forces the fused combine + V-up's tile: tokens a program, latent columns a step and
     /// ring stages (tuning sweeps; `VupPath::Fused` only); `None` uses the plan's.
     pub forced_fused_tile: Option<FusedTile>,
+    /// Forces the columns a history-reduce program merges (`COLS`, a power of two from 16 to
+    /// 512; tuning sweeps); `None` uses the plan's rule.
+    pub forced_reduce_cols: Option<u32>,
     /// A step of one-token chunks merged by the fused combine + V-up reads the current rows
     /// from `cur_kv` and its current part writes only the LSE
     /// ([`crate::ops::mla_dcp::plan::DecodePlan::read_single_key_chunks_from_kv`]); on by
@@ -175,6 +178,7 @@ impl MlaDcpConfig {
             forced_history_heads: None,
             forced_history_kv_tile: None,
             forced_fused_tile: None,
+            forced_reduce_cols: None,
             current_rows_from_kv: true,
             profile: false,
             streams: StreamOptions::default(),
