@@ -46,6 +46,16 @@ pub struct Item {
     /// schedule choice for the launcher to make per specialization (measured: long MLA
     /// history programs gain, short ones lose), not a change of meaning.
     pub tma: ConstFlag,
+    /// `warp_specialize = <bool or constexpr expression>`: a producer warpgroup takes the
+    /// pipelined loop's copies (sm_90a). `None` leaves it to the compiler (it splits the
+    /// programs it can); `true` requires the split on warpgroup targets (a program the
+    /// split cannot take is then an error, not a silently slower kernel); `false` keeps
+    /// the copies on the math warps.
+    pub warp_specialize: Option<ConstFlag>,
+    /// `pingpong = <bool or constexpr expression>`: a program's two warpgroups take turns
+    /// issuing their MMAs, one's softmax under the other's GEMMs (sm_90a). `None`, `true`
+    /// and `false` as for [`Item::warp_specialize`].
+    pub pingpong: Option<ConstFlag>,
 }
 
 /// A boolean kernel attribute: a literal, or a constexpr expression evaluated once the

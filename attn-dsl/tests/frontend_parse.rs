@@ -113,7 +113,7 @@ fn attribute_errors() {
         ),
         (
             "#[kernel(warps = 4)] fn k(o: *mut i32) {}",
-            "unknown kernel attribute `warps`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B` (a literal or constexpr expression), `require(COND, \"message\")`",
+            "unknown kernel attribute `warps`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B`, `warp_specialize = B`, `pingpong = B` (literals or boolean constexpr expressions), `require(COND, \"message\")`",
         ),
         (
             "#[kernel(num_stages = 5)] fn k(o: *mut i32) {}",
@@ -146,6 +146,26 @@ fn attribute_errors() {
         (
             "mod m { #[device(tma = true)] fn d(x: i32) -> i32 { x } }",
             "#[device] takes only `require(COND, \"message\")` rules (tma is a kernel attribute)",
+        ),
+        (
+            "#[kernel(warp_specialize = 2)] fn k(o: *mut i32) {}",
+            "`warp_specialize` takes `true`, `false` or a boolean constexpr expression",
+        ),
+        (
+            "#[kernel(pingpong = \"yes\")] fn k(o: *mut i32) {}",
+            "`pingpong` takes `true`, `false` or a boolean constexpr expression",
+        ),
+        (
+            "#[kernel(pingpong = true, tma = true, pingpong = false)] fn k(o: *mut i32) {}",
+            "`pingpong` is given twice",
+        ),
+        (
+            "#[kernel(warp_specialize = SPLIT)] fn k<const N: i32>(o: *mut i32) {}",
+            "unknown constexpr `SPLIT` in `warp_specialize`; declared constexprs: N",
+        ),
+        (
+            "mod m { #[device(warp_specialize = false)] fn d(x: i32) -> i32 { x } }",
+            "#[device] takes only `require(COND, \"message\")` rules (warp_specialize is a kernel attribute)",
         ),
     ];
     for (src, message) in cases {

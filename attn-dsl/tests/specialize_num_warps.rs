@@ -184,3 +184,38 @@ fn tma_follows_the_binding_and_defaults_to_off() {
         "tma = N + 1 must be a boolean constexpr, got integer constant 3\n  with N = 2"
     );
 }
+
+const SCHEDULED: &str = r#"
+#[kernel(warp_specialize = SPLIT, pingpong = ROWS >= 32)]
+fn rows<const ROWS: i32, const SPLIT: bool = true>(out: *mut i32) {
+    store(out + arange::<16>(), arange::<16>());
+}
+"#;
+
+/// `warp_specialize` and `pingpong` settle the warp schedule per specialization: absent,
+/// the compiler's choice; `true`, required; `false`, off.
+#[test]
+fn schedule_flags_follow_the_binding_and_default_to_the_compilers_choice() {
+    use attn_dsl::ir::ScheduleChoice::{Auto, Off, Required};
+    let spec = |bindings: Vec<Binding>| try_spec(SCHEDULED, bindings).expect("spec").ir;
+    let rows = |r| Binding::new("ROWS", ConstValue::Int(r));
+    let split = |b| Binding::new("SPLIT", ConstValue::Bool(b));
+    let f = spec(vec![rows(32)]);
+    assert_eq!((f.warp_specialize, f.pingpong), (Required, Required));
+    let f = spec(vec![rows(16), split(false)]);
+    assert_eq!((f.warp_specialize, f.pingpong), (Off, Off));
+    let plain = try_spec(
+        "#[kernel] fn rows(out: *mut i32) { store(out, 1); }",
+        vec![],
+    )
+    .expect("spec")
+    .ir;
+    assert_eq!((plain.warp_specialize, plain.pingpong), (Auto, Auto));
+    let counted =
+        "#[kernel(pingpong = N * 2)] fn rows<const N: i32>(out: *mut i32) { store(out, 1); }";
+    let e = try_spec(counted, vec![Binding::new("N", ConstValue::Int(4))]).expect_err("int");
+    assert_eq!(
+        e.message,
+        "pingpong = N * 2 must be a boolean constexpr, got integer constant 8\n  with N = 4"
+    );
+}

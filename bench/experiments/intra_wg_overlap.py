@@ -63,7 +63,8 @@ def split_body(body):
         take=body[t1 : t1 + 3],
         qk=body[t1 + 3 : p1],
         pass_=body[p1 : p1 + 3],
-        softmax=body[w1e + 1 : t2],
+        # what the body computes between the pass and the scores' wait (the mask's test)
+        softmax=body[p1 + 3 : w1] + body[w1e + 1 : t2],
         pv=body[t2 + 3 : p2],
         tail=body[w2e + 1 :],
     )

@@ -2,9 +2,10 @@
 //! constexpr rules.
 //!
 //! Grammar: `#[kernel]`, `#[kernel(num_warps = 8, num_stages = 3, fast_math = true,
-//! tma = TMA, require(COND, "message"), ...)]`, where `num_warps`, `num_stages` and `tma` are
-//! literals (checked here) or constexpr expressions such as `BLOCK_M / 16` (checked by the
-//! specializer once the constexprs are bound),
+//! tma = TMA, warp_specialize = true, pingpong = false, require(COND, "message"), ...)]`,
+//! where `num_warps`, `num_stages` and the schedule flags (`tma`, `warp_specialize`,
+//! `pingpong`) are literals (checked here) or constexpr expressions such as `BLOCK_M / 16`
+//! (checked by the specializer once the constexprs are bound),
 //! `#[device]` (no arguments: device functions are inlined and have no launch width).
 
 use super::syn_error;
@@ -33,6 +34,37 @@ pub struct KernelAttr {
     pub requires: Vec<Require>,
     pub fast_math: bool,
     pub tma: ConstFlag,
+    /// `warp_specialize = B`; `None`: the compiler's choice.
+    pub warp_specialize: Option<ConstFlag>,
+    /// `pingpong = B`; `None`: the compiler's choice.
+    pub pingpong: Option<ConstFlag>,
+}
+
+/// The boolean schedule arguments of `#[kernel(...)]`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FlagName {
+    Tma,
+    WarpSpecialize,
+    Pingpong,
+}
+
+impl FlagName {
+    fn parse(key: &str) -> Option<Self> {
+        match key {
+            "tma" => Some(FlagName::Tma),
+            "warp_specialize" => Some(FlagName::WarpSpecialize),
+            "pingpong" => Some(FlagName::Pingpong),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            FlagName::Tma => "tma",
+            FlagName::WarpSpecialize => "warp_specialize",
+            FlagName::Pingpong => "pingpong",
+        }
+    }
 }
 
 /// One comma-separated argument of `#[kernel(...)]`.
@@ -40,7 +72,7 @@ enum AttrArg {
     NumWarps(LaunchCount, Span),
     NumStages(LaunchCount, Span),
     FastMath(bool),
-    Tma(ConstFlag, Span),
+    Flag(FlagName, ConstFlag, Span),
     Require(Box<Require>),
 }
 
@@ -71,29 +103,11 @@ impl Parse for AttrArg {
                 })?;
                 Ok(AttrArg::FastMath(v.value))
             }
-            "tma" => {
+            flag if FlagName::parse(flag).is_some() => {
+                let name = FlagName::parse(flag).expect("matched");
                 input.parse::<Token![=]>()?;
                 let expr: syn::Expr = input.parse()?;
-                let flag = match &expr {
-                    syn::Expr::Lit(syn::ExprLit {
-                        lit: syn::Lit::Bool(b),
-                        ..
-                    }) => ConstFlag::Fixed(b.value),
-                    syn::Expr::Lit(other) => {
-                        return Err(syn::Error::new(
-                            other.span(),
-                            "`tma` takes `true`, `false` or a boolean constexpr expression",
-                        ))
-                    }
-                    _ => {
-                        let span = expr.span();
-                        ConstFlag::Constexpr {
-                            expr: Box::new(expr),
-                            span,
-                        }
-                    }
-                };
-                Ok(AttrArg::Tma(flag, key.span()))
+                Ok(AttrArg::Flag(name, const_flag(expr, name)?, key.span()))
             }
             "require" => {
                 let content;
@@ -116,8 +130,33 @@ impl Parse for AttrArg {
             }
             other => Err(syn::Error::new(
                 key.span(),
-                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B` (a literal or constexpr expression), `require(COND, \"message\")`"),
+                format!("unknown kernel attribute `{other}`; allowed: `num_warps = N`, `num_stages = N` (literals or constexpr expressions), `fast_math = true`, `tma = B`, `warp_specialize = B`, `pingpong = B` (literals or boolean constexpr expressions), `require(COND, \"message\")`"),
             )),
+        }
+    }
+}
+
+/// A boolean literal, or a constexpr expression the specializer evaluates (and refuses at
+/// its span when it is not a boolean); any other literal is refused here.
+fn const_flag(expr: syn::Expr, name: FlagName) -> syn::Result<ConstFlag> {
+    match &expr {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Bool(b),
+            ..
+        }) => Ok(ConstFlag::Fixed(b.value)),
+        syn::Expr::Lit(other) => Err(syn::Error::new(
+            other.span(),
+            format!(
+                "`{}` takes `true`, `false` or a boolean constexpr expression",
+                name.as_str()
+            ),
+        )),
+        _ => {
+            let span = expr.span();
+            Ok(ConstFlag::Constexpr {
+                expr: Box::new(expr),
+                span,
+            })
         }
     }
 }
@@ -178,10 +217,13 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                         "#[device] takes only `require(COND, \"message\")` rules (fast_math is a kernel attribute)",
                     ))
                 }
-                AttrArg::Tma(_, span) => {
+                AttrArg::Flag(name, _, span) => {
                     return Err(DslError::new(
                         span,
-                        "#[device] takes only `require(COND, \"message\")` rules (tma is a kernel attribute)",
+                        format!(
+                            "#[device] takes only `require(COND, \"message\")` rules ({} is a kernel attribute)",
+                            name.as_str()
+                        ),
                     ))
                 }
                 AttrArg::Require(r) => requires.push(*r),
@@ -193,6 +235,8 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
             requires,
             fast_math: false,
             tma: ConstFlag::Fixed(false),
+            warp_specialize: None,
+            pingpong: None,
         });
     }
     let mut out = KernelAttr {
@@ -201,8 +245,11 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
         requires: vec![],
         fast_math: false,
         tma: ConstFlag::Fixed(false),
+        warp_specialize: None,
+        pingpong: None,
     };
-    let (mut warps_seen, mut stages_seen, mut tma_seen) = (false, false, false);
+    let (mut warps_seen, mut stages_seen) = (false, false);
+    let mut flags_seen = vec![];
     for arg in args {
         match arg {
             AttrArg::NumWarps(n, span) => {
@@ -220,12 +267,19 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
                 out.num_stages = n;
             }
             AttrArg::FastMath(v) => out.fast_math = v,
-            AttrArg::Tma(flag, span) => {
-                if tma_seen {
-                    return Err(DslError::new(span, "`tma` is given twice"));
+            AttrArg::Flag(name, flag, span) => {
+                if flags_seen.contains(&name) {
+                    return Err(DslError::new(
+                        span,
+                        format!("`{}` is given twice", name.as_str()),
+                    ));
                 }
-                tma_seen = true;
-                out.tma = flag;
+                flags_seen.push(name);
+                match name {
+                    FlagName::Tma => out.tma = flag,
+                    FlagName::WarpSpecialize => out.warp_specialize = Some(flag),
+                    FlagName::Pingpong => out.pingpong = Some(flag),
+                }
             }
             AttrArg::Require(r) => out.requires.push(*r),
         }

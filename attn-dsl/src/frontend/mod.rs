@@ -157,8 +157,15 @@ pub fn parse_kernel_attr(
     if let crate::ast::LaunchCount::Constexpr { expr, .. } = &parsed.num_stages {
         check_constexpr_names(expr, "num_stages", &decls)?;
     }
-    if let crate::ast::ConstFlag::Constexpr { expr, .. } = &parsed.tma {
-        check_constexpr_names(expr, "tma", &decls)?;
+    let flags = [
+        ("tma", Some(&parsed.tma)),
+        ("warp_specialize", parsed.warp_specialize.as_ref()),
+        ("pingpong", parsed.pingpong.as_ref()),
+    ];
+    for (what, flag) in flags {
+        if let Some(crate::ast::ConstFlag::Constexpr { expr, .. }) = flag {
+            check_constexpr_names(expr, what, &decls)?;
+        }
     }
     Ok(Item {
         kind,
@@ -168,6 +175,8 @@ pub fn parse_kernel_attr(
         num_stages: parsed.num_stages,
         fast_math: parsed.fast_math,
         tma: parsed.tma,
+        warp_specialize: parsed.warp_specialize,
+        pingpong: parsed.pingpong,
     })
 }
 

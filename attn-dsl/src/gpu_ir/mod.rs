@@ -48,14 +48,14 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // The next tile's scores (a rotated loop's carried dot) compute under this tile's softmax.
     mma_defer::run(f, &mut p);
     // Two warpgroups take turns issuing MMAs, so one's softmax hides behind the other's.
-    warpgroup_turns::run(f, &mut p);
+    warpgroup_turns::run(f, &mut p)?;
     // A dot accumulating into the previous dot's result continues its MMAs, no wait between.
     mma_chain::run(f, &mut p);
     // Waits and barriers from the dependencies of the final schedule (after pipelining,
     // which fixes where every copy and read is).
     sync::run(&mut p.body);
     // On Hopper, a producer warpgroup takes the loop's copies off the math warps.
-    warp_specialize::run(f, &mut p);
+    warp_specialize::run(f, &mut p)?;
     // A split loop with PV one tile behind reads V from the previous stage, so a stage
     // holds one tile's K and V again (one address computation in the producer).
     previous_stage::run(f, &mut p);

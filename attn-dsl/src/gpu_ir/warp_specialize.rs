@@ -42,7 +42,7 @@
 use super::program::{
     BarrierReason, CopyAt, GpuBlock, GpuOp, GpuProgram, StageSync, WarpSpecialization,
 };
-use crate::ir::{Function, OpId, OpKind, ValueId};
+use crate::ir::{Function, OpId, OpKind, ScheduleChoice, ValueId};
 use std::collections::BTreeSet;
 
 /// Threads of the producer: one warpgroup (`setmaxnreg` applies per warpgroup).
@@ -125,23 +125,44 @@ fn costs_a_block(f: &Function) -> bool {
 /// Where the loop is: (op index, nested block index) per level, the last entry the loop's.
 type Path = Vec<(usize, usize)>;
 
-/// Splits `p` into producer and consumers when it qualifies (see the module note).
-pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma || crate::features::disabled("ws") || f.num_stages < 2 {
-        return;
+/// Splits `p` into producer and consumers when it qualifies (see the module note) and the
+/// kernel's `warp_specialize` allows it. An error only where the kernel requires the split
+/// (`warp_specialize = true`) and the program does not qualify: the reason.
+pub fn run(f: &Function, p: &mut GpuProgram) -> Result<(), String> {
+    let wanted = f.warp_specialize.allowed() && !crate::features::disabled("ws");
+    if !f.warpgroup_mma || !wanted {
+        return Ok(());
+    }
+    match split(f, p) {
+        Err(why) if f.warp_specialize == ScheduleChoice::Required => Err(format!(
+            "`warp_specialize = true`, but `{}` cannot be split into a producer and consumers: {why}",
+            f.name
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The split itself, or why the program does not qualify.
+fn split(f: &Function, p: &mut GpuProgram) -> Result<(), &'static str> {
+    if f.num_stages < 2 {
+        return Err("its copies are not pipelined (`num_stages` is 1)");
     }
     if costs_a_block(f) {
-        return;
+        return Err(
+            "its accumulator needs more than half of a one-warpgroup program's registers, so \
+             the producer would cost the SM its second block",
+        );
     }
-    let Some(path) = the_pipelined_loop(&p.body) else {
-        return;
-    };
+    let path = the_pipelined_loop(&p.body).ok_or("it has no single pipelined loop")?;
     let Some(GpuOp::For { op: loop_op, .. }) = op_at(&p.body, &path) else {
-        return;
+        return Err("it has no single pipelined loop");
     };
     let loop_op = *loop_op;
-    if !splittable(f, &p.body, &path, loop_op) || copies_run_regions(f, &p.body, loop_op) {
-        return;
+    if !splittable(f, &p.body, &path, loop_op) {
+        return Err("the loop sits under control flow the producer cannot follow, or its MMAs are issued and never waited for");
+    }
+    if copies_run_regions(f, &p.body, loop_op) {
+        return Err("a copy's mask runs a loop of its own inside the body");
     }
     // PV from the previous stage needs the copies to arrive on their stages.
     let ring = Ring {
@@ -150,7 +171,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     };
     let producer = producer_block(f, &p.body, &path, ring);
     if !producer_defines_its_reads(f, &producer, loop_op) {
-        return;
+        return Err("a scalar its copies read is not defined in the producer's program");
     }
     let unsplit = p.body.clone();
     consumer_block(&mut p.body, &path, loop_op);
@@ -163,6 +184,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         stages: f.num_stages as usize,
         copies_arrive: ring.arrive,
     });
+    Ok(())
 }
 
 /// The path to the program's only pipelined loop.

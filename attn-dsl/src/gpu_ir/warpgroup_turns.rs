@@ -14,18 +14,39 @@
 //! other issues: their loops do not take turns.
 
 use super::program::{GpuBlock, GpuOp, GpuProgram, Turn};
-use crate::ir::{Function, Layout, OpId};
+use crate::ir::{Function, Layout, OpId, ScheduleChoice};
 
 /// Warps of the programs that take turns: two warpgroups.
 const TWO_WARPGROUPS: u32 = 8;
 
-/// Makes the pipelined loops of two-warpgroup programs take turns (warpgroup targets only;
-/// `ATTN_CODEGEN_DISABLE=wg_turns` leaves them in step).
-pub fn run(f: &Function, p: &mut GpuProgram) {
-    if f.warpgroup_mma && f.num_warps == TWO_WARPGROUPS && !crate::features::disabled("wg_turns") {
-        let splits_rows = |dot: OpId| rows_split_over_warpgroups(f, dot);
-        turns_block(&mut p.body, &splits_rows);
+/// Makes the pipelined loops of two-warpgroup programs take turns (warpgroup targets only,
+/// where the kernel's `pingpong` allows it; `ATTN_CODEGEN_DISABLE=wg_turns` leaves them in
+/// step). An error only where the kernel requires turns (`pingpong = true`) and no loop of
+/// the program can take them: the reason.
+pub fn run(f: &Function, p: &mut GpuProgram) -> Result<(), String> {
+    let wanted = f.pingpong.allowed() && !crate::features::disabled("wg_turns");
+    if !f.warpgroup_mma || !wanted {
+        return Ok(());
     }
+    let required = f.pingpong == ScheduleChoice::Required;
+    if f.num_warps != TWO_WARPGROUPS {
+        return match required {
+            true => Err(format!(
+                "`pingpong = true`, but `{}` runs {} warps: turns need two warpgroups (num_warps = 8)",
+                f.name, f.num_warps
+            )),
+            false => Ok(()),
+        };
+    }
+    let splits_rows = |dot: OpId| rows_split_over_warpgroups(f, dot);
+    if turns_block(&mut p.body, &splits_rows) == 0 && required {
+        return Err(format!(
+            "`pingpong = true`, but no pipelined loop of `{}` can take turns: its MMAs must all \
+             sit directly in the loop body, each warpgroup holding whole rows of their results",
+            f.name
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `dot`'s result splits its columns over warp-grid columns (warpgroups).
@@ -34,7 +55,9 @@ fn rows_split_over_warpgroups(f: &Function, dot: OpId) -> bool {
     matches!(f.ty(res).layout, Layout::Mma { warps_per_cta: [_, c] } if c > 1)
 }
 
-fn turns_block(b: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) {
+/// Rewrites the pipelined loops of `b` (nested too) that can take turns; how many did.
+fn turns_block(b: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) -> usize {
+    let mut taken = 0;
     let mut out = Vec::with_capacity(b.ops.len());
     for mut op in std::mem::take(&mut b.ops) {
         let takes = match &mut op {
@@ -47,16 +70,18 @@ fn turns_block(b: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) {
         };
         if !takes {
             for inner in super::program::nested_mut(&mut op) {
-                turns_block(inner, splits_rows);
+                taken += turns_block(inner, splits_rows);
             }
             out.push(op);
             continue;
         }
+        taken += 1;
         out.push(GpuOp::Turn(Turn::Begin));
         out.push(op);
         out.push(GpuOp::Turn(Turn::End));
     }
     b.ops = out;
+    taken
 }
 
 /// Rewrites the body's MMAs to take turns; false (and the body untouched) when it has none,

@@ -81,11 +81,38 @@ pub struct Function {
     /// Tiles move as TMA boxes on sm_90a (the kernel's `tma` attribute, resolved per
     /// specialization; `ATTN_CODEGEN_ENABLE=tma` forces it for every kernel).
     pub tma_copies: bool,
+    /// A producer warpgroup takes the pipelined loop's copies on warpgroup targets (the
+    /// kernel's `warp_specialize` attribute).
+    pub warp_specialize: ScheduleChoice,
+    /// A two-warpgroup program's warpgroups take turns issuing their MMAs on warpgroup
+    /// targets (the kernel's `pingpong` attribute).
+    pub pingpong: ScheduleChoice,
     /// The launcher targets Hopper's warpgroup MMAs (sm_90a): dots over whole warpgroups
     /// get swizzled operand allocs, A read from shared memory, and a `wgmma` path beside
     /// their `mma.sync` one (a code-generation target, set after specialization like the
     /// divisibility promises; part of the source, so of every cache key).
     pub warpgroup_mma: bool,
+}
+
+/// How a kernel attribute settles a schedule the compiler could choose itself
+/// (`warp_specialize`, `pingpong`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ScheduleChoice {
+    /// The attribute is absent: the compiler applies the schedule where it can.
+    #[default]
+    Auto,
+    /// `= true`: the schedule is required on warpgroup targets; a program it cannot take
+    /// fails to compile, saying why (other targets have no such schedule).
+    Required,
+    /// `= false`: never.
+    Off,
+}
+
+impl ScheduleChoice {
+    /// Whether the compiler may apply the schedule.
+    pub fn allowed(self) -> bool {
+        self != ScheduleChoice::Off
+    }
 }
 
 impl Function {
@@ -101,6 +128,8 @@ impl Function {
             fast_math: false,
             num_stages: 2,
             tma_copies: false,
+            warp_specialize: ScheduleChoice::Auto,
+            pingpong: ScheduleChoice::Auto,
             warpgroup_mma: false,
         }
     }

@@ -12,6 +12,8 @@ pub mod types;
 pub mod verify;
 
 pub use builder::{Builder, IrError, IrResult};
-pub use function::{Block, Function, Loc, Op, OpId, Param, ParamKind, ValueData, ValueId};
+pub use function::{
+    Block, Function, Loc, Op, OpId, Param, ParamKind, ScheduleChoice, ValueData, ValueId,
+};
 pub use ops::{BinaryOp, CmpPred, OpKind, ReduceKind, Scalar, UnaryOp};
 pub use types::{BlockedLayout, Elem, Layout, ScalarType, Type};

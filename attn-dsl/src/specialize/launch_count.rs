@@ -1,6 +1,7 @@
-//! `num_warps = <constexpr expression>`, `num_stages = <constexpr expression>` and
-//! `tma = <constexpr expression>`: the launch width, the pipeline depth and the copy engine of
-//! one specialization.
+//! `num_warps = <constexpr expression>`, `num_stages = <constexpr expression>` and the
+//! schedule flags (`tma`, `warp_specialize`, `pingpong = <constexpr expression>`): the
+//! launch width, the pipeline depth, the copy engine and the warp schedule of one
+//! specialization.
 //!
 //! Evaluated after binding, like a `require` rule, so a kernel can size its program to a
 //! tile constexpr (`num_warps = BLOCK_M / 16`: one warp per 16-row tensor-core slab) or
@@ -12,6 +13,7 @@ use super::value::describe_const;
 use super::{Binding, ConstValue, DslError};
 use crate::ast::{ConstFlag, Item, LaunchCount};
 use crate::frontend::attr::{allowed_list, ALLOWED_NUM_STAGES, ALLOWED_NUM_WARPS};
+use crate::ir::ScheduleChoice;
 use quote::ToTokens;
 
 /// The warp count of `item` under the bound constexprs; an expression that is not an
@@ -48,7 +50,36 @@ pub(crate) fn resolve_num_stages(
 /// Whether `item`'s tiles move as TMA boxes under the bound constexprs; an expression that
 /// is not a boolean fails at its span, with the values.
 pub(crate) fn resolve_tma(item: &Item, bound: &[(String, ConstValue)]) -> Result<bool, DslError> {
-    let (expr, span) = match &item.tma {
+    resolve_flag(&item.tma, "tma", bound)
+}
+
+/// The schedule choices of `item`'s `warp_specialize` and `pingpong` (absent: the
+/// compiler's), under the bound constexprs.
+pub(crate) fn resolve_schedule(
+    item: &Item,
+    bound: &[(String, ConstValue)],
+) -> Result<(ScheduleChoice, ScheduleChoice), DslError> {
+    let choice = |flag: &Option<ConstFlag>, what| -> Result<ScheduleChoice, DslError> {
+        Ok(match flag {
+            None => ScheduleChoice::Auto,
+            Some(f) if resolve_flag(f, what, bound)? => ScheduleChoice::Required,
+            Some(_) => ScheduleChoice::Off,
+        })
+    };
+    Ok((
+        choice(&item.warp_specialize, "warp_specialize")?,
+        choice(&item.pingpong, "pingpong")?,
+    ))
+}
+
+/// A boolean attribute's value; an expression that is not a boolean fails at its span,
+/// with the values.
+fn resolve_flag(
+    flag: &ConstFlag,
+    what: &str,
+    bound: &[(String, ConstValue)],
+) -> Result<bool, DslError> {
+    let (expr, span) = match flag {
         ConstFlag::Fixed(b) => return Ok(*b),
         ConstFlag::Constexpr { expr, span } => (expr, *span),
     };
@@ -57,7 +88,7 @@ pub(crate) fn resolve_tma(item: &Item, bound: &[(String, ConstValue)]) -> Result
         other => Err(DslError::new(
             span,
             format!(
-                "tma = {} must be a boolean constexpr, got {}{}",
+                "{what} = {} must be a boolean constexpr, got {}{}",
                 expr.to_token_stream(),
                 describe_const(&other),
                 with_values(expr, bound)

@@ -84,6 +84,7 @@ pub fn specialize(
     let num_warps = launch_count::resolve_num_warps(item, &bound, bindings)?;
     let num_stages = launch_count::resolve_num_stages(item, &bound, bindings)?;
     let tma = launch_count::resolve_tma(item, &bound)?;
+    let (warp_specialize, pingpong) = launch_count::resolve_schedule(item, &bound)?;
     let mut spec = Specialized {
         kernel: kernel.to_string(),
         bindings: bound.clone(),
@@ -92,6 +93,8 @@ pub fn specialize(
     spec.ir.fast_math = item.fast_math;
     spec.ir.num_stages = num_stages;
     spec.ir.tma_copies = tma;
+    spec.ir.warp_specialize = warp_specialize;
+    spec.ir.pingpong = pingpong;
     let key = spec.key();
     let hash = blake3::hash(key.as_bytes()).to_hex();
     spec.ir.name = format!("{kernel}_{}", &hash.as_str()[..8]);

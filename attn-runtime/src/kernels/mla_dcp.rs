@@ -314,9 +314,14 @@ pub mod mla {
     /// latent columns of the same rows. Writes one normalized partial per split. 64-head tiles
     /// run on 8 warps (a 4 × 2 warp grid, one slab per warp as at 32 heads on 4). `TMA`: the
     /// latent tiles move as TMA boxes on sm_90a (the launcher's choice for long programs).
+    /// The two warpgroups hold column halves and meet at every row maximum, so they take no
+    /// turns (`pingpong = false`). The producer warpgroup is the compiler's choice: it needs
+    /// the key tiles pipelined, which needs the rows proven 16-byte aligned (the plan's
+    /// stride promise), so a launch without the promise runs unsplit rather than failing.
     #[kernel(
         num_warps = 4 + 4 * (BLOCK_H / 64),
         fast_math = true,
+        pingpong = false,
         require(BLOCK_H >= 16 && BLOCK_H <= 64 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be 16, 32 or 64"),
         require(KV_TILE >= 16 && KV_TILE & (KV_TILE - 1) == 0, "KV_TILE must be a power of two >= 16"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
@@ -429,7 +434,12 @@ pub mod mla {
         require(SPLITS_PADDED >= NUM_SPLITS, "SPLITS_PADDED must be >= NUM_SPLITS"),
         require(COLS >= 16 && COLS <= 512 && 512 % COLS == 0 && COLS & (COLS - 1) == 0, "COLS must be a power of two dividing 512"),
     )]
-    pub fn mla_history_reduce<T, const NUM_SPLITS: i32, const SPLITS_PADDED: i32, const COLS: i32 = 512>(
+    pub fn mla_history_reduce<
+        T,
+        const NUM_SPLITS: i32,
+        const SPLITS_PADDED: i32,
+        const COLS: i32 = 512,
+    >(
         split_out: *const f32,
         split_lse: *const f32,
         send_out: *mut T,

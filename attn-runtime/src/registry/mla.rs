@@ -162,7 +162,10 @@ mod tests {
     /// moved by `cp.async`.
     #[test]
     fn presets_build_the_ops_history_kernel() {
-        for e in entries().into_iter().filter(|e| e.name.starts_with("mla_history")) {
+        for e in entries()
+            .into_iter()
+            .filter(|e| e.name.starts_with("mla_history"))
+        {
             let built = build(&(e.default_bindings)()).expect("preset builds");
             let ir = built.ir.expect("ir");
             assert!(

@@ -194,7 +194,11 @@ pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
         block_t,
         lat_chunk: if block_t == 16 { 128 } else { 64 },
         stages: 2,
-        block_v: if programs < 2 * u64::from(num_sms) { 64 } else { 128 },
+        block_v: if programs < 2 * u64::from(num_sms) {
+            64
+        } else {
+            128
+        },
     }
 }
 
