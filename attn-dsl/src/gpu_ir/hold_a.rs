@@ -80,7 +80,9 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
             continue;
         };
         let steps = k_steps(f, *dot);
-        if a_dominates(f, *dot) && steps > MIN_STEPS && best.as_ref().is_none_or(|b| steps > b.0) {
+        let wide = crate::features::enabled("hold_a_wide");
+        let qualifies = wide || (a_dominates(f, *dot) && steps > MIN_STEPS);
+        if qualifies && best.as_ref().is_none_or(|b| steps > b.0) {
             best = Some((steps, *dot, a.clone()));
         }
     }
