@@ -17,6 +17,14 @@
 //! temporaries, four registers a k-step. The reserve is calibrated on MLA's history
 //! (NVRTC 13.0, sm_90a): 12 held k-steps compile spill-free, 16 spill (32 bytes) and
 //! serialize every `wgmma`.
+//!
+//! A short A (at most 8 k-steps: P0's 128-column queries) is held whole where the
+//! registers leave room for all of it beside the scores and the softmax's P (packed, where
+//! PV reads the previous stage: P0), even where B is the larger operand: P0's scores then read only the keys from shared memory. H200, one call,
+//! two rounds (2026-12-04): P0 2.148 / 2.154 ms as before, 2.126 / 2.125 with 4 of its 8
+//! k-steps held, 2.112 / 2.111 with all 8. A long A that B dominates is left alone: P1's
+//! 16 k-steps, 4 held, 0.2921 → 0.2907 ms; 8 held, 0.329 (its 128-register accumulator
+//! leaves too few).
 
 use super::program::{nested_mut, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
 use super::warp_specialize::{
@@ -66,6 +74,7 @@ fn insert_before_loop(f: &Function, b: &mut GpuBlock, loop_op: OpId) -> bool {
 /// The loop body's dot with the most k-steps among those that qualify, and how many of
 /// its k-steps the registers hold.
 fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
+    let packs_p = body.ops.iter().any(|op| matches!(op, GpuOp::PackA { .. }));
     let mut best: Option<(usize, OpId, OperandSource)> = None;
     for op in &body.ops {
         let GpuOp::Mma { dot, a, .. } = op else {
@@ -80,14 +89,20 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
             continue;
         };
         let steps = k_steps(f, *dot);
-        let wide = crate::features::enabled("hold_a_wide");
-        let qualifies = wide || (a_dominates(f, *dot) && steps > MIN_STEPS);
-        if qualifies && best.as_ref().is_none_or(|b| steps > b.0) {
+        let long = a_dominates(f, *dot) && steps > MIN_STEPS;
+        // The softmax's P carried packed (PV from the previous stage) takes half the scores'
+        // registers, not a second f32 copy of them.
+        let scores_live = if packs_p { 3 } else { 4 };
+        let whole = steps <= MIN_STEPS && 8 * steps <= spare_registers(f, *dot, scores_live);
+        if (long || whole) && best.as_ref().is_none_or(|b| steps > b.0) {
             best = Some((steps, *dot, a.clone()));
         }
     }
     let (steps, dot, a) = best?;
-    let held = budget(f, dot).min(steps);
+    let held = match steps > MIN_STEPS {
+        true => (spare_registers(f, dot, 4) / 8).min(steps),
+        false => steps,
+    };
     (held > 0).then_some(GpuOp::HoldA {
         dot,
         a,
@@ -115,10 +130,13 @@ fn a_dominates(f: &Function, dot: OpId) -> bool {
     w % 4 == 0 && c > 0 && n / (c as usize) < 64
 }
 
-/// The k-steps the consumer's registers leave room for (see the module note).
-/// Two blocks an SM where their registers would allow it (shared memory is not allocated
-/// yet: assuming two leaves fewer registers, never more).
-fn budget(f: &Function, dot: OpId) -> usize {
+/// Twice the registers a consumer thread has for held fragments: its budget after
+/// `setmaxnreg` less the loop's largest accumulator, `halves` halves of this dot's result
+/// (the scores, and what the softmax makes of them while they live: 4 for two f32 copies,
+/// 3 where P is carried packed) and the reserve (see the module note). Two blocks an SM
+/// where their registers would allow it (shared memory is not allocated yet: assuming two
+/// leaves fewer registers, never more).
+fn spare_registers(f: &Function, dot: OpId, halves: usize) -> usize {
     let threads = 32 * f.num_warps as usize;
     let largest = largest_accumulator(f);
     let blocks = if two_blocks_fit(threads + PRODUCER_THREADS, largest) {
@@ -128,5 +146,5 @@ fn budget(f: &Function, dot: OpId) -> usize {
     };
     let consumer = register_split(threads, PRODUCER_THREADS, blocks).consumer;
     let own = f.ty(f.op(dot).results[0]).num_elements() / threads.max(1);
-    consumer.saturating_sub(largest + 2 * own + RESERVE_REGS) / 4
+    (2 * consumer).saturating_sub(2 * (largest + RESERVE_REGS) + halves * own)
 }
