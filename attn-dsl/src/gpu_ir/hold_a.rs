@@ -18,13 +18,14 @@
 //! (NVRTC 13.0, sm_90a): 12 held k-steps compile spill-free, 16 spill (32 bytes) and
 //! serialize every `wgmma`.
 //!
-//! A short A (at most 8 k-steps: P0's 128-column queries) is held whole where the
-//! registers leave room for all of it beside the scores and the softmax's P (packed, where
-//! PV reads the previous stage: P0), even where B is the larger operand: P0's scores then read only the keys from shared memory. H200, one call,
+//! A short A (at most 8 k-steps: P0's 128-column queries) is held whole in a loop that
+//! carries its P packed (PV from the previous stage: P0) where the registers leave room
+//! for all of it beside the scores and P, even where B is the larger operand: P0's scores then read only the keys from shared memory. H200, one call,
 //! two rounds (2026-12-04): P0 2.148 / 2.154 ms as before, 2.126 / 2.125 with 4 of its 8
 //! k-steps held, 2.112 / 2.111 with all 8. A long A that B dominates is left alone: P1's
 //! 16 k-steps, 4 held, 0.2921 → 0.2907 ms; 8 held, 0.329 (its 128-register accumulator
-//! leaves too few).
+//! leaves too few). P0 at D 64 (4 k-steps, no P carried) lost with them held: 1.665 →
+//! 1.730 ms.
 
 use super::program::{nested_mut, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
 use super::warp_specialize::{
@@ -90,10 +91,10 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
         };
         let steps = k_steps(f, *dot);
         let long = a_dominates(f, *dot) && steps > MIN_STEPS;
-        // The softmax's P carried packed (PV from the previous stage) takes half the scores'
-        // registers, not a second f32 copy of them.
-        let scores_live = if packs_p { 3 } else { 4 };
-        let whole = steps <= MIN_STEPS && 8 * steps <= spare_registers(f, *dot, scores_live);
+        // Only where the softmax's P is carried packed (PV from the previous stage: half the
+        // scores' registers, not a second f32 copy of them); P0 at D 64, which carries no P,
+        // measured slower with its 4 k-steps held (1.665 → 1.730 ms).
+        let whole = packs_p && steps <= MIN_STEPS && 8 * steps <= spare_registers(f, *dot, 3);
         if (long || whole) && best.as_ref().is_none_or(|b| steps > b.0) {
             best = Some((steps, *dot, a.clone()));
         }
