@@ -1,9 +1,10 @@
-//! Registry entries of the MLA history kernel for `attn emit` / `attn compile`: the
+//! Registry entries of the MLA kernels for `attn emit` / `attn compile`: the history
 //! specialization the MLA-DCP op's plan launches for the L1 row (128 × 4096, 128 heads) and
 //! the L2 row (128 × 32768, 16 heads) on `mma.sync`, and for L1 on sm_90a (64-head tiles on
-//! two warpgroups), with the plan's stride promise; `K=V` overrides any
-//! constexpr. The op launches five kernels over paged inputs and an exchange, so `attn run`
-//! of these entries points at the op (`gpu_mla_op`, the `mla_decode` bench).
+//! two warpgroups); on sm_90a L1's fused combine + V-up and 1 × 32768's split reduce; each
+//! with the plan's stride promise; `K=V` overrides any constexpr. The op launches five
+//! kernels over paged inputs and an exchange, so `attn run` of these entries points at the
+//! op (`gpu_mla_op`, the `mla_decode` bench).
 
 use super::{BuiltKernel, KernelEntry};
 use crate::kernels::mla_dcp::compile_kernel_assuming;
@@ -96,47 +97,35 @@ fn merge_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
 }
 
 fn build_reduce(bindings: &[Binding]) -> Result<BuiltKernel, String> {
-    if bindings.is_empty() {
-        return Err("internal error: the preset has no valid plan".into());
-    }
-    let c = compile_kernel_assuming("mla_history_reduce", bindings, &["chunk_stride_out"])
-        .map_err(|e| e.to_string())?;
-    Ok(BuiltKernel {
-        key: c.specialized.key(),
-        cuda: c.cuda,
-        prelude: None,
-        ir: Some(c.specialized.ir),
-    })
+    build_assuming("mla_history_reduce", bindings, &["chunk_stride_out"])
 }
 
 fn build_merge(bindings: &[Binding]) -> Result<BuiltKernel, String> {
-    if bindings.is_empty() {
-        return Err("internal error: the preset has no valid plan".into());
-    }
-    // Exchange chunks are 256-byte aligned, as the op's plan promises.
-    let c = compile_kernel_assuming("mla_combine_v_up", bindings, &["chunk_stride_out"])
-        .map_err(|e| e.to_string())?;
-    Ok(BuiltKernel {
-        key: c.specialized.key(),
-        cuda: c.cuda,
-        prelude: None,
-        ir: Some(c.specialized.ir),
-    })
+    build_assuming("mla_combine_v_up", bindings, &["chunk_stride_out"])
 }
 
 fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
-    if bindings.is_empty() {
-        return Err("internal error: the preset has no valid plan".into());
-    }
     // The latent cache is [blocks, BLOCK_SIZE, 576] and the exchange chunks are 256-byte
     // aligned: both strides are multiples of 16, which the op's plan promises
     // (`KernelLaunch::divisible`).
-    let c = compile_kernel_assuming(
+    build_assuming(
         "mla_history",
         bindings,
         &["cache_stride_block", "chunk_stride_out"],
     )
-    .map_err(|e| e.to_string())?;
+}
+
+/// `kernel` on the preset's `bindings`, with the stride parameters the op's plan promises
+/// divisible by 16.
+fn build_assuming(
+    kernel: &str,
+    bindings: &[Binding],
+    divisible: &[&str],
+) -> Result<BuiltKernel, String> {
+    if bindings.is_empty() {
+        return Err("internal error: the preset has no valid plan".into());
+    }
+    let c = compile_kernel_assuming(kernel, bindings, divisible).map_err(|e| e.to_string())?;
     Ok(BuiltKernel {
         key: c.specialized.key(),
         cuda: c.cuda,
@@ -158,13 +147,34 @@ fn no_problem(_: &[Binding]) -> Result<Problem, String> {
 mod tests {
     use super::*;
 
+    /// The merge and reduce presets build the plan's specializations: L1's fused combine +
+    /// V-up reading the current rows from the keys over all 128 output columns, 1 × 32768's
+    /// reduce a quarter row a program.
+    #[test]
+    fn presets_build_the_ops_merge_and_reduce() {
+        let key = |name: &str| {
+            let e = entries().into_iter().find(|e| e.name == name).expect(name);
+            (e.build)(&(e.default_bindings)())
+                .expect("preset builds")
+                .key
+        };
+        let merge = key("mla_combine_v_up_sm90a");
+        assert!(merge.contains("CUR_FROM_KV=true,BLOCK_V=128"), "{merge}");
+        let reduce = key("mla_history_reduce_sm90a");
+        assert!(
+            reduce.contains("NUM_SPLITS=64,") && reduce.contains("COLS=128"),
+            "{reduce}"
+        );
+    }
+
     /// The entries build the op's specialization: the stride promised, the latent tile
     /// moved by `cp.async`.
     #[test]
     fn presets_build_the_ops_history_kernel() {
+        let histories = ["mla_history", "mla_history_l2", "mla_history_sm90a"];
         for e in entries()
             .into_iter()
-            .filter(|e| e.name.starts_with("mla_history"))
+            .filter(|e| histories.contains(&e.name))
         {
             let built = build(&(e.default_bindings)()).expect("preset builds");
             let ir = built.ir.expect("ir");
