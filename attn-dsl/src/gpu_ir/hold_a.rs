@@ -90,7 +90,7 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
             continue;
         };
         let steps = k_steps(f, *dot);
-        let long = a_dominates(f, *dot) && steps > MIN_STEPS;
+        let long = steps > MIN_STEPS && (a_dominates(f, *dot) || crate::features::enabled("hold_a_long"));
         // Only where the softmax's P is carried packed (PV from the previous stage: half the
         // scores' registers, not a second f32 copy of them); P0 at D 64, which carries no P,
         // measured slower with its 4 k-steps held (1.665 → 1.730 ms).
