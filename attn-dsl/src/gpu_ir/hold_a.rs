@@ -8,30 +8,32 @@
 //! two thirds of it is A. The history's scores are bound by those reads (~85 B a cycle on
 //! the H200, docs/gpu_ir.md, "Where L1's history time goes, by phase"), so each held
 //! k-step takes 2 KB a warpgroup off every tile. Where A is not the larger operand
-//! (`N ≥ 64`, the unified kernels' scores) or the reduction is short, holding it would
-//! buy little for registers the softmax needs, so those dots are left alone.
+//! (`N = 64`, P1's and P3's scores over D 256) a held k-step still takes a third of its
+//! reads: H200, one call, two rounds, 4 of their 16 k-steps held against none: P1 0.2948 /
+//! 0.2949 against 0.2962 / 0.2968 ms, P3 0.3325 / 0.3325 against 0.3344 / 0.3343, P3
+//! without the clamp 0.3366 / 0.3369 against 0.3374 / 0.3396, P1 with softcap unchanged
+//! (0.482); `gpu_unified` 18/18 with them held.
 //!
 //! How many: what a consumer thread has after `setmaxnreg` ([`register_split`]: 232 in
-//! MLA's one block an SM of two consumer warpgroups and a producer) less the loop's largest accumulator, twice this dot's (the scores
-//! and what the softmax makes of them) and a reserve for addresses and the softmax's
-//! temporaries, four registers a k-step. The reserve is calibrated on MLA's history
-//! (NVRTC 13.0, sm_90a): 12 held k-steps compile spill-free, 16 spill (32 bytes) and
-//! serialize every `wgmma`.
+//! one block an SM of two consumer warpgroups and a producer) less the loop's largest
+//! accumulator, twice this dot's (the scores and what the softmax makes of them) and a
+//! reserve for addresses and the softmax's temporaries, four registers a k-step. The
+//! reserve is calibrated on MLA's history (NVRTC 13.0, sm_90a): 12 held k-steps compile
+//! spill-free, 16 spill (32 bytes) and serialize every `wgmma`. P1 gets 4 of 16 (8 held
+//! measured 0.329 ms: its 128-register accumulator leaves too few).
 //!
 //! A short A (at most 8 k-steps: P0's 128-column queries) is held whole in a loop that
 //! carries its P packed (PV from the previous stage: P0) where the registers leave room
-//! for all of it beside the scores and P, even where B is the larger operand: P0's scores then read only the keys from shared memory. H200, one call,
-//! two rounds (2026-12-04): P0 2.148 / 2.154 ms as before, 2.126 / 2.125 with 4 of its 8
-//! k-steps held, 2.112 / 2.111 with all 8. A long A that B dominates is left alone: P1's
-//! 16 k-steps, 4 held, 0.2921 → 0.2907 ms; 8 held, 0.329 (its 128-register accumulator
-//! leaves too few). P0 at D 64 (4 k-steps, no P carried) lost with them held: 1.665 →
-//! 1.730 ms.
+//! for all of it beside the scores and P: P0's scores then read only the keys from shared
+//! memory. H200, one call, two rounds (2026-12-04): P0 2.148 / 2.154 ms as before, 2.126 /
+//! 2.125 with 4 of its 8 k-steps held, 2.112 / 2.111 with all 8. P0 at D 64 (4 k-steps, no
+//! P carried) lost with them held: 1.665 → 1.730 ms.
 
 use super::program::{nested_mut, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage};
 use super::warp_specialize::{
     largest_accumulator, register_split, two_blocks_fit, PRODUCER_THREADS,
 };
-use crate::ir::{Function, Layout, OpId};
+use crate::ir::{Function, OpId};
 
 /// Registers kept for addresses, masks and the softmax's temporaries (see the module note).
 const RESERVE_REGS: usize = 24;
@@ -90,7 +92,7 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
             continue;
         };
         let steps = k_steps(f, *dot);
-        let long = steps > MIN_STEPS && (a_dominates(f, *dot) || crate::features::enabled("hold_a_long"));
+        let long = steps > MIN_STEPS;
         // Only where the softmax's P is carried packed (PV from the previous stage: half the
         // scores' registers, not a second f32 copy of them); P0 at D 64, which carries no P,
         // measured slower with its 4 k-steps held (1.665 → 1.730 ms).
@@ -115,20 +117,6 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
 fn k_steps(f: &Function, dot: OpId) -> usize {
     let a = f.op(dot).operands[0];
     f.ty(a).shape.get(1).map_or(0, |k| k.div_ceil(16))
-}
-
-/// Whether A is the larger operand of each warpgroup's instructions: 64 rows a k-step
-/// against the warpgroup's `N` of B (its grid column's share of the result's columns).
-fn a_dominates(f: &Function, dot: OpId) -> bool {
-    let t = f.ty(f.op(dot).results[0]);
-    let Layout::Mma {
-        warps_per_cta: [w, c],
-    } = t.layout
-    else {
-        return false;
-    };
-    let n = t.shape.get(1).copied().unwrap_or(0);
-    w % 4 == 0 && c > 0 && n / (c as usize) < 64
 }
 
 /// Twice the registers a consumer thread has for held fragments: its budget after
