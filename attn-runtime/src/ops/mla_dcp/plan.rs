@@ -535,19 +535,29 @@ pub struct DecodePlan {
     pub combine_v_up: KernelLaunch,
 }
 
+/// Sets (or adds, at the end) the constexpr `name` of `l`.
+fn set_constexpr(l: &mut KernelLaunch, name: &'static str, v: ConstValue) {
+    match l.constexprs.iter_mut().find(|(n, _)| *n == name) {
+        Some(slot) => slot.1 = v,
+        None => l.constexprs.push((name, v)),
+    }
+}
+
 /// Sets the fused combine + V-up's tile constexprs and its grid over `tokens`.
 fn set_fused_tile(l: &mut KernelLaunch, tile: FusedTile, tokens: usize) {
-    for (name, v) in l.constexprs.iter_mut() {
-        match *name {
-            "BLOCK_T" => *v = ConstValue::Int(tile.block_t.into()),
-            "LAT_CHUNK" => *v = ConstValue::Int(tile.lat_chunk.into()),
-            "STAGES" => *v = ConstValue::Int(tile.stages.into()),
-            "BLOCK_V" => *v = ConstValue::Int(tile.block_v.into()),
-            _ => {}
-        }
-    }
+    let int = |v: u32| ConstValue::Int(v.into());
+    set_constexpr(l, "BLOCK_T", int(tile.block_t));
+    set_constexpr(l, "LAT_CHUNK", int(tile.lat_chunk));
+    set_constexpr(l, "STAGES", int(tile.stages));
+    set_constexpr(l, "BLOCK_V", int(tile.block_v));
     l.grid[0] = (tokens as u32).div_ceil(tile.block_t.max(1));
     l.grid[2] = 128 / tile.block_v.max(1);
+}
+
+/// Sets the history reduce's columns a program and its grid's column blocks.
+fn set_reduce_cols(l: &mut KernelLaunch, cols: u32) {
+    set_constexpr(l, "COLS", ConstValue::Int(cols.into()));
+    l.grid[2] = 512 / cols.max(1);
 }
 
 fn next_pow2_at_least(x: u32, floor: u32) -> u32 {
@@ -857,20 +867,23 @@ impl DecodeStep {
         reduce_args.push(I32(dn_i32));
         reduce_args.extend(strides);
         let cols = reduce_cols(u64::from(grid_t) * dn, self.num_sms);
-        let history_reduce = (!direct).then(|| KernelLaunch {
-            kernel: "mla_history_reduce",
-            constexprs: vec![
-                dt.clone(),
-                ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
-                (
-                    "SPLITS_PADDED",
-                    ConstValue::Int(next_pow2_at_least(num_splits, 1).into()),
-                ),
-                ("COLS", ConstValue::Int(cols.into())),
-            ],
-            grid: [grid_t, dn as u32, 512 / cols],
-            args: reduce_args,
-            divisible: vec![],
+        let history_reduce = (!direct).then(|| {
+            let mut l = KernelLaunch {
+                kernel: "mla_history_reduce",
+                constexprs: vec![
+                    dt.clone(),
+                    ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
+                    (
+                        "SPLITS_PADDED",
+                        ConstValue::Int(next_pow2_at_least(num_splits, 1).into()),
+                    ),
+                ],
+                grid: [grid_t, dn as u32, 1],
+                args: reduce_args,
+                divisible: vec![],
+            };
+            set_reduce_cols(&mut l, cols);
+            l
         });
         let max_q = self.query_lens.iter().copied().max().unwrap_or(1);
         // 32 heads a program on 4 warps: 64 on 4 spilled 192 bytes (sm_90a), and on 8 warps the
@@ -936,13 +949,8 @@ impl DecodeStep {
         let fused = fused_tile(t, n, d + 1, self.num_sms);
         let mut combine_v_up = KernelLaunch {
             kernel: "mla_combine_v_up",
-            constexprs: [
-                merge_constexprs,
-                ["BLOCK_T", "LAT_CHUNK", "STAGES", "BLOCK_V"]
-                    .map(|name| (name, ConstValue::Int(0)))
-                    .to_vec(),
-            ]
-            .concat(),
+            // The tile's constexprs follow (`set_fused_tile`).
+            constexprs: merge_constexprs,
             grid: [grid_t, n, 1],
             args: merge_args(&with_send, &[R::WUv, R::Y], &[I32(NO_OWN_PART)]),
             // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
@@ -982,14 +990,6 @@ impl DecodeStep {
     }
 }
 
-/// Sets (or adds) the boolean constexpr `name` of `l`.
-fn set_bool(l: &mut KernelLaunch, name: &'static str, v: bool) {
-    match l.constexprs.iter_mut().find(|(n, _)| *n == name) {
-        Some(slot) => slot.1 = ConstValue::Bool(v),
-        None => l.constexprs.push((name, ConstValue::Bool(v))),
-    }
-}
-
 impl DecodePlan {
     /// The fused combine + V-up retiled (tuning sweeps; the kernel's `require`s refuse tiles
     /// it has no code for when it is specialized).
@@ -1001,12 +1001,7 @@ impl DecodePlan {
     /// kernel's `require`s refuse a width it has no code for when it is specialized).
     pub fn recolumn_history_reduce(&mut self, cols: u32) {
         if let Some(l) = &mut self.history_reduce {
-            for (name, v) in l.constexprs.iter_mut() {
-                if *name == "COLS" {
-                    *v = ConstValue::Int(cols.into());
-                }
-            }
-            l.grid[2] = 512 / cols.max(1);
+            set_reduce_cols(l, cols);
         }
     }
 
@@ -1035,8 +1030,12 @@ impl DecodePlan {
         if !single || !self.fused_merges_the_group() {
             return false;
         }
-        set_bool(&mut self.current, "LSE_ONLY", true);
-        set_bool(&mut self.combine_v_up, "CUR_FROM_KV", true);
+        set_constexpr(&mut self.current, "LSE_ONLY", ConstValue::Bool(true));
+        set_constexpr(
+            &mut self.combine_v_up,
+            "CUR_FROM_KV",
+            ConstValue::Bool(true),
+        );
         for a in &mut self.combine_v_up.args {
             if *a == PlanArg::Buffer(BufferRole::CurOut) {
                 *a = PlanArg::Buffer(BufferRole::CurKv);
