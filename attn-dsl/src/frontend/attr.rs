@@ -40,6 +40,22 @@ pub struct KernelAttr {
     pub pingpong: Option<ConstFlag>,
 }
 
+impl Default for KernelAttr {
+    /// An attribute that gives nothing: the default launch width and ring depth, no rules,
+    /// exact math, `cp.async` copies, the warp schedule the compiler's.
+    fn default() -> Self {
+        KernelAttr {
+            num_warps: LaunchCount::Fixed(DEFAULT_NUM_WARPS),
+            num_stages: LaunchCount::Fixed(DEFAULT_NUM_STAGES),
+            requires: vec![],
+            fast_math: false,
+            tma: ConstFlag::Fixed(false),
+            warp_specialize: None,
+            pingpong: None,
+        }
+    }
+}
+
 /// The boolean schedule arguments of `#[kernel(...)]`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum FlagName {
@@ -48,22 +64,23 @@ enum FlagName {
     Pingpong,
 }
 
+/// Each flag with its spelling in the attribute.
+const FLAGS: [(FlagName, &str); 3] = [
+    (FlagName::Tma, "tma"),
+    (FlagName::WarpSpecialize, "warp_specialize"),
+    (FlagName::Pingpong, "pingpong"),
+];
+
 impl FlagName {
     fn parse(key: &str) -> Option<Self> {
-        match key {
-            "tma" => Some(FlagName::Tma),
-            "warp_specialize" => Some(FlagName::WarpSpecialize),
-            "pingpong" => Some(FlagName::Pingpong),
-            _ => None,
-        }
+        FLAGS.iter().find(|(_, k)| *k == key).map(|(f, _)| *f)
     }
 
     fn as_str(self) -> &'static str {
-        match self {
-            FlagName::Tma => "tma",
-            FlagName::WarpSpecialize => "warp_specialize",
-            FlagName::Pingpong => "pingpong",
-        }
+        FLAGS
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map_or("", |(_, k)| k)
     }
 }
 
@@ -79,6 +96,11 @@ enum AttrArg {
 impl Parse for AttrArg {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let key: syn::Ident = input.call(syn::ext::IdentExt::parse_any)?;
+        if let Some(name) = FlagName::parse(&key.to_string()) {
+            input.parse::<Token![=]>()?;
+            let expr: syn::Expr = input.parse()?;
+            return Ok(AttrArg::Flag(name, const_flag(expr, name)?, key.span()));
+        }
         match key.to_string().as_str() {
             "num_warps" => {
                 input.parse::<Token![=]>()?;
@@ -102,12 +124,6 @@ impl Parse for AttrArg {
                     syn::Error::new(e.span(), "`fast_math` takes `true` or `false`")
                 })?;
                 Ok(AttrArg::FastMath(v.value))
-            }
-            flag if FlagName::parse(flag).is_some() => {
-                let name = FlagName::parse(flag).expect("matched");
-                input.parse::<Token![=]>()?;
-                let expr: syn::Expr = input.parse()?;
-                Ok(AttrArg::Flag(name, const_flag(expr, name)?, key.span()))
             }
             "require" => {
                 let content;
@@ -230,24 +246,11 @@ pub fn parse_attr(kind: ItemKind, attr: TokenStream) -> Result<KernelAttr, DslEr
             }
         }
         return Ok(KernelAttr {
-            num_warps: LaunchCount::Fixed(DEFAULT_NUM_WARPS),
-            num_stages: LaunchCount::Fixed(DEFAULT_NUM_STAGES),
             requires,
-            fast_math: false,
-            tma: ConstFlag::Fixed(false),
-            warp_specialize: None,
-            pingpong: None,
+            ..KernelAttr::default()
         });
     }
-    let mut out = KernelAttr {
-        num_warps: LaunchCount::Fixed(DEFAULT_NUM_WARPS),
-        num_stages: LaunchCount::Fixed(DEFAULT_NUM_STAGES),
-        requires: vec![],
-        fast_math: false,
-        tma: ConstFlag::Fixed(false),
-        warp_specialize: None,
-        pingpong: None,
-    };
+    let mut out = KernelAttr::default();
     let (mut warps_seen, mut stages_seen) = (false, false);
     let mut flags_seen = vec![];
     for arg in args {

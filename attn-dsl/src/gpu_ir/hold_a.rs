@@ -102,9 +102,10 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
         }
     }
     let (steps, dot, a) = best?;
-    let held = match steps > MIN_STEPS {
-        true => (spare_registers(f, dot, 4) / 8).min(steps),
-        false => steps,
+    let held = if steps > MIN_STEPS {
+        (spare_registers(f, dot, 4) / 8).min(steps)
+    } else {
+        steps
     };
     (held > 0).then_some(GpuOp::HoldA {
         dot,

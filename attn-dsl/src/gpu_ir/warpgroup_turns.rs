@@ -29,14 +29,14 @@ pub fn run(f: &Function, p: &mut GpuProgram) -> Result<(), String> {
         return Ok(());
     }
     let required = f.pingpong == ScheduleChoice::Required;
+    if f.num_warps != TWO_WARPGROUPS && required {
+        return Err(format!(
+            "`pingpong = true`, but `{}` runs {} warps: turns need two warpgroups (num_warps = 8)",
+            f.name, f.num_warps
+        ));
+    }
     if f.num_warps != TWO_WARPGROUPS {
-        return match required {
-            true => Err(format!(
-                "`pingpong = true`, but `{}` runs {} warps: turns need two warpgroups (num_warps = 8)",
-                f.name, f.num_warps
-            )),
-            false => Ok(()),
-        };
+        return Ok(());
     }
     let splits_rows = |dot: OpId| rows_split_over_warpgroups(f, dot);
     if turns_block(&mut p.body, &splits_rows) == 0 && required {
