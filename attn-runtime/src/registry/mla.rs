@@ -48,12 +48,7 @@ pub(super) fn entries() -> Vec<KernelEntry> {
             ..entry(
                 "mla_history_reduce_sm90a",
                 "MLA history split merge, 1 x 32768 plan on an sm_90a device (64 splits)",
-                || {
-                    plan_on(MmaKind::Warpgroup, 1, 32768, 128)
-                        .and_then(|p| p.history_reduce)
-                        .map(|l| l.bindings())
-                        .unwrap_or_default()
-                },
+                || reduce_bindings(1, 32768, 128),
             )
         },
     ]
@@ -93,6 +88,15 @@ fn merge_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
             p.read_single_key_chunks_from_kv();
             p.combine_v_up.bindings()
         })
+        .unwrap_or_default()
+}
+
+/// The history reduce's constexprs in the sm_90a plan of that step (empty when the step
+/// runs one split: no reduce).
+fn reduce_bindings(batch: usize, ctx: u32, heads: u32) -> Vec<Binding> {
+    plan_on(MmaKind::Warpgroup, batch, ctx, heads)
+        .and_then(|p| p.history_reduce)
+        .map(|l| l.bindings())
         .unwrap_or_default()
 }
 
