@@ -1,7 +1,7 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
 //! `deferred_sum`, `fill_select`, `fold_chains`, `guarded_shuffles`, `hold_a`, `k_split`, `licm`, `mask_intervals`, `mma_chain`, `mma_overlap`,
-//! `previous_stage`, `staged_store`, `swizzle`, `tma` (the copies of kernels whose `tma`
+//! `previous_stage`, `staged_store`, `swizzle`, `wait_in_scale`, `tma` (the copies of kernels whose `tma`
 //! attribute asks for boxes, by `cp.async` instead), `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
 //! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
 //! on (`swizzle`

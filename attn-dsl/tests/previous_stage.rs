@@ -49,15 +49,35 @@ fn pv_reads_and_releases_the_previous_stage() {
         "{text}"
     );
     assert!(!mma_stages(&ws.unsplit).contains(&Stage::Previous));
+    // Released right after PV's wait, or after the accumulator's rescale whose arms took
+    // the wait (`gpu_ir::wait_in_scale`).
     let mut after_wait = Vec::new();
-    let mut last = None;
+    let mut last: Vec<GpuOp> = Vec::new();
     gpu_ir::walk_block(&p.body, &mut |op| {
         if let GpuOp::Stage(StageSync::Release { stage }) = op {
-            after_wait.push((*stage, matches!(last, Some(GpuOp::MmaWait { .. }))));
+            let waited = match last.as_slice() {
+                [.., GpuOp::MmaWait { in_scale: None, .. }] => true,
+                [.., GpuOp::MmaWait {
+                    in_scale: Some(s), ..
+                }, GpuOp::Tile(t)] => s == t,
+                _ => false,
+            };
+            after_wait.push((*stage, waited));
         }
-        last = Some(op.clone());
+        last.push(op.clone());
     });
     assert_eq!(after_wait, [(Stage::Previous, true)], "{text}");
+    // The consumers' PV completes in the arms of the accumulator's rescale, so the softmax
+    // before it is one basic block ptxas cannot hoist the wait into.
+    let placed = text.contains(" in the arms of %");
+    assert!(placed, "PV's wait in the rescale's arms:\n{text}");
+    let src = attn_dsl::codegen::emit_cuda(&f).expect("emit").source;
+    let vote = src.find("if (attn_warp_any(").expect("the rescale's vote");
+    let arms = &src[vote..];
+    let waits = arms[..arms.find("attn_ws_bar").unwrap_or(arms.len())]
+        .matches("attn_wgmma_wait<0>();")
+        .count();
+    assert_eq!(waits, 2, "PV's wait heads both arms:\n{arms}");
     let mut behind = 0;
     gpu_ir::walk_block(&ws.producer, &mut |op| {
         if let GpuOp::AsyncCopy(c) = op {

@@ -141,7 +141,7 @@ fn the_next_scores_are_waited_for_at_the_yield() {
             .iter()
             .rev()
             .take(3)
-            .any(|op| matches!(op, GpuOp::MmaWait { dot } if *dot == d))
+            .any(|op| matches!(op, GpuOp::MmaWait { dot, .. } if *dot == d))
     };
     assert!(
         waited_late(scores),

@@ -314,3 +314,59 @@ fn racecheck_probe_anchor_matches_the_generated_decode() {
         assert_eq!(ws.matches(anchor).count(), 1, "{anchor}");
     }
 }
+
+/// The supply edits (`bench/experiments/p0_p1_supply.txt`: docs/gpu_ir.md, "What bounds P0
+/// and P1 now") find the K/V copies of P0's and P1's producers, and
+/// `producer_address_first.py` moves each fill's block-table loads ahead of the wait for
+/// its stage (or, with `identity_pages`, drops them).
+#[test]
+fn supply_edits_apply_to_p0_and_p1() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/p0_p1_supply.txt"
+    );
+    let text = std::fs::read_to_string(path).expect("the experiments file");
+    let dir = std::env::temp_dir().join(format!("attn-supply-{}", std::process::id()));
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/producer_address_first.py"
+    );
+    for (label, src) in [
+        ("P0", warpgroup_source(p0(), 16384)),
+        ("P1", warpgroup_source(p1(), 8192)),
+    ] {
+        for (name, pattern) in substitutions(&text) {
+            let re = regex::Regex::new(&pattern).expect("regex");
+            assert!(re.is_match(&src), "{name}: `{pattern}` misses {label}");
+        }
+        let input = dir.join(label);
+        std::fs::create_dir_all(&input).expect("temp dir");
+        std::fs::write(input.join("k.cu"), &src).expect("write");
+        for (mode, promise) in [
+            ("address_first", "attn_pages[p] = "),
+            ("identity_pages", ""),
+        ] {
+            let out = dir.join(format!("{label}-{mode}"));
+            let status = std::process::Command::new("python3")
+                .arg(script)
+                .arg(&input)
+                .arg(&out)
+                .arg(mode)
+                .status()
+                .expect("python3 runs");
+            assert!(status.success(), "{mode} failed on {label}");
+            let edited = std::fs::read_to_string(out.join("k.cu")).expect("the rewrite");
+            assert_ne!(edited, src, "{mode} left {label} unchanged");
+            let loads = edited.matches("attn_ld((bt_row").count();
+            if mode == "identity_pages" {
+                assert_eq!(loads, 0, "{label}: block-table loads left");
+                continue;
+            }
+            // Each rewritten fill loads its pages, then waits, then copies.
+            let first = edited.find(promise).expect("pages loaded");
+            let wait = first + edited[first..].find("attn_mbar_wait").expect("the wait");
+            assert!(edited[wait..].contains("attn_pages[p] : "), "{label}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

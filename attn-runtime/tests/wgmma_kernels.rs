@@ -196,6 +196,33 @@ fn p0_full_tiles_copy_no_scores() {
     );
 }
 
+/// P0's softmax runs while PV's warpgroup MMAs do (`gpu_ir::wait_in_scale`). ptxas hoists a
+/// warpgroup wait to the top of its basic block: with PV's wait in the softmax's block, all
+/// 66 `MUFU.EX2` of the consumer loop ran after it (the kernel's top stall on the H200);
+/// at the head of the accumulator rescale's arms, the whole softmax stays ahead of it.
+#[test]
+fn p0_softmax_runs_under_pv() {
+    let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
+    let sass = sass_support::instructions("P0", &sm90a_cubin("P0", &p));
+    let pv = sass
+        .iter()
+        .position(|i| i.starts_with("HGMMA.64x128x16"))
+        .expect("P0: PV's HGMMA");
+    let wait = pv
+        + sass[pv..]
+            .iter()
+            .position(|i| i.starts_with("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
+            .expect("P0: PV's wait");
+    let under = sass[pv..wait]
+        .iter()
+        .filter(|i| i.starts_with("MUFU.EX2"))
+        .count();
+    assert!(
+        under >= 64,
+        "P0: {under} exponentials between PV's issue and its wait (64 scores a thread)"
+    );
+}
+
 /// The output leaves through shared memory in 16-byte chunks (`gpu_ir::staged_store`): each
 /// thread stores `rows × cols × 2 / (16 × 256)` chunks and nothing narrower, where storing
 /// its fragment pairs straight took a 4-byte store per pair (64 at P1's 128 × 256: half

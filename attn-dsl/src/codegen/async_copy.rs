@@ -87,8 +87,11 @@ impl<'f> Emitter<'f> {
                 self.converted.clear();
                 r
             }
-            GpuOp::MmaWait { dot } => {
-                self.emit_wgmma_wait(*dot);
+            GpuOp::MmaWait { dot, in_scale } => {
+                match in_scale {
+                    Some(scale) => self.emit_wgmma_wait_in_scale(*dot, *scale),
+                    None => self.emit_wgmma_wait(*dot),
+                }
                 Ok(())
             }
             GpuOp::PackA { dot, from } => self.emit_pack_a(*dot, *from),

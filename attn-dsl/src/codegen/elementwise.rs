@@ -42,10 +42,15 @@ impl<'f> Emitter<'f> {
                 self.define_map(res, move |_, _| Ok(e.clone()))
             }
             _ => {
+                let factor = self.row_scale_factor(op);
+                if let (Some(factor), Some(_)) = (factor, &self.scale_wait) {
+                    // It holds the wait for its branch's arms: emitted here, not deferred.
+                    return self.emit_row_scale(op, factor);
+                }
                 if self.try_defer(op, res)? {
                     return Ok(());
                 }
-                if let Some(factor) = self.row_scale_factor(op) {
+                if let Some(factor) = factor {
                     return self.emit_row_scale(op, factor);
                 }
                 let m = self.map(res);

@@ -57,6 +57,8 @@ pub(crate) struct Emitter<'f> {
     /// Warpgroup MMAs issued without their wait, in issue order (dot result, accumulator
     /// array, its registers), each waited for at the dot's `MmaWait`.
     pub(crate) pending_mma: Vec<(u32, String, usize)>,
+    /// A wait the next op, a row scale, emits at the head of both arms of its branch.
+    pub(crate) scale_wait: Option<super::wgmma::PendingWait>,
     /// Warpgroup MMAs whose register A fragments a `PackA` packed ahead (dot result, array).
     pub(crate) packed_a: std::collections::BTreeMap<u32, String>,
     /// Warpgroup MMAs (by result) whose first k-steps' A fragments a [`GpuOp::HoldA`]
@@ -123,6 +125,7 @@ impl<'f> Emitter<'f> {
             fused: vec![false; f.values.len()],
             held_a: Default::default(),
             pending_mma: Default::default(),
+            scale_wait: None,
             packed_a: Default::default(),
             held_shared_a: Default::default(),
             loop_depth: 0,
@@ -159,6 +162,7 @@ impl<'f> Emitter<'f> {
         self.converted.clear();
         self.held_a.clear();
         self.pending_mma.clear();
+        self.scale_wait = None;
         self.packed_a.clear();
         self.held_shared_a.clear();
         self.loop_depth = 0;
@@ -588,6 +592,12 @@ impl<'f> Emitter<'f> {
                 return Ok(Some(o));
             }
             self.emit_op(op)?;
+            if self.scale_wait.is_some() {
+                return Err(CodegenError::Malformed(format!(
+                    "a warpgroup wait left for {:?}, which did not take it",
+                    op.kind
+                )));
+            }
         }
         Ok(None)
     }

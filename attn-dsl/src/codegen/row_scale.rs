@@ -68,11 +68,20 @@ impl<'f> Emitter<'f> {
         let name = self.define_tile(res);
         let product = self.element_expr(op, &m.index("s"), &|v, _| self.at_in(v, m, "s"))?;
         let kept = self.at_in(other, m, "s")?;
+        // A wait left for this op goes at the head of both arms: ptxas hoists a wait to the
+        // top of its basic block, and the work before the branch is meant to run under it.
+        let wait = self.scale_wait.take();
         self.w.open(format!("if (attn_warp_any({scaled}))"));
+        if let Some(w) = &wait {
+            self.emit_pending_wait(w);
+        }
         self.w.open_unrolled("s", slots);
         self.w.line(format!("{name}[s] = {product};"));
         self.w.close("");
         self.w.reopen("} else {");
+        if let Some(w) = &wait {
+            self.emit_pending_wait(w);
+        }
         self.w.open_unrolled("s", slots);
         self.w.line(format!("{name}[s] = {kept};"));
         self.w.close("");

@@ -379,18 +379,57 @@ impl<'f> Emitter<'f> {
     /// The `MmaWait` of `dot`: its deferred warpgroup wait on sm_90a (nothing where the
     /// dot ran as synchronous MMAs, or was not warpgroup-shaped).
     pub(crate) fn emit_wgmma_wait(&mut self, dot: OpId) {
-        let res = self.f.op(dot).results[0].0;
-        let Some(at) = self.pending_mma.iter().position(|p| p.0 == res) else {
+        if let Some(wait) = self.take_wgmma_wait(dot) {
+            self.emit_pending_wait(&wait);
+        }
+    }
+
+    /// The `MmaWait` of `dot` placed in the arms of the row scale `scale` that follows
+    /// (see `gpu_ir::wait_in_scale`): held for [`Self::emit_row_scale`] where that op
+    /// emits its warp-uniform branch, else waited for here.
+    pub(crate) fn emit_wgmma_wait_in_scale(&mut self, dot: OpId, scale: OpId) {
+        let Some(wait) = self.take_wgmma_wait(dot) else {
             return;
         };
+        if self.row_scale_factor(self.f.op(scale)).is_some() {
+            self.scale_wait = Some(wait);
+        } else {
+            self.emit_pending_wait(&wait);
+        }
+    }
+
+    /// Removes `dot`'s MMAs from the pending ones: where it is still in flight, its wait
+    /// (the groups issued after it may stay in flight: they complete in order).
+    fn take_wgmma_wait(&mut self, dot: OpId) -> Option<PendingWait> {
+        let res = self.f.op(dot).results[0].0;
+        let at = self.pending_mma.iter().position(|p| p.0 == res)?;
         let (_, acc, slots) = self.pending_mma.remove(at);
-        // The groups issued after this one may stay in flight.
         let later = self.pending_mma.len() - at;
+        Some(PendingWait {
+            res,
+            acc,
+            slots,
+            later,
+        })
+    }
+
+    pub(crate) fn emit_pending_wait(&mut self, w: &PendingWait) {
         self.w.line(format!(
-            "// the MMAs of %{res} complete here (issued above, the ops since ran meanwhile)"
+            "// the MMAs of %{} complete here (issued above, the ops since ran meanwhile)",
+            w.res
         ));
         self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-        self.emit_wgmma_complete(&acc, slots, later);
+        self.emit_wgmma_complete(&w.acc, w.slots, w.later);
         self.w.line("#endif");
     }
+}
+
+/// A warpgroup MMA's wait taken off the pending ones: the dot's result, its accumulator
+/// array and registers, and how many later groups may stay in flight.
+#[derive(Clone, Debug)]
+pub(crate) struct PendingWait {
+    res: u32,
+    acc: String,
+    slots: usize,
+    later: usize,
 }

@@ -53,7 +53,7 @@ fn chain_block(f: &Function, uses: &[u32], b: &mut GpuBlock) {
 /// `next` is a dot accumulating into its result, the result's only use, waiting inline.
 fn chainable(f: &Function, uses: &[u32], first: &GpuOp, next: &GpuOp) -> Option<OpId> {
     let d1 = match first {
-        GpuOp::MmaWait { dot } => *dot,
+        GpuOp::MmaWait { dot, .. } => *dot,
         GpuOp::Mma {
             dot,
             inline_wait: true,

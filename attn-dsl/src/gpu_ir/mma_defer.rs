@@ -74,9 +74,15 @@ fn defer_loop(f: &Function, body: &mut GpuBlock) {
             *inline_wait = false;
         }
         body.ops
-            .retain(|op| !matches!(op, GpuOp::MmaWait { dot: d } if *d == dot));
+            .retain(|op| !matches!(op, GpuOp::MmaWait { dot: d, .. } if *d == dot));
         let at = position(body, |op| reads(f, op, r));
-        body.ops.insert(at, GpuOp::MmaWait { dot });
+        body.ops.insert(
+            at,
+            GpuOp::MmaWait {
+                dot,
+                in_scale: None,
+            },
+        );
     }
 }
 

@@ -135,7 +135,10 @@ fn overlap_loop(body: &mut GpuBlock, stays: &dyn Fn(&AsyncCopy) -> bool) {
     let tail = body.ops.split_off(at);
     body.ops.splice(first..first, stay);
     body.ops.extend(moved);
-    body.ops.push(GpuOp::MmaWait { dot });
+    body.ops.push(GpuOp::MmaWait {
+        dot,
+        in_scale: None,
+    });
     body.ops.extend(tail);
 }
 

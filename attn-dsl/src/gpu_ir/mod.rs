@@ -23,6 +23,7 @@ pub mod staged_store;
 pub mod sync;
 pub mod tma;
 pub mod verify;
+pub mod wait_in_scale;
 pub mod warp_specialize;
 pub mod warpgroup_turns;
 
@@ -62,6 +63,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // The consumers hold the first k-steps of a loop-invariant A that most of a long dot's
     // shared-memory reads are (MLA's queries) in registers.
     hold_a::run(f, &mut p);
+    // A wait for MMAs that run under the softmax goes into the arms of the accumulator's
+    // rescale, a basic block ptxas cannot hoist it out of above the softmax.
+    wait_in_scale::run(f, &mut p);
     // On Hopper (opt-in), the producer, or the math warps of an unsplit program, move a
     // paged tile as TMA boxes (a page's rows by 64 columns) instead of each thread
     // computing an address per 16 bytes; the schedule stays.

@@ -154,7 +154,7 @@ fn find(f: &Function, lbody: &GpuBlock, loop_op: OpId) -> Option<Found> {
         .ops
         .iter()
         .filter_map(|o| match o {
-            GpuOp::MmaWait { dot } => Some(*dot),
+            GpuOp::MmaWait { dot, .. } => Some(*dot),
             _ => None,
         })
         .collect();
@@ -271,7 +271,7 @@ fn consumer_reads_previous(body: &mut GpuBlock, pv: OpId) {
         .retain(|o| !matches!(o, GpuOp::Stage(StageSync::Release { .. })));
     let mut ops = Vec::with_capacity(body.ops.len() + 1);
     for mut op in std::mem::take(&mut body.ops) {
-        let waited = matches!(op, GpuOp::MmaWait { dot } if dot == pv);
+        let waited = matches!(op, GpuOp::MmaWait { dot, .. } if dot == pv);
         if let GpuOp::Mma {
             dot,
             b: OperandSource::Shared { stage, .. },

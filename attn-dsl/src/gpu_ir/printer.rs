@@ -140,7 +140,14 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                     f.op(d).results[0].0
                 ))
             ),
-            GpuOp::MmaWait { dot } => format!("mma_wait %{}", f.op(*dot).results[0].0),
+            GpuOp::MmaWait { dot, in_scale } => match in_scale {
+                Some(s) => format!(
+                    "mma_wait %{} in the arms of %{}",
+                    f.op(*dot).results[0].0,
+                    f.op(*s).results[0].0
+                ),
+                None => format!("mma_wait %{}", f.op(*dot).results[0].0),
+            },
             GpuOp::PackA { dot, from } => format!(
                 "pack_a %{} <- {}",
                 f.op(*dot).results[0].0,

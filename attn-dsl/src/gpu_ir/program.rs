@@ -392,9 +392,12 @@ pub enum GpuOp {
         steps: usize,
     },
     /// Where an [`GpuOp::Mma`] issued without `inline_wait` completes: nothing reads its
-    /// accumulator before this point.
+    /// accumulator before this point. `in_scale`: the next op, a row scale of the
+    /// accumulator, whose warp-uniform branch takes the wait at the head of both arms, so
+    /// ptxas cannot hoist it above the work before (see [`super::wait_in_scale`]).
     MmaWait {
         dot: OpId,
+        in_scale: Option<OpId>,
     },
     /// The two warpgroups of a program take turns issuing tensor-core work (warpgroup MMAs
     /// only), so one's softmax runs while the other's MMAs do.

@@ -117,7 +117,10 @@ fn take_turns(body: &mut GpuBlock, splits_rows: &dyn Fn(OpId) -> bool) -> bool {
             out.push(GpuOp::Turn(Turn::Pass));
         }
         if waits {
-            out.push(GpuOp::MmaWait { dot });
+            out.push(GpuOp::MmaWait {
+                dot,
+                in_scale: None,
+            });
         }
     }
     body.ops = out;

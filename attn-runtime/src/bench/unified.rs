@@ -17,7 +17,19 @@ use crate::problem::SplitMix64;
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 
+/// The spec's KV cache page: 16 tokens.
 pub const BLOCK_SIZE: usize = 16;
+
+/// The page size the rows' caches take: [`BLOCK_SIZE`], or `ATTN_BENCH_BLOCK_SIZE` for an
+/// experiment (what gathering 16-token pages costs a row against whole-tile pages, which
+/// TMA can move as one box); such timings are not the spec's rows.
+pub fn block_size() -> usize {
+    std::env::var("ATTN_BENCH_BLOCK_SIZE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&b: &usize| b > 0)
+        .unwrap_or(BLOCK_SIZE)
+}
 
 /// What a row's rate is measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -381,7 +393,7 @@ impl Prepared {
         let blocks: Vec<usize> = row
             .seqs
             .iter()
-            .map(|&(_, l)| l.div_ceil(BLOCK_SIZE))
+            .map(|&(_, l)| l.div_ceil(block_size()))
             .collect();
         let num_blocks: usize = blocks.iter().sum();
         let stride = blocks.iter().copied().max().unwrap_or(1);
@@ -406,7 +418,7 @@ impl Prepared {
         let seq_lens: Vec<i32> = row.seqs.iter().map(|&(_, l)| l as i32).collect();
         let geometry = CacheGeometry {
             num_blocks,
-            block_size: BLOCK_SIZE,
+            block_size: block_size(),
             num_kv_heads: hkv,
             head_size: d,
         };

@@ -121,6 +121,39 @@ fn counted(
         .collect()
 }
 
+/// The instructions of `cubin` in program order (`nvdisasm -c`, as `sass-counts` finds or
+/// installs it), without addresses, labels or encodings: for tests of where ptxas placed
+/// an instruction relative to others, which counts cannot tell.
+pub fn instructions(label: &str, cubin: &[u8]) -> Vec<String> {
+    // Counting first installs nvdisasm where the tool keeps it, if it is not on PATH.
+    whole_kernel(label, cubin);
+    let cached = std::env::var("HOME")
+        .map(|h| std::path::Path::new(&h).join(".cache/sass-tools/nvidia/cu13/bin/nvdisasm"))
+        .ok()
+        .filter(|p| p.exists());
+    let exe = cached.map_or_else(|| "nvdisasm".into(), |p| p.display().to_string());
+    let path = std::env::temp_dir().join(format!(
+        "attn_sass_{label}_{}_listing.cubin",
+        std::process::id()
+    ));
+    std::fs::write(&path, cubin).expect("write cubin");
+    let out = std::process::Command::new(&exe)
+        .arg("-c")
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("{label}: run {exe}: {e}"));
+    let _ = std::fs::remove_file(&path);
+    assert!(out.status.success(), "{label}: nvdisasm failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.trim().strip_prefix("/*")?.split_once("*/")?;
+            let ins = rest.split(';').next()?.trim();
+            (!ins.is_empty()).then(|| ins.to_string())
+        })
+        .collect()
+}
+
 /// The count of `key` in `counts` (0 when the loop has none).
 pub fn count(counts: &BTreeMap<String, usize>, key: &str) -> usize {
     counts.get(key).copied().unwrap_or(0)
