@@ -54,7 +54,7 @@ fn pv_reads_and_releases_the_previous_stage() {
     let mut after_wait = Vec::new();
     let mut last: Vec<GpuOp> = Vec::new();
     gpu_ir::walk_block(&p.body, &mut |op| {
-        if let GpuOp::Stage(StageSync::Release { stage }) = op {
+        if let GpuOp::Stage(StageSync::Release { stage, .. }) = op {
             let waited = match last.as_slice() {
                 [.., GpuOp::MmaWait { in_scale: None, .. }] => true,
                 [.., GpuOp::MmaWait {

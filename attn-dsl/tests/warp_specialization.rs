@@ -75,6 +75,7 @@ fn flash_attention_splits_into_producer_and_consumers() {
                 _ => gpu_ir::Stage::Next,
             },
             at,
+            part: 0,
         };
         assert_eq!(
             stage_syncs(&ws.producer),
@@ -88,9 +89,10 @@ fn flash_attention_splits_into_producer_and_consumers() {
         assert_eq!(
             stage_syncs(&p.body),
             [
-                StageSync::Wait,
+                StageSync::Wait { part: 0 },
                 StageSync::Release {
-                    stage: attn_dsl::gpu_ir::Stage::Current
+                    stage: attn_dsl::gpu_ir::Stage::Current,
+                    part: 0
                 }
             ],
             "{text}"

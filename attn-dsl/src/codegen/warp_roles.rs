@@ -146,7 +146,8 @@ impl<'f> Emitter<'f> {
         // for fills (from phase 0), the producer for releases (a fresh stage counts as
         // released: parity 1 names the phase before the first).
         let phases = if role == Role::Producer {
-            (1u32 << self.split()?.stages) - 1
+            let ws = self.split()?;
+            (1u32 << (ws.stages * ws.parts)) - 1
         } else {
             0
         };
@@ -167,9 +168,13 @@ impl<'f> Emitter<'f> {
     /// warp did. The producer's TMA boxes land on mbarriers of their own (`tma_copy`).
     fn emit_stage_barriers(&mut self, ws: &WarpSpecialization) -> Res<()> {
         self.w.line(format!(
-            "unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + {}); // full[{stages}], empty[{stages}]",
+            "unsigned long long* const attn_ws_bar = reinterpret_cast<unsigned long long*>(attn_smem + {}); // full[{stages}], empty[{stages}]{parts}",
             ws.mbar_offset,
-            stages = ws.stages
+            stages = ws.stages,
+            parts = match ws.parts {
+                1 => String::new(),
+                n => format!(", for each of {n} parts"),
+            }
         ));
         self.emit_tma_part(|e| {
             e.emit_tma_pointers();
@@ -177,19 +182,29 @@ impl<'f> Emitter<'f> {
         })?;
         self.w.open("if (threadIdx.x == 0)");
         self.emit_tma_part(|e| e.emit_tma_init())?;
-        self.w.open_unrolled("s", ws.stages);
+        // Each part's full barriers, then its empty ones.
+        self.w.open_unrolled("s", ws.stages * ws.parts);
         // Full: one arrival a producer warp, or a producer thread when its copies arrive.
         let full = match ws.copies_arrive {
             true => ws.producer_threads,
             false => ws.producer_threads / 32,
         };
-        self.w
-            .line(format!("attn_mbar_init(&attn_ws_bar[s], {full}u);"));
-        self.w.line(format!(
-            "attn_mbar_init(&attn_ws_bar[{} + s], {}u);",
-            ws.stages,
-            self.threads / 32
-        ));
+        let (stages, empty) = (ws.stages, self.threads / 32);
+        if ws.parts == 1 {
+            self.w
+                .line(format!("attn_mbar_init(&attn_ws_bar[s], {full}u);"));
+            self.w.line(format!(
+                "attn_mbar_init(&attn_ws_bar[{stages} + s], {empty}u);"
+            ));
+        } else {
+            let part = 2 * stages;
+            self.w.line(format!(
+                "attn_mbar_init(&attn_ws_bar[(s / {stages}) * {part} + s % {stages}], {full}u);"
+            ));
+            self.w.line(format!(
+                "attn_mbar_init(&attn_ws_bar[(s / {stages}) * {part} + {stages} + s % {stages}], {empty}u);"
+            ));
+        }
         self.w.close("");
         self.w.line("attn_mbar_init_fence();");
         self.w.close("");
@@ -202,13 +217,22 @@ impl<'f> Emitter<'f> {
         let WarpSpecialization {
             loop_op, stages, ..
         } = *self.split()?;
+        // Part `k`'s full barriers start at `2 k S`, its empty ones `S` later; its phase
+        // bits at `k S`.
+        let at = |base: usize, s: &str| match base {
+            0 => s.to_string(),
+            b => format!("{b} + {s}"),
+        };
+        let full = |part: usize, s: &str| at(2 * stages * part, s);
+        let empty = |part: usize, s: &str| at(2 * stages * part + stages, s);
+        let bit = |part: usize, s: &str| at(stages * part, s);
         match sync {
-            StageSync::Acquire { stage, at } => {
+            StageSync::Acquire { stage, at, part } => {
                 let (_, guard) = self.copy_iteration(loop_op, at)?;
                 let counter = self.stage_var(loop_op)?;
                 let s = self.stage_index(stages, stage, Some(&counter))?;
                 self.w.open(format!("if ({guard})"));
-                self.emit_phase_wait(&format!("{stages} + {s}"), &s);
+                self.emit_phase_wait(&empty(part, &s), &bit(part, &s));
                 self.w.close("");
             }
             StageSync::Filled => {
@@ -218,27 +242,28 @@ impl<'f> Emitter<'f> {
                     .line("// this thread's copies of the stage landed, visible to wgmma");
                 self.w.line(format!("attn_cp_wait<{}>();", stages - 2));
                 self.w.line("attn_fence_proxy_async();");
-                self.emit_warp_arrive(&s);
+                self.emit_warp_arrive(&full(0, &s));
             }
-            StageSync::Issued { stage, at } => {
+            StageSync::Issued { stage, at, part } => {
                 let (_, guard) = self.copy_iteration(loop_op, at)?;
                 let counter = self.stage_var(loop_op)?;
                 let s = self.stage_index(stages, stage, Some(&counter))?;
                 self.w
                     .line("// this thread's copies of the stage arrive on it as they land");
                 self.w.line(format!(
-                    "if ({guard}) attn_cp_mbar_arrive(&attn_ws_bar[{s}]);"
+                    "if ({guard}) attn_cp_mbar_arrive(&attn_ws_bar[{}]);",
+                    full(part, &s)
                 ));
             }
-            StageSync::Wait => {
+            StageSync::Wait { part } => {
                 let s = self.stage_index(stages, Stage::Current, None)?;
-                self.emit_phase_wait(&s, &s);
+                self.emit_phase_wait(&full(part, &s), &bit(part, &s));
                 if self.split()?.copies_arrive {
                     // The producer never fenced its landed copies for the tensor cores.
                     self.w.line("attn_fence_proxy_async();");
                 }
             }
-            StageSync::Release { stage } => {
+            StageSync::Release { stage, part } => {
                 let s = self.stage_index(stages, stage, None)?;
                 // The first iteration has no previous stage to release.
                 let guarded = stage == Stage::Previous;
@@ -246,7 +271,7 @@ impl<'f> Emitter<'f> {
                     let first = self.first_iteration(loop_op)?;
                     self.w.open(format!("if (!({first}))"));
                 }
-                self.emit_warp_arrive(&format!("{stages} + {s}"));
+                self.emit_warp_arrive(&empty(part, &s));
                 if guarded {
                     self.w.close("");
                 }
@@ -255,11 +280,11 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// Waits for the next phase of mbarrier `bar` (an index) this role waits on for ring
-    /// stage `stage`, and flips that stage's parity.
-    fn emit_phase_wait(&mut self, bar: &str, stage: &str) {
+    /// Waits for the next phase of mbarrier `bar` (an index) this role waits on, the phase
+    /// parity being bit `bit` of the role's phase word, and flips that bit.
+    fn emit_phase_wait(&mut self, bar: &str, bit: &str) {
         self.w.open("");
-        self.w.line(format!("const unsigned attn_s = {stage};"));
+        self.w.line(format!("const unsigned attn_s = {bit};"));
         self.w.line(format!(
             "attn_mbar_wait(&attn_ws_bar[{bar}], (attn_ws_phase >> attn_s) & 1u);"
         ));

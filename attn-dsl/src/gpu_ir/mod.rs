@@ -19,6 +19,7 @@ pub mod program;
 pub mod remat;
 pub mod row_affine;
 pub mod sink;
+pub mod split_ring;
 pub mod staged_store;
 pub mod sync;
 pub mod tma;
@@ -60,6 +61,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // A split loop with PV one tile behind reads V from the previous stage, so a stage
     // holds one tile's K and V again (one address computation in the producer).
     previous_stage::run(f, &mut p);
+    // Opt-in: its keys and values as rings of their own, K's part of a stage freed once the
+    // scores completed, so the next keys need not wait for PV (measured slower as placed).
+    split_ring::run(&mut p);
     // The consumers hold the first k-steps of a loop-invariant A that most of a long dot's
     // shared-memory reads are (MLA's queries) in registers.
     hold_a::run(f, &mut p);

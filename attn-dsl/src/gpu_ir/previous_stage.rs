@@ -286,6 +286,7 @@ fn consumer_reads_previous(body: &mut GpuBlock, pv: OpId) {
         if waited {
             ops.push(GpuOp::Stage(StageSync::Release {
                 stage: Stage::Previous,
+                part: 0,
             }));
         }
     }

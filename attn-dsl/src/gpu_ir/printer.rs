@@ -158,11 +158,21 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
             }
             GpuOp::Turn(t) => format!("turn {}", format!("{t:?}").to_lowercase()),
             GpuOp::Stage(sync) => match sync {
-                StageSync::Acquire { stage: st, .. } => format!("stage_acquire{}", stage(*st)),
+                StageSync::Acquire {
+                    stage: st, part, ..
+                } => {
+                    format!("stage_acquire{}{}", part_of(*part), stage(*st))
+                }
                 StageSync::Filled => "stage_filled[cur]".into(),
-                StageSync::Issued { stage: st, .. } => format!("stage_issued{}", stage(*st)),
-                StageSync::Wait => "stage_wait[cur]".into(),
-                StageSync::Release { stage: st } => format!("stage_release{}", stage(*st)),
+                StageSync::Issued {
+                    stage: st, part, ..
+                } => {
+                    format!("stage_issued{}{}", part_of(*part), stage(*st))
+                }
+                StageSync::Wait { part } => format!("stage_wait{}[cur]", part_of(*part)),
+                StageSync::Release { stage: st, part } => {
+                    format!("stage_release{}{}", part_of(*part), stage(*st))
+                }
             },
             GpuOp::StagedStore(st) => format!(
                 "staged_store {} via %a{} ({} lanes a row)",
@@ -182,5 +192,13 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
         if !inner.is_empty() {
             let _ = writeln!(s, "{pad}}}");
         }
+    }
+}
+
+/// A ring part's suffix: nothing for the whole ring (or its first part), `.1` for the second.
+fn part_of(part: usize) -> String {
+    match part {
+        0 => String::new(),
+        k => format!(".{k}"),
     }
 }

@@ -424,12 +424,18 @@ pub struct StagedStore {
 }
 
 /// The handshake of a warp-specialized ring: per stage, a *full* mbarrier (the producer's
-/// copies landed) and an *empty* one (the consumers are done reading it).
+/// copies landed) and an *empty* one (the consumers are done reading it); per ring *part*
+/// where the ring is split ([`WarpSpecialization::parts`]): part 0 is the whole ring, or
+/// its keys with the values as part 1 (see [`super::split_ring`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StageSync {
     /// Producer, before filling `stage` for the iteration `at` names (issued only when the
     /// loop has it): wait until the consumers released the stage's previous fill.
-    Acquire { stage: Stage, at: CopyAt },
+    Acquire {
+        stage: Stage,
+        at: CopyAt,
+        part: usize,
+    },
     /// Producer, at the top of an iteration: this thread's copies of the current stage
     /// landed (`cp.async.wait_group 0`; TMA boxes by the `tma_landed` before it), fenced for
     /// the async proxy, arrived on *full*.
@@ -438,14 +444,19 @@ pub enum StageSync {
     /// the loop has it): each thread's copies arrive on the stage's *full* mbarrier as they
     /// land (`cp.async.mbarrier.arrive.noinc`), so the producer waits only for free stages.
     /// Takes [`Self::Filled`]'s place when the split's `copies_arrive` is set.
-    Issued { stage: Stage, at: CopyAt },
-    /// Consumer, at the top of an iteration: wait on the current stage's *full* mbarrier.
-    Wait,
+    Issued {
+        stage: Stage,
+        at: CopyAt,
+        part: usize,
+    },
+    /// Consumer: wait on the current stage's *full* mbarrier (part 0 at the top of an
+    /// iteration).
+    Wait { part: usize },
     /// Consumer: every read of `stage` is done (warpgroup MMAs waited for): arrive on its
     /// *empty* mbarrier. [`Stage::Current`] at the end of an iteration; [`Stage::Previous`]
     /// (none in the first iteration) where the last MMA reading the previous stage
     /// completed.
-    Release { stage: Stage },
+    Release { stage: Stage, part: usize },
 }
 
 /// A warp-specialized kernel (FlashAttention-3's producer/consumer split): one extra
@@ -471,6 +482,9 @@ pub struct WarpSpecialization {
     /// Stages of the ring (the kernel's `num_stages`), each with its full and empty
     /// mbarrier: the producer fills `stages - 1` tiles ahead of the consumers.
     pub stages: usize,
+    /// Parts of the ring, each with its own full and empty mbarriers a stage: 1, or 2 where
+    /// the keys and values are rings of their own on one stage counter ([`super::split_ring`]).
+    pub parts: usize,
     /// The producer's copies arrive on the *full* mbarriers themselves ([`StageSync::Issued`]:
     /// one arrival a producer thread, the consumers fence the async proxy after their wait)
     /// instead of the producer waiting for them ([`StageSync::Filled`]). On for the loops
@@ -595,7 +609,7 @@ impl GpuProgram {
     pub fn ws_bytes(&self) -> usize {
         self.specialization
             .as_ref()
-            .map_or(0, |ws| 8 * 2 * ws.stages)
+            .map_or(0, |ws| 8 * 2 * ws.stages * ws.parts)
     }
 
     /// Threads per block: the consumers' (the function's warps), plus the producer's.

@@ -181,6 +181,7 @@ fn split(f: &Function, p: &mut GpuProgram) -> Result<(), &'static str> {
         loop_op,
         producer_threads: PRODUCER_THREADS,
         mbar_offset: 0,
+        parts: 1,
         stages: f.num_stages as usize,
         copies_arrive: ring.arrive,
     });
@@ -455,6 +456,7 @@ impl RingFills {
                     out.push(GpuOp::Stage(StageSync::Acquire {
                         stage: c.stage,
                         at: c.at,
+                        part: 0,
                     }));
                 }
                 out.push(op.clone());
@@ -465,7 +467,7 @@ impl RingFills {
                 out.push(GpuOp::Commit);
                 let (stage, at) = self.group.take().expect("an open group");
                 if self.ring.arrive {
-                    out.push(GpuOp::Stage(StageSync::Issued { stage, at }));
+                    out.push(GpuOp::Stage(StageSync::Issued { stage, at, part: 0 }));
                 }
                 true
             }
@@ -604,7 +606,7 @@ fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
     for op in without_ring_copies(&body.ops, loop_op) {
         match op {
             GpuOp::Wait { .. } if top => {
-                ops.push(GpuOp::Stage(StageSync::Wait));
+                ops.push(GpuOp::Stage(StageSync::Wait { part: 0 }));
                 top = false;
             }
             GpuOp::Wait { .. }
@@ -617,6 +619,7 @@ fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
     let term = ops.pop();
     ops.push(GpuOp::Stage(StageSync::Release {
         stage: super::program::Stage::Current,
+        part: 0,
     }));
     ops.extend(term);
     GpuBlock { ops }

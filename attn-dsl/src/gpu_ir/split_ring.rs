@@ -1,0 +1,204 @@
+//! The keys and values of a loop that reads V from the previous stage as rings of their own
+//! (one stage counter, a full and an empty mbarrier a stage for each part).
+//!
+//! After `previous_stage` a stage holds K(j) and V(j), and the consumers hold it from the
+//! scores of iteration `j` until PV of `j` completed in iteration `j + 1`: of three stages
+//! one is in flight, and a fill waits for PV before it may start its keys. What bounds P0 is
+//! that supply (docs/gpu_ir.md, "What bounds P0 and P1 now": with a perfect ring it runs 1.48
+//! against 2.10 ms). Split, K's part of a stage is released as soon as the scores that read
+//! it completed, and the producer fills each part on its own acquire: the keys of tile
+//! `j + 2` start an iteration earlier, while its values wait for PV of `j − 1` as before.
+//! The consumers wait for V's part of the current stage just before PV's issue (in the
+//! first iteration PV reads it), no longer at the top.
+//!
+//! Measured slower (H200, one call, two rounds): P0 2.336 / 2.335 ms against 2.089 / 2.092
+//! with one ring, and without the softmax 2.055 against 1.78: V's wait before PV sits in
+//! the warpgroup's turn (the other warpgroup waits with it), V(j) is not issued earlier than
+//! before (its part still waits for PV of `j − 3`), and the producer computes each row's
+//! address twice. So it is opt-in (`ATTN_CODEGEN_ENABLE=split_ring`), kept for the next
+//! form: V's wait for the values PV of the next iteration reads at the end of an iteration,
+//! outside the turn (the first iteration's before its PV).
+//!
+//! Applies to a split loop whose consumers read exactly two ring allocs, the keys by the
+//! scores on the current stage and the values by PV on the previous one, and whose producer
+//! fills every stage with both in one group that arrives on its stage (`copies_arrive`).
+
+use super::program::{AllocId, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage, StageSync};
+use crate::ir::OpId;
+
+/// The ring's two parts: the keys' alloc and the dot reading them, the values' and theirs.
+#[derive(Clone, Copy)]
+struct Parts {
+    keys: AllocId,
+    scores: OpId,
+    values: AllocId,
+    pv: OpId,
+}
+
+/// Splits the ring of `p`'s warp-specialized loop where it applies (see the module note;
+/// opt-in, `ATTN_CODEGEN_ENABLE=split_ring`: measured slower as placed, below).
+pub fn run(p: &mut GpuProgram) {
+    if !crate::features::enabled("split_ring") {
+        return;
+    }
+    let Some(ws) = p.specialization.as_ref() else {
+        return;
+    };
+    if !ws.copies_arrive || ws.parts != 1 {
+        return;
+    }
+    let Some(parts) = find_parts(&p.body, ws.loop_op) else {
+        return;
+    };
+    let mut producer = ws.producer.clone();
+    if !matches!(split_fills(&mut producer, parts), Some(n) if n > 0) {
+        return;
+    }
+    let mut body = p.body.clone();
+    if !split_consumer(&mut body, ws.loop_op, parts) {
+        return;
+    }
+    let ws = p.specialization.as_mut().expect("split");
+    ws.producer = producer;
+    ws.parts = 2;
+    p.body = body;
+}
+
+/// The loop's scores on the current stage of one ring alloc and PV on the previous stage of
+/// another, the only MMAs of the loop reading shared operands of the ring.
+fn find_parts(b: &GpuBlock, loop_op: OpId) -> Option<Parts> {
+    let mut found = None;
+    super::program::walk_block(b, &mut |op| {
+        if let GpuOp::For { op, body, .. } = op {
+            if *op == loop_op {
+                found = Some(body.clone());
+            }
+        }
+    });
+    let body = found?;
+    let (mut keys, mut values) = (None, None);
+    for op in &body.ops {
+        if let GpuOp::Mma {
+            dot,
+            b: OperandSource::Shared { alloc, stage, .. },
+            ..
+        } = op
+        {
+            let slot = match stage {
+                Stage::Current => &mut keys,
+                Stage::Previous => &mut values,
+                _ => return None,
+            };
+            if slot.replace((*alloc, *dot)).is_some() {
+                return None;
+            }
+        }
+    }
+    let ((keys, scores), (values, pv)) = (keys?, values?);
+    (keys != values).then_some(Parts {
+        keys,
+        scores,
+        values,
+        pv,
+    })
+}
+
+/// Rewrites every fill `acquire, copies of K and V, commit, issued` of the producer (any
+/// depth) into the keys' fill and then the values', each with its acquire and arrival; the
+/// number of fills split, or `None` where a fill has another shape.
+fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
+    let mut n = 0;
+    for op in b.ops.iter_mut() {
+        for inner in super::program::nested_mut(op) {
+            n += split_fills(inner, parts)?;
+        }
+    }
+    let mut out = Vec::with_capacity(b.ops.len() + 2);
+    let mut ops = std::mem::take(&mut b.ops).into_iter().peekable();
+    while let Some(op) = ops.next() {
+        let GpuOp::Stage(StageSync::Acquire { stage, at, part: 0 }) = op else {
+            out.push(op);
+            continue;
+        };
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        loop {
+            match ops.next()? {
+                GpuOp::AsyncCopy(c) if c.dst == parts.keys => keys.push(GpuOp::AsyncCopy(c)),
+                GpuOp::AsyncCopy(c) if c.dst == parts.values => values.push(GpuOp::AsyncCopy(c)),
+                GpuOp::Commit => {}
+                GpuOp::Stage(StageSync::Issued {
+                    stage: s,
+                    at: a,
+                    part: 0,
+                }) if s == stage && a == at => break,
+                _ => return None,
+            }
+        }
+        if keys.is_empty() || values.is_empty() {
+            return None;
+        }
+        for (part, copies) in [(0, keys), (1, values)] {
+            out.push(GpuOp::Stage(StageSync::Acquire { stage, at, part }));
+            out.extend(copies);
+            out.push(GpuOp::Commit);
+            out.push(GpuOp::Stage(StageSync::Issued { stage, at, part }));
+        }
+        n += 1;
+    }
+    b.ops = out;
+    Some(n)
+}
+
+/// In the consumers' loop: V's part waited for before PV's issue, K's released once the
+/// scores completed, the previous stage's release V's. Whether the loop had that shape.
+fn split_consumer(b: &mut GpuBlock, loop_op: OpId, parts: Parts) -> bool {
+    for op in b.ops.iter_mut() {
+        if let GpuOp::For { op, body, .. } = op {
+            if *op == loop_op {
+                return split_consumer_body(body, parts);
+            }
+        }
+        for inner in super::program::nested_mut(op) {
+            if split_consumer(inner, loop_op, parts) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn split_consumer_body(body: &mut GpuBlock, parts: Parts) -> bool {
+    let (mut waited, mut released, mut moved) = (false, false, false);
+    let mut out = Vec::with_capacity(body.ops.len() + 2);
+    for op in std::mem::take(&mut body.ops) {
+        match &op {
+            GpuOp::Mma { dot, .. } if *dot == parts.pv => {
+                out.push(GpuOp::Stage(StageSync::Wait { part: 1 }));
+                waited = true;
+                out.push(op);
+            }
+            GpuOp::MmaWait { dot, .. } if *dot == parts.scores => {
+                out.push(op);
+                out.push(GpuOp::Stage(StageSync::Release {
+                    stage: Stage::Current,
+                    part: 0,
+                }));
+                released = true;
+            }
+            GpuOp::Stage(StageSync::Release {
+                stage: Stage::Previous,
+                part: 0,
+            }) => {
+                out.push(GpuOp::Stage(StageSync::Release {
+                    stage: Stage::Previous,
+                    part: 1,
+                }));
+                moved = true;
+            }
+            GpuOp::Stage(StageSync::Release { .. }) => return false,
+            _ => out.push(op),
+        }
+    }
+    body.ops = out;
+    waited && released && moved
+}

@@ -1,0 +1,61 @@
+//! K and V as rings of their own under the previous stage (`gpu_ir::split_ring`, opt-in:
+//! `ATTN_CODEGEN_ENABLE=split_ring`): the producer fills each part of a stage on its own
+//! acquire, the consumers release K's part once the scores completed and V's once PV did.
+//! The emitted CUDA (split, copies landing late) matches the CPU executor running the
+//! kernel as written.
+
+mod codegen_common;
+
+use attn_dsl::gpu_ir::{self, GpuOp, Stage, StageSync};
+use codegen_common::{flash_fwd, overlap_cases};
+
+/// The feature on (read once per process), copies landing late.
+fn setup() {
+    overlap_cases::setup("split_ring");
+}
+
+/// Two parts; the consumers release K's current part right after the scores' wait and V's
+/// previous part after PV's; the producer acquires and arrives on each part (V's empty
+/// barriers follow K's full and empty ones: index 9 and on at three stages).
+#[test]
+fn keys_and_values_fill_and_release_their_own_parts() {
+    setup();
+    let mut f = flash_fwd(64, 128, true);
+    f.num_stages = 3;
+    assert!(attn_dsl::passes::pv_behind::run(&mut f));
+    let p = gpu_ir::compile(&f).expect("gpu ir");
+    let text = gpu_ir::printer::print_program(&f, &p);
+    let ws = p.specialization.as_ref().expect("split");
+    assert_eq!(ws.parts, 2, "{text}");
+    let mut releases = Vec::new();
+    gpu_ir::walk_block(&p.body, &mut |op| {
+        if let GpuOp::Stage(StageSync::Release { stage, part }) = op {
+            releases.push((*stage, *part));
+        }
+    });
+    assert_eq!(
+        releases,
+        [(Stage::Current, 0), (Stage::Previous, 1)],
+        "{text}"
+    );
+    let src = attn_dsl::codegen::emit_cuda(&f).expect("emit").source;
+    let producer = &src[src.find("attn_setmaxnreg_dec").expect("split")..];
+    let producer = &producer[..producer.find("attn_setmaxnreg_inc").expect("consumers")];
+    let v_acquires = producer.matches("attn_mbar_wait(&attn_ws_bar[9 + ").count();
+    let v_arrivals = producer
+        .matches("attn_cp_mbar_arrive(&attn_ws_bar[6 + ")
+        .count();
+    assert_eq!((v_acquires, v_arrivals), (3, 3), "{producer}");
+}
+
+#[test]
+fn flash_attention_matches_the_executor() {
+    setup();
+    overlap_cases::dense_flash("K and V rings of their own", 3, &[128]);
+}
+
+#[test]
+fn paged_flash_attention_matches_the_executor() {
+    setup();
+    overlap_cases::paged("K and V rings of their own", 3, 128);
+}
