@@ -89,7 +89,10 @@ fn flash_attention_splits_into_producer_and_consumers() {
         assert_eq!(
             stage_syncs(&p.body),
             [
-                StageSync::Wait { part: 0 },
+                StageSync::Wait {
+                    part: 0,
+                    when: gpu_ir::Iterations::All
+                },
                 StageSync::Release {
                     stage: attn_dsl::gpu_ir::Stage::Current,
                     part: 0

@@ -20,7 +20,7 @@ use super::CodegenError;
 use crate::gpu_ir::warp_specialize::{
     largest_accumulator, register_split, two_blocks_fit, RegisterSplit,
 };
-use crate::gpu_ir::{Stage, StageSync, WarpSpecialization};
+use crate::gpu_ir::{Iterations, Stage, StageSync, WarpSpecialization};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -255,12 +255,24 @@ impl<'f> Emitter<'f> {
                     full(part, &s)
                 ));
             }
-            StageSync::Wait { part } => {
+            StageSync::Wait { part, when } => {
                 let s = self.stage_index(stages, Stage::Current, None)?;
+                let first = self.first_iteration(loop_op)?;
+                let guard = match when {
+                    Iterations::All => None,
+                    Iterations::First => Some(first),
+                    Iterations::AfterFirst => Some(format!("!({first})")),
+                };
+                if let Some(g) = &guard {
+                    self.w.open(format!("if ({g})"));
+                }
                 self.emit_phase_wait(&full(part, &s), &bit(part, &s));
                 if self.split()?.copies_arrive {
                     // The producer never fenced its landed copies for the tensor cores.
                     self.w.line("attn_fence_proxy_async();");
+                }
+                if guard.is_some() {
+                    self.w.close("");
                 }
             }
             StageSync::Release { stage, part } => {

@@ -1,7 +1,9 @@
 //! Text form of a GPU program: the allocs, then the op tree with tile ops named by their
 //! tile-IR op kind and result. Tests snapshot it; it is what `attn emit --gpu-ir` prints.
 
-use super::program::{CopyAt, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage, StageSync};
+use super::program::{
+    CopyAt, GpuBlock, GpuOp, GpuProgram, Iterations, OperandSource, Stage, StageSync,
+};
 use crate::ir::{Function, OpId};
 use std::fmt::Write;
 
@@ -169,7 +171,14 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 } => {
                     format!("stage_issued{}{}", part_of(*part), stage(*st))
                 }
-                StageSync::Wait { part } => format!("stage_wait{}[cur]", part_of(*part)),
+                StageSync::Wait { part, when } => {
+                    let when = match when {
+                        Iterations::All => "",
+                        Iterations::First => " (first iteration)",
+                        Iterations::AfterFirst => " (after the first iteration)",
+                    };
+                    format!("stage_wait{}[cur]{when}", part_of(*part))
+                }
                 StageSync::Release { stage: st, part } => {
                     format!("stage_release{}{}", part_of(*part), stage(*st))
                 }

@@ -450,13 +450,23 @@ pub enum StageSync {
         part: usize,
     },
     /// Consumer: wait on the current stage's *full* mbarrier (part 0 at the top of an
-    /// iteration).
-    Wait { part: usize },
+    /// iteration), in the iterations `when` names.
+    Wait { part: usize, when: Iterations },
     /// Consumer: every read of `stage` is done (warpgroup MMAs waited for): arrive on its
     /// *empty* mbarrier. [`Stage::Current`] at the end of an iteration; [`Stage::Previous`]
     /// (none in the first iteration) where the last MMA reading the previous stage
     /// completed.
     Release { stage: Stage, part: usize },
+}
+
+/// Which iterations of the ring's loop run a [`StageSync::Wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Iterations {
+    All,
+    /// The first only (a part read before the loop's steady state needs it).
+    First,
+    /// All but the first.
+    AfterFirst,
 }
 
 /// A warp-specialized kernel (FlashAttention-3's producer/consumer split): one extra

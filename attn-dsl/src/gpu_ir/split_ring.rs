@@ -8,22 +8,26 @@
 //! against 2.10 ms). Split, K's part of a stage is released as soon as the scores that read
 //! it completed, and the producer fills each part on its own acquire: the keys of tile
 //! `j + 2` start an iteration earlier, while its values wait for PV of `j − 1` as before.
-//! The consumers wait for V's part of the current stage just before PV's issue (in the
-//! first iteration PV reads it), no longer at the top.
+//! The consumers wait for V's part of the current stage at the end of the iteration, for
+//! the next PV (in the first iteration before its own PV, which reads it), no longer at the
+//! top: the values land an iteration later than the keys may.
 //!
-//! Measured slower (H200, one call, two rounds): P0 2.336 / 2.335 ms against 2.089 / 2.092
-//! with one ring, and without the softmax 2.055 against 1.78: V's wait before PV sits in
-//! the warpgroup's turn (the other warpgroup waits with it), V(j) is not issued earlier than
-//! before (its part still waits for PV of `j − 3`), and the producer computes each row's
-//! address twice. So it is opt-in (`ATTN_CODEGEN_ENABLE=split_ring`), kept for the next
-//! form: V's wait for the values PV of the next iteration reads at the end of an iteration,
-//! outside the turn (the first iteration's before its PV).
+//! Measured slower (H200, one call each, two rounds). With V's wait before PV's issue,
+//! inside the warpgroup's turn: P0 2.336 / 2.335 ms against 2.089 / 2.092 with one ring.
+//! As placed now, V's wait at the end of the iteration (the values the next PV reads; in
+//! the first iteration before its PV): 2.265 / 2.279 against 2.072 / 2.072, and without
+//! the softmax 1.975 against 1.78. More in flight made the supply slower: each fill now
+//! computes every row's address twice, and the producer's work, not the depth, is what
+//! grew. Opt-in (`ATTN_CODEGEN_ENABLE=split_ring`), for a producer that issues a tile in
+//! few instructions (TMA boxes).
 //!
 //! Applies to a split loop whose consumers read exactly two ring allocs, the keys by the
 //! scores on the current stage and the values by PV on the previous one, and whose producer
 //! fills every stage with both in one group that arrives on its stage (`copies_arrive`).
 
-use super::program::{AllocId, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage, StageSync};
+use super::program::{
+    AllocId, GpuBlock, GpuOp, GpuProgram, Iterations, OperandSource, Stage, StageSync,
+};
 use crate::ir::OpId;
 
 /// The ring's two parts: the keys' alloc and the dot reading them, the values' and theirs.
@@ -149,8 +153,10 @@ fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
     Some(n)
 }
 
-/// In the consumers' loop: V's part waited for before PV's issue, K's released once the
-/// scores completed, the previous stage's release V's. Whether the loop had that shape.
+/// In the consumers' loop: V's part of the current stage waited for at the end of an
+/// iteration (the values the next iteration's PV reads; in the first, before its own PV,
+/// which reads them), K's part released once the scores completed, the previous stage's
+/// release V's. Whether the loop had that shape.
 fn split_consumer(b: &mut GpuBlock, loop_op: OpId, parts: Parts) -> bool {
     for op in b.ops.iter_mut() {
         if let GpuOp::For { op, body, .. } = op {
@@ -168,12 +174,13 @@ fn split_consumer(b: &mut GpuBlock, loop_op: OpId, parts: Parts) -> bool {
 }
 
 fn split_consumer_body(body: &mut GpuBlock, parts: Parts) -> bool {
+    let wait = |when| GpuOp::Stage(StageSync::Wait { part: 1, when });
     let (mut waited, mut released, mut moved) = (false, false, false);
-    let mut out = Vec::with_capacity(body.ops.len() + 2);
+    let mut out = Vec::with_capacity(body.ops.len() + 3);
     for op in std::mem::take(&mut body.ops) {
         match &op {
             GpuOp::Mma { dot, .. } if *dot == parts.pv => {
-                out.push(GpuOp::Stage(StageSync::Wait { part: 1 }));
+                out.push(wait(Iterations::First));
                 waited = true;
                 out.push(op);
             }
@@ -199,6 +206,10 @@ fn split_consumer_body(body: &mut GpuBlock, parts: Parts) -> bool {
             _ => out.push(op),
         }
     }
+    // Before the terminator: the values of this iteration's stage, for the next PV.
+    let term = out.pop();
+    out.push(wait(Iterations::AfterFirst));
+    out.extend(term);
     body.ops = out;
     waited && released && moved
 }

@@ -606,7 +606,10 @@ fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
     for op in without_ring_copies(&body.ops, loop_op) {
         match op {
             GpuOp::Wait { .. } if top => {
-                ops.push(GpuOp::Stage(StageSync::Wait { part: 0 }));
+                ops.push(GpuOp::Stage(StageSync::Wait {
+                    part: 0,
+                    when: super::program::Iterations::All,
+                }));
                 top = false;
             }
             GpuOp::Wait { .. }
