@@ -368,5 +368,23 @@ fn supply_edits_apply_to_p0_and_p1() {
             assert!(edited[wait..].contains("attn_pages[p] : "), "{label}");
         }
     }
+    // `kv_reverse.py` reverses P0's tile indices where they scale to keys: the producer's
+    // two prologue fills and its loop's, and the consumers' scores.
+    let kv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/kv_reverse.py"
+    );
+    let input = dir.join("P0");
+    let out = dir.join("P0-reversed");
+    let status = std::process::Command::new("python3")
+        .arg(kv)
+        .arg(&input)
+        .arg(&out)
+        .status()
+        .expect("python3 runs");
+    assert!(status.success(), "kv_reverse.py failed on P0");
+    let edited = std::fs::read_to_string(out.join("k.cu")).expect("the rewrite");
+    let reversed = edited.matches("attn_wmul(attn_max(num_tiles_").count();
+    assert!(reversed >= 4, "{reversed} tile indices reversed in P0");
     let _ = std::fs::remove_dir_all(&dir);
 }
