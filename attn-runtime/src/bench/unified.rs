@@ -237,6 +237,13 @@ pub fn sweep_rows(p0: &Row, p1: &Row, p3: &Row, d1: &Row) -> Vec<Row> {
         // The table's tiling (three stages; `P0-m128t128s1` and `P0-d64-m128t128` are it
         // with two) with four at D = 64.
         staged(&p0_d64, "P0-d64-4st", 128, 128, 1, 4),
+        // Deeper rings of narrower key tiles (the K/V supply bounds P0, P1 and P3, docs/gpu_ir.md,
+        // "What bounds P0 and P1 now"): as many bytes a stage fewer, more stages in flight.
+        staged(p0, "P0-m128t64s1-3st", 128, 64, 1, 3),
+        staged(p0, "P0-m128t64s1-4st", 128, 64, 1, 4),
+        staged(p1, "P1-m128t32-3st", 128, 32, 1, 3),
+        staged(p1, "P1-m128t32-4st", 128, 32, 1, 4),
+        staged(p3, "P3-m128t32-4st", 128, 32, 1, 4),
     ]
 }
 
