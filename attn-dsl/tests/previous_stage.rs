@@ -36,11 +36,7 @@ fn mma_stages(b: &GpuBlock) -> Vec<Stage> {
 #[test]
 fn pv_reads_and_releases_the_previous_stage() {
     setup();
-    let mut f = flash_fwd(64, 128, true);
-    f.num_stages = 3;
-    assert!(attn_dsl::passes::pv_behind::run(&mut f));
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    let text = gpu_ir::printer::print_program(&f, &p);
+    let (f, p, text) = overlap_cases::previous_stage_program();
     let ws = p.specialization.as_ref().expect("split");
     assert!(ws.copies_arrive, "the copies arrive on their stages");
     assert_eq!(
@@ -115,8 +111,7 @@ fn one_address_computation_per_stage() {
     let mut f = flash_fwd(64, 128, true);
     f.num_stages = 3;
     let src = attn_dsl::codegen::emit_cuda(&f).expect("emit").source;
-    let producer = &src[src.find("attn_setmaxnreg_dec").expect("split")..];
-    let producer = &producer[..producer.find("attn_setmaxnreg_inc").expect("consumers")];
+    let producer = overlap_cases::producer_source(&src);
     let shared = producer.matches("+ (attn_src - ").count();
     assert_eq!(shared, 3, "V beside K in every fill:\n{producer}");
     assert!(src.contains(" ? attn_stage"), "the first iteration's stage");

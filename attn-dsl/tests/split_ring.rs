@@ -7,7 +7,7 @@
 mod codegen_common;
 
 use attn_dsl::gpu_ir::{self, GpuOp, Stage, StageSync};
-use codegen_common::{flash_fwd, overlap_cases};
+use codegen_common::overlap_cases;
 
 /// The feature on (read once per process), copies landing late.
 fn setup() {
@@ -20,11 +20,7 @@ fn setup() {
 #[test]
 fn keys_and_values_fill_and_release_their_own_parts() {
     setup();
-    let mut f = flash_fwd(64, 128, true);
-    f.num_stages = 3;
-    assert!(attn_dsl::passes::pv_behind::run(&mut f));
-    let p = gpu_ir::compile(&f).expect("gpu ir");
-    let text = gpu_ir::printer::print_program(&f, &p);
+    let (f, p, text) = overlap_cases::previous_stage_program();
     let ws = p.specialization.as_ref().expect("split");
     assert_eq!(ws.parts, 2, "{text}");
     let mut releases = Vec::new();
@@ -39,8 +35,7 @@ fn keys_and_values_fill_and_release_their_own_parts() {
         "{text}"
     );
     let src = attn_dsl::codegen::emit_cuda(&f).expect("emit").source;
-    let producer = &src[src.find("attn_setmaxnreg_dec").expect("split")..];
-    let producer = &producer[..producer.find("attn_setmaxnreg_inc").expect("consumers")];
+    let producer = overlap_cases::producer_source(&src);
     let v_acquires = producer.matches("attn_mbar_wait(&attn_ws_bar[9 + ").count();
     let v_arrivals = producer
         .matches("attn_cp_mbar_arrive(&attn_ws_bar[6 + ")

@@ -95,3 +95,20 @@ pub fn dot_loops(f: &Function) -> Vec<usize> {
     });
     out
 }
+
+/// The 3-stage flash kernel (64 × 128, causal) with PV one tile behind: the loop the
+/// previous stage (and the split ring on top of it) rewrites, its GPU program and printout.
+pub fn previous_stage_program() -> (Function, attn_dsl::gpu_ir::GpuProgram, String) {
+    let mut f = super::flash_fwd(64, 128, true);
+    f.num_stages = 3;
+    assert!(attn_dsl::passes::pv_behind::run(&mut f));
+    let p = attn_dsl::gpu_ir::compile(&f).expect("gpu ir");
+    let text = attn_dsl::gpu_ir::printer::print_program(&f, &p);
+    (f, p, text)
+}
+
+/// The producer warpgroup's part of a warp-specialized kernel's source.
+pub fn producer_source(src: &str) -> &str {
+    let producer = &src[src.find("attn_setmaxnreg_dec").expect("split")..];
+    &producer[..producer.find("attn_setmaxnreg_inc").expect("consumers")]
+}
