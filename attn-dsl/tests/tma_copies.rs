@@ -300,3 +300,40 @@ fn verifier_rejects_a_stage_used_before_its_boxes_land() {
         assert!(e.contains("TMA boxes"), "D {d}: {e}");
     }
 }
+
+/// A three-stage ring takes TMA too, in the previous-stage form (PV reading V one stage
+/// back, the stage announced by the producer once its boxes landed): K's and V's copies
+/// both move as boxes (V's address, one tile behind as written, is its own iteration's
+/// where the copy is emitted), and each alloc keeps the masked-chunk bits of every fill in
+/// flight, two at three stages, shifted down at each landing. With one register of bits
+/// the fill ahead overwrote the bits of the fill about to land (`gpu_unified` failed on the
+/// H200; 18/18 with the bits per fill).
+#[test]
+fn three_stage_rings_keep_the_bits_of_every_fill_in_flight() {
+    tma_on();
+    let mut f = flash_fwd(64, 128, true);
+    f.num_stages = 3;
+    let src = emit_cuda(&f).expect("emit").source;
+    assert!(src.contains(" ? attn_stage"), "PV reads the previous stage");
+    let producer = codegen_common::overlap_cases::producer_source(&src);
+    let boxes = producer.matches("attn_tma_load_2d(").count();
+    assert!(boxes >= 6, "K and V by boxes in every fill: {boxes}");
+    for a in ["attn_zb1", "attn_zb2"] {
+        assert!(
+            producer.contains(&format!("unsigned {a}_1 = 0u;"))
+                && producer.contains(&format!("{a} = {a}_1;")),
+            "{a}: a register of bits per fill in flight, shifted at each landing:\n{producer}"
+        );
+    }
+}
+
+/// The same form's `cp.async` branch (what the simulator compiles): the producer announces
+/// a stage after its copies landed (`filled`), not by arrivals, and the previous-stage
+/// loop still computes the kernel, dense and paged, copies landing late.
+#[test]
+fn three_stage_previous_stage_form_matches_the_executor() {
+    tma_on();
+    std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
+    codegen_common::overlap_cases::dense_flash("TMA ring of three stages", 3, &[128]);
+    codegen_common::overlap_cases::paged("TMA ring of three stages", 3, 128);
+}

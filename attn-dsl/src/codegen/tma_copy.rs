@@ -17,9 +17,7 @@ use super::emitter::Emitter;
 use super::remat::Scope;
 use super::{CodegenError, RowStride, TensorMapParam};
 use crate::gpu_ir::row_affine::RowAffineCtx;
-use crate::gpu_ir::{
-    AllocId, AsyncCopy, CopyEngine, GpuOp, Stage, TmaStride, SWIZZLE_COLS, TMA_STAGES,
-};
+use crate::gpu_ir::{AllocId, AsyncCopy, CopyEngine, GpuOp, Stage, TmaStride, SWIZZLE_COLS};
 use crate::ir::{BinaryOp, CmpPred, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
@@ -27,9 +25,15 @@ type Res<T> = Result<T, CodegenError>;
 /// The preprocessor test of the TMA branch (the `wgmma` one).
 pub(crate) const SM90A: &str = "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)";
 
-/// The register of an alloc's masked-chunk bits.
-fn zero_bits(a: AllocId) -> String {
-    format!("attn_zb{}", a.0)
+/// The register of an alloc's masked-chunk bits for the fill `slot` fills ahead of the one
+/// landing next (0: the next to land). A ring of `S` stages keeps `S − 1` fills in flight,
+/// each with its bits: the prologue's fill `k` records into slot `k`, the loop's into the
+/// last, and each landing takes slot 0 and shifts the others down.
+fn zero_bits_slot(a: AllocId, slot: usize) -> String {
+    match slot {
+        0 => format!("attn_zb{}", a.0),
+        k => format!("attn_zb{}_{k}", a.0),
+    }
 }
 
 /// A box slot whose coordinates a warp computed: the copy's base pointer and row-start
@@ -137,7 +141,7 @@ impl<'f> Emitter<'f> {
 
     /// The pointers to the TMA mbarriers and the stride reciprocals (every thread's).
     pub(crate) fn emit_tma_pointers(&mut self) {
-        let bars = TMA_STAGES * self.prog.tma_allocs().len();
+        let bars = self.prog.tma_stages() * self.prog.tma_allocs().len();
         self.w.line(format!(
             "unsigned long long* const attn_mbar = reinterpret_cast<unsigned long long*>(attn_smem + {});",
             self.prog.tma_offset
@@ -150,7 +154,7 @@ impl<'f> Emitter<'f> {
     /// One thread's initialization of the mbarriers and the reciprocals (a barrier must
     /// follow before any use).
     pub(crate) fn emit_tma_init(&mut self) -> Res<()> {
-        let bars = TMA_STAGES * self.prog.tma_allocs().len();
+        let bars = self.prog.tma_stages() * self.prog.tma_allocs().len();
         self.w.line(format!(
             "for (int i = 0; i < {bars}; ++i) attn_mbar_init(&attn_mbar[i], 1u);"
         ));
@@ -168,8 +172,21 @@ impl<'f> Emitter<'f> {
     pub(crate) fn emit_tma_state(&mut self) {
         self.w.line("unsigned attn_tma_phase = 0u;");
         for a in self.prog.tma_allocs() {
-            self.w.line(format!("unsigned {} = 0u;", zero_bits(a)));
+            for slot in 0..self.prog.tma_stages().saturating_sub(1).max(1) {
+                self.w
+                    .line(format!("unsigned {} = 0u;", zero_bits_slot(a, slot)));
+            }
         }
+    }
+
+    /// The bits register copy `c` records its masked chunks in (see [`zero_bits_slot`]).
+    fn zero_bits(&self, c: &AsyncCopy) -> String {
+        let last = self.prog.tma_stages().saturating_sub(2);
+        let slot = match c.at {
+            crate::gpu_ir::CopyAt::Prologue(k) => k.min(last),
+            _ => last,
+        };
+        zero_bits_slot(c.dst, slot)
     }
 
     /// The mbarrier of `stage` of alloc `a`.
@@ -180,8 +197,9 @@ impl<'f> Emitter<'f> {
             .iter()
             .position(|&x| x == a)
             .ok_or_else(|| CodegenError::Malformed(format!("%a{} has no TMA copy", a.0)))?;
-        let s = self.stage_index(TMA_STAGES, stage, counter)?;
-        Ok(format!("{} + {s}", TMA_STAGES * k))
+        let stages = self.prog.tma_stages();
+        let s = self.stage_index(stages, stage, counter)?;
+        Ok(format!("{} + {s}", stages * k))
     }
 
     /// The statement recording chunk `(p, s)`'s mask in the copy's bits (the TMA form of
@@ -190,7 +208,7 @@ impl<'f> Emitter<'f> {
         let slots = c.map.slots_per_row(self.prog.alloc(c.dst).cols);
         format!(
             "{} |= (({mask}) ? 0u : 1u) << (p * {slots} + s);",
-            zero_bits(c.dst)
+            self.zero_bits(c)
         )
     }
 
@@ -322,7 +340,7 @@ impl<'f> Emitter<'f> {
     /// Clears the copies' bits before their passes record the new tile's.
     pub(crate) fn tma_clear_bits(&mut self, cs: &[&AsyncCopy]) {
         for c in cs {
-            self.w.line(format!("{} = 0u;", zero_bits(c.dst)));
+            self.w.line(format!("{} = 0u;", self.zero_bits(c)));
         }
     }
 
@@ -476,7 +494,7 @@ impl<'f> Emitter<'f> {
         let slots = c.map.slots_per_row(al.cols);
         let bar = self.tma_barrier(a, stage, None)?;
         let dst = self.stage_base(a, stage, None)?;
-        let zb = zero_bits(a);
+        let zb = zero_bits_slot(a, 0);
         self.w.line(SM90A);
         self.w.open("");
         self.w.line(format!("const int attn_mb = {bar};"));
@@ -498,6 +516,14 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.line("attn_fence_proxy_async();");
         self.w.close("");
+        // The fills behind this one move up a slot.
+        for slot in 1..self.prog.tma_stages().saturating_sub(1) {
+            self.w.line(format!(
+                "{} = {};",
+                zero_bits_slot(a, slot - 1),
+                zero_bits_slot(a, slot)
+            ));
+        }
         self.w.close("");
         self.w.line("#endif");
         Ok(())

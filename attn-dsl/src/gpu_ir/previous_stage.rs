@@ -44,9 +44,7 @@ const MIN_PV_COLUMNS: usize = 128;
 /// Whether the form can apply to `f` at all (switched on, a ring deep enough): worth
 /// rewriting its loop with PV behind to find out.
 pub fn worth_trying(f: &Function) -> bool {
-    // TMA boxes complete on mbarriers of their own, not the stages' (no `copy_arrive`).
-    let off = crate::features::disabled("previous_stage") || super::tma::wanted(f);
-    !off && f.num_stages as usize >= MIN_STAGES
+    !crate::features::disabled("previous_stage") && f.num_stages as usize >= MIN_STAGES
 }
 
 /// Whether `f`'s ring loop `loop_op` takes the form (the split asks, to have its copies
@@ -67,7 +65,10 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     let Some(ws) = &p.specialization else {
         return;
     };
-    if !ws.copies_arrive || !worth_trying(f) {
+    // The stage is announced as its copies land: `cp.async` arriving on it, or TMA boxes
+    // landed on their own mbarriers before the producer's `filled` (its `cp.async` wait
+    // then leaves the newest fill, the one ahead, in flight).
+    if !(ws.copies_arrive || super::tma::wanted(f)) || !worth_trying(f) {
         return;
     }
     let loop_op = ws.loop_op;

@@ -559,16 +559,13 @@ pub struct GpuProgram {
     pub specialization: Option<WarpSpecialization>,
 }
 
-/// Stages of a TMA-copied ring (each with its mbarrier).
-pub const TMA_STAGES: usize = 2;
-
 impl GpuProgram {
     pub fn alloc(&self, id: AllocId) -> &LocalAlloc {
         &self.allocs[id.0 as usize]
     }
 
     /// The allocs TMA copies fill, in program order (their mbarriers are
-    /// `TMA_STAGES · k + stage`).
+    /// `tma_stages · k + stage`).
     pub fn tma_allocs(&self) -> Vec<AllocId> {
         let mut out = Vec::new();
         for b in self.copying_blocks() {
@@ -606,13 +603,23 @@ impl GpuProgram {
         out
     }
 
+    /// Stages of the ring TMA copies fill (one mbarrier each per alloc): the ring's
+    /// `num_stages`.
+    pub fn tma_stages(&self) -> usize {
+        self.tma_allocs()
+            .iter()
+            .map(|&a| self.alloc(a).stages)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Bytes of the TMA bookkeeping (see [`Self::tma_offset`]).
     pub fn tma_bytes(&self) -> usize {
         let allocs = self.tma_allocs().len();
         if allocs == 0 {
             return 0;
         }
-        8 * (TMA_STAGES * allocs + self.tensor_maps.len())
+        8 * (self.tma_stages() * allocs + self.tensor_maps.len())
     }
 
     /// Bytes of a warp-specialized ring's mbarriers (see [`WarpSpecialization::mbar_offset`]).

@@ -100,6 +100,9 @@ pub struct RowAffineCtx<'a> {
     axis: &'a AxisAnalysis,
     mask_conjuncts: BTreeSet<(ValueId, Option<usize>)>,
     params: BTreeSet<ValueId>,
+    /// Values the copy's emission binds to others (a copy one iteration behind moves its
+    /// own iteration's tile: `iv − step` is `iv` there), for their bounds.
+    rebound: BTreeMap<ValueId, ValueId>,
 }
 
 impl<'a> RowAffineCtx<'a> {
@@ -117,11 +120,21 @@ impl<'a> RowAffineCtx<'a> {
             axis,
             mask_conjuncts: BTreeSet::new(),
             params: f.params.iter().map(|p| p.value).collect(),
+            rebound: BTreeMap::new(),
         };
         if let Some(m) = mask {
             ctx.collect_conjuncts(m, Some(row_axis));
         }
         ctx
+    }
+
+    /// The analysis of a copy whose emission binds `from` to `to` (see [`AsyncCopy::behind`]
+    /// in the GPU IR): `from`'s bounds are `to`'s.
+    ///
+    /// [`AsyncCopy::behind`]: super::program::AsyncCopy::behind
+    pub fn rebinding(mut self, from: ValueId, to: ValueId) -> Self {
+        self.rebound.insert(from, to);
+        self
     }
 
     fn def(&self, v: ValueId) -> Option<&'a crate::ir::Op> {
@@ -377,6 +390,9 @@ impl<'a> RowAffineCtx<'a> {
     fn lower_bound(&self, v: ValueId, depth: usize) -> Option<i64> {
         if depth > 32 {
             return None;
+        }
+        if let Some(&to) = self.rebound.get(&v) {
+            return self.lower_bound(to, depth + 1);
         }
         let Some(op) = self.def(v) else {
             return self.loop_var_lower_bound(v, depth);

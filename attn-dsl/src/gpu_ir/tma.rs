@@ -1,4 +1,4 @@
-//! TMA copies (sm_90a): a pipelined copy into a swizzled two-stage ring whose source rows
+//! TMA copies (sm_90a): a pipelined copy into a swizzled ring whose source rows
 //! are one stride apart in runs of at least eight (a page of a paged K/V cache, see
 //! [`super::row_affine`]) is issued as 2D boxes — a run of rows by 64 columns each,
 //! written in the 128-byte swizzle the allocs already use — through a tensor map the
@@ -120,7 +120,7 @@ fn convert_loop(
     let mut planned = Vec::new();
     for op in &body.ops {
         if let GpuOp::AsyncCopy(c) = op {
-            if c.at == CopyAt::Ahead(1) && c.stage == Stage::Next {
+            if matches!(c.at, CopyAt::Ahead(_)) && c.stage == Stage::Next {
                 if let Some(e) = plan(f, defs, p, c, copiers) {
                     planned.push((c.load, c.dst, e));
                 }
@@ -173,11 +173,7 @@ fn plan(
 ) -> Option<CopyEngine> {
     let al = p.alloc(c.dst);
     let esize = al.elem.size_bytes();
-    if !al.swizzled
-        || al.stages != super::program::TMA_STAGES
-        || esize != 2
-        || !c.map.row_contiguous
-    {
+    if !al.swizzled || al.stages < 2 || esize != 2 || !c.map.row_contiguous {
         return None;
     }
     let passes = al.rows.div_ceil(copiers.0 / c.map.lanes);
@@ -189,7 +185,10 @@ fn plan(
     let ptr = load.operands[0];
     let mask = matches!(load.kind, OpKind::Load { has_mask: true, .. }).then(|| load.operands[1]);
     let row_axis = 1 - c.map.contiguous_axis;
-    let ctx = RowAffineCtx::new(f, defs, &p.axis, mask, row_axis);
+    let mut ctx = RowAffineCtx::new(f, defs, &p.axis, mask, row_axis);
+    if let (Some(b), Some(l)) = (c.behind, c.loop_op) {
+        ctx = ctx.rebinding(b.prev, f.op(l).regions[0].args[0]);
+    }
     let rows = ctx.affine(ptr, row_axis)?;
     let group = (rows.run as usize).min(al.rows).min(MAX_BOX_ROWS);
     if group < ATOM_ROWS || !group.is_multiple_of(ATOM_ROWS) || !al.rows.is_multiple_of(group) {

@@ -164,10 +164,13 @@ fn split(f: &Function, p: &mut GpuProgram) -> Result<(), &'static str> {
     if copies_run_regions(f, &p.body, loop_op) {
         return Err("a copy's mask runs a loop of its own inside the body");
     }
-    // PV from the previous stage needs the copies to arrive on their stages.
+    // PV from the previous stage needs the copies to arrive on their stages, `cp.async`
+    // by `cp.async.mbarrier.arrive`; TMA boxes land on mbarriers of their own, which the
+    // producer waits for before it announces the stage.
+    let arrive = copies_arrive(f) || super::previous_stage::applies(f, loop_op);
     let ring = Ring {
         loop_op,
-        arrive: copies_arrive(f) || super::previous_stage::applies(f, loop_op),
+        arrive: arrive && !super::tma::wanted(f),
     };
     let producer = producer_block(f, &p.body, &path, ring);
     if !producer_defines_its_reads(f, &producer, loop_op) {
