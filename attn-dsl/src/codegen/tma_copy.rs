@@ -4,8 +4,9 @@
 //! them masked.
 //!
 //! Every thread still evaluates the copy's mask in the `cp.async` distribution (cheap: no
-//! addresses) and keeps one bit per masked chunk in a register (`attn_zb<alloc>`); after
-//! the stage's mbarrier completes it zeroes those chunks and fences them for the tensor
+//! addresses) and keeps one bit per masked chunk in a register (`attn_zb<alloc>`, one per
+//! fill in flight: `S − 1` in a ring of `S` stages, see [`zero_bits_slot`]); after the
+//! stage's mbarrier completes it zeroes those chunks and fences them for the tensor
 //! cores' async proxy, before the barrier that precedes the first read. A full tile has no
 //! bit set and pays one compare. The mbarrier phase of each stage is a bit of
 //! `attn_tma_phase`, flipped at every wait (each issued stage is waited for exactly once:
