@@ -182,30 +182,24 @@ impl<'f> Emitter<'f> {
         })?;
         self.w.open("if (threadIdx.x == 0)");
         self.emit_tma_part(|e| e.emit_tma_init())?;
-        // Each part's full barriers, then its empty ones.
-        self.w.open_unrolled("s", ws.stages * ws.parts);
         // Full: one arrival a producer warp, or a producer thread when its copies arrive.
         let full = match ws.copies_arrive {
             true => ws.producer_threads,
             false => ws.producer_threads / 32,
         };
-        let (stages, empty) = (ws.stages, self.threads / 32);
-        if ws.parts == 1 {
-            self.w
-                .line(format!("attn_mbar_init(&attn_ws_bar[s], {full}u);"));
+        let empty = self.threads / 32;
+        for part in 0..ws.parts {
+            self.w.open_unrolled("s", ws.stages);
             self.w.line(format!(
-                "attn_mbar_init(&attn_ws_bar[{stages} + s], {empty}u);"
-            ));
-        } else {
-            let part = 2 * stages;
-            self.w.line(format!(
-                "attn_mbar_init(&attn_ws_bar[(s / {stages}) * {part} + s % {stages}], {full}u);"
+                "attn_mbar_init(&attn_ws_bar[{}], {full}u);",
+                full_bar(ws.stages, part, "s")
             ));
             self.w.line(format!(
-                "attn_mbar_init(&attn_ws_bar[(s / {stages}) * {part} + {stages} + s % {stages}], {empty}u);"
+                "attn_mbar_init(&attn_ws_bar[{}], {empty}u);",
+                empty_bar(ws.stages, part, "s")
             ));
+            self.w.close("");
         }
-        self.w.close("");
         self.w.line("attn_mbar_init_fence();");
         self.w.close("");
         self.w.line("__syncthreads();");
@@ -217,15 +211,9 @@ impl<'f> Emitter<'f> {
         let WarpSpecialization {
             loop_op, stages, ..
         } = *self.split()?;
-        // Part `k`'s full barriers start at `2 k S`, its empty ones `S` later; its phase
-        // bits at `k S`.
-        let at = |base: usize, s: &str| match base {
-            0 => s.to_string(),
-            b => format!("{b} + {s}"),
-        };
-        let full = |part: usize, s: &str| at(2 * stages * part, s);
-        let empty = |part: usize, s: &str| at(2 * stages * part + stages, s);
-        let bit = |part: usize, s: &str| at(stages * part, s);
+        let full = |part: usize, s: &str| full_bar(stages, part, s);
+        let empty = |part: usize, s: &str| empty_bar(stages, part, s);
+        let bit = |part: usize, s: &str| offset(stages * part, s);
         match sync {
             StageSync::Acquire { stage, at, part } => {
                 let (_, guard) = self.copy_iteration(loop_op, at)?;
@@ -257,11 +245,12 @@ impl<'f> Emitter<'f> {
             }
             StageSync::Wait { part, when } => {
                 let s = self.stage_index(stages, Stage::Current, None)?;
-                let first = self.first_iteration(loop_op)?;
                 let guard = match when {
                     Iterations::All => None,
-                    Iterations::First => Some(first),
-                    Iterations::AfterFirst => Some(format!("!({first})")),
+                    Iterations::First => Some(self.first_iteration(loop_op)?),
+                    Iterations::AfterFirst => {
+                        Some(format!("!({})", self.first_iteration(loop_op)?))
+                    }
                 };
                 if let Some(g) = &guard {
                     self.w.open(format!("if ({g})"));
@@ -311,4 +300,25 @@ impl<'f> Emitter<'f> {
             "if ((tid & 31) == 0) attn_mbar_arrive(&attn_ws_bar[{bar}]);"
         ));
     }
+}
+
+// The ring's mbarriers for `stages` stages, part after part (see `StageSync`): part `k`'s
+// full barriers start at `2 k S`, its empty ones `S` later; its phase bits at `k S`.
+
+/// `base + s` as an index expression (`s` alone at 0).
+fn offset(base: usize, s: &str) -> String {
+    match base {
+        0 => s.to_string(),
+        b => format!("{b} + {s}"),
+    }
+}
+
+/// The index of part `part`'s *full* mbarrier of stage `s`.
+fn full_bar(stages: usize, part: usize, s: &str) -> String {
+    offset(2 * stages * part, s)
+}
+
+/// The index of part `part`'s *empty* mbarrier of stage `s`.
+fn empty_bar(stages: usize, part: usize, s: &str) -> String {
+    offset(2 * stages * part + stages, s)
 }

@@ -27,7 +27,10 @@
 //! Only the split programs change; the unsplit one (`mma.sync` targets) keeps V's load at
 //! `j − step`.
 
-use super::program::{GpuBlock, GpuOp, GpuProgram, OneBehind, OperandSource, Stage, StageSync};
+use super::program::{
+    loop_body_mut, loop_holder, GpuBlock, GpuOp, GpuProgram, OneBehind, OperandSource, Stage,
+    StageSync,
+};
 use super::remat::{defining_ops, is_zero};
 use crate::ir::{BinaryOp, CmpPred, Function, OpId, OpKind, ValueId};
 use std::collections::BTreeSet;
@@ -72,7 +75,8 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         return;
     }
     let loop_op = ws.loop_op;
-    let Some(found) = loop_of(&mut p.body, loop_op).and_then(|body| find(f, body, loop_op)) else {
+    let Some(found) = loop_body_mut(&mut p.body, loop_op).and_then(|body| find(f, body, loop_op))
+    else {
         return;
     };
     if !only_reader(&p.body, found.dot, found.alloc) {
@@ -320,30 +324,5 @@ fn copy_own_iteration(b: &mut GpuBlock, load: OpId, behind: OneBehind) {
         for inner in super::program::nested_mut(op) {
             copy_own_iteration(inner, load, behind);
         }
-    }
-}
-
-/// The block holding pipelined loop `loop_op`, and the loop's index in it.
-fn loop_holder(b: &mut GpuBlock, loop_op: OpId) -> Option<(&mut GpuBlock, usize)> {
-    let at = b
-        .ops
-        .iter()
-        .position(|o| matches!(o, GpuOp::For { op, .. } if *op == loop_op));
-    match at {
-        Some(at) => Some((b, at)),
-        None => b
-            .ops
-            .iter_mut()
-            .flat_map(super::program::nested_mut)
-            .find_map(|inner| loop_holder(inner, loop_op)),
-    }
-}
-
-/// The body of pipelined loop `loop_op`.
-fn loop_of(b: &mut GpuBlock, loop_op: OpId) -> Option<&GpuBlock> {
-    let (holder, at) = loop_holder(b, loop_op)?;
-    match &holder.ops[at] {
-        GpuOp::For { body, .. } => Some(body),
-        _ => None,
     }
 }

@@ -663,6 +663,31 @@ pub fn nested(op: &GpuOp) -> Vec<&GpuBlock> {
     }
 }
 
+/// The block holding `For` loop `loop_op` (at any depth) and the loop's index in it.
+pub fn loop_holder(b: &mut GpuBlock, loop_op: OpId) -> Option<(&mut GpuBlock, usize)> {
+    let at = b
+        .ops
+        .iter()
+        .position(|o| matches!(o, GpuOp::For { op, .. } if *op == loop_op));
+    match at {
+        Some(at) => Some((b, at)),
+        None => b
+            .ops
+            .iter_mut()
+            .flat_map(nested_mut)
+            .find_map(|inner| loop_holder(inner, loop_op)),
+    }
+}
+
+/// The body of `For` loop `loop_op` (at any depth).
+pub fn loop_body_mut(b: &mut GpuBlock, loop_op: OpId) -> Option<&mut GpuBlock> {
+    let (holder, at) = loop_holder(b, loop_op)?;
+    match &mut holder.ops[at] {
+        GpuOp::For { body, .. } => Some(body),
+        _ => None,
+    }
+}
+
 /// The nested blocks of an op, mutably.
 pub fn nested_mut(op: &mut GpuOp) -> Vec<&mut GpuBlock> {
     match op {

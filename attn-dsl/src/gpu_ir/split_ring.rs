@@ -26,7 +26,8 @@
 //! fills every stage with both in one group that arrives on its stage (`copies_arrive`).
 
 use super::program::{
-    AllocId, GpuBlock, GpuOp, GpuProgram, Iterations, OperandSource, Stage, StageSync,
+    loop_body_mut, AllocId, GpuBlock, GpuOp, GpuProgram, Iterations, OperandSource, Stage,
+    StageSync,
 };
 use crate::ir::OpId;
 
@@ -51,15 +52,16 @@ pub fn run(p: &mut GpuProgram) {
     if !ws.copies_arrive || ws.parts != 1 {
         return;
     }
-    let Some(parts) = find_parts(&p.body, ws.loop_op) else {
+    let mut body = p.body.clone();
+    let Some(lbody) = loop_body_mut(&mut body, ws.loop_op) else {
+        return;
+    };
+    let Some(parts) = find_parts(lbody) else {
         return;
     };
     let mut producer = ws.producer.clone();
-    if !matches!(split_fills(&mut producer, parts), Some(n) if n > 0) {
-        return;
-    }
-    let mut body = p.body.clone();
-    if !split_consumer(&mut body, ws.loop_op, parts) {
+    let filled = matches!(split_fills(&mut producer, parts), Some(n) if n > 0);
+    if !filled || !split_consumer_body(lbody, parts) {
         return;
     }
     let ws = p.specialization.as_mut().expect("split");
@@ -69,17 +71,8 @@ pub fn run(p: &mut GpuProgram) {
 }
 
 /// The loop's scores on the current stage of one ring alloc and PV on the previous stage of
-/// another, the only MMAs of the loop reading shared operands of the ring.
-fn find_parts(b: &GpuBlock, loop_op: OpId) -> Option<Parts> {
-    let mut found = None;
-    super::program::walk_block(b, &mut |op| {
-        if let GpuOp::For { op, body, .. } = op {
-            if *op == loop_op {
-                found = Some(body.clone());
-            }
-        }
-    });
-    let body = found?;
+/// another, the only MMAs of the loop body `body` reading shared operands of the ring.
+fn find_parts(body: &GpuBlock) -> Option<Parts> {
     let (mut keys, mut values) = (None, None);
     for op in &body.ops {
         if let GpuOp::Mma {
@@ -118,7 +111,7 @@ fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
         }
     }
     let mut out = Vec::with_capacity(b.ops.len() + 2);
-    let mut ops = std::mem::take(&mut b.ops).into_iter().peekable();
+    let mut ops = std::mem::take(&mut b.ops).into_iter();
     while let Some(op) = ops.next() {
         let GpuOp::Stage(StageSync::Acquire { stage, at, part: 0 }) = op else {
             out.push(op);
@@ -157,22 +150,6 @@ fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
 /// iteration (the values the next iteration's PV reads; in the first, before its own PV,
 /// which reads them), K's part released once the scores completed, the previous stage's
 /// release V's. Whether the loop had that shape.
-fn split_consumer(b: &mut GpuBlock, loop_op: OpId, parts: Parts) -> bool {
-    for op in b.ops.iter_mut() {
-        if let GpuOp::For { op, body, .. } = op {
-            if *op == loop_op {
-                return split_consumer_body(body, parts);
-            }
-        }
-        for inner in super::program::nested_mut(op) {
-            if split_consumer(inner, loop_op, parts) {
-                return true;
-            }
-        }
-    }
-    false
-}
-
 fn split_consumer_body(body: &mut GpuBlock, parts: Parts) -> bool {
     let wait = |when| GpuOp::Stage(StageSync::Wait { part: 1, when });
     let (mut waited, mut released, mut moved) = (false, false, false);

@@ -125,13 +125,17 @@ fn counted(
 /// installs it), without addresses, labels or encodings: for tests of where ptxas placed
 /// an instruction relative to others, which counts cannot tell.
 pub fn instructions(label: &str, cubin: &[u8]) -> Vec<String> {
-    // Counting first installs nvdisasm where the tool keeps it, if it is not on PATH.
-    whole_kernel(label, cubin);
-    let cached = std::env::var("HOME")
-        .map(|h| std::path::Path::new(&h).join(".cache/sass-tools/nvidia/cu13/bin/nvdisasm"))
-        .ok()
-        .filter(|p| p.exists());
-    let exe = cached.map_or_else(|| "nvdisasm".into(), |p| p.display().to_string());
+    let cached = || {
+        std::env::var("HOME")
+            .map(|h| std::path::Path::new(&h).join(".cache/sass-tools/nvidia/cu13/bin/nvdisasm"))
+            .ok()
+            .filter(|p| p.exists())
+    };
+    if cached().is_none() {
+        // Counting installs nvdisasm where the tool keeps it (if it is not on PATH).
+        whole_kernel(label, cubin);
+    }
+    let exe = cached().map_or_else(|| "nvdisasm".into(), |p| p.display().to_string());
     let path = std::env::temp_dir().join(format!(
         "attn_sass_{label}_{}_listing.cubin",
         std::process::id()
