@@ -52,9 +52,8 @@ fn sm90a_spill_free(label: &str, k: &CudaKernel) {
 }
 
 /// P0's paged K and V (pages of 16 keys, rows `kv_stride_slot` apart): one map per cache,
-/// eight 16-row boxes per 64-column block of a 128-key tile. TMA rings are two stages deep,
-/// so P0 takes the launch table's tiling with two (the table's own has three, which keep
-/// `cp.async`).
+/// eight 16-row boxes per 64-column block of a 128-key tile, on the launch table's tiling
+/// with two stages (the loop as written; three below).
 #[test]
 fn p0_reads_its_pages_as_boxes() {
     tma_on();
@@ -90,6 +89,37 @@ fn p0_reads_its_pages_as_boxes() {
         "V's boxes"
     );
     sm90a_spill_free("P0", &k);
+}
+
+/// The launch table's own three-stage tiling takes TMA in the previous-stage form (PV reading
+/// V one stage back, the stage announced once its boxes landed): the same maps, each cache's
+/// masked-chunk bits kept per fill in flight (two at three stages), spill-free.
+#[test]
+fn p0_table_tiling_reads_its_pages_as_boxes_in_the_previous_stage_form() {
+    tma_on();
+    let p = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p0()
+    };
+    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
+    let stride = Some("kv_stride_slot".to_string());
+    assert_eq!(
+        maps(&k),
+        vec![
+            ("k_cache".into(), stride.clone(), 1, 16, 64),
+            ("v_cache".into(), stride, 1, 16, 64),
+        ]
+    );
+    assert!(
+        k.source.contains(" ? attn_stage"),
+        "PV reads the previous stage"
+    );
+    assert!(
+        k.source.contains("unsigned attn_zb1_1 = 0u;")
+            && k.source.contains("unsigned attn_zb2_1 = 0u;"),
+        "bits per fill in flight"
+    );
+    sm90a_spill_free("P0 three stages", &k);
 }
 
 /// MLA's history on two warpgroups (L1): a page of 64 latent rows is the whole key tile,
