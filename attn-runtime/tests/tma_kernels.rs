@@ -51,23 +51,15 @@ fn sm90a_spill_free(label: &str, k: &CudaKernel) {
     );
 }
 
-/// P0's paged K and V (pages of 16 keys, rows `kv_stride_slot` apart): one map per cache,
-/// eight 16-row boxes per 64-column block of a 128-key tile, on the launch table's tiling
-/// with two stages (the loop as written; three below).
-#[test]
-fn p0_reads_its_pages_as_boxes() {
+/// P0's sm_90a kernel under `path` with TMA copies, after checking its maps: one per
+/// cache, 16-row boxes (a page) by 64 columns, rows `kv_stride_slot` apart.
+fn p0_by_boxes(path: PathChoice) -> CudaKernel {
     tma_on();
     let p = AttentionProblem {
         mma: MmaKind::Warpgroup,
         ..p0()
     };
-    let two_stages = PathChoice::Force2dTiled {
-        block_m: 128,
-        tile_size: 128,
-        slabs_per_warp: 1,
-        num_stages: 2,
-    };
-    let k = emit_launch(&plan(&p, 16384, two_stages).attention).expect("emit");
+    let k = emit_launch(&plan(&p, 16384, path).attention).expect("emit");
     let stride = Some("kv_stride_slot".to_string());
     assert_eq!(
         maps(&k),
@@ -76,6 +68,21 @@ fn p0_reads_its_pages_as_boxes() {
             ("v_cache".into(), stride, 1, 16, 64),
         ]
     );
+    k
+}
+
+/// P0's paged K and V (pages of 16 keys, rows `kv_stride_slot` apart): one map per cache,
+/// eight 16-row boxes per 64-column block of a 128-key tile, on the launch table's tiling
+/// with two stages (the loop as written; three below).
+#[test]
+fn p0_reads_its_pages_as_boxes() {
+    let two_stages = PathChoice::Force2dTiled {
+        block_m: 128,
+        tile_size: 128,
+        slabs_per_warp: 1,
+        num_stages: 2,
+    };
+    let k = p0_by_boxes(two_stages);
     // Sixteen boxes per copy and tile (8 pages x 2 column blocks), spread over the 4
     // producer warps.
     assert!(
@@ -96,20 +103,7 @@ fn p0_reads_its_pages_as_boxes() {
 /// masked-chunk bits kept per fill in flight (two at three stages), spill-free.
 #[test]
 fn p0_table_tiling_reads_its_pages_as_boxes_in_the_previous_stage_form() {
-    tma_on();
-    let p = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p0()
-    };
-    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
-    let stride = Some("kv_stride_slot".to_string());
-    assert_eq!(
-        maps(&k),
-        vec![
-            ("k_cache".into(), stride.clone(), 1, 16, 64),
-            ("v_cache".into(), stride, 1, 16, 64),
-        ]
-    );
+    let k = p0_by_boxes(PathChoice::Heuristic);
     assert!(
         k.source.contains(" ? attn_stage"),
         "PV reads the previous stage"
