@@ -2,7 +2,8 @@
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
 //! `deferred_sum`, `fill_select`, `fold_chains`, `guarded_shuffles`, `hold_a`, `k_split`, `licm`, `mask_intervals`, `mma_chain`, `mma_overlap`,
 //! `previous_stage`, `staged_store`, `swizzle`, `wait_in_scale`, `tma` (the copies of kernels whose `tma`
-//! attribute asks for boxes, by `cp.async` instead), `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
+//! attribute asks for boxes, by `cp.async` instead), `consumer_landing` (a split program's
+//! consumers waiting on its TMA boxes themselves), `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
 //! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
 //! on (`swizzle`
 //! for issue-bound copies, `tma` for TMA copies on sm_90a in every kernel, not only those

@@ -8,7 +8,7 @@
 mod codegen_common;
 
 use attn_dsl::codegen::{emit_cuda, RowStride};
-use attn_dsl::gpu_ir::{self, CopyAt, CopyEngine, GpuOp, Stage, StageSync, TmaStride};
+use attn_dsl::gpu_ir::{self, CopyAt, CopyEngine, GpuOp, Landing, Stage, StageSync, TmaStride};
 use attn_dsl::ir::Function;
 use attn_dsl::ConstValue;
 use codegen_common::sim_check::{check, flash_args, paged_args};
@@ -76,8 +76,8 @@ fn landings(body: &[GpuOp]) -> Vec<usize> {
 /// per 64-column block covers the whole tile; the prologue's and the loop's copies both
 /// move by TMA, Q (read once, not pipelined) by the threads.
 /// - Split (64 rows at D 64 and 128): the producer issues the boxes and, at the top of its
-///   loop, waits for the current stage's before it hands the stage to the consumers, whose
-///   program holds no TMA op.
+///   loop, hands the current stage to the consumers (waiting for its boxes only to zero
+///   masked chunks); the consumers copy nothing and wait on the boxes after the hand-over.
 /// - Unsplit (D 256: a 128-register accumulator would cost the split its second block an
 ///   SM): the consumers issue them, and the loop waits for each stage's boxes after its
 ///   `cp.async` wait and before the barrier that publishes them.
@@ -113,12 +113,37 @@ fn dense_tiles_move_as_whole_tile_boxes() {
                     matches!(body[2], GpuOp::Stage(StageSync::Filled)),
                     "then handed over: {text}"
                 );
-                let mut consumer_tma = false;
+                assert!(
+                    body[..2].iter().all(|o| matches!(
+                        o,
+                        GpuOp::TmaLanded {
+                            by: Landing::Zeroers,
+                            ..
+                        }
+                    )),
+                    "the producer waits only to zero masked chunks: {text}"
+                );
+                let mut consumer_copies = false;
                 gpu_ir::walk_block(&p.body, &mut |o| {
-                    consumer_tma |= matches!(o, GpuOp::TmaLanded { .. })
-                        || matches!(o, GpuOp::AsyncCopy(c) if c.engine != CopyEngine::Threads)
+                    consumer_copies |=
+                        matches!(o, GpuOp::AsyncCopy(c) if c.engine != CopyEngine::Threads)
                 });
-                assert!(!consumer_tma, "the consumers' program: {text}");
+                assert!(!consumer_copies, "the consumers' program: {text}");
+                let consumer = loop_body(&p.body);
+                assert!(
+                    matches!(consumer[0], GpuOp::Stage(StageSync::Wait { .. })),
+                    "{text}"
+                );
+                assert!(
+                    consumer[1..3].iter().all(|o| matches!(
+                        o,
+                        GpuOp::TmaLanded {
+                            by: Landing::Consumers,
+                            ..
+                        }
+                    )),
+                    "the consumers wait on the boxes after the hand-over: {text}"
+                );
             }
             None => {
                 assert_eq!(d, 256, "D {d} unsplit: {text}");

@@ -100,7 +100,7 @@ impl<'f> Emitter<'f> {
                 self.emit_turn(*t);
                 Ok(())
             }
-            GpuOp::TmaLanded { alloc, stage } => self.emit_tma_landed(*alloc, *stage),
+            GpuOp::TmaLanded { alloc, stage, by } => self.emit_tma_landed(*alloc, *stage, *by),
             GpuOp::Stage(sync) => self.emit_stage_sync(*sync),
             GpuOp::StagedStore(s) => self.emit_staged_store(s),
             other => Err(CodegenError::Malformed(format!(

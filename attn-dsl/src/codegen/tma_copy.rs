@@ -18,7 +18,9 @@ use super::emitter::Emitter;
 use super::remat::Scope;
 use super::{CodegenError, RowStride, TensorMapParam};
 use crate::gpu_ir::row_affine::RowAffineCtx;
-use crate::gpu_ir::{AllocId, AsyncCopy, CopyEngine, GpuOp, Stage, TmaStride, SWIZZLE_COLS};
+use crate::gpu_ir::{
+    AllocId, AsyncCopy, CopyEngine, GpuOp, Landing, Stage, TmaStride, SWIZZLE_COLS,
+};
 use crate::ir::{BinaryOp, CmpPred, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
@@ -484,25 +486,42 @@ impl<'f> Emitter<'f> {
         Ok(out)
     }
 
-    /// Where `stage` of alloc `a` must have landed: wait on its mbarrier, flip its phase,
-    /// and zero the chunks this thread found masked (in the copy's own distribution).
-    pub(crate) fn emit_tma_landed(&mut self, a: AllocId, stage: Stage) -> Res<()> {
+    /// Where `stage` of alloc `a` must have landed: wait on its mbarrier (the threads `by`
+    /// names), flip its phase, and zero the chunks this thread found masked (in the copy's
+    /// own distribution; not a consumer's, which copies nothing).
+    pub(crate) fn emit_tma_landed(&mut self, a: AllocId, stage: Stage, by: Landing) -> Res<()> {
+        let bar = self.tma_barrier(a, stage, None)?;
+        let wait = "attn_mbar_wait(&attn_mbar[attn_mb], (attn_tma_phase >> attn_mb) & 1u);";
+        self.w.line(SM90A);
+        self.w.open("");
+        self.w.line(format!("const int attn_mb = {bar};"));
+        if by == Landing::Consumers {
+            self.w.line(wait);
+            self.w.line("attn_tma_phase ^= 1u << attn_mb;");
+            self.w.close("");
+            self.w.line("#endif");
+            return Ok(());
+        }
         let c = self
             .tma_copy_of(a)
             .ok_or_else(|| CodegenError::Malformed(format!("%a{} has no TMA copy", a.0)))?;
         let al = self.prog.alloc(a).clone();
         let (lanes, chunk) = (c.map.lanes, c.map.chunk);
         let slots = c.map.slots_per_row(al.cols);
-        let bar = self.tma_barrier(a, stage, None)?;
         let dst = self.stage_base(a, stage, None)?;
         let zb = zero_bits_slot(a, 0);
-        self.w.line(SM90A);
-        self.w.open("");
-        self.w.line(format!("const int attn_mb = {bar};"));
-        self.w
-            .line("attn_mbar_wait(&attn_mbar[attn_mb], (attn_tma_phase >> attn_mb) & 1u);");
+        if by == Landing::Copiers {
+            self.w.line(wait);
+        }
+        // Every thread flips: a stage's phase completes whether or not this thread waited.
         self.w.line("attn_tma_phase ^= 1u << attn_mb;");
         self.w.open(format!("if ({zb} != 0u)"));
+        if by == Landing::Zeroers {
+            // Parity of the phase flipped above: the one this fill completes.
+            self.w.line(
+                "attn_mbar_wait(&attn_mbar[attn_mb], ((attn_tma_phase >> attn_mb) & 1u) ^ 1u);",
+            );
+        }
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
         self.open_copy_passes(al.rows, lanes);

@@ -157,6 +157,12 @@ impl<'f> Emitter<'f> {
                 e.emit_tma_state();
                 Ok(())
             })?;
+        } else if consumers_land_boxes(body) {
+            // The consumers' own phase bits for the boxes' mbarriers they wait on.
+            self.emit_tma_part(|e| {
+                e.w.line("unsigned attn_tma_phase = 0u;");
+                Ok(())
+            })?;
         }
         let r = self.emit_program(body);
         self.threads = all;
@@ -321,4 +327,19 @@ fn full_bar(stages: usize, part: usize, s: &str) -> String {
 /// The index of part `part`'s *empty* mbarrier of stage `s`.
 fn empty_bar(stages: usize, part: usize, s: &str) -> String {
     offset(2 * stages * part + stages, s)
+}
+
+/// Whether a consumers' program waits on TMA boxes itself (`Landing::Consumers`).
+fn consumers_land_boxes(body: &crate::gpu_ir::GpuBlock) -> bool {
+    let mut any = false;
+    crate::gpu_ir::walk_block(body, &mut |o| {
+        any |= matches!(
+            o,
+            crate::gpu_ir::GpuOp::TmaLanded {
+                by: crate::gpu_ir::Landing::Consumers,
+                ..
+            }
+        );
+    });
+    any
 }

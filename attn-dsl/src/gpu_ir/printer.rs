@@ -119,8 +119,12 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                         format!(", tma map {map} boxes of {group_rows} rows"),
                 }
             ),
-            GpuOp::TmaLanded { alloc, stage: st } => {
-                format!("tma_landed %a{}{}", alloc.0, stage(*st))
+            GpuOp::TmaLanded {
+                alloc,
+                stage: st,
+                by,
+            } => {
+                format!("tma_landed %a{}{} by {by:?}", alloc.0, stage(*st))
             }
             GpuOp::Commit => "commit".into(),
             GpuOp::Wait { pending } => format!("wait {pending}"),

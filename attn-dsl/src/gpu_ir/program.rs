@@ -273,6 +273,23 @@ pub enum CopyEngine {
     Tma { map: usize, group_rows: usize },
 }
 
+/// Who waits for a stage's TMA boxes where they land ([`GpuOp::TmaLanded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Landing {
+    /// The copying threads read the stage themselves (the math warps', or a producer whose
+    /// consumers wait only for its hand-over): every thread waits, then zeroes its masked
+    /// chunks.
+    Copiers,
+    /// A producer whose consumers wait on the boxes themselves ([`Self::Consumers`]): only a
+    /// thread with masked chunks waits, to zero them before the hand-over; the others hand
+    /// the stage over as soon as its boxes are issued.
+    Zeroers,
+    /// A consumer after its wait for the producer's hand-over: waits on the boxes'
+    /// mbarrier (FlashAttention-3's handoff: the landing reaches the consumers directly,
+    /// not through the producer).
+    Consumers,
+}
+
 /// A row stride the launcher knows: `konst`, or `coeff ×` a scalar kernel parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TmaStride {
@@ -366,11 +383,13 @@ pub enum GpuOp {
         chained_from: Option<OpId>,
     },
     /// Where the TMA boxes of `alloc`'s `stage` are known to have landed (after the `wait`
-    /// that lands its `cp.async` form): every thread waits on the stage's `mbarrier`, then
-    /// zeroes the chunks its copy distribution found masked.
+    /// that lands its `cp.async` form, before a producer's hand-over, or after a consumer's
+    /// wait for the stage): who waits on the stage's `mbarrier` and zeroes the chunks their
+    /// copy distribution found masked is `by`'s.
     TmaLanded {
         alloc: AllocId,
         stage: Stage,
+        by: Landing,
     },
     /// The register A operand of warpgroup MMA `dot` packed into its fragments ahead of the
     /// MMA, which reads them from there: tile `from` (of A's type; zeros when `None`), in

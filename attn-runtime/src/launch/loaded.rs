@@ -105,6 +105,10 @@ impl LoadedKernel {
         grid: Grid,
         mut args: Vec<KernelArg<'_>>,
     ) -> Result<(), LaunchError> {
+        let grid = match crate::jit::source_override::grid_x_multiple() {
+            Some(n) => Grid([grid.0[0].div_ceil(n) * n, grid.0[1], grid.0[2]]),
+            None => grid,
+        };
         validate_config(
             &self.spec,
             &self.limits,

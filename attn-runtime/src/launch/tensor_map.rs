@@ -319,9 +319,21 @@ fn checked_inputs(
         element_strides: [1, 1],
         interleave: CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
         swizzle: CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-        l2_promotion: CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        l2_promotion: l2_promotion(),
         oob_fill: CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     })
+}
+
+/// 128-byte L2 promotion (a box row of the 128-byte swizzle is 128 bytes), unless an
+/// experiment asks for another (`jit::source_override::tma_l2_promotion`).
+fn l2_promotion() -> CUtensorMapL2promotion {
+    use CUtensorMapL2promotion::*;
+    match crate::jit::source_override::tma_l2_promotion() {
+        Some(0) => CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        Some(64) => CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+        Some(256) => CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        _ => CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+    }
 }
 
 /// [`tiled_map_inputs`] with the base buffer and stride scalar taken from the launch's
