@@ -524,15 +524,24 @@ impl<'f> Emitter<'f> {
         }
         self.w
             .line(format!("unsigned short* const attn_dst = {dst};"));
-        self.open_copy_passes(al.rows, lanes);
+        // A loop over the set bits, not the unrolled chunk loop with a test per chunk:
+        // ptxas predicates that one, and a tile without masked chunks (every tile but the
+        // last) then still issues its ~300 instructions (P0's producer, 2026-12-04).
+        let rows_per_pass = self.threads / lanes;
         let (row_start, dst_stride) = al.copy_row("attn_row", "attn_lane_in_row", lanes, chunk);
-        self.w.line(format!(
-            "unsigned short* const attn_dst_row = attn_dst + {row_start};"
+        self.w.line("#pragma unroll 1");
+        self.w.open(format!(
+            "for (unsigned attn_m = {zb}; attn_m != 0u; attn_m &= attn_m - 1u)"
         ));
-        let zero = format!(
-            "if (({zb} >> (p * {slots} + s)) & 1u) attn_st_zero16(attn_dst_row + s * {dst_stride});"
-        );
-        self.chunk_loop(true, al.cols, lanes, chunk, &[zero]);
+        self.w.line(format!(
+            "const int attn_bit = __ffs(attn_m) - 1, p = attn_bit / {slots}, s = attn_bit % {slots};"
+        ));
+        self.w.line(format!(
+            "const int attn_row = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
+        ));
+        self.w.line(format!(
+            "attn_st_zero16(attn_dst + {row_start} + s * {dst_stride});"
+        ));
         self.w.close("");
         self.w.line("attn_fence_proxy_async();");
         self.w.close("");
