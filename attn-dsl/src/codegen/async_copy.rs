@@ -346,14 +346,7 @@ impl<'f> Emitter<'f> {
                 None => self.w.open(""),
             }
         }
-        if tma {
-            // Rolled: unrolled, ptxas predicates the passes under the full-tile test, and
-            // every tile pays for the mask evaluation only ragged ones need (P0's producer,
-            // 2026-12-04: 2.84 against 2.76 ms with the bits gone).
-            self.open_copy_passes_rolled(al.rows, lanes);
-        } else {
-            self.open_copy_passes(al.rows, lanes);
-        }
+        self.open_copy_passes(al.rows, lanes);
         let mut masks = Vec::with_capacity(cs.len());
         for c in cs {
             let load = self.f.op(c.load);
@@ -468,18 +461,6 @@ impl<'f> Emitter<'f> {
     pub(crate) fn open_copy_passes(&mut self, rows: usize, lanes: usize) {
         let rows_per_pass = self.threads / lanes;
         self.w.open_unrolled("p", rows.div_ceil(rows_per_pass));
-        self.pass_row(rows_per_pass, lanes);
-    }
-
-    /// [`Self::open_copy_passes`] as a loop ptxas keeps (for work most tiles skip).
-    fn open_copy_passes_rolled(&mut self, rows: usize, lanes: usize) {
-        let rows_per_pass = self.threads / lanes;
-        self.w
-            .open_partly_unrolled("p", rows.div_ceil(rows_per_pass), 1);
-        self.pass_row(rows_per_pass, lanes);
-    }
-
-    fn pass_row(&mut self, rows_per_pass: usize, lanes: usize) {
         self.w.line(format!(
             "const int attn_row = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
         ));
