@@ -116,6 +116,67 @@ fn p0_table_tiling_reads_its_pages_as_boxes_in_the_previous_stage_form() {
     sm90a_spill_free("P0 three stages", &k);
 }
 
+/// FlashAttention-3's handoff in P0's TMA form: the consumers wait on each cache's box
+/// mbarrier after the stage's hand-over (K's at `0 + stage`, V's at `3 + stage`), and the
+/// producer waits for a stage's boxes only inside its masked-chunk branch. The cluster
+/// experiment (`bench/experiments/tma_multicast.py`: docs/gpu_ir.md, "What bounds P0 and
+/// P1 now") still applies to that source and compiles spill-free.
+#[test]
+fn p0_consumers_wait_on_the_boxes_and_the_multicast_rewrite_applies() {
+    let k = p0_by_boxes(PathChoice::Heuristic);
+    let consumers = &k.source[k
+        .source
+        .find("attn_setmaxnreg_inc")
+        .expect("the consumers' part")..];
+    for mb in ["0", "3"] {
+        assert!(
+            consumers.contains(&format!("const int attn_mb = {mb} + attn_stage__;")),
+            "the consumers wait on box mbarrier {mb} + stage"
+        );
+    }
+    let producer = &k.source[..k.source.find("attn_setmaxnreg_inc").expect("split")];
+    // The zeroers' wait (the parity flipped just before) only: K's and V's.
+    assert_eq!(
+        producer
+            .matches("attn_mbar_wait(&attn_mbar[attn_mb], ")
+            .count(),
+        2,
+        "the producer's box waits"
+    );
+    assert_eq!(
+        producer
+            .matches(
+                "attn_mbar_wait(&attn_mbar[attn_mb], ((attn_tma_phase >> attn_mb) & 1u) ^ 1u);"
+            )
+            .count(),
+        2,
+        "each inside its masked-chunk branch"
+    );
+    let dir = std::env::temp_dir().join(format!("attn-multicast-{}", std::process::id()));
+    let (src, dst) = (dir.join("generated"), dir.join("multicast"));
+    std::fs::create_dir_all(&src).expect("temp dir");
+    std::fs::write(src.join("p0.cu"), &k.source).expect("write");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../bench/experiments/tma_multicast.py"
+    );
+    let status = std::process::Command::new("python3")
+        .arg(script)
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .expect("python3 runs");
+    assert!(status.success(), "tma_multicast.py failed on P0");
+    let edited = std::fs::read_to_string(dst.join("p0.cu")).expect("the rewrite");
+    assert!(edited.contains("__cluster_dims__(2, 1, 1)"));
+    let mc = CudaKernel {
+        source: edited,
+        ..k.clone()
+    };
+    sm90a_spill_free("P0 multicast", &mc);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// MLA's history on two warpgroups (L1): a page of 64 latent rows is the whole key tile,
 /// rows 576 elements apart: nine 64-row boxes a tile (eight latent, one rope).
 #[test]

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """P0's K/V tiles multicast into a cluster of two programs, as a rewrite of the generated
-kernel after `tma_consumer_wait.py`: what a cluster would buy, timed before it is built.
+kernel in its TMA form (`ATTN_CODEGEN_ENABLE=tma`, the consumers waiting on the boxes):
+what a cluster would buy, timed before it is built.
 
-    tma_multicast.py IN_DIR OUT_DIR
+    tma_multicast.py IN_DIR OUT_DIR        # then run with ATTN_EXPERIMENT_GRID_X_MULTIPLE=2
 
 Two neighbouring query blocks of one head (program ids `2m`, `2m + 1` along x: query
 blocks `N - 1 - 2m` and `N - 2 - 2m`) run as a cluster of two. A causal program reads
@@ -114,7 +115,7 @@ def main():
     os.makedirs(dst, exist_ok=True)
     for f in sorted(os.listdir(src)):
         text = open(os.path.join(src, f)).read()
-        if PRODUCER_START in text and "attn_tma_load_2d" in text and "attn_tma_phase_c" in text:
+        if PRODUCER_START in text and "attn_tma_load_2d" in text and "attn_stage__" in text:
             text = rewrite(text)
             print(f"{f}: a cluster of two, K/V multicast")
         open(os.path.join(dst, f), "w").write(text)
