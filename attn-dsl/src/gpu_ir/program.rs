@@ -456,8 +456,9 @@ pub enum StageSync {
         part: usize,
     },
     /// Producer, at the top of an iteration: this thread's copies of the current stage
-    /// landed (`cp.async.wait_group 0`; TMA boxes by the `tma_landed` before it), fenced for
-    /// the async proxy, arrived on *full*.
+    /// landed (`cp.async.wait_group 0`; TMA boxes issued, and where they carry masked
+    /// chunks landed and zeroed by the `tma_landed` before it), fenced for the async proxy,
+    /// arrived on *full*.
     Filled,
     /// Producer, after the copies of `stage` for the iteration `at` names (issued only when
     /// the loop has it): each thread's copies arrive on the stage's *full* mbarrier as they

@@ -9,9 +9,10 @@
 //! The copy keeps its `cp.async` form for targets without TMA (the other side of the
 //! emitted `#if`), its place in the schedule and its waits: the pass only sets its engine,
 //! records the tensor map and marks where the boxes of the current stage must have landed
-//! ([`GpuOp::TmaLanded`]): after the loop top's wait, or, in a producer's loop, before it
-//! hands the stage over ([`StageSync::Filled`]: the landed wait zeroes the masked chunks
-//! the consumers must see).
+//! ([`GpuOp::TmaLanded`]): after the loop top's wait, or, in a split program, after the
+//! consumers' wait for the stage's hand-over, with the producer waiting for the boxes
+//! before it hands the stage over ([`StageSync::Filled`]) only to zero the masked chunks
+//! the consumers must see (see [`Landing`]).
 //!
 //! Whose copies: a warp-specialized program's producer's, else the math warps'. Chosen per
 //! specialization by the kernel's `tma` attribute (the MLA history's launcher sets it for
