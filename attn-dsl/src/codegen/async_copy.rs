@@ -4,8 +4,9 @@
 
 use super::c_types::scalar_reg_type;
 use super::elem_index::ElemIndex;
-use super::emitter::Emitter;
+use super::emitter::{Emitter, Role};
 use super::remat::Scope;
+use super::writer::Scope as TextScope;
 use super::CodegenError;
 use crate::gpu_ir::remat::defined_in;
 use crate::gpu_ir::{AllocId, AsyncCopy, CopyAt, CopyEngine, GpuOp, Stage};
@@ -312,6 +313,7 @@ impl<'f> Emitter<'f> {
         let al = self.prog.alloc(c.dst).clone();
         let (lanes, chunk) = (c.map.lanes, c.map.chunk);
         let (row, cc) = ("attn_row", "attn_col");
+        let keep = self.declare_shared_rows(cs, &al, lanes);
         match &guard {
             Some(g) => self.w.open(format!("if ({g})")),
             None => self.w.open(""),
@@ -399,15 +401,44 @@ impl<'f> Emitter<'f> {
                 srcs.iter()
                     .find(|(_, ob, other)| replace_ident(&start, b, ob) == *other)
             });
-            match same_rows {
-                Some((j, ob, _)) => self.w.line(format!(
+            let dims = (self.threads / lanes, lanes, chunk);
+            let kept = base.as_ref().and_then(|b| {
+                self.shared_rows
+                    .iter()
+                    .find(|r| {
+                        r.dims == dims
+                            && r.guard == guard
+                            && self.w.in_scope(r.scope)
+                            && replace_ident(&start, b, &r.base) == r.start
+                    })
+                    .map(|r| r.var.clone())
+            });
+            match (same_rows, kept) {
+                (Some((j, ob, _)), _) => self.w.line(format!(
                     "const auto {src} = {} + (attn_src{} - {ob});",
                     base.as_deref().unwrap_or_default(),
                     sfx(*j)
                 )),
-                None => self.w.line(format!(
-                    "const auto {src} = {start} + attn_lane_in_row * {chunk};"
+                (None, Some(var)) => self.w.line(format!(
+                    "const auto {src} = {} + {var}[p];",
+                    base.as_deref().unwrap_or_default()
                 )),
+                (None, None) => {
+                    self.w.line(format!(
+                        "const auto {src} = {start} + attn_lane_in_row * {chunk};"
+                    ));
+                    if let (Some((var, scope)), Some(b)) = (&keep[i], &base) {
+                        self.w.line(format!("{var}[p] = {src} - {b};"));
+                        self.shared_rows.push(SharedRows {
+                            base: b.clone(),
+                            start: start.clone(),
+                            guard: guard.clone(),
+                            dims,
+                            var: var.clone(),
+                            scope: *scope,
+                        });
+                    }
+                }
             }
             if let Some(b) = base {
                 srcs.push((i, b, start));
@@ -453,6 +484,41 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.unbind_locals(&bound);
         Ok(())
+    }
+
+    /// A split ring's producer copies whose rows a later copy may read again (V's after K's
+    /// of the same tile, each issued after its own part's acquire): an array of each pass's
+    /// element offset declared before the copies' guard, where the later copy still sees it.
+    /// `None` for the others (and without a split ring, where K and V of a tile are one
+    /// group and share rows within it). Computing V's rows again cost the split ring its
+    /// gain: P0 2.344 ms, 2.113 / 2.117 with V reading K's offsets, 2.139 / 2.134 with one
+    /// ring (H200, 2026-12-04, `bench/experiments/split_ring_shared_rows.py`).
+    fn declare_shared_rows(
+        &mut self,
+        cs: &[&AsyncCopy],
+        al: &crate::gpu_ir::LocalAlloc,
+        lanes: usize,
+    ) -> Vec<Option<(String, TextScope)>> {
+        let passes = al.rows.div_ceil(self.threads / lanes);
+        cs.iter()
+            .map(|c| {
+                let split_ring = self
+                    .prog
+                    .specialization
+                    .as_ref()
+                    .is_some_and(|ws| ws.parts > 1);
+                let wanted = self.role == Role::Producer
+                    && split_ring
+                    && c.map.row_contiguous
+                    && self.root_pointer(self.f.op(c.load).operands[0]).is_some();
+                wanted.then(|| {
+                    let var = format!("attn_rows{}", self.shared_rows_declared);
+                    self.shared_rows_declared += 1;
+                    self.w.line(format!("long long {var}[{passes}];"));
+                    (var, self.w.scope())
+                })
+            })
+            .collect()
     }
 
     /// Opens the unrolled loop (`p`) over the passes of a copy distribution of `lanes`
@@ -754,4 +820,18 @@ mod tests {
         );
         assert_eq!(replace_ident("xk_cache", "k_cache", "v"), "xk_cache");
     }
+}
+
+/// A producer copy's per-pass row offsets kept for a later copy of the same rows: valid for
+/// a copy with the same guard, the same thread distribution (rows a pass, lanes a row,
+/// elements a chunk) and the same row-start expression but for its base pointer, emitted
+/// while the array's block is open. The text is the proof: a producer's scalars are named
+/// once (its loops carry no values), so equal text means equal rows in that iteration.
+pub(crate) struct SharedRows {
+    base: String,
+    start: String,
+    guard: Option<String>,
+    dims: (usize, usize, usize),
+    var: String,
+    scope: TextScope,
 }

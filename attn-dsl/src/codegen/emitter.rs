@@ -73,6 +73,11 @@ pub(crate) struct Emitter<'f> {
     pub(crate) role: Role,
     /// The N of the program's transposed-B dots ([`super::wgmma::trans_b_widths`]).
     pub(crate) trans_b_widths: Vec<usize>,
+    /// Row offsets a producer's copy kept for a later copy of the same rows in another
+    /// buffer (see [`super::async_copy::SharedRows`]).
+    pub(crate) shared_rows: Vec<super::async_copy::SharedRows>,
+    /// Row-offset arrays declared so far (their names' numbers).
+    pub(crate) shared_rows_declared: usize,
 }
 
 /// The threads a program is emitted for.
@@ -124,6 +129,8 @@ impl<'f> Emitter<'f> {
             stageable: super::staged_load::find_stageable_loads(f),
             fused: vec![false; f.values.len()],
             held_a: Default::default(),
+            shared_rows: Vec::new(),
+            shared_rows_declared: 0,
             pending_mma: Default::default(),
             scale_wait: None,
             packed_a: Default::default(),

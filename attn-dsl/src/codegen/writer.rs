@@ -5,6 +5,17 @@
 pub(crate) struct SourceWriter {
     text: String,
     depth: usize,
+    /// Per depth `d`, how many blocks opened at depth `d` were closed: a block is still open
+    /// while its count is what it was when the block was entered ([`Self::scope`]).
+    closed: Vec<u64>,
+}
+
+/// The innermost block open at some point of the text: what is declared there stays
+/// visible while [`SourceWriter::in_scope`] says so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Scope {
+    depth: usize,
+    closed: u64,
 }
 
 impl SourceWriter {
@@ -33,15 +44,41 @@ impl SourceWriter {
 
     /// Closes the innermost `{` with `}` followed by `tail` (e.g. ` else {`).
     pub(crate) fn close(&mut self, tail: &str) {
-        self.depth = self.depth.saturating_sub(1);
+        self.end_block();
         self.line(format!("}}{tail}"));
     }
 
     /// Closes the innermost block and opens the next one on the same line (`} else {`).
     pub(crate) fn reopen(&mut self, line: &str) {
-        self.depth = self.depth.saturating_sub(1);
+        self.end_block();
         self.line(line);
         self.depth += 1;
+    }
+
+    fn end_block(&mut self) {
+        if self.closed.len() <= self.depth {
+            self.closed.resize(self.depth + 1, 0);
+        }
+        self.closed[self.depth] += 1;
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// The block lines are appended to now.
+    pub(crate) fn scope(&self) -> Scope {
+        Scope {
+            depth: self.depth,
+            closed: self.closed_at(self.depth),
+        }
+    }
+
+    /// Whether what was declared in `s` is visible where lines are appended now: `s`'s block
+    /// is still open and lines go into it or a block nested in it.
+    pub(crate) fn in_scope(&self, s: Scope) -> bool {
+        self.depth >= s.depth && self.closed_at(s.depth) == s.closed
+    }
+
+    fn closed_at(&self, depth: usize) -> u64 {
+        self.closed.get(depth).copied().unwrap_or(0)
     }
 
     /// Emits `#pragma unroll` + a counted loop header over `0..n` and opens its body.
@@ -69,6 +106,7 @@ impl SourceWriter {
         SourceWriter {
             text: String::new(),
             depth,
+            closed: Vec::new(),
         }
     }
 
