@@ -16,7 +16,8 @@ fn setup() {
 
 /// Two parts; the consumers release K's current part right after the scores' wait and V's
 /// previous part after PV's; the producer acquires and arrives on each part (V's empty
-/// barriers follow K's full and empty ones: index 9 and on at three stages).
+/// barriers follow K's full and empty ones: index 9 and on at three stages), and computes
+/// each row's address once for both.
 #[test]
 fn keys_and_values_fill_and_release_their_own_parts() {
     setup();
@@ -41,6 +42,11 @@ fn keys_and_values_fill_and_release_their_own_parts() {
         .matches("attn_cp_mbar_arrive(&attn_ws_bar[6 + ")
         .count();
     assert_eq!((v_acquires, v_arrivals), (3, 3), "{producer}");
+    // V's copy of each tile (two in the prologue, one in the loop) reads the row offsets
+    // K's copy of that tile kept, instead of computing every row's address again.
+    let kept = producer.matches("[p] = attn_src - ").count();
+    let reused = producer.matches("[p];\n").count();
+    assert_eq!((kept, reused), (3, 3), "{producer}");
 }
 
 #[test]
