@@ -15,7 +15,8 @@
 //! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
 //! `heads_fastest` for the unified-attention grid's programs on one axis, KV heads fastest,
 //! `unroll_scans` for short scalar loops with constant bounds unrolled by 8, `split_ring` for
-//! K and V rings of their own under the previous stage),
+//! K and V rings of their own under the previous stage, `run_rows` for copies' row
+//! addresses from their page's first row),
 //! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels

@@ -392,7 +392,16 @@ impl<'f> Emitter<'f> {
                 ));
                 continue;
             }
-            let start = self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?;
+            // Rows in page runs: the run's first row's address plus this thread's offset in
+            // the run times the row stride (see `run_rows`), else every row's own address.
+            let start = match self.run_rows(c, lanes)? {
+                Some(r) => format!(
+                    "{} + {}",
+                    self.remat_expr(load.operands[0], &Self::coords_at(c, &r.first, "0"), scope)?,
+                    r.offset
+                ),
+                None => self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?,
+            };
             let src = format!("attn_src{}", sfx(i));
             let base = self.root_pointer(load.operands[0]);
             // The same address but for the base pointer (V beside K: one offset) is computed
@@ -637,7 +646,11 @@ impl<'f> Emitter<'f> {
 
     /// Tile coordinates of a chunk of alloc row `attn_row` starting at alloc column `col`.
     pub(crate) fn chunk_coords(c: &AsyncCopy, col: &str) -> ElemIndex {
-        let row = "attn_row";
+        Self::coords_at(c, "attn_row", col)
+    }
+
+    /// The element at alloc row `row`, column `col` of copy `c`'s tile.
+    fn coords_at(c: &AsyncCopy, row: &str, col: &str) -> ElemIndex {
         if c.map.contiguous_axis == 1 {
             ElemIndex::Coords {
                 row: row.into(),
@@ -649,6 +662,59 @@ impl<'f> Emitter<'f> {
                 col: row.into(),
             }
         }
+    }
+
+    /// Where copy `c`'s source rows come in runs one stride apart (a page of a paged cache,
+    /// [`crate::gpu_ir::row_affine`]) and each pass's rows of a thread fall in runs it can
+    /// name without dividing by the run (the run a multiple of the rows a pass covers, or
+    /// the other way round): the first row of this thread's run in pass `p`, and the offset
+    /// to its row. Under `ATTN_CODEGEN_ENABLE=run_rows` only: the address of the run's first
+    /// row leaves the compiler a multiple of the run to divide (its bits known), where each
+    /// row's own address makes it divide and take the remainder of a row it cannot bound
+    /// (P0's producer loop, sm_90a SASS: 346 instructions a warp a tile, 297 with it).
+    fn run_rows(&self, c: &AsyncCopy, lanes: usize) -> Res<Option<RunRows>> {
+        if !crate::features::enabled("run_rows") {
+            return Ok(None);
+        }
+        let Some(rows) = crate::gpu_ir::row_affine::of_copy(self.f, &self.defs, &self.prog.axis, c)
+        else {
+            return Ok(None);
+        };
+        let (run, per_pass) = (rows.run as usize, self.threads / lanes);
+        let row_in_pass = format!("tid / {lanes}");
+        let (first, in_run) = if run >= per_pass && run.is_multiple_of(per_pass) {
+            (
+                format!("(p * {per_pass} / {run}) * {run}"),
+                format!("p * {per_pass} % {run} + {row_in_pass}"),
+            )
+        } else if run > 0 && per_pass.is_multiple_of(run) {
+            (
+                format!("p * {per_pass} + {row_in_pass} / {run} * {run}"),
+                format!("{row_in_pass} % {run}"),
+            )
+        } else {
+            return Ok(None);
+        };
+        let Some(stride) = self.lin_text(&rows.stride)? else {
+            return Ok(None);
+        };
+        Ok(Some(RunRows {
+            first,
+            offset: format!("(long long)({in_run}) * ({stride})"),
+        }))
+    }
+
+    /// A row stride as C (`None` when a term is not a kernel parameter, whose name holds
+    /// everywhere).
+    fn lin_text(&self, l: &crate::gpu_ir::row_affine::Lin) -> Res<Option<String>> {
+        let mut parts = vec![format!("{}ll", l.konst)];
+        for (&v, &k) in &l.terms {
+            if !self.f.params.iter().any(|p| p.value == v) {
+                return Ok(None);
+            }
+            parts.push(format!("{k}ll * (long long){}", self.name(v)?));
+        }
+        Ok(Some(parts.join(" + ")))
     }
 
     /// Computes each reduction in a copy's mask once per row before the chunk loop, the row's `lanes` threads each folding every lanes-th element
@@ -834,4 +900,12 @@ pub(crate) struct SharedRows {
     dims: (usize, usize, usize),
     var: String,
     scope: TextScope,
+}
+
+/// A thread's rows of one pass inside a run of rows one stride apart
+/// ([`Emitter::run_rows`]): the run's first row (an alloc row index) and the element offset
+/// from its address to this thread's row.
+struct RunRows {
+    first: String,
+    offset: String,
 }

@@ -435,3 +435,21 @@ impl<'a> RowAffineCtx<'a> {
         self.lower_bound(lo?, depth + 1)
     }
 }
+
+/// Runs and stride of copy `c`'s source rows along its row axis, where its mask holds (the
+/// analysis of the copy's own mask, a copy one iteration behind bound to its iteration).
+pub fn of_copy(
+    f: &Function,
+    defs: &[Option<OpId>],
+    axis: &AxisAnalysis,
+    c: &super::program::AsyncCopy,
+) -> Option<RowAffine> {
+    let load = f.op(c.load);
+    let mask = matches!(load.kind, OpKind::Load { has_mask: true, .. }).then(|| load.operands[1]);
+    let row_axis = 1 - c.map.contiguous_axis;
+    let mut ctx = RowAffineCtx::new(f, defs, axis, mask, row_axis);
+    if let (Some(b), Some(l)) = (c.behind, c.loop_op) {
+        ctx = ctx.rebinding(b.prev, f.op(l).regions[0].args[0]);
+    }
+    ctx.affine(load.operands[0], row_axis)
+}

@@ -35,7 +35,6 @@ use super::program::{
     loop_body_mut, AllocId, AsyncCopy, CopyAt, CopyEngine, GpuBlock, GpuOp, GpuProgram, Iterations,
     Landing, Stage, StageSync, TmaStride, TmaView, WarpSpecialization,
 };
-use super::row_affine::RowAffineCtx;
 use crate::ir::{Function, OpKind, ValueId};
 
 /// Bytes of a TMA row stride's granule (`cuTensorMapEncodeTiled`).
@@ -237,15 +236,8 @@ fn plan(
     if passes * slots > MAX_ZERO_BITS {
         return None;
     }
-    let load = f.op(c.load);
-    let ptr = load.operands[0];
-    let mask = matches!(load.kind, OpKind::Load { has_mask: true, .. }).then(|| load.operands[1]);
-    let row_axis = 1 - c.map.contiguous_axis;
-    let mut ctx = RowAffineCtx::new(f, defs, &p.axis, mask, row_axis);
-    if let (Some(b), Some(l)) = (c.behind, c.loop_op) {
-        ctx = ctx.rebinding(b.prev, f.op(l).regions[0].args[0]);
-    }
-    let rows = ctx.affine(ptr, row_axis)?;
+    let ptr = f.op(c.load).operands[0];
+    let rows = super::row_affine::of_copy(f, defs, &p.axis, c)?;
     let group = (rows.run as usize).min(al.rows).min(MAX_BOX_ROWS);
     if group < ATOM_ROWS || !group.is_multiple_of(ATOM_ROWS) || !al.rows.is_multiple_of(group) {
         return None;

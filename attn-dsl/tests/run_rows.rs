@@ -1,0 +1,63 @@
+//! Copies whose source rows come in runs one stride apart (`ATTN_CODEGEN_ENABLE=run_rows`,
+//! opt-in): each pass's row address is the address of its run's first row plus the
+//! thread's offset in the run times the row stride, not each row's own address with its
+//! page divided out. The emitted CUDA (pages of 16 keys, a dense tile as one run) matches
+//! the CPU executor running the kernel as written.
+
+mod codegen_common;
+
+use attn_dsl::codegen::emit_cuda;
+use attn_dsl::ir::ScalarType;
+use codegen_common::sim_check::{check, flash_args};
+use codegen_common::{flash_fwd, overlap_cases, paged_fwd};
+
+/// The feature on (read once per process), copies landing late.
+fn setup() {
+    overlap_cases::setup("run_rows");
+}
+
+/// Pages of 16 keys, 16 rows a pass (128 threads, 8 a row): the pass's run is its page,
+/// the thread's offset the same in every pass.
+#[test]
+fn paged_rows_start_from_their_page() {
+    setup();
+    let f = paged_fwd(64, 64, 16);
+    let src = emit_cuda(&f).expect("emit").source;
+    let offsets = src
+        .matches("(long long)(p * 16 % 16 + tid / 8) * (")
+        .count();
+    assert!(offsets >= 2, "K's and V's rows from their page: {src}");
+    assert!(
+        src.contains("(p * 16 / 16) * 16"),
+        "the page's first row: {src}"
+    );
+}
+
+#[test]
+fn paged_flash_attention_matches_the_executor() {
+    setup();
+    overlap_cases::paged("rows from their page's first", 3, 64);
+    overlap_cases::paged("rows from their page's first", 2, 128);
+}
+
+/// A dense tile is one run (rows `HEAD_DIM` apart): the pass's rows start at its first.
+#[test]
+fn dense_flash_attention_matches_the_executor() {
+    setup();
+    for d in [64, 128] {
+        let f = flash_fwd(64, d, true);
+        let src = emit_cuda(&f).expect("emit").source;
+        assert!(
+            src.contains(" % 64 + tid / "),
+            "rows from the tile's first: {src}"
+        );
+        let args = flash_args(ScalarType::Bf16, 2, 150, d as usize, 95);
+        check(
+            &format!("rows from the tile's first D{d}"),
+            &f,
+            [3, 2, 1],
+            args,
+            2e-2,
+        );
+    }
+}
