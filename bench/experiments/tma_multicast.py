@@ -18,9 +18,10 @@ before its peer is done with its shared memory.
 Timings only, and only for the bench's P0 (one sequence, whole tiles, the causal pairing
 above hard-coded): a varlen batch or a sliding window pairs programs that share nothing.
 """
-import os
 import re
 import sys
+
+from rewrite_dir import rewrite_dir
 
 HELPERS = r"""
 __device__ __forceinline__ unsigned attn_cluster_rank() {
@@ -109,16 +110,12 @@ def rewrite(text):
 
 
 def main():
-    if len(sys.argv) != 3:
-        die("usage: tma_multicast.py IN_DIR OUT_DIR")
-    src, dst = sys.argv[1:]
-    os.makedirs(dst, exist_ok=True)
-    for f in sorted(os.listdir(src)):
-        text = open(os.path.join(src, f)).read()
-        if PRODUCER_START in text and "attn_tma_load_2d" in text and "attn_stage__" in text:
-            text = rewrite(text)
-            print(f"{f}: a cluster of two, K/V multicast")
-        open(os.path.join(dst, f), "w").write(text)
+    rewrite_dir(
+        "tma_multicast.py",
+        lambda text: PRODUCER_START in text and "attn_tma_load_2d" in text and "attn_stage__" in text,
+        rewrite,
+        "a cluster of two, K/V multicast",
+    )
 
 
 if __name__ == "__main__":
