@@ -874,21 +874,7 @@ pub(crate) fn replace_ident(text: &str, from: &str, to: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::replace_ident;
-
-    #[test]
-    fn only_whole_identifiers_are_replaced() {
-        assert_eq!(
-            replace_ident("(k_cache + k_cache_off) * k_cache", "k_cache", "v_cache"),
-            "(v_cache + k_cache_off) * v_cache"
-        );
-        assert_eq!(replace_ident("xk_cache", "k_cache", "v"), "xk_cache");
-    }
-}
-
-/// A producer copy's per-pass row offsets kept for a later copy of the same rows: valid for
+// A producer copy's per-pass row offsets kept for a later copy of the same rows: valid for
 /// a copy with the same guard, the same thread distribution (rows a pass, lanes a row,
 /// elements a chunk) and the same row-start expression but for its base pointer, emitted
 /// while the array's block is open. The text is the proof: a producer's scalars are named
@@ -908,4 +894,18 @@ pub(crate) struct SharedRows {
 struct RunRows {
     first: String,
     offset: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replace_ident;
+
+    #[test]
+    fn only_whole_identifiers_are_replaced() {
+        assert_eq!(
+            replace_ident("(k_cache + k_cache_off) * k_cache", "k_cache", "v_cache"),
+            "(v_cache + k_cache_off) * v_cache"
+        );
+        assert_eq!(replace_ident("xk_cache", "k_cache", "v"), "xk_cache");
+    }
 }
