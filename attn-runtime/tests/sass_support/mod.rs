@@ -62,6 +62,20 @@ pub fn innermost_loop_with(
         .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts"))
 }
 
+/// The smallest loop holding any `mnemonic`: a warp-specialized kernel's producer loop
+/// (`LDGSTS`), inside the loops the backward branches make around it.
+pub fn smallest_loop_with(
+    label: &str,
+    cubin: &[u8],
+    mnemonic: &str,
+) -> (String, BTreeMap<String, usize>) {
+    loops(label, cubin, 64)
+        .into_iter()
+        .filter(|(_, c)| count(c, mnemonic) > 0)
+        .min_by_key(|(_, c)| count(c, "n"))
+        .unwrap_or_else(|| panic!("{label}: no loop with {mnemonic}"))
+}
+
 /// The counts of the whole kernel of `cubin` (every instruction, loops or not).
 pub fn whole_kernel(label: &str, cubin: &[u8]) -> BTreeMap<String, usize> {
     counted(label, cubin, 0, "whole kernel:")
