@@ -680,7 +680,14 @@ impl<'f> Emitter<'f> {
         else {
             return Ok(None);
         };
-        let (run, per_pass) = (rows.run as usize, self.threads / lanes);
+        // A run longer than the tile (rows one stride apart end to end) is the whole tile.
+        let tile_rows = self.prog.alloc(c.dst).rows;
+        let (run, per_pass) = ((rows.run as usize).min(tile_rows), self.threads / lanes);
+        // Short runs (the queries' rows of a GQA group: two) save nothing and hold an offset
+        // a pass (P3's consumers spilled with them).
+        if run < MIN_RUN_ROWS {
+            return Ok(None);
+        }
         let row_in_pass = format!("tid / {lanes}");
         let (first, in_run) = if run >= per_pass && run.is_multiple_of(per_pass) {
             (
@@ -887,6 +894,10 @@ pub(crate) struct SharedRows {
     var: String,
     scope: TextScope,
 }
+
+/// The shortest run of rows [`Emitter::run_rows`] addresses from its first (a page of 8
+/// keys and up; a 128-byte swizzle atom's rows).
+const MIN_RUN_ROWS: usize = 8;
 
 /// A thread's rows of one pass inside a run of rows one stride apart
 /// ([`Emitter::run_rows`]): the run's first row (an alloc row index) and the element offset
