@@ -8,6 +8,7 @@
 
 use super::CudaSource;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// `source` as this process compiles it: its text replaced by `edited` (from
 /// [`replacement`]) when there is one. Everything that keys or compiles the source (the
@@ -42,23 +43,31 @@ pub fn dump(entry: &str, source: &str) {
 /// `ATTN_EXPERIMENT_GRID_X_MULTIPLE=N`: launches pad the grid's x up to a multiple of `N`,
 /// for an edited source that declares `__cluster_dims__(N, 1, 1)` (a cluster's programs
 /// must tile the grid). Only for kernels whose programs past the work exit, such as the
-/// unified attention's (its block index is counted from the grid's end).
+/// unified attention's (its block index is counted from the grid's end). Read once per
+/// process: every launch asks.
 pub fn grid_x_multiple() -> Option<u32> {
-    std::env::var("ATTN_EXPERIMENT_GRID_X_MULTIPLE")
-        .ok()?
-        .parse()
-        .ok()
-        .filter(|&n| n > 1)
+    static N: OnceLock<Option<u32>> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("ATTN_EXPERIMENT_GRID_X_MULTIPLE")
+            .ok()?
+            .parse()
+            .ok()
+            .filter(|&n| n > 1)
+    })
 }
 
 /// `ATTN_EXPERIMENT_TMA_L2_PROMOTION=none|64|128|256`: the L2 promotion of every tensor map
-/// the launcher encodes (default 128 bytes), to time what the fetch size does.
+/// the launcher encodes (default 128 bytes), to time what the fetch size does. Read once
+/// per process: every launch with tensor maps asks.
 pub fn tma_l2_promotion() -> Option<u32> {
-    match std::env::var("ATTN_EXPERIMENT_TMA_L2_PROMOTION")
-        .ok()?
-        .as_str()
-    {
-        "none" => Some(0),
-        s => s.parse().ok().filter(|b| [64, 128, 256].contains(b)),
-    }
+    static BYTES: OnceLock<Option<u32>> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        match std::env::var("ATTN_EXPERIMENT_TMA_L2_PROMOTION")
+            .ok()?
+            .as_str()
+        {
+            "none" => Some(0),
+            s => s.parse().ok().filter(|b| [64, 128, 256].contains(b)),
+        }
+    })
 }
