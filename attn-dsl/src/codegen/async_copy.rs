@@ -508,16 +508,16 @@ impl<'f> Emitter<'f> {
         al: &crate::gpu_ir::LocalAlloc,
         lanes: usize,
     ) -> Vec<Option<(String, TextScope)>> {
+        let split_ring = self.role == Role::Producer
+            && self
+                .prog
+                .specialization
+                .as_ref()
+                .is_some_and(|ws| ws.parts > 1);
         let passes = al.rows.div_ceil(self.threads / lanes);
         cs.iter()
             .map(|c| {
-                let split_ring = self
-                    .prog
-                    .specialization
-                    .as_ref()
-                    .is_some_and(|ws| ws.parts > 1);
-                let wanted = self.role == Role::Producer
-                    && split_ring
+                let wanted = split_ring
                     && c.map.row_contiguous
                     && self.root_pointer(self.f.op(c.load).operands[0]).is_some();
                 wanted.then(|| {
