@@ -3,6 +3,7 @@
 //! edit in the source the launch table's P0 plan generates for sm_90a: a code generator
 //! change that moves it fails here, not as a silent no-op edit in a device call.
 
+mod experiment_support;
 mod unified_plans;
 
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
@@ -74,16 +75,9 @@ fn source_rewrites_apply_to_the_generated_p0() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let generated = dir.join("p0.cu");
     std::fs::write(&generated, &src).expect("write");
-    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/experiments");
     let run = |script: &str, input: &std::path::Path, out: &str| {
         let out = dir.join(out);
-        let status = std::process::Command::new("python3")
-            .arg(format!("{scripts}/{script}"))
-            .arg(input)
-            .arg(&out)
-            .status()
-            .expect("python3 runs");
-        assert!(status.success(), "{script} failed on the generated P0");
+        experiment_support::rewrite(script, input, &out, &[]);
         std::fs::read_to_string(&out).expect("the rewrite")
     };
     let arrive = run("copy_arrive.py", &generated, "ca.cu");
@@ -327,10 +321,6 @@ fn supply_edits_apply_to_p0_and_p1() {
     );
     let text = std::fs::read_to_string(path).expect("the experiments file");
     let dir = std::env::temp_dir().join(format!("attn-supply-{}", std::process::id()));
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../bench/experiments/producer_address_first.py"
-    );
     for (label, src) in [
         ("P0", warpgroup_source(p0(), 16384)),
         ("P1", warpgroup_source(p1(), 8192)),
@@ -347,14 +337,7 @@ fn supply_edits_apply_to_p0_and_p1() {
             ("identity_pages", ""),
         ] {
             let out = dir.join(format!("{label}-{mode}"));
-            let status = std::process::Command::new("python3")
-                .arg(script)
-                .arg(&input)
-                .arg(&out)
-                .arg(mode)
-                .status()
-                .expect("python3 runs");
-            assert!(status.success(), "{mode} failed on {label}");
+            experiment_support::rewrite("producer_address_first.py", &input, &out, &[mode]);
             let edited = std::fs::read_to_string(out.join("k.cu")).expect("the rewrite");
             assert_ne!(edited, src, "{mode} left {label} unchanged");
             let loads = edited.matches("attn_ld((bt_row").count();
@@ -370,19 +353,8 @@ fn supply_edits_apply_to_p0_and_p1() {
     }
     // `kv_reverse.py` reverses P0's tile indices where they scale to keys: the producer's
     // two prologue fills and its loop's, and the consumers' scores.
-    let kv = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../bench/experiments/kv_reverse.py"
-    );
-    let input = dir.join("P0");
     let out = dir.join("P0-reversed");
-    let status = std::process::Command::new("python3")
-        .arg(kv)
-        .arg(&input)
-        .arg(&out)
-        .status()
-        .expect("python3 runs");
-    assert!(status.success(), "kv_reverse.py failed on P0");
+    experiment_support::rewrite("kv_reverse.py", &dir.join("P0"), &out, &[]);
     let edited = std::fs::read_to_string(out.join("k.cu")).expect("the rewrite");
     let reversed = edited.matches("attn_wmul(attn_max(num_tiles_").count();
     assert!(reversed >= 4, "{reversed} tile indices reversed in P0");

@@ -4,6 +4,7 @@
 //! memory, its main loop free of `cp.async`. GPU parity of the TMA branch: `gpu_unified` and
 //! `gpu_mla_op` run with the feature on.
 
+mod experiment_support;
 mod sass_support;
 mod unified_plans;
 
@@ -156,17 +157,7 @@ fn p0_consumers_wait_on_the_boxes_and_the_multicast_rewrite_applies() {
     let (src, dst) = (dir.join("generated"), dir.join("multicast"));
     std::fs::create_dir_all(&src).expect("temp dir");
     std::fs::write(src.join("p0.cu"), &k.source).expect("write");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../bench/experiments/tma_multicast.py"
-    );
-    let status = std::process::Command::new("python3")
-        .arg(script)
-        .arg(&src)
-        .arg(&dst)
-        .status()
-        .expect("python3 runs");
-    assert!(status.success(), "tma_multicast.py failed on P0");
+    experiment_support::rewrite("tma_multicast.py", &src, &dst, &[]);
     let edited = std::fs::read_to_string(dst.join("p0.cu")).expect("the rewrite");
     assert!(edited.contains("__cluster_dims__(2, 1, 1)"));
     let mc = CudaKernel {
