@@ -534,8 +534,15 @@ impl<'f> Emitter<'f> {
     /// threads a row over `rows` alloc rows, binding this thread's `attn_row` and
     /// `attn_lane_in_row`.
     pub(crate) fn open_copy_passes(&mut self, rows: usize, lanes: usize) {
+        self.w
+            .open_unrolled("p", rows.div_ceil(self.threads / lanes));
+        self.bind_pass_row(lanes);
+    }
+
+    /// Binds this thread's `attn_row` and `attn_lane_in_row` in pass `p` of a copy
+    /// distribution of `lanes` threads a row.
+    pub(crate) fn bind_pass_row(&mut self, lanes: usize) {
         let rows_per_pass = self.threads / lanes;
-        self.w.open_unrolled("p", rows.div_ceil(rows_per_pass));
         self.w.line(format!(
             "const int attn_row = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
         ));

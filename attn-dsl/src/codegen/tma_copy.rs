@@ -527,7 +527,6 @@ impl<'f> Emitter<'f> {
         // A loop over the set bits, not the unrolled chunk loop with a test per chunk:
         // ptxas predicates that one, and a tile without masked chunks (every tile but the
         // last) then still issues its ~300 instructions (P0's producer, 2026-12-04).
-        let rows_per_pass = self.threads / lanes;
         let (row_start, dst_stride) = al.copy_row("attn_row", "attn_lane_in_row", lanes, chunk);
         self.w.line("#pragma unroll 1");
         self.w.open(format!(
@@ -536,9 +535,7 @@ impl<'f> Emitter<'f> {
         self.w.line(format!(
             "const int attn_bit = __ffs(attn_m) - 1, p = attn_bit / {slots}, s = attn_bit % {slots};"
         ));
-        self.w.line(format!(
-            "const int attn_row = p * {rows_per_pass} + tid / {lanes}, attn_lane_in_row = tid % {lanes};"
-        ));
+        self.bind_pass_row(lanes);
         self.w.line(format!(
             "attn_st_zero16(attn_dst + {row_start} + s * {dst_stride});"
         ));
