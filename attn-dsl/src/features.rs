@@ -1,7 +1,10 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
 //! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
 //! `deferred_sum`, `fill_select`, `fold_chains`, `guarded_shuffles`, `hold_a`, `k_split`, `licm`, `mask_intervals`, `mma_chain`, `mma_overlap`,
-//! `previous_stage`, `staged_store`, `swizzle`, `wait_in_scale`, `tma` (the copies of kernels whose `tma`
+//! `previous_stage`, `row_step` (a copy's later passes addressed at a constant from its
+//! first), `run_rows` (copies' row addresses from their page's first row), `split_ring` (K
+//! and V rings of their own under the previous stage), `staged_store`, `swizzle`,
+//! `wait_in_scale`, `tma` (the copies of kernels whose `tma`
 //! attribute asks for boxes, by `cp.async` instead), `consumer_landing` (a split program's
 //! consumers waiting on its TMA boxes themselves), `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
 //! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
@@ -14,9 +17,7 @@
 //! warpgroup loop (shipped only where the split reads V from the previous stage),
 //! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
 //! `heads_fastest` for the unified-attention grid's programs on one axis, KV heads fastest,
-//! `unroll_scans` for short scalar loops with constant bounds unrolled by 8, `split_ring` for
-//! K and V rings of their own under the previous stage, `run_rows` for copies' row
-//! addresses from their page's first row),
+//! `unroll_scans` for short scalar loops with constant bounds unrolled by 8),
 //! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels

@@ -3,17 +3,19 @@
 //! columns or more, PV runs one tile behind the scores (`passes::pv_behind`), a stage holds
 //! one tile's K and V, the consumers' PV reads V from the stage of the iteration before (the
 //! current one in the first, where P is zeros) and releases that stage once PV completed.
-//! The emitted CUDA (split, copies landing late) matches the CPU executor running the
-//! kernel as written.
+//! Here with K and V on one ring (`ATTN_CODEGEN_DISABLE=split_ring`; split by default,
+//! `tests/split_ring.rs`). The emitted CUDA (split, copies landing late) matches the CPU
+//! executor running the kernel as written.
 
 mod codegen_common;
 
 use attn_dsl::gpu_ir::{self, GpuBlock, GpuOp, OperandSource, Stage, StageSync};
 use codegen_common::{flash_fwd, overlap_cases};
 
-/// The default features (read once per process), copies landing late.
+/// The default features but one ring for K and V (read once per process), copies landing late.
 fn setup() {
     overlap_cases::setup("");
+    std::env::set_var("ATTN_CODEGEN_DISABLE", "split_ring");
 }
 
 fn mma_stages(b: &GpuBlock) -> Vec<Stage> {

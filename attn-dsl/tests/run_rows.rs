@@ -1,5 +1,5 @@
-//! Copies whose source rows come in runs one stride apart (`ATTN_CODEGEN_ENABLE=run_rows`,
-//! opt-in): each pass's row address is the address of its run's first row plus the
+//! Copies whose source rows come in runs one stride apart (`run_rows`, shipped;
+//! `ATTN_CODEGEN_DISABLE=run_rows` addresses every row on its own): each pass's row address is the address of its run's first row plus the
 //! thread's offset in the run times the row stride, not each row's own address with its
 //! page divided out. The emitted CUDA (pages of 16 keys, a dense tile as one run) matches
 //! the CPU executor running the kernel as written.
@@ -11,9 +11,9 @@ use attn_dsl::ir::ScalarType;
 use codegen_common::sim_check::{check, flash_args};
 use codegen_common::{flash_fwd, overlap_cases, paged_fwd};
 
-/// The feature on (read once per process), copies landing late.
+/// The default features (read once per process), copies landing late.
 fn setup() {
-    overlap_cases::setup("run_rows");
+    overlap_cases::setup("");
 }
 
 /// Pages of 16 keys, 16 rows a pass (128 threads, 8 a row): the pass's run is its page,
@@ -30,6 +30,11 @@ fn paged_rows_start_from_their_page() {
     assert!(
         src.contains("(p * 16 / 16) * 16"),
         "the page's first row: {src}"
+    );
+    // 16 rows a pass, two swizzle periods: later passes' rows at a constant from the first's.
+    assert!(
+        src.contains("attn_dst_row = attn_dst_first + p * 1024;"),
+        "a pass's shared row at a constant: {src}"
     );
 }
 

@@ -1,5 +1,5 @@
-//! K and V as rings of their own under the previous stage (`gpu_ir::split_ring`, opt-in:
-//! `ATTN_CODEGEN_ENABLE=split_ring`): the producer fills each part of a stage on its own
+//! K and V as rings of their own under the previous stage (`gpu_ir::split_ring`, shipped;
+//! `ATTN_CODEGEN_DISABLE=split_ring` keeps one ring): the producer fills each part of a stage on its own
 //! acquire, the consumers release K's part once the scores completed and V's once PV did.
 //! The emitted CUDA (split, copies landing late) matches the CPU executor running the
 //! kernel as written.
@@ -9,9 +9,9 @@ mod codegen_common;
 use attn_dsl::gpu_ir::{self, GpuOp, Stage, StageSync};
 use codegen_common::overlap_cases;
 
-/// The feature on (read once per process), copies landing late.
+/// The default features (read once per process), copies landing late.
 fn setup() {
-    overlap_cases::setup("split_ring");
+    overlap_cases::setup("");
 }
 
 /// Two parts; the consumers release K's current part right after the scores' wait and V's

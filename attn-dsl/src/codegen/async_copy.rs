@@ -325,6 +325,13 @@ impl<'f> Emitter<'f> {
                 format!("_{i}")
             }
         };
+        // Where a pass steps a whole swizzle period, each copy's first pass's row pointer
+        // once, the others at a constant from it (P0's producer otherwise spent three
+        // instructions a row on the shared address: its loop 413 → 350 SASS instructions;
+        // `ATTN_CODEGEN_DISABLE=row_step` addresses each row).
+        let rows_per_pass = self.threads / lanes;
+        let steps_on = !crate::features::disabled("row_step");
+        let mut pass_steps = Vec::with_capacity(cs.len());
         for (i, c) in cs.iter().enumerate() {
             let dst = self.stage_base(c.dst, c.stage, counter)?;
             let op = self.f.op(c.load);
@@ -333,6 +340,22 @@ impl<'f> Emitter<'f> {
             }
             self.w
                 .line(format!("unsigned short* const attn_dst{} = {dst};", sfx(i)));
+            let alloc = self.prog.alloc(c.dst);
+            let step = alloc.row_step(rows_per_pass).filter(|_| steps_on && !tma);
+            if step.is_some() {
+                let (first, _) = alloc.copy_row(
+                    &format!("tid / {lanes}"),
+                    &format!("tid % {lanes}"),
+                    lanes,
+                    chunk,
+                );
+                self.w.line(format!(
+                    "unsigned short* const attn_dst_first{} = attn_dst{} + {first};",
+                    sfx(i),
+                    sfx(i)
+                ));
+            }
+            pass_steps.push(step);
         }
         // The boxes go first: the tile's bytes start moving before the threads evaluate
         // its mask.
@@ -459,9 +482,12 @@ impl<'f> Emitter<'f> {
                 self.prog
                     .alloc(c.dst)
                     .copy_row(row, "attn_lane_in_row", lanes, chunk);
+            let row_ptr = match pass_steps[i] {
+                Some(step) => format!("attn_dst_first{} + p * {step}", sfx(i)),
+                None => format!("attn_dst{} + {row_start}", sfx(i)),
+            };
             self.w.line(format!(
-                "unsigned short* const attn_dst_row{} = attn_dst{} + {row_start};",
-                sfx(i),
+                "unsigned short* const attn_dst_row{} = {row_ptr};",
                 sfx(i)
             ));
             at_chunk.push((
@@ -675,12 +701,16 @@ impl<'f> Emitter<'f> {
     /// [`crate::gpu_ir::row_affine`]) and each pass's rows of a thread fall in runs it can
     /// name without dividing by the run (the run a multiple of the rows a pass covers, or
     /// the other way round): the first row of this thread's run in pass `p`, and the offset
-    /// to its row. Under `ATTN_CODEGEN_ENABLE=run_rows` only: the address of the run's first
-    /// row leaves the compiler a multiple of the run to divide (its bits known), where each
-    /// row's own address makes it divide and take the remainder of a row it cannot bound
-    /// (P0's producer loop, sm_90a SASS: 346 instructions a warp a tile, 297 with it).
+    /// to its row (shipped; `ATTN_CODEGEN_DISABLE=run_rows` turns it off). The address of
+    /// the run's first row leaves the compiler a multiple of the run to divide (its bits
+    /// known), where each row's own address makes it divide and take the remainder of a row
+    /// it cannot bound (P0's producer loop, sm_90a SASS: 346 instructions a warp a tile, 297
+    /// with it; P0 on the H200 2.11 → 2.05 ms, 1.96 with the split ring).
     fn run_rows(&self, c: &AsyncCopy, lanes: usize) -> Res<Option<RunRows>> {
-        if !crate::features::enabled("run_rows") {
+        // Only the producer's: other copies share the registers with accumulators, and the
+        // offset a pass they hold spilled (P3's image-range loop the consumers copy
+        // themselves, 12 bytes at 232 registers; MLA's combine, 4 at 128).
+        if crate::features::disabled("run_rows") || self.role != Role::Producer {
             return Ok(None);
         }
         let Some(rows) = crate::gpu_ir::row_affine::of_copy(self.f, &self.defs, &self.prog.axis, c)

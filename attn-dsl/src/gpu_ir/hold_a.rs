@@ -20,7 +20,8 @@
 //! reserve for addresses and the softmax's temporaries, four registers a k-step. The
 //! reserve is calibrated on MLA's history (NVRTC 13.0, sm_90a): 12 held k-steps compile
 //! spill-free, 16 spill (32 bytes) and serialize every `wgmma`. P1 gets 4 of 16 (8 held
-//! measured 0.329 ms: its 128-register accumulator leaves too few).
+//! measured 0.329 ms: its 128-register accumulator leaves too few), P3 3 (a loop nested in
+//! its loop keeps more live).
 //!
 //! A short A (at most 8 k-steps: P0's 128-column queries) is held whole in a loop that
 //! carries its P packed (PV from the previous stage: P0) where the registers leave room
@@ -37,6 +38,11 @@ use crate::ir::{Function, OpId};
 
 /// Registers kept for addresses, masks and the softmax's temporaries (see the module note).
 const RESERVE_REGS: usize = 24;
+/// Registers a loop nested in the held loop keeps live besides the reserve: its bounds and
+/// carried values (P3's scan of the image ranges for a full tile). With 4 of its 16 k-steps
+/// held P3's consumers spilled 12 bytes once its producer's addresses changed
+/// (`run_rows`); 3 held leave them spill-free (NVRTC 13.0, sm_90a).
+const NESTED_LOOP_REGS: usize = 4;
 /// Held k-steps need a reduction longer than this many (a 128-column head fits the
 /// shared-memory reads of the unified kernels' scores).
 const MIN_STEPS: usize = 8;
@@ -103,7 +109,8 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
     }
     let (steps, dot, a) = best?;
     let held = if steps > MIN_STEPS {
-        (spare_registers(f, dot, 4) / 8).min(steps)
+        (spare_registers(f, dot, 4).saturating_sub(2 * NESTED_LOOP_REGS * nested_loops(body)) / 8)
+            .min(steps)
     } else {
         steps
     };
@@ -112,6 +119,15 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
         a,
         steps: held,
     })
+}
+
+/// The loops nested in `body` (at any depth).
+fn nested_loops(body: &GpuBlock) -> usize {
+    let mut n = 0;
+    super::program::walk_block(body, &mut |op| {
+        n += usize::from(matches!(op, GpuOp::For { .. } | GpuOp::While { .. }));
+    });
+    n
 }
 
 /// The dot's reduction in 16-wide k-steps.

@@ -91,6 +91,17 @@ impl LocalAlloc {
         )
     }
 
+    /// The elements between a copy's rows `row` and `row + rows` when that step keeps every
+    /// row's place in its line (always unswizzled; swizzled, a whole number of the swizzle's
+    /// 8-row period): a pass's row pointer is then the first pass's plus a constant, which
+    /// the copies take as an immediate offset instead of addressing each row again.
+    pub fn row_step(&self, rows: usize) -> Option<usize> {
+        if !self.swizzled {
+            return Some(rows * self.pitch());
+        }
+        rows.is_multiple_of(8).then_some(rows * SWIZZLE_COLS)
+    }
+
     /// Row pitch in elements.
     pub fn pitch(&self) -> usize {
         self.cols + self.pad

@@ -12,14 +12,14 @@
 //! the next PV (in the first iteration before its own PV, which reads it), no longer at the
 //! top: the values land an iteration later than the keys may.
 //!
-//! Measured slower (H200, one call each, two rounds). With V's wait before PV's issue,
-//! inside the warpgroup's turn: P0 2.336 / 2.335 ms against 2.089 / 2.092 with one ring.
-//! As placed now, V's wait at the end of the iteration (the values the next PV reads; in
-//! the first iteration before its PV): 2.265 / 2.279 against 2.072 / 2.072, and without
-//! the softmax 1.975 against 1.78. More in flight made the supply slower: each fill now
-//! computes every row's address twice, and the producer's work, not the depth, is what
-//! grew. Opt-in (`ATTN_CODEGEN_ENABLE=split_ring`), for a producer that issues a tile in
-//! few instructions (TMA boxes).
+//! Measured (H200, one call each, two rounds). With V's wait before PV's issue, inside the
+//! warpgroup's turn: P0 2.336 / 2.335 ms against 2.089 / 2.092 with one ring. As placed
+//! now, V's wait at the end of the iteration (the values the next PV reads; in the first
+//! iteration before its PV): 2.265 / 2.279 against 2.072 / 2.072. That loss was the
+//! producer computing every row's address twice; with V's copy reading the row offsets
+//! K's kept (the emitter's `SharedRows`) and rows addressed from their page's first
+//! (`run_rows`), 1.962 / 1.966 against 2.110 / 2.105 with one ring (session 17). Shipped;
+//! `ATTN_CODEGEN_DISABLE=split_ring` keeps one ring.
 //!
 //! Applies to a split loop whose consumers read exactly two ring allocs, the keys by the
 //! scores on the current stage and the values by PV on the previous one, and whose producer
@@ -40,10 +40,9 @@ struct Parts {
     pv: OpId,
 }
 
-/// Splits the ring of `p`'s warp-specialized loop where it applies (see the module note;
-/// opt-in, `ATTN_CODEGEN_ENABLE=split_ring`: measured slower as placed, below).
+/// Splits the ring of `p`'s warp-specialized loop where it applies (see the module note).
 pub fn run(p: &mut GpuProgram) {
-    if !crate::features::enabled("split_ring") {
+    if crate::features::disabled("split_ring") {
         return;
     }
     let Some(ws) = p.specialization.as_ref() else {

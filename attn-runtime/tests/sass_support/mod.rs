@@ -69,11 +69,23 @@ pub fn smallest_loop_with(
     cubin: &[u8],
     mnemonic: &str,
 ) -> (String, BTreeMap<String, usize>) {
+    smallest_loop_where(label, cubin, &format!("with {mnemonic}"), |c| {
+        count(c, mnemonic) > 0
+    })
+}
+
+/// The smallest loop whose counts satisfy `wanted` (described by `what` in the panic).
+pub fn smallest_loop_where(
+    label: &str,
+    cubin: &[u8],
+    what: &str,
+    wanted: impl Fn(&BTreeMap<String, usize>) -> bool,
+) -> (String, BTreeMap<String, usize>) {
     loops(label, cubin, 64)
         .into_iter()
-        .filter(|(_, c)| count(c, mnemonic) > 0)
+        .filter(|(_, c)| wanted(c))
         .min_by_key(|(_, c)| count(c, "n"))
-        .unwrap_or_else(|| panic!("{label}: no loop with {mnemonic}"))
+        .unwrap_or_else(|| panic!("{label}: no loop {what}"))
 }
 
 /// The counts of the whole kernel of `cubin` (every instruction, loops or not).
