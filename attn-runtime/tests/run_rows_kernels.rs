@@ -35,9 +35,10 @@ fn p0_producer_addresses_rows_from_their_page() {
         sass_support::count(c, "LDGSTS") == 32
     });
     assert_eq!(sass_support::count(&c, "LDG"), 8, "{line}");
-    // The remainder of each row's key by the page (`LOP3`s) is gone. 350 with NVRTC 13.0
-    // over both parts' acquires and arrivals (413 with each row's shared address computed,
-    // `ATTN_CODEGEN_DISABLE=row_step`; with one ring 297, and 346 without `run_rows`).
+    // The remainder of each row's key by the page (`LOP3`s) is gone. 413 with NVRTC 13.0
+    // over both parts' acquires and arrivals (350 with later passes' shared rows at a
+    // constant, `row_step`, which the split ring's producer does not take: slower; with
+    // one ring 297, and 346 without `run_rows`).
     assert_eq!(sass_support::count(&c, "LOP3"), 0, "{line}");
-    assert!(sass_support::count(&c, "n") <= 365, "{line}");
+    assert!(sass_support::count(&c, "n") <= 425, "{line}");
 }

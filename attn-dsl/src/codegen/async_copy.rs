@@ -326,11 +326,12 @@ impl<'f> Emitter<'f> {
             }
         };
         // Where a pass steps a whole swizzle period, each copy's first pass's row pointer
-        // once, the others at a constant from it (P0's producer otherwise spent three
-        // instructions a row on the shared address: its loop 413 → 350 SASS instructions;
-        // `ATTN_CODEGEN_DISABLE=row_step` addresses each row).
+        // once, the others at a constant from it, instead of three instructions a row on
+        // the shared address (`ATTN_CODEGEN_DISABLE=row_step` addresses each row). Not in a
+        // split ring's producer: P0's loop went 413 → 350 SASS instructions and P0 1.937 →
+        // 1.966 ms, where P1 (one ring) went 0.285 → 0.282 (H200, one call, three rounds).
         let rows_per_pass = self.threads / lanes;
-        let steps_on = !crate::features::disabled("row_step");
+        let steps_on = !crate::features::disabled("row_step") && !self.in_split_ring();
         let mut pass_steps = Vec::with_capacity(cs.len());
         for (i, c) in cs.iter().enumerate() {
             let dst = self.stage_base(c.dst, c.stage, counter)?;
@@ -534,12 +535,7 @@ impl<'f> Emitter<'f> {
         al: &crate::gpu_ir::LocalAlloc,
         lanes: usize,
     ) -> Vec<Option<(String, TextScope)>> {
-        let split_ring = self.role == Role::Producer
-            && self
-                .prog
-                .specialization
-                .as_ref()
-                .is_some_and(|ws| ws.parts > 1);
+        let split_ring = self.in_split_ring();
         let passes = al.rows.div_ceil(self.threads / lanes);
         cs.iter()
             .map(|c| {
@@ -554,6 +550,16 @@ impl<'f> Emitter<'f> {
                 })
             })
             .collect()
+    }
+
+    /// Whether this is a split ring's producer (K and V filled on their own acquires).
+    fn in_split_ring(&self) -> bool {
+        self.role == Role::Producer
+            && self
+                .prog
+                .specialization
+                .as_ref()
+                .is_some_and(|ws| ws.parts > 1)
     }
 
     /// Opens the unrolled loop (`p`) over the passes of a copy distribution of `lanes`
