@@ -17,7 +17,8 @@
 //! warpgroup loop (shipped only where the split reads V from the previous stage),
 //! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
 //! `heads_fastest` for the unified-attention grid's programs on one axis, KV heads fastest,
-//! `unroll_scans` for short scalar loops with constant bounds unrolled by 8),
+//! `unroll_scans` for short scalar loops with constant bounds unrolled by 8, `page_pointer`
+//! for a producer's block-table entries at a constant from one pointer a tile),
 //! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels

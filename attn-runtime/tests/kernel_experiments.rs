@@ -360,28 +360,3 @@ fn supply_edits_apply_to_p0_and_p1() {
     assert!(reversed >= 4, "{reversed} tile indices reversed in P0");
     let _ = std::fs::remove_dir_all(&dir);
 }
-
-/// `page_pointer.py` (docs/gpu_ir.md, "Fewer producer instructions") finds every
-/// block-table load P0's producer addresses from a run's first row and reads it at a
-/// constant from the tile's pointer instead.
-#[test]
-fn page_pointer_rewrite_applies_to_p0() {
-    let src = warpgroup_source(p0(), 16384);
-    let dir = std::env::temp_dir().join(format!("attn-page-pointer-{}", std::process::id()));
-    let input = dir.join("in");
-    std::fs::create_dir_all(&input).expect("temp dir");
-    std::fs::write(input.join("k.cu"), &src).expect("write");
-    let out = dir.join("out");
-    experiment_support::rewrite("page_pointer.py", &input, &out, &[]);
-    let edited = std::fs::read_to_string(out.join("k.cu")).expect("the rewrite");
-    let producer = |s: &str| {
-        let start = s.find("if (threadIdx.x >= 256) {").expect("the producer");
-        let end = s.find("attn_setmaxnreg_inc<").expect("the consumers");
-        s[start..end].to_string()
-    };
-    let before = producer(&src).matches("attn_ld((bt_row").count();
-    let after = producer(&edited).matches(" + p * 16 / 16))").count();
-    assert!(before >= 2, "{before} page loads in P0's producer");
-    assert_eq!(after, before, "every page load rewritten");
-    let _ = std::fs::remove_dir_all(&dir);
-}

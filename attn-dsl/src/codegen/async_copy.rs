@@ -419,11 +419,17 @@ impl<'f> Emitter<'f> {
             // Rows in page runs: the run's first row's address plus this thread's offset in
             // the run times the row stride (see `run_rows`), else every row's own address.
             let start = match self.run_rows(c, lanes)? {
-                Some(r) => format!(
-                    "{} + {}",
-                    self.remat_expr(load.operands[0], &Self::coords_at(c, &r.first, "0"), scope)?,
-                    r.offset
-                ),
+                Some(r) => {
+                    let at = Self::coords_at(c, &r.first, "0");
+                    let run_start = super::page_pointer::RunStart {
+                        first: r.first.clone(),
+                        run: r.run,
+                    };
+                    let base = self.at_run_start(run_start, || {
+                        self.remat_expr(load.operands[0], &at, scope)
+                    })?;
+                    format!("{base} + {}", r.offset)
+                }
                 None => self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?,
             };
             let src = format!("attn_src{}", sfx(i));
@@ -751,6 +757,7 @@ impl<'f> Emitter<'f> {
         Ok(Some(RunRows {
             first,
             offset: format!("(long long)({in_run}) * ({stride})"),
+            run: run as u64,
         }))
     }
 
@@ -948,6 +955,8 @@ const MIN_RUN_ROWS: usize = 8;
 struct RunRows {
     first: String,
     offset: String,
+    /// Rows of a run.
+    run: u64,
 }
 
 #[cfg(test)]

@@ -78,6 +78,9 @@ pub(crate) struct Emitter<'f> {
     pub(crate) shared_rows: Vec<super::async_copy::SharedRows>,
     /// Row-offset arrays declared so far (their names' numbers).
     pub(crate) shared_rows_declared: usize,
+    /// The run-start row a copy's address is being recomputed at (see
+    /// [`super::page_pointer`]).
+    pub(crate) run_start: std::cell::RefCell<Option<super::page_pointer::RunStart>>,
 }
 
 /// The threads a program is emitted for.
@@ -131,6 +134,7 @@ impl<'f> Emitter<'f> {
             held_a: Default::default(),
             shared_rows: Vec::new(),
             shared_rows_declared: 0,
+            run_start: Default::default(),
             pending_mma: Default::default(),
             scale_wait: None,
             packed_a: Default::default(),

@@ -64,6 +64,7 @@ mod memory;
 mod mma_map;
 mod names;
 mod operand_fragments;
+mod page_pointer;
 mod recompute;
 mod remat;
 mod remat_region;

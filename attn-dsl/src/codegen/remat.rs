@@ -55,6 +55,11 @@ impl<'f> Emitter<'f> {
         scope: &Scope,
     ) -> Res<String> {
         let recurse = |x: ValueId, i: &ElemIndex| self.remat_expr(x, i, scope);
+        if op.kind == OpKind::AddPtr {
+            if let Some(split) = self.page_pointer(op, at, scope)? {
+                return Ok(split);
+            }
+        }
         match &op.kind {
             OpKind::Const(s) => Ok(literal(*s)),
             OpKind::Broadcast { .. } => {

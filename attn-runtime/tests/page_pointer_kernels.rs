@@ -1,0 +1,38 @@
+//! P0's producer with each page's block-table entry read at a constant from one pointer a
+//! tile (`ATTN_CODEGEN_ENABLE=page_pointer`, opt-in), checked without a GPU: NVRTC for
+//! sm_90a spill-free and the producer loop's SASS pinned (docs/gpu_ir.md, "What is left of
+//! the page arithmetic").
+
+mod sass_support;
+mod unified_plans;
+
+use attn_runtime::jit::{Arch, CudaSource, ModuleImage};
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::gpu::emit_launch;
+use attn_runtime::ops::unified_attention::plan::PathChoice;
+use unified_plans::{p0, plan};
+
+#[test]
+fn p0_producer_reads_page_entries_from_the_tiles_pointer() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "page_pointer");
+    let p = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p0()
+    };
+    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
+    assert!(
+        k.source.contains(" + (((p * 16 / 16) * 16) >> 4)))"),
+        "each pass's page entry at a constant"
+    );
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    let m = sass_support::compile_spill_free("P0 page_pointer", &CudaSource::from_kernel(&k), arch);
+    let ModuleImage::Cubin(bytes) = m.image else {
+        panic!("P0 page_pointer: no cubin");
+    };
+    let (line, c) = sass_support::smallest_loop_where("P0", &bytes, "filling K and V", |c| {
+        sass_support::count(c, "LDGSTS") == 32
+    });
+    assert_eq!(sass_support::count(&c, "LDG"), 8, "{line}");
+    // 334 with NVRTC 13.0, against 413 with the page index divided at each pass's run.
+    assert!(sass_support::count(&c, "n") <= 345, "{line}");
+}
