@@ -6,7 +6,7 @@
 mod sass_support;
 mod unified_plans;
 
-use attn_runtime::jit::{Arch, CudaSource, ModuleImage};
+use attn_runtime::jit::CudaSource;
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::PathChoice;
@@ -23,18 +23,8 @@ fn p0_producer_addresses_rows_from_their_page() {
         k.source.contains("(long long)(p * 16 % 16 + tid / 8) * ("),
         "each pass's row from its page's first"
     );
-    let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = sass_support::compile_spill_free("P0 run_rows", &CudaSource::from_kernel(&k), arch);
-    let ModuleImage::Cubin(bytes) = m.image else {
-        panic!("P0 run_rows: no cubin");
-    };
-    // The producer's loop: K's and V's 16-byte chunks of 8 rows each (two parts of the split
-    // ring, each on its own acquire), and only K's 8 block-table loads: V's copy reads the
-    // row offsets K's kept.
-    let (line, c) = sass_support::smallest_loop_where("P0", &bytes, "filling K and V", |c| {
-        sass_support::count(c, "LDGSTS") == 32
-    });
-    assert_eq!(sass_support::count(&c, "LDG"), 8, "{line}");
+    // K's and V's chunks of a tile, only K's block-table loads (V reads K's rows).
+    let (line, c) = sass_support::producer_fill_loop("P0 run_rows", &CudaSource::from_kernel(&k));
     // The remainder of each row's key by the page (`LOP3`s) is gone. 413 with NVRTC 13.0
     // over both parts' acquires and arrivals (350 with later passes' shared rows at a
     // constant, `row_step`, which the split ring's producer does not take: slower; with

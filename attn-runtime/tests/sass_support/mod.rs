@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use attn_runtime::jit::{compile, Arch, CompiledModule, CudaSource, JitOptions};
+use attn_runtime::jit::{compile, Arch, CompiledModule, CudaSource, JitOptions, ModuleImage};
 use std::collections::BTreeMap;
 
 /// NVRTC for `arch`, the entry's ptxas statistics printed and asserted spill-free: no spill
@@ -187,4 +187,23 @@ pub fn instructions(label: &str, cubin: &[u8]) -> Vec<String> {
 /// The count of `key` in `counts` (0 when the loop has none).
 pub fn count(counts: &BTreeMap<String, usize>, key: &str) -> usize {
     counts.get(key).copied().unwrap_or(0)
+}
+
+/// A warp-specialized producer's loop filling one K and one V tile of 8 rows a thread each
+/// (32 16-byte `cp.async`s, K's 8 block-table loads: V reads K's rows), compiled spill-free
+/// for sm_90a: its counts line and counts.
+pub fn producer_fill_loop(
+    label: &str,
+    source: &CudaSource<'_>,
+) -> (String, BTreeMap<String, usize>) {
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    let m = compile_spill_free(label, source, arch);
+    let ModuleImage::Cubin(bytes) = m.image else {
+        panic!("{label}: no cubin");
+    };
+    let (line, c) = smallest_loop_where(label, &bytes, "filling K and V", |c| {
+        count(c, "LDGSTS") == 32
+    });
+    assert_eq!(count(&c, "LDG"), 8, "{label}: {line}");
+    (line, c)
 }
