@@ -5,6 +5,7 @@
 use super::c_types::scalar_reg_type;
 use super::elem_index::ElemIndex;
 use super::emitter::{Emitter, Role};
+use super::page_pointer::RunStart;
 use super::remat::Scope;
 use super::writer::Scope as TextScope;
 use super::CodegenError;
@@ -420,14 +421,9 @@ impl<'f> Emitter<'f> {
             // the run times the row stride (see `run_rows`), else every row's own address.
             let start = match self.run_rows(c, lanes)? {
                 Some(r) => {
-                    let at = Self::coords_at(c, &r.first, "0");
-                    let run_start = super::page_pointer::RunStart {
-                        first: r.first.clone(),
-                        run: r.run,
-                    };
-                    let base = self.at_run_start(run_start, || {
-                        self.remat_expr(load.operands[0], &at, scope)
-                    })?;
+                    let at = Self::coords_at(c, &r.start.first, "0");
+                    let base = self
+                        .at_run_start(r.start, || self.remat_expr(load.operands[0], &at, scope))?;
                     format!("{base} + {}", r.offset)
                 }
                 None => self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?,
@@ -440,7 +436,7 @@ impl<'f> Emitter<'f> {
                 srcs.iter()
                     .find(|(_, ob, other)| replace_ident(&start, b, ob) == *other)
             });
-            let dims = (self.threads / lanes, lanes, chunk);
+            let dims = (rows_per_pass, lanes, chunk);
             let kept = base.as_ref().and_then(|b| {
                 self.shared_rows
                     .iter()
@@ -755,9 +751,11 @@ impl<'f> Emitter<'f> {
             return Ok(None);
         };
         Ok(Some(RunRows {
-            first,
+            start: RunStart {
+                first,
+                run: run as u64,
+            },
             offset: format!("(long long)({in_run}) * ({stride})"),
-            run: run as u64,
         }))
     }
 
@@ -931,7 +929,7 @@ pub(crate) fn replace_ident(text: &str, from: &str, to: &str) -> String {
     out
 }
 
-// A producer copy's per-pass row offsets kept for a later copy of the same rows: valid for
+/// A producer copy's per-pass row offsets kept for a later copy of the same rows: valid for
 /// a copy with the same guard, the same thread distribution (rows a pass, lanes a row,
 /// elements a chunk) and the same row-start expression but for its base pointer, emitted
 /// while the array's block is open. The text is the proof: a producer's scalars are named
@@ -950,13 +948,11 @@ pub(crate) struct SharedRows {
 const MIN_RUN_ROWS: usize = 8;
 
 /// A thread's rows of one pass inside a run of rows one stride apart
-/// ([`Emitter::run_rows`]): the run's first row (an alloc row index) and the element offset
-/// from its address to this thread's row.
+/// ([`Emitter::run_rows`]): the run's first row (an alloc row index) and length, and the
+/// element offset from its address to this thread's row.
 struct RunRows {
-    first: String,
+    start: RunStart,
     offset: String,
-    /// Rows of a run.
-    run: u64,
 }
 
 #[cfg(test)]

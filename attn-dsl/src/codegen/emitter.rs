@@ -358,6 +358,18 @@ impl<'f> Emitter<'f> {
             .map(|o| f.op(o))
     }
 
+    /// The integer constant `v` is (through splats and broadcasts).
+    pub(crate) fn int_constant(&self, v: ValueId) -> Option<i64> {
+        let op = self.def_op(v)?;
+        match &op.kind {
+            OpKind::Const(crate::ir::Scalar::Int(k, _)) => Some(*k),
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } => {
+                self.int_constant(*op.operands.first()?)
+            }
+            _ => None,
+        }
+    }
+
     /// Declares the C++ variable of `v` without initializing it.
     fn declare(&mut self, v: ValueId, name: &str) {
         let t = reg_type(self.elem(v));
@@ -845,14 +857,10 @@ impl<'f> Emitter<'f> {
         if !crate::features::enabled("unroll_scans") {
             return false;
         }
-        let konst = |v: ValueId| match self.def_op(v).map(|d| &d.kind) {
-            Some(OpKind::Const(crate::ir::Scalar::Int(x, _))) => Some(*x),
-            _ => None,
-        };
         let trips = match (
-            konst(op.operands[0]),
-            konst(op.operands[1]),
-            konst(op.operands[2]),
+            self.int_constant(op.operands[0]),
+            self.int_constant(op.operands[1]),
+            self.int_constant(op.operands[2]),
         ) {
             (Some(lo), Some(hi), Some(step)) if step > 0 => (hi - lo).max(0) / step,
             _ => return false,

@@ -15,7 +15,7 @@ use super::elem_index::ElemIndex;
 use super::emitter::Emitter;
 use super::remat::Scope;
 use super::CodegenError;
-use crate::ir::{BinaryOp, Op, OpKind, Scalar, ValueId};
+use crate::ir::{BinaryOp, Op, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -85,18 +85,6 @@ impl Emitter<'_> {
         shape.len() == 1
             && info.contiguity.first().copied() >= Some(shape[0] as u64)
             && info.divisibility.first().is_some_and(|d| d % page == 0)
-    }
-
-    /// The integer constant `v` is (through splats and broadcasts).
-    fn int_constant(&self, v: ValueId) -> Option<i64> {
-        let op = self.def_op(v)?;
-        match &op.kind {
-            OpKind::Const(Scalar::Int(k, _)) => Some(*k),
-            OpKind::Splat { .. } | OpKind::Broadcast { .. } => {
-                self.int_constant(*op.operands.first()?)
-            }
-            _ => None,
-        }
     }
 }
 

@@ -62,19 +62,9 @@ pub fn innermost_loop_with(
         .unwrap_or_else(|| panic!("{label}: no loop in the SASS counts"))
 }
 
-/// The smallest loop holding any `mnemonic`: a warp-specialized kernel's producer loop
-/// (`LDGSTS`), inside the loops the backward branches make around it.
-pub fn smallest_loop_with(
-    label: &str,
-    cubin: &[u8],
-    mnemonic: &str,
-) -> (String, BTreeMap<String, usize>) {
-    smallest_loop_where(label, cubin, &format!("with {mnemonic}"), |c| {
-        count(c, mnemonic) > 0
-    })
-}
-
-/// The smallest loop whose counts satisfy `wanted` (described by `what` in the panic).
+/// The smallest loop whose counts satisfy `wanted` (described by `what` in the panic): a
+/// warp-specialized kernel's producer loop, inside the loops the backward branches make
+/// around it.
 pub fn smallest_loop_where(
     label: &str,
     cubin: &[u8],
