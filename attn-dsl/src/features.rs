@@ -18,8 +18,10 @@
 //! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
 //! `heads_fastest` for the unified-attention grid's programs on one axis, KV heads fastest,
 //! `unroll_scans` for short scalar loops with constant bounds unrolled by 8, `page_pointer`
-//! for a producer's block-table entries at a constant from one pointer a tile),
-//! comma-separated.
+//! for a producer's block-table entries at a constant from one pointer a tile, `byte_rows`
+//! for the row offsets a split ring's producer keeps for V kept in bytes, `mask_bound` for a
+//! producer's copy masks testing each row against the tile's uniform bound,
+//! `split_row_step` for `row_step` in a split ring's producer too), comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.

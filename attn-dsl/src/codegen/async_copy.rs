@@ -330,9 +330,12 @@ impl<'f> Emitter<'f> {
         // once, the others at a constant from it, instead of three instructions a row on
         // the shared address (`ATTN_CODEGEN_DISABLE=row_step` addresses each row). Not in a
         // split ring's producer: P0's loop went 413 → 350 SASS instructions and P0 1.937 →
-        // 1.966 ms, where P1 (one ring) went 0.285 → 0.282 (H200, one call, three rounds).
+        // 1.966 ms, where P1 (one ring) went 0.285 → 0.282 (H200, one call, three rounds);
+        // `ATTN_CODEGEN_ENABLE=split_row_step` takes it there too, to time it again beside
+        // the producer's other cuts.
         let rows_per_pass = self.threads / lanes;
-        let steps_on = !crate::features::disabled("row_step") && !self.in_split_ring();
+        let steps_on = !crate::features::disabled("row_step")
+            && (!self.in_split_ring() || crate::features::enabled("split_row_step"));
         let mut pass_steps = Vec::with_capacity(cs.len());
         for (i, c) in cs.iter().enumerate() {
             let dst = self.stage_base(c.dst, c.stage, counter)?;
@@ -454,16 +457,17 @@ impl<'f> Emitter<'f> {
                     base.as_deref().unwrap_or_default(),
                     sfx(*j)
                 )),
-                (None, Some(var)) => self.w.line(format!(
-                    "const auto {src} = {} + {var}[p];",
-                    base.as_deref().unwrap_or_default()
-                )),
+                (None, Some(var)) => {
+                    let b = base.as_deref().unwrap_or_default();
+                    self.w
+                        .line(format!("const auto {src} = {};", offset_rows(b, &var)));
+                }
                 (None, None) => {
                     self.w.line(format!(
                         "const auto {src} = {start} + attn_lane_in_row * {chunk};"
                     ));
                     if let (Some((var, scope)), Some(b)) = (&keep[i], &base) {
-                        self.w.line(format!("{var}[p] = {src} - {b};"));
+                        self.w.line(format!("{var}[p] = {};", rows_offset(&src, b)));
                         self.shared_rows.push(SharedRows {
                             base: b.clone(),
                             start: start.clone(),
@@ -836,7 +840,7 @@ impl<'f> Emitter<'f> {
             }
             self.hoisted.insert(r.0, (name, "attn_row".to_string()));
         }
-        let mask = self.remat_expr(mask_v, at, scope);
+        let mask = self.in_copy_mask(|| self.remat_expr(mask_v, at, scope));
         self.hoisted.clear();
         mask
     }
@@ -941,6 +945,28 @@ pub(crate) struct SharedRows {
     dims: (usize, usize, usize),
     var: String,
     scope: TextScope,
+}
+
+/// The offset a split ring's producer keeps for a row (`src` from kernel pointer `base`):
+/// in bytes with `byte_rows` (opt-in), else in elements. An element offset is a pointer
+/// difference, a division by the element size the compiler keeps in the kept value (P0's
+/// producer loop: 16 of its 334 SASS instructions shift the eight rows' offsets down,
+/// and V's copy shifts them up again); a byte offset is the address arithmetic as it was.
+fn rows_offset(src: &str, base: &str) -> String {
+    if crate::features::enabled("byte_rows") {
+        format!("(const char*)({src}) - (const char*)({base})")
+    } else {
+        format!("{src} - {base}")
+    }
+}
+
+/// The row of kernel pointer `base` at the offset kept in `kept[p]` ([`rows_offset`]).
+fn offset_rows(base: &str, kept: &str) -> String {
+    if crate::features::enabled("byte_rows") {
+        format!("reinterpret_cast<decltype(+{base})>((const char*)({base}) + {kept}[p])")
+    } else {
+        format!("{base} + {kept}[p]")
+    }
 }
 
 /// The shortest run of rows [`Emitter::run_rows`] addresses from its first (a page of 8

@@ -81,6 +81,8 @@ pub(crate) struct Emitter<'f> {
     /// The run-start row a copy's address is being recomputed at (see
     /// [`super::page_pointer`]).
     pub(crate) run_start: std::cell::RefCell<Option<super::page_pointer::RunStart>>,
+    /// Whether a copy's mask is being recomputed (see [`super::mask_bound`]).
+    pub(crate) copy_mask: std::cell::Cell<bool>,
 }
 
 /// The threads a program is emitted for.
@@ -135,6 +137,7 @@ impl<'f> Emitter<'f> {
             shared_rows: Vec::new(),
             shared_rows_declared: 0,
             run_start: Default::default(),
+            copy_mask: Default::default(),
             pending_mma: Default::default(),
             scale_wait: None,
             packed_a: Default::default(),

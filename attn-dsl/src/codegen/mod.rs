@@ -60,6 +60,7 @@ mod elementwise;
 mod emitter;
 mod exchange;
 mod fragment_ops;
+mod mask_bound;
 mod memory;
 mod mma_map;
 mod names;

@@ -60,6 +60,11 @@ impl<'f> Emitter<'f> {
                 return Ok(split);
             }
         }
+        if let OpKind::Cmp(_) = op.kind {
+            if let Some(test) = self.mask_bound(op, at, scope)? {
+                return Ok(test);
+            }
+        }
         match &op.kind {
             OpKind::Const(s) => Ok(literal(*s)),
             OpKind::Broadcast { .. } => {

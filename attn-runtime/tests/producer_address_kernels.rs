@@ -1,0 +1,39 @@
+//! P0's producer with every address cut on (`ATTN_CODEGEN_ENABLE=page_pointer,byte_rows,
+//! mask_bound,split_row_step`, all opt-in until timed together), checked without a GPU:
+//! NVRTC for sm_90a spill-free and the producer loop's SASS pinned (docs/gpu_ir.md, "The
+//! producer's address, cut by cut").
+
+mod sass_support;
+mod unified_plans;
+
+use attn_runtime::jit::CudaSource;
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::gpu::emit_launch;
+use attn_runtime::ops::unified_attention::plan::PathChoice;
+use unified_plans::{p0, plan};
+
+#[test]
+fn p0_producer_takes_every_address_cut() {
+    std::env::set_var(
+        "ATTN_CODEGEN_ENABLE",
+        "page_pointer,byte_rows,mask_bound,split_row_step",
+    );
+    let p = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p0()
+    };
+    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
+    assert!(
+        k.source.contains("(const char*)(v_cache) + attn_rows"),
+        "V's rows at K's byte offsets"
+    );
+    assert!(
+        k.source.contains("(attn_row < attn_wsub(msp"),
+        "rows against the tile's bound"
+    );
+    let (line, c) =
+        sass_support::producer_fill_loop("P0 address cuts", &CudaSource::from_kernel(&k));
+    // 266 with NVRTC 13.0: 413 as shipped, 334 with page_pointer alone, then 317 with V
+    // reading byte offsets, 303 with the bound, 266 with the passes' constant steps.
+    assert!(sass_support::count(&c, "n") <= 275, "{line}");
+}
