@@ -21,7 +21,9 @@
 //! for a producer's block-table entries at a constant from one pointer a tile, `byte_rows`
 //! for the row offsets a split ring's producer keeps for V kept in bytes, `mask_bound` for a
 //! producer's copy masks testing each row against the tile's uniform bound,
-//! `split_row_step` for `row_step` in a split ring's producer too), comma-separated.
+//! `split_row_step` for `row_step` in a split ring's producer too, `wide_mul` for strides
+//! promised in `int`'s range and multiplied by sign-extended `int`s in one widening
+//! multiply), comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.
@@ -54,6 +56,13 @@ pub(crate) fn enabled(feature: &str) -> bool {
 /// the heads fastest (opt-in: `ATTN_CODEGEN_ENABLE=heads_fastest`; read by the op's plan).
 pub fn heads_fastest() -> bool {
     enabled("heads_fastest")
+}
+
+/// Whether a launch promises its 64-bit strides in `int`'s range where they are, so a page
+/// times its stride is one widening multiply (opt-in: `ATTN_CODEGEN_ENABLE=wide_mul`; read
+/// by the ops' plans, which put the promise in the kernel's key).
+pub fn wide_mul() -> bool {
+    enabled("wide_mul")
 }
 
 /// Whether vLLM's built-in mask tests each score against one key interval per row where

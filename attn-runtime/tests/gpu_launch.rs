@@ -54,6 +54,7 @@ fn vadd_handle(block_threads: u32, shared_bytes: u32, src: &str) -> CudaKernelHa
         block_threads,
         shared_bytes,
         assumed_divisible: Vec::new(),
+        assumed_i32: Vec::new(),
         tensor_maps: Vec::new(),
     };
     CudaKernelHandle::with_prelude(k, TEST_PRELUDE)
@@ -402,6 +403,7 @@ fn tma_handle() -> CudaKernelHandle {
         // One 2 KiB box plus the slack to align it to 1024 bytes.
         shared_bytes: 2048 + 1024,
         assumed_divisible: Vec::new(),
+        assumed_i32: Vec::new(),
         tensor_maps: vec![TensorMapParam {
             name: "xm".into(),
             base_param: 0,

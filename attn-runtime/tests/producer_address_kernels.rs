@@ -1,5 +1,6 @@
 //! P0's producer with every address cut on (`ATTN_CODEGEN_ENABLE=page_pointer,byte_rows,
-//! mask_bound,split_row_step`, all opt-in until timed together), checked without a GPU:
+//! mask_bound,split_row_step,wide_mul`, all opt-in until timed together), checked without a
+//! GPU:
 //! NVRTC for sm_90a spill-free and the producer loop's SASS pinned (docs/gpu_ir.md, "The
 //! producer's address, cut by cut").
 
@@ -16,13 +17,29 @@ use unified_plans::{p0, plan};
 fn p0_producer_takes_every_address_cut() {
     std::env::set_var(
         "ATTN_CODEGEN_ENABLE",
-        "page_pointer,byte_rows,mask_bound,split_row_step",
+        "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul",
     );
     let p = AttentionProblem {
         mma: MmaKind::Warpgroup,
         ..p0()
     };
-    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
+    let launch = plan(&p, 16384, PathChoice::Heuristic).attention;
+    // The strides promised in `int`'s range are part of the kernel's key.
+    let key = attn_runtime::ops::unified_attention::gpu::kernel_key(&launch);
+    assert!(
+        key.contains("|i32[") && key.contains("kv_stride_block"),
+        "{key}"
+    );
+    let k = emit_launch(&launch).expect("emit");
+    assert!(
+        k.assumed_i32.iter().any(|n| n == "kv_stride_block"),
+        "the launcher checks the promise: {:?}",
+        k.assumed_i32
+    );
+    assert!(
+        k.source.contains(", (int)kv_stride_block)"),
+        "a page times its stride, widened"
+    );
     assert!(
         k.source.contains("(const char*)(v_cache) + attn_rows"),
         "V's rows at K's byte offsets"
@@ -33,7 +50,8 @@ fn p0_producer_takes_every_address_cut() {
     );
     let (line, c) =
         sass_support::producer_fill_loop("P0 address cuts", &CudaSource::from_kernel(&k));
-    // 266 with NVRTC 13.0: 413 as shipped, 334 with page_pointer alone, then 317 with V
-    // reading byte offsets, 303 with the bound, 266 with the passes' constant steps.
-    assert!(sass_support::count(&c, "n") <= 275, "{line}");
+    // 239 with NVRTC 13.0: 413 as shipped, 334 with page_pointer alone, then 317 with V
+    // reading byte offsets, 303 with the bound, 266 with the passes' constant steps, 239
+    // with the page times its stride one widening multiply.
+    assert!(sass_support::count(&c, "n") <= 248, "{line}");
 }

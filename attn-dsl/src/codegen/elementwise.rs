@@ -147,6 +147,9 @@ impl<'f> Emitter<'f> {
                 })
             }
             OpKind::Binary(b) => {
+                if let Some(e) = self.wide_mul(op, at, operand)? {
+                    return Ok(e);
+                }
                 let t = self.scalar(Self::operand(op, 0)?)?;
                 let (x, y) = (arg(0)?, arg(1)?);
                 match fast_binary(self.f.fast_math, *b, t, &x, &y) {

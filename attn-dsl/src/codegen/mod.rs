@@ -76,6 +76,7 @@ pub mod tile_map;
 mod tma_copy;
 mod warp_roles;
 mod wgmma;
+mod wide_mul;
 mod writer;
 
 use crate::ir::{Function, Layout, Param};
@@ -98,6 +99,9 @@ pub struct CudaKernel {
     /// Integer parameters this code assumes divisible (name, divisor): the launcher must
     /// check every call against them.
     pub assumed_divisible: Vec<(String, u64)>,
+    /// 64-bit integer parameters this code assumes lie in `int`'s range: the launcher must
+    /// check every call against them.
+    pub assumed_i32: Vec<String>,
     /// TMA tensor maps the launcher encodes for every launch and passes after
     /// [`Self::params`], in this order (`const __grid_constant__ attn_tensor_map`).
     pub tensor_maps: Vec<TensorMapParam>,
@@ -257,6 +261,7 @@ fn emit_program(
         source,
         params: f.params.clone(),
         assumed_divisible: f.assumed_divisible.clone(),
+        assumed_i32: f.assumed_i32.clone(),
         tensor_maps: em.tensor_maps.clone(),
         block_threads: threads,
         shared_bytes: shared,

@@ -153,6 +153,14 @@ __device__ __forceinline__ long long attn_wsub(long long a, long long b) {
 __device__ __forceinline__ long long attn_wmul(long long a, long long b) {
     return (long long)((unsigned long long)a * (unsigned long long)b);
 }
+// The 64-bit product of two `int`s (exact, so equal to the wrapped one): one `mul.wide.s32`.
+// Written as a C++ product of two sign-extended `int`s, NVRTC 13.0 still multiplied all 64
+// bits of a paged producer's page stride (codegen's `wide_mul`).
+__device__ __forceinline__ long long attn_mul_wide(int a, int b) {
+    long long r;
+    asm("mul.wide.s32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(b));
+    return r;
+}
 __device__ __forceinline__ long long attn_wneg(long long a) {
     return (long long)(0ull - (unsigned long long)a);
 }

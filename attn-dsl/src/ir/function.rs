@@ -73,6 +73,10 @@ pub struct Function {
     /// can prove 16-byte aligned rows; the launcher checks the promise (see
     /// [`crate::passes::assume::divisible`]).
     pub assumed_divisible: Vec<(String, u64)>,
+    /// 64-bit integer parameters the caller promises lie in `int`'s range (see
+    /// [`crate::passes::assume::fits_i32`]): a product with a sign-extended `int` is then
+    /// one 32 × 32 → 64-bit multiply. The launcher checks the promise.
+    pub assumed_i32: Vec<String>,
     /// Contractible f32 arithmetic and hardware `exp` in CUDA (the kernel's `fast_math`).
     pub fast_math: bool,
     /// Buffers of each software-pipelined copy ring (the kernel's `num_stages`): the
@@ -125,6 +129,7 @@ impl Function {
             body: Block::default(),
             num_warps,
             assumed_divisible: Vec::new(),
+            assumed_i32: Vec::new(),
             fast_math: false,
             num_stages: 2,
             tma_copies: false,

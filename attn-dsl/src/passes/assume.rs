@@ -1,4 +1,5 @@
-//! Divisibility promises on integer parameters, taken at specialization time.
+//! Promises on integer parameters, taken at specialization time: divisibility, and (for
+//! 64-bit ones) a value in `int`'s range.
 //!
 //! A paged K/V row starts at `block · stride_block + slot · stride_slot + head · stride_head`
 //! elements: only when the strides are multiples of 8 (16 bytes of bf16) can the axis
@@ -6,6 +7,11 @@
 //! need. The runtime knows the strides when it launches, so it specializes on them: a
 //! parameter promised divisible by 16 is part of the specialization key, and the launcher
 //! refuses a call whose value breaks the promise.
+//!
+//! A page's address is `page · stride_block` with a 64-bit stride: the compiler multiplies
+//! 64 × 64 bits (a sign extension and three `IMAD`s a page). A stride promised to fit in an
+//! `int` makes the product of two sign-extended `int`s, one `mul.wide.s32` (see the code
+//! generator's `attn_mul_wide`); the launcher refuses a value outside the range.
 
 use crate::ir::{Function, ParamKind, ScalarType};
 
@@ -35,4 +41,29 @@ pub fn divisible(f: &mut Function, names: &[&str]) -> Result<(), String> {
 /// Whether `value` keeps a promise of divisibility by `divisor`.
 pub fn keeps(value: i64, divisor: u64) -> bool {
     value.unsigned_abs().is_multiple_of(divisor)
+}
+
+/// Records that each 64-bit parameter in `names` lies in `int`'s range. An unknown or
+/// non-`i64` parameter is an error naming it.
+pub fn fits_i32(f: &mut Function, names: &[&str]) -> Result<(), String> {
+    for &n in names {
+        let p = f
+            .params
+            .iter()
+            .find(|p| p.name == n)
+            .ok_or_else(|| format!("no parameter `{n}` to assume within i32"))?;
+        if p.kind != ParamKind::Scalar(ScalarType::I64) {
+            return Err(format!("`{n}` is not an i64 parameter"));
+        }
+        if !f.assumed_i32.iter().any(|m| m == n) {
+            f.assumed_i32.push(n.to_string());
+        }
+    }
+    f.assumed_i32.sort();
+    Ok(())
+}
+
+/// Whether `value` keeps a promise to lie in `int`'s range.
+pub fn keeps_i32(value: i64) -> bool {
+    i32::try_from(value).is_ok()
 }

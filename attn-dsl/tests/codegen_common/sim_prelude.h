@@ -204,6 +204,7 @@ inline long long attn_wsub(long long a, long long b) {
 inline long long attn_wmul(long long a, long long b) {
     return (long long)((unsigned long long)a * (unsigned long long)b);
 }
+inline long long attn_mul_wide(int a, int b) { return (long long)a * (long long)b; }
 inline long long attn_wneg(long long a) { return (long long)(0ull - (unsigned long long)a); }
 inline long long attn_wabs(long long a) { return a < 0 ? attn_wneg(a) : a; }
 inline long long attn_shl(long long a, long long b) {

@@ -57,6 +57,16 @@ pub enum LaunchError {
         value: i64,
         divisor: u64,
     },
+    #[error(
+        "kernel `{kernel}` argument {index} (`{name}`) is {value}; this specialization was \
+         compiled for values in i32's range (respecialize for this value)"
+    )]
+    OutsideI32 {
+        kernel: String,
+        index: usize,
+        name: String,
+        value: i64,
+    },
     #[error("kernel `{kernel}` argument {index} (`{name}`): expected {expected}, got {got}")]
     ArgKind {
         kernel: String,

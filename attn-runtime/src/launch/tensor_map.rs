@@ -439,6 +439,7 @@ mod tests {
                 mutable: false,
             },
             divisible_by: 1,
+            fits_i32: false,
         }
     }
     fn scalar(name: &str, ty: ScalarType) -> ParamSpec {
@@ -446,6 +447,7 @@ mod tests {
             name: name.into(),
             kind: ParamKind::Scalar(ty),
             divisible_by: 1,
+            fits_i32: false,
         }
     }
 

@@ -40,6 +40,9 @@ pub struct ParamSpec {
     /// The value must be a multiple of this (1: no promise). The code was specialized on
     /// it (see `attn_dsl::passes::assume`), so a call that breaks it is refused.
     pub divisible_by: u64,
+    /// The 64-bit value must lie in `int`'s range: the code multiplies it as an `int`
+    /// (`attn_dsl::passes::assume::fits_i32`).
+    pub fits_i32: bool,
 }
 
 impl ParamSpec {
@@ -53,11 +56,13 @@ impl ParamSpec {
                 name: name.into(),
                 kind: ParamKind::Ptr { elem, mutable },
                 divisible_by: 1,
+                fits_i32: false,
             },
             ParamInfo::Scalar { name, ty } => ParamSpec {
                 name: name.into(),
                 kind: ParamKind::Scalar(ty),
                 divisible_by: 1,
+                fits_i32: false,
             },
         }
     }
@@ -66,6 +71,7 @@ impl ParamSpec {
             name: p.name.clone(),
             kind: p.kind,
             divisible_by: 1,
+            fits_i32: false,
         }
     }
 
@@ -79,6 +85,7 @@ impl ParamSpec {
                     .iter()
                     .find(|(n, _)| *n == p.name)
                     .map_or(1, |(_, d)| *d),
+                fits_i32: k.assumed_i32.contains(&p.name),
                 ..ParamSpec::from_ir(p)
             })
             .collect()
@@ -170,6 +177,7 @@ pub fn validate_args(spec: &LaunchSpec, args: &[ArgSummary]) -> Result<(), Launc
         }
         if let ArgSummary::Scalar(ScalarArg::I64(v)) = a {
             check_divisible(spec, index, p, *v)?;
+            check_i32(spec, index, p, *v)?;
         }
         if !arg_matches(p.kind, a) {
             return Err(LaunchError::ArgKind {
@@ -197,6 +205,18 @@ fn check_divisible(
             name: p.name.clone(),
             value: v,
             divisor: p.divisible_by,
+        });
+    }
+    Ok(())
+}
+
+fn check_i32(spec: &LaunchSpec, index: usize, p: &ParamSpec, v: i64) -> Result<(), LaunchError> {
+    if p.fits_i32 && !attn_dsl::passes::assume::keeps_i32(v) {
+        return Err(LaunchError::OutsideI32 {
+            kernel: spec.entry.clone(),
+            index,
+            name: p.name.clone(),
+            value: v,
         });
     }
     Ok(())
@@ -288,6 +308,7 @@ mod tests {
                         mutable: false,
                     },
                     divisible_by: 1,
+                    fits_i32: false,
                 },
                 ParamSpec {
                     name: "y".into(),
@@ -296,11 +317,13 @@ mod tests {
                         mutable: true,
                     },
                     divisible_by: 1,
+                    fits_i32: false,
                 },
                 ParamSpec {
                     name: "n".into(),
                     kind: ParamKind::Scalar(ScalarType::I32),
                     divisible_by: 1,
+                    fits_i32: false,
                 },
             ],
             block_threads,
@@ -340,6 +363,35 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_broken_i32_promise_is_refused() {
+        let mut s = spec(128, 0);
+        s.params[2].kind = ParamKind::Scalar(ScalarType::I64);
+        s.params[2].fits_i32 = true;
+        let args = |n: i64| {
+            [
+                ArgSummary::Buffer {
+                    elem: ScalarType::Bf16,
+                    mutable: false,
+                },
+                ArgSummary::Buffer {
+                    elem: ScalarType::F32,
+                    mutable: true,
+                },
+                ArgSummary::Scalar(ScalarArg::I64(n)),
+            ]
+        };
+        assert!(validate_args(&s, &args(i64::from(i32::MAX))).is_ok());
+        assert!(validate_args(&s, &args(i64::from(i32::MIN))).is_ok());
+        for v in [1i64 << 31, -(1i64 << 31) - 1] {
+            let e = validate_args(&s, &args(v)).expect_err("outside i32");
+            assert!(
+                matches!(e, LaunchError::OutsideI32 { value, index: 2, .. } if value == v),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -171,6 +171,19 @@ fn build_for(bindings: &[Binding], mma: MmaKind) -> Result<BuiltKernel, String> 
         .collect();
     let names: Vec<&str> = strides.iter().map(String::as_str).collect();
     attn_dsl::passes::assume::divisible(&mut f, &names)?;
+    // And, with `wide_mul`, every 64-bit one in `int`'s range, as the op promises for
+    // these shapes' strides.
+    if attn_dsl::features::wide_mul() {
+        let wide: Vec<String> = f
+            .params
+            .iter()
+            .filter(|p| names.contains(&p.name.as_str()))
+            .filter(|p| p.kind == ParamKind::Scalar(attn_dsl::ir::ScalarType::I64))
+            .map(|p| p.name.clone())
+            .collect();
+        let wide: Vec<&str> = wide.iter().map(String::as_str).collect();
+        attn_dsl::passes::assume::fits_i32(&mut f, &wide)?;
+    }
     f.warpgroup_mma = mma == MmaKind::Warpgroup;
     let cuda = emit_cuda(&f).map_err(|e| e.to_string())?;
     Ok(BuiltKernel {

@@ -83,6 +83,7 @@ extern "C" __global__ void __launch_bounds__({block}) {entry}(const float* __res
         block_threads: block,
         shared_bytes: 0,
         assumed_divisible: Vec::new(),
+        assumed_i32: Vec::new(),
         tensor_maps: Vec::new(),
     };
     Ok(BuiltKernel {

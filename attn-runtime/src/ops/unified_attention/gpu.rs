@@ -633,11 +633,16 @@ pub fn kernel_key(launch: &KernelLaunch) -> String {
 
 /// [`kernel_key`] of a launch that may specialize a variant's module.
 pub fn kernel_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
-    format!(
+    let key = format!(
         "{}|div16[{}]",
         launch_key_for(launch, variant),
         divisible_strides(launch).join(",")
-    )
+    );
+    let narrow = i32_strides(launch);
+    if narrow.is_empty() {
+        return key;
+    }
+    format!("{key}|i32[{}]", narrow.join(","))
 }
 
 /// The stride arguments of `launch` that are multiples of 16: the specialization assumes
@@ -662,12 +667,38 @@ pub fn divisible_strides(launch: &KernelLaunch) -> Vec<&'static str> {
         .collect()
 }
 
+/// The 64-bit stride arguments of `launch` whose values fit in an `int`, with
+/// `ATTN_CODEGEN_ENABLE=wide_mul` (none otherwise): the specialization assumes them
+/// (`attn_dsl::passes::assume::fits_i32`), so a page times its stride is one widening
+/// multiply, and they are part of its key.
+pub fn i32_strides(launch: &KernelLaunch) -> Vec<&'static str> {
+    if !attn_dsl::features::wide_mul() {
+        return Vec::new();
+    }
+    strides_in_i32(launch)
+}
+
+/// The 64-bit stride arguments of `launch` whose values fit in an `int`.
+fn strides_in_i32(launch: &KernelLaunch) -> Vec<&'static str> {
+    use attn_dsl::passes::assume::keeps_i32;
+    launch
+        .args
+        .iter()
+        .filter_map(|(name, a)| match a {
+            super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I64(v)) => {
+                (name.contains("stride") && keeps_i32(*v)).then_some(*name)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// A specialization to build, in a form that can cross threads (bindings carry spans,
 /// which cannot).
 struct Job {
     kernel: &'static str,
     bindings: Vec<(String, ConstValue)>,
-    divisible: Vec<&'static str>,
+    promises: Promises,
     mma: MmaKind,
     variant: Option<VariantModule>,
 }
@@ -681,7 +712,7 @@ impl Job {
                 .iter()
                 .map(|b| (b.name.clone(), b.value.clone()))
                 .collect(),
-            divisible: divisible_strides(launch),
+            promises: Promises::of(launch),
             mma: launch.mma,
             variant: variant.cloned(),
         }
@@ -697,7 +728,7 @@ impl Job {
         Ok(CudaKernelHandle::new(emit(
             self.kernel,
             &bindings,
-            &self.divisible,
+            self.promises.clone(),
             key,
             self.mma,
             self.variant.as_ref(),
@@ -710,7 +741,7 @@ pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
     emit(
         launch.kernel,
         &launch.bindings,
-        &divisible_strides(launch),
+        Promises::of(launch),
         &launch_key(launch),
         launch.mma,
         None,
@@ -724,17 +755,34 @@ pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
     emit(
         launch.kernel,
         &launch.bindings,
-        &divisible_strides(launch),
+        Promises::of(launch),
         &launch_key_for(launch, variant),
         launch.mma,
         variant,
     )
 }
 
+/// What a launch's arguments promise the specialization: strides that are multiples of 16,
+/// and strides in `int`'s range.
+#[derive(Clone)]
+struct Promises {
+    divisible: Vec<&'static str>,
+    narrow: Vec<&'static str>,
+}
+
+impl Promises {
+    fn of(launch: &KernelLaunch) -> Self {
+        Promises {
+            divisible: divisible_strides(launch),
+            narrow: i32_strides(launch),
+        }
+    }
+}
+
 fn emit(
     kernel: &str,
     bindings: &[Binding],
-    divisible: &[&str],
+    promises: Promises,
     key: &str,
     mma: MmaKind,
     variant: Option<&VariantModule>,
@@ -750,14 +798,14 @@ fn emit(
         message: e.message,
     })?;
     let mut f = (*f).clone();
-    attn_dsl::passes::assume::divisible(&mut f, divisible).map_err(|message| {
-        AttnError::Specialize {
+    attn_dsl::passes::assume::divisible(&mut f, &promises.divisible)
+        .and_then(|()| attn_dsl::passes::assume::fits_i32(&mut f, &promises.narrow))
+        .map_err(|message| AttnError::Specialize {
             kernel: kernel.to_string(),
             file: module.label().to_string(),
             line: 0,
             message,
-        }
-    })?;
+        })?;
     f.warpgroup_mma = mma == MmaKind::Warpgroup;
     emit_cuda(&f).map_err(|source| AttnError::Codegen {
         key: key.to_string(),
@@ -1029,6 +1077,26 @@ fn order_error(launch: &KernelLaunch, params: &[Param], index: usize) -> AttnErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_64_bit_strides_in_int_range_are_promised() {
+        use super::super::plan::KernelArg::Scalar;
+        use attn_dsl::kernel::ScalarArg::{I32, I64};
+        let launch = KernelLaunch {
+            kernel: "k",
+            bindings: vec![],
+            grid: [1, 1, 1],
+            args: vec![
+                ("kv_stride_block", Scalar(I64(16384))),
+                ("kv_stride_slot", Scalar(I64(1 << 31))),
+                ("q_stride0", Scalar(I64(-(1 << 31)))),
+                ("num_seqs", Scalar(I64(4))),
+                ("block_table_stride", Scalar(I32(64))),
+            ],
+            mma: MmaKind::Sync,
+        };
+        assert_eq!(strides_in_i32(&launch), ["kv_stride_block", "q_stride0"]);
+    }
 
     #[test]
     fn workspace_capacity_pads_the_head_size() {
