@@ -150,7 +150,7 @@ fn history_reads_the_latent_tile_once_for_both_dots_without_spills() {
     for &(label, batch, ctx, heads, dcp) in ROWS {
         let l = step(batch, ctx, heads, dcp).plan().expect("plan").history;
         assert!(
-            l.divisible.contains(&"cache_stride_block"),
+            l.promises.divisible.contains(&"cache_stride_block"),
             "{label}: latent rows not promised 16-byte aligned"
         );
         let s = schedule(label, &l);

@@ -55,3 +55,30 @@ fn p0_producer_takes_every_address_cut() {
     // with the page times its stride one widening multiply.
     assert!(sass_support::count(&c, "n") <= 248, "{line}");
 }
+
+/// The MLA op makes the same promise of its latent cache's block stride: in the history
+/// launch's key, in the kernel the launcher checks, and in the emitted product.
+#[test]
+fn mla_history_promises_its_block_stride_in_int_range() {
+    use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
+    use attn_runtime::ops::mla_dcp::plan::DecodeStep;
+    use attn_runtime::reference::mla::MlaConfig;
+    std::env::set_var(
+        "ATTN_CODEGEN_ENABLE",
+        "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul",
+    );
+    let layout = DcpLayout::new(2, 1, 64).expect("layout");
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    let l = DecodeStep::uniform_decode(128, 4096, 64, layout, scale, 132)
+        .plan()
+        .expect("plan")
+        .history;
+    assert_eq!(l.promises.fits_i32, ["cache_stride_block"]);
+    assert!(l.key().ends_with("|i32[cache_stride_block]"), "{}", l.key());
+    let c = l.compile().expect("compile");
+    assert_eq!(c.cuda.assumed_i32, ["cache_stride_block"]);
+    assert!(
+        c.cuda.source.contains(", (int)cache_stride_block)"),
+        "a page times its stride, widened"
+    );
+}

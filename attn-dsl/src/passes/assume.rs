@@ -67,3 +67,29 @@ pub fn fits_i32(f: &mut Function, names: &[&str]) -> Result<(), String> {
 pub fn keeps_i32(value: i64) -> bool {
     i32::try_from(value).is_ok()
 }
+
+/// The promises one launch's arguments make a specialization: the parameters that are
+/// multiples of [`DIVISOR`], and the 64-bit ones in `int`'s range.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Promises {
+    pub divisible: Vec<&'static str>,
+    pub fits_i32: Vec<&'static str>,
+}
+
+impl Promises {
+    /// Records both kinds on `f` ([`divisible`], [`fits_i32`]).
+    pub fn apply(&self, f: &mut Function) -> Result<(), String> {
+        divisible(f, &self.divisible)?;
+        fits_i32(f, &self.fits_i32)
+    }
+
+    /// `|i32[a,b]` for a kernel key, or nothing without such promises (so keys of launches
+    /// that make none stay as they were).
+    pub fn i32_key(&self) -> String {
+        if self.fits_i32.is_empty() {
+            String::new()
+        } else {
+            format!("|i32[{}]", self.fits_i32.join(","))
+        }
+    }
+}

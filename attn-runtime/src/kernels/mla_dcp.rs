@@ -7,6 +7,7 @@
 use crate::ops::mla_dcp::plan::{HIST_BLOCK_H_WARPGROUPS, HIST_KV_TILE_WARPGROUPS};
 use attn_dsl::driver::Compiled;
 use attn_dsl::ir::Function;
+use attn_dsl::passes::assume::Promises;
 use attn_dsl::template::Template;
 use attn_dsl::Binding;
 use thiserror::Error;
@@ -36,16 +37,16 @@ pub fn template(kernel: &str) -> Result<&'static Template, MlaKernelError> {
 /// Specializes `kernel` on `bindings` through the same pipeline `instantiate!` runs
 /// (specialize → passes → CUDA): the optimized IR and the CUDA source.
 pub fn compile_kernel(kernel: &str, bindings: &[Binding]) -> Result<Compiled, MlaKernelError> {
-    compile_kernel_assuming(kernel, bindings, &[])
+    compile_kernel_assuming(kernel, bindings, &Promises::default())
 }
 
-/// [`compile_kernel`] with the integer parameters in `divisible` promised multiples of 16
-/// (what proves the latent rows 16-byte aligned, so they move by `cp.async`); the caller
-/// launches it only with arguments that keep the promise.
+/// [`compile_kernel`] with the parameters `promises` names promised multiples of 16 (what
+/// proves the latent rows 16-byte aligned, so they move by `cp.async`) or in `int`'s range;
+/// the caller launches it only with arguments that keep the promises.
 pub fn compile_kernel_assuming(
     kernel: &str,
     bindings: &[Binding],
-    divisible: &[&str],
+    promises: &Promises,
 ) -> Result<Compiled, MlaKernelError> {
     let consts: Vec<(&str, attn_dsl::ConstValue)> = bindings
         .iter()
@@ -58,7 +59,7 @@ pub fn compile_kernel_assuming(
     template(kernel)?
         .specialize_with(&consts, |f| {
             f.warpgroup_mma = for_warpgroups(kernel, bindings);
-            attn_dsl::passes::assume::divisible(f, divisible)
+            promises.apply(f)
         })
         .map_err(|e| failed(e.to_string()))
 }

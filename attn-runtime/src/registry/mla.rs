@@ -13,6 +13,7 @@ use crate::ops::mla_dcp::plan::{DecodePlan, DecodeStep};
 use crate::ops::unified_attention::config::MmaKind;
 use crate::problem::Problem;
 use crate::reference::mla::MlaConfig;
+use attn_dsl::passes::assume::Promises;
 use attn_dsl::Binding;
 
 /// The two entries.
@@ -120,16 +121,25 @@ fn build(bindings: &[Binding]) -> Result<BuiltKernel, String> {
 }
 
 /// `kernel` on the preset's `bindings`, with the stride parameters the op's plan promises
-/// divisible by 16.
+/// divisible by 16 (and, with `wide_mul`, the block stride in `int`'s range, as the plan
+/// promises for these shapes).
 fn build_assuming(
     kernel: &str,
     bindings: &[Binding],
-    divisible: &[&str],
+    divisible: &[&'static str],
 ) -> Result<BuiltKernel, String> {
     if bindings.is_empty() {
         return Err("internal error: the preset has no valid plan".into());
     }
-    let c = compile_kernel_assuming(kernel, bindings, divisible).map_err(|e| e.to_string())?;
+    let promises = Promises {
+        divisible: divisible.to_vec(),
+        fits_i32: divisible
+            .iter()
+            .copied()
+            .filter(|&n| n == "cache_stride_block" && attn_dsl::features::wide_mul())
+            .collect(),
+    };
+    let c = compile_kernel_assuming(kernel, bindings, &promises).map_err(|e| e.to_string())?;
     Ok(BuiltKernel {
         key: c.specialized.key(),
         cuda: c.cuda,

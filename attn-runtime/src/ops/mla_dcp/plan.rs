@@ -7,7 +7,7 @@ use super::metadata::{history_len, DcpLayout};
 use crate::kernels::mla_dcp::{compile_kernel_assuming, MlaKernelError};
 use crate::ops::unified_attention::config::MmaKind;
 use attn_dsl::ir::ScalarType;
-use attn_dsl::passes::assume::{keeps, DIVISOR};
+use attn_dsl::passes::assume::{keeps, keeps_i32, Promises, DIVISOR};
 use attn_dsl::{Binding, ConstValue};
 use thiserror::Error;
 
@@ -391,9 +391,9 @@ pub struct KernelLaunch {
     pub grid: [u32; 3],
     /// Arguments in parameter order.
     pub args: Vec<PlanArg>,
-    /// Integer parameters the specialization may assume multiples of 16 (their arguments
-    /// here keep the promise; part of [`KernelLaunch::key`]).
-    pub divisible: Vec<&'static str>,
+    /// Integer parameters the specialization may assume multiples of 16, and 64-bit ones in
+    /// `int`'s range (their arguments here keep the promises; part of [`KernelLaunch::key`]).
+    pub promises: Promises,
 }
 
 impl KernelLaunch {
@@ -413,16 +413,17 @@ impl KernelLaunch {
             .map(|(n, v)| format!("{n}={v}"))
             .collect();
         let key = format!("{}<{}>", self.kernel, b.join(","));
-        if self.divisible.is_empty() {
+        let key = if self.promises.divisible.is_empty() {
             key
         } else {
-            format!("{key}|div16[{}]", self.divisible.join(","))
-        }
+            format!("{key}|div16[{}]", self.promises.divisible.join(","))
+        };
+        key + &self.promises.i32_key()
     }
 
     /// Specializes the launch's kernel on its constexprs and divisibility promises.
     pub fn compile(&self) -> Result<attn_dsl::driver::Compiled, MlaKernelError> {
-        compile_kernel_assuming(self.kernel, &self.bindings(), &self.divisible)
+        compile_kernel_assuming(self.kernel, &self.bindings(), &self.promises)
     }
 }
 
@@ -846,15 +847,23 @@ impl DecodeStep {
             grid: [grid_t * tiling.head_tiles, num_splits, 1],
             args: history_args,
             // Latent rows start 16-byte aligned: they move by `cp.async`; exchange rows
-            // (256-byte aligned chunks) take the `DIRECT` output in pairs.
-            divisible: [
-                ("cache_stride_block", cache_stride_block),
-                ("chunk_stride_out", exchange.chunk_stride_out() as i64),
-            ]
-            .into_iter()
-            .filter(|&(_, v)| keeps(v, DIVISOR))
-            .map(|(name, _)| name)
-            .collect(),
+            // (256-byte aligned chunks) take the `DIRECT` output in pairs. With `wide_mul`
+            // a page times the block stride is one widening multiply.
+            promises: Promises {
+                divisible: [
+                    ("cache_stride_block", cache_stride_block),
+                    ("chunk_stride_out", exchange.chunk_stride_out() as i64),
+                ]
+                .into_iter()
+                .filter(|&(_, v)| keeps(v, DIVISOR))
+                .map(|(name, _)| name)
+                .collect(),
+                fits_i32: [("cache_stride_block", cache_stride_block)]
+                    .into_iter()
+                    .filter(|&(_, v)| attn_dsl::features::wide_mul() && keeps_i32(v))
+                    .map(|(name, _)| name)
+                    .collect(),
+            },
         };
         let exchange_args = [I32(t_i32), I32(n_i32)];
         let mut reduce_args = vec![
@@ -880,7 +889,7 @@ impl DecodeStep {
                 ],
                 grid: [grid_t, dn as u32, 1],
                 args: reduce_args,
-                divisible: vec![],
+                promises: Promises::default(),
             };
             set_reduce_cols(&mut l, cols);
             l
@@ -910,7 +919,7 @@ impl DecodeStep {
                 I32(n_i32),
                 F32(self.softmax_scale),
             ],
-            divisible: vec![],
+            promises: Promises::default(),
         };
         // The merging launches' arguments: the partials, their outputs, the exchange's (the
         // fused merge's own part, none until the op says, before the strides).
@@ -944,7 +953,7 @@ impl DecodeStep {
             .concat(),
             grid: [grid_t, n, 1],
             args: merge_args(&partials, &[R::LatOut], &[]),
-            divisible: vec![],
+            promises: Promises::default(),
         };
         let fused = fused_tile(t, n, d + 1, self.num_sms);
         let mut combine_v_up = KernelLaunch {
@@ -955,11 +964,14 @@ impl DecodeStep {
             args: merge_args(&with_send, &[R::WUv, R::Y], &[I32(NO_OWN_PART)]),
             // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
             // `cp.async` like the current part's.
-            divisible: [("chunk_stride_out", exchange.chunk_stride_out() as i64)]
-                .into_iter()
-                .filter(|&(_, v)| keeps(v, DIVISOR))
-                .map(|(name, _)| name)
-                .collect(),
+            promises: Promises {
+                divisible: [("chunk_stride_out", exchange.chunk_stride_out() as i64)]
+                    .into_iter()
+                    .filter(|&(_, v)| keeps(v, DIVISOR))
+                    .map(|(name, _)| name)
+                    .collect(),
+                fits_i32: vec![],
+            },
         };
         set_fused_tile(&mut combine_v_up, fused, t);
         let v_up = KernelLaunch {
@@ -973,7 +985,7 @@ impl DecodeStep {
                 I32(t_i32),
                 I32(n_i32),
             ],
-            divisible: vec![],
+            promises: Promises::default(),
         };
         Ok(DecodePlan {
             step: self.clone(),

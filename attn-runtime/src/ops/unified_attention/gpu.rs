@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use attn_dsl::codegen::{emit_cuda, CodegenError, CudaKernel};
 use attn_dsl::ir::{Param, ParamKind, ScalarType};
 use attn_dsl::kernel::DslType;
+use attn_dsl::passes::assume::Promises;
 use attn_dsl::{Binding, ConstValue};
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError};
 use thiserror::Error;
@@ -633,16 +634,22 @@ pub fn kernel_key(launch: &KernelLaunch) -> String {
 
 /// [`kernel_key`] of a launch that may specialize a variant's module.
 pub fn kernel_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) -> String {
-    let key = format!(
-        "{}|div16[{}]",
+    let promises = promises(launch);
+    format!(
+        "{}|div16[{}]{}",
         launch_key_for(launch, variant),
-        divisible_strides(launch).join(",")
-    );
-    let narrow = i32_strides(launch);
-    if narrow.is_empty() {
-        return key;
+        promises.divisible.join(","),
+        promises.i32_key()
+    )
+}
+
+/// What `launch`'s arguments promise its specialization ([`divisible_strides`],
+/// [`i32_strides`]).
+pub fn promises(launch: &KernelLaunch) -> Promises {
+    Promises {
+        divisible: divisible_strides(launch),
+        fits_i32: i32_strides(launch),
     }
-    format!("{key}|i32[{}]", narrow.join(","))
 }
 
 /// The stride arguments of `launch` that are multiples of 16: the specialization assumes
@@ -712,7 +719,7 @@ impl Job {
                 .iter()
                 .map(|b| (b.name.clone(), b.value.clone()))
                 .collect(),
-            promises: Promises::of(launch),
+            promises: promises(launch),
             mma: launch.mma,
             variant: variant.cloned(),
         }
@@ -741,7 +748,7 @@ pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
     emit(
         launch.kernel,
         &launch.bindings,
-        Promises::of(launch),
+        promises(launch),
         &launch_key(launch),
         launch.mma,
         None,
@@ -755,28 +762,11 @@ pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
     emit(
         launch.kernel,
         &launch.bindings,
-        Promises::of(launch),
+        promises(launch),
         &launch_key_for(launch, variant),
         launch.mma,
         variant,
     )
-}
-
-/// What a launch's arguments promise the specialization: strides that are multiples of 16,
-/// and strides in `int`'s range.
-#[derive(Clone)]
-struct Promises {
-    divisible: Vec<&'static str>,
-    narrow: Vec<&'static str>,
-}
-
-impl Promises {
-    fn of(launch: &KernelLaunch) -> Self {
-        Promises {
-            divisible: divisible_strides(launch),
-            narrow: i32_strides(launch),
-        }
-    }
 }
 
 fn emit(
@@ -798,8 +788,8 @@ fn emit(
         message: e.message,
     })?;
     let mut f = (*f).clone();
-    attn_dsl::passes::assume::divisible(&mut f, &promises.divisible)
-        .and_then(|()| attn_dsl::passes::assume::fits_i32(&mut f, &promises.narrow))
+    promises
+        .apply(&mut f)
         .map_err(|message| AttnError::Specialize {
             kernel: kernel.to_string(),
             file: module.label().to_string(),
