@@ -23,7 +23,7 @@
 //! producer's copy masks testing each row against the tile's uniform bound,
 //! `split_row_step` for `row_step` in a split ring's producer too, `wide_mul` for strides
 //! promised in `int`'s range and multiplied by sign-extended `int`s in one widening
-//! multiply), comma-separated.
+//! multiply, `lazy_rescale` for a running max that moves only past a slack), comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.
@@ -63,6 +63,13 @@ pub fn heads_fastest() -> bool {
 /// by the ops' plans, which put the promise in the kernel's key).
 pub fn wide_mul() -> bool {
     enabled("wide_mul")
+}
+
+/// Whether the unified-attention kernel moves a row's running max only when a tile's max
+/// exceeds it by more than its slack, so most tiles skip the accumulator's rescale (opt-in:
+/// `ATTN_CODEGEN_ENABLE=lazy_rescale`; read by the op's plan).
+pub fn lazy_rescale() -> bool {
+    enabled("lazy_rescale")
 }
 
 /// Whether vLLM's built-in mask tests each score against one key interval per row where

@@ -288,9 +288,12 @@ pub mod mla {
     /// probabilities, the accumulator's rescale, the new running max and denominator. A row
     /// that has seen no key yet keeps max -inf and subtracts 0. Under `SCALE_AFTER_MAX`
     /// (`scale > 0`: `max(s·c) = c·max(s)`) `s` comes unscaled, the row max is scaled once
-    /// and `exp(s·scale − m)` is one FMA into `ex2`; else `s` comes scaled.
+    /// and `exp(s·scale − m)` is one FMA into `ex2`; else `s` comes scaled. Under
+    /// `LAZY_RESCALE` a row's running max moves only when the tile's exceeds it by more than
+    /// 5.5 (p then stay below e^5.5 ≈ 245, alpha is exactly 1 and the rescale is skipped);
+    /// the first finite max always lands and an all-masked row stays -inf.
     #[device]
-    fn softmax_step<const SCALE_AFTER_MAX: bool>(
+    fn softmax_step<const SCALE_AFTER_MAX: bool, const LAZY_RESCALE: bool>(
         s: Tile,
         scale: f32,
         m_i: Tile,
@@ -302,7 +305,10 @@ pub mod mla {
             row_max = row_max * scale;
             scaled = s * scale;
         }
-        let m_raw = max(m_i, row_max);
+        let mut m_raw = max(m_i, row_max);
+        if LAZY_RESCALE {
+            m_raw = select(m_raw - m_i > 5.5, m_raw, m_i);
+        }
         let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
         let p = exp(scaled - m_new.unsqueeze(1));
         let alpha = exp(m_i - m_new);
@@ -339,6 +345,7 @@ pub mod mla {
         const DIRECT: bool,
         const SCALE_AFTER_MAX: bool = false,
         const TMA: bool = false,
+        const LAZY_RESCALE: bool = false,
     >(
         q_all: *const T,
         cache: *const T,
@@ -387,7 +394,7 @@ pub mod mla {
             }
             let s = select(k_ok.unsqueeze(0), s, f32::NEG_INFINITY);
             let (p, alpha, m_raw, l_new) =
-                softmax_step::<SCALE_AFTER_MAX>(s, softmax_scale, m_i, l_i);
+                softmax_step::<SCALE_AFTER_MAX, LAZY_RESCALE>(s, softmax_scale, m_i, l_i);
             l_i = l_new;
             acc = dot(p.cast::<T>(), trans(k_lat), acc * alpha.unsqueeze(1));
             m_i = m_raw;

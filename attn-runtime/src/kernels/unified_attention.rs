@@ -546,6 +546,10 @@ pub mod unified {
     /// `MASK_INTERVALS` (shipped, `features::mask_intervals`): `vllm_mask` tests each score
     /// against one key interval per row where its terms allow (`key_interval`).
     ///
+    /// `LAZY_RESCALE` (opt-in, `features::lazy_rescale`): a row's running max moves only when
+    /// a tile's max exceeds it by more than 5.5, so most tiles skip the
+    /// accumulator's rescale (every factor is 1); the normalization is the same either way.
+    ///
     /// Feature constexprs default to off (causal, no window, vLLM's mask and bounds), so an
     /// instantiation names only the geometry and what it turns on.
     #[kernel(
@@ -619,6 +623,7 @@ pub mod unified {
         const HEADS_FASTEST: bool = false,
         const SCALE_AFTER_MAX: bool = false,
         const MASK_INTERVALS: bool = false,
+        const LAZY_RESCALE: bool = false,
     >(
         q: *const T,
         k_cache: *const T,
@@ -881,7 +886,16 @@ pub mod unified {
                     row_max = row_max * softmax_scale;
                     scaled = s * softmax_scale;
                 }
-                let m_raw = max(m_i, row_max);
+                let mut m_raw = max(m_i, row_max);
+                if LAZY_RESCALE {
+                    // A row keeps its running max until a tile's exceeds it by more than
+                    // 5.5: its p stay below e^5.5 ≈ 245 (bf16 and the f32 sums hold them
+                    // exactly as well as p ≤ 1), its alpha is exactly 1 and the
+                    // accumulator's rescale is skipped. The first finite max always
+                    // lands (`x − (−inf)` is +inf); an all-masked row stays -inf (NaN > s is
+                    // false).
+                    m_raw = select(m_raw - m_i > 5.5, m_raw, m_i);
+                }
                 let m_new = select(m_raw == f32::NEG_INFINITY, 0.0, m_raw);
                 let p = exp(scaled - m_new.unsqueeze(1));
                 let alpha = exp(m_i - m_new);

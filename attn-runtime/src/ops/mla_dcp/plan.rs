@@ -828,7 +828,7 @@ impl DecodeStep {
         history_args.extend(strides);
         let history = KernelLaunch {
             kernel: "mla_history",
-            constexprs: vec![
+            constexprs: [
                 dt.clone(),
                 ("BLOCK_H", ConstValue::Int(tiling.block_h.into())),
                 ("KV_TILE", ConstValue::Int(kv_tile.into())),
@@ -843,7 +843,14 @@ impl DecodeStep {
                 ),
                 // Long programs move their tiles as TMA boxes (HIST_TMA_MIN_TILES).
                 ("TMA", ConstValue::Bool(tma)),
-            ],
+            ]
+            .into_iter()
+            // Opt-in, bound only when on: the shipped kernels' keys stay as they were.
+            .chain(
+                attn_dsl::features::lazy_rescale()
+                    .then_some(("LAZY_RESCALE", ConstValue::Bool(true))),
+            )
+            .collect(),
             grid: [grid_t * tiling.head_tiles, num_splits, 1],
             args: history_args,
             // Latent rows start 16-byte aligned: they move by `cp.async`; exchange rows
