@@ -23,7 +23,9 @@
 //! producer's copy masks testing each row against the tile's uniform bound,
 //! `split_row_step` for `row_step` in a split ring's producer too, `wide_mul` for strides
 //! promised in `int`'s range and multiplied by sign-extended `int`s in one widening
-//! multiply, `lazy_rescale` for a running max that moves only past a slack), comma-separated.
+//! multiply, `lazy_rescale` for a running max that moves only past a slack,
+//! `fill_select_all` for masked fills through `attn_fill_select` with no MMA in flight
+//! too), comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.

@@ -75,11 +75,16 @@ impl<'f> Emitter<'f> {
     /// (`Some(true)`) or the true one, emitted as `attn_fill_select`. In flight, the MMAs'
     /// registers are locked and NVVM's speculated fill cost P0 a register copy per score
     /// and spills; elsewhere the plain `?:` is as fast or faster (H200, one call: P1 0.347
-    /// against 0.353 ms with `attn_fill_select`, P3 and D1 equal).
+    /// against 0.353 ms with `attn_fill_select`, P3 and D1 equal). Since the softmax moved
+    /// around PV's wait, P1's plain `?:` costs a copy of every score before the mask's
+    /// branch, full tiles included (32 moves a thread a tile in SASS, none with
+    /// `attn_fill_select`): `ATTN_CODEGEN_ENABLE=fill_select_all` takes it in every
+    /// warpgroup-MMA kernel, to time it again (D1's `mma.sync` loop grew with it).
     fn fill_side(&self, op: &Op) -> Res<Option<bool>> {
         let res = Self::result(op)?;
+        let everywhere = self.f.warpgroup_mma && crate::features::enabled("fill_select_all");
         if crate::features::disabled("fill_select")
-            || self.pending_mma.is_empty()
+            || (self.pending_mma.is_empty() && !everywhere)
             || self.shape(res).len() != 2
             || self.scalar(res)? != ScalarType::F32
         {

@@ -1,0 +1,59 @@
+//! Masked fills through `attn_fill_select` with no MMA in flight too
+//! (`ATTN_CODEGEN_ENABLE=fill_select_all`, opt-in until timed), checked without a GPU: with
+//! the plain `?:`, P1's consumers copied every score to other registers after the scores'
+//! wait, ahead of the mask's branch and so on full tiles too (32 moves a thread a tile);
+//! with the select in its own instruction the full tiles branch straight after the wait.
+//! NVRTC for sm_90a spill-free (docs/gpu_ir.md, "Masked fills while MMAs are in flight").
+
+mod sass_support;
+mod unified_plans;
+
+use attn_runtime::jit::{Arch, CudaSource, ModuleImage};
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
+use attn_runtime::ops::unified_attention::gpu::emit_launch;
+use attn_runtime::ops::unified_attention::plan::PathChoice;
+use unified_plans::{p1, plan};
+
+#[test]
+fn p1_full_tiles_branch_right_after_the_scores_wait() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "fill_select_all");
+    let p = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p1()
+    };
+    let k = emit_launch(&plan(&p, 8192, PathChoice::Heuristic).attention).expect("emit");
+    assert!(
+        k.source.contains("attn_fill_select("),
+        "the mask's fill as its own select"
+    );
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    let m = sass_support::compile_spill_free("P1", &CudaSource::from_kernel(&k), arch);
+    let ModuleImage::Cubin(cubin) = m.image else {
+        panic!("P1: not a cubin")
+    };
+    let sass = sass_support::instructions("P1", &cubin);
+    // The scores' wait is the first full wait after the loop's first HGMMA (PV's comes
+    // after the softmax).
+    let first = sass
+        .iter()
+        .position(|i| i.starts_with("HGMMA"))
+        .expect("P1: an HGMMA");
+    let wait = first
+        + sass[first..]
+            .iter()
+            .position(|i| i.starts_with("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
+            .expect("P1: the scores' wait");
+    let branch = wait
+        + sass[wait..]
+            .iter()
+            .position(|i| i.contains("BRA"))
+            .expect("P1: the mask's branch");
+    let moves = sass[wait..branch]
+        .iter()
+        .filter(|i| i.starts_with("IMAD.MOV") || i.starts_with("MOV"))
+        .count();
+    assert!(
+        moves <= 2,
+        "P1: {moves} moves between the scores' wait and the mask's branch"
+    );
+}
