@@ -13,7 +13,7 @@
 //! `int` makes the product of two sign-extended `int`s, one `mul.wide.s32` (see the code
 //! generator's `attn_mul_wide`); the launcher refuses a value outside the range.
 
-use crate::ir::{Function, ParamKind, ScalarType};
+use crate::ir::{Function, Param, ParamKind, ScalarType};
 
 /// Divisor every promise uses (Triton's choice: it covers 16-byte rows of 1-byte types).
 pub const DIVISOR: u64 = 16;
@@ -22,11 +22,7 @@ pub const DIVISOR: u64 = 16;
 /// non-integer parameter is an error naming it.
 pub fn divisible(f: &mut Function, names: &[&str]) -> Result<(), String> {
     for &n in names {
-        let p = f
-            .params
-            .iter()
-            .find(|p| p.name == n)
-            .ok_or_else(|| format!("no parameter `{n}` to assume divisible"))?;
+        let p = param(f, n, "divisible")?;
         if !matches!(p.kind, ParamKind::Scalar(ScalarType::I32 | ScalarType::I64)) {
             return Err(format!("`{n}` is not an integer parameter"));
         }
@@ -38,6 +34,14 @@ pub fn divisible(f: &mut Function, names: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// Parameter `name` of `f`, or an error saying what was to be assumed of it.
+fn param<'f>(f: &'f Function, name: &str, what: &str) -> Result<&'f Param, String> {
+    f.params
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| format!("no parameter `{name}` to assume {what}"))
+}
+
 /// Whether `value` keeps a promise of divisibility by `divisor`.
 pub fn keeps(value: i64, divisor: u64) -> bool {
     value.unsigned_abs().is_multiple_of(divisor)
@@ -47,11 +51,7 @@ pub fn keeps(value: i64, divisor: u64) -> bool {
 /// non-`i64` parameter is an error naming it.
 pub fn fits_i32(f: &mut Function, names: &[&str]) -> Result<(), String> {
     for &n in names {
-        let p = f
-            .params
-            .iter()
-            .find(|p| p.name == n)
-            .ok_or_else(|| format!("no parameter `{n}` to assume within i32"))?;
+        let p = param(f, n, "within i32")?;
         if p.kind != ParamKind::Scalar(ScalarType::I64) {
             return Err(format!("`{n}` is not an i64 parameter"));
         }

@@ -333,21 +333,24 @@ mod tests {
     }
     const L: DeviceLimits = DeviceLimits::SM90;
 
+    /// Arguments for [`spec`]'s parameters, `n` its scalar.
+    fn spec_args(n: ScalarArg) -> [ArgSummary; 3] {
+        [
+            ArgSummary::Buffer {
+                elem: ScalarType::Bf16,
+                mutable: false,
+            },
+            ArgSummary::Buffer {
+                elem: ScalarType::F32,
+                mutable: true,
+            },
+            ArgSummary::Scalar(n),
+        ]
+    }
+
     #[test]
     fn a_broken_divisibility_promise_is_refused() {
-        let args = |n: i32| {
-            [
-                ArgSummary::Buffer {
-                    elem: ScalarType::Bf16,
-                    mutable: false,
-                },
-                ArgSummary::Buffer {
-                    elem: ScalarType::F32,
-                    mutable: true,
-                },
-                ArgSummary::Scalar(ScalarArg::I32(n)),
-            ]
-        };
+        let args = |n: i32| spec_args(ScalarArg::I32(n));
         let mut s = spec(128, 0);
         s.params[2].divisible_by = 16;
         assert!(validate_args(&s, &args(48)).is_ok());
@@ -370,19 +373,7 @@ mod tests {
         let mut s = spec(128, 0);
         s.params[2].kind = ParamKind::Scalar(ScalarType::I64);
         s.params[2].fits_i32 = true;
-        let args = |n: i64| {
-            [
-                ArgSummary::Buffer {
-                    elem: ScalarType::Bf16,
-                    mutable: false,
-                },
-                ArgSummary::Buffer {
-                    elem: ScalarType::F32,
-                    mutable: true,
-                },
-                ArgSummary::Scalar(ScalarArg::I64(n)),
-            ]
-        };
+        let args = |n: i64| spec_args(ScalarArg::I64(n));
         assert!(validate_args(&s, &args(i64::from(i32::MAX))).is_ok());
         assert!(validate_args(&s, &args(i64::from(i32::MIN))).is_ok());
         for v in [1i64 << 31, -(1i64 << 31) - 1] {
