@@ -23,9 +23,11 @@
 //! producer's copy masks testing each row against the tile's uniform bound,
 //! `split_row_step` for `row_step` in a split ring's producer too, `wide_mul` for strides
 //! promised in `int`'s range and multiplied by sign-extended `int`s in one widening
-//! multiply, `lazy_rescale` for a running max that moves only past a slack,
+//! multiply, `lazy_rescale` for a running max that moves only past a slack (with
+//! `exact_alpha`),
 //! `fill_select_all` for masked fills through `attn_fill_select` with no MMA in flight
-//! too), comma-separated.
+//! too, `exact_alpha` for a row vector's fast e^(x − y) exactly 1 where x == y),
+//! comma-separated.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.

@@ -137,11 +137,17 @@ impl<'f> Emitter<'f> {
                         operand(y, at)?
                     ));
                 }
-                Ok(format!(
-                    "attn_fast_exp_sub({}, {})",
-                    operand(x, at)?,
-                    operand(y, at)?
-                ))
+                // A row vector's e^(x − y) is the rescale's factor: exactly 1 where the max
+                // did not move (`exact_alpha`, and under `lazy_rescale`, which needs it),
+                // which the accumulator's skip tests for.
+                let exact =
+                    crate::features::enabled("exact_alpha") || crate::features::lazy_rescale();
+                let f = if self.shape(res).len() == 1 && exact {
+                    "attn_fast_exp_sub_exact"
+                } else {
+                    "attn_fast_exp_sub"
+                };
+                Ok(format!("{f}({}, {})", operand(x, at)?, operand(y, at)?))
             }
             OpKind::Unary(u) => {
                 let t = self.scalar(Self::operand(op, 0)?)?;

@@ -53,6 +53,13 @@ __device__ __forceinline__ float attn_fast_exp_sub(float x, float y) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmaf_rn(x, l, -(y * l))));
     return r;
 }
+/// `attn_fast_exp_sub` that is exactly 1 where x == y: the FMA form leaves x·log2(e)'s
+/// rounding error in the exponent (|m·log2 e| ≥ 2 gives a factor other than 1 for most
+/// maxima), so a running max that did not move would still rescale. The accumulator's skip
+/// (`codegen::row_scale`) fires only on factors of exactly 1.
+__device__ __forceinline__ float attn_fast_exp_sub_exact(float x, float y) {
+    return x == y ? 1.0f : attn_fast_exp_sub(x, y);
+}
 /// `fast_math` e^(a·c − y): one FMA into the exponent. `c·log2(e)` is loop-invariant where `c`
 /// is a per-program scale and `y·log2(e)` is one per row, so a scaled score costs no multiply
 /// of its own (`SCALE_AFTER_MAX`).

@@ -157,6 +157,9 @@ inline float attn_fast_exp_sub(float x, float y) {
     const float r = std::exp2(std::fma(x, l, -(y * l)));
     return std::fabs(r) < 1.17549435e-38f ? 0.0f : r;
 }
+inline float attn_fast_exp_sub_exact(float x, float y) {
+    return x == y ? 1.0f : attn_fast_exp_sub(x, y);
+}
 inline float attn_fast_exp_fma(float a, float c, float y) {
     const float l = 1.4426950408889634f;
     const float r = std::exp2(std::fma(a, c * l, -(y * l)));
