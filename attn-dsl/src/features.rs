@@ -1,44 +1,186 @@
 //! Code-generation features an A/B measurement can switch, read once per process from the
-//! environment: `ATTN_CODEGEN_DISABLE` lists shipped features to switch off (`copy_fusion`,
-//! `deferred_sum`, `fill_select`, `fold_chains`, `guarded_shuffles`, `hold_a`, `k_split`, `licm`, `mask_intervals`, `mma_chain`, `mma_overlap`,
-//! `previous_stage`, `row_step` (a copy's later passes addressed at a constant from its
-//! first), `run_rows` (copies' row addresses from their page's first row), `split_ring` (K
-//! and V rings of their own under the previous stage), `staged_store`, `swizzle`,
-//! `wait_in_scale`, `tma` (the copies of kernels whose `tma`
-//! attribute asks for boxes, by `cp.async` instead), `consumer_landing` (a split program's
-//! consumers waiting on its TMA boxes themselves), `wg_turns`, `wgmma`, `ws`; `wgmma_split`, the square tilings' split scores,
-//! only for timing: unsplit they compute wrong results), `ATTN_CODEGEN_ENABLE` ones to force
-//! on (`swizzle`
-//! for issue-bound copies, `tma` for TMA copies on sm_90a in every kernel, not only those
-//! whose `tma` attribute asks — the producer warpgroup's in a split program, else the math
-//! warps' — `rotate` for scores computed one tile ahead,
-//! `softmax_ahead` for those scores' softmax run under PV, rotation included, `pv_behind`
-//! for PV of the previous tile issued with the scores and the softmax under it on every
-//! warpgroup loop (shipped only where the split reads V from the previous stage),
-//! `copy_arrive` for the producer's copies completing on the stage's mbarrier,
-//! `heads_fastest` for the unified-attention grid's programs on one axis, KV heads fastest,
-//! `unroll_scans` for short scalar loops with constant bounds unrolled by 8, `page_pointer`
-//! for a producer's block-table entries at a constant from one pointer a tile, `byte_rows`
-//! for the row offsets a split ring's producer keeps for V kept in bytes, `mask_bound` for a
-//! producer's copy masks testing each row against the tile's uniform bound,
-//! `split_row_step` for `row_step` in a split ring's producer too, `wide_mul` for strides
-//! promised in `int`'s range and multiplied by sign-extended `int`s in one widening
-//! multiply, `lazy_rescale` for a running max that moves only past a slack (with
-//! `exact_alpha`),
-//! `fill_select_all` for masked fills through `attn_fill_select` with no MMA in flight
-//! too, `exact_alpha` for a row vector's fast e^(x − y) exactly 1 where x == y),
-//! comma-separated.
+//! environment, comma-separated: `ATTN_CODEGEN_DISABLE` names shipped features to switch off
+//! ([`SHIPPED`]), `ATTN_CODEGEN_ENABLE` opt-in ones to switch on ([`OPT_IN`]); `attn
+//! features` prints both tables. A name in neither table is refused with the list of the
+//! known ones, since a misspelt switch would otherwise time the default against itself.
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.
 
 use std::sync::OnceLock;
 
-fn listed(var: &str, cell: &'static OnceLock<Vec<String>>, feature: &str) -> bool {
+/// Shipped features `ATTN_CODEGEN_DISABLE` can switch off: (name, what it does).
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "consumer_landing",
+        "a split program's consumers wait on its TMA boxes themselves",
+    ),
+    ("copy_fusion", "copies of one stage issued in one pass loop"),
+    (
+        "deferred_sum",
+        "row sums folded once after the loop, not per tile",
+    ),
+    (
+        "fill_select",
+        "masked fills as `attn_fill_select` while warpgroup MMAs are in flight",
+    ),
+    ("fold_chains", "row reductions folded in four chains"),
+    (
+        "guarded_shuffles",
+        "a copy mask's row reductions shuffle inside their uniform guard",
+    ),
+    (
+        "hold_a",
+        "a dot's A operand held in registers across the loop",
+    ),
+    (
+        "k_split",
+        "dots split along K for more independent MMA chains",
+    ),
+    ("licm", "loop-invariant code motion"),
+    ("mask_intervals", "vLLM's mask as one key interval a row"),
+    ("mma_chain", "MMAs of a dot issued as one chain"),
+    (
+        "mma_overlap",
+        "the next dot's MMAs issued before the last one's wait",
+    ),
+    ("previous_stage", "PV reads V from the previous stage"),
+    (
+        "row_step",
+        "a copy's later passes addressed at a constant from its first",
+    ),
+    (
+        "run_rows",
+        "copies' row addresses from their page's first row",
+    ),
+    (
+        "split_ring",
+        "K and V rings of their own under the previous stage",
+    ),
+    (
+        "staged_store",
+        "outputs leave through shared memory in 16-byte chunks",
+    ),
+    ("swizzle", "swizzled shared tiles"),
+    (
+        "tma",
+        "the copies of kernels whose `tma` attribute asks for boxes, as boxes",
+    ),
+    ("wait_in_scale", "PV's wait in the rescale's arms"),
+    ("wg_turns", "two warpgroups take turns issuing their dots"),
+    ("wgmma", "warpgroup MMAs beside `mma.sync`"),
+    (
+        "wgmma_split",
+        "the square tilings' split scores (off only for timing: wrong results)",
+    ),
+    ("ws", "warp specialization"),
+];
+
+/// Opt-in features `ATTN_CODEGEN_ENABLE` can switch on: (name, what it does).
+pub const OPT_IN: &[(&str, &str)] = &[
+    (
+        "byte_rows",
+        "a split ring's producer keeps V's row offsets in bytes",
+    ),
+    (
+        "copy_arrive",
+        "the producer's copies complete on the stage's mbarrier",
+    ),
+    (
+        "exact_alpha",
+        "a row vector's fast e^(x - y) exactly 1 where x == y",
+    ),
+    (
+        "fill_select_all",
+        "masked fills as `attn_fill_select` with no MMA in flight too",
+    ),
+    (
+        "heads_fastest",
+        "the unified-attention grid on one axis, KV heads fastest",
+    ),
+    (
+        "lazy_rescale",
+        "a running max that moves only past a slack (with exact_alpha)",
+    ),
+    (
+        "mask_bound",
+        "a producer's copy masks test each row against a uniform bound",
+    ),
+    (
+        "page_pointer",
+        "a producer's block-table entries at a constant from one pointer",
+    ),
+    (
+        "pv_behind",
+        "PV of the previous tile issued with the scores",
+    ),
+    ("rotate", "scores computed one tile ahead"),
+    (
+        "softmax_ahead",
+        "the scores' softmax run under PV, rotation included",
+    ),
+    (
+        "split_row_step",
+        "`row_step` in a split ring's producer too",
+    ),
+    ("swizzle", "swizzled copies for issue-bound kernels"),
+    ("tma", "TMA copies on sm_90a in every kernel"),
+    (
+        "unroll_scans",
+        "short scalar loops with constant bounds unrolled by 8",
+    ),
+    (
+        "wide_mul",
+        "strides promised in int range, times an int in one widening multiply",
+    ),
+];
+
+/// The names in `value` (a comma-separated list; blanks ignored), each checked against
+/// `known`: an unknown one is an error naming `var` and the known names.
+pub fn parse(var: &str, value: &str, known: &[(&str, &str)]) -> Result<Vec<String>, String> {
+    let names: Vec<String> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
+    match names.iter().find(|n| !known.iter().any(|(k, _)| k == n)) {
+        None => Ok(names),
+        Some(n) => {
+            let all: Vec<&str> = known.iter().map(|(k, _)| *k).collect();
+            Err(format!(
+                "{var} names `{n}`, which is not one of its features: {}",
+                all.join(", ")
+            ))
+        }
+    }
+}
+
+/// Checks both variables' lists ([`parse`]); the code generator panics on the same error
+/// when it first reads one, so tools call this first to report it cleanly.
+pub fn check_environment() -> Result<(), String> {
+    for (var, known) in [
+        ("ATTN_CODEGEN_DISABLE", SHIPPED),
+        ("ATTN_CODEGEN_ENABLE", OPT_IN),
+    ] {
+        parse(var, &std::env::var(var).unwrap_or_default(), known)?;
+    }
+    Ok(())
+}
+
+fn listed(
+    var: &str,
+    known: &[(&str, &str)],
+    cell: &'static OnceLock<Vec<String>>,
+    feature: &str,
+) -> bool {
+    assert!(
+        known.iter().any(|(k, _)| *k == feature),
+        "internal error: feature `{feature}` is not registered for {var}"
+    );
     cell.get_or_init(|| {
-        std::env::var(var)
-            .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
-            .unwrap_or_default()
+        let value = std::env::var(var).unwrap_or_default();
+        parse(var, &value, known).unwrap_or_else(|e| panic!("{e}"))
     })
     .iter()
     .any(|d| d == feature)
@@ -47,13 +189,13 @@ fn listed(var: &str, cell: &'static OnceLock<Vec<String>>, feature: &str) -> boo
 /// Whether shipped feature `feature` is switched off.
 pub(crate) fn disabled(feature: &str) -> bool {
     static DISABLED: OnceLock<Vec<String>> = OnceLock::new();
-    listed("ATTN_CODEGEN_DISABLE", &DISABLED, feature)
+    listed("ATTN_CODEGEN_DISABLE", SHIPPED, &DISABLED, feature)
 }
 
 /// Whether opt-in feature `feature` is switched on.
 pub(crate) fn enabled(feature: &str) -> bool {
     static ENABLED: OnceLock<Vec<String>> = OnceLock::new();
-    listed("ATTN_CODEGEN_ENABLE", &ENABLED, feature)
+    listed("ATTN_CODEGEN_ENABLE", OPT_IN, &ENABLED, feature)
 }
 
 /// Whether the unified-attention grid runs its (q-block, KV head) programs on one axis with
@@ -88,4 +230,32 @@ pub fn mask_intervals() -> bool {
 /// off): a launch table picks its tilings by it.
 pub fn warpgroup_mma() -> bool {
     !disabled("wgmma")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_parse_and_unknown_names_are_refused() {
+        assert_eq!(
+            parse("ATTN_CODEGEN_ENABLE", " wide_mul, ,tma ", OPT_IN),
+            Ok(vec!["wide_mul".to_string(), "tma".to_string()])
+        );
+        assert_eq!(parse("ATTN_CODEGEN_DISABLE", "", SHIPPED), Ok(vec![]));
+        let e = parse("ATTN_CODEGEN_ENABLE", "wide_mull", OPT_IN).expect_err("misspelt");
+        assert!(e.contains("`wide_mull`") && e.contains(", wide_mul"), "{e}");
+        // A shipped name is not an opt-in one (only `swizzle` and `tma` are both).
+        assert!(parse("ATTN_CODEGEN_ENABLE", "hold_a", OPT_IN).is_err());
+    }
+
+    #[test]
+    fn names_are_unique_in_each_table() {
+        for table in [SHIPPED, OPT_IN] {
+            let mut names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), table.len());
+        }
+    }
 }

@@ -31,6 +31,7 @@ pub fn run(cmd: &Command, ctx: &CliContext, out: &mut dyn Write) -> Result<(), C
             write(out, &report)
         }
         Command::List => list(ctx, out),
+        Command::Features => features(out),
         Command::Emit { kernel, bindings } => {
             let (_, built) = build(ctx, kernel, bindings)?;
             write(out, &built.cuda.source)
@@ -123,6 +124,25 @@ fn list(ctx: &CliContext, out: &mut dyn Write) -> Result<(), CliError> {
             "",
             defaults.join(" ")
         ));
+    }
+    write(out, &s)
+}
+
+/// The two feature tables, a name and what it does a line.
+fn features(out: &mut dyn Write) -> Result<(), CliError> {
+    use attn_dsl::features::{OPT_IN, SHIPPED};
+    let mut s = String::new();
+    for (title, table) in [
+        (
+            "shipped (ATTN_CODEGEN_DISABLE=a,b switches them off)",
+            SHIPPED,
+        ),
+        ("opt-in (ATTN_CODEGEN_ENABLE=a,b switches them on)", OPT_IN),
+    ] {
+        s.push_str(&format!("{title}:\n"));
+        for (name, what) in table {
+            s.push_str(&format!("  {name:<18} {what}\n"));
+        }
     }
     write(out, &s)
 }

@@ -39,6 +39,9 @@ pub enum Command {
     CheckVariant(check_variant::CheckVariantArgs),
     /// List the registered kernels and their default bindings.
     List,
+    /// List the code-generation features an A/B can switch: the shipped ones
+    /// (`ATTN_CODEGEN_DISABLE`) and the opt-in ones (`ATTN_CODEGEN_ENABLE`).
+    Features,
     /// Print the generated CUDA of a kernel specialization.
     Emit {
         kernel: String,
@@ -112,6 +115,9 @@ pub enum CliError {
     NoGpu(String),
     #[error("{0}")]
     NoCpuPath(String),
+    /// `ATTN_CODEGEN_ENABLE` / `ATTN_CODEGEN_DISABLE` name a feature that does not exist.
+    #[error("{0} (`attn features` lists them)")]
+    Features(String),
     #[error("writing {path}: {source}")]
     Io {
         path: PathBuf,
@@ -137,7 +143,10 @@ pub fn main_with(registry: Registry, cpu: Option<Arc<CpuExecutor>>) -> ExitCode 
     let cli = Cli::parse();
     let ctx = CliContext { registry, cpu };
     let mut stdout = std::io::stdout();
-    match commands::run(&cli.command, &ctx, &mut stdout) {
+    // The feature switches are read deep inside the code generator: a misspelt one is
+    // reported here, before any command runs, rather than as a panic there.
+    let checked = attn_dsl::features::check_environment().map_err(CliError::Features);
+    match checked.and_then(|()| commands::run(&cli.command, &ctx, &mut stdout)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
