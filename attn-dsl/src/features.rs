@@ -15,10 +15,13 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "consumer_landing",
         "a split program's consumers wait on its TMA boxes themselves",
     ),
-    ("copy_fusion", "copies of one stage issued in one pass loop"),
+    (
+        "copy_fusion",
+        "adjacent copies of the same rows share their pass loop and row addresses",
+    ),
     (
         "deferred_sum",
-        "row sums folded once after the loop, not per tile",
+        "row sums kept per lane across the loop, reduced once after it",
     ),
     (
         "fill_select",
@@ -42,7 +45,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("mma_chain", "MMAs of a dot issued as one chain"),
     (
         "mma_overlap",
-        "the next dot's MMAs issued before the last one's wait",
+        "a pipelined loop's top copies issued behind its first MMA",
     ),
     ("previous_stage", "PV reads V from the previous stage"),
     (
@@ -61,7 +64,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "staged_store",
         "outputs leave through shared memory in 16-byte chunks",
     ),
-    ("swizzle", "swizzled shared tiles"),
+    ("swizzle", "swizzled shared tiles (else padded rows)"),
     (
         "tma",
         "the copies of kernels whose `tma` attribute asks for boxes, as boxes",
@@ -123,7 +126,7 @@ pub const OPT_IN: &[(&str, &str)] = &[
         "split_row_step",
         "`row_step` in a split ring's producer too",
     ),
-    ("swizzle", "swizzled copies for issue-bound kernels"),
+    ("swizzle", "swizzled tiles for the issue-bound copies too"),
     ("tma", "TMA copies on sm_90a in every kernel"),
     (
         "unroll_scans",
