@@ -74,8 +74,8 @@ pub(crate) struct Emitter<'f> {
     /// The N of the program's transposed-B dots ([`super::wgmma::trans_b_widths`]).
     pub(crate) trans_b_widths: Vec<usize>,
     /// Row offsets a producer's copy kept for a later copy of the same rows in another
-    /// buffer (see [`super::async_copy::SharedRows`]).
-    pub(crate) shared_rows: Vec<super::async_copy::SharedRows>,
+    /// buffer (see [`super::shared_rows::SharedRows`]).
+    pub(crate) shared_rows: Vec<super::shared_rows::SharedRows>,
     /// Row-offset arrays declared so far (their names' numbers).
     pub(crate) shared_rows_declared: usize,
     /// The run-start row a copy's address is being recomputed at (see

@@ -51,6 +51,7 @@
 
 mod async_copy;
 mod c_types;
+mod copy_mask;
 mod deferred_sum;
 mod describe;
 mod dot;
@@ -70,6 +71,8 @@ mod recompute;
 mod remat;
 mod remat_region;
 mod row_scale;
+mod run_rows;
+mod shared_rows;
 mod staged_load;
 mod staged_store;
 pub mod tile_map;

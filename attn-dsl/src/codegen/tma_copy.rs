@@ -462,7 +462,7 @@ impl<'f> Emitter<'f> {
             let same = known.iter().find(|s| {
                 s.boxes == (count, blocks)
                     && s.row_stride == row_stride
-                    && super::async_copy::replace_ident(&start, &base, &s.base) == s.start
+                    && super::shared_rows::replace_ident(&start, &base, &s.base) == s.start
             });
             if let Some(s) = same {
                 out.push(s.var.clone());
