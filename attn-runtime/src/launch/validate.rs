@@ -452,17 +452,7 @@ mod tests {
     #[test]
     fn args_checked_for_count_kind_and_dtype() {
         let s = spec(128, 0);
-        let ok = [
-            ArgSummary::Buffer {
-                elem: ScalarType::Bf16,
-                mutable: false,
-            },
-            ArgSummary::Buffer {
-                elem: ScalarType::F32,
-                mutable: true,
-            },
-            ArgSummary::Scalar(ScalarArg::I32(7)),
-        ];
+        let ok = spec_args(ScalarArg::I32(7));
         assert!(validate_args(&s, &ok).is_ok());
         let e = validate_args(&s, &ok[..2]).expect_err("count");
         assert!(
