@@ -114,6 +114,10 @@ pub const OPT_IN: &[(&str, &str)] = &[
         "a producer's block-table entries at a constant from one pointer",
     ),
     (
+        "page_row",
+        "a producer's rows as one mad.wide on the thread's base (with wide_mul)",
+    ),
+    (
         "pv_behind",
         "PV of the previous tile issued with the scores",
     ),

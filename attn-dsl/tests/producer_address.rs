@@ -13,7 +13,7 @@ use codegen_common::overlap_cases;
 
 /// The features on (read once per process), copies landing late.
 fn setup() {
-    overlap_cases::setup("page_pointer,byte_rows,mask_bound,split_row_step");
+    overlap_cases::setup("page_pointer,byte_rows,mask_bound,split_row_step,page_row");
 }
 
 /// The split ring's producer takes all three: K's rows kept in bytes and read back so by
@@ -58,4 +58,46 @@ fn paged_flash_attention_matches_the_executor() {
     setup();
     overlap_cases::paged("the producer's address cuts", 3, 64);
     overlap_cases::paged("the producer's address cuts", 2, 128);
+}
+
+/// `page_row`: a row split at its page's 64-bit term (a stride argument promised in `int`'s
+/// range) is one `attn_page_row` on the thread's base, V's on the page K's copy kept. Paged
+/// cache, shuffled table, copies landing late; a page times the stride in the wrong unit, or
+/// V on another page, fails.
+#[test]
+fn page_rows_match_the_executor() {
+    setup();
+    for (stages, d) in [(3u32, 64usize), (2, 128)] {
+        let consts = [
+            ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
+            ("BLOCK_N", attn_dsl::ConstValue::Int(64)),
+            ("HEAD_DIM", attn_dsl::ConstValue::Int(d as i64)),
+            ("PAGE", attn_dsl::ConstValue::Int(16)),
+        ];
+        let mut f = codegen_common::specialize(
+            include_str!("kernels/flash_attention.rs.txt"),
+            "paged_strided_fwd",
+            &consts,
+            true,
+        );
+        f.num_stages = stages;
+        attn_dsl::passes::assume::divisible(&mut f, &["page_stride"]).expect("promise");
+        attn_dsl::passes::assume::fits_i32(&mut f, &["page_stride"]).expect("promise");
+        let src = emit_cuda(&f).expect("emit").source;
+        assert!(
+            src.contains("attn_page_row("),
+            "rows split at the page: {src}"
+        );
+        let mut args = codegen_common::sim_check::paged_args(2, 100, d, 16, 96);
+        args.push(codegen_common::cpu_sim::SimArg::Scalar(
+            attn_dsl::kernel::ScalarArg::I64(16 * d as i64),
+        ));
+        codegen_common::sim_check::check(
+            &format!("page rows, {stages} stages, D{d}"),
+            &f,
+            [2, 2, 1],
+            args,
+            2e-2,
+        );
+    }
 }

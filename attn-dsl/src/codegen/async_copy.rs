@@ -4,6 +4,7 @@
 
 use super::elem_index::ElemIndex;
 use super::emitter::Emitter;
+use super::page_row::PageRow;
 use super::remat::Scope;
 use super::shared_rows::{offset_rows, replace_ident, rows_offset, SharedRows};
 use super::writer::Scope as TextScope;
@@ -459,18 +460,42 @@ impl<'f> Emitter<'f> {
             let (lanes, chunk) = (c.map.lanes, c.map.chunk);
             // Rows in page runs: the run's first row's address plus this thread's offset in
             // the run times the row stride (see `run_rows`), else every row's own address.
-            let start = match self.run_rows(c, lanes)? {
+            let ptr = load.operands[0];
+            let (start, page_row) = match self.run_rows(c, lanes)? {
                 Some(r) => {
                     let at = Self::coords_at(c, &r.start.first, "0");
-                    let base = self
-                        .at_run_start(r.start, || self.remat_expr(load.operands[0], &at, scope))?;
-                    format!("{base} + {}", r.offset)
+                    let split =
+                        self.at_run_start(r.start.clone(), || self.page_row(ptr, &at, scope))?;
+                    match split {
+                        // The text other copies match is the rest and the page together.
+                        Some(pr) => {
+                            let rest = format!("{} + {}", pr.rest, r.offset);
+                            (
+                                format!("{rest} @ {}", pr.page),
+                                Some(PageRow { rest, ..pr }),
+                            )
+                        }
+                        None => {
+                            let base =
+                                self.at_run_start(r.start, || self.remat_expr(ptr, &at, scope))?;
+                            (format!("{base} + {}", r.offset), None)
+                        }
+                    }
                 }
-                None => self.remat_expr(load.operands[0], &Self::chunk_coords(c, "0"), scope)?,
+                None => (
+                    self.remat_expr(ptr, &Self::chunk_coords(c, "0"), scope)?,
+                    None,
+                ),
             };
             let src = format!("attn_src{sfx}");
-            let base = self.root_pointer(load.operands[0]);
-            self.source_row(i, c, &src, &start, base.as_deref(), &srcs, rows);
+            let base = self.root_pointer(ptr);
+            let row = SourceRow {
+                src: &src,
+                start: &start,
+                base: base.as_deref(),
+                page_row: page_row.as_ref(),
+            };
+            self.source_row(i, c, &row, &srcs, rows);
             if let Some(b) = base {
                 srcs.push((i, b, start));
             }
@@ -496,22 +521,20 @@ impl<'f> Emitter<'f> {
         Ok(at_chunk)
     }
 
-    /// Defines copy `i`'s row pointer `src` (at `start`, from kernel pointer `base`): from an
-    /// earlier copy of this group with the same rows but for its base pointer (V beside K:
-    /// one offset, the block-table load included), else from the offsets a split ring's
-    /// earlier copy kept ([`SharedRows`]), else computed, and kept where a later copy may
-    /// read it.
-    #[allow(clippy::too_many_arguments)]
+    /// Defines copy `i`'s row pointer ([`SourceRow`]): from an earlier copy of this group
+    /// with the same rows but for its base pointer (V beside K: one offset, the block-table
+    /// load included), else from what a split ring's earlier copy kept ([`SharedRows`]),
+    /// else computed, and kept where a later copy may read it. A row split at its page
+    /// ([`PageRow`]) shares its page, not its offset.
     fn source_row(
         &mut self,
         i: usize,
         c: &AsyncCopy,
-        src: &str,
-        start: &str,
-        base: Option<&str>,
+        row: &SourceRow<'_>,
         srcs: &[(usize, String, String)],
         rows: &PassRows<'_>,
     ) {
+        let (src, start, base) = (row.src, row.start, row.base);
         let dims = (self.threads / c.map.lanes, c.map.lanes, c.map.chunk);
         let same_rows = base.and_then(|b| {
             srcs.iter()
@@ -529,22 +552,48 @@ impl<'f> Emitter<'f> {
                 .map(|r| r.var.clone())
         });
         let b = base.unwrap_or_default();
-        match (same_rows, kept) {
-            (Some((j, ob, _)), _) => self.w.line(format!(
+        let chunk = c.map.chunk;
+        let sfx = copy_suffix(i);
+        let at_page = |pr: &PageRow, page: &str| {
+            format!(
+                "const auto {src} = attn_page_row({} + attn_lane_in_row * {chunk}, {page}, (int){});",
+                pr.rest, pr.stride
+            )
+        };
+        match (same_rows, kept, row.page_row) {
+            (Some((j, _, _)), _, Some(pr)) => {
+                let page = format!("attn_pg{}", copy_suffix(*j));
+                self.w.line(at_page(pr, &page));
+            }
+            (Some((j, ob, _)), _, None) => self.w.line(format!(
                 "const auto {src} = {b} + (attn_src{} - {ob});",
                 copy_suffix(*j)
             )),
-            (None, Some(var)) => {
+            (None, Some(var), Some(pr)) => {
+                let page = format!("(int){var}[p]");
+                self.w.line(at_page(pr, &page));
+            }
+            (None, Some(var), None) => {
                 self.w
                     .line(format!("const auto {src} = {};", offset_rows(b, &var)));
             }
-            (None, None) => {
-                self.w.line(format!(
-                    "const auto {src} = {start} + attn_lane_in_row * {};",
-                    c.map.chunk
-                ));
+            (None, None, page_row) => {
+                let kept_value = match page_row {
+                    Some(pr) => {
+                        self.w
+                            .line(format!("const int attn_pg{sfx} = {};", pr.page));
+                        self.w.line(at_page(pr, &format!("attn_pg{sfx}")));
+                        format!("attn_pg{sfx}")
+                    }
+                    None => {
+                        self.w.line(format!(
+                            "const auto {src} = {start} + attn_lane_in_row * {chunk};"
+                        ));
+                        rows_offset(src, b)
+                    }
+                };
                 if let (Some((var, scope)), Some(b)) = (&rows.keep[i], base) {
-                    self.w.line(format!("{var}[p] = {};", rows_offset(src, b)));
+                    self.w.line(format!("{var}[p] = {kept_value};"));
                     self.shared_rows.push(SharedRows {
                         base: b.to_string(),
                         start: start.to_string(),
@@ -684,6 +733,16 @@ struct PassRows<'a> {
     guard: &'a Option<String>,
     keep: &'a [Option<(String, TextScope)>],
     pass_steps: &'a [Option<usize>],
+}
+
+/// One copy's row as [`Emitter::source_row`] defines it: the name it defines, the row's
+/// start (the text other copies' rows are matched by), the kernel pointer it offsets, and
+/// its split at the page where it has one.
+struct SourceRow<'a> {
+    src: &'a str,
+    start: &'a str,
+    base: Option<&'a str>,
+    page_row: Option<&'a PageRow>,
 }
 
 /// The suffix of copy `i`'s names in a group (`attn_src`, `attn_src_1`, ...).

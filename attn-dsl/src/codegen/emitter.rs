@@ -83,6 +83,9 @@ pub(crate) struct Emitter<'f> {
     pub(crate) run_start: std::cell::RefCell<Option<super::page_pointer::RunStart>>,
     /// Whether a copy's mask is being recomputed (see [`super::mask_bound`]).
     pub(crate) copy_mask: std::cell::Cell<bool>,
+    /// A row's page term recomputed as zero, and its page (see [`super::page_row`]): the
+    /// product, the page value, and the page's text where the recomputation met it.
+    pub(crate) zeroed: std::cell::RefCell<Option<(ValueId, ValueId, Option<String>)>>,
 }
 
 /// The threads a program is emitted for.
@@ -138,6 +141,7 @@ impl<'f> Emitter<'f> {
             shared_rows_declared: 0,
             run_start: Default::default(),
             copy_mask: Default::default(),
+            zeroed: Default::default(),
             pending_mma: Default::default(),
             scale_wait: None,
             packed_a: Default::default(),

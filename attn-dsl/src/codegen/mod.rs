@@ -67,6 +67,7 @@ mod mma_map;
 mod names;
 mod operand_fragments;
 mod page_pointer;
+mod page_row;
 mod recompute;
 mod remat;
 mod remat_region;

@@ -160,6 +160,16 @@ __device__ __forceinline__ long long attn_wsub(long long a, long long b) {
 __device__ __forceinline__ long long attn_wmul(long long a, long long b) {
     return (long long)((unsigned long long)a * (unsigned long long)b);
 }
+// A page's row in bytes from the thread's row in the page (codegen's `page_row`): one
+// `mad.wide.s32`, the stride in bytes promised to fit an `int`.
+template <class T>
+__device__ __forceinline__ T* attn_page_row(T* row, int page, int stride) {
+    long long r;
+    asm("mad.wide.s32 %0, %1, %2, %3;"
+        : "=l"(r)
+        : "r"(page), "r"(stride * (int)sizeof(T)), "l"(reinterpret_cast<long long>(row)));
+    return reinterpret_cast<T*>(r);
+}
 // The 64-bit product of two `int`s (exact, so equal to the wrapped one): one `mul.wide.s32`.
 // Written as a C++ product of two sign-extended `int`s, NVRTC 13.0 still multiplied all 64
 // bits of a paged producer's page stride (codegen's `wide_mul`).

@@ -28,6 +28,9 @@ pub(crate) enum Scope<'a> {
 impl<'f> Emitter<'f> {
     /// Element `at` of `v`, recomputed.
     pub(crate) fn remat_expr(&self, v: ValueId, at: &ElemIndex, scope: &Scope) -> Res<String> {
+        if let Some(zero) = self.zeroed_term(v, at, scope)? {
+            return Ok(zero);
+        }
         if let Some(e) = self.remat_local(v, at) {
             return Ok(e);
         }

@@ -71,7 +71,7 @@ impl Emitter<'_> {
     }
 
     /// The name of the parameter `v` is, when the caller promised it in `int`'s range.
-    fn promised_i32(&self, v: ValueId) -> Option<&str> {
+    pub(crate) fn promised_i32(&self, v: ValueId) -> Option<&str> {
         let i = self.f.body.args.iter().position(|&a| a == v)?;
         let p = self.f.params.get(i)?;
         self.f

@@ -63,9 +63,14 @@ pub fn fits_i32(f: &mut Function, names: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `value` keeps a promise to lie in `int`'s range.
+/// How far below `int`'s limit a promised value stays: a stride promised in range is still
+/// in range as bytes of elements up to 16 bytes wide (`codegen::page_row` multiplies the
+/// page by the stride in bytes as an `int`).
+pub const I32_HEADROOM: i64 = 16;
+
+/// Whether `value` keeps a promise to lie in `int`'s range, with [`I32_HEADROOM`] to spare.
 pub fn keeps_i32(value: i64) -> bool {
-    i32::try_from(value).is_ok()
+    value.unsigned_abs() <= (i64::from(i32::MAX) / I32_HEADROOM) as u64
 }
 
 /// The promises one launch's arguments make a specialization: the parameters that are

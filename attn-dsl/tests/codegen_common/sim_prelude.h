@@ -208,6 +208,10 @@ inline long long attn_wmul(long long a, long long b) {
     return (long long)((unsigned long long)a * (unsigned long long)b);
 }
 inline long long attn_mul_wide(int a, int b) { return (long long)a * (long long)b; }
+template <class T>
+inline T* attn_page_row(T* row, int page, int stride) {
+    return (T*)((const char*)row + (long long)page * stride * (long long)sizeof(T));
+}
 inline long long attn_wneg(long long a) { return (long long)(0ull - (unsigned long long)a); }
 inline long long attn_wabs(long long a) { return a < 0 ? attn_wneg(a) : a; }
 inline long long attn_shl(long long a, long long b) {

@@ -1078,8 +1078,8 @@ mod tests {
             grid: [1, 1, 1],
             args: vec![
                 ("kv_stride_block", Scalar(I64(16384))),
-                ("kv_stride_slot", Scalar(I64(1 << 31))),
-                ("q_stride0", Scalar(I64(-(1 << 31)))),
+                ("kv_stride_slot", Scalar(I64(1 << 27))),
+                ("q_stride0", Scalar(I64(-(1 << 27) + 1))),
                 ("num_seqs", Scalar(I64(4))),
                 ("block_table_stride", Scalar(I32(64))),
             ],
