@@ -202,18 +202,4 @@ impl Emitter<'_> {
             self.collect_reduces(x, guard, out);
         }
     }
-
-    /// The scalar a tile is a splat (or broadcast of a splat) of.
-    pub(crate) fn uniform_scalar(&self, v: ValueId) -> Option<ValueId> {
-        if self.f.ty(v).is_scalar() {
-            return Some(v);
-        }
-        let op = self.def_op(v)?;
-        match op.kind {
-            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
-                self.uniform_scalar(op.operands[0])
-            }
-            _ => None,
-        }
-    }
 }

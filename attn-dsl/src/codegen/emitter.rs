@@ -365,14 +365,24 @@ impl<'f> Emitter<'f> {
             .map(|o| f.op(o))
     }
 
+    /// The scalar a tile is a splat (or broadcast of a splat) of, or `v` itself if scalar.
+    pub(crate) fn uniform_scalar(&self, v: ValueId) -> Option<ValueId> {
+        if self.f.ty(v).is_scalar() {
+            return Some(v);
+        }
+        let op = self.def_op(v)?;
+        match op.kind {
+            OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } => {
+                self.uniform_scalar(op.operands[0])
+            }
+            _ => None,
+        }
+    }
+
     /// The integer constant `v` is (through splats and broadcasts).
     pub(crate) fn int_constant(&self, v: ValueId) -> Option<i64> {
-        let op = self.def_op(v)?;
-        match &op.kind {
-            OpKind::Const(crate::ir::Scalar::Int(k, _)) => Some(*k),
-            OpKind::Splat { .. } | OpKind::Broadcast { .. } => {
-                self.int_constant(*op.operands.first()?)
-            }
+        match self.def_op(self.uniform_scalar(v)?)?.kind {
+            OpKind::Const(crate::ir::Scalar::Int(k, _)) => Some(k),
             _ => None,
         }
     }

@@ -12,8 +12,9 @@
 use super::elem_index::ElemIndex;
 use super::emitter::Emitter;
 use super::remat::Scope;
+use super::wide_mul::IntFactor;
 use super::CodegenError;
-use crate::ir::{BinaryOp, OpKind, ScalarType, ValueId};
+use crate::ir::{BinaryOp, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -81,40 +82,17 @@ impl Emitter<'_> {
     fn page_term(&self, v: ValueId) -> Option<(ValueId, ValueId, String)> {
         let op = self.def_op(v)?;
         match &op.kind {
-            OpKind::Binary(BinaryOp::Mul) if self.scalar(v).ok()? == ScalarType::I64 => {
-                let [a, b] = op.operands[..] else { return None };
-                let (page, stride) = match (self.cast_from_int(a), self.promised_stride(b)) {
-                    (Some(p), Some(s)) => (p, s),
-                    _ => (self.cast_from_int(b)?, self.promised_stride(a)?),
-                };
-                Some((v, page, stride))
-            }
+            OpKind::Binary(BinaryOp::Mul) => match self.int_factors(op)? {
+                (IntFactor::Widened(page), IntFactor::Promised(stride))
+                | (IntFactor::Promised(stride), IntFactor::Widened(page)) => {
+                    Some((v, page, stride))
+                }
+                _ => None,
+            },
             OpKind::AddPtr
             | OpKind::Binary(BinaryOp::Add)
             | OpKind::Broadcast { .. }
             | OpKind::ExpandDims { .. } => op.operands.iter().find_map(|&x| self.page_term(x)),
-            _ => None,
-        }
-    }
-
-    /// The `i32` value `v` is a cast to `i64` of.
-    fn cast_from_int(&self, v: ValueId) -> Option<ValueId> {
-        let op = self.def_op(v)?;
-        let x = *op.operands.first()?;
-        (op.kind == OpKind::Cast(ScalarType::I64) && self.scalar(x).ok()? == ScalarType::I32)
-            .then_some(x)
-    }
-
-    /// The name of the promised parameter `v` is (through splats).
-    fn promised_stride(&self, v: ValueId) -> Option<String> {
-        if let Some(name) = self.promised_i32(v) {
-            return Some(name.to_string());
-        }
-        let op = self.def_op(v)?;
-        match op.kind {
-            OpKind::Splat { .. } | OpKind::Broadcast { .. } => {
-                self.promised_stride(*op.operands.first()?)
-            }
             _ => None,
         }
     }

@@ -13,6 +13,14 @@ use crate::ir::{BinaryOp, Op, OpKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
+/// A 64-bit value known to hold an `int`.
+pub(crate) enum IntFactor {
+    /// An `i32` value cast to `i64`.
+    Widened(ValueId),
+    /// (A splat of) an `i64` parameter promised in `int`'s range, by name.
+    Promised(String),
+}
+
 impl Emitter<'_> {
     /// `a * b` as `attn_mul_wide` when both 64-bit operands are known `int`s (off unless
     /// enabled); `None` to emit the product as written.
@@ -25,53 +33,38 @@ impl Emitter<'_> {
         if op.kind != OpKind::Binary(BinaryOp::Mul) || !crate::features::enabled("wide_mul") {
             return Ok(None);
         }
-        let (Some(&a), Some(&b)) = (op.operands.first(), op.operands.get(1)) else {
+        let Some((a, b)) = self.int_factors(op) else {
             return Ok(None);
         };
-        if self.scalar(a)? != ScalarType::I64 {
-            return Ok(None);
-        }
-        let (Some(a), Some(b)) = (
-            self.int_source(a, at, operand)?,
-            self.int_source(b, at, operand)?,
-        ) else {
-            return Ok(None);
+        let text = |x: IntFactor| match x {
+            IntFactor::Widened(v) => operand(v, at),
+            IntFactor::Promised(name) => Ok(format!("(int){name}")),
         };
-        Ok(Some(format!("attn_mul_wide({a}, {b})")))
+        Ok(Some(format!("attn_mul_wide({}, {})", text(a)?, text(b)?)))
     }
 
-    /// The `int` a 64-bit value `v` is known to hold at `at`: a cast from `i32`, or (through
-    /// splats) an `i64` parameter promised in `int`'s range.
-    fn int_source(
-        &self,
-        v: ValueId,
-        at: &ElemIndex,
-        operand: &dyn Fn(ValueId, &ElemIndex) -> Res<String>,
-    ) -> Res<Option<String>> {
-        if let Some(name) = self.promised_i32(v) {
-            return Ok(Some(format!("(int){name}")));
+    /// Both operands of 64-bit product `op` as known `int`s, if they are.
+    pub(crate) fn int_factors(&self, op: &Op) -> Option<(IntFactor, IntFactor)> {
+        let [a, b] = op.operands[..] else { return None };
+        if self.scalar(a).ok()? != ScalarType::I64 {
+            return None;
         }
-        let Some(def) = self.def_op(v) else {
-            return Ok(None);
-        };
-        match def.kind {
-            OpKind::Cast(ScalarType::I64) => {
-                let x = Self::operand(def, 0)?;
-                if self.scalar(x)? != ScalarType::I32 {
-                    return Ok(None);
-                }
-                Ok(Some(operand(x, at)?))
-            }
-            OpKind::Splat { .. } => {
-                let x = Self::operand(def, 0)?;
-                Ok(self.promised_i32(x).map(|name| format!("(int){name}")))
-            }
-            _ => Ok(None),
+        Some((self.int_factor(a)?, self.int_factor(b)?))
+    }
+
+    /// What 64-bit value `v` is known to hold an `int` as, if it is.
+    fn int_factor(&self, v: ValueId) -> Option<IntFactor> {
+        if let Some(name) = self.uniform_scalar(v).and_then(|s| self.promised_i32(s)) {
+            return Some(IntFactor::Promised(name.to_string()));
         }
+        let def = self.def_op(v)?;
+        let x = *def.operands.first()?;
+        (def.kind == OpKind::Cast(ScalarType::I64) && self.scalar(x).ok()? == ScalarType::I32)
+            .then_some(IntFactor::Widened(x))
     }
 
     /// The name of the parameter `v` is, when the caller promised it in `int`'s range.
-    pub(crate) fn promised_i32(&self, v: ValueId) -> Option<&str> {
+    fn promised_i32(&self, v: ValueId) -> Option<&str> {
         let i = self.f.body.args.iter().position(|&a| a == v)?;
         let p = self.f.params.get(i)?;
         self.f
