@@ -82,6 +82,24 @@ pub struct Promises {
 }
 
 impl Promises {
+    /// The promises arguments keep: of the (name, value) pairs in `divisible` those that are
+    /// multiples of [`DIVISOR`], of those in `fits_i32` those in range ([`keeps_i32`]).
+    pub fn kept_by(
+        divisible: &[(&'static str, i64)],
+        fits_i32: &[(&'static str, i64)],
+    ) -> Promises {
+        let kept = |args: &[(&'static str, i64)], keeps: &dyn Fn(i64) -> bool| {
+            args.iter()
+                .filter(|&&(_, v)| keeps(v))
+                .map(|&(n, _)| n)
+                .collect()
+        };
+        Promises {
+            divisible: kept(divisible, &|v| keeps(v, DIVISOR)),
+            fits_i32: kept(fits_i32, &keeps_i32),
+        }
+    }
+
     /// Records both kinds on `f` ([`divisible`], [`fits_i32`]).
     pub fn apply(&self, f: &mut Function) -> Result<(), String> {
         divisible(f, &self.divisible)?;

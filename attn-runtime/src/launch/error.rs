@@ -59,7 +59,7 @@ pub enum LaunchError {
     },
     #[error(
         "kernel `{kernel}` argument {index} (`{name}`) is {value}; this specialization was \
-         compiled for values in i32's range (respecialize for this value)"
+         compiled for values whose 16-fold fits in an i32 (respecialize for this value)"
     )]
     OutsideI32 {
         kernel: String,

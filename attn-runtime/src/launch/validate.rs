@@ -40,8 +40,8 @@ pub struct ParamSpec {
     /// The value must be a multiple of this (1: no promise). The code was specialized on
     /// it (see `attn_dsl::passes::assume`), so a call that breaks it is refused.
     pub divisible_by: u64,
-    /// The 64-bit value must lie in `int`'s range: the code multiplies it as an `int`
-    /// (`attn_dsl::passes::assume::fits_i32`).
+    /// The 64-bit value must lie in `int`'s range with the promise's headroom: the code
+    /// multiplies it as an `int` (`attn_dsl::passes::assume::keeps_i32`).
     pub fits_i32: bool,
 }
 

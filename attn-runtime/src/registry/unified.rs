@@ -161,28 +161,29 @@ fn build_for(bindings: &[Binding], mma: MmaKind) -> Result<BuiltKernel, String> 
     // The shapes' caches use vLLM's contiguous layout, whose strides are all multiples of
     // 16: the op's launcher promises exactly that, so the emitted code is the op's.
     let mut f = (*f).clone();
-    let strides: Vec<String> = f
+    // (name, whether 64-bit) of each integer stride parameter.
+    let strides: Vec<(String, bool)> = f
         .params
         .iter()
-        .filter(|p| {
-            p.name.contains("stride") && matches!(p.kind, ParamKind::Scalar(t) if t.is_int())
+        .filter_map(|p| match p.kind {
+            ParamKind::Scalar(t) if t.is_int() && p.name.contains("stride") => {
+                Some((p.name.clone(), t == attn_dsl::ir::ScalarType::I64))
+            }
+            _ => None,
         })
-        .map(|p| p.name.clone())
         .collect();
-    let names: Vec<&str> = strides.iter().map(String::as_str).collect();
-    attn_dsl::passes::assume::divisible(&mut f, &names)?;
+    let names = |only_i64: bool| -> Vec<&str> {
+        strides
+            .iter()
+            .filter(|(_, is_i64)| *is_i64 || !only_i64)
+            .map(|(n, _)| n.as_str())
+            .collect()
+    };
+    attn_dsl::passes::assume::divisible(&mut f, &names(false))?;
     // And, with `wide_mul`, every 64-bit one in `int`'s range, as the op promises for
     // these shapes' strides.
     if attn_dsl::features::wide_mul() {
-        let wide: Vec<String> = f
-            .params
-            .iter()
-            .filter(|p| names.contains(&p.name.as_str()))
-            .filter(|p| p.kind == ParamKind::Scalar(attn_dsl::ir::ScalarType::I64))
-            .map(|p| p.name.clone())
-            .collect();
-        let wide: Vec<&str> = wide.iter().map(String::as_str).collect();
-        attn_dsl::passes::assume::fits_i32(&mut f, &wide)?;
+        attn_dsl::passes::assume::fits_i32(&mut f, &names(true))?;
     }
     f.warpgroup_mma = mma == MmaKind::Warpgroup;
     let cuda = emit_cuda(&f).map_err(|e| e.to_string())?;

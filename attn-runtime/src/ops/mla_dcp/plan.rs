@@ -7,7 +7,7 @@ use super::metadata::{history_len, DcpLayout};
 use crate::kernels::mla_dcp::{compile_kernel_assuming, MlaKernelError};
 use crate::ops::unified_attention::config::MmaKind;
 use attn_dsl::ir::ScalarType;
-use attn_dsl::passes::assume::{keeps, keeps_i32, Promises, DIVISOR};
+use attn_dsl::passes::assume::Promises;
 use attn_dsl::{Binding, ConstValue};
 use thiserror::Error;
 
@@ -800,6 +800,7 @@ impl DecodeStep {
         use PlanArg::{Buffer as Buf, F32, I32, I64};
 
         let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
+        let block_stride = [("cache_stride_block", cache_stride_block)];
         let direct = num_splits == 1;
         let tma =
             tiling.warpgroups && self.tiles_per_program(kv_tile, num_splits) >= HIST_TMA_MIN_TILES;
@@ -856,21 +857,17 @@ impl DecodeStep {
             // Latent rows start 16-byte aligned: they move by `cp.async`; exchange rows
             // (256-byte aligned chunks) take the `DIRECT` output in pairs. With `wide_mul`
             // a page times the block stride is one widening multiply.
-            promises: Promises {
-                divisible: [
+            promises: Promises::kept_by(
+                &[
                     ("cache_stride_block", cache_stride_block),
                     ("chunk_stride_out", exchange.chunk_stride_out() as i64),
-                ]
-                .into_iter()
-                .filter(|&(_, v)| keeps(v, DIVISOR))
-                .map(|(name, _)| name)
-                .collect(),
-                fits_i32: [("cache_stride_block", cache_stride_block)]
-                    .into_iter()
-                    .filter(|&(_, v)| attn_dsl::features::wide_mul() && keeps_i32(v))
-                    .map(|(name, _)| name)
-                    .collect(),
-            },
+                ],
+                if attn_dsl::features::wide_mul() {
+                    &block_stride
+                } else {
+                    &[]
+                },
+            ),
         };
         let exchange_args = [I32(t_i32), I32(n_i32)];
         let mut reduce_args = vec![
@@ -971,14 +968,10 @@ impl DecodeStep {
             args: merge_args(&with_send, &[R::WUv, R::Y], &[I32(NO_OWN_PART)]),
             // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
             // `cp.async` like the current part's.
-            promises: Promises {
-                divisible: [("chunk_stride_out", exchange.chunk_stride_out() as i64)]
-                    .into_iter()
-                    .filter(|&(_, v)| keeps(v, DIVISOR))
-                    .map(|(name, _)| name)
-                    .collect(),
-                fits_i32: vec![],
-            },
+            promises: Promises::kept_by(
+                &[("chunk_stride_out", exchange.chunk_stride_out() as i64)],
+                &[],
+            ),
         };
         set_fused_tile(&mut combine_v_up, fused, t);
         let v_up = KernelLaunch {

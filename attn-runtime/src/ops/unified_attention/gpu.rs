@@ -643,61 +643,49 @@ pub fn kernel_key_for(launch: &KernelLaunch, variant: Option<&VariantModule>) ->
     )
 }
 
-/// What `launch`'s arguments promise its specialization ([`divisible_strides`],
-/// [`i32_strides`]).
+/// What `launch`'s stride arguments promise its specialization: those that are multiples
+/// of 16 (what proves paged K/V rows 16-byte aligned, so they move by `cp.async`), and with
+/// `ATTN_CODEGEN_ENABLE=wide_mul` the 64-bit ones in `int`'s range (a page times its stride
+/// is then one widening multiply). Both are part of its key. Only strides: sizes such as the
+/// batch vary call to call and would multiply the specializations for nothing.
 pub fn promises(launch: &KernelLaunch) -> Promises {
-    Promises {
-        divisible: divisible_strides(launch),
-        fits_i32: i32_strides(launch),
-    }
+    promises_with(launch, attn_dsl::features::wide_mul())
 }
 
-/// The stride arguments of `launch` that are multiples of 16: the specialization assumes
-/// them (what proves paged K/V rows 16-byte aligned, so they move by `cp.async`), and they
-/// are part of its key. Only strides: sizes such as the batch vary call to call and would
-/// multiply the specializations for nothing.
+/// [`promises`], the range promise made or not by `wide`.
+fn promises_with(launch: &KernelLaunch, wide: bool) -> Promises {
+    let args: Vec<(&'static str, i64, bool)> = stride_args(launch).collect();
+    let all: Vec<(&'static str, i64)> = args.iter().map(|&(n, v, _)| (n, v)).collect();
+    let sixty_four: Vec<(&'static str, i64)> = args
+        .iter()
+        .filter(|&&(_, _, is_i64)| wide && is_i64)
+        .map(|&(n, v, _)| (n, v))
+        .collect();
+    Promises::kept_by(&all, &sixty_four)
+}
+
+/// The stride arguments of `launch` that are multiples of 16 ([`promises`]).
 pub fn divisible_strides(launch: &KernelLaunch) -> Vec<&'static str> {
-    use attn_dsl::passes::assume::{keeps, DIVISOR};
-    launch
-        .args
-        .iter()
-        .filter_map(|(name, a)| {
-            let v = match a {
-                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I32(v)) => {
-                    i64::from(*v)
-                }
-                super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I64(v)) => *v,
-                _ => return None,
-            };
-            (name.contains("stride") && keeps(v, DIVISOR)).then_some(*name)
-        })
-        .collect()
+    promises(launch).divisible
 }
 
-/// The 64-bit stride arguments of `launch` whose values fit in an `int`, with
-/// `ATTN_CODEGEN_ENABLE=wide_mul` (none otherwise): the specialization assumes them
-/// (`attn_dsl::passes::assume::fits_i32`), so a page times its stride is one widening
-/// multiply, and they are part of its key.
-pub fn i32_strides(launch: &KernelLaunch) -> Vec<&'static str> {
-    if !attn_dsl::features::wide_mul() {
-        return Vec::new();
-    }
-    strides_in_i32(launch)
+/// The integer stride arguments of `launch`: (name, value, whether 64-bit).
+fn stride_args(launch: &KernelLaunch) -> impl Iterator<Item = (&'static str, i64, bool)> + '_ {
+    use attn_dsl::kernel::ScalarArg::{I32, I64};
+    launch.args.iter().filter_map(|(name, a)| {
+        let (v, wide) = match a {
+            super::plan::KernelArg::Scalar(I32(v)) => (i64::from(*v), false),
+            super::plan::KernelArg::Scalar(I64(v)) => (*v, true),
+            _ => return None,
+        };
+        name.contains("stride").then_some((*name, v, wide))
+    })
 }
 
-/// The 64-bit stride arguments of `launch` whose values fit in an `int`.
+/// The 64-bit stride arguments of `launch` in range, whatever the feature says.
+#[cfg(test)]
 fn strides_in_i32(launch: &KernelLaunch) -> Vec<&'static str> {
-    use attn_dsl::passes::assume::keeps_i32;
-    launch
-        .args
-        .iter()
-        .filter_map(|(name, a)| match a {
-            super::plan::KernelArg::Scalar(attn_dsl::kernel::ScalarArg::I64(v)) => {
-                (name.contains("stride") && keeps_i32(*v)).then_some(*name)
-            }
-            _ => None,
-        })
-        .collect()
+    promises_with(launch, true).fits_i32
 }
 
 /// A specialization to build, in a form that can cross threads (bindings carry spans,
