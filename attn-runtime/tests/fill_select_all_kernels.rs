@@ -8,7 +8,7 @@
 mod sass_support;
 mod unified_plans;
 
-use attn_runtime::jit::{Arch, CudaSource, ModuleImage};
+use attn_runtime::jit::CudaSource;
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::PathChoice;
@@ -26,11 +26,7 @@ fn p1_full_tiles_branch_right_after_the_scores_wait() {
         k.source.contains("attn_fill_select("),
         "the mask's fill as its own select"
     );
-    let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = sass_support::compile_spill_free("P1", &CudaSource::from_kernel(&k), arch);
-    let ModuleImage::Cubin(cubin) = m.image else {
-        panic!("P1: not a cubin")
-    };
+    let cubin = sass_support::sm90a_cubin("P1", &CudaSource::from_kernel(&k));
     let sass = sass_support::instructions("P1", &cubin);
     // The scores' wait is the first full wait after the loop's first HGMMA (PV's comes
     // after the softmax).

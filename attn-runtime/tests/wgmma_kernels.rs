@@ -7,7 +7,7 @@
 mod sass_support;
 mod unified_plans;
 
-use attn_runtime::jit::{Arch, CudaSource, ModuleImage};
+use attn_runtime::jit::CudaSource;
 use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
@@ -26,11 +26,7 @@ fn sm90a_cubin(label: &str, plan: &LaunchPlan) -> Vec<u8> {
     if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
         let _ = std::fs::write(format!("{dir}/{label}-wgmma.cu"), &cuda.source);
     }
-    let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = sass_support::compile_spill_free(label, &CudaSource::from_kernel(&cuda), arch);
-    let ModuleImage::Cubin(bytes) = m.image else {
-        panic!("{label}: no cubin");
-    };
+    let bytes = sass_support::sm90a_cubin(label, &CudaSource::from_kernel(&cuda));
     if let Ok(dir) = std::env::var("ATTN_DUMP_DIR") {
         let _ = std::fs::write(format!("{dir}/{label}-wgmma.cubin"), &bytes);
     }

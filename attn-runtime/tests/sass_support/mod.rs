@@ -179,6 +179,15 @@ pub fn count(counts: &BTreeMap<String, usize>, key: &str) -> usize {
     counts.get(key).copied().unwrap_or(0)
 }
 
+/// `source` compiled spill-free for sm_90a ([`compile_spill_free`]): its cubin.
+pub fn sm90a_cubin(label: &str, source: &CudaSource<'_>) -> Vec<u8> {
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    let ModuleImage::Cubin(bytes) = compile_spill_free(label, source, arch).image else {
+        panic!("{label}: no cubin");
+    };
+    bytes
+}
+
 /// A warp-specialized producer's loop filling one K and one V tile of 8 rows a thread each
 /// (32 16-byte `cp.async`s, K's 8 block-table loads: V reads K's rows), compiled spill-free
 /// for sm_90a: its counts line and counts.
@@ -186,11 +195,7 @@ pub fn producer_fill_loop(
     label: &str,
     source: &CudaSource<'_>,
 ) -> (String, BTreeMap<String, usize>) {
-    let arch: Arch = "sm_90a".parse().expect("arch");
-    let m = compile_spill_free(label, source, arch);
-    let ModuleImage::Cubin(bytes) = m.image else {
-        panic!("{label}: no cubin");
-    };
+    let bytes = sm90a_cubin(label, source);
     let (line, c) = smallest_loop_where(label, &bytes, "filling K and V", |c| {
         count(c, "LDGSTS") == 32
     });
