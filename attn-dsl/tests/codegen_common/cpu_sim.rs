@@ -1,7 +1,12 @@
 //! Runs emitted CUDA on the CPU: g++ compiles the kernel against `sim_prelude.h` (one
 //! std::thread per CUDA thread, barriers for `__syncthreads`, per-warp exchanges for
 //! shuffles and `mma.sync`), so tests can check the emitter's data movement against the
-//! CPU executor without a GPU. Skips (returns `None`) when no `g++` is installed.
+//! CPU executor without a GPU. A warpgroup-targeted source runs either branch: `mma.sync`'s,
+//! or sm_90a's (`wgmma`, named barriers, TMA boxes: `sim_wgmma.h`, `sim_tma.h`). Skips (returns `None`) when no `g++`
+//! is installed.
+
+#[path = "sim_wgmma.rs"]
+mod sim_wgmma;
 
 use attn_dsl::codegen::CudaKernel;
 use attn_dsl::interp::{self, CpuArg, HostBuffer};
@@ -12,6 +17,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const SIM_PRELUDE: &str = include_str!("sim_prelude.h");
+const SIM_WGMMA: &str = include_str!("sim_wgmma.h");
+const SIM_TMA: &str = include_str!("sim_tma.h");
+
+/// Which branch of an emitted source the simulator compiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Branch {
+    /// The `mma.sync` branch (what an sm_80 device runs).
+    MmaSync,
+    /// The sm_90a branch (`__CUDA_ARCH_FEAT_SM90_ALL`): warpgroup MMAs, warpgroup turns.
+    Wgmma,
+}
+
+impl Branch {
+    /// Whether `source` has an sm_90a branch to run.
+    pub fn present(self, source: &str) -> bool {
+        self == Branch::MmaSync || source.contains("__CUDA_ARCH_FEAT_SM90_ALL")
+    }
+}
 
 /// One kernel argument: a buffer (read back after the run) or a scalar.
 #[derive(Clone, Debug)]
@@ -26,10 +49,13 @@ pub fn have_gxx() -> bool {
 }
 
 /// One directory per (kernel, simulator prelude, driver): a cached binary is never stale.
-fn work_dir(k: &CudaKernel) -> PathBuf {
+fn work_dir(k: &CudaKernel, branch: Branch) -> PathBuf {
     let mut h = blake3::Hasher::new();
     h.update(k.hash.as_bytes());
     h.update(SIM_PRELUDE.as_bytes());
+    h.update(SIM_WGMMA.as_bytes());
+    h.update(SIM_TMA.as_bytes());
+    h.update(format!("{branch:?}").as_bytes());
     h.update(main_source(k).as_bytes());
     let hex = h.finalize().to_hex();
     let dir = std::env::temp_dir().join(format!("attn_sim_{}", &hex[..16]));
@@ -80,9 +106,19 @@ fn main_source(k: &CudaKernel) -> String {
             }
         }
     }
-    // Tensor maps are read only by the sm_90a branch; the simulated one copies by threads.
-    for _ in &k.tensor_maps {
-        call.push("attn_tensor_map{}".to_string());
+    // Tensor maps are read only by the sm_90a branch (`sim_tma.h`).
+    for m in &k.tensor_maps {
+        let stride = match m.row_stride.param {
+            Some(p) => format!("{}LL * (long long)a{p}", m.row_stride.coeff),
+            None => format!("{}LL", m.row_stride.coeff),
+        };
+        call.push(format!(
+            "attn_sim_map(a{b}.data(), a{b}.size(), {stride}, {}, {}, {})",
+            m.box_rows,
+            m.box_cols,
+            m.elem.size_bytes(),
+            b = m.base_param,
+        ));
     }
     let threads = k.block_threads;
     format!(
@@ -154,14 +190,22 @@ int main(int argc, char** argv) {{
 }
 
 /// Compiles (once per content hash) and returns the simulator binary.
-fn build(k: &CudaKernel) -> Result<PathBuf, String> {
-    let dir = work_dir(k);
+fn build(k: &CudaKernel, branch: Branch) -> Result<PathBuf, String> {
+    let dir = work_dir(k, branch);
     let bin = dir.join("sim");
     if bin.exists() {
         return Ok(bin);
     }
-    std::fs::write(dir.join("attn_prelude.cuh"), SIM_PRELUDE).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("kernel.inc"), &k.source).map_err(|e| e.to_string())?;
+    let (prelude, source, define) = match branch {
+        Branch::MmaSync => (SIM_PRELUDE.to_string(), k.source.clone(), None),
+        Branch::Wgmma => (
+            format!("{SIM_PRELUDE}\n{SIM_WGMMA}\n{SIM_TMA}"),
+            sim_wgmma::rewrite(&k.source)?,
+            Some("-D__CUDA_ARCH_FEAT_SM90_ALL=1"),
+        ),
+    };
+    std::fs::write(dir.join("attn_prelude.cuh"), prelude).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("kernel.inc"), source).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("main.cpp"), main_source(k)).map_err(|e| e.to_string())?;
     let tmp = dir.join(format!("sim.tmp{}", std::process::id()));
     let out = Command::new("g++")
@@ -171,8 +215,9 @@ fn build(k: &CudaKernel) -> Result<PathBuf, String> {
             "-ffp-contract=off",
             "-pthread",
             "-w",
-            "-o",
         ])
+        .args(define)
+        .arg("-o")
         .arg(&tmp)
         .arg(dir.join("main.cpp"))
         .current_dir(&dir)
@@ -227,9 +272,20 @@ fn scalar_bytes(s: ScalarArg) -> Vec<u8> {
     }
 }
 
-/// Runs kernel `k` over `grid` with `args` on the CPU simulator; buffers are updated in place.
+/// Runs kernel `k` over `grid` with `args` on the CPU simulator (its `mma.sync` branch);
+/// buffers are updated in place.
 pub fn run(k: &CudaKernel, grid: [u32; 3], args: &mut [SimArg]) -> Result<(), String> {
-    let bin = build(k)?;
+    run_branch(k, grid, args, Branch::MmaSync)
+}
+
+/// [`run`] on the given branch of the source.
+pub fn run_branch(
+    k: &CudaKernel,
+    grid: [u32; 3],
+    args: &mut [SimArg],
+    branch: Branch,
+) -> Result<(), String> {
+    let bin = build(k, branch)?;
     let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
     let tag = format!("{}_{:?}", std::process::id(), std::thread::current().id());
     let tag: String = tag
@@ -260,10 +316,14 @@ pub fn run(k: &CudaKernel, grid: [u32; 3], args: &mut [SimArg]) -> Result<(), St
     let st = Command::new(&bin)
         .arg(&inp)
         .arg(&outp)
-        .status()
+        .output()
         .map_err(|e| e.to_string())?;
-    if !st.success() {
-        return Err(format!("simulator exited with {st}"));
+    if !st.status.success() {
+        return Err(format!(
+            "simulator exited with {}: {}",
+            st.status,
+            String::from_utf8_lossy(&st.stderr)
+        ));
     }
     let out = std::fs::read(&outp).map_err(|e| e.to_string())?;
     let (_, _) = (std::fs::remove_file(&inp), std::fs::remove_file(&outp));

@@ -1,7 +1,7 @@
 //! Running one program both ways (the simulator of its emitted CUDA and the CPU executor)
 //! and comparing every buffer, with the inputs the simulation tests use.
 
-use super::cpu_sim::{self, SimArg};
+use super::cpu_sim::{self, Branch, SimArg};
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::interp::HostBuffer;
 use attn_dsl::ir::{Function, ScalarType};
@@ -52,9 +52,37 @@ pub fn check_each(
     let k = emit_cuda(f).unwrap_or_else(|e| panic!("{label}: emit: {e}"));
     let mut want = args.clone();
     cpu_sim::run_interp(f, grid, &mut want).unwrap_or_else(|e| panic!("{label}: interp: {e}"));
-    let mut got = args.clone();
-    cpu_sim::run(&k, grid, &mut got).unwrap_or_else(|e| panic!("{label}: sim: {e}"));
-    for (i, ((g, w), o)) in got.iter().zip(&want).zip(&args).enumerate() {
+    let mut first = None;
+    for branch in [Branch::MmaSync, Branch::Wgmma] {
+        if !branch.present(&k.source) {
+            continue;
+        }
+        let label = format!("{label} ({branch:?})");
+        let mut got = args.clone();
+        cpu_sim::run_branch(&k, grid, &mut got, branch)
+            .unwrap_or_else(|e| panic!("{label}: sim: {e}"));
+        compare(&label, &got, &want, &args, &tol);
+        first.get_or_insert(got);
+    }
+    first.map(|got| {
+        got.iter()
+            .map(|a| match a {
+                SimArg::Buf(b) => b.to_f64s(),
+                SimArg::Scalar(_) => vec![],
+            })
+            .collect()
+    })
+}
+
+/// Every buffer of the simulator's run `got` against the executor's `want`, inputs `args`.
+fn compare(
+    label: &str,
+    got: &[SimArg],
+    want: &[SimArg],
+    args: &[SimArg],
+    tol: impl Fn(usize) -> f64,
+) {
+    for (i, ((g, w), o)) in got.iter().zip(want).zip(args).enumerate() {
         let (SimArg::Buf(g), SimArg::Buf(w), SimArg::Buf(o)) = (g, w, o) else {
             continue;
         };
@@ -70,14 +98,6 @@ pub fn check_each(
             );
         }
     }
-    Some(
-        got.iter()
-            .map(|a| match a {
-                SimArg::Buf(b) => b.to_f64s(),
-                SimArg::Scalar(_) => vec![],
-            })
-            .collect(),
-    )
 }
 
 pub fn i32s(v: i32) -> SimArg {

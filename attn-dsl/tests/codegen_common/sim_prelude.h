@@ -43,23 +43,31 @@ inline void attn_warp_sync() { attn_warp_barriers[threadIdx.x / 32]->arrive_and_
 // barriers as std::barriers made on first use, setmaxnreg a no-op.
 #define ATTN_WARP_SPECIALIZED 1
 inline std::mutex attn_sim_sync_lock;
+// An mbarrier's phase completes when its pending arrivals and its transaction bytes (TMA
+// copies announced with `expect_tx`, counted down as they land) both reach zero.
 struct attn_sim_mbar {
-    unsigned short expected, pending;
-    unsigned phase;
+    unsigned short expected, pending, phase;
+    short tx;  // bytes / 16 still to land
 };
 static_assert(sizeof(attn_sim_mbar) == 8, "an mbarrier is 8 bytes of shared memory");
 inline void attn_mbar_init(unsigned long long* bar, unsigned count) {
     std::lock_guard<std::mutex> g(attn_sim_sync_lock);
-    *reinterpret_cast<attn_sim_mbar*>(bar) = {(unsigned short)count, (unsigned short)count, 0u};
+    *reinterpret_cast<attn_sim_mbar*>(bar) = {(unsigned short)count, (unsigned short)count, 0, 0};
 }
 inline void attn_mbar_init_fence() {}
-inline void attn_mbar_arrive(unsigned long long* bar) {
-    std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+// Under the lock: one arrival (`arrivals`) and `bytes` of transactions (+ announced, - landed).
+inline void attn_sim_mbar_update(unsigned long long* bar, int arrivals, int bytes) {
     auto* b = reinterpret_cast<attn_sim_mbar*>(bar);
-    if (--b->pending == 0) {
+    b->pending -= arrivals;
+    b->tx += bytes / 16;
+    if (b->pending == 0 && b->tx == 0) {
         b->pending = b->expected;
         b->phase += 1;
     }
+}
+inline void attn_mbar_arrive(unsigned long long* bar) {
+    std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+    attn_sim_mbar_update(bar, 1, 0);
 }
 // Returns once the phase of this parity completed: the phase in progress has the other one.
 inline void attn_mbar_wait(unsigned long long* bar, unsigned parity) {
@@ -75,22 +83,33 @@ template <int N>
 inline void attn_setmaxnreg_dec() {}
 template <int N>
 inline void attn_setmaxnreg_inc() {}
-inline void attn_bar_sync(int id, int n) {
+// Named barrier `id` of `n` threads, made on first use.
+inline std::barrier<>* attn_sim_named_barrier(int id, int n) {
     static std::map<int, std::unique_ptr<std::barrier<>>> bars;
-    std::barrier<>* b;
-    {
-        std::lock_guard<std::mutex> g(attn_sim_sync_lock);
-        auto& slot = bars[id];
-        if (!slot) slot.reset(new std::barrier<>(n));
-        b = slot.get();
-    }
-    b->arrive_and_wait();
+    std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+    auto& slot = bars[id];
+    if (!slot) slot.reset(new std::barrier<>(n));
+    return slot.get();
 }
+inline void attn_bar_sync(int id, int n) { attn_sim_named_barrier(id, n)->arrive_and_wait(); }
+// Counts in without waiting (a warpgroup passing its turn to another).
+inline void attn_bar_arrive(int id, int n) { (void)attn_sim_named_barrier(id, n)->arrive(); }
 
-// The TMA path is under `__CUDA_ARCH_FEAT_SM90_ALL`; only its parameters reach the host.
+// A tensor map as the simulator's driver fills it (`sim_tma.h` reads it): the buffer, its
+// row stride and rows in elements, the box, the element's bytes.
 struct alignas(64) attn_tensor_map {
     unsigned long long words[16];
 };
+inline attn_tensor_map attn_sim_map(const void* base, unsigned long long bytes, long long stride,
+                                    unsigned box_rows, unsigned box_cols, unsigned elem) {
+    attn_tensor_map m{};
+    const unsigned long long len = bytes / elem;
+    m.words[0] = (unsigned long long)(uintptr_t)base;
+    m.words[1] = (unsigned long long)stride;
+    m.words[2] = stride > 0 ? (len + stride - 1) / stride : 0;
+    m.words[3] = box_rows, m.words[4] = box_cols, m.words[5] = elem, m.words[6] = len;
+    return m;
+}
 
 struct alignas(2) bf16 {
     unsigned short bits;
@@ -126,6 +145,7 @@ inline long long __float2ll_rz(float x) {
     if (x <= -9.2233720368547758e18f) return (-9223372036854775807LL - 1LL);
     return (long long)x;
 }
+inline int __ffs(int x) { return __builtin_ffs(x); }
 inline float __int2float_rn(int x) { return (float)x; }
 inline float __ll2float_rn(long long x) { return (float)x; }
 
@@ -403,3 +423,6 @@ inline void attn_ldsm_x2_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigne
 }
 
 extern unsigned char attn_smem[];
+inline unsigned attn_smem_addr(const void* p) {
+    return (unsigned)((const unsigned char*)p - attn_smem);
+}
