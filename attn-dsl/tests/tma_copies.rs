@@ -1,9 +1,9 @@
 //! TMA copies (warpgroup targets): which pipelined copies move as 2D boxes, the tensor
-//! maps the launcher must encode for them, where their stages land, and that the
-//! `cp.async` branch of the same source (what the simulator compiles) still computes the
-//! kernel, with `ATTN_CODEGEN_ENABLE=tma`: a warp-specialized program's producer issues
-//! them, an unsplit program's math warps do. GPU parity covers the TMA branch
-//! (`gpu_unified`, `gpu_mla_op` with the feature on).
+//! maps the launcher must encode for them, where their stages land, and that both branches
+//! of the same source compute the kernel on the simulator (the `cp.async` one, and the sm_90a
+//! one with its boxes, `sim_tma.h`), with `ATTN_CODEGEN_ENABLE=tma`: a warp-specialized
+//! program's producer issues them, an unsplit program's math warps do. GPU parity covers
+//! the TMA branch on the device (`gpu_unified`, `gpu_mla_op` with the feature on).
 
 mod codegen_common;
 
@@ -174,7 +174,7 @@ fn dense_tiles_move_as_whole_tile_boxes() {
             assert!(k.source.contains(piece), "{piece} missing");
         }
         check(
-            &format!("tma flash N{block_n} D{d} (cp.async branch)"),
+            &format!("tma flash N{block_n} D{d}"),
             &f,
             [2, 2, 1],
             flash_args(attn_dsl::ir::ScalarType::Bf16, 2, 75, d as usize, 81),
@@ -200,7 +200,7 @@ fn paged_tiles_move_a_page_per_box() {
     let k = emit_cuda(&f).expect("emit");
     assert!(k.tensor_maps.iter().all(|m| m.box_rows == 16));
     check(
-        "tma paged N64 D64 page 16 (cp.async branch)",
+        "tma paged N64 D64 page 16",
         &f,
         [2, 2, 1],
         paged_args(2, 100, 64, 16, 82),

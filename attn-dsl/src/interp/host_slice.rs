@@ -2,6 +2,7 @@
 //! the executor runs. Element access converts to the executor's value families
 //! (`f64`/`i64`/`bool`) and back, exactly (values are already rounded to the dtype).
 
+use super::HostBuffer;
 use crate::ir::ScalarType;
 use crate::kernel::DslType;
 use half::{bf16, f16};
@@ -117,7 +118,48 @@ impl<'a> HostSlice<'a> {
     }
 }
 
+impl HostSlice<'_> {
+    /// An owned copy (a launcher that runs the kernel elsewhere takes its inputs so).
+    pub fn to_buffer(&self) -> HostBuffer {
+        match *self {
+            HostSlice::Bf16(s) => HostBuffer::Bf16(s.to_vec()),
+            HostSlice::F16(s) => HostBuffer::F16(s.to_vec()),
+            HostSlice::F32(s) => HostBuffer::F32(s.to_vec()),
+            HostSlice::I32(s) => HostBuffer::I32(s.to_vec()),
+            HostSlice::I64(s) => HostBuffer::I64(s.to_vec()),
+            HostSlice::Bool(s) => HostBuffer::Bool(s.to_vec()),
+        }
+    }
+}
+
 impl<'a> HostSliceMut<'a> {
+    /// Overwrites the view with `b`'s elements; `false` (nothing written) when the dtype or
+    /// the length differ.
+    pub fn copy_from(&mut self, b: &HostBuffer) -> bool {
+        match (self, b) {
+            (HostSliceMut::Bf16(d), HostBuffer::Bf16(s)) if d.len() == s.len() => {
+                d.copy_from_slice(s)
+            }
+            (HostSliceMut::F16(d), HostBuffer::F16(s)) if d.len() == s.len() => {
+                d.copy_from_slice(s)
+            }
+            (HostSliceMut::F32(d), HostBuffer::F32(s)) if d.len() == s.len() => {
+                d.copy_from_slice(s)
+            }
+            (HostSliceMut::I32(d), HostBuffer::I32(s)) if d.len() == s.len() => {
+                d.copy_from_slice(s)
+            }
+            (HostSliceMut::I64(d), HostBuffer::I64(s)) if d.len() == s.len() => {
+                d.copy_from_slice(s)
+            }
+            (HostSliceMut::Bool(d), HostBuffer::Bool(s)) if d.len() == s.len() => {
+                d.copy_from_slice(s)
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// Tags a typed slice; `None` for a `DslType` that is not one of the six DSL types.
     pub fn of<T: DslType>(s: &'a mut [T]) -> Option<Self> {
         Some(match T::TYPE {

@@ -209,13 +209,7 @@ fn build(k: &CudaKernel, branch: Branch) -> Result<PathBuf, String> {
     std::fs::write(dir.join("main.cpp"), main_source(k)).map_err(|e| e.to_string())?;
     let tmp = dir.join(format!("sim.tmp{}", std::process::id()));
     let out = Command::new("g++")
-        .args([
-            "-std=c++20",
-            "-O1",
-            "-ffp-contract=off",
-            "-pthread",
-            "-w",
-        ])
+        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w"])
         .args(define)
         .arg("-o")
         .arg(&tmp)

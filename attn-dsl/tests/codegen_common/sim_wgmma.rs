@@ -19,11 +19,15 @@ pub fn rewrite(source: &str) -> Result<String, String> {
     while let Some(at) = rest.find(OPEN) {
         out.push_str(&rest[..at]);
         let body = &rest[at + OPEN.len()..];
-        let close = body.find('"').ok_or("an inline asm string without its end")?;
+        let close = body
+            .find('"')
+            .ok_or("an inline asm string without its end")?;
         let template = &body[..close];
         let (operands, used) = operands(&body[close + 1..])?;
         if !template.contains("wgmma.mma_async") {
-            return Err(format!("inline asm the simulator does not know: {template}"));
+            return Err(format!(
+                "inline asm the simulator does not know: {template}"
+            ));
         }
         out.push_str(&call(template, &operands)?);
         rest = &body[close + 1 + used..];
@@ -85,7 +89,8 @@ fn operand<'a>(ops: &'a [Operand], name: &str) -> Result<&'a Operand, String> {
         .strip_prefix('%')
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| format!("not an operand reference: {name}"))?;
-    ops.get(i).ok_or_else(|| format!("operand {name} out of range"))
+    ops.get(i)
+        .ok_or_else(|| format!("operand {name} out of range"))
 }
 
 /// Splits `text` at the commas outside braces.
@@ -166,10 +171,7 @@ fn call(template: &str, ops: &[Operand]) -> Result<String, String> {
     };
     let b_desc = &operand(ops, b)?.expr;
     let a_arg = match &a_regs {
-        Some(regs) => format!(
-            "const unsigned attn_sim_ar[4] = {{{}}}; ",
-            regs.join(", ")
-        ),
+        Some(regs) => format!("const unsigned attn_sim_ar[4] = {{{}}}; ", regs.join(", ")),
         None => String::new(),
     };
     Ok(format!(

@@ -72,6 +72,8 @@ pub struct CpuOptions<'a> {
     /// IR whatever the target; a GPU's, `MmaKind::for_arch`, makes both run one
     /// specialization).
     pub mma: MmaKind,
+    /// What runs each launch instead of the executor (`None`: the executor).
+    pub launcher: Option<&'a dyn HostLauncher>,
 }
 
 impl Default for CpuOptions<'_> {
@@ -83,8 +85,31 @@ impl Default for CpuOptions<'_> {
             variant: None,
             row_padding: 0,
             mma: MmaKind::Sync,
+            launcher: None,
         }
     }
+}
+
+/// One launch of a CPU run, as a [`HostLauncher`] gets it.
+#[derive(Clone, Copy, Debug)]
+pub struct HostLaunch<'a> {
+    /// The specialized kernel the executor would run.
+    pub kernel: &'a Function,
+    /// The plan's launch (grid, arguments, tensor-core target).
+    pub launch: &'a KernelLaunch,
+    /// The run's user variant, if any (its module holds the kernel).
+    pub variant: Option<&'a VariantModule>,
+}
+
+/// Runs the launches of a CPU run in place of the executor, on the same host buffers
+/// (outputs poisoned, workspace included), so everything around the kernel — validation,
+/// plan, buffers, the 3D reduce, the reference comparison — stays the op's. Tests put the
+/// simulator of the launch's emitted CUDA here: the GPU's code checked on the whole case
+/// grid without a GPU.
+pub trait HostLauncher: std::fmt::Debug {
+    /// Runs `launch` with `args` (in the kernel's parameter order); outputs are written
+    /// through the `Out` arguments.
+    fn run(&self, launch: HostLaunch<'_>, args: Vec<CpuArg<'_>>) -> Result<(), String>;
 }
 
 /// What a CPU run produced.
@@ -162,6 +187,14 @@ pub enum CpuError {
         /// The parameter without a buffer.
         param: String,
     },
+    /// A [`HostLauncher`] failed running a kernel.
+    #[error("launching `{kernel}` on the host: {message}")]
+    Launcher {
+        /// Name of the kernel.
+        kernel: String,
+        /// What failed.
+        message: String,
+    },
     /// The CPU executor failed running a kernel.
     #[error("executing `{kernel}`: {source}")]
     Exec {
@@ -208,9 +241,18 @@ pub fn run_unified_attention_cpu(
     let module = kernel_module(options.variant.as_ref())?;
     let mut buffers = host_buffers(problem, &dims, options, &plan);
     let file = module.label().to_string();
-    let mut stats = vec![execute(&module, &file, &plan.attention, &mut buffers)?];
+    let run = |launch, buffers: &mut _| {
+        let host = HostRun {
+            module: &module,
+            file: &file,
+            variant: plan.variant.as_ref(),
+            launcher: options.launcher,
+        };
+        host.execute(launch, buffers)
+    };
+    let mut stats = vec![run(&plan.attention, &mut buffers)?];
     if let Some(reduce) = &plan.reduce {
-        stats.push(execute(&module, &file, reduce, &mut buffers)?);
+        stats.push(run(reduce, &mut buffers)?);
     }
     let raw = buffers
         .remove(&BufferRole::Output)
@@ -507,37 +549,56 @@ fn host_buffers(
     m
 }
 
-/// Specializes (cached) and runs one launch of the plan.
-fn execute(
-    module: &DslModule,
-    file: &str,
-    launch: &KernelLaunch,
-    buffers: &mut BTreeMap<BufferRole, HostBuffer>,
-) -> Result<ExecStats, CpuError> {
-    let f = specialize_cached(module, launch.kernel, &launch.bindings).map_err(|e| {
-        CpuError::Specialize {
-            kernel: launch.kernel.to_string(),
-            file: file.to_string(),
-            line: e.span.start().line,
-            message: e.message,
+/// What runs the launches of one CPU run: the module they specialize from and who runs them.
+struct HostRun<'a> {
+    module: &'a DslModule,
+    file: &'a str,
+    variant: Option<&'a VariantModule>,
+    launcher: Option<&'a dyn HostLauncher>,
+}
+
+impl HostRun<'_> {
+    /// Specializes (cached) and runs one launch of the plan.
+    fn execute(
+        &self,
+        launch: &KernelLaunch,
+        buffers: &mut BTreeMap<BufferRole, HostBuffer>,
+    ) -> Result<ExecStats, CpuError> {
+        let f = specialize_cached(self.module, launch.kernel, &launch.bindings).map_err(|e| {
+            CpuError::Specialize {
+                kernel: launch.kernel.to_string(),
+                file: self.file.to_string(),
+                line: e.span.start().line,
+                message: e.message,
+            }
+        })?;
+        if launch.grid.contains(&0) {
+            return Ok(ExecStats::default());
         }
-    })?;
-    if launch.grid.contains(&0) {
-        return Ok(ExecStats::default());
+        let mut dummies: Vec<HostBuffer> = launch
+            .args
+            .iter()
+            .filter_map(|(_, a)| match a {
+                KernelArg::Dummy(t) => Some(HostBuffer::zeros(*t, 1)),
+                _ => None,
+            })
+            .collect();
+        let args = marshal(&f, launch, buffers, &mut dummies)?;
+        let kernel = launch.kernel.to_string();
+        match self.launcher {
+            Some(l) => {
+                let host = HostLaunch {
+                    kernel: &f,
+                    launch,
+                    variant: self.variant,
+                };
+                l.run(host, args)
+                    .map(|()| ExecStats::default())
+                    .map_err(|message| CpuError::Launcher { kernel, message })
+            }
+            None => run(&f, launch.grid, args).map_err(|source| CpuError::Exec { kernel, source }),
+        }
     }
-    let mut dummies: Vec<HostBuffer> = launch
-        .args
-        .iter()
-        .filter_map(|(_, a)| match a {
-            KernelArg::Dummy(t) => Some(HostBuffer::zeros(*t, 1)),
-            _ => None,
-        })
-        .collect();
-    let args = marshal(&f, launch, buffers, &mut dummies)?;
-    run(&f, launch.grid, args).map_err(|source| CpuError::Exec {
-        kernel: launch.kernel.to_string(),
-        source,
-    })
 }
 
 /// Turns the plan's argument roles into executor arguments, checking the parameter order

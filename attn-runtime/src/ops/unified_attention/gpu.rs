@@ -733,20 +733,19 @@ impl Job {
 
 /// The CUDA the op launches for `launch` of the shipped module (specialization cached).
 pub fn emit_launch(launch: &KernelLaunch) -> Result<CudaKernel, AttnError> {
-    emit(
-        launch.kernel,
-        &launch.bindings,
-        promises(launch),
-        &launch_key(launch),
-        launch.mma,
-        None,
-    )
+    emit_launch_for(launch, None)
 }
 
 /// The CUDA the op launches for the attention launch of `plan`, variant included.
 pub fn emit_plan_attention(plan: &LaunchPlan) -> Result<CudaKernel, AttnError> {
-    let variant = plan.variant.as_ref();
-    let launch = &plan.attention;
+    emit_launch_for(&plan.attention, plan.variant.as_ref())
+}
+
+/// The CUDA the op launches for `launch` of `variant`'s module (the shipped one for `None`).
+pub fn emit_launch_for(
+    launch: &KernelLaunch,
+    variant: Option<&VariantModule>,
+) -> Result<CudaKernel, AttnError> {
     emit(
         launch.kernel,
         &launch.bindings,

@@ -1,0 +1,52 @@
+//! The simulator of emitted CUDA (attn-dsl's codegen tests: g++, one std::thread per CUDA
+//! thread) as the unified op's host launcher: each launch of a CPU run is emitted exactly as
+//! the GPU op emits it (its promises and tensor-core target) and run on the simulator, on
+//! the run's own buffers, so the op's case machinery (plan, poisoned outputs, 3D reduce,
+//! f64 reference) checks the GPU's code.
+
+#![allow(dead_code)]
+
+#[path = "../../../attn-dsl/tests/codegen_common/cpu_sim.rs"]
+mod cpu_sim;
+
+pub use cpu_sim::{have_gxx, Branch};
+
+use attn_dsl::interp::CpuArg;
+use attn_runtime::ops::unified_attention::cpu::{HostLaunch, HostLauncher};
+use attn_runtime::ops::unified_attention::gpu::emit_launch_for;
+use cpu_sim::SimArg;
+
+/// Runs every launch on the simulator's `branch` of its source, or on `mma.sync` where the
+/// source has no such branch (as the device does: a decode tile of 16 rows is `mma.sync`
+/// code on sm_90a too).
+#[derive(Debug)]
+pub struct SimLauncher(pub Branch);
+
+impl HostLauncher for SimLauncher {
+    fn run(&self, l: HostLaunch<'_>, mut args: Vec<CpuArg<'_>>) -> Result<(), String> {
+        let k = emit_launch_for(l.launch, l.variant).map_err(|e| e.to_string())?;
+        let branch = if self.0.present(&k.source) {
+            self.0
+        } else {
+            Branch::MmaSync
+        };
+        let mut sim = args
+            .iter()
+            .map(|a| match a {
+                CpuArg::In(s) => Ok(SimArg::Buf(s.to_buffer())),
+                CpuArg::Out(s) => Ok(SimArg::Buf(s.as_slice().to_buffer())),
+                CpuArg::Scalar(v) => Ok(SimArg::Scalar(*v)),
+                CpuArg::Unsupported { type_name } => Err(format!("a {type_name} argument")),
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        cpu_sim::run_branch(&k, l.launch.grid, &mut sim, branch)?;
+        for (a, s) in args.iter_mut().zip(&sim) {
+            if let (CpuArg::Out(out), SimArg::Buf(b)) = (a, s) {
+                if !out.copy_from(b) {
+                    return Err("the simulator returned a buffer of another shape".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
