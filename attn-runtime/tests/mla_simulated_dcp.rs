@@ -181,7 +181,8 @@ fn fused_merge_reads_the_own_part_from_the_send_buffer() {
         let inputs = Inputs::random(&case, seed);
         let plan = case.plan();
         let sim = simulate_until_combine(&plan, &inputs.sim()).expect("simulate");
-        let kernel = sim.kernels.combine_v_up().expect("dcp 1 and 2 fuse");
+        let kernels = &sim.kernels;
+        assert!(kernels.combine_v_up().is_some(), "dcp 1 and 2 fuse");
         let ex = plan.exchange;
         let (n, t) = (2, plan.num_tokens);
         let mut outs = finish(&plan, &sim).expect("finish");
@@ -202,7 +203,7 @@ fn fused_merge_reads_the_own_part_from_the_send_buffer() {
                 lse: HostBuffer::from_f64s(ScalarType::F32, &lse),
             };
             let (cur, w) = (&sim.current[rank], &sim.w_uv[rank]);
-            let run = |own| run_combine_v_up(&plan, kernel, &poisoned, own, cur, w).expect("run");
+            let run = |own| run_combine_v_up(&plan, kernels, &poisoned, own, cur, w).expect("run");
             let leaked = run(None).to_f64s();
             assert!(
                 leaked.iter().any(|v| v.is_nan()),
@@ -230,7 +231,8 @@ fn one_token_chunks_read_the_current_rows_from_the_keys() {
         let sim = simulate_until_combine(&plan, &inputs.sim()).expect("simulate");
         let kv_sim = simulate_until_combine(&kv_plan, &inputs.sim()).expect("simulate");
         let outs = finish(&plan, &sim).expect("finish");
-        let kernel = kv_sim.kernels.combine_v_up().expect("dcp 1 and 2 fuse");
+        let kernels = &kv_sim.kernels;
+        assert!(kernels.combine_v_up().is_some(), "dcp 1 and 2 fuse");
         for (rank, out) in outs.iter().enumerate() {
             let (cur, kv_cur) = (&sim.current[rank], &kv_sim.current[rank]);
             assert_eq!(kv_cur.lse, cur.lse, "rank {rank}: the same LSE");
@@ -240,7 +242,7 @@ fn one_token_chunks_read_the_current_rows_from_the_keys() {
             );
             let y = run_combine_v_up(
                 &kv_plan,
-                kernel,
+                kernels,
                 &kv_sim.recv[rank],
                 None,
                 kv_cur,

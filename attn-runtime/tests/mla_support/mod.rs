@@ -6,6 +6,7 @@
 
 use attn_dsl::interp::HostBuffer;
 use attn_dsl::ir::ScalarType;
+use attn_runtime::ops::host_launch::HostLauncher;
 use attn_runtime::ops::mla_dcp::cpu::{
     block_table, build_shards, simulate_decode_step, RankOutput, RankShard, SimulatedInputs,
 };
@@ -130,6 +131,7 @@ impl Inputs {
             latents: &self.latents,
             queries: &self.queries,
             w_uv: &self.w_uv,
+            launcher: None,
         }
     }
 }
@@ -209,10 +211,22 @@ pub fn values(b: &HostBuffer) -> Vec<f64> {
 /// Runs the simulated step and compares every rank's `lat_out`, `y` and fused `y` with the
 /// reference.
 pub fn check_case(case: &Case, seed: u64) -> Vec<RankOutput> {
+    check_case_launched(case, seed, None)
+}
+
+/// [`check_case`] with every launch run by `launcher` (the executor for `None`).
+pub fn check_case_launched(
+    case: &Case,
+    seed: u64,
+    launcher: Option<&'static dyn HostLauncher>,
+) -> Vec<RankOutput> {
     let inputs = Inputs::random(case, seed);
     let plan = case.plan();
-    let outs =
-        simulate_decode_step(&plan, &inputs.sim()).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+    let sim = SimulatedInputs {
+        launcher,
+        ..inputs.sim()
+    };
+    let outs = simulate_decode_step(&plan, &sim).unwrap_or_else(|e| panic!("{case:?}: {e}"));
     check_outputs(case, &inputs, &outs);
     outs
 }

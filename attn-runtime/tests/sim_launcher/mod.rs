@@ -1,8 +1,8 @@
 //! The simulator of emitted CUDA (attn-dsl's codegen tests: g++, one std::thread per CUDA
-//! thread) as the unified op's host launcher: each launch of a CPU run is emitted exactly as
-//! the GPU op emits it (its promises and tensor-core target) and run on the simulator, on
-//! the run's own buffers, so the op's case machinery (plan, poisoned outputs, 3D reduce,
-//! f64 reference) checks the GPU's code.
+//! thread) as the ops' host launcher (`attn_runtime::ops::host_launch`): each launch of a CPU
+//! run is emitted exactly as the GPU op emits it (its promises and tensor-core target) and
+//! run on the simulator, on the run's own buffers, so the op's case machinery (plan,
+//! poisoned outputs, later stages, the f64 reference) checks the GPU's code.
 
 #![allow(dead_code)]
 
@@ -12,8 +12,7 @@ mod cpu_sim;
 pub use cpu_sim::{have_gxx, Branch};
 
 use attn_dsl::interp::CpuArg;
-use attn_runtime::ops::unified_attention::cpu::{HostLaunch, HostLauncher};
-use attn_runtime::ops::unified_attention::gpu::emit_launch_for;
+use attn_runtime::ops::host_launch::{HostLaunch, HostLauncher};
 use cpu_sim::SimArg;
 
 /// Runs every launch on the simulator's `branch` of its source, or on `mma.sync` where the
@@ -24,7 +23,7 @@ pub struct SimLauncher(pub Branch);
 
 impl HostLauncher for SimLauncher {
     fn run(&self, l: HostLaunch<'_>, mut args: Vec<CpuArg<'_>>) -> Result<(), String> {
-        let k = emit_launch_for(l.launch, l.variant).map_err(|e| e.to_string())?;
+        let k = (l.cuda)()?;
         let branch = if self.0.present(&k.source) {
             self.0
         } else {
@@ -39,7 +38,7 @@ impl HostLauncher for SimLauncher {
                 CpuArg::Unsupported { type_name } => Err(format!("a {type_name} argument")),
             })
             .collect::<Result<Vec<_>, String>>()?;
-        cpu_sim::run_branch(&k, l.launch.grid, &mut sim, branch)?;
+        cpu_sim::run_branch(&k, l.grid, &mut sim, branch)?;
         for (a, s) in args.iter_mut().zip(&sim) {
             if let (CpuArg::Out(out), SimArg::Buf(b)) = (a, s) {
                 if !out.copy_from(b) {

@@ -10,6 +10,7 @@
 use super::metadata::{DcpLayout, DcpLayoutError};
 use super::plan::{BufferRole, DecodePlan, KernelLaunch, PlanArg, LATENT, QK_WIDTH, V_HEAD};
 use crate::kernels::mla_dcp::{specialize_kernel, MlaKernelError};
+pub use crate::ops::host_launch::{HostLaunch, HostLauncher};
 use attn_dsl::interp::{run, CpuArg, ExecError, HostBuffer};
 use attn_dsl::ir::{Function, ParamKind, ScalarType};
 use attn_dsl::kernel::ScalarArg;
@@ -25,6 +26,14 @@ pub enum CpuDecodeError {
     /// The DCP geometry or rank is invalid.
     #[error(transparent)]
     Layout(#[from] DcpLayoutError),
+    /// A [`HostLauncher`] failed running a kernel.
+    #[error("launching `{kernel}` on the host: {message}")]
+    Launcher {
+        /// The launch's key.
+        kernel: String,
+        /// What failed.
+        message: String,
+    },
     /// The CPU executor failed running a kernel.
     #[error("running `{kernel}` on the CPU executor: {source}")]
     Exec {
@@ -42,6 +51,12 @@ pub enum CpuDecodeError {
         got: usize,
         /// Values expected.
         expected: usize,
+    },
+    /// The fused combine + V-up was asked of a group it does not take.
+    #[error("the fused combine + V-up does not take a group of {dcp_size} ranks")]
+    NotFused {
+        /// The group's size.
+        dcp_size: u32,
     },
     /// A kernel of the stage needs a buffer the stage does not provide.
     #[error("kernel `{kernel}` needs buffer {role:?}, which this stage does not provide")]
@@ -63,6 +78,8 @@ pub struct SimulatedInputs<'a> {
     pub queries: &'a [f32],
     /// W_UV of all D·N heads `[D·N, 512, 128]`; rank r uses heads `[r·N, (r+1)·N)`.
     pub w_uv: &'a [f32],
+    /// What runs each launch instead of the executor (`None`: the executor).
+    pub launcher: Option<&'static dyn HostLauncher>,
 }
 
 /// One rank's paged latent shard and the (shared) block table.
@@ -118,12 +135,23 @@ pub struct CpuKernels {
     v_up: Function,
     /// `None` where the group is larger than the fused kernel takes.
     combine_v_up: Option<Function>,
+    /// What runs the launches (`None`: the executor).
+    launcher: Option<&'static dyn HostLauncher>,
 }
 
 impl CpuKernels {
     /// The fused combine + V-up, where the plan's group takes it.
     pub fn combine_v_up(&self) -> Option<&Function> {
         self.combine_v_up.as_ref()
+    }
+
+    /// These kernels' launches run by `launcher` (the executor for `None`).
+    pub fn launched_by(self, launcher: Option<&'static dyn HostLauncher>) -> Self {
+        CpuKernels { launcher, ..self }
+    }
+
+    fn runner<'a>(&self, f: &'a Function) -> Runner<'a> {
+        (f, self.launcher)
     }
 
     /// Specializes every kernel of `plan` for the CPU executor (once per plan).
@@ -138,6 +166,7 @@ impl CpuKernels {
             combine_v_up: (plan.fused_merges_the_group())
                 .then(|| spec(&plan.combine_v_up))
                 .transpose()?,
+            launcher: None,
         })
     }
 }
@@ -171,7 +200,7 @@ pub fn to_buffer(dtype: ScalarType, values: &[f32]) -> HostBuffer {
 
 /// Runs one launch with its buffers taken by role from `bufs`.
 fn run_launch(
-    f: &Function,
+    (f, launcher): Runner<'_>,
     launch: &KernelLaunch,
     bufs: &mut BTreeMap<BufferRole, HostBuffer>,
 ) -> Result<(), CpuDecodeError> {
@@ -200,19 +229,36 @@ fn run_launch(
             PlanArg::F32(v) => CpuArg::Scalar(ScalarArg::F32(v)),
         });
     }
-    run(f, launch.grid, args).map_err(|source| CpuDecodeError::Exec {
-        kernel: launch.key(),
-        source,
-    })?;
-    Ok(())
+    let Some(l) = launcher else {
+        return run(f, launch.grid, args)
+            .map(|_| ())
+            .map_err(|source| CpuDecodeError::Exec {
+                kernel: launch.key(),
+                source,
+            });
+    };
+    let cuda = || launch.compile().map(|c| c.cuda).map_err(|e| e.to_string());
+    let host = HostLaunch {
+        kernel: f,
+        grid: launch.grid,
+        cuda: &cuda,
+    };
+    l.run(host, args)
+        .map_err(|message| CpuDecodeError::Launcher {
+            kernel: launch.key(),
+            message,
+        })
 }
+
+/// A stage's specialized kernel and what runs it (`None`: the executor).
+type Runner<'a> = (&'a Function, Option<&'static dyn HostLauncher>);
 
 /// Runs one stage with `inputs` by role and every role of `outputs` poisoned at the plan's
 /// dtype and length (so an element the kernel does not write shows up as NaN); returns the
 /// buffer map for the caller to `take` the outputs from.
 fn run_stage(
     plan: &DecodePlan,
-    f: &Function,
+    f: Runner<'_>,
     launch: &KernelLaunch,
     inputs: impl IntoIterator<Item = (BufferRole, HostBuffer)>,
     outputs: &[BufferRole],
@@ -231,7 +277,7 @@ fn run_stage(
 /// [`run_stage`] of a stage whose outputs are one partial: its `(out, lse)` buffers.
 fn run_partial_stage(
     plan: &DecodePlan,
-    f: &Function,
+    f: Runner<'_>,
     launch: &KernelLaunch,
     inputs: impl IntoIterator<Item = (BufferRole, HostBuffer)>,
     [out, lse]: [BufferRole; 2],
@@ -361,7 +407,13 @@ fn run_history_pass(
         BufferRole::SendOut,
         BufferRole::SendLse,
     ];
-    run_stage(plan, &kernels.history, &plan.history, inputs, &outputs)
+    run_stage(
+        plan,
+        kernels.runner(&kernels.history),
+        &plan.history,
+        inputs,
+        &outputs,
+    )
 }
 
 /// The history pass's split scratch (a plan of several splits; with one the history
@@ -402,7 +454,7 @@ pub fn run_history_reduce(
         (BufferRole::SplitLse, splits.lse),
     ];
     let outputs = [BufferRole::SendOut, BufferRole::SendLse];
-    let (out, lse) = run_partial_stage(plan, f, launch, inputs, outputs)?;
+    let (out, lse) = run_partial_stage(plan, kernels.runner(f), launch, inputs, outputs)?;
     Ok(Some(ExchangeBuffer { out, lse }))
 }
 
@@ -482,7 +534,8 @@ pub fn run_current(
         ),
     ];
     let outputs = [BufferRole::CurOut, BufferRole::CurLse];
-    let (out, lse) = run_partial_stage(plan, &kernels.current, &plan.current, inputs, outputs)?;
+    let current = kernels.runner(&kernels.current);
+    let (out, lse) = run_partial_stage(plan, current, &plan.current, inputs, outputs)?;
     Ok(CurrentPartial {
         out,
         lse,
@@ -515,7 +568,13 @@ pub fn run_combine(
 ) -> Result<HostBuffer, CpuDecodeError> {
     let inputs = partial_inputs(recv, cur);
     let lat = BufferRole::LatOut;
-    let mut bufs = run_stage(plan, &kernels.combine, &plan.combine, inputs, &[lat])?;
+    let mut bufs = run_stage(
+        plan,
+        kernels.runner(&kernels.combine),
+        &plan.combine,
+        inputs,
+        &[lat],
+    )?;
     take(&mut bufs, plan.combine.kernel, lat)
 }
 
@@ -530,7 +589,8 @@ pub fn run_v_up(
         (BufferRole::LatOut, lat_out.clone()),
         (BufferRole::WUv, w_uv.clone()),
     ];
-    let mut bufs = run_stage(plan, &kernels.v_up, &plan.v_up, inputs, &[BufferRole::Y])?;
+    let v_up = kernels.runner(&kernels.v_up);
+    let mut bufs = run_stage(plan, v_up, &plan.v_up, inputs, &[BufferRole::Y])?;
     take(&mut bufs, plan.v_up.kernel, BufferRole::Y)
 }
 
@@ -539,7 +599,7 @@ pub fn run_v_up(
 /// the GPU op's A2A and loopback exchanges leaving it out of the receive buffer).
 pub fn run_combine_v_up(
     plan: &DecodePlan,
-    kernel: &Function,
+    kernels: &CpuKernels,
     recv: &ExchangeBuffer,
     own: Option<(&ExchangeBuffer, u32)>,
     cur: &CurrentPartial,
@@ -555,7 +615,16 @@ pub fn run_combine_v_up(
         || plan.combine_v_up.clone(),
         |(_, rank)| plan.combine_v_up_reading_own_part(rank),
     );
-    let mut bufs = run_stage(plan, kernel, launch, inputs, &[BufferRole::Y])?;
+    let kernel = kernels.combine_v_up().ok_or(CpuDecodeError::NotFused {
+        dcp_size: plan.step.layout.dcp_size,
+    })?;
+    let mut bufs = run_stage(
+        plan,
+        kernels.runner(kernel),
+        launch,
+        inputs,
+        &[BufferRole::Y],
+    )?;
     take(&mut bufs, launch.kernel, BufferRole::Y)
 }
 
@@ -594,7 +663,7 @@ pub fn simulate_until_combine(
         inputs.w_uv.len(),
         d * n * LATENT * V_HEAD,
     )?;
-    let kernels = CpuKernels::new(plan)?;
+    let kernels = CpuKernels::new(plan)?.launched_by(inputs.launcher);
     let (table, num_blocks) = block_table(plan);
     let shards = build_shards(plan, &step.layout, inputs.latents, &table, num_blocks)?;
     // The Q all-gather: rank-major concatenation of every rank's q_loc.
@@ -634,8 +703,8 @@ pub fn finish(plan: &DecodePlan, sim: &SimulatedStep) -> Result<Vec<RankOutput>,
         .map(|((recv, cur), w)| {
             let lat_out = run_combine(plan, &sim.kernels, recv, cur)?;
             let y = run_v_up(plan, &sim.kernels, &lat_out, w)?;
-            let fused_y = (sim.kernels.combine_v_up.as_ref())
-                .map(|k| run_combine_v_up(plan, k, recv, None, cur, w))
+            let fused_y = (sim.kernels.combine_v_up.is_some())
+                .then(|| run_combine_v_up(plan, &sim.kernels, recv, None, cur, w))
                 .transpose()?;
             Ok(RankOutput {
                 lat_out,

@@ -19,6 +19,7 @@ use super::config::{
     AlibiMode, AttentionProblem, CausalMode, ConfigError, MmRangeEncoding, MmaKind,
     SplitKvWorkspace,
 };
+use super::gpu::emit_launch_for;
 use super::limits::{check_scalars, ScalarArgs};
 use super::plan::{
     choose_config, plan_launch, BufferRole, KernelArg, KernelLaunch, LaunchPlan, LaunchShape,
@@ -29,6 +30,7 @@ use super::variant::{validate_aux, AuxError, AuxView, Variant, VariantModule};
 use crate::kernels::dsl_module::{DslModule, ModuleLoadError};
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention;
+pub use crate::ops::host_launch::{HostLaunch, HostLauncher};
 use crate::reference::unified_attention::{Causality, MmRanges, UnifiedAttentionProblem};
 use crate::reference::Dtype;
 
@@ -88,28 +90,6 @@ impl Default for CpuOptions<'_> {
             launcher: None,
         }
     }
-}
-
-/// One launch of a CPU run, as a [`HostLauncher`] gets it.
-#[derive(Clone, Copy, Debug)]
-pub struct HostLaunch<'a> {
-    /// The specialized kernel the executor would run.
-    pub kernel: &'a Function,
-    /// The plan's launch (grid, arguments, tensor-core target).
-    pub launch: &'a KernelLaunch,
-    /// The run's user variant, if any (its module holds the kernel).
-    pub variant: Option<&'a VariantModule>,
-}
-
-/// Runs the launches of a CPU run in place of the executor, on the same host buffers
-/// (outputs poisoned, workspace included), so everything around the kernel — validation,
-/// plan, buffers, the 3D reduce, the reference comparison — stays the op's. Tests put the
-/// simulator of the launch's emitted CUDA here: the GPU's code checked on the whole case
-/// grid without a GPU.
-pub trait HostLauncher: std::fmt::Debug {
-    /// Runs `launch` with `args` (in the kernel's parameter order); outputs are written
-    /// through the `Out` arguments.
-    fn run(&self, launch: HostLaunch<'_>, args: Vec<CpuArg<'_>>) -> Result<(), String>;
 }
 
 /// What a CPU run produced.
@@ -587,10 +567,11 @@ impl HostRun<'_> {
         let kernel = launch.kernel.to_string();
         match self.launcher {
             Some(l) => {
+                let cuda = || emit_launch_for(launch, self.variant).map_err(|e| e.to_string());
                 let host = HostLaunch {
                     kernel: &f,
-                    launch,
-                    variant: self.variant,
+                    grid: launch.grid,
+                    cuda: &cuda,
                 };
                 l.run(host, args)
                     .map(|()| ExecStats::default())
