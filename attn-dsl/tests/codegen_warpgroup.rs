@@ -1,9 +1,9 @@
 //! Functions that target warpgroup MMAs (`Function::warpgroup_mma`, what the unified op sets on
 //! an sm_90a device): their warpgroup-shaped dots read A from a swizzled shared alloc, their
 //! K/V allocs are swizzled 64-column blocks (D = 128: two blocks per row), and the source
-//! carries a `wgmma` branch beside `mma.sync`. The simulator compiles the `mma.sync` branch (no
-//! sm_90a), so this checks that the layouts both branches share are read and written right;
-//! GPU parity covers the `wgmma` branch.
+//! carries a `wgmma` branch beside `mma.sync`. The simulator runs both branches (the sm_90a
+//! one's warpgroup MMAs through their descriptors, `sim_wgmma.h`), so this checks the layouts
+//! each reads and writes; GPU parity covers the hardware.
 
 mod codegen_common;
 

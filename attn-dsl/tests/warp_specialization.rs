@@ -1,8 +1,8 @@
 //! Warp specialization (warpgroup targets; `ATTN_CODEGEN_DISABLE=ws` turns it off): which programs split,
 //! what the producer's and the consumers' programs hold, and the split itself run by the
-//! simulator of emitted CUDA (producer threads copying, consumer threads on `mma.sync`,
-//! the stage handshake on simulated mbarriers) against the CPU executor. GPU parity covers
-//! the `wgmma` consumers (`gpu_unified`, `gpu_parity` with the feature on).
+//! simulator of emitted CUDA (producer threads copying, consumer threads on `mma.sync` and on
+//! the sm_90a branch's warpgroup MMAs, the stage handshake on simulated mbarriers) against
+//! the CPU executor. GPU parity covers the hardware (`gpu_unified`, `gpu_parity`).
 
 mod codegen_common;
 

@@ -45,6 +45,16 @@ fn prefill_masks_on_sm90a() {
 }
 
 #[test]
+fn main_grid_on_sm90a_heads_8_2() {
+    cases::main_grid((8, 2), 128, 21, Warpgroup);
+}
+
+#[test]
+fn main_grid_on_sm90a_heads_5_1() {
+    cases::main_grid((5, 1), 64, 22, Warpgroup);
+}
+
+#[test]
 fn p0_and_p3_classes_on_sm80() {
     cases::p0_class(Sync);
     cases::p3_class(Sync);

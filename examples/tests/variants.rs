@@ -1,13 +1,20 @@
 //! The example variants on the CPU executor: parity of the full unified-attention kernel
 //! with a dense f64 reference of each variant's own definition (fresh random inputs,
 //! poisoned outputs), the bounds ⊇ mask property with the DSL mask equal to the definition,
-//! and the tile visits of sinks + window.
+//! and the tile visits of sinks + window. The same parity on the plan an sm_90a device gets,
+//! its emitted CUDA run on the simulator's sm_90a branch (`*_on_sm90a`).
+
+#[path = "../../attn-runtime/tests/sim_launcher/mod.rs"]
+mod sim_launcher;
+
+use sim_launcher::{Branch, SimLauncher};
 
 use attn_examples::{
     document_window, packed_documents, prefix_lm, sink_window, tree_mask, Variant,
 };
+use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::ops::unified_attention::cpu::{
-    run_unified_attention_cpu, CpuOptions, CpuVariant,
+    run_unified_attention_cpu, CpuOptions, CpuVariant, HostLauncher,
 };
 use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::ops::unified_attention::variant_check::{
@@ -37,12 +44,44 @@ fn parity(
     path: PathChoice,
     mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
 ) {
+    parity_on(name, cpu, data, path, mask, None);
+}
+
+/// The variant's kernel as an sm_90a device runs it: the plan's warpgroup tiling, its
+/// emitted CUDA run on the simulator's sm_90a branch (`sim_launcher`).
+fn parity_on_sm90a(
+    name: &str,
+    cpu: CpuVariant<'_>,
+    data: &PagedData,
+    path: PathChoice,
+    mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
+) {
+    static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
+    if !sim_launcher::have_gxx() {
+        eprintln!("skipping {name}: no g++");
+        return;
+    }
+    parity_on(name, cpu, data, path, mask, Some(&WGMMA));
+}
+
+/// [`parity`] on the warpgroup plan with `launcher` running its launches, or on the
+/// executor's default plan for `None`.
+fn parity_on(
+    name: &str,
+    cpu: CpuVariant<'_>,
+    data: &PagedData,
+    path: PathChoice,
+    mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
+    launcher: Option<&'static SimLauncher>,
+) {
     let problem = data.problem(AttentionOptions::default());
     let options = CpuOptions {
         dtype: data.dtype,
         path,
         variant: Some(cpu),
         row_padding: ROW_PADDING,
+        mma: launcher.map_or(MmaKind::Sync, |_| MmaKind::Warpgroup),
+        launcher: launcher.map(|l| l as &dyn HostLauncher),
         ..Default::default()
     };
     let run =
@@ -389,4 +428,55 @@ fn an_unsound_full_tile_is_reported_and_breaks_parity() {
         worst > 10.0 * ATOL,
         "the full tiles were masked anyway: {worst}"
     );
+}
+
+/// Packed documents with padding rows (fully masked) and prefix-LM on the sm_90a plan.
+#[test]
+fn documents_and_prefix_lm_on_sm90a() {
+    let variant = packed_documents::variant();
+    let seed = fresh_seed("packed documents sm_90a");
+    let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
+    let stride = 160;
+    let ids = doc_ids(&data.seq_lens, stride, &mut seeded(seed), 5);
+    let mask = |s: usize, q: i64, k: i64| same_doc(&ids, stride, s, q, k);
+    let cpu = CpuVariant::with_i32(&variant, &ids, stride);
+    parity_on_sm90a(
+        "packed documents sm_90a",
+        cpu,
+        &data,
+        PathChoice::Force2d,
+        &mask,
+    );
+    let variant = prefix_lm::variant();
+    let data = PagedData::random(&Geometry::new(SEQS, (8, 2), 128), seed + 1);
+    let prefix = [100, 70, 0];
+    let mask = |s: usize, q: i64, k: i64| k <= q || k < i64::from(prefix[s]);
+    let cpu = CpuVariant::with_i32(&variant, &prefix, 1);
+    parity_on_sm90a("prefix-LM sm_90a", cpu, &data, PathChoice::Force2d, &mask);
+}
+
+/// Sinks + window in 2D and 3D on the sm_90a plan.
+#[test]
+fn sink_window_on_sm90a() {
+    let (sinks, window) = (3, 20);
+    let variant = sink_window::variant(sinks, window);
+    let mask =
+        |_: usize, q: i64, k: i64| k <= q && (k < i64::from(sinks) || q - k < i64::from(window));
+    let seed = fresh_seed("sinks + window sm_90a");
+    let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
+    let cpu = CpuVariant {
+        variant: &variant,
+        aux_i32: None,
+        aux_f32: None,
+    };
+    parity_on_sm90a(
+        "sinks + window sm_90a",
+        cpu,
+        &data,
+        PathChoice::Force2d,
+        &mask,
+    );
+    let decode = PagedData::random(&Geometry::new(DECODE, (4, 2), 64), seed + 1);
+    let path = PathChoice::Force3d { num_segments: 4 };
+    parity_on_sm90a("sinks + window 3D sm_90a", cpu, &decode, path, &mask);
 }

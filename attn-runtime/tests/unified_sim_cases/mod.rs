@@ -158,3 +158,29 @@ pub fn prefill_masks(mma: MmaKind) {
     };
     heuristic("prefill chunked", &g, 19, chunked, mma);
 }
+
+/// §7.1's main grid, reduced (as `unified_parity_grid.rs` runs it on the executor): mixed
+/// and decode batches, sliding window none / 64, softcap none / 50, decode in 2D and with a
+/// workspace in 3D.
+pub fn main_grid(heads: (usize, usize), head_size: usize, seed: u64, mma: MmaKind) {
+    let split = PathChoice::Heuristic;
+    for (set, seqs) in [("mixed", MIXED), ("decode", DECODE)] {
+        let g = Geometry::new(seqs, heads, head_size);
+        for window in [0, 64] {
+            for softcap in [None, Some(50.0)] {
+                let options = AttentionOptions {
+                    sliding_window: window,
+                    softcap,
+                    ..Default::default()
+                };
+                let name =
+                    format!("{set} heads {heads:?} D {head_size} SW {window} softcap {softcap:?}");
+                simulated(&name, &g, seed, options, mma, split);
+                if set == "decode" {
+                    let forced = PathChoice::Force3d { num_segments: 4 };
+                    simulated(&format!("{name} 3D"), &g, seed, options, mma, forced);
+                }
+            }
+        }
+    }
+}
