@@ -452,7 +452,7 @@ def rewrite(text, fine=False, copies="copy"):
         "M": re.findall(r"float (m_i_\w+)\[2\];", before)[-1],
         "L": re.findall(r"float (l_i_\w+)\[2\];", before)[-1],
         "ACC": re.findall(r"float (acc_\w+)\[128\];", before)[-1],
-        "NHIST": find(r"\) < (n_hist_\w+)\) \?", loop, "key mask").group(1),
+        "NHIST": find(r"\) < (n_hist_\w+)\)(?: \?|,)", loop, "key mask").group(1),
         "QLAT": find(r"(attn_buf\d+) = [^;]*; // lat: 64x512 \(\+0\) x 1\n", text, "query latent buffer").group(1),
         "KLAT": find(r"(attn_buf\d+) = [^;]*; // lat: 64x512 \(\+0\) x 2\n", text, "key latent stages").group(1),
         "QPE": find(r"(attn_buf\d+) = [^;]*; // pe: 64x64 \(\+0\) x 1\n", text, "query rope buffer").group(1),
