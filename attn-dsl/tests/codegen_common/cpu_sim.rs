@@ -52,6 +52,8 @@ pub fn have_gxx() -> bool {
 fn work_dir(k: &CudaKernel, branch: Branch) -> PathBuf {
     let mut h = blake3::Hasher::new();
     h.update(k.hash.as_bytes());
+    // The source too: a test may run an edited copy of an emitted kernel.
+    h.update(k.source.as_bytes());
     h.update(SIM_PRELUDE.as_bytes());
     h.update(SIM_WGMMA.as_bytes());
     h.update(SIM_TMA.as_bytes());

@@ -82,6 +82,18 @@ fn compare(
     args: &[SimArg],
     tol: impl Fn(usize) -> f64,
 ) {
+    if let Some(m) = mismatch(got, want, args, tol) {
+        panic!("{label}: {m}");
+    }
+}
+
+/// The first element where `got` and `want` differ beyond `tol` (NaN never equal).
+fn mismatch(
+    got: &[SimArg],
+    want: &[SimArg],
+    args: &[SimArg],
+    tol: impl Fn(usize) -> f64,
+) -> Option<String> {
     for (i, ((g, w), o)) in got.iter().zip(want).zip(args).enumerate() {
         let (SimArg::Buf(g), SimArg::Buf(w), SimArg::Buf(o)) = (g, w, o) else {
             continue;
@@ -91,13 +103,30 @@ fn compare(
         for (j, ((a, b), before)) in g.iter().zip(&w).zip(&o).enumerate() {
             // An infinite input (a poisoned slot no load may read) left as it was by both.
             let untouched = before.is_infinite() && a == before && b == before;
-            let ok = untouched || (a - b).abs() <= tol(i) * (1.0 + b.abs());
-            assert!(
-                ok,
-                "{label}: argument {i} element {j}: sim {a}, executor {b}"
-            );
+            if !(untouched || (a - b).abs() <= tol(i) * (1.0 + b.abs())) {
+                return Some(format!("argument {i} element {j}: sim {a}, executor {b}"));
+            }
         }
     }
+    None
+}
+
+/// Runs `k` (an emitted kernel of `f`, edited or not) on `branch` against the executor
+/// running `f`: `Err` with what the simulator stopped on or the first mismatch. For tests
+/// that show a check fails on a broken kernel.
+pub fn outcome(
+    f: &Function,
+    k: &attn_dsl::codegen::CudaKernel,
+    branch: Branch,
+    grid: [u32; 3],
+    args: Vec<SimArg>,
+    tol: f64,
+) -> Result<(), String> {
+    let mut want = args.clone();
+    cpu_sim::run_interp(f, grid, &mut want)?;
+    let mut got = args.clone();
+    cpu_sim::run_branch(k, grid, &mut got, branch)?;
+    mismatch(&got, &want, &args, |_| tol).map_or(Ok(()), Err)
 }
 
 pub fn i32s(v: i32) -> SimArg {

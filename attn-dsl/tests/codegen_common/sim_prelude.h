@@ -4,6 +4,7 @@
 // Numerics follow the device helpers: round-to-nearest-even conversions, no FMA contraction
 // (compile with -ffp-contract=off), mma as an f32 FMA chain over k ascending.
 #pragma once
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +37,32 @@ extern std::barrier<>* attn_warp_barriers[32];
 #define __grid_constant__
 
 inline void __syncthreads() { attn_block_barrier->arrive_and_wait(); }
+
+// The proxies of shared memory (sim_wgmma.h checks them): a generic-proxy write (a landed
+// `cp.async`, a store through a helper) stamps its 4-byte words with its writer and a logical
+// time; `fence.proxy.async` stamps its thread; the tensor cores (the async proxy) may read a
+// word only once its writer or the reader fenced after the write. Plain C++ stores of the
+// emitted code are not seen (no stamp: nothing to check), so the check misses, never invents.
+extern unsigned char attn_smem[];
+constexpr unsigned ATTN_SIM_SMEM_BYTES = 232448;
+inline std::atomic<unsigned long long> attn_sim_clock{0};
+inline std::atomic<unsigned long long> attn_sim_word_stamp[ATTN_SIM_SMEM_BYTES / 4];
+inline std::atomic<unsigned long long> attn_sim_fence_time[1024];
+// Writer + 1 in the low 12 bits, the time above.
+inline void attn_sim_stamp(const void* p, unsigned bytes, bool generic) {
+    const auto* c = (const unsigned char*)p;
+    if (c < attn_smem || c >= attn_smem + ATTN_SIM_SMEM_BYTES) return;
+    const unsigned first = (unsigned)(c - attn_smem) / 4, last = ((unsigned)(c - attn_smem) + bytes - 1) / 4;
+    const unsigned long long v = generic ? (++attn_sim_clock << 12) | (threadIdx.x + 1) : 0;
+    for (unsigned w = first; w <= last; ++w) attn_sim_word_stamp[w].store(v);
+}
+// Whether the word at shared byte `addr` may be read by the async proxy from this thread.
+inline bool attn_sim_async_visible(unsigned addr) {
+    const unsigned long long v = attn_sim_word_stamp[addr / 4].load();
+    if (v == 0) return true;
+    const unsigned long long t = v >> 12, writer = (v & 0xfff) - 1;
+    return attn_sim_fence_time[writer].load() > t || attn_sim_fence_time[threadIdx.x].load() > t;
+}
 inline void attn_warp_sync() { attn_warp_barriers[threadIdx.x / 32]->arrive_and_wait(); }
 
 // Warp-specialized kernels run their producer/consumer split here (the consumers' MMAs on
@@ -208,8 +235,14 @@ inline void attn_st2(const bf16* p, float a, float b) { attn_st(p, a); attn_st(p
 inline void attn_st2(const f16* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
 inline void attn_st(const bool* p, bool v) { *const_cast<bool*>(p) = v; }
 template <class T>
-inline void attn_st16(const T* dst, const unsigned short* src) { std::memcpy(const_cast<T*>(dst), src, 16); }
-inline void attn_sts2(unsigned short* p, unsigned v) { std::memcpy(p, &v, 4); }
+inline void attn_st16(const T* dst, const unsigned short* src) {
+    std::memcpy(const_cast<T*>(dst), src, 16);
+    attn_sim_stamp(dst, 16, true);
+}
+inline void attn_sts2(unsigned short* p, unsigned v) {
+    std::memcpy(p, &v, 4);
+    attn_sim_stamp(p, 4, true);
+}
 
 inline int attn_wadd(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 inline int attn_wsub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
@@ -359,7 +392,10 @@ inline void attn_cp_wait() {
         std::this_thread::sleep_for(std::chrono::microseconds(attn_sim_landing_delay_us()));
     }
     while (attn_copy_groups.size() > (size_t)N) {
-        for (auto& c : attn_copy_groups.front()) std::memcpy(c.dst, c.bytes, 16);
+        for (auto& c : attn_copy_groups.front()) {
+            std::memcpy(c.dst, c.bytes, 16);
+            attn_sim_stamp(c.dst, 16, true);
+        }
         attn_copy_groups.erase(attn_copy_groups.begin());
     }
 }
@@ -370,9 +406,9 @@ inline void attn_cp_mbar_arrive(unsigned long long* bar) {
     attn_cp_wait<0>();
     attn_mbar_arrive(bar);
 }
-// The async-proxy fence orders nothing here: the simulator has one proxy (and runs the
-// mma.sync branch of a warpgroup-targeted source, never `wgmma`).
-inline void attn_fence_proxy_async() {}
+// The async-proxy fence: memory is one on the host, so it only stamps the thread's time
+// (what `attn_sim_async_visible` checks a `wgmma`'s shared operands against).
+inline void attn_fence_proxy_async() { attn_sim_fence_time[threadIdx.x].store(++attn_sim_clock); }
 
 // ldmatrix as a warp exchange of row addresses.
 template <bool TRANS>
@@ -422,7 +458,6 @@ inline void attn_ldsm_x2_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigne
     r0 = r[0], r1 = r[1], r2 = r3 = 0u;
 }
 
-extern unsigned char attn_smem[];
 inline unsigned attn_smem_addr(const void* p) {
     return (unsigned)((const unsigned char*)p - attn_smem);
 }

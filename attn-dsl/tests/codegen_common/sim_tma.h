@@ -29,6 +29,7 @@ inline void attn_tma_load_2d(void* dst, const attn_tensor_map* map, int x, int y
             unsigned a = attn_smem_addr(dst) + r * 128 + c * elem;
             a ^= ((a >> 7) & 7u) << 4;
             std::memcpy(attn_smem + a, v, elem);
+            attn_sim_stamp(attn_smem + a, elem, false);  // the async proxy's own write
         }
     std::lock_guard<std::mutex> g(attn_sim_sync_lock);
     attn_sim_mbar_update(bar, 0, -(int)(box_rows * box_cols * elem));
@@ -48,4 +49,7 @@ inline void attn_tma_coords(long long off, long long s, unsigned long long inv, 
     y = (int)q;
 }
 
-inline void attn_st_zero16(void* p) { std::memset(p, 0, 16); }
+inline void attn_st_zero16(void* p) {
+    std::memset(p, 0, 16);
+    attn_sim_stamp(p, 16, true);
+}

@@ -64,10 +64,15 @@ template <bool BF16>
 inline float attn_sim_half(unsigned short h) {
     return BF16 ? attn_bf16_bits_to_f32(h) : attn_f16_bits_to_f32(h);
 }
+// One operand element through `desc`; at the issue (`issue`) its bytes must be visible to
+// the async proxy.
 template <bool BF16>
-inline float attn_sim_operand(unsigned long long desc, int mn, int k, bool mn_major) {
+inline float attn_sim_operand(unsigned long long desc, int mn, int k, bool mn_major, bool issue) {
     const unsigned a = attn_sim_operand_addr(attn_sim_decode(desc), mn, k, mn_major);
-    if (a + 2 > 232448u) attn_sim_fail("wgmma operand outside shared memory");
+    if (a + 2 > ATTN_SIM_SMEM_BYTES) attn_sim_fail("wgmma operand outside shared memory");
+    if (issue && !attn_sim_async_visible(a))
+        attn_sim_fail("a wgmma reads shared bytes a generic-proxy write left without a "
+                      "fence.proxy.async (by the writer or this thread) since");
     unsigned short h;
     std::memcpy(&h, attn_smem + a, 2);
     return attn_sim_half<BF16>(h);
@@ -96,15 +101,16 @@ inline int attn_sim_row(int h) { return 16 * ((threadIdx.x % 128) / 32) + (threa
 inline int attn_sim_col(int c) { return 8 * (c / 2) + 2 * (threadIdx.x % 4) + c % 2; }
 
 template <bool BF16>
-inline void attn_sim_read_shared(attn_sim_wgmma_op& op, float (&a)[2][16], std::vector<float>& b) {
+inline void attn_sim_read_shared(attn_sim_wgmma_op& op, float (&a)[2][16], std::vector<float>& b,
+                                 bool issue) {
     if (!op.a_in_regs)
         for (int h = 0; h < 2; ++h)
             for (int k = 0; k < 16; ++k)
-                a[h][k] = attn_sim_operand<BF16>(op.adesc, attn_sim_row(h), k, op.trans_a);
+                a[h][k] = attn_sim_operand<BF16>(op.adesc, attn_sim_row(h), k, op.trans_a, issue);
     b.resize(op.n / 4 * 16);
     for (int c = 0; c < op.n / 4; ++c)
         for (int k = 0; k < 16; ++k)
-            b[c * 16 + k] = attn_sim_operand<BF16>(op.bdesc, attn_sim_col(c), k, op.trans_b);
+            b[c * 16 + k] = attn_sim_operand<BF16>(op.bdesc, attn_sim_col(c), k, op.trans_b, issue);
 }
 
 // A from registers: the m16n8k16 A fragment of each warp's 16 rows (four words a thread:
@@ -134,7 +140,7 @@ inline void attn_sim_wgmma(float* const* d, const unsigned* a_regs, unsigned lon
     op.adesc = adesc, op.bdesc = bdesc;
     op.d.assign(d, d + N / 2);
     if (a_regs) attn_sim_read_a_regs<BF16>(a_regs, op.a);
-    attn_sim_read_shared<BF16>(op, op.a, op.b);
+    attn_sim_read_shared<BF16>(op, op.a, op.b, true);
     for (float* p : op.d) {
         if (attn_sim_wgmma_acc.count(p)) continue;
         attn_sim_wgmma_acc[p] = *p;
@@ -154,7 +160,7 @@ inline void attn_sim_wgmma_retire(attn_sim_wgmma_op& op) {
     float a[2][16];
     std::vector<float> b;
     std::memcpy(a, op.a, sizeof a);
-    attn_sim_read_shared<BF16>(op, a, b);
+    attn_sim_read_shared<BF16>(op, a, b, false);
     if (std::memcmp(a, op.a, sizeof a) != 0 || std::memcmp(b.data(), op.b.data(), b.size() * 4) != 0)
         attn_sim_fail("a wgmma's shared operand changed between its issue and its wait");
     for (int i = 0; i < op.n / 2; ++i) {
