@@ -9,43 +9,31 @@ use attn_runtime::ops::unified_attention::config::SplitKvWorkspace;
 use attn_runtime::ops::unified_attention::cpu::CpuOptions;
 use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::reference::unified_attention::AttentionOptions;
+use attn_runtime::testing::main_grid::{self, DECODE};
 use unified_common::run::check_case;
 use unified_common::{Geometry, PagedData};
 
-/// §7.1 `[(1,1328), (5,18), (129,463)]`, reduced.
-const MIXED: &[(usize, usize)] = &[(1, 328), (5, 18), (29, 163)];
-/// §7.1 `[(1,523), (1,37), (1,2011)]`, reduced.
-const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
-
 fn grid(heads: (usize, usize), head_size: usize, seed: u64) {
-    for (set, seqs) in [("mixed", MIXED), ("decode", DECODE)] {
+    for (set, seqs) in main_grid::BATCHES {
         let data = PagedData::random(&Geometry::new(seqs, heads, head_size), seed);
-        for window in [0, 64] {
-            for softcap in [None, Some(50.0)] {
-                let options = AttentionOptions {
-                    sliding_window: window,
-                    softcap,
+        for (what, options) in main_grid::options() {
+            let name = format!("{set} heads {heads:?} D {head_size} {what}");
+            let (run, _) = check_case(&name, &data, options, CpuOptions::default());
+            assert!(!run.plan.config.is_3d, "{name}: no workspace, so 2D");
+            if set == "decode" {
+                // The launch table's 2D decode tiles (`DECODE_TILE_SIZE`).
+                assert_eq!(run.plan.config.tile_size, 64, "{name}: 64-key tiles");
+                // §6: a workspace and a small pure-decode batch select 3D.
+                let cpu = CpuOptions {
+                    split_kv: Some(SplitKvWorkspace {
+                        seq_threshold_3d: 8,
+                        num_segments: 16,
+                    }),
                     ..Default::default()
                 };
-                let name =
-                    format!("{set} heads {heads:?} D {head_size} SW {window} softcap {softcap:?}");
-                let (run, _) = check_case(&name, &data, options, CpuOptions::default());
-                assert!(!run.plan.config.is_3d, "{name}: no workspace, so 2D");
-                if set == "decode" {
-                    // The launch table's 2D decode tiles (`DECODE_TILE_SIZE`).
-                    assert_eq!(run.plan.config.tile_size, 64, "{name}: 64-key tiles");
-                    // §6: a workspace and a small pure-decode batch select 3D.
-                    let cpu = CpuOptions {
-                        split_kv: Some(SplitKvWorkspace {
-                            seq_threshold_3d: 8,
-                            num_segments: 16,
-                        }),
-                        ..Default::default()
-                    };
-                    let (run, _) = check_case(&name, &data, options, cpu);
-                    assert!(run.plan.config.is_3d, "{name}: heuristic should pick 3D");
-                    assert_eq!(run.stats.len(), 2, "{name}: attention + reduce launches");
-                }
+                let (run, _) = check_case(&name, &data, options, cpu);
+                assert!(run.plan.config.is_3d, "{name}: heuristic should pick 3D");
+                assert_eq!(run.stats.len(), 2, "{name}: attention + reduce launches");
             }
         }
     }

@@ -116,52 +116,68 @@ fn same_doc(ids: &[i32], stride: usize, s: usize, q: i64, k: i64) -> bool {
     doc(q) >= 0 && doc(q) == doc(k) && k <= q
 }
 
+/// How a case checks its variant: [`parity`] on the executor or [`parity_on_sm90a`].
+type Parity =
+    fn(&str, CpuVariant<'_>, &PagedData, PathChoice, &(dyn Fn(usize, i64, i64) -> bool + Sync));
+
 #[test]
 fn packed_documents_match_reference_and_pad_rows_are_zero() {
+    packed_documents_case("packed documents", parity);
+}
+
+/// Packed documents whose last 5 keys (hence queries) are padding: fully masked rows.
+fn packed_documents_case(name: &str, parity: Parity) {
     let variant = packed_documents::variant();
-    let seed = fresh_seed("packed documents");
+    let seed = fresh_seed(name);
     let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
     let stride = 160;
-    // The last 5 keys (hence queries) of every sequence are padding: fully masked rows.
     let ids = doc_ids(&data.seq_lens, stride, &mut seeded(seed), 5);
     let mask = |s: usize, q: i64, k: i64| same_doc(&ids, stride, s, q, k);
     let cpu = CpuVariant::with_i32(&variant, &ids, stride);
-    parity("packed documents", cpu, &data, PathChoice::Force2d, &mask);
+    parity(name, cpu, &data, PathChoice::Force2d, &mask);
     let decode = PagedData::random(&Geometry::new(DECODE, (4, 2), 64), seed + 1);
     let ids = doc_ids(&decode.seq_lens, stride, &mut seeded(seed + 2), 0);
     let mask = |s: usize, q: i64, k: i64| same_doc(&ids, stride, s, q, k);
     let cpu = CpuVariant::with_i32(&variant, &ids, stride);
     let path = PathChoice::Force3d { num_segments: 4 };
-    parity("packed documents 3D", cpu, &decode, path, &mask);
+    parity(&format!("{name} 3D"), cpu, &decode, path, &mask);
 }
 
 #[test]
 fn prefix_lm_matches_reference() {
+    prefix_lm_case("prefix-LM", 64, parity);
+}
+
+fn prefix_lm_case(name: &str, head_size: usize, parity: Parity) {
     let variant = prefix_lm::variant();
-    let data = PagedData::random(&Geometry::new(SEQS, (8, 2), 64), fresh_seed("prefix-LM"));
+    let data = PagedData::random(&Geometry::new(SEQS, (8, 2), head_size), fresh_seed(name));
     let prefix = [100, 70, 0];
     let mask = |s: usize, q: i64, k: i64| k <= q || k < i64::from(prefix[s]);
     let cpu = CpuVariant::with_i32(&variant, &prefix, 1);
-    parity("prefix-LM", cpu, &data, PathChoice::Force2d, &mask);
+    parity(name, cpu, &data, PathChoice::Force2d, &mask);
 }
 
 #[test]
 fn sink_window_matches_reference_in_2d_and_3d() {
+    sink_window_case("sinks + window", parity);
+}
+
+fn sink_window_case(name: &str, parity: Parity) {
     let (sinks, window) = (3, 20);
     let variant = sink_window::variant(sinks, window);
     let mask =
         |_: usize, q: i64, k: i64| k <= q && (k < i64::from(sinks) || q - k < i64::from(window));
-    let seed = fresh_seed("sinks + window");
+    let seed = fresh_seed(name);
     let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
     let cpu = CpuVariant {
         variant: &variant,
         aux_i32: None,
         aux_f32: None,
     };
-    parity("sinks + window", cpu, &data, PathChoice::Force2d, &mask);
+    parity(name, cpu, &data, PathChoice::Force2d, &mask);
     let decode = PagedData::random(&Geometry::new(DECODE, (4, 2), 64), seed + 1);
     let path = PathChoice::Force3d { num_segments: 4 };
-    parity("sinks + window 3D", cpu, &decode, path, &mask);
+    parity(&format!("{name} 3D"), cpu, &decode, path, &mask);
 }
 
 /// A random draft tree of `n` nodes: node i's parent is a random earlier node (or none).
@@ -430,53 +446,15 @@ fn an_unsound_full_tile_is_reported_and_breaks_parity() {
     );
 }
 
-/// Packed documents with padding rows (fully masked) and prefix-LM on the sm_90a plan.
+/// Packed documents with padding rows (fully masked), prefix-LM at D 128, and sinks + window
+/// in 2D and 3D, on the plans an sm_90a device gets.
 #[test]
 fn documents_and_prefix_lm_on_sm90a() {
-    let variant = packed_documents::variant();
-    let seed = fresh_seed("packed documents sm_90a");
-    let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
-    let stride = 160;
-    let ids = doc_ids(&data.seq_lens, stride, &mut seeded(seed), 5);
-    let mask = |s: usize, q: i64, k: i64| same_doc(&ids, stride, s, q, k);
-    let cpu = CpuVariant::with_i32(&variant, &ids, stride);
-    parity_on_sm90a(
-        "packed documents sm_90a",
-        cpu,
-        &data,
-        PathChoice::Force2d,
-        &mask,
-    );
-    let variant = prefix_lm::variant();
-    let data = PagedData::random(&Geometry::new(SEQS, (8, 2), 128), seed + 1);
-    let prefix = [100, 70, 0];
-    let mask = |s: usize, q: i64, k: i64| k <= q || k < i64::from(prefix[s]);
-    let cpu = CpuVariant::with_i32(&variant, &prefix, 1);
-    parity_on_sm90a("prefix-LM sm_90a", cpu, &data, PathChoice::Force2d, &mask);
+    packed_documents_case("packed documents sm_90a", parity_on_sm90a);
+    prefix_lm_case("prefix-LM sm_90a", 128, parity_on_sm90a);
 }
 
-/// Sinks + window in 2D and 3D on the sm_90a plan.
 #[test]
 fn sink_window_on_sm90a() {
-    let (sinks, window) = (3, 20);
-    let variant = sink_window::variant(sinks, window);
-    let mask =
-        |_: usize, q: i64, k: i64| k <= q && (k < i64::from(sinks) || q - k < i64::from(window));
-    let seed = fresh_seed("sinks + window sm_90a");
-    let data = PagedData::random(&Geometry::new(SEQS, (4, 2), 64), seed);
-    let cpu = CpuVariant {
-        variant: &variant,
-        aux_i32: None,
-        aux_f32: None,
-    };
-    parity_on_sm90a(
-        "sinks + window sm_90a",
-        cpu,
-        &data,
-        PathChoice::Force2d,
-        &mask,
-    );
-    let decode = PagedData::random(&Geometry::new(DECODE, (4, 2), 64), seed + 1);
-    let path = PathChoice::Force3d { num_segments: 4 };
-    parity_on_sm90a("sinks + window 3D sm_90a", cpu, &decode, path, &mask);
+    sink_window_case("sinks + window sm_90a", parity_on_sm90a);
 }

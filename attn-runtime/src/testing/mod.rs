@@ -3,6 +3,7 @@
 
 pub mod cpu_case;
 pub mod device_variant;
+pub mod main_grid;
 pub mod masked_reference;
 pub mod paged;
 

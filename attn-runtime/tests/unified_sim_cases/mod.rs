@@ -13,13 +13,13 @@ use attn_runtime::ops::unified_attention::cpu::{CpuOptions, CpuRun};
 use attn_runtime::ops::unified_attention::gpu::{emit_plan_attention, launch_key};
 use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::reference::unified_attention::{Alibi, AttentionOptions, Causality, MmRanges};
+use attn_runtime::testing::main_grid::{self, DECODE};
 
 static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
 static MMA_SYNC: SimLauncher = SimLauncher(Branch::MmaSync);
 
 pub const MIXED: &[(usize, usize)] = &[(1, 150), (5, 18), (29, 93)];
 pub const PREFILL: &[(usize, usize)] = &[(150, 150), (70, 200)];
-pub const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
 
 /// One case on `mma`'s plan (`path` chosen or forced), its kernels simulated; `None` when
 /// g++ is missing.
@@ -160,26 +160,16 @@ pub fn prefill_masks(mma: MmaKind) {
 }
 
 /// §7.1's main grid, reduced (as `unified_parity_grid.rs` runs it on the executor): mixed
-/// and decode batches, sliding window none / 64, softcap none / 50, decode in 2D and with a
-/// workspace in 3D.
+/// and decode batches, sliding window none / 64, softcap none / 50, decode in 2D and in 3D.
 pub fn main_grid(heads: (usize, usize), head_size: usize, seed: u64, mma: MmaKind) {
-    let split = PathChoice::Heuristic;
-    for (set, seqs) in [("mixed", MIXED), ("decode", DECODE)] {
+    for (set, seqs) in main_grid::BATCHES {
         let g = Geometry::new(seqs, heads, head_size);
-        for window in [0, 64] {
-            for softcap in [None, Some(50.0)] {
-                let options = AttentionOptions {
-                    sliding_window: window,
-                    softcap,
-                    ..Default::default()
-                };
-                let name =
-                    format!("{set} heads {heads:?} D {head_size} SW {window} softcap {softcap:?}");
-                simulated(&name, &g, seed, options, mma, split);
-                if set == "decode" {
-                    let forced = PathChoice::Force3d { num_segments: 4 };
-                    simulated(&format!("{name} 3D"), &g, seed, options, mma, forced);
-                }
+        for (what, options) in main_grid::options() {
+            let name = format!("{set} heads {heads:?} D {head_size} {what}");
+            simulated(&name, &g, seed, options, mma, PathChoice::Heuristic);
+            if set == "decode" {
+                let forced = PathChoice::Force3d { num_segments: 4 };
+                simulated(&format!("{name} 3D"), &g, seed, options, mma, forced);
             }
         }
     }
