@@ -2,7 +2,8 @@
 //! emitted CUDA (warp-specialized, three stages, PV from the previous stage) passes as
 //! emitted, and fails once broken the ways a schedule can break on the GPU — the consumers'
 //! async-proxy fence removed, a warpgroup MMA's wait removed (its accumulators read in
-//! flight), a descriptor's stride wrong.
+//! flight), a descriptor's stride wrong, a stage never released (a deadlock the
+//! simulator's watchdog ends instead of hanging the test run).
 
 mod codegen_common;
 
@@ -14,6 +15,8 @@ use codegen_common::sim_check::{flash_args, outcome};
 /// The emitted kernel with `edit` applied run on the sm_90a branch (`Ok` when it matches).
 fn run_edited(edit: impl Fn(&str) -> String) -> Result<(), String> {
     std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
+    // Every run of this binary ends within seconds unless it deadlocks.
+    std::env::set_var("ATTN_SIM_TIMEOUT_S", "30");
     let mut f = codegen_common::flash_fwd(64, 128, true);
     f.num_stages = 3;
     let mut k = emit_cuda(&f).expect("emit");
@@ -69,5 +72,19 @@ fn a_wrong_descriptor_stride_is_caught() {
     // Read past the tile: wrong values, or bytes of other buffers the async proxy may not see.
     let err = run_edited(|s| replaced(s, ", 16, 1024)", ", 16, 2048)"))
         .expect_err("8-row atoms 2048 bytes apart");
-    assert!(err.contains("element") || err.contains("fence"), "{err}");
+    assert!(
+        err.contains("element") || err.contains("simulator:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_stage_never_released_is_stopped() {
+    if !have_gxx() {
+        return;
+    }
+    // The consumers never release a stage: the producer waits for it forever.
+    let err = run_edited(|s| replaced(s, "attn_mbar_arrive(", "(void)("))
+        .expect_err("stages never released");
+    assert!(err.contains("no end after"), "{err}");
 }

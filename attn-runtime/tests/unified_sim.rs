@@ -5,7 +5,7 @@
 //! mbarrier rings, the producer's copies: `sim_wgmma.h` checks each MMA's shared operands
 //! unchanged until its wait and its accumulators untouched in flight); an sm_80 device's
 //! plans run `mma.sync`. Skipped when g++ is missing. The same grid with the opt-in
-//! features on: `unified_sim_opt_in.rs`.
+//! features on: `sim_opt_in.rs`.
 
 mod sim_launcher;
 mod unified_common;

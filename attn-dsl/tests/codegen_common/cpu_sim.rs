@@ -126,7 +126,9 @@ fn main_source(k: &CudaKernel) -> String {
     format!(
         r#"#include "attn_prelude.cuh"
 #include "kernel.inc"
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -151,8 +153,21 @@ static void write_blob(FILE* f, const std::vector<unsigned char>& v) {{
     fwrite(&n, 8, 1, f);
     fwrite(v.data(), 1, n, f);
 }}
+// A kernel whose barriers or mbarriers never complete would hang the test run: after
+// `ATTN_SIM_TIMEOUT_S` seconds (default 600) the simulator stops and says so.
+static void watchdog() {{
+    const char* v = std::getenv("ATTN_SIM_TIMEOUT_S");
+    const int s = v ? std::atoi(v) : 600;
+    std::thread([s] {{
+        std::this_thread::sleep_for(std::chrono::seconds(s));
+        std::fprintf(stderr, "simulator: no end after %d s (a barrier or an mbarrier phase that never completes?)\n", s);
+        std::fflush(stderr);
+        std::_Exit(4);
+    }}).detach();
+}}
 int main(int argc, char** argv) {{
     if (argc != 3) return 1;
+    watchdog();
     FILE* in = fopen(argv[1], "rb");
     if (!in) return 1;
     unsigned g[3];

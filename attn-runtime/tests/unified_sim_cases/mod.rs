@@ -1,5 +1,5 @@
 //! The case grid the simulated kernels run (`unified_sim.rs` as shipped,
-//! `unified_sim_opt_in.rs` with the opt-in features): the benchmark rows' plans (P0, P1, P3,
+//! `sim_opt_in.rs` with the opt-in features): the benchmark rows' plans (P0, P1, P3,
 //! D1 classes) on mixed, prefill and decode batches, 2D and 3D, and each mask feature on
 //! the plan of its class, every output poisoned and compared with the f64 reference.
 

@@ -1,15 +1,19 @@
-//! `unified_sim.rs`'s grid with every opt-in feature the next device call is to time
-//! (`OPT_IN` below): the producer's address cuts, the exact rescale factor, the lazy running
-//! max and the masked fills as selects, all on the sm_90a branch of the kernels a GPU would
-//! run, against the f64 reference. Session 18 built them without a GPU and simulated them
-//! only on test kernels and on `mma.sync`; this runs them in the benchmark rows' plans.
+//! `unified_sim.rs`'s classes and `mla_sim.rs`'s steps with every opt-in feature the next
+//! device call is to time (`OPT_IN` below): the producer's address cuts, the exact rescale
+//! factor, the lazy running max and the masked fills as selects, all on the sm_90a branch of
+//! the kernels a GPU would run, against the f64 reference. Session 18 built them without a
+//! GPU and simulated them only on test kernels and on `mma.sync`; this runs them in the
+//! benchmark rows' plans.
 //! The feature list is read once per process: every test sets the same one first.
 
+mod mla_support;
 mod sim_launcher;
 mod unified_common;
 mod unified_sim_cases;
 
 use attn_runtime::ops::unified_attention::config::MmaKind::{Sync, Warpgroup};
+use mla_support::{check_case_launched, Case};
+use sim_launcher::{Branch, SimLauncher};
 use unified_sim_cases as cases;
 
 const OPT_IN: &str = "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row,\
@@ -72,4 +76,31 @@ fn prefill_masks_on_sm90a() {
 fn p3_class_on_sm80() {
     setup();
     cases::p3_class(Sync);
+}
+
+/// The MLA step on the sm_90a plan: the history's lazy max and its promised block stride
+/// (`wide_mul`), one rank and two with a split history.
+#[test]
+fn mla_step_on_sm90a() {
+    setup();
+    static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
+    if !sim_launcher::have_gxx() {
+        return;
+    }
+    let cases = [
+        (Case::new(1, 1, 64, 64, &[300, 3], &[1, 2]), None),
+        (Case::new(2, 8, 32, 40, &[190, 70], &[2, 1]), Some(2)),
+    ];
+    for (i, (mut c, splits)) in cases.into_iter().enumerate() {
+        c.mma = Warpgroup;
+        c.splits = splits;
+        c.num_sms = 132;
+        let plan = c.plan();
+        let bound = |n: &str| plan.history.bindings().iter().any(|b| b.name == n);
+        assert!(
+            bound("LAZY_RESCALE"),
+            "case {i}: the history binds the lazy max"
+        );
+        check_case_launched(&c, 710 + i as u64, Some(&WGMMA));
+    }
 }
