@@ -2,15 +2,21 @@
 //! environment, comma-separated: `ATTN_CODEGEN_DISABLE` names shipped features to switch off
 //! ([`SHIPPED`]), `ATTN_CODEGEN_ENABLE` opt-in ones to switch on ([`OPT_IN`]); `attn
 //! features` prints both tables. A name in neither table is refused with the list of the
-//! known ones, since a misspelt switch would otherwise time the default against itself.
+//! known ones, since a misspelt switch would otherwise time the default against itself; a
+//! name of the other table asks for what is already so and is accepted. The code reads a
+//! feature with `on("…")`, whose default is its table's, so shipping a measured opt-in is
+//! one row moved from [`OPT_IN`] to [`SHIPPED`].
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
 //! with and without.
 
 use std::sync::OnceLock;
 
+/// A feature table: (name, what it does).
+pub type Table = &'static [(&'static str, &'static str)];
+
 /// Shipped features `ATTN_CODEGEN_DISABLE` can switch off: (name, what it does).
-pub const SHIPPED: &[(&str, &str)] = &[
+pub const SHIPPED: Table = &[
     (
         "consumer_landing",
         "a split program's consumers wait on its TMA boxes themselves",
@@ -80,7 +86,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
 ];
 
 /// Opt-in features `ATTN_CODEGEN_ENABLE` can switch on: (name, what it does).
-pub const OPT_IN: &[(&str, &str)] = &[
+pub const OPT_IN: Table = &[
     (
         "byte_rows",
         "a split ring's producer keeps V's row offsets in bytes",
@@ -143,16 +149,25 @@ pub const OPT_IN: &[(&str, &str)] = &[
 ];
 
 /// The names in `value` (a comma-separated list; blanks ignored), each checked against
-/// `known`: an unknown one is an error naming `var` and the known names.
-pub fn parse(var: &str, value: &str, known: &[(&str, &str)]) -> Result<Vec<String>, String> {
+/// `known`, the table `var` switches, and `other`, the other table: a name of `other` alone
+/// asks for what is already so (enabling a shipped feature, disabling an opt-in one) and
+/// is dropped, so switches stay valid when a feature ships; a name in neither is an error
+/// naming `var` and its known names.
+pub fn parse(
+    var: &str,
+    value: &str,
+    known: &[(&str, &str)],
+    other: &[(&str, &str)],
+) -> Result<Vec<String>, String> {
+    let has = |table: &[(&str, &str)], n: &str| table.iter().any(|(k, _)| *k == n);
     let names: Vec<String> = value
         .split(',')
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .map(str::to_string)
         .collect();
-    match names.iter().find(|n| !known.iter().any(|(k, _)| k == n)) {
-        None => Ok(names),
+    match names.iter().find(|n| !has(known, n) && !has(other, n)) {
+        None => Ok(names.into_iter().filter(|n| has(known, n)).collect()),
         Some(n) => {
             let all: Vec<&str> = known.iter().map(|(k, _)| *k).collect();
             Err(format!(
@@ -166,18 +181,18 @@ pub fn parse(var: &str, value: &str, known: &[(&str, &str)]) -> Result<Vec<Strin
 /// Checks both variables' lists ([`parse`]); the code generator panics on the same error
 /// when it first reads one, so tools call this first to report it cleanly.
 pub fn check_environment() -> Result<(), String> {
-    for (var, known) in [
-        ("ATTN_CODEGEN_DISABLE", SHIPPED),
-        ("ATTN_CODEGEN_ENABLE", OPT_IN),
+    for (var, known, other) in [
+        ("ATTN_CODEGEN_DISABLE", SHIPPED, OPT_IN),
+        ("ATTN_CODEGEN_ENABLE", OPT_IN, SHIPPED),
     ] {
-        parse(var, &std::env::var(var).unwrap_or_default(), known)?;
+        parse(var, &std::env::var(var).unwrap_or_default(), known, other)?;
     }
     Ok(())
 }
 
 fn listed(
     var: &str,
-    known: &[(&str, &str)],
+    (known, other): (Table, Table),
     cell: &'static OnceLock<Vec<String>>,
     feature: &str,
 ) -> bool {
@@ -189,56 +204,81 @@ fn listed(
     );
     cell.get_or_init(|| {
         let value = std::env::var(var).unwrap_or_default();
-        parse(var, &value, known).unwrap_or_else(|e| panic!("{e}"))
+        parse(var, &value, known, other).unwrap_or_else(|e| panic!("{e}"))
     })
     .iter()
     .any(|d| d == feature)
 }
 
+/// Whether `feature` is on: a shipped one unless `ATTN_CODEGEN_DISABLE` names it, an opt-in
+/// one when `ATTN_CODEGEN_ENABLE` does. Shipping a measured opt-in is then one row moved
+/// from [`OPT_IN`] to [`SHIPPED`]: its readers, and the tests and scripts that enable it by
+/// name (an enabled shipped feature is simply on), stay as they are. `swizzle` and `tma`
+/// are in both tables with different meanings, so their readers say which
+/// ([`disabled`] / [`enabled`]).
+pub(crate) fn on(feature: &str) -> bool {
+    let shipped = SHIPPED.iter().any(|(n, _)| *n == feature);
+    let opt_in = OPT_IN.iter().any(|(n, _)| *n == feature);
+    assert!(
+        shipped != opt_in,
+        "internal error: feature `{feature}` must be in exactly one table to be read with `on`"
+    );
+    if shipped {
+        !disabled(feature)
+    } else {
+        enabled(feature)
+    }
+}
+
 /// Whether shipped feature `feature` is switched off.
 pub(crate) fn disabled(feature: &str) -> bool {
     static DISABLED: OnceLock<Vec<String>> = OnceLock::new();
-    listed("ATTN_CODEGEN_DISABLE", SHIPPED, &DISABLED, feature)
+    listed(
+        "ATTN_CODEGEN_DISABLE",
+        (SHIPPED, OPT_IN),
+        &DISABLED,
+        feature,
+    )
 }
 
 /// Whether opt-in feature `feature` is switched on.
 pub(crate) fn enabled(feature: &str) -> bool {
     static ENABLED: OnceLock<Vec<String>> = OnceLock::new();
-    listed("ATTN_CODEGEN_ENABLE", OPT_IN, &ENABLED, feature)
+    listed("ATTN_CODEGEN_ENABLE", (OPT_IN, SHIPPED), &ENABLED, feature)
 }
 
 /// Whether the unified-attention grid runs its (q-block, KV head) programs on one axis with
 /// the heads fastest (opt-in: `ATTN_CODEGEN_ENABLE=heads_fastest`; read by the op's plan).
 pub fn heads_fastest() -> bool {
-    enabled("heads_fastest")
+    on("heads_fastest")
 }
 
 /// Whether a launch promises its 64-bit strides in `int`'s range where they are, so a page
 /// times its stride is one widening multiply (opt-in: `ATTN_CODEGEN_ENABLE=wide_mul`; read
 /// by the ops' plans, which put the promise in the kernel's key).
 pub fn wide_mul() -> bool {
-    enabled("wide_mul")
+    on("wide_mul")
 }
 
 /// Whether the unified-attention kernel moves a row's running max only when a tile's max
 /// exceeds it by more than its slack, so most tiles skip the accumulator's rescale (opt-in:
 /// `ATTN_CODEGEN_ENABLE=lazy_rescale`; read by the op's plan).
 pub fn lazy_rescale() -> bool {
-    enabled("lazy_rescale")
+    on("lazy_rescale")
 }
 
 /// Whether vLLM's built-in mask tests each score against one key interval per row where
 /// its terms allow it (shipped; `ATTN_CODEGEN_DISABLE=mask_intervals` evaluates the terms
 /// per score; read by the op's plan).
 pub fn mask_intervals() -> bool {
-    !disabled("mask_intervals")
+    on("mask_intervals")
 }
 
 /// Whether the code generator emits warpgroup MMAs (`wgmma`, compiled on sm_90a) beside
 /// `mma.sync` for the dots that fit them (shipped; `ATTN_CODEGEN_DISABLE=wgmma` turns it
 /// off): a launch table picks its tilings by it.
 pub fn warpgroup_mma() -> bool {
-    !disabled("wgmma")
+    on("wgmma")
 }
 
 #[cfg(test)]
@@ -248,14 +288,24 @@ mod tests {
     #[test]
     fn lists_parse_and_unknown_names_are_refused() {
         assert_eq!(
-            parse("ATTN_CODEGEN_ENABLE", " wide_mul, ,tma ", OPT_IN),
+            parse("ATTN_CODEGEN_ENABLE", " wide_mul, ,tma ", OPT_IN, SHIPPED),
             Ok(vec!["wide_mul".to_string(), "tma".to_string()])
         );
-        assert_eq!(parse("ATTN_CODEGEN_DISABLE", "", SHIPPED), Ok(vec![]));
-        let e = parse("ATTN_CODEGEN_ENABLE", "wide_mull", OPT_IN).expect_err("misspelt");
+        assert_eq!(
+            parse("ATTN_CODEGEN_DISABLE", "", SHIPPED, OPT_IN),
+            Ok(vec![])
+        );
+        let e = parse("ATTN_CODEGEN_ENABLE", "wide_mull", OPT_IN, SHIPPED).expect_err("misspelt");
         assert!(e.contains("`wide_mull`") && e.contains(", wide_mul"), "{e}");
-        // A shipped name is not an opt-in one (only `swizzle` and `tma` are both).
-        assert!(parse("ATTN_CODEGEN_ENABLE", "hold_a", OPT_IN).is_err());
+        // Enabling a shipped feature (or disabling an opt-in one) asks for what is so.
+        assert_eq!(
+            parse("ATTN_CODEGEN_ENABLE", "hold_a,wide_mul", OPT_IN, SHIPPED),
+            Ok(vec!["wide_mul".to_string()])
+        );
+        assert_eq!(
+            parse("ATTN_CODEGEN_DISABLE", "wide_mul", SHIPPED, OPT_IN),
+            Ok(vec![])
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Every feature switch the code reads is registered (`features::SHIPPED` for
-//! `disabled("…")`, `features::OPT_IN` for `enabled("…")`), so `attn features` lists it and
-//! the environment check accepts it; a switch read under a misspelt name would otherwise
-//! never turn on. Reads the sources of this crate and of the runtime.
+//! Every feature switch the code reads is registered (`on("…")` in exactly one of
+//! `features::SHIPPED` and `features::OPT_IN`, whose table gives its default; `disabled` /
+//! `enabled` for the names in both), so `attn features` lists it and the environment check
+//! accepts it; a switch read under a misspelt name would otherwise never turn on. Reads the
+//! sources of this crate and of the runtime.
 
 use attn_dsl::features::{OPT_IN, SHIPPED};
 use std::path::{Path, PathBuf};
@@ -43,12 +44,22 @@ fn every_switch_the_code_reads_is_registered() {
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     rust_files(&root.join("../attn-runtime/src"), &mut files);
+    let in_table = |table: &[(&str, &str)], name: &str| table.iter().any(|(n, _)| *n == name);
+    // `on("…")`: a feature of exactly one table (its default is that table's).
+    let read = names_read_by("on", &files);
+    assert!(read.len() >= 20, "on: too few calls found: {read:?}");
+    for (name, file) in read {
+        assert!(
+            in_table(SHIPPED, &name) != in_table(OPT_IN, &name),
+            "{}: on(\"{name}\") is not in exactly one table of features.rs",
+            file.display()
+        );
+    }
+    // `enabled` / `disabled`: the names in both tables, read with the meaning they say.
     for (call, table) in [("enabled", OPT_IN), ("disabled", SHIPPED)] {
-        let read = names_read_by(call, &files);
-        assert!(read.len() >= 10, "{call}: too few calls found: {read:?}");
-        for (name, file) in read {
+        for (name, file) in names_read_by(call, &files) {
             assert!(
-                table.iter().any(|(n, _)| *n == name),
+                in_table(table, &name),
                 "{}: {call}(\"{name}\") is not registered in features.rs",
                 file.display()
             );

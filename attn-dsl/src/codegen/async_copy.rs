@@ -188,7 +188,7 @@ impl<'f> Emitter<'f> {
     /// reductions ran before the K chunks were issued, and D1 slowed from 0.27 to 0.33 ms.
     pub(crate) fn copies_fuse(&self, a: &AsyncCopy, b: &AsyncCopy) -> bool {
         let (x, y) = (self.prog.alloc(a.dst), self.prog.alloc(b.dst));
-        !crate::features::disabled("copy_fusion")
+        crate::features::on("copy_fusion")
             && self.threads >= FUSED_COPY_MIN_THREADS
             && a.at == b.at
             && a.loop_op == b.loop_op
@@ -359,8 +359,8 @@ impl<'f> Emitter<'f> {
         counter: Option<&str>,
         tma: bool,
     ) -> Res<Vec<Option<usize>>> {
-        let steps_on = !crate::features::disabled("row_step")
-            && (!self.in_split_ring() || crate::features::enabled("split_row_step"));
+        let steps_on = crate::features::on("row_step")
+            && (!self.in_split_ring() || crate::features::on("split_row_step"));
         let mut pass_steps = Vec::with_capacity(cs.len());
         for (i, c) in cs.iter().enumerate() {
             let (lanes, chunk) = (c.map.lanes, c.map.chunk);

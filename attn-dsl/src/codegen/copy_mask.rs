@@ -105,7 +105,7 @@ impl Emitter<'_> {
             // shuffles go inside it too, and a tile the guard decides (a full tile's V
             // guard) pays no reduction at all (`ATTN_CODEGEN_DISABLE=guarded_shuffles`
             // shuffles after it).
-            let shuffles_inside = !crate::features::disabled("guarded_shuffles");
+            let shuffles_inside = crate::features::on("guarded_shuffles");
             let batched = self.remat_reduce_batched(r, row, lane, lanes, scope);
             // Not split evenly over the lanes: the lane folds its strided elements whole.
             let (stmts, fold) = match batched {

@@ -24,7 +24,7 @@ impl<'f> Emitter<'f> {
         let Some(body) = lp
             .regions
             .first()
-            .filter(|_| !crate::features::disabled("deferred_sum"))
+            .filter(|_| crate::features::on("deferred_sum"))
         else {
             return vec![];
         };

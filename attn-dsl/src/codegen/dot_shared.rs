@@ -541,7 +541,7 @@ const MIN_MMA_CHAINS: usize = 4;
 fn k_split_ways(map: &MmaMap, p: &MmaPlan) -> usize {
     let chains = map.slabs_per_warp * map.tiles_n;
     let steps = p.kp / 16;
-    if chains >= MIN_MMA_CHAINS || steps < 8 || crate::features::disabled("k_split") {
+    if chains >= MIN_MMA_CHAINS || steps < 8 || !crate::features::on("k_split") {
         return 1;
     }
     MIN_MMA_CHAINS.div_ceil(chains).min(steps / 4).max(1)

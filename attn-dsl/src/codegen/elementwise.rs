@@ -82,8 +82,8 @@ impl<'f> Emitter<'f> {
     /// warpgroup-MMA kernel, to time it again (D1's `mma.sync` loop grew with it).
     fn fill_side(&self, op: &Op) -> Res<Option<bool>> {
         let res = Self::result(op)?;
-        let everywhere = self.f.warpgroup_mma && crate::features::enabled("fill_select_all");
-        if crate::features::disabled("fill_select")
+        let everywhere = self.f.warpgroup_mma && crate::features::on("fill_select_all");
+        if !crate::features::on("fill_select")
             || (self.pending_mma.is_empty() && !everywhere)
             || self.shape(res).len() != 2
             || self.scalar(res)? != ScalarType::F32
@@ -140,8 +140,7 @@ impl<'f> Emitter<'f> {
                 // A row vector's e^(x − y) is the rescale's factor: exactly 1 where the max
                 // did not move (`exact_alpha`, and under `lazy_rescale`, which needs it),
                 // which the accumulator's skip tests for.
-                let exact =
-                    crate::features::enabled("exact_alpha") || crate::features::lazy_rescale();
+                let exact = crate::features::on("exact_alpha") || crate::features::lazy_rescale();
                 let f = if self.shape(res).len() == 1 && exact {
                     "attn_fast_exp_sub_exact"
                 } else {

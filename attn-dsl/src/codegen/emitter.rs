@@ -871,7 +871,7 @@ impl<'f> Emitter<'f> {
     /// `LDG` an iteration, are ~1.4 µs of its programs' prologue (the P1 shape without
     /// images: 0.8 µs).
     fn unrolls_scan(&self, op: &Op, gbody: &GpuBlock) -> bool {
-        if !crate::features::enabled("unroll_scans") {
+        if !crate::features::on("unroll_scans") {
             return false;
         }
         let trips = match (

@@ -83,7 +83,7 @@ impl<'f> Emitter<'f> {
         // The in-lane fold keeps FOLD_WAYS independent chains (a 16-deep chain of dependent
         // `fmax` stalled P0's consumers more than its exponentials did), joined pairwise.
         // `ATTN_CODEGEN_DISABLE=fold_chains`: one chain, as before (A/B timing).
-        let ways = if crate::features::disabled("fold_chains") {
+        let ways = if !crate::features::on("fold_chains") {
             1
         } else if xm.tiles_n % 2 == 0 {
             FOLD_WAYS

@@ -22,7 +22,7 @@ impl Emitter<'_> {
     /// enabled, and only in a producer: a consumer's copies share registers with its
     /// accumulators, and P0's queries tested this way cost its consumers a spill).
     pub(crate) fn in_copy_mask<T>(&self, f: impl FnOnce() -> T) -> T {
-        if !crate::features::enabled("mask_bound") || self.role != Role::Producer {
+        if !crate::features::on("mask_bound") || self.role != Role::Producer {
             return f();
         }
         let before = self.copy_mask.replace(true);

@@ -195,12 +195,12 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
                 return done;
             }
         }
-        if crate::features::enabled("pv_behind") {
+        if crate::features::on("pv_behind") {
             if let Some(done) = emit_rewritten(f, crate::passes::pv_behind::run, |_| true) {
                 return done;
             }
         }
-        if crate::features::enabled("rotate") || crate::features::enabled("softmax_ahead") {
+        if crate::features::on("rotate") || crate::features::on("softmax_ahead") {
             if let Some(done) = emit_rewritten(f, crate::passes::rotate_scores::run, |_| true) {
                 return done;
             }

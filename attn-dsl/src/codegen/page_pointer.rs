@@ -32,7 +32,7 @@ impl Emitter<'_> {
     /// Recomputes `f` with the copy's row at run start `start`, so block-table addresses
     /// met on the way split at the page (see the module note; off unless enabled).
     pub(crate) fn at_run_start<T>(&self, start: RunStart, f: impl FnOnce() -> T) -> T {
-        if !crate::features::enabled("page_pointer") {
+        if !crate::features::on("page_pointer") {
             return f();
         }
         let before = self.run_start.replace(Some(start));

@@ -40,7 +40,7 @@ impl Emitter<'_> {
         at: &ElemIndex,
         scope: &Scope,
     ) -> Res<Option<PageRow>> {
-        if !crate::features::enabled("page_row") {
+        if !crate::features::on("page_row") {
             return Ok(None);
         }
         let Some((mul, page, stride)) = self.page_term(ptr) else {

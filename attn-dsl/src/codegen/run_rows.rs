@@ -36,7 +36,7 @@ impl Emitter<'_> {
         // Only the producer's: other copies share the registers with accumulators, and the
         // offset a pass they hold spilled (P3's image-range loop the consumers copy
         // themselves, 12 bytes at 232 registers; MLA's combine, 4 at 128).
-        if crate::features::disabled("run_rows") || self.role != Role::Producer {
+        if !crate::features::on("run_rows") || self.role != Role::Producer {
             return Ok(None);
         }
         let Some(rows) = crate::gpu_ir::row_affine::of_copy(self.f, &self.defs, &self.prog.axis, c)

@@ -26,7 +26,7 @@ pub(crate) struct SharedRows {
 /// producer loop: 16 of its 334 SASS instructions shift the eight rows' offsets down,
 /// and V's copy shifts them up again); a byte offset is the address arithmetic as it was.
 pub(crate) fn rows_offset(src: &str, base: &str) -> String {
-    if crate::features::enabled("byte_rows") {
+    if crate::features::on("byte_rows") {
         format!("(const char*)({src}) - (const char*)({base})")
     } else {
         format!("{src} - {base}")
@@ -35,7 +35,7 @@ pub(crate) fn rows_offset(src: &str, base: &str) -> String {
 
 /// The row of kernel pointer `base` at the offset kept in `kept[p]` ([`rows_offset`]).
 pub(crate) fn offset_rows(base: &str, kept: &str) -> String {
-    if crate::features::enabled("byte_rows") {
+    if crate::features::on("byte_rows") {
         format!("reinterpret_cast<decltype(+{base})>((const char*)({base}) + {kept}[p])")
     } else {
         format!("{base} + {kept}[p]")

@@ -99,7 +99,7 @@ pub(crate) fn plan(
     let parts = if !mn_major
         && trans_b_widths.contains(&map.n)
         && n.is_multiple_of(16)
-        && !crate::features::disabled("wgmma_split")
+        && crate::features::on("wgmma_split")
     {
         2
     } else {

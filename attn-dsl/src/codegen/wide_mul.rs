@@ -30,7 +30,7 @@ impl Emitter<'_> {
         at: &ElemIndex,
         operand: &dyn Fn(ValueId, &ElemIndex) -> Res<String>,
     ) -> Res<Option<String>> {
-        if op.kind != OpKind::Binary(BinaryOp::Mul) || !crate::features::enabled("wide_mul") {
+        if op.kind != OpKind::Binary(BinaryOp::Mul) || !crate::features::on("wide_mul") {
             return Ok(None);
         }
         let Some((a, b)) = self.int_factors(op) else {

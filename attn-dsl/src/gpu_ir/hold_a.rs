@@ -50,7 +50,7 @@ const MIN_STEPS: usize = 8;
 /// Holds the first k-steps of the warp-specialized loop's qualifying dot
 /// (`ATTN_CODEGEN_DISABLE=hold_a` leaves A in shared memory).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if !f.warpgroup_mma || crate::features::disabled("hold_a") {
+    if !f.warpgroup_mma || !crate::features::on("hold_a") {
         return;
     }
     let Some(loop_op) = p.specialization.as_ref().map(|s| s.loop_op) else {

@@ -17,7 +17,7 @@ use crate::ir::{Function, OpId};
 /// Chains the MMAs of warpgroup targets (`ATTN_CODEGEN_DISABLE=mma_chain` leaves them
 /// apart).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if f.warpgroup_mma && !crate::features::disabled("mma_chain") {
+    if f.warpgroup_mma && crate::features::on("mma_chain") {
         let uses = f.use_counts();
         chain_block(f, &uses, &mut p.body);
     }

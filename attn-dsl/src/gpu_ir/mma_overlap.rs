@@ -25,7 +25,7 @@ const TWO_WARPGROUPS: u32 = 8;
 /// Moves the top copies of every pipelined loop behind its first MMA (warpgroup targets
 /// only; `ATTN_CODEGEN_DISABLE=mma_overlap` keeps them at the top).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if f.warpgroup_mma && !crate::features::disabled("mma_overlap") {
+    if f.warpgroup_mma && crate::features::on("mma_overlap") {
         let defs = defining_ops(f);
         let stays = |c: &AsyncCopy| f.num_warps >= TWO_WARPGROUPS && mask_runs_a_loop(f, &defs, c);
         overlap_block(&mut p.body, &stays);

@@ -47,7 +47,7 @@ const MIN_PV_COLUMNS: usize = 128;
 /// Whether the form can apply to `f` at all (switched on, a ring deep enough): worth
 /// rewriting its loop with PV behind to find out.
 pub fn worth_trying(f: &Function) -> bool {
-    !crate::features::disabled("previous_stage") && f.num_stages as usize >= MIN_STAGES
+    crate::features::on("previous_stage") && f.num_stages as usize >= MIN_STAGES
 }
 
 /// Whether `f`'s ring loop `loop_op` takes the form (the split asks, to have its copies

@@ -42,7 +42,7 @@ struct Parts {
 
 /// Splits the ring of `p`'s warp-specialized loop where it applies (see the module note).
 pub fn run(p: &mut GpuProgram) {
-    if crate::features::disabled("split_ring") {
+    if !crate::features::on("split_ring") {
         return;
     }
     let Some(ws) = p.specialization.as_ref() else {

@@ -29,7 +29,7 @@ const MIN_THREADS: usize = 128;
 /// [`GpuOp::StagedStore`] with an alloc of its own.
 pub fn run(f: &Function, p: &mut GpuProgram) {
     let threads = 32 * f.num_warps as usize;
-    if crate::features::disabled("staged_store") || threads < MIN_THREADS {
+    if !crate::features::on("staged_store") || threads < MIN_THREADS {
         return;
     }
     let budget: usize = p.allocs.iter().map(LocalAlloc::bytes).sum();

@@ -81,7 +81,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
 /// `S − 1` tiles ahead no earlier than that: on P0's three stages (H200, 2026-12-04) 2.76
 /// against 2.90 ms with 16-row boxes, 2.27 against 2.31 with whole-tile ones.
 fn hand_boxes_to_consumers(p: &mut GpuProgram, ws: &mut WarpSpecialization) {
-    if crate::features::disabled("consumer_landing") {
+    if !crate::features::on("consumer_landing") {
         return;
     }
     let Some(producer) = loop_body_mut(&mut ws.producer, ws.loop_op) else {

@@ -22,7 +22,7 @@ use crate::ir::{BinaryOp, Function, OpId, OpKind};
 /// Marks the waits of warpgroup targets (`ATTN_CODEGEN_DISABLE=wait_in_scale` leaves them
 /// where they are).
 pub fn run(f: &Function, p: &mut GpuProgram) {
-    if f.warpgroup_mma && !crate::features::disabled("wait_in_scale") {
+    if f.warpgroup_mma && crate::features::on("wait_in_scale") {
         place_block(f, &defining_ops(f), &mut p.body);
     }
 }

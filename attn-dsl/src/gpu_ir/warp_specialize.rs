@@ -129,7 +129,7 @@ type Path = Vec<(usize, usize)>;
 /// kernel's `warp_specialize` allows it. An error only where the kernel requires the split
 /// (`warp_specialize = true`) and the program does not qualify: the reason.
 pub fn run(f: &Function, p: &mut GpuProgram) -> Result<(), String> {
-    let wanted = f.warp_specialize.allowed() && !crate::features::disabled("ws");
+    let wanted = f.warp_specialize.allowed() && crate::features::on("ws");
     if !f.warpgroup_mma || !wanted {
         return Ok(());
     }
@@ -428,7 +428,7 @@ fn producer_block(f: &Function, b: &GpuBlock, path: &[(usize, usize)], ring: Rin
 /// Whether the producer's copies arrive on the stages' mbarriers themselves by request
 /// (see [`WarpSpecialization::copies_arrive`]).
 fn copies_arrive(f: &Function) -> bool {
-    crate::features::enabled("copy_arrive") && !super::tma::wanted(f)
+    crate::features::on("copy_arrive") && !super::tma::wanted(f)
 }
 
 /// The ring's copies of a producer block, each stage acquired before its first copy, and

@@ -24,7 +24,7 @@ const TWO_WARPGROUPS: u32 = 8;
 /// step). An error only where the kernel requires turns (`pingpong = true`) and no loop of
 /// the program can take them: the reason.
 pub fn run(f: &Function, p: &mut GpuProgram) -> Result<(), String> {
-    let wanted = f.pingpong.allowed() && !crate::features::disabled("wg_turns");
+    let wanted = f.pingpong.allowed() && crate::features::on("wg_turns");
     if !f.warpgroup_mma || !wanted {
         return Ok(());
     }

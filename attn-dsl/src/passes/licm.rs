@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 /// Runs LICM over the whole function, innermost loops first (what leaves an inner loop may
 /// then leave the outer one too). Shipped; `ATTN_CODEGEN_DISABLE=licm` leaves loops whole.
 pub fn run(f: &mut Function) {
-    if crate::features::disabled("licm") {
+    if !crate::features::on("licm") {
         return;
     }
     let body = std::mem::take(&mut f.body.ops);

@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Rotates every loop that qualifies; true when one did.
 pub fn run(f: &mut Function) -> bool {
-    let ahead = crate::features::enabled("softmax_ahead");
+    let ahead = crate::features::on("softmax_ahead");
     rewrite_loops(f, &mut |f, o| {
         let (mut peel, s0, next_iv) = rotate_loop(f, o)?;
         if ahead {
