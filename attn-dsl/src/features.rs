@@ -4,7 +4,7 @@
 //! features` prints both tables. A name in neither table is refused with the list of the
 //! known ones, since a misspelt switch would otherwise time the default against itself; a
 //! name of the other table asks for what is already so and is accepted. The code reads a
-//! feature with `on("…")`, whose default is its table's, so shipping a measured opt-in is
+//! feature with `on`, whose default is its table's, so shipping a measured opt-in is
 //! one row moved from [`OPT_IN`] to [`SHIPPED`].
 //! The generated source changes with them, and so does every cache key built from it. Unset
 //! (the default) ships the measured choice; `scripts/ab-h200` compares one binary's kernels
