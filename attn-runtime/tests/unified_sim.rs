@@ -55,6 +55,11 @@ fn main_grid_on_sm90a_heads_5_1() {
 }
 
 #[test]
+fn launch_table_tilings_on_sm90a() {
+    cases::launch_table_tilings(Warpgroup);
+}
+
+#[test]
 fn p0_and_p3_classes_on_sm80() {
     cases::p0_class(Sync);
     cases::p3_class(Sync);

@@ -13,6 +13,7 @@ use attn_runtime::ops::unified_attention::cpu::{CpuOptions, CpuRun};
 use attn_runtime::ops::unified_attention::gpu::{emit_plan_attention, launch_key};
 use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::reference::unified_attention::{Alibi, AttentionOptions, Causality, MmRanges};
+use attn_runtime::reference::Dtype;
 use attn_runtime::testing::main_grid::{self, DECODE};
 
 static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
@@ -173,4 +174,52 @@ pub fn main_grid(heads: (usize, usize), head_size: usize, seed: u64, mma: MmaKin
             }
         }
     }
+}
+
+/// The launch table's prefill tilings on a mixed batch with a prefill: each head size's
+/// (D 32, 64, 96, 128, 256), D 128 with ALiBi (its 64-key tiles) and D 256 with softcap
+/// (P1's softcap row), and D 128 in f16, on `mma`'s plans.
+pub fn launch_table_tilings(mma: MmaKind) {
+    let seqs: &[(usize, usize)] = &[(1, 150), (70, 200), (29, 93)];
+    for (i, d) in [32, 64, 96, 128, 256].into_iter().enumerate() {
+        let g = Geometry::new(seqs, (4, 2), d);
+        let name = format!("tiling D {d}");
+        heuristic(&name, &g, 30 + i as u64, AttentionOptions::default(), mma);
+    }
+    let slopes = [0.5, 0.25, 0.125, 0.0625];
+    let alibi = AttentionOptions {
+        alibi: Some(Alibi {
+            slopes: &slopes,
+            sqrt: true,
+        }),
+        ..Default::default()
+    };
+    heuristic(
+        "tiling D 128 ALiBi sqrt",
+        &Geometry::new(seqs, (4, 2), 128),
+        36,
+        alibi,
+        mma,
+    );
+    let softcap = AttentionOptions {
+        sliding_window: 64,
+        softcap: Some(50.0),
+        ..Default::default()
+    };
+    heuristic(
+        "tiling D 256 softcap",
+        &Geometry::new(seqs, (4, 2), 256),
+        37,
+        softcap,
+        mma,
+    );
+    // f16 operands (the MMAs' other input type).
+    let f16 = Geometry::new(seqs, (4, 2), 128).dtype(Dtype::F16);
+    heuristic(
+        "tiling D 128 f16",
+        &f16,
+        38,
+        AttentionOptions::default(),
+        mma,
+    );
 }
