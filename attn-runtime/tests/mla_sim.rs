@@ -10,10 +10,18 @@ mod sim_launcher;
 
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use mla_support::{check_case_launched, Case};
-use sim_launcher::{Branch, SimLauncher};
+use sim_launcher::{Branch, Landing, SimLauncher};
 
-static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
-static MMA_SYNC: SimLauncher = SimLauncher(Branch::MmaSync);
+/// TMA boxes (the history's latent tiles) land at once: a stage refilled while still read
+/// changes under its MMAs.
+static WGMMA: SimLauncher = SimLauncher {
+    branch: Branch::Wgmma,
+    landing: Landing::Early,
+};
+static MMA_SYNC: SimLauncher = SimLauncher {
+    branch: Branch::MmaSync,
+    landing: Landing::Late,
+};
 
 fn simulated(mut c: Case, mma: MmaKind, splits: Option<u32>, seed: u64) {
     if !sim_launcher::have_gxx() {

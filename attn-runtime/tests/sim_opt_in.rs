@@ -13,7 +13,7 @@ mod unified_sim_cases;
 
 use attn_runtime::ops::unified_attention::config::MmaKind::{Sync, Warpgroup};
 use mla_support::{check_case_launched, Case};
-use sim_launcher::{Branch, SimLauncher};
+use sim_launcher::{Branch, Landing, SimLauncher};
 use unified_sim_cases as cases;
 
 const OPT_IN: &str = "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row,\
@@ -83,7 +83,11 @@ fn p3_class_on_sm80() {
 #[test]
 fn mla_step_on_sm90a() {
     setup();
-    static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
+    // Boxes landing at the first wait on their barrier (`mla_sim.rs` lands them at once).
+    static WGMMA: SimLauncher = SimLauncher {
+        branch: Branch::Wgmma,
+        landing: Landing::Late,
+    };
     if !sim_launcher::have_gxx() {
         return;
     }

@@ -7,7 +7,7 @@
 #[path = "../../attn-runtime/tests/sim_launcher/mod.rs"]
 mod sim_launcher;
 
-use sim_launcher::{Branch, SimLauncher};
+use sim_launcher::{Branch, Landing, SimLauncher};
 
 use attn_examples::{
     document_window, packed_documents, prefix_lm, sink_window, tree_mask, Variant,
@@ -56,7 +56,10 @@ fn parity_on_sm90a(
     path: PathChoice,
     mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
 ) {
-    static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
+    static WGMMA: SimLauncher = SimLauncher {
+        branch: Branch::Wgmma,
+        landing: Landing::Late,
+    };
     if !sim_launcher::have_gxx() {
         eprintln!("skipping {name}: no g++");
         return;

@@ -29,6 +29,16 @@ pub enum Branch {
     Wgmma,
 }
 
+/// When copies land (`ATTN_SIM_LANDING_DELAY_US` of the simulator's process): a `cp.async`
+/// group at its wait, late by the delay, and a TMA box at once (`Early`) or at the first wait
+/// on its mbarrier (`Late`). Early landing catches a stage refilled while still read, late
+/// landing a read that does not wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Landing {
+    Early,
+    Late,
+}
+
 impl Branch {
     /// Whether `source` has an sm_90a branch to run.
     pub fn present(self, source: &str) -> bool {
@@ -289,12 +299,24 @@ pub fn run(k: &CudaKernel, grid: [u32; 3], args: &mut [SimArg]) -> Result<(), St
     run_branch(k, grid, args, Branch::MmaSync)
 }
 
-/// [`run`] on the given branch of the source.
+/// [`run`] on the given branch of the source (copies landing as the process's
+/// `ATTN_SIM_LANDING_DELAY_US` says).
 pub fn run_branch(
     k: &CudaKernel,
     grid: [u32; 3],
     args: &mut [SimArg],
     branch: Branch,
+) -> Result<(), String> {
+    run_landing(k, grid, args, branch, None)
+}
+
+/// [`run_branch`] with the copies' landing set for this run (`None`: the process's).
+pub fn run_landing(
+    k: &CudaKernel,
+    grid: [u32; 3],
+    args: &mut [SimArg],
+    branch: Branch,
+    landing: Option<Landing>,
 ) -> Result<(), String> {
     let bin = build(k, branch)?;
     let dir = bin.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -324,7 +346,13 @@ pub fn run_branch(
     std::fs::File::create(&inp)
         .and_then(|mut f| f.write_all(&blob))
         .map_err(|e| e.to_string())?;
-    let st = Command::new(&bin)
+    let mut cmd = Command::new(&bin);
+    match landing {
+        Some(Landing::Early) => cmd.env("ATTN_SIM_LANDING_DELAY_US", "0"),
+        Some(Landing::Late) => cmd.env("ATTN_SIM_LANDING_DELAY_US", "300"),
+        None => &mut cmd,
+    };
+    let st = cmd
         .arg(&inp)
         .arg(&outp)
         .output()

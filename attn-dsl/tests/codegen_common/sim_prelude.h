@@ -97,8 +97,11 @@ inline void attn_mbar_arrive(unsigned long long* bar) {
     attn_sim_mbar_update(bar, 1, 0);
 }
 // Returns once the phase of this parity completed: the phase in progress has the other one.
+// What lands before a wait checks its barrier: `sim_tma.h` puts its late boxes here.
+inline void (*attn_sim_before_wait)(unsigned long long* bar) = nullptr;
 inline void attn_mbar_wait(unsigned long long* bar, unsigned parity) {
     for (;;) {
+        if (attn_sim_before_wait) attn_sim_before_wait(bar);
         {
             std::lock_guard<std::mutex> g(attn_sim_sync_lock);
             if ((reinterpret_cast<attn_sim_mbar*>(bar)->phase & 1u) != parity) return;

@@ -1,8 +1,11 @@
 // TMA bulk copies on the simulator (the sm_90a branch of a source whose tiles move as boxes):
-// a box lands at once when issued, its bytes counted down on its mbarrier, rows stored with
-// the 128-byte swizzle on the absolute shared address; elements outside the map's rows of
+// a box's bytes are counted down on its mbarrier as it lands, its rows stored with the
+// 128-byte swizzle on the absolute shared address; elements outside the map's rows of
 // `stride` (past a row's end or the buffer's last row) arrive as zeros, as the hardware's
-// out-of-bounds fill does.
+// out-of-bounds fill does. A box lands when issued (the earliest: a stage refilled while
+// still read changes under its readers), or, with `ATTN_SIM_LANDING_DELAY_US` set, only when
+// a thread first waits on its mbarrier (the latest: a reader that does not wait for the
+// box, or a zero-fill of its masked chunks made before it landed, reads or keeps stale bytes).
 #pragma once
 
 inline void attn_mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
@@ -10,8 +13,9 @@ inline void attn_mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
     attn_sim_mbar_update(bar, 1, (int)bytes);
 }
 
-inline void attn_tma_load_2d(void* dst, const attn_tensor_map* map, int x, int y,
-                             unsigned long long* bar) {
+// Copies one box into shared memory and counts its bytes down on `bar`.
+inline void attn_sim_land_box(void* dst, const attn_tensor_map* map, int x, int y,
+                              unsigned long long* bar) {
     const auto* w = map->words;
     const auto* base = reinterpret_cast<const unsigned char*>((uintptr_t)w[0]);
     const long long stride = (long long)w[1], rows = (long long)w[2];
@@ -33,6 +37,45 @@ inline void attn_tma_load_2d(void* dst, const attn_tensor_map* map, int x, int y
         }
     std::lock_guard<std::mutex> g(attn_sim_sync_lock);
     attn_sim_mbar_update(bar, 0, -(int)(box_rows * box_cols * elem));
+}
+
+// Boxes issued and not landed yet (late landing), under `attn_sim_sync_lock`. The map is
+// copied: the kernel's parameter may be a thread's own copy.
+struct attn_sim_box {
+    void* dst;
+    attn_tensor_map map;
+    int x, y;
+    unsigned long long* bar;
+};
+inline std::vector<attn_sim_box> attn_sim_pending_boxes;
+
+// Lands every pending box of `bar` (called before a wait checks it).
+inline void attn_sim_land_pending(unsigned long long* bar) {
+    std::vector<attn_sim_box> mine;
+    {
+        std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+        auto& all = attn_sim_pending_boxes;
+        for (auto it = all.begin(); it != all.end();) {
+            if (it->bar == bar) {
+                mine.push_back(*it);
+                it = all.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (auto& b : mine) attn_sim_land_box(b.dst, &b.map, b.x, b.y, b.bar);
+}
+
+inline void attn_tma_load_2d(void* dst, const attn_tensor_map* map, int x, int y,
+                             unsigned long long* bar) {
+    if (attn_sim_landing_delay_us() == 0) {
+        attn_sim_land_box(dst, map, x, y, bar);
+        return;
+    }
+    std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+    attn_sim_before_wait = &attn_sim_land_pending;
+    attn_sim_pending_boxes.push_back({dst, *map, x, y, bar});
 }
 
 // The device helper's arithmetic (a reciprocal multiply and its fix-up), so a negative

@@ -9,7 +9,7 @@
 #[path = "../../../attn-dsl/tests/codegen_common/cpu_sim.rs"]
 mod cpu_sim;
 
-pub use cpu_sim::{have_gxx, Branch};
+pub use cpu_sim::{have_gxx, Branch, Landing};
 
 use attn_dsl::interp::CpuArg;
 use attn_runtime::ops::host_launch::{HostLaunch, HostLauncher};
@@ -17,15 +17,18 @@ use cpu_sim::SimArg;
 
 /// Runs every launch on the simulator's `branch` of its source, or on `mma.sync` where the
 /// source has no such branch (as the device does: a decode tile of 16 rows is `mma.sync`
-/// code on sm_90a too).
+/// code on sm_90a too), its copies landing as `landing` says.
 #[derive(Debug)]
-pub struct SimLauncher(pub Branch);
+pub struct SimLauncher {
+    pub branch: Branch,
+    pub landing: Landing,
+}
 
 impl HostLauncher for SimLauncher {
     fn run(&self, l: HostLaunch<'_>, mut args: Vec<CpuArg<'_>>) -> Result<(), String> {
         let k = (l.cuda)()?;
-        let branch = if self.0.present(&k.source) {
-            self.0
+        let branch = if self.branch.present(&k.source) {
+            self.branch
         } else {
             Branch::MmaSync
         };
@@ -38,7 +41,7 @@ impl HostLauncher for SimLauncher {
                 CpuArg::Unsupported { type_name } => Err(format!("a {type_name} argument")),
             })
             .collect::<Result<Vec<_>, String>>()?;
-        cpu_sim::run_branch(&k, l.grid, &mut sim, branch)?;
+        cpu_sim::run_landing(&k, l.grid, &mut sim, branch, Some(self.landing))?;
         for (a, s) in args.iter_mut().zip(&sim) {
             if let (CpuArg::Out(out), SimArg::Buf(b)) = (a, s) {
                 if !out.copy_from(b) {

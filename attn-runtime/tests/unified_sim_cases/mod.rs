@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use super::sim_launcher::{self, Branch, SimLauncher};
+use super::sim_launcher::{self, Branch, Landing, SimLauncher};
 use super::unified_common::run::check_case;
 use super::unified_common::{Geometry, PagedData};
 use attn_runtime::ops::unified_attention::config::MmaKind;
@@ -16,8 +16,15 @@ use attn_runtime::reference::unified_attention::{Alibi, AttentionOptions, Causal
 use attn_runtime::reference::Dtype;
 use attn_runtime::testing::main_grid::{self, DECODE};
 
-static WGMMA: SimLauncher = SimLauncher(Branch::Wgmma);
-static MMA_SYNC: SimLauncher = SimLauncher(Branch::MmaSync);
+/// Copies land as late as allowed: a read that does not wait for them sees stale bytes.
+static WGMMA: SimLauncher = SimLauncher {
+    branch: Branch::Wgmma,
+    landing: Landing::Late,
+};
+static MMA_SYNC: SimLauncher = SimLauncher {
+    branch: Branch::MmaSync,
+    landing: Landing::Late,
+};
 
 pub const MIXED: &[(usize, usize)] = &[(1, 150), (5, 18), (29, 93)];
 pub const PREFILL: &[(usize, usize)] = &[(150, 150), (70, 200)];
