@@ -14,14 +14,8 @@ use sim_launcher::{Branch, Landing, SimLauncher};
 
 /// TMA boxes (the history's latent tiles) land at once: a stage refilled while still read
 /// changes under its MMAs.
-static WGMMA: SimLauncher = SimLauncher {
-    branch: Branch::Wgmma,
-    landing: Landing::Early,
-};
-static MMA_SYNC: SimLauncher = SimLauncher {
-    branch: Branch::MmaSync,
-    landing: Landing::Late,
-};
+static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Early);
+static MMA_SYNC: SimLauncher = SimLauncher::new(Branch::MmaSync, Landing::Late);
 
 fn simulated(mut c: Case, mma: MmaKind, splits: Option<u32>, seed: u64) {
     if !sim_launcher::have_gxx() {

@@ -84,10 +84,7 @@ fn p3_class_on_sm80() {
 fn mla_step_on_sm90a() {
     setup();
     // Boxes landing at the first wait on their barrier (`mla_sim.rs` lands them at once).
-    static WGMMA: SimLauncher = SimLauncher {
-        branch: Branch::Wgmma,
-        landing: Landing::Late,
-    };
+    static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Late);
     if !sim_launcher::have_gxx() {
         return;
     }

@@ -56,10 +56,7 @@ fn parity_on_sm90a(
     path: PathChoice,
     mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
 ) {
-    static WGMMA: SimLauncher = SimLauncher {
-        branch: Branch::Wgmma,
-        landing: Landing::Late,
-    };
+    static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Late);
     if !sim_launcher::have_gxx() {
         eprintln!("skipping {name}: no g++");
         return;

@@ -24,6 +24,12 @@ pub struct SimLauncher {
     pub landing: Landing,
 }
 
+impl SimLauncher {
+    pub const fn new(branch: Branch, landing: Landing) -> Self {
+        SimLauncher { branch, landing }
+    }
+}
+
 impl HostLauncher for SimLauncher {
     fn run(&self, l: HostLaunch<'_>, mut args: Vec<CpuArg<'_>>) -> Result<(), String> {
         let k = (l.cuda)()?;

@@ -17,14 +17,8 @@ use attn_runtime::reference::Dtype;
 use attn_runtime::testing::main_grid::{self, DECODE};
 
 /// Copies land as late as allowed: a read that does not wait for them sees stale bytes.
-static WGMMA: SimLauncher = SimLauncher {
-    branch: Branch::Wgmma,
-    landing: Landing::Late,
-};
-static MMA_SYNC: SimLauncher = SimLauncher {
-    branch: Branch::MmaSync,
-    landing: Landing::Late,
-};
+static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Late);
+static MMA_SYNC: SimLauncher = SimLauncher::new(Branch::MmaSync, Landing::Late);
 
 pub const MIXED: &[(usize, usize)] = &[(1, 150), (5, 18), (29, 93)];
 pub const PREFILL: &[(usize, usize)] = &[(150, 150), (70, 200)];
