@@ -217,16 +217,17 @@ fn listed(
 /// are in both tables with different meanings, so their readers say which
 /// ([`disabled`] / [`enabled`]).
 pub(crate) fn on(feature: &str) -> bool {
-    let shipped = SHIPPED.iter().any(|(n, _)| *n == feature);
-    let opt_in = OPT_IN.iter().any(|(n, _)| *n == feature);
-    assert!(
-        shipped != opt_in,
+    let has = |table: Table| table.iter().any(|(n, _)| *n == feature);
+    // Like `listed`'s registry check, for debug builds only: `on` is read for every op the
+    // code generator renders.
+    debug_assert!(
+        has(SHIPPED) != has(OPT_IN),
         "internal error: feature `{feature}` must be in exactly one table to be read with `on`"
     );
-    if shipped {
-        !disabled(feature)
-    } else {
+    if has(OPT_IN) {
         enabled(feature)
+    } else {
+        !disabled(feature)
     }
 }
 
