@@ -6,7 +6,7 @@
 //! path's whole case grid without a GPU.
 
 use attn_dsl::codegen::CudaKernel;
-use attn_dsl::interp::CpuArg;
+use attn_dsl::interp::{CpuArg, ExecError, ExecStats};
 use attn_dsl::ir::Function;
 
 /// One launch of a CPU run, as a [`HostLauncher`] gets it.
@@ -35,4 +35,29 @@ pub trait HostLauncher: std::fmt::Debug + Send + Sync {
     /// Runs `launch` with `args` (in the kernel's parameter order); outputs are written
     /// through the `Out` arguments.
     fn run(&self, launch: HostLaunch<'_>, args: Vec<CpuArg<'_>>) -> Result<(), String>;
+}
+
+/// Why a launch of a CPU run failed, by who ran it.
+#[derive(Debug)]
+pub enum HostRunError {
+    /// The CPU executor's error.
+    Exec(ExecError),
+    /// The launcher's message.
+    Launcher(String),
+}
+
+/// Runs `launch` with `args` on `launcher`, or on the CPU executor for `None` (whose
+/// statistics are returned; a launcher's run has none).
+pub fn run_launch(
+    launcher: Option<&dyn HostLauncher>,
+    launch: HostLaunch<'_>,
+    args: Vec<CpuArg<'_>>,
+) -> Result<ExecStats, HostRunError> {
+    match launcher {
+        None => attn_dsl::interp::run(launch.kernel, launch.grid, args).map_err(HostRunError::Exec),
+        Some(l) => l
+            .run(launch, args)
+            .map(|()| ExecStats::default())
+            .map_err(HostRunError::Launcher),
+    }
 }

@@ -10,8 +10,9 @@
 use super::metadata::{DcpLayout, DcpLayoutError};
 use super::plan::{BufferRole, DecodePlan, KernelLaunch, PlanArg, LATENT, QK_WIDTH, V_HEAD};
 use crate::kernels::mla_dcp::{specialize_kernel, MlaKernelError};
+use crate::ops::host_launch::{self, HostRunError};
 pub use crate::ops::host_launch::{HostLaunch, HostLauncher};
-use attn_dsl::interp::{run, CpuArg, ExecError, HostBuffer};
+use attn_dsl::interp::{CpuArg, ExecError, HostBuffer};
 use attn_dsl::ir::{Function, ParamKind, ScalarType};
 use attn_dsl::kernel::ScalarArg;
 use std::collections::BTreeMap;
@@ -229,24 +230,18 @@ fn run_launch(
             PlanArg::F32(v) => CpuArg::Scalar(ScalarArg::F32(v)),
         });
     }
-    let Some(l) = launcher else {
-        return run(f, launch.grid, args)
-            .map(|_| ())
-            .map_err(|source| CpuDecodeError::Exec {
-                kernel: launch.key(),
-                source,
-            });
-    };
     let cuda = || launch.compile().map(|c| c.cuda).map_err(|e| e.to_string());
     let host = HostLaunch {
         kernel: f,
         grid: launch.grid,
         cuda: &cuda,
     };
-    l.run(host, args)
-        .map_err(|message| CpuDecodeError::Launcher {
-            kernel: launch.key(),
-            message,
+    let kernel = launch.key();
+    host_launch::run_launch(launcher, host, args)
+        .map(|_| ())
+        .map_err(|e| match e {
+            HostRunError::Exec(source) => CpuDecodeError::Exec { kernel, source },
+            HostRunError::Launcher(message) => CpuDecodeError::Launcher { kernel, message },
         })
 }
 

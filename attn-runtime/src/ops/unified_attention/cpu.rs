@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use attn_dsl::interp::{run, CpuArg, ExecError, ExecStats, HostBuffer};
+use attn_dsl::interp::{CpuArg, ExecError, ExecStats, HostBuffer};
 use attn_dsl::ir::{Function, ScalarType};
 use thiserror::Error;
 
@@ -30,6 +30,7 @@ use super::variant::{validate_aux, AuxError, AuxView, Variant, VariantModule};
 use crate::kernels::dsl_module::{DslModule, ModuleLoadError};
 use crate::kernels::specialization_cache::specialize_cached;
 use crate::kernels::unified_attention;
+use crate::ops::host_launch::{run_launch, HostRunError};
 pub use crate::ops::host_launch::{HostLaunch, HostLauncher};
 use crate::reference::unified_attention::{Causality, MmRanges, UnifiedAttentionProblem};
 use crate::reference::Dtype;
@@ -221,18 +222,15 @@ pub fn run_unified_attention_cpu(
     let module = kernel_module(options.variant.as_ref())?;
     let mut buffers = host_buffers(problem, &dims, options, &plan);
     let file = module.label().to_string();
-    let run = |launch, buffers: &mut _| {
-        let host = HostRun {
-            module: &module,
-            file: &file,
-            variant: plan.variant.as_ref(),
-            launcher: options.launcher,
-        };
-        host.execute(launch, buffers)
+    let host = HostRun {
+        module: &module,
+        file: &file,
+        variant: plan.variant.as_ref(),
+        launcher: options.launcher,
     };
-    let mut stats = vec![run(&plan.attention, &mut buffers)?];
+    let mut stats = vec![host.execute(&plan.attention, &mut buffers)?];
     if let Some(reduce) = &plan.reduce {
-        stats.push(run(reduce, &mut buffers)?);
+        stats.push(host.execute(reduce, &mut buffers)?);
     }
     let raw = buffers
         .remove(&BufferRole::Output)
@@ -564,21 +562,17 @@ impl HostRun<'_> {
             })
             .collect();
         let args = marshal(&f, launch, buffers, &mut dummies)?;
+        let cuda = || emit_launch_for(launch, self.variant).map_err(|e| e.to_string());
+        let host = HostLaunch {
+            kernel: &f,
+            grid: launch.grid,
+            cuda: &cuda,
+        };
         let kernel = launch.kernel.to_string();
-        match self.launcher {
-            Some(l) => {
-                let cuda = || emit_launch_for(launch, self.variant).map_err(|e| e.to_string());
-                let host = HostLaunch {
-                    kernel: &f,
-                    grid: launch.grid,
-                    cuda: &cuda,
-                };
-                l.run(host, args)
-                    .map(|()| ExecStats::default())
-                    .map_err(|message| CpuError::Launcher { kernel, message })
-            }
-            None => run(&f, launch.grid, args).map_err(|source| CpuError::Exec { kernel, source }),
-        }
+        run_launch(self.launcher, host, args).map_err(|e| match e {
+            HostRunError::Exec(source) => CpuError::Exec { kernel, source },
+            HostRunError::Launcher(message) => CpuError::Launcher { kernel, message },
+        })
     }
 }
 
