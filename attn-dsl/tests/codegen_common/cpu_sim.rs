@@ -61,8 +61,7 @@ pub fn have_gxx() -> bool {
 /// One directory per (kernel, simulator prelude, driver): a cached binary is never stale.
 fn work_dir(k: &CudaKernel, branch: Branch) -> PathBuf {
     let mut h = blake3::Hasher::new();
-    h.update(k.hash.as_bytes());
-    // The source too: a test may run an edited copy of an emitted kernel.
+    // The source itself, not `k.hash`: a test may run an edited copy of an emitted kernel.
     h.update(k.source.as_bytes());
     h.update(SIM_PRELUDE.as_bytes());
     h.update(SIM_WGMMA.as_bytes());
@@ -296,22 +295,12 @@ fn scalar_bytes(s: ScalarArg) -> Vec<u8> {
 /// Runs kernel `k` over `grid` with `args` on the CPU simulator (its `mma.sync` branch);
 /// buffers are updated in place.
 pub fn run(k: &CudaKernel, grid: [u32; 3], args: &mut [SimArg]) -> Result<(), String> {
-    run_branch(k, grid, args, Branch::MmaSync)
+    run_branch(k, grid, args, Branch::MmaSync, None)
 }
 
-/// [`run`] on the given branch of the source (copies landing as the process's
-/// `ATTN_SIM_LANDING_DELAY_US` says).
+/// [`run`] on the given branch of the source, the copies landing as `landing` says (`None`:
+/// as the process's `ATTN_SIM_LANDING_DELAY_US` says).
 pub fn run_branch(
-    k: &CudaKernel,
-    grid: [u32; 3],
-    args: &mut [SimArg],
-    branch: Branch,
-) -> Result<(), String> {
-    run_landing(k, grid, args, branch, None)
-}
-
-/// [`run_branch`] with the copies' landing set for this run (`None`: the process's).
-pub fn run_landing(
     k: &CudaKernel,
     grid: [u32; 3],
     args: &mut [SimArg],

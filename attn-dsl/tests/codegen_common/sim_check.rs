@@ -59,7 +59,7 @@ pub fn check_each(
         }
         let label = format!("{label} ({branch:?})");
         let mut got = args.clone();
-        cpu_sim::run_branch(&k, grid, &mut got, branch)
+        cpu_sim::run_branch(&k, grid, &mut got, branch, None)
             .unwrap_or_else(|e| panic!("{label}: sim: {e}"));
         compare(&label, &got, &want, &args, &tol);
         first.get_or_insert(got);
@@ -125,7 +125,7 @@ pub fn outcome(
     let mut want = args.clone();
     cpu_sim::run_interp(f, grid, &mut want)?;
     let mut got = args.clone();
-    cpu_sim::run_branch(k, grid, &mut got, branch)?;
+    cpu_sim::run_branch(k, grid, &mut got, branch, None)?;
     mismatch(&got, &want, &args, |_| tol).map_or(Ok(()), Err)
 }
 

@@ -47,7 +47,7 @@ impl HostLauncher for SimLauncher {
                 CpuArg::Unsupported { type_name } => Err(format!("a {type_name} argument")),
             })
             .collect::<Result<Vec<_>, String>>()?;
-        cpu_sim::run_landing(&k, l.grid, &mut sim, branch, Some(self.landing))?;
+        cpu_sim::run_branch(&k, l.grid, &mut sim, branch, Some(self.landing))?;
         for (a, s) in args.iter_mut().zip(&sim) {
             if let (CpuArg::Out(out), SimArg::Buf(b)) = (a, s) {
                 if !out.copy_from(b) {
