@@ -9,7 +9,7 @@ use attn_dsl::ir::ScalarType;
 use attn_runtime::ops::mla_dcp::cpu::{finish, run_combine_v_up, simulate_until_combine};
 use attn_runtime::ops::mla_dcp::plan::LATENT;
 use attn_runtime::ops::unified_attention::config::MmaKind;
-use mla_support::{check_case, check_outputs, Case, Inputs};
+use mla_support::{check_case, check_outputs, planned_for, Case, Inputs};
 
 /// Ragged batch with mixed q_len {1, 2, 4}: one long request, one shorter than D·I for the
 /// larger geometries (empty shards), one with no history at all.
@@ -80,10 +80,8 @@ fn warpgroup_plan_takes_whole_head_tiles() {
         (Case::new(1, 1, 64, 80, &[150, 3], &[1, 2]), None),
         (Case::new(2, 8, 32, 40, &[90, 70], &[2, 1]), Some(2)),
     ];
-    for (i, (mut c, splits)) in cases.into_iter().enumerate() {
-        c.mma = MmaKind::Warpgroup;
-        c.splits = splits;
-        c.num_sms = 132;
+    for (i, (c, splits)) in cases.into_iter().enumerate() {
+        let c = planned_for(c, MmaKind::Warpgroup, splits);
         let plan = c.plan();
         assert_eq!(plan.history.kernel, "mla_history", "case {i}");
         let gathered = c.d * c.heads;

@@ -12,7 +12,7 @@ mod unified_common;
 mod unified_sim_cases;
 
 use attn_runtime::ops::unified_attention::config::MmaKind::{Sync, Warpgroup};
-use mla_support::{check_case_launched, Case};
+use mla_support::{check_case_launched, sm90a_history_cases};
 use sim_launcher::{Branch, Landing, SimLauncher};
 use unified_sim_cases as cases;
 
@@ -88,20 +88,13 @@ fn mla_step_on_sm90a() {
     if !sim_launcher::have_gxx() {
         return;
     }
-    let cases = [
-        (Case::new(1, 1, 64, 64, &[300, 3], &[1, 2]), None),
-        (Case::new(2, 8, 32, 40, &[190, 70], &[2, 1]), Some(2)),
-    ];
-    for (i, (mut c, splits)) in cases.into_iter().enumerate() {
-        c.mma = Warpgroup;
-        c.splits = splits;
-        c.num_sms = 132;
+    for (i, c) in sm90a_history_cases().iter().enumerate() {
         let plan = c.plan();
         let bound = |n: &str| plan.history.bindings().iter().any(|b| b.name == n);
         assert!(
             bound("LAZY_RESCALE"),
             "case {i}: the history binds the lazy max"
         );
-        check_case_launched(&c, 710 + i as u64, Some(&WGMMA));
+        check_case_launched(c, 710 + i as u64, Some(&WGMMA));
     }
 }

@@ -208,6 +208,32 @@ pub fn values(b: &HostBuffer) -> Vec<f64> {
     b.to_f64s()
 }
 
+/// `c` planned for `mma` on a 132-SM device with `splits` forced (or not).
+pub fn planned_for(mut c: Case, mma: MmaKind, splits: Option<u32>) -> Case {
+    c.mma = mma;
+    c.splits = splits;
+    c.num_sms = 132;
+    c
+}
+
+/// The sm_90a history's simulated steps: 64 heads on one rank (L1's tiling: a request long
+/// enough for several tiles and a ragged last one, a short one, a chunk of two queries),
+/// and two ranks with 80 gathered heads (a ragged head tile), the history split in two.
+pub fn sm90a_history_cases() -> [Case; 2] {
+    [
+        planned_for(
+            Case::new(1, 1, 64, 64, &[300, 3], &[1, 2]),
+            MmaKind::Warpgroup,
+            None,
+        ),
+        planned_for(
+            Case::new(2, 8, 32, 40, &[190, 70], &[2, 1]),
+            MmaKind::Warpgroup,
+            Some(2),
+        ),
+    ]
+}
+
 /// Runs the simulated step and compares every rank's `lat_out`, `y` and fused `y` with the
 /// reference.
 pub fn check_case(case: &Case, seed: u64) -> Vec<RankOutput> {
