@@ -10,12 +10,7 @@ mod sim_launcher;
 
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use mla_support::{check_case_launched, planned_for, sm90a_history_cases, Case};
-use sim_launcher::{Branch, Landing, SimLauncher};
-
-/// TMA boxes (the history's latent tiles) land at once: a stage refilled while still read
-/// changes under its MMAs.
-static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Early);
-static MMA_SYNC: SimLauncher = SimLauncher::new(Branch::MmaSync, Landing::Late);
+use sim_launcher::Landing;
 
 /// `c` checked with its launches simulated (on `mma`'s launcher), unless g++ is missing.
 fn simulated(c: &Case, seed: u64) {
@@ -23,11 +18,13 @@ fn simulated(c: &Case, seed: u64) {
         eprintln!("skipping {c:?}: no g++");
         return;
     }
-    let launcher: &'static SimLauncher = match c.mma {
-        MmaKind::Warpgroup => &WGMMA,
-        MmaKind::Sync => &MMA_SYNC,
-    };
-    check_case_launched(c, seed, Some(launcher));
+    // TMA boxes (the history's latent tiles) land at once: a stage refilled while still
+    // read changes under its MMAs.
+    check_case_launched(
+        c,
+        seed,
+        Some(sim_launcher::for_target(c.mma, Landing::Early)),
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ mod unified_sim_cases;
 
 use attn_runtime::ops::unified_attention::config::MmaKind::{Sync, Warpgroup};
 use mla_support::{check_case_launched, sm90a_history_cases};
-use sim_launcher::{Branch, Landing, SimLauncher};
+use sim_launcher::Landing;
 use unified_sim_cases as cases;
 
 const OPT_IN: &str = "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row,\
@@ -83,8 +83,6 @@ fn p3_class_on_sm80() {
 #[test]
 fn mla_step_on_sm90a() {
     setup();
-    // Boxes landing at the first wait on their barrier (`mla_sim.rs` lands them at once).
-    static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Late);
     if !sim_launcher::have_gxx() {
         return;
     }
@@ -95,6 +93,8 @@ fn mla_step_on_sm90a() {
             bound("LAZY_RESCALE"),
             "case {i}: the history binds the lazy max"
         );
-        check_case_launched(c, 710 + i as u64, Some(&WGMMA));
+        // Boxes landing at the first wait on their barrier (`mla_sim.rs` lands them at once).
+        let launcher = sim_launcher::for_target(Warpgroup, Landing::Late);
+        check_case_launched(c, 710 + i as u64, Some(launcher));
     }
 }

@@ -7,7 +7,7 @@
 #[path = "../../attn-runtime/tests/sim_launcher/mod.rs"]
 mod sim_launcher;
 
-use sim_launcher::{Branch, Landing, SimLauncher};
+use sim_launcher::{Landing, SimLauncher};
 
 use attn_examples::{
     document_window, packed_documents, prefix_lm, sink_window, tree_mask, Variant,
@@ -56,12 +56,18 @@ fn parity_on_sm90a(
     path: PathChoice,
     mask: &(dyn Fn(usize, i64, i64) -> bool + Sync),
 ) {
-    static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Late);
     if !sim_launcher::have_gxx() {
         eprintln!("skipping {name}: no g++");
         return;
     }
-    parity_on(name, cpu, data, path, mask, Some(&WGMMA));
+    parity_on(
+        name,
+        cpu,
+        data,
+        path,
+        mask,
+        Some(sim_launcher::for_target(MmaKind::Warpgroup, Landing::Late)),
+    );
 }
 
 /// [`parity`] on the warpgroup plan with `launcher` running its launches, or on the

@@ -13,6 +13,7 @@ pub use cpu_sim::{have_gxx, Branch, Landing};
 
 use attn_dsl::interp::CpuArg;
 use attn_runtime::ops::host_launch::{HostLaunch, HostLauncher};
+use attn_runtime::ops::unified_attention::config::MmaKind;
 use cpu_sim::SimArg;
 
 /// Runs every launch on the simulator's `branch` of its source, or on `mma.sync` where the
@@ -28,6 +29,22 @@ impl SimLauncher {
     pub const fn new(branch: Branch, landing: Landing) -> Self {
         SimLauncher { branch, landing }
     }
+}
+
+/// The launcher running the branch a device of `mma`'s target compiles (sm_90a's for a
+/// warpgroup plan, `mma.sync` for an sm_80 one), copies landing as `landing` says.
+pub fn for_target(mma: MmaKind, landing: Landing) -> &'static SimLauncher {
+    static LAUNCHERS: [SimLauncher; 4] = [
+        SimLauncher::new(Branch::Wgmma, Landing::Early),
+        SimLauncher::new(Branch::Wgmma, Landing::Late),
+        SimLauncher::new(Branch::MmaSync, Landing::Early),
+        SimLauncher::new(Branch::MmaSync, Landing::Late),
+    ];
+    let branch = match mma {
+        MmaKind::Warpgroup => 0,
+        MmaKind::Sync => 2,
+    };
+    &LAUNCHERS[branch + usize::from(landing == Landing::Late)]
 }
 
 impl HostLauncher for SimLauncher {

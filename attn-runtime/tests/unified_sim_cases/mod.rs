@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use super::sim_launcher::{self, Branch, Landing, SimLauncher};
+use super::sim_launcher::{self, Branch, Landing};
 use super::unified_common::run::check_case;
 use super::unified_common::{Geometry, PagedData};
 use attn_runtime::ops::unified_attention::config::MmaKind;
@@ -15,10 +15,6 @@ use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::reference::unified_attention::{Alibi, AttentionOptions, Causality, MmRanges};
 use attn_runtime::reference::Dtype;
 use attn_runtime::testing::main_grid::{self, DECODE};
-
-/// Copies land as late as allowed: a read that does not wait for them sees stale bytes.
-static WGMMA: SimLauncher = SimLauncher::new(Branch::Wgmma, Landing::Late);
-static MMA_SYNC: SimLauncher = SimLauncher::new(Branch::MmaSync, Landing::Late);
 
 pub const MIXED: &[(usize, usize)] = &[(1, 150), (5, 18), (29, 93)];
 pub const PREFILL: &[(usize, usize)] = &[(150, 150), (70, 200)];
@@ -37,10 +33,8 @@ pub fn simulated(
         eprintln!("skipping {name}: no g++");
         return None;
     }
-    let launcher = match mma {
-        MmaKind::Warpgroup => &WGMMA,
-        MmaKind::Sync => &MMA_SYNC,
-    };
+    // Copies land as late as allowed: a read that does not wait for them sees stale bytes.
+    let launcher = sim_launcher::for_target(mma, Landing::Late);
     let data = PagedData::random(g, seed);
     let cpu = CpuOptions {
         mma,
