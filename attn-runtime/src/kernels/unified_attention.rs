@@ -546,7 +546,7 @@ pub mod unified {
     /// `MASK_INTERVALS` (shipped, `features::mask_intervals`): `vllm_mask` tests each score
     /// against one key interval per row where its terms allow (`key_interval`).
     ///
-    /// `LAZY_RESCALE` (opt-in, `features::lazy_rescale`): a row's running max moves only when
+    /// `LAZY_RESCALE` (shipped, `features::lazy_rescale`): a row's running max moves only when
     /// a tile's max exceeds it by more than 5.5, so most tiles skip the
     /// accumulator's rescale (every factor is 1); the normalization is the same either way.
     ///

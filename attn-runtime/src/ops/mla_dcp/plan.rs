@@ -846,7 +846,7 @@ impl DecodeStep {
                 ("TMA", ConstValue::Bool(tma)),
             ]
             .into_iter()
-            // Opt-in, bound only when on: the shipped kernels' keys stay as they were.
+            // Bound only when on, so the kernels' keys without it stay as they were.
             .chain(
                 attn_dsl::features::lazy_rescale()
                     .then_some(("LAZY_RESCALE", ConstValue::Bool(true))),

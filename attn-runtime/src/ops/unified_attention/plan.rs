@@ -636,7 +636,7 @@ pub fn attention_bindings(
         ("MASK_INTERVALS", flag(attn_dsl::features::mask_intervals())),
     ]
     .into_iter()
-    // Opt-in, bound only when on: the shipped kernels' keys stay as they were.
+    // Bound only when on, so the kernels' keys without it stay as they were.
     .chain(attn_dsl::features::lazy_rescale().then(|| ("LAZY_RESCALE", flag(true))))
     .chain(
         variant
