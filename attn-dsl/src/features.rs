@@ -137,6 +137,10 @@ pub const OPT_IN: Table = &[
         "`row_step` in a split ring's producer too",
     ),
     ("swizzle", "swizzled tiles for the issue-bound copies too"),
+    (
+        "uniform_wg",
+        "the turns' warpgroup index broadcast from lane 0 (warp-uniform)",
+    ),
     ("tma", "TMA copies on sm_90a in every kernel"),
     (
         "unroll_scans",

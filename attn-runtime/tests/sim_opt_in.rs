@@ -1,6 +1,8 @@
 //! `unified_sim.rs`'s classes and `mla_sim.rs`'s steps with every opt-in feature the next
 //! device call is to time (`OPT_IN` below): the producer's address cuts, the exact rescale
-//! factor, the lazy running max and the masked fills as selects, all on the sm_90a branch of
+//! factor, the lazy running max, the masked fills as selects and the turns' warpgroup index
+//! broadcast from lane 0 (exact_alpha and lazy_rescale ship since session 20; naming them
+//! still asks for what is so), all on the sm_90a branch of
 //! the kernels a GPU would run, against the f64 reference. Session 18 built them without a
 //! GPU and simulated them only on test kernels and on `mma.sync`; this runs them in the
 //! benchmark rows' plans.
@@ -17,14 +19,14 @@ use sim_launcher::Landing;
 use unified_sim_cases as cases;
 
 const OPT_IN: &str = "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row,\
-                      exact_alpha,lazy_rescale,fill_select_all";
+                      exact_alpha,lazy_rescale,fill_select_all,uniform_wg";
 
 fn setup() {
     std::env::set_var("ATTN_CODEGEN_ENABLE", OPT_IN);
 }
 
 /// P0's kernel with the features in it: the producer's page rows and widening products,
-/// the exact factor, the lazy max.
+/// the exact factor, the lazy max, the turns' barriers named by the broadcast warpgroup.
 #[test]
 fn p0_class_on_sm90a() {
     setup();
@@ -37,6 +39,7 @@ fn p0_class_on_sm90a() {
         "attn_fast_exp_sub_exact(",
         // The slack of `LAZY_RESCALE` (`m_raw - m_i > 5.5`).
         "= 5.5f;",
+        "attn_bar_sync(1 + attn_wg, ",
     ] {
         assert!(src.contains(piece), "P0 without {piece}");
     }

@@ -490,6 +490,7 @@ impl<'f> Emitter<'f> {
     fn emit_body(&mut self) -> Result<(), CodegenError> {
         if self.prog.specialization.is_none() {
             self.emit_thread_coords("threadIdx.x");
+            self.emit_warpgroup_index(&self.prog.body);
         }
         self.emit_scalar_param_conversions();
         self.emit_alloc_pointers();
@@ -517,6 +518,23 @@ impl<'f> Emitter<'f> {
             self.w.line(
                 "const int attn_warp = tid / 32, attn_g = (tid % 32) / 4, attn_t4 = tid % 4;",
             );
+        }
+    }
+
+    /// `attn_wg`, this thread's warpgroup, where `body`'s warpgroups take turns (their named
+    /// barriers name it; sm_90a only, as the turns are) and `uniform_wg` is on. Broadcast
+    /// from lane 0 so ptxas knows it is warp-uniform and keeps it in a uniform register:
+    /// as a thread-index expression, `tid >> 7`, ptxas re-read `tid` inside P0's loop once
+    /// the producer's code changed around it (an `S2R`, and uniform-datapath work moved to
+    /// vector registers; session 20).
+    pub(crate) fn emit_warpgroup_index(&mut self, body: &GpuBlock) {
+        let mut turns = false;
+        crate::gpu_ir::walk_block(body, &mut |op| turns |= matches!(op, GpuOp::Turn(_)));
+        if turns && crate::features::on("uniform_wg") {
+            self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+            self.w
+                .line("const int attn_wg = attn_warp_uniform(tid >> 7);");
+            self.w.line("#endif");
         }
     }
 

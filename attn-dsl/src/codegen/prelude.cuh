@@ -243,6 +243,11 @@ __device__ __forceinline__ bool attn_shfl_xor(bool v, int m) {
     return __shfl_xor_sync(0xffffffffu, (int)v, m) != 0;
 }
 
+// Lane 0's `v` in every lane: a value the compiler then knows is the same across the warp, so
+// it can live in a uniform register instead of being recomputed from the thread index where
+// vector registers are short (the warpgroup index of the turns' named barriers).
+__device__ __forceinline__ int attn_warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 // ---------------------------------------------------------------------------------------------
 // Two 16-bit floats (held in f32 registers, already rounded) packed into one 32-bit mma
 // operand register, `lo` in the low half: accumulator fragments become A fragments this way.

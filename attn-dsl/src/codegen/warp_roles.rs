@@ -142,6 +142,7 @@ impl<'f> Emitter<'f> {
             Role::Producer => self.emit_thread_coords(&format!("(int)threadIdx.x - {all}")),
             _ => self.emit_thread_coords("threadIdx.x"),
         }
+        self.emit_warpgroup_index(body);
         // Per stage, the parity of the phase this role waits for next: the consumers wait
         // for fills (from phase 0), the producer for releases (a fresh stage counts as
         // released: parity 1 names the phase before the first).

@@ -358,14 +358,20 @@ impl<'f> Emitter<'f> {
     pub(crate) fn emit_turn(&mut self, t: crate::gpu_ir::Turn) {
         use crate::gpu_ir::Turn;
         let threads = self.threads;
+        // This thread's warpgroup (`emit_warpgroup_index`).
+        let wg = if crate::features::on("uniform_wg") {
+            "attn_wg"
+        } else {
+            "(tid >> 7)"
+        };
         let line = match t {
-            Turn::Begin => format!("if ((tid >> 7) == 1) attn_bar_arrive(1, {threads});"),
-            Turn::Take => format!("attn_bar_sync(1 + (tid >> 7), {threads});"),
-            Turn::Pass => format!("attn_bar_arrive(2 - (tid >> 7), {threads});"),
+            Turn::Begin => format!("if ({wg} == 1) attn_bar_arrive(1, {threads});"),
+            Turn::Take => format!("attn_bar_sync(1 + {wg}, {threads});"),
+            Turn::Pass => format!("attn_bar_arrive(2 - {wg}, {threads});"),
             // Warpgroup 1 syncs on a barrier of its own warps (3), which completes at once:
             // one unpredicated instruction, so the compiler adds no divergence handling.
             Turn::End => format!(
-                "attn_bar_sync((tid >> 7) == 0 ? 1 : 3, (tid >> 7) == 0 ? {threads} : {});",
+                "attn_bar_sync({wg} == 0 ? 1 : 3, {wg} == 0 ? {threads} : {});",
                 threads / 2
             ),
         };

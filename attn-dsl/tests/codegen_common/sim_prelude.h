@@ -300,6 +300,15 @@ inline T attn_shfl_xor(T v, int mask) {
     return r;
 }
 
+inline int attn_warp_uniform(int v) {
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    attn_warp_regs[w][lane].bits = (unsigned)v;
+    attn_warp_sync();
+    const int r = (int)attn_warp_regs[w][0].bits;
+    attn_warp_sync();
+    return r;
+}
+
 inline bool attn_warp_any(bool p) {
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     attn_warp_regs[w][lane].bits = p ? 1 : 0;
