@@ -192,6 +192,22 @@ fn p0_full_tiles_copy_no_scores() {
     );
 }
 
+/// P0's consumer loop, the loop P0 waits on, at its size as shipped: 968 instructions
+/// (NVRTC 13.0). ptxas allocates the producer and the consumers as one function, so a change
+/// to the producer alone can grow it: with `page_pointer` the consumers re-read `tid` in the
+/// loop and moved uniform-datapath work to vector registers (971; 975 with every address
+/// cut), and P0 ran 1–3 % slower with fewer producer instructions (docs/gpu_ir.md, "Timed in
+/// session 20"). A change that grows it is to be timed, not assumed free.
+#[test]
+fn p0_consumer_loop_keeps_its_size() {
+    let p = plan(&warpgroup(p0()), 16384, PathChoice::Heuristic);
+    let (line, c) = sass_support::innermost_loop_with("P0", &sm90a_cubin("P0", &p), "HGMMA");
+    assert!(
+        sass_support::count(&c, "n") <= 970,
+        "P0's consumer loop grew: {line}"
+    );
+}
+
 /// P0's softmax runs while PV's warpgroup MMAs do (`gpu_ir::wait_in_scale`). ptxas hoists a
 /// warpgroup wait to the top of its basic block: with PV's wait in the softmax's block, all
 /// 66 `MUFU.EX2` of the consumer loop ran after it (the kernel's top stall on the H200);
