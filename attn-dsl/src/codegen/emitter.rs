@@ -521,23 +521,6 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// `attn_wg`, this thread's warpgroup, where `body`'s warpgroups take turns (their named
-    /// barriers name it; sm_90a only, as the turns are) and `uniform_wg` is on. Broadcast
-    /// from lane 0 so ptxas knows it is warp-uniform and keeps it in a uniform register:
-    /// as a thread-index expression, `tid >> 7`, ptxas re-read `tid` inside P0's loop once
-    /// the producer's code changed around it (an `S2R`, and uniform-datapath work moved to
-    /// vector registers; session 20).
-    pub(crate) fn emit_warpgroup_index(&mut self, body: &GpuBlock) {
-        let mut turns = false;
-        crate::gpu_ir::walk_block(body, &mut |op| turns |= matches!(op, GpuOp::Turn(_)));
-        if turns && crate::features::on("uniform_wg") {
-            self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-            self.w
-                .line("const int attn_wg = attn_warp_uniform(tid >> 7);");
-            self.w.line("#endif");
-        }
-    }
-
     /// Emits the ops of a whole program, which must end in `Return`.
     pub(crate) fn emit_program(&mut self, body: &'f GpuBlock) -> Result<(), CodegenError> {
         if let Some(term) = self.emit_ops(body)? {

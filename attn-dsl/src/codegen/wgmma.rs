@@ -353,17 +353,40 @@ impl<'f> Emitter<'f> {
         self.w.close("");
     }
 
+    /// How the turns name this thread's warpgroup: `attn_wg` under `uniform_wg` (declared
+    /// by [`Self::emit_warpgroup_index`]), else the thread-index expression.
+    fn warpgroup() -> &'static str {
+        if crate::features::on("uniform_wg") {
+            "attn_wg"
+        } else {
+            "(tid >> 7)"
+        }
+    }
+
+    /// `attn_wg`, this thread's warpgroup, where `body`'s warpgroups take turns and the
+    /// turns name it so (sm_90a only, as the turns are). Broadcast from lane 0 so ptxas
+    /// knows it is warp-uniform and keeps it in a uniform register: as `tid >> 7`, ptxas
+    /// re-read `tid` inside P0's loop once the producer's code changed around it (an
+    /// `S2R`, and uniform-datapath work moved to vector registers; session 20).
+    pub(crate) fn emit_warpgroup_index(&mut self, body: &crate::gpu_ir::GpuBlock) {
+        let mut turns = false;
+        crate::gpu_ir::walk_block(body, &mut |op| {
+            turns |= matches!(op, crate::gpu_ir::GpuOp::Turn(_))
+        });
+        if turns && Self::warpgroup() == "attn_wg" {
+            self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+            self.w
+                .line("const int attn_wg = attn_warp_uniform(tid >> 7);");
+            self.w.line("#endif");
+        }
+    }
+
     /// A step of the warpgroups' turn-taking (named barriers 1 and 2, warpgroup `g` waits on
     /// `1 + g`), on sm_90a only: elsewhere the MMAs are synchronous and nothing overlaps.
     pub(crate) fn emit_turn(&mut self, t: crate::gpu_ir::Turn) {
         use crate::gpu_ir::Turn;
         let threads = self.threads;
-        // This thread's warpgroup (`emit_warpgroup_index`).
-        let wg = if crate::features::on("uniform_wg") {
-            "attn_wg"
-        } else {
-            "(tid >> 7)"
-        };
+        let wg = Self::warpgroup();
         let line = match t {
             Turn::Begin => format!("if ({wg} == 1) attn_bar_arrive(1, {threads});"),
             Turn::Take => format!("attn_bar_sync(1 + {wg}, {threads});"),

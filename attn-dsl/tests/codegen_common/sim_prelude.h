@@ -289,25 +289,24 @@ struct attn_lane_regs {
 };
 extern attn_lane_regs attn_warp_regs[32][32];
 
+// Lane `src_lane`'s `v`, in every lane (the shuffles and the broadcast below).
 template <class T>
-inline T attn_shfl_xor(T v, int mask) {
+inline T attn_lane_read(T v, int src_lane) {
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     std::memcpy(&attn_warp_regs[w][lane].bits, &v, sizeof(T));
     attn_warp_sync();
     T r;
-    std::memcpy(&r, &attn_warp_regs[w][lane ^ mask].bits, sizeof(T));
+    std::memcpy(&r, &attn_warp_regs[w][src_lane].bits, sizeof(T));
     attn_warp_sync();
     return r;
 }
 
-inline int attn_warp_uniform(int v) {
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    attn_warp_regs[w][lane].bits = (unsigned)v;
-    attn_warp_sync();
-    const int r = (int)attn_warp_regs[w][0].bits;
-    attn_warp_sync();
-    return r;
+template <class T>
+inline T attn_shfl_xor(T v, int mask) {
+    return attn_lane_read(v, threadIdx.x % 32 ^ mask);
 }
+
+inline int attn_warp_uniform(int v) { return attn_lane_read(v, 0); }
 
 inline bool attn_warp_any(bool p) {
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
