@@ -144,15 +144,22 @@ fn layouts_round_trip() {
             max_phase: 8,
             stages: 3,
         },
+        Layout::Owned {
+            warpgroup: 1,
+            inner: Box::new(Layout::Mma {
+                warps_per_cta: [4, 1],
+            }),
+        },
     ];
     let mut k = 0;
     for v in f.values.iter_mut().filter(|v| !v.ty.is_scalar()) {
         v.ty.layout = layouts[k % layouts.len()].clone();
         k += 1;
     }
-    assert!(k >= 4);
+    assert!(k >= 5);
     let text = print_function(&f);
     for s in [
+        "#owned<wg=1, inner=#mma<wpc=[4, 1]>>",
         "#blocked<spt=[8], tpw=[32], wpc=[4], order=[0]>",
         "#slice<dim=1, parent=#mma<wpc=[4, 1]>>",
         "#dot_op<idx=1",

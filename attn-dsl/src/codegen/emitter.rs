@@ -38,6 +38,10 @@ pub(crate) struct Emitter<'f> {
     pub(crate) threads: usize,
     /// Bytes of dynamic shared memory the ops emitted so far need (max over ops).
     pub(crate) scratch_bytes: usize,
+    /// The warpgroup whose owned region is being emitted (see `owned_region`).
+    pub(crate) owner: Option<u32>,
+    /// Bytes of scratch the owned regions need, a warpgroup.
+    pub(crate) owned_scratch_bytes: usize,
     /// The tensor maps the kernel takes after its parameters (TMA copies).
     pub(crate) tensor_maps: Vec<super::TensorMapParam>,
     names: Vec<Option<String>>,
@@ -128,6 +132,8 @@ impl<'f> Emitter<'f> {
             w: SourceWriter::default(),
             threads: 32 * f.num_warps as usize,
             scratch_bytes: 0,
+            owner: None,
+            owned_scratch_bytes: 0,
             tensor_maps: Vec::new(),
             names: vec![None; f.values.len()],
             table: NameTable::default(),
@@ -161,6 +167,9 @@ impl<'f> Emitter<'f> {
 
     /// The statement of [`Self::emit_block_sync`].
     pub(crate) fn block_sync(&self) -> String {
+        if let Some(sync) = self.owned_sync() {
+            return sync;
+        }
         match self.role {
             Role::Consumer => format!("attn_bar_sync({CONSUMER_BARRIER}, {});", self.threads),
             _ => "__syncthreads();".into(),
@@ -240,7 +249,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// Makes `v` another name for an existing C++ variable (loop-carried values).
-    fn alias(&mut self, v: ValueId, name: &str) {
+    pub(crate) fn alias(&mut self, v: ValueId, name: &str) {
         self.names[v.0 as usize] = Some(name.to_string());
     }
 
@@ -262,12 +271,15 @@ impl<'f> Emitter<'f> {
     /// How `v`'s elements are spread over the threads (from its layout).
     pub(crate) fn map(&self, v: ValueId) -> TileMap {
         let t = self.f.ty(v);
-        TileMap::for_layout(&t.layout, &t.shape, self.threads)
+        match t.layout.owner() {
+            Some(_) => TileMap::for_layout(t.layout.unowned(), &t.shape, 128),
+            None => TileMap::for_layout(&t.layout, &t.shape, self.threads),
+        }
     }
 
     /// Whether any tile uses the `Mma` distribution (its lane coordinates are then defined
     /// once at the top of the kernel).
-    fn uses_mma(&self) -> bool {
+    pub(crate) fn uses_mma(&self) -> bool {
         self.f.values.iter().enumerate().any(|(i, v)| {
             !v.ty.is_scalar() && matches!(self.map(ValueId(i as u32)), TileMap::Mma(_))
         })
@@ -388,7 +400,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// Declares the C++ variable of `v` without initializing it.
-    fn declare(&mut self, v: ValueId, name: &str) {
+    pub(crate) fn declare(&mut self, v: ValueId, name: &str) {
         let t = reg_type(self.elem(v));
         if self.f.ty(v).is_scalar() {
             self.w.line(format!("{t} {name};"));
@@ -445,6 +457,10 @@ impl<'f> Emitter<'f> {
 
     /// Records a bigger scratch need.
     pub(crate) fn need_scratch(&mut self, bytes: usize) {
+        if self.owner.is_some() {
+            self.owned_scratch_bytes = self.owned_scratch_bytes.max(bytes);
+            return;
+        }
         self.scratch_bytes = self.scratch_bytes.max(bytes);
     }
 
@@ -463,6 +479,9 @@ impl<'f> Emitter<'f> {
         let outer = std::mem::replace(&mut self.w, super::writer::SourceWriter::at_depth(1));
         self.emit_body()?;
         let body = std::mem::replace(&mut self.w, outer);
+        if let Some(define) = self.owned_scratch_define() {
+            self.w.line(define);
+        }
         let bounds = match &self.prog.specialization {
             Some(_) => {
                 let regs = self.ws_registers();
@@ -580,12 +599,28 @@ impl<'f> Emitter<'f> {
     /// Emits every op of `b` except its terminator, which it returns.
     pub(crate) fn emit_ops(&mut self, b: &'f GpuBlock) -> Result<Option<OpId>, CodegenError> {
         let mut fused_into_previous = false;
+        let mut emitted_until = 0;
         for (i, g) in b.ops.iter().enumerate() {
-            if std::mem::take(&mut fused_into_previous) {
+            if std::mem::take(&mut fused_into_previous) || i < emitted_until {
                 continue;
             }
             let o = match g {
-                GpuOp::Tile(o) => *o,
+                GpuOp::Tile(o) => match self.op_owner(self.f.op(*o)) {
+                    // A run of ops one warpgroup owns runs on it alone.
+                    Some(w) if !self.f.op(*o).kind.is_terminator() => {
+                        emitted_until = i + self.owned_run_len(&b.ops, i, w);
+                        let run: Vec<OpId> = b.ops[i..emitted_until]
+                            .iter()
+                            .filter_map(|g| match g {
+                                GpuOp::Tile(o) => Some(*o),
+                                _ => None,
+                            })
+                            .collect();
+                        self.emit_owned_run(w, &run)?;
+                        continue;
+                    }
+                    _ => *o,
+                },
                 GpuOp::AsyncCopy(c) => {
                     // The next copy shares this one's loops when it can (see `copies_fuse`).
                     match b.ops.get(i + 1) {
@@ -653,7 +688,7 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    fn emit_op(&mut self, op: &'f Op) -> Result<(), CodegenError> {
+    pub(crate) fn emit_op(&mut self, op: &'f Op) -> Result<(), CodegenError> {
         self.op_comment(op);
         match &op.kind {
             OpKind::For | OpKind::If | OpKind::While => Err(CodegenError::Malformed(format!(
@@ -769,6 +804,12 @@ impl<'f> Emitter<'f> {
 
     /// `dst = v` for every owned element (`v` may be deferred).
     fn copy(&mut self, v: ValueId, dst: &str) -> Result<(), CodegenError> {
+        // An owned index tile is recomputed from its owner's thread coordinates.
+        if let (Some(w), None, true) =
+            (self.f.ty(v).layout.owner(), self.owner, self.is_deferred(v))
+        {
+            return self.on_warpgroup(w, |e| e.copy(v, dst));
+        }
         if self.f.ty(v).is_scalar() {
             let e = self.at(v, "")?;
             self.w.line(format!("{dst} = {e};"));
@@ -782,7 +823,7 @@ impl<'f> Emitter<'f> {
     }
 
     /// `dst = src` between two variables shaped like `like`.
-    fn copy_var(&mut self, like: ValueId, dst: &str, src: &str) {
+    pub(crate) fn copy_var(&mut self, like: ValueId, dst: &str, src: &str) {
         if self.f.ty(like).is_scalar() {
             self.w.line(format!("{dst} = {src};"));
         } else {
@@ -838,7 +879,8 @@ impl<'f> Emitter<'f> {
         let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
         self.assign_all(&carried, inits)?;
         for (i, _) in &deferred {
-            self.start_row_sum(op.results[*i])?;
+            let r = op.results[*i];
+            self.on_owner_of(r, |e| e.start_row_sum(r))?;
         }
         if self.unrolls_scan(op, gbody) {
             self.w.line(SCAN_LOOP_PRAGMA);
@@ -856,7 +898,8 @@ impl<'f> Emitter<'f> {
         }
         self.w.close("");
         for (i, _) in deferred {
-            self.finish_row_sum(op.results[i])?;
+            let r = op.results[i];
+            self.on_owner_of(r, |e| e.finish_row_sum(r))?;
         }
         for a in held {
             self.held_a.remove(&a.0);

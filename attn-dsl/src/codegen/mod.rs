@@ -66,6 +66,7 @@ mod memory;
 mod mma_map;
 mod names;
 mod operand_fragments;
+mod owned_region;
 mod page_pointer;
 mod page_row;
 mod recompute;

@@ -59,6 +59,14 @@ impl<'f> Emitter<'f> {
             "unsigned {name}[{}];",
             map.slabs_per_warp * steps * 4
         ));
+        self.on_owner_of(a, |e| e.load_a_fragments(a, p, map, &name))?;
+        self.hold_a(a, name);
+        Ok(())
+    }
+
+    /// Stages `a` and loads this warp's fragments of it into `name`.
+    fn load_a_fragments(&mut self, a: ValueId, p: &MmaPlan, map: MmaMap, name: &str) -> Res<()> {
+        let steps = p.kp / 16;
         self.need_scratch(p.m.next_multiple_of(16) * p.ld * 2);
         self.w.open("");
         self.w
@@ -91,7 +99,6 @@ impl<'f> Emitter<'f> {
         self.w.close("");
         self.w.close("");
         self.w.close("");
-        self.hold_a(a, name);
         Ok(())
     }
 }

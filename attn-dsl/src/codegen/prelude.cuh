@@ -248,6 +248,15 @@ __device__ __forceinline__ bool attn_shfl_xor(bool v, int m) {
 // vector registers are short (the warpgroup index of the turns' named barriers).
 __device__ __forceinline__ int attn_warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
+// Named barrier `id` over `n` threads: wait for the others (sync) or only count in (arrive).
+// Any target: the warpgroup turns (sm_90a) and the owned regions (every target) use them.
+__device__ __forceinline__ void attn_bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void attn_bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Two 16-bit floats (held in f32 registers, already rounded) packed into one 32-bit mma
 // operand register, `lo` in the low half: accumulator fragments become A fragments this way.
@@ -360,13 +369,6 @@ __device__ __forceinline__ void attn_wgmma_commit() {
 template <int N>
 __device__ __forceinline__ void attn_wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-/// Named barrier `id` over `n` threads: wait for the others (sync) or only count in (arrive).
-__device__ __forceinline__ void attn_bar_sync(int id, int n) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void attn_bar_arrive(int id, int n) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 /// Orders a register after the wait: the compiler must not read an accumulator before it.
 __device__ __forceinline__ void attn_reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }

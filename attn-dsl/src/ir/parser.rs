@@ -372,11 +372,17 @@ impl Parser {
                     stages,
                 }
             }
+            "owned" => {
+                let warpgroup = self.field("wg", |p| p.number::<u32>("a warpgroup index"))?;
+                self.expect_punct(',')?;
+                let inner = Box::new(self.field("inner", Self::layout)?);
+                Layout::Owned { warpgroup, inner }
+            }
             other => {
                 self.pos -= 2;
                 return Err(ParseError {
                     line: self.line(),
-                    msg: format!("unknown layout `#{other}` (expected #blocked, #mma, #dot_op, #slice, #shared)"),
+                    msg: format!("unknown layout `#{other}` (expected #blocked, #mma, #dot_op, #slice, #shared, #owned)"),
                 });
             }
         };

@@ -70,6 +70,9 @@ pub fn format_layout(l: &Layout) -> String {
         } => format!(
             "#shared<vec={vec}, per_phase={per_phase}, max_phase={max_phase}, stages={stages}>"
         ),
+        Layout::Owned { warpgroup, inner } => {
+            format!("#owned<wg={warpgroup}, inner={}>", format_layout(inner))
+        }
     }
 }
 

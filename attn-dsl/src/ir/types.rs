@@ -115,6 +115,29 @@ pub enum Layout {
         max_phase: u32,
         stages: u32,
     },
+    /// Held by one warpgroup of the program (warps `4w .. 4w + 3`), spread by `inner` over
+    /// its 128 threads; the program's other warpgroups hold none of it. Ops on owned tiles
+    /// run on their owner alone, so two warpgroups can work on different tiles side by side
+    /// (the seesaw schedule's scores, each warpgroup its own tile).
+    Owned { warpgroup: u32, inner: Box<Layout> },
+}
+
+impl Layout {
+    /// The warpgroup holding a tile of this layout, when one warpgroup holds it alone.
+    pub fn owner(&self) -> Option<u32> {
+        match self {
+            Layout::Owned { warpgroup, .. } => Some(*warpgroup),
+            _ => None,
+        }
+    }
+
+    /// The layout over the threads that hold the tile (the owner's, for an owned tile).
+    pub fn unowned(&self) -> &Layout {
+        match self {
+            Layout::Owned { inner, .. } => inner,
+            l => l,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

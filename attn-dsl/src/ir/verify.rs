@@ -5,9 +5,11 @@
 //! before its use in the same or an enclosing block (dominance in structured regions), and
 //! every block ends in the terminator its parent expects (and has no other).
 //! Types (`op_rules`): operand counts and types per [`OpKind`], re-derived from the
-//! conventions in `ops.rs` independently of the [`super::Builder`].
+//! conventions in `ops.rs` independently of the [`super::Builder`]. Owners (`ownership`):
+//! an op's tiles all live on one warpgroup or all on the whole program.
 
 mod op_rules;
+mod ownership;
 
 use super::function::{Block, Function, OpId, ParamKind, ValueId};
 use super::ops::OpKind;
@@ -250,6 +252,7 @@ impl Verifier<'_> {
             ));
         }
         op_rules::check(self.f, op).map_err(|m| VerifyError(format!("{}: {m}", here())))?;
+        ownership::check(self.f, op).map_err(|m| VerifyError(format!("{}: {m}", here())))?;
         self.regions(id)?;
         for &r in &op.results {
             self.define(r, &format!("a result of {}", here()), scope)?;

@@ -4,6 +4,7 @@
 
 pub mod cpu_sim;
 pub mod overlap_cases;
+pub mod owned;
 pub mod sim_check;
 
 use attn_dsl::ir::{
@@ -226,39 +227,55 @@ fn tile_ptrs(
 
 /// Row softmax of a `rows x cols` bf16 matrix, `[bm, bn]` tiles, one row block per program.
 pub fn softmax(bm: usize, bn: usize, warps: u32) -> Function {
-    let mut f = Function::new(format!("softmax_{bm}x{bn}"), warps);
+    softmax_slabs(bm, bn, warps, 1)
+}
+
+/// [`softmax`] over `slabs` slabs of `bm` rows a program, each slab's ops built apart (no
+/// tile shared between slabs) at source lines `100 k + 30 ..= 100 k + 35`.
+pub fn softmax_slabs(bm: usize, bn: usize, warps: u32, slabs: usize) -> Function {
+    let name = match slabs {
+        1 => format!("softmax_{bm}x{bn}"),
+        _ => format!("softmax_{bm}x{bn}x{slabs}"),
+    };
+    let mut f = Function::new(name, warps);
     let x = f.add_param("x", ptr(Bf16));
     let out = f.add_param("out", out_ptr(Bf16));
     let rows = f.add_param("rows", ParamKind::Scalar(I32));
     let cols = f.add_param("cols", ParamKind::Scalar(I32));
     build(&mut f, |b| {
-        at(b, 30);
-        let pid = b.program_id(0)?;
-        let bmv = b.const_i32(bm as i64);
-        let row0 = b.binary(B::Mul, pid, bmv)?;
-        at(b, 31);
-        let (px, r2, c2) = tile_ptrs(b, x, row0, bm, bn, cols)?;
-        let rm = b.cmp(CmpPred::Lt, r2, rows)?;
-        let cm = b.cmp(CmpPred::Lt, c2, cols)?;
-        let mask = b.binary(B::And, rm, cm)?;
-        at(b, 32);
-        let ninf = b.constant(Scalar::Float(f64::NEG_INFINITY, Bf16));
-        let v = b.load(px, Some(mask), Some(ninf))?;
-        let v = b.cast(v, F32)?;
-        at(b, 33);
-        let mx = b.reduce(ReduceKind::Max, v, 1)?;
-        b.set_name(mx, "row_max");
-        let mx2 = b.expand_dims(mx, 1)?;
-        let d = b.binary(B::Sub, v, mx2)?;
-        let e = b.unary(U::Exp, d)?;
-        at(b, 34);
-        let s = b.reduce(ReduceKind::Sum, e, 1)?;
-        let s2 = b.expand_dims(s, 1)?;
-        let p = b.binary(B::Div, e, s2)?;
-        let p = b.cast(p, Bf16)?;
-        at(b, 35);
-        let (po, _, _) = tile_ptrs(b, out, row0, bm, bn, cols)?;
-        b.store(po, p, Some(mask))
+        for k in 0..slabs {
+            let line = 100 * k as u32;
+            at(b, line + 30);
+            let pid = b.program_id(0)?;
+            let per = b.const_i32((bm * slabs) as i64);
+            let first = b.binary(B::Mul, pid, per)?;
+            let off = b.const_i32((bm * k) as i64);
+            let row0 = b.binary(B::Add, first, off)?;
+            at(b, line + 31);
+            let (px, r2, c2) = tile_ptrs(b, x, row0, bm, bn, cols)?;
+            let rm = b.cmp(CmpPred::Lt, r2, rows)?;
+            let cm = b.cmp(CmpPred::Lt, c2, cols)?;
+            let mask = b.binary(B::And, rm, cm)?;
+            at(b, line + 32);
+            let ninf = b.constant(Scalar::Float(f64::NEG_INFINITY, Bf16));
+            let v = b.load(px, Some(mask), Some(ninf))?;
+            let v = b.cast(v, F32)?;
+            at(b, line + 33);
+            let mx = b.reduce(ReduceKind::Max, v, 1)?;
+            b.set_name(mx, "row_max");
+            let mx2 = b.expand_dims(mx, 1)?;
+            let d = b.binary(B::Sub, v, mx2)?;
+            let e = b.unary(U::Exp, d)?;
+            at(b, line + 34);
+            let s = b.reduce(ReduceKind::Sum, e, 1)?;
+            let s2 = b.expand_dims(s, 1)?;
+            let p = b.binary(B::Div, e, s2)?;
+            let p = b.cast(p, Bf16)?;
+            at(b, line + 35);
+            let (po, _, _) = tile_ptrs(b, out, row0, bm, bn, cols)?;
+            b.store(po, p, Some(mask))?;
+        }
+        Ok(())
     })
 }
 
@@ -521,6 +538,14 @@ pub fn all_programs() -> Vec<(String, Function)> {
         ("reduce_trans 8x4 tail".into(), reduce_trans(8, 4, 2)),
         ("attention 16x32x64".into(), attention(16, 32, 64, 4)),
         ("attention 64x64x128".into(), attention(64, 64, 128, 4)),
+        (
+            "attention 64x32x64 on warpgroup 1".into(),
+            owned::on_warpgroup(attention(64, 32, 64, 4), 1, 8),
+        ),
+        (
+            "softmax slabs on warpgroups 0, 1".into(),
+            owned::two_softmaxes(),
+        ),
     ];
     for t in [Bf16, F16, F32] {
         v.push((format!("float_zoo {t}"), float_zoo(t, 128, 4)));

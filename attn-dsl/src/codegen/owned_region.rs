@@ -1,0 +1,198 @@
+//! Ops on tiles one warpgroup owns ([`Layout::Owned`]): a run of consecutive such ops is
+//! emitted once, under `if (warpgroup == w)`, so each warpgroup runs its own chain while
+//! the others run theirs (the seesaw schedule's scores, a tile a warpgroup).
+//!
+//! Inside the region the code is the code of a 128-thread program: `tid` and `attn_warp`
+//! count from the owner's first thread, barriers are the owner's named barrier
+//! ([`OWNED_BARRIER_BASE`]` + w` over 128 threads) and the scratch buffer is the owner's
+//! slice of it, so two warpgroups' conversions and reductions never meet. Results that ops
+//! after the run read are declared before the region and copied out at its end (register
+//! moves the compiler removes); the other warpgroups' copies of them are never written.
+
+use super::emitter::Emitter;
+use super::CodegenError;
+use crate::gpu_ir::GpuOp;
+use crate::ir::{Op, OpId, ValueId};
+
+type Res<T> = Result<T, CodegenError>;
+
+/// Threads of a warpgroup.
+const WARPGROUP_THREADS: usize = 128;
+
+/// The first named barrier of the owned regions (warpgroup `w` syncs on `5 + w`): 0 is
+/// `__syncthreads`, 1-3 the warpgroup turns', 4 the warp-specialized consumers'.
+pub(crate) const OWNED_BARRIER_BASE: usize = 5;
+
+/// The C++ macro giving the bytes of scratch each warpgroup's regions use (defined before
+/// the kernel, once its body is known).
+pub(crate) const OWNED_SCRATCH_MACRO: &str = "ATTN_OWNED_SCRATCH";
+
+impl<'f> Emitter<'f> {
+    /// The warpgroup owning `op`'s tiles (the IR verifier makes them agree).
+    pub(crate) fn op_owner(&self, op: &Op) -> Option<u32> {
+        op.operands
+            .iter()
+            .chain(&op.results)
+            .find_map(|&v| self.f.ty(v).layout.owner())
+    }
+
+    /// How many of `ops[start..]` form the run of tile ops owned by `w` that starts there.
+    pub(crate) fn owned_run_len(&self, ops: &[GpuOp], start: usize, w: u32) -> usize {
+        ops[start..]
+            .iter()
+            .take_while(|g| match g {
+                GpuOp::Tile(o) => {
+                    let op = self.f.op(*o);
+                    !op.kind.is_terminator() && self.op_owner(op) == Some(w)
+                }
+                _ => false,
+            })
+            .count()
+    }
+
+    /// Emits `run` (tile ops owned by warpgroup `w`) on that warpgroup alone.
+    pub(crate) fn emit_owned_run(&mut self, w: u32, run: &[OpId]) -> Res<()> {
+        let escaping = self.escaping(run);
+        let outer: Vec<(ValueId, String)> = escaping
+            .iter()
+            .map(|&v| {
+                let name = self.bind_new(v);
+                self.declare(v, &name);
+                (v, name)
+            })
+            .collect();
+        self.on_warpgroup(w, |e| {
+            e.emit_run_ops(run)?;
+            // Index tiles are recomputed where used (in their owner's regions); the rest
+            // move to the variables declared outside.
+            let stored: Vec<&(ValueId, String)> =
+                outer.iter().filter(|(v, _)| !e.is_deferred(*v)).collect();
+            for (v, name) in stored {
+                if !e.pending_mma.is_empty() {
+                    return Err(CodegenError::Unsupported(format!(
+                        "%{} leaves warpgroup {w}'s region with its MMAs in flight",
+                        v.0
+                    )));
+                }
+                let inner = e.name(*v)?.to_string();
+                e.copy_var(*v, name, &inner);
+                e.alias(*v, name);
+            }
+            Ok(())
+        })
+    }
+
+    /// Emits `body` on the warpgroup owning `v`, if one does and no region is open: code a
+    /// loop emits around its body for an owned value (its held fragments, its row sums).
+    pub(crate) fn on_owner_of(
+        &mut self,
+        v: ValueId,
+        body: impl FnOnce(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        match (self.f.ty(v).layout.owner(), self.owner) {
+            (Some(w), None) => self.on_warpgroup(w, body),
+            _ => body(self),
+        }
+    }
+
+    /// Emits `body` on warpgroup `w` alone (see the module docs).
+    pub(crate) fn on_warpgroup(
+        &mut self,
+        w: u32,
+        body: impl FnOnce(&mut Self) -> Res<()>,
+    ) -> Res<()> {
+        if self.owner.is_some() {
+            return Err(CodegenError::Malformed("owned regions nest".into()));
+        }
+        self.open_owned(w);
+        let all = std::mem::replace(&mut self.threads, WARPGROUP_THREADS);
+        self.owner = Some(w);
+        let r = body(self);
+        self.owner = None;
+        self.threads = all;
+        self.w.close("");
+        self.w.close("");
+        r
+    }
+
+    fn emit_run_ops(&mut self, run: &[OpId]) -> Res<()> {
+        for &o in run {
+            self.emit_op(self.f.op(o))?;
+        }
+        Ok(())
+    }
+
+    /// Results of `run` that an op after it reads.
+    fn escaping(&self, run: &[OpId]) -> Vec<ValueId> {
+        let mut inside = std::collections::BTreeMap::<u32, u32>::new();
+        for &o in run {
+            for v in &self.f.op(o).operands {
+                *inside.entry(v.0).or_default() += 1;
+            }
+        }
+        run.iter()
+            .flat_map(|&o| self.f.op(o).results.iter().copied())
+            .filter(|v| self.use_count(*v) > inside.get(&v.0).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// `if (warpgroup == w) {`, then a scope where the thread coordinates, the barrier and
+    /// the scratch buffer are the warpgroup's (two blocks, closed by the caller).
+    fn open_owned(&mut self, w: u32) {
+        let first = w as usize * WARPGROUP_THREADS;
+        self.w.line(format!("// warpgroup {w} alone"));
+        self.w
+            .open(format!("if (attn_warp_uniform(tid >> 7) == {w})"));
+        self.w
+            .line(format!("const int attn_owned_tid = tid - {first};"));
+        let mma = self.uses_mma();
+        if mma {
+            self.w.line(format!(
+                "const int attn_owned_warp = attn_warp - {};",
+                w * 4
+            ));
+        }
+        self.w.line(format!(
+            "unsigned char* const attn_owned_scratch = attn_scratch + {w} * {OWNED_SCRATCH_MACRO};"
+        ));
+        self.w.open("");
+        self.w.line("const int tid = attn_owned_tid;");
+        self.w.line(format!(
+            "__builtin_assume(tid >= 0 && tid < {WARPGROUP_THREADS});"
+        ));
+        if mma {
+            self.w.line("const int attn_warp = attn_owned_warp;");
+        }
+        self.w
+            .line("unsigned char* const attn_scratch = attn_owned_scratch;");
+    }
+
+    /// The barrier over the threads running the code being emitted, inside an owned region.
+    pub(crate) fn owned_sync(&self) -> Option<String> {
+        self.owner.map(|w| {
+            format!(
+                "attn_bar_sync({}, {WARPGROUP_THREADS});",
+                OWNED_BARRIER_BASE + w as usize
+            )
+        })
+    }
+
+    /// The `#define` of [`OWNED_SCRATCH_MACRO`] (16-byte aligned slices), folding the
+    /// warpgroups' slices into the kernel's scratch need; `None` without owned regions.
+    pub(crate) fn owned_scratch_define(&mut self) -> Option<String> {
+        let warpgroups = self.owned_warpgroups()?;
+        let slice = self.owned_scratch_bytes.next_multiple_of(16);
+        self.need_scratch(slice * warpgroups);
+        Some(format!("#define {OWNED_SCRATCH_MACRO} {slice}"))
+    }
+
+    /// How many warpgroups' scratch slices the program needs (one past the highest owner).
+    fn owned_warpgroups(&self) -> Option<usize> {
+        self.f
+            .values
+            .iter()
+            .filter_map(|v| v.ty.layout.owner())
+            .max()
+            .map(|w| w as usize + 1)
+    }
+}

@@ -1,0 +1,190 @@
+//! Tiles owned by one warpgroup (`Layout::Owned`): a program's ops on them run on that
+//! warpgroup alone, in a region whose thread coordinates, barrier and scratch slice are the
+//! warpgroup's. Checked by running 4-warp test programs moved onto one warpgroup of an
+//! 8-warp program (and two programs side by side, one a warpgroup) on the simulator of the
+//! emitted CUDA against the CPU executor, outputs poisoned; and by breaking the regions the
+//! ways that matter (a block-wide barrier inside one deadlocks, a missing guard writes from
+//! the wrong threads).
+
+mod codegen_common;
+
+use attn_dsl::codegen::emit_cuda;
+use attn_dsl::ir::{verify::verify, ScalarType};
+use attn_dsl::kernel::ScalarArg;
+use codegen_common::cpu_sim::{have_gxx, Branch, SimArg};
+use codegen_common::owned::{on_warpgroup, own, two_softmaxes};
+use codegen_common::sim_check::{check, i32s, input, outcome, output};
+
+fn softmax_args(rows: usize, cols: usize, seed: u64) -> Vec<SimArg> {
+    vec![
+        input(ScalarType::Bf16, rows * cols, seed),
+        output(ScalarType::Bf16, rows * cols),
+        i32s(rows as i32),
+        i32s(cols as i32),
+    ]
+}
+
+fn attention_args(seq: usize, d: usize) -> Vec<SimArg> {
+    let n = seq * d;
+    vec![
+        input(ScalarType::Bf16, n, 11),
+        input(ScalarType::Bf16, n, 12),
+        input(ScalarType::Bf16, n, 13),
+        output(ScalarType::Bf16, n),
+        i32s(seq as i32),
+        SimArg::Scalar(ScalarArg::F32(0.125)),
+    ]
+}
+
+#[test]
+fn owned_programs_verify_and_emit_guarded_regions() {
+    let f = on_warpgroup(codegen_common::softmax(16, 128, 4), 1, 8);
+    verify(&f).expect("verifies");
+    let src = emit_cuda(&f).expect("emit").source;
+    assert!(
+        src.contains("if (attn_warp_uniform(tid >> 7) == 1)"),
+        "{src}"
+    );
+    // The row reductions' barriers are the owner's named barrier, never the block's.
+    assert!(src.contains("attn_bar_sync(6, 128);"), "{src}");
+    assert!(!src.contains("__syncthreads()"), "{src}");
+    assert!(src.contains("#define ATTN_OWNED_SCRATCH"), "{src}");
+}
+
+#[test]
+fn a_program_on_one_warpgroup_matches_the_executor() {
+    let (rows, cols) = (40usize, 100usize);
+    for w in [0, 1] {
+        let f = on_warpgroup(codegen_common::softmax(16, 128, 4), w, 8);
+        let grid = [rows.div_ceil(16) as u32, 1, 1];
+        check(
+            &format!("softmax on warpgroup {w}"),
+            &f,
+            grid,
+            softmax_args(rows, cols, 6),
+            1e-2,
+        );
+    }
+    let (m, n, k) = (70usize, 50usize, 40usize);
+    let f = on_warpgroup(
+        codegen_common::matmul(ScalarType::Bf16, 32, 32, 16, 4),
+        1,
+        8,
+    );
+    let args = vec![
+        input(ScalarType::Bf16, m * k, 4),
+        input(ScalarType::Bf16, k * n, 5),
+        output(ScalarType::F32, m * n),
+        i32s(m as i32),
+        i32s(n as i32),
+        i32s(k as i32),
+    ];
+    let grid = [m.div_ceil(32) as u32, n.div_ceil(32) as u32, 1];
+    check("matmul on warpgroup 1", &f, grid, args, 1e-5);
+}
+
+#[test]
+fn attention_on_one_warpgroup_matches_the_executor() {
+    // mma.sync fragments, loop-carried row statistics and accumulator, all on warpgroup 1.
+    let (seq, d) = (70usize, 64usize);
+    let f = on_warpgroup(codegen_common::attention(64, 32, d, 4), 1, 8);
+    let grid = [seq.div_ceil(64) as u32, 1, 1];
+    check(
+        "attention on warpgroup 1",
+        &f,
+        grid,
+        attention_args(seq, d),
+        2e-2,
+    );
+}
+
+#[test]
+fn two_warpgroups_run_their_own_tiles_side_by_side() {
+    let f = two_softmaxes();
+    verify(&f).expect("verifies");
+    let src = emit_cuda(&f).expect("emit").source;
+    assert!(src.contains("== 0)") && src.contains("== 1)"), "{src}");
+    let (rows, cols) = (70usize, 100usize);
+    let grid = [rows.div_ceil(32) as u32, 1, 1];
+    check("two softmaxes", &f, grid, softmax_args(rows, cols, 7), 1e-2);
+}
+
+#[test]
+fn a_block_barrier_inside_a_region_is_caught() {
+    if !have_gxx() {
+        return;
+    }
+    std::env::set_var("ATTN_SIM_TIMEOUT_S", "20");
+    let f = two_softmaxes();
+    let mut k = emit_cuda(&f).expect("emit");
+    assert!(k.source.contains("attn_bar_sync(5, 128);"));
+    k.source = k
+        .source
+        .replace("attn_bar_sync(5, 128);", "__syncthreads();");
+    let err = outcome(
+        &f,
+        &k,
+        Branch::MmaSync,
+        [2, 1, 1],
+        softmax_args(40, 100, 8),
+        1e-2,
+    )
+    .expect_err("warpgroup 0 waits at a barrier warpgroup 1 never reaches");
+    assert!(!err.is_empty());
+}
+
+#[test]
+fn an_unguarded_region_is_caught() {
+    if !have_gxx() {
+        return;
+    }
+    // Every warpgroup runs warpgroup 1's region: warpgroup 0's threads, counted as its
+    // threads, write the same rows from their own (other) registers and race on its scratch.
+    let f = on_warpgroup(codegen_common::softmax(16, 128, 4), 1, 8);
+    let mut k = emit_cuda(&f).expect("emit");
+    k.source = k
+        .source
+        .replace("if (attn_warp_uniform(tid >> 7) == 1)", "if (true)")
+        .replace("attn_bar_sync(6, 128);", "__syncthreads();");
+    let err = outcome(
+        &f,
+        &k,
+        Branch::MmaSync,
+        [3, 1, 1],
+        softmax_args(40, 100, 9),
+        1e-2,
+    );
+    assert!(err.is_err(), "the unguarded region went unnoticed");
+}
+
+#[test]
+fn mixed_owners_fail_to_verify() {
+    let mut f = codegen_common::softmax(16, 128, 4);
+    // Only the loaded tile on warpgroup 1: the cast that reads it runs on every warp.
+    let loaded = f
+        .ops
+        .iter()
+        .find(|op| matches!(op.kind, attn_dsl::ir::OpKind::Load { .. }))
+        .map(|op| op.results[0].0 as usize)
+        .expect("a load");
+    own(&mut f, |i| (i == loaded).then_some(1));
+    f.num_warps = 8;
+    let e = verify(&f).expect_err("mixed owners");
+    assert!(e.0.contains("different owners"), "{e}");
+    // A warpgroup the program does not have.
+    let f = on_warpgroup(codegen_common::softmax(16, 128, 4), 2, 8);
+    let e = verify(&f).expect_err("warpgroup 2 of 8 warps");
+    assert!(e.0.contains("does not have"), "{e}");
+}
+
+#[test]
+fn the_flash_kernel_on_one_warpgroup_of_a_pipelined_program_matches_the_executor() {
+    // The DSL's flash kernel (a software-pipelined key loop, `cp.async` ring, causal mask),
+    // on warpgroup 1, for both targets' code paths.
+    for warpgroups in [false, true] {
+        let f = on_warpgroup(codegen_common::flash_fwd(64, 64, warpgroups), 1, 8);
+        let args = codegen_common::sim_check::flash_args(ScalarType::Bf16, 2, 150, 64, 21);
+        let label = format!("flash on warpgroup 1 (warpgroup target: {warpgroups})");
+        check(&label, &f, [3, 2, 1], args, 2e-2);
+    }
+}
