@@ -188,3 +188,54 @@ fn the_flash_kernel_on_one_warpgroup_of_a_pipelined_program_matches_the_executor
         check(&label, &f, [3, 2, 1], args, 2e-2);
     }
 }
+
+#[test]
+fn warpgroups_hand_row_statistics_back_and_forth() {
+    let f = codegen_common::owned::alternating_row_stats(16, 64);
+    verify(&f).expect("verifies");
+    let src = emit_cuda(&f).expect("emit").source;
+    // The pair's named barrier (after the two warpgroups' own), and the block's for the
+    // handoff to every warp.
+    assert!(src.contains("attn_bar_sync(7, 256);"), "{src}");
+    assert!(src.contains("#define ATTN_HANDOFF_BASE"), "{src}");
+    for (rows, cols) in [(40usize, 300usize), (16, 64), (33, 129)] {
+        let args = vec![
+            input(ScalarType::F32, rows * cols, 17),
+            output(ScalarType::F32, rows),
+            output(ScalarType::F32, rows),
+            i32s(rows as i32),
+            i32s(cols as i32),
+        ];
+        let grid = [rows.div_ceil(16) as u32, 1, 1];
+        check(
+            &format!("row statistics {rows}x{cols}"),
+            &f,
+            grid,
+            args,
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn a_handoff_read_before_it_is_written_is_caught() {
+    if !have_gxx() {
+        return;
+    }
+    // Without the pair's barriers warpgroup 1, which skips warpgroup 0's fold, reads the
+    // handoff buffer before warpgroup 0 has written it (and warpgroup 0 the other way).
+    let f = codegen_common::owned::alternating_row_stats(16, 64);
+    let mut k = emit_cuda(&f).expect("emit");
+    k.source = k.source.replace("attn_bar_sync(7, 256);", "");
+    let (rows, cols) = (40usize, 300usize);
+    let args = vec![
+        input(ScalarType::F32, rows * cols, 18),
+        output(ScalarType::F32, rows),
+        output(ScalarType::F32, rows),
+        i32s(rows as i32),
+        i32s(cols as i32),
+    ];
+    let err = outcome(&f, &k, Branch::MmaSync, [3, 1, 1], args, 1e-5);
+    let err = err.expect_err("handoffs without barriers went unnoticed");
+    assert!(err.contains("element"), "{err}");
+}

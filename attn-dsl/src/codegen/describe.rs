@@ -23,6 +23,7 @@ fn mnemonic(kind: &OpKind) -> String {
         OpKind::Broadcast { .. } => "broadcast".into(),
         OpKind::ExpandDims { axis } => format!("unsqueeze({axis})"),
         OpKind::Trans => "trans".into(),
+        OpKind::Handoff => "handoff".into(),
         OpKind::Unary(u) => format!("{u:?}").to_lowercase(),
         OpKind::Binary(b) => format!("{b:?}").to_lowercase(),
         OpKind::Cmp(c) => format!("{c:?}").to_lowercase(),

@@ -42,6 +42,8 @@ pub(crate) struct Emitter<'f> {
     pub(crate) owner: Option<u32>,
     /// Bytes of scratch the owned regions need, a warpgroup.
     pub(crate) owned_scratch_bytes: usize,
+    /// Bytes of the handoff buffers placed so far (see `handoff`).
+    pub(crate) handoff_bytes: usize,
     /// The tensor maps the kernel takes after its parameters (TMA copies).
     pub(crate) tensor_maps: Vec<super::TensorMapParam>,
     names: Vec<Option<String>>,
@@ -134,6 +136,7 @@ impl<'f> Emitter<'f> {
             scratch_bytes: 0,
             owner: None,
             owned_scratch_bytes: 0,
+            handoff_bytes: 0,
             tensor_maps: Vec::new(),
             names: vec![None; f.values.len()],
             table: NameTable::default(),
@@ -479,8 +482,10 @@ impl<'f> Emitter<'f> {
         let outer = std::mem::replace(&mut self.w, super::writer::SourceWriter::at_depth(1));
         self.emit_body()?;
         let body = std::mem::replace(&mut self.w, outer);
-        if let Some(define) = self.owned_scratch_define() {
-            self.w.line(define);
+        if let Some(defines) = self.owned_scratch_define() {
+            for d in defines.lines() {
+                self.w.line(d);
+            }
         }
         let bounds = match &self.prog.specialization {
             Some(_) => {

@@ -61,6 +61,7 @@ mod elementwise;
 mod emitter;
 mod exchange;
 mod fragment_ops;
+mod handoff;
 mod mask_bound;
 mod memory;
 mod mma_map;

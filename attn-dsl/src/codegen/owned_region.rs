@@ -12,12 +12,12 @@
 use super::emitter::Emitter;
 use super::CodegenError;
 use crate::gpu_ir::GpuOp;
-use crate::ir::{Op, OpId, ValueId};
+use crate::ir::{Op, OpId, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
 /// Threads of a warpgroup.
-const WARPGROUP_THREADS: usize = 128;
+pub(crate) const WARPGROUP_THREADS: usize = 128;
 
 /// The first named barrier of the owned regions (warpgroup `w` syncs on `5 + w`): 0 is
 /// `__syncthreads`, 1-3 the warpgroup turns', 4 the warp-specialized consumers'.
@@ -28,8 +28,12 @@ pub(crate) const OWNED_BARRIER_BASE: usize = 5;
 pub(crate) const OWNED_SCRATCH_MACRO: &str = "ATTN_OWNED_SCRATCH";
 
 impl<'f> Emitter<'f> {
-    /// The warpgroup owning `op`'s tiles (the IR verifier makes them agree).
+    /// The warpgroup owning `op`'s tiles (the IR verifier makes them agree); none for a
+    /// handoff, which runs on both sides.
     pub(crate) fn op_owner(&self, op: &Op) -> Option<u32> {
+        if op.kind == OpKind::Handoff {
+            return None;
+        }
         op.operands
             .iter()
             .chain(&op.results)
@@ -177,13 +181,18 @@ impl<'f> Emitter<'f> {
         })
     }
 
-    /// The `#define` of [`OWNED_SCRATCH_MACRO`] (16-byte aligned slices), folding the
-    /// warpgroups' slices into the kernel's scratch need; `None` without owned regions.
+    /// The `#define`s of [`OWNED_SCRATCH_MACRO`] (16-byte aligned slices) and of the
+    /// handoff buffers' offset after the slices, folding both into the kernel's scratch
+    /// need; `None` without owned tiles.
     pub(crate) fn owned_scratch_define(&mut self) -> Option<String> {
         let warpgroups = self.owned_warpgroups()?;
         let slice = self.owned_scratch_bytes.next_multiple_of(16);
-        self.need_scratch(slice * warpgroups);
-        Some(format!("#define {OWNED_SCRATCH_MACRO} {slice}"))
+        self.need_scratch(slice * warpgroups + self.handoff_bytes);
+        Some(format!(
+            "#define {OWNED_SCRATCH_MACRO} {slice}\n#define {} {}",
+            super::handoff::HANDOFF_BASE_MACRO,
+            slice * warpgroups
+        ))
     }
 
     /// How many warpgroups' scratch slices the program needs (one past the highest owner).

@@ -179,7 +179,7 @@ impl<'r> Program<'r, '_> {
                 let from = &self.operand_ty(op, 0)?.shape;
                 broadcast(self.operand(op, 0)?, from, shape).at(loc)?
             }
-            OpKind::ExpandDims { .. } => self.operand(op, 0)?.clone(),
+            OpKind::ExpandDims { .. } | OpKind::Handoff => self.operand(op, 0)?.clone(),
             OpKind::Trans => {
                 transpose(self.operand(op, 0)?, &self.operand_ty(op, 0)?.shape).at(loc)?
             }

@@ -271,6 +271,15 @@ impl<'f> Builder<'f> {
         Ok(self.emit1(OpKind::ExpandDims { axis }, vec![x], t.with_shape(shape)))
     }
 
+    /// The tile `x`, to be held by other threads (the layout passes say which).
+    pub fn handoff(&mut self, x: ValueId) -> IrResult<ValueId> {
+        let t = self.ty(x).clone();
+        if t.is_scalar() {
+            return Err(invalid("handoff", format!("hands over a tile, got {t}")));
+        }
+        Ok(self.emit1(OpKind::Handoff, vec![x], t))
+    }
+
     pub fn trans(&mut self, x: ValueId) -> IrResult<ValueId> {
         let t = self.ty(x).clone();
         if t.rank() != 2 {

@@ -158,6 +158,10 @@ pub enum OpKind {
     Dot,
     /// `(x T[s]) -> T[s without axis]`.
     Reduce { kind: ReduceKind, axis: usize },
+    /// `(x T[s]) -> T[s]`: the same tile, held by other threads: what one warpgroup owns
+    /// handed to another, or to every warp, or the other way (the layouts say which; see
+    /// `Layout::Owned`). The only op whose operand and result may have different owners.
+    Handoff,
     /// (lo, hi, step: i32, inits...) -> finals...: region 0 has args (iv, iters...) and
     /// ends in `Yield(next iters...)`. Runs for iv = lo; iv < hi; iv += step (step > 0).
     For,

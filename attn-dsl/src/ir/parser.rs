@@ -664,6 +664,7 @@ impl Parser {
                 return Ok((OpKind::Store { has_mask }, ops));
             }
             "trans" => OpKind::Trans,
+            "handoff" => OpKind::Handoff,
             "select" => OpKind::Select,
             "add_ptr" => OpKind::AddPtr,
             "dot" => OpKind::Dot,

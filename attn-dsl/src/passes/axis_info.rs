@@ -372,6 +372,7 @@ impl Analyzer<'_> {
                 x.constancy.insert(*axis, 1);
                 x
             }
+            OpKind::Handoff => opnd(0),
             OpKind::Trans => {
                 let mut x = opnd(0);
                 x.contiguity.reverse();

@@ -25,7 +25,7 @@ pub fn out_ptr(elem: ScalarType) -> ParamKind {
     }
 }
 
-fn at(b: &mut Builder, line: u32) {
+pub(crate) fn at(b: &mut Builder, line: u32) {
     b.loc = Loc { line, col: 5 };
 }
 
@@ -60,7 +60,7 @@ pub fn vec_add(block: usize, warps: u32) -> Function {
     })
 }
 
-fn build(f: &mut Function, body: impl FnOnce(&mut Builder) -> IrResult<()>) -> Function {
+pub(crate) fn build(f: &mut Function, body: impl FnOnce(&mut Builder) -> IrResult<()>) -> Function {
     let mut b = Builder::new(f);
     body(&mut b).expect("test program must type-check");
     b.finish();
@@ -207,7 +207,7 @@ fn b_const(b: &mut Builder, v: i64, t: ScalarType) -> ValueId {
 }
 
 /// Pointers `base + rows[:, None] * stride + cols[None, :]` for an `[m, n]` tile.
-fn tile_ptrs(
+pub(crate) fn tile_ptrs(
     b: &mut Builder,
     base: ValueId,
     row0: ValueId,

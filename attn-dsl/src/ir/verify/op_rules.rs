@@ -113,6 +113,16 @@ pub(super) fn check(f: &Function, op: &Op) -> Rule {
             s.insert(*axis, 1);
             expect_result(f, op, &Type::tile(x.elem, s))
         }
+        OpKind::Handoff => {
+            counts(op, 1, 1)?;
+            let x = t(f, op.operands[0])?;
+            if x.is_scalar() || matches!(x.elem, Elem::Ptr(_)) {
+                return Err(format!(
+                    "hands over a tile of values, got {x} (pointers are computed by each owner)"
+                ));
+            }
+            expect_result(f, op, &Type::tile(x.elem, x.shape.clone()))
+        }
         OpKind::Trans => {
             counts(op, 1, 1)?;
             let x = t(f, op.operands[0])?;

@@ -31,7 +31,8 @@ pub(super) fn check(f: &Function, op: &Op) -> Result<(), String> {
         }
     }
     // Control flow and terminators carry values without computing on them; the carried
-    // variables' layouts are checked where they must match (`op_rules`).
+    // variables' layouts are checked where they must match (`op_rules`). A handoff moves
+    // its tile from one owner to another.
     if matches!(
         op.kind,
         OpKind::For
@@ -40,6 +41,7 @@ pub(super) fn check(f: &Function, op: &Op) -> Result<(), String> {
             | OpKind::Yield
             | OpKind::Condition
             | OpKind::Return
+            | OpKind::Handoff
     ) {
         return Ok(());
     }

@@ -1,0 +1,116 @@
+//! `handoff`: a tile moved from the threads that hold it to others: from one warpgroup to
+//! another (`Layout::Owned` on both sides), or between a warpgroup and the whole program.
+//!
+//! The tile goes through a buffer of its own in shared memory (after the warpgroups'
+//! scratch slices: no other op writes it), between two barriers over the threads of both
+//! sides: the first keeps the writers from overwriting what the readers of the handoff's
+//! previous execution (a loop's previous iteration) have not read yet, the second makes the
+//! writes visible to the readers. Each side runs its part on its own threads and
+//! coordinates (an owned side in its region), so the warpgroups meet only at those two
+//! barriers. Within one owner, or where the layouts agree, a handoff is an ordinary
+//! conversion or a new name.
+
+use super::c_types::{from_scratch, scratch_type, to_scratch};
+use super::emitter::Emitter;
+use super::owned_region::{OWNED_BARRIER_BASE, WARPGROUP_THREADS};
+use super::CodegenError;
+use crate::ir::{Op, ValueId};
+
+type Res<T> = Result<T, CodegenError>;
+
+/// The macro giving the byte offset of the handoff buffers in the scratch buffer.
+pub(crate) const HANDOFF_BASE_MACRO: &str = "ATTN_HANDOFF_BASE";
+
+impl<'f> Emitter<'f> {
+    pub(crate) fn emit_handoff(&mut self, op: &'f Op) -> Res<()> {
+        let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
+        let (from, to) = (self.f.ty(x).layout.owner(), self.f.ty(res).layout.owner());
+        if from == to {
+            return self.handoff_in_place(x, res, to);
+        }
+        let (st, bytes) = scratch_type(self.elem(x));
+        let offset = self.handoff_bytes;
+        self.handoff_bytes += (self.map(x).elems() * bytes).next_multiple_of(16);
+        let name = self.define_tile(res);
+        let sync = self.handoff_sync(from, to)?;
+        self.w.open("");
+        self.w.line(format!(
+            "{st}* const attn_hb = reinterpret_cast<{st}*>(attn_scratch + {HANDOFF_BASE_MACRO} + {offset});"
+        ));
+        self.w.line(sync.clone());
+        self.on_side(from, |e| e.write_handoff(x))?;
+        self.w.line(sync);
+        self.on_side(to, |e| e.read_handoff(res, &name))?;
+        self.w.close("");
+        Ok(())
+    }
+
+    /// A handoff between the same threads: the same array, or a conversion.
+    fn handoff_in_place(&mut self, x: ValueId, res: ValueId, owner: Option<u32>) -> Res<()> {
+        if self.map(x) == self.map(res) && !self.is_deferred(x) {
+            self.alias_tile(res, x)?;
+            return Ok(());
+        }
+        let name = self.define_tile(res);
+        self.on_side(owner, |e| {
+            let converted = e.convert(x, e.map(res))?;
+            e.copy_var(res, &name, &converted);
+            Ok(())
+        })
+    }
+
+    /// Runs `body` on `side`'s threads: one warpgroup's region, or every thread.
+    fn on_side(&mut self, side: Option<u32>, body: impl FnOnce(&mut Self) -> Res<()>) -> Res<()> {
+        match side {
+            Some(w) => self.on_warpgroup(w, body),
+            None => body(self),
+        }
+    }
+
+    /// The barrier over both sides' threads: the block's when either side is every thread,
+    /// else the named barrier of the pair of warpgroups.
+    fn handoff_sync(&self, from: Option<u32>, to: Option<u32>) -> Res<String> {
+        let (Some(a), Some(b)) = (from, to) else {
+            return Ok(self.block_sync());
+        };
+        let groups = (self.threads / WARPGROUP_THREADS) as u32;
+        let (lo, hi) = (a.min(b), a.max(b));
+        // Pairs in order (0,1), (0,2), (1,2), ... after the owned regions' barriers.
+        let pair = (0..lo).map(|i| groups - 1 - i).sum::<u32>() + (hi - lo - 1);
+        let id = OWNED_BARRIER_BASE as u32 + groups + pair;
+        if id > 15 {
+            return Err(CodegenError::Unsupported(format!(
+                "a handoff between warpgroups {a} and {b} of {groups} needs named barrier {id} \
+                 (the hardware has 16)"
+            )));
+        }
+        Ok(format!("attn_bar_sync({id}, {});", 2 * WARPGROUP_THREADS))
+    }
+
+    /// Every element of `x` into the handoff buffer (one writer an element).
+    fn write_handoff(&mut self, x: ValueId) -> Res<()> {
+        let m = self.map(x);
+        self.w.open_unrolled("s", m.slots());
+        let store = format!(
+            "attn_hb[{}] = {};",
+            m.flat("s"),
+            to_scratch(self.elem(x), &self.at(x, "s")?)
+        );
+        match m.writer("s") {
+            Some(g) => self.w.line(format!("if ({g}) {store}")),
+            None => self.w.line(store),
+        }
+        self.w.close("");
+        Ok(())
+    }
+
+    /// Every slot of `res` (array `name`) from the handoff buffer.
+    fn read_handoff(&mut self, res: ValueId, name: &str) -> Res<()> {
+        let m = self.map(res);
+        self.w.open_unrolled("s", m.slots());
+        let v = from_scratch(self.elem(res), &format!("attn_hb[{}]", m.flat_clamped("s")));
+        self.w.line(format!("{name}[s] = {v};"));
+        self.w.close("");
+        Ok(())
+    }
+}
