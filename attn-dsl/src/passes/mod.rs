@@ -15,6 +15,7 @@ pub mod licm;
 pub mod loop_rewrite;
 pub mod pv_behind;
 pub mod rotate_scores;
+pub mod seesaw;
 pub mod softmax_ahead;
 
 use crate::ir::printer::print_function;
