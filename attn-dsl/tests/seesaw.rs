@@ -123,3 +123,34 @@ fn the_seesaw_runs_on_the_simulator() {
         );
     }
 }
+
+#[test]
+fn chained_scores_take_the_seesaw_on_both_targets() {
+    // MLA's scores shape: two chained dots (the second accumulates into the first); the
+    // warpgroup target runs PV (every warp, `[4, 2]`) as warpgroup MMAs.
+    for (reuse, warpgroups) in [(false, false), (true, false), (false, true)] {
+        let mut f = codegen_common::split_scores(reuse, warpgroups);
+        f.num_warps = 8;
+        let g = seesaw::apply(&f).expect("the split loop takes the seesaw");
+        let mut owners = Vec::new();
+        g.walk(&mut |_, op| {
+            if op.kind == OpKind::Dot {
+                owners.push(g.ty(op.results[0]).layout.owner());
+            }
+        });
+        assert_eq!(owners, [Some(0), Some(0), None, Some(1), Some(1), None]);
+        let (heads, seq, d) = (2usize, 150usize, 128usize);
+        let n = heads * seq * d;
+        let args = vec![
+            input(ScalarType::Bf16, n, 31),
+            input(ScalarType::Bf16, n, 32),
+            input(ScalarType::Bf16, n, 33),
+            output(ScalarType::Bf16, n),
+            i32s(seq as i32),
+            SimArg::Scalar(ScalarArg::F32(0.125)),
+        ];
+        let grid = [seq.div_ceil(64) as u32, heads as u32, 1];
+        let label = format!("seesaw split scores reuse={reuse} warpgroups={warpgroups}");
+        check(&label, &g, grid, args, 2e-2);
+    }
+}
