@@ -609,23 +609,14 @@ impl<'f> Emitter<'f> {
             if std::mem::take(&mut fused_into_previous) || i < emitted_until {
                 continue;
             }
+            // A run of ops one warpgroup owns runs on it alone.
+            if let Some(w) = self.gpu_op_owner(g) {
+                emitted_until = i + self.owned_run_len(&b.ops, i, w);
+                self.emit_owned_run(w, &b.ops[i..emitted_until])?;
+                continue;
+            }
             let o = match g {
-                GpuOp::Tile(o) => match self.op_owner(self.f.op(*o)) {
-                    // A run of ops one warpgroup owns runs on it alone.
-                    Some(w) if !self.f.op(*o).kind.is_terminator() => {
-                        emitted_until = i + self.owned_run_len(&b.ops, i, w);
-                        let run: Vec<OpId> = b.ops[i..emitted_until]
-                            .iter()
-                            .filter_map(|g| match g {
-                                GpuOp::Tile(o) => Some(*o),
-                                _ => None,
-                            })
-                            .collect();
-                        self.emit_owned_run(w, &run)?;
-                        continue;
-                    }
-                    _ => *o,
-                },
+                GpuOp::Tile(o) => *o,
                 GpuOp::AsyncCopy(c) => {
                     // The next copy shares this one's loops when it can (see `copies_fuse`).
                     match b.ops.get(i + 1) {

@@ -12,7 +12,7 @@
 use super::emitter::Emitter;
 use super::CodegenError;
 use crate::gpu_ir::GpuOp;
-use crate::ir::{Op, OpId, OpKind, ValueId};
+use crate::ir::{Op, OpKind, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -40,22 +40,34 @@ impl<'f> Emitter<'f> {
             .find_map(|&v| self.f.ty(v).layout.owner())
     }
 
-    /// How many of `ops[start..]` form the run of tile ops owned by `w` that starts there.
+    /// The warpgroup a GPU op runs on: its tile op's, or its dot's for the MMA steps.
+    pub(crate) fn gpu_op_owner(&self, g: &GpuOp) -> Option<u32> {
+        match g {
+            GpuOp::Tile(o) => {
+                let op = self.f.op(*o);
+                if op.kind.is_terminator() {
+                    return None;
+                }
+                self.op_owner(op)
+            }
+            GpuOp::Mma { dot, .. }
+            | GpuOp::PackA { dot, .. }
+            | GpuOp::HoldA { dot, .. }
+            | GpuOp::MmaWait { dot, .. } => self.f.ty(self.f.op(*dot).results[0]).layout.owner(),
+            _ => None,
+        }
+    }
+
+    /// How many of `ops[start..]` form the run of ops owned by `w` that starts there.
     pub(crate) fn owned_run_len(&self, ops: &[GpuOp], start: usize, w: u32) -> usize {
         ops[start..]
             .iter()
-            .take_while(|g| match g {
-                GpuOp::Tile(o) => {
-                    let op = self.f.op(*o);
-                    !op.kind.is_terminator() && self.op_owner(op) == Some(w)
-                }
-                _ => false,
-            })
+            .take_while(|g| self.gpu_op_owner(g) == Some(w))
             .count()
     }
 
-    /// Emits `run` (tile ops owned by warpgroup `w`) on that warpgroup alone.
-    pub(crate) fn emit_owned_run(&mut self, w: u32, run: &[OpId]) -> Res<()> {
+    /// Emits `run` (ops owned by warpgroup `w`) on that warpgroup alone.
+    pub(crate) fn emit_owned_run(&mut self, w: u32, run: &'f [GpuOp]) -> Res<()> {
         let escaping = self.escaping(run);
         let outer: Vec<(ValueId, String)> = escaping
             .iter()
@@ -72,7 +84,7 @@ impl<'f> Emitter<'f> {
             let stored: Vec<&(ValueId, String)> =
                 outer.iter().filter(|(v, _)| !e.is_deferred(*v)).collect();
             for (v, name) in stored {
-                if !e.pending_mma.is_empty() {
+                if e.pending_mma.iter().any(|(d, _, _)| *d == v.0) {
                     return Err(CodegenError::Unsupported(format!(
                         "%{} leaves warpgroup {w}'s region with its MMAs in flight",
                         v.0
@@ -119,23 +131,33 @@ impl<'f> Emitter<'f> {
         r
     }
 
-    fn emit_run_ops(&mut self, run: &[OpId]) -> Res<()> {
-        for &o in run {
-            self.emit_op(self.f.op(o))?;
+    fn emit_run_ops(&mut self, run: &'f [GpuOp]) -> Res<()> {
+        for g in run {
+            match g {
+                GpuOp::Tile(o) => self.emit_op(self.f.op(*o))?,
+                other => self.emit_gpu_op(other)?,
+            }
         }
         Ok(())
     }
 
     /// Results of `run` that an op after it reads.
-    fn escaping(&self, run: &[OpId]) -> Vec<ValueId> {
+    fn escaping(&self, run: &[GpuOp]) -> Vec<ValueId> {
+        let ops: Vec<&Op> = run
+            .iter()
+            .filter_map(|g| match g {
+                GpuOp::Tile(o) | GpuOp::Mma { dot: o, .. } => Some(self.f.op(*o)),
+                _ => None,
+            })
+            .collect();
         let mut inside = std::collections::BTreeMap::<u32, u32>::new();
-        for &o in run {
-            for v in &self.f.op(o).operands {
+        for op in &ops {
+            for v in &op.operands {
                 *inside.entry(v.0).or_default() += 1;
             }
         }
-        run.iter()
-            .flat_map(|&o| self.f.op(o).results.iter().copied())
+        ops.iter()
+            .flat_map(|op| op.results.iter().copied())
             .filter(|v| self.use_count(*v) > inside.get(&v.0).copied().unwrap_or(0))
             .collect()
     }
