@@ -44,6 +44,9 @@ pub(crate) struct Emitter<'f> {
     pub(crate) owned_scratch_bytes: usize,
     /// Bytes of the handoff buffers placed so far (see `handoff`).
     pub(crate) handoff_bytes: usize,
+    /// Tiles an owned region declared before it opened, for the op defining them inside
+    /// (`define_tile`) to fill in place (see `owned_region`).
+    pub(crate) predeclared: std::collections::BTreeSet<u32>,
     /// The tensor maps the kernel takes after its parameters (TMA copies).
     pub(crate) tensor_maps: Vec<super::TensorMapParam>,
     names: Vec<Option<String>>,
@@ -137,6 +140,7 @@ impl<'f> Emitter<'f> {
             owner: None,
             owned_scratch_bytes: 0,
             handoff_bytes: 0,
+            predeclared: Default::default(),
             tensor_maps: Vec::new(),
             names: vec![None; f.values.len()],
             table: NameTable::default(),
@@ -441,6 +445,11 @@ impl<'f> Emitter<'f> {
 
     /// Declares `res` as a tile to be filled by the caller (who writes the slots itself).
     pub(crate) fn define_tile(&mut self, res: ValueId) -> String {
+        if self.predeclared.remove(&res.0) {
+            if let Ok(name) = self.name(res) {
+                return name.to_string();
+            }
+        }
         let name = self.bind_new(res);
         self.declare(res, &name);
         name

@@ -74,15 +74,19 @@ impl<'f> Emitter<'f> {
             .map(|&v| {
                 let name = self.bind_new(v);
                 self.declare(v, &name);
+                self.predeclared.insert(v.0);
                 (v, name)
             })
             .collect();
         self.on_warpgroup(w, |e| {
             e.emit_run_ops(run)?;
-            // Index tiles are recomputed where used (in their owner's regions); the rest
+            // Tiles filled in place (accumulators, possibly still in flight) are done;
+            // index tiles are recomputed where used (in their owner's regions); the rest
             // move to the variables declared outside.
-            let stored: Vec<&(ValueId, String)> =
-                outer.iter().filter(|(v, _)| !e.is_deferred(*v)).collect();
+            let stored: Vec<&(ValueId, String)> = outer
+                .iter()
+                .filter(|(v, _)| e.predeclared.remove(&v.0) && !e.is_deferred(*v))
+                .collect();
             for (v, name) in stored {
                 if e.pending_mma.iter().any(|(d, _, _)| *d == v.0) {
                     return Err(CodegenError::Unsupported(format!(

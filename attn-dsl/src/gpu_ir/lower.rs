@@ -83,9 +83,10 @@ fn warpgroup_mma_dot(f: &Function, res: ValueId) -> bool {
 /// whole warpgroups over whole 64-row blocks.
 fn warpgroup_grid_columns(f: &Function, res: ValueId) -> Option<usize> {
     let t = f.ty(res);
+    // An owned tile's grid spans its warpgroup, whose MMAs it issues alone.
     let Layout::Mma {
         warps_per_cta: [w, c],
-    } = t.layout
+    } = *t.layout.unowned()
     else {
         return None;
     };
@@ -167,7 +168,12 @@ impl<'a> Ctx<'a> {
             return;
         };
         // Registers a held A takes per thread grow with the slabs each warp owns.
-        let slabs_per_warp = (m / 16).div_ceil(self.f.num_warps as usize).max(1);
+        // An owned dot's warps are its warpgroup's.
+        let warps = match self.f.ty(res).layout.owner() {
+            Some(_) => 4,
+            None => self.f.num_warps as usize,
+        };
+        let slabs_per_warp = (m / 16).div_ceil(warps).max(1);
         let a_src = match self.copyable_operand(a, b, false, min_lanes, warpgroup) {
             Some(ac) if self.a_from_shared(ac.load, b, k * slabs_per_warp, warpgroup) => {
                 Some(self.add_copy(ac, d, false))
@@ -272,7 +278,9 @@ impl<'a> Ctx<'a> {
     /// than one column whose accumulator is a splat or in the same layout.
     fn fragment_result(&self, acc: ValueId, res: ValueId) -> bool {
         let (rt, at) = (self.f.ty(res), self.f.ty(acc));
-        let mma = matches!(rt.layout, Layout::Mma { .. }) && rt.shape.len() == 2 && rt.shape[1] > 1;
+        let mma = matches!(rt.layout.unowned(), Layout::Mma { .. })
+            && rt.shape.len() == 2
+            && rt.shape[1] > 1;
         let splat = self.defs[acc.0 as usize]
             .map(|o| matches!(self.f.op(o).kind, OpKind::Splat { .. }))
             .unwrap_or(false);
