@@ -129,6 +129,10 @@ pub const OPT_IN: Table = &[
     ),
     ("rotate", "scores computed one tile ahead"),
     (
+        "seesaw",
+        "two warpgroups take a key loop's tiles in turn, each its own scores",
+    ),
+    (
         "softmax_ahead",
         "the scores' softmax run under PV, rotation included",
     ),

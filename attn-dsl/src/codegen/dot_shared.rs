@@ -237,19 +237,34 @@ impl<'f> Emitter<'f> {
                 "held A fragments of an operand not in a shared alloc".into(),
             ));
         }
-        let name = format!("attn_ha{}", res.0);
+        let name = held_a_name(res);
         self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
         self.w.line(format!(
             "// (the first {steps} k-steps of %{}'s A, held in registers across the loop)",
             res.0
         ));
-        self.w.line(format!(
-            "unsigned {name}[{steps}][{}][4];",
-            map.slabs_per_warp
-        ));
+        // An owned dot's region declared them before it opened (they outlive it).
+        if !self.predeclared.remove(&res.0) {
+            self.w.line(held_a_declaration(&name, steps, &map));
+        }
         self.in_lane_block(|e| e.emit_a_fragment_array(&name, a, &from, &p, &map, steps))?;
         self.w.line("#endif");
         self.held_shared_a.insert(res.0, (name, steps));
+        Ok(())
+    }
+
+    /// Declares, before an owned region, the held fragments of `dot`'s A that a
+    /// [`crate::gpu_ir::GpuOp::HoldA`] in it loads.
+    pub(crate) fn predeclare_held_a(&mut self, dot: crate::ir::OpId, steps: usize) -> Res<()> {
+        let MmaOperands { acc, res, .. } = self.mma_operands(self.f.op(dot))?;
+        let Some(map) = self.fragment_map(acc, res) else {
+            return Ok(());
+        };
+        self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+        self.w
+            .line(held_a_declaration(&held_a_name(res), steps, &map));
+        self.w.line("#endif");
+        self.predeclared.insert(res.0);
         Ok(())
     }
 
@@ -545,4 +560,14 @@ fn k_split_ways(map: &MmaMap, p: &MmaPlan) -> usize {
         return 1;
     }
     MIN_MMA_CHAINS.div_ceil(chains).min(steps / 4).max(1)
+}
+
+/// The array of dot `res`'s held A fragments.
+fn held_a_name(res: crate::ir::ValueId) -> String {
+    format!("attn_ha{}", res.0)
+}
+
+/// `unsigned name[steps][slabs][4];`: four registers a 16 × 16 step of each slab.
+fn held_a_declaration(name: &str, steps: usize, map: &super::tile_map::MmaMap) -> String {
+    format!("unsigned {name}[{steps}][{}][4];", map.slabs_per_warp)
 }

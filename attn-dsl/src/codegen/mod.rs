@@ -185,6 +185,15 @@ pub fn emit_cuda(f: &Function) -> Result<CudaKernel, CodegenError> {
         g
     });
     let f = laid_out.as_ref().unwrap_or(f);
+    // Opt-in: a two-warpgroup key loop whose warpgroups take its tiles in turn (the
+    // seesaw, `passes::seesaw`), where the loop has that shape and the code generator
+    // places it (an owned dot whose shared operand stays in registers, a second tile that
+    // does not fit beside the ring: the loop as written). Tests emit it directly.
+    if crate::features::on("seesaw") {
+        if let Some(Ok(done)) = emit_rewritten(f, seesaw_in_place, |_| true) {
+            return Ok(done);
+        }
+    }
     // Warpgroup targets software-pipeline the key loop where the split reads PV's V from
     // the previous stage (`gpu_ir::previous_stage`): PV one tile behind the scores, the
     // softmax under it. Opt-in elsewhere: PV behind on any loop, or the scores one tile
@@ -230,6 +239,17 @@ fn emit_rewritten(
     match emit_program(&g, &prog) {
         Err(CodegenError::Malformed(_) | CodegenError::SharedMemory { .. }) => None,
         done => Some(done),
+    }
+}
+
+/// [`crate::passes::seesaw::apply`] as a pass in place.
+fn seesaw_in_place(f: &mut Function) -> bool {
+    match crate::passes::seesaw::apply(f) {
+        Some(g) => {
+            *f = g;
+            true
+        }
+        None => false,
     }
 }
 

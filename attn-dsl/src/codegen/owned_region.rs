@@ -78,6 +78,11 @@ impl<'f> Emitter<'f> {
                 (v, name)
             })
             .collect();
+        for g in run {
+            if let GpuOp::HoldA { dot, steps, .. } = g {
+                self.predeclare_held_a(*dot, *steps)?;
+            }
+        }
         self.on_warpgroup(w, |e| {
             e.emit_run_ops(run)?;
             // Tiles filled in place (accumulators, possibly still in flight) are done;
@@ -137,9 +142,38 @@ impl<'f> Emitter<'f> {
 
     fn emit_run_ops(&mut self, run: &'f [GpuOp]) -> Res<()> {
         for g in run {
+            self.check_operands_visible(g)?;
             match g {
                 GpuOp::Tile(o) => self.emit_op(self.f.op(*o))?,
                 other => self.emit_gpu_op(other)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// An owned dot reads a tile every warp holds only from shared memory (or fragments its
+    /// warpgroup loaded from there): registers of the other warpgroup are out of reach.
+    fn check_operands_visible(&self, g: &GpuOp) -> Res<()> {
+        let (dot, sources) = match g {
+            GpuOp::Mma { dot, a, b, .. } => (*dot, [Some(a), Some(b)]),
+            GpuOp::Tile(o) if self.f.op(*o).kind == OpKind::Dot => (*o, [None, None]),
+            _ => return Ok(()),
+        };
+        let op = self.f.op(dot);
+        for (i, src) in sources.iter().enumerate() {
+            let v = op.operands[i];
+            let in_registers = match src {
+                Some(crate::gpu_ir::OperandSource::Shared { .. }) => false,
+                Some(_) => i > 0 || self.held_a_fragments(v).is_none(),
+                None => true,
+            };
+            if in_registers && self.f.ty(v).layout.owner().is_none() {
+                return Err(CodegenError::Unsupported(format!(
+                    "warpgroup {}'s dot reads %{} from every warp's registers: an owned dot \
+                     reads a shared operand from shared memory only",
+                    self.owner.unwrap_or(0),
+                    v.0
+                )));
             }
         }
         Ok(())

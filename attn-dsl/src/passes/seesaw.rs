@@ -58,9 +58,23 @@ pub fn apply(f: &Function) -> Option<Function> {
     let mut defs = BTreeMap::new();
     g.walk(&mut |id, op| defs.extend(op.results.iter().map(|&r| (r, id))));
     let mut body = std::mem::take(&mut g.body);
+    let mut unowned_dot_reads = BTreeSet::new();
+    g.walk(&mut |_, op| {
+        if op.kind == OpKind::Dot && !owners.contains_key(&op.results[0]) {
+            for &x in &op.operands[..2] {
+                unowned_dot_reads.insert(x);
+                if let Some(d) = defs.get(&x).map(|&d| g.op(d)) {
+                    if d.kind == OpKind::Trans {
+                        unowned_dot_reads.insert(d.operands[0]);
+                    }
+                }
+            }
+        }
+    });
     let mut fix = Crossings {
         owners: &mut owners,
         defs: &defs,
+        unowned_dot_reads,
     };
     fix.block(&mut g, &mut body, None, &mut BTreeMap::new());
     g.body = body;
@@ -236,11 +250,27 @@ fn chain(
         .filter(|v| !acc.contains(v) && *v != pv && !f.ty(*v).is_scalar())
         .collect();
     let uses = users(f, lp, half);
+    // On a warpgroup target a dot reads loaded operands from shared memory through
+    // descriptors: such a load stays the whole program's copy, with its addresses.
+    let shared = |op: &Op| {
+        f.warpgroup_mma
+            && matches!(op.kind, OpKind::Load { .. } | OpKind::Trans)
+            && op.results.iter().all(|r| {
+                uses.get(r).is_some_and(|us| {
+                    us.iter().all(|&u| {
+                        let user = f.op(u);
+                        user.kind == OpKind::Dot && !user.operands[2..].contains(r)
+                            || user.kind == OpKind::Trans
+                    })
+                })
+            })
+    };
     loop {
         let before = owned.len();
         for &o in half.iter().rev() {
             let op = f.op(o);
             let private = !op.results.is_empty()
+                && !shared(op)
                 && op.results.iter().all(|r| {
                     !f.ty(*r).is_scalar()
                         && !acc.contains(r)
@@ -335,6 +365,8 @@ fn wanted(
 struct Crossings<'a> {
     owners: &'a mut BTreeMap<ValueId, u32>,
     defs: &'a BTreeMap<ValueId, OpId>,
+    /// Tiles an unowned dot reads as A or B (through `trans` too).
+    unowned_dot_reads: BTreeSet<ValueId>,
 }
 
 /// A value's copy for an owner, made once a block (and the blocks it holds).
@@ -354,7 +386,10 @@ impl Crossings<'_> {
             for i in 0..f.op(o).operands.len() {
                 let v = f.op(o).operands[i];
                 let want = wanted(f, f.op(o), i, self.owners, parent.map(|p| f.op(p)));
-                if f.ty(v).is_scalar() || self.owners.get(&v).copied() == want {
+                if f.ty(v).is_scalar()
+                    || self.owners.get(&v).copied() == want
+                    || self.read_from_shared(f, o, i)
+                {
                     continue;
                 }
                 let moved = match want {
@@ -368,6 +403,28 @@ impl Crossings<'_> {
             out.push(o);
         }
         b.ops = out;
+    }
+
+    /// Whether operand `i` of `o` is a dot operand every warp can read from shared memory
+    /// (so no warpgroup needs its own copy): a loaded tile (through `trans` for B) that an
+    /// unowned dot reads too (a tile the key loop copies once for both, MLA's latent
+    /// keys), or any loaded tile on a warpgroup target (whose MMAs read both operands
+    /// through descriptors).
+    fn read_from_shared(&self, f: &Function, o: OpId, i: usize) -> bool {
+        let op = f.op(o);
+        let v = op.operands[i];
+        if op.kind != OpKind::Dot || i > 1 || self.owners.contains_key(&v) {
+            return false;
+        }
+        let def = |x: ValueId| self.defs.get(&x).map(|&d| f.op(d));
+        let loaded = match def(v) {
+            Some(d) if d.kind == OpKind::Trans => {
+                def(d.operands[0]).is_some_and(|l| matches!(l.kind, OpKind::Load { .. }))
+            }
+            Some(d) => matches!(d.kind, OpKind::Load { .. }),
+            None => false,
+        };
+        loaded && (f.warpgroup_mma || self.unowned_dot_reads.contains(&v))
     }
 
     fn hand_off(

@@ -18,7 +18,7 @@ pub(super) fn check(f: &Function, op: &Op) -> Result<(), String> {
         .chain(&op.results)
         .map(|&v| f.ty(v))
         .filter(|t| !t.is_scalar());
-    for t in tiles.clone() {
+    for t in tiles {
         match &t.layout {
             Layout::Owned { warpgroup, inner } => check_owned(f, *warpgroup, inner)?,
             l if owned_inside(l) => {
@@ -57,7 +57,22 @@ pub(super) fn check(f: &Function, op: &Op) -> Result<(), String> {
                 .into(),
         );
     }
-    let mut owners = tiles.map(|t| t.layout.owner());
+    // An owned dot may read its A and B operands held by every warp: the code generator
+    // reads those from shared memory, which every warp sees (an error where it cannot).
+    let shared_operand = |v: &crate::ir::ValueId| {
+        op.kind == OpKind::Dot
+            && op.operands[..2].contains(v)
+            && f.ty(*v).layout.owner().is_none()
+            && op.results.iter().any(|&r| f.ty(r).layout.owner().is_some())
+    };
+    let mut owners = op
+        .operands
+        .iter()
+        .filter(|v| !shared_operand(v))
+        .chain(&op.results)
+        .map(|&v| f.ty(v))
+        .filter(|t| !t.is_scalar())
+        .map(|t| t.layout.owner());
     match owners.next() {
         Some(first) if owners.any(|o| o != first) => Err(format!(
             "mixes tiles of different owners ({}): an op runs on the warps that hold its \
