@@ -173,9 +173,10 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
         .iter()
         .map(|v| *second.get(v).unwrap_or(v))
         .collect();
+    let (ahead, guarded) = scores_ahead(f, &half1, &out0);
     let (guard, kept) = select_if(f, more.1, &out1, &out0, loc);
     let then_yield = f.op(guard).regions[0].ops[0];
-    let mut then_ops = half1.clone();
+    let mut then_ops = guarded;
     then_ops.push(then_yield);
     f.op_mut(guard).regions[0].ops = then_ops;
 
@@ -201,8 +202,17 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
         regions: vec![],
         loc: f.op(*yield_op).loc,
     });
-    let mut new_ops = half0.clone();
-    new_ops.extend([iv1.0, more.0, guard, new_yield]);
+    // The second tile's scores issue right after the first's (after its last scores dot),
+    // so the second warpgroup's MMAs run under the first one's softmax.
+    let pv0 = first[&f.op(sh.pv).results[0]];
+    let at = half0
+        .iter()
+        .rposition(|&o| f.op(o).kind == OpKind::Dot && !f.op(o).results.contains(&pv0))?;
+    let mut new_ops = vec![iv1.0];
+    new_ops.extend(&half0[..=at]);
+    new_ops.extend(ahead);
+    new_ops.extend(&half0[at + 1..]);
+    new_ops.extend([more.0, guard, new_yield]);
     let l = f.op_mut(lp);
     l.operands[2] = step2.1;
     l.regions[0] = Block {
@@ -232,6 +242,31 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
     }
 
     Some(vec![two.0, step2.0])
+}
+
+/// Splits the second half's ops into those computed from the tile index alone (its loads,
+/// masks and scores: run for every pair, the tile past `hi` read inside the kernel's masks
+/// and its scores discarded) and those that read the first half's results or write memory
+/// (under the guard). Everything stays guarded if a load of the first kind has no mask.
+fn scores_ahead(f: &Function, half: &[OpId], first_out: &[ValueId]) -> (Vec<OpId>, Vec<OpId>) {
+    let dependent = forward(f, half, first_out);
+    let (ahead, guarded): (Vec<OpId>, Vec<OpId>) = half.iter().partition(|&&o| {
+        let op = f.op(o);
+        !op.results.is_empty() && op.results.iter().all(|r| !dependent.contains(r))
+    });
+    let unmasked = ahead.iter().any(|&o| {
+        matches!(
+            f.op(o).kind,
+            OpKind::Load {
+                has_mask: false,
+                ..
+            }
+        )
+    });
+    match unmasked {
+        true => (Vec::new(), half.to_vec()),
+        false => (ahead, guarded),
+    }
 }
 
 /// The values one half's warpgroup owns: what the scores `qk` compute (less the
