@@ -10,10 +10,33 @@ mod codegen_common;
 
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::ir::{verify::verify, ScalarType};
-use attn_dsl::kernel::ScalarArg;
 use codegen_common::cpu_sim::{have_gxx, Branch, SimArg};
 use codegen_common::owned::{on_warpgroup, own, two_softmaxes};
 use codegen_common::sim_check::{check, i32s, input, outcome, output};
+
+/// `f`'s emitted CUDA with `edit` applied, run on `mma.sync`'s branch against the executor.
+fn run_edited(
+    f: &attn_dsl::ir::Function,
+    edit: impl Fn(&str) -> String,
+    grid: [u32; 3],
+    args: Vec<SimArg>,
+    tol: f64,
+) -> Result<(), String> {
+    let mut k = emit_cuda(f).expect("emit");
+    k.source = edit(&k.source);
+    outcome(f, &k, Branch::MmaSync, grid, args, tol)
+}
+
+/// `alternating_row_stats`'s arguments: a `rows x cols` f32 matrix, two row outputs.
+fn row_stats_args(rows: usize, cols: usize, seed: u64) -> Vec<SimArg> {
+    vec![
+        input(ScalarType::F32, rows * cols, seed),
+        output(ScalarType::F32, rows),
+        output(ScalarType::F32, rows),
+        i32s(rows as i32),
+        i32s(cols as i32),
+    ]
+}
 
 fn softmax_args(rows: usize, cols: usize, seed: u64) -> Vec<SimArg> {
     vec![
@@ -25,15 +48,7 @@ fn softmax_args(rows: usize, cols: usize, seed: u64) -> Vec<SimArg> {
 }
 
 fn attention_args(seq: usize, d: usize) -> Vec<SimArg> {
-    let n = seq * d;
-    vec![
-        input(ScalarType::Bf16, n, 11),
-        input(ScalarType::Bf16, n, 12),
-        input(ScalarType::Bf16, n, 13),
-        output(ScalarType::Bf16, n),
-        i32s(seq as i32),
-        SimArg::Scalar(ScalarArg::F32(0.125)),
-    ]
+    codegen_common::sim_check::flash_args(ScalarType::Bf16, 1, seq, d, 11)
 }
 
 #[test]
@@ -116,20 +131,12 @@ fn a_block_barrier_inside_a_region_is_caught() {
     }
     std::env::set_var("ATTN_SIM_TIMEOUT_S", "20");
     let f = two_softmaxes();
-    let mut k = emit_cuda(&f).expect("emit");
-    assert!(k.source.contains("attn_bar_sync(5, 128);"));
-    k.source = k
-        .source
-        .replace("attn_bar_sync(5, 128);", "__syncthreads();");
-    let err = outcome(
-        &f,
-        &k,
-        Branch::MmaSync,
-        [2, 1, 1],
-        softmax_args(40, 100, 8),
-        1e-2,
-    )
-    .expect_err("warpgroup 0 waits at a barrier warpgroup 1 never reaches");
+    let edit = |s: &str| {
+        assert!(s.contains("attn_bar_sync(5, 128);"));
+        s.replace("attn_bar_sync(5, 128);", "__syncthreads();")
+    };
+    let err = run_edited(&f, edit, [2, 1, 1], softmax_args(40, 100, 8), 1e-2)
+        .expect_err("warpgroup 0 waits at a barrier warpgroup 1 never reaches");
     assert!(!err.is_empty());
 }
 
@@ -141,19 +148,11 @@ fn an_unguarded_region_is_caught() {
     // Every warpgroup runs warpgroup 1's region: warpgroup 0's threads, counted as its
     // threads, write the same rows from their own (other) registers and race on its scratch.
     let f = on_warpgroup(codegen_common::softmax(16, 128, 4), 1, 8);
-    let mut k = emit_cuda(&f).expect("emit");
-    k.source = k
-        .source
-        .replace("if (attn_warp_uniform(tid >> 7) == 1)", "if (true)")
-        .replace("attn_bar_sync(6, 128);", "__syncthreads();");
-    let err = outcome(
-        &f,
-        &k,
-        Branch::MmaSync,
-        [3, 1, 1],
-        softmax_args(40, 100, 9),
-        1e-2,
-    );
+    let edit = |s: &str| {
+        s.replace("if (attn_warp_uniform(tid >> 7) == 1)", "if (true)")
+            .replace("attn_bar_sync(6, 128);", "__syncthreads();")
+    };
+    let err = run_edited(&f, edit, [3, 1, 1], softmax_args(40, 100, 9), 1e-2);
     assert!(err.is_err(), "the unguarded region went unnoticed");
 }
 
@@ -199,13 +198,7 @@ fn warpgroups_hand_row_statistics_back_and_forth() {
     assert!(src.contains("attn_bar_sync(7, 256);"), "{src}");
     assert!(src.contains("#define ATTN_HANDOFF_BASE"), "{src}");
     for (rows, cols) in [(40usize, 300usize), (16, 64), (33, 129)] {
-        let args = vec![
-            input(ScalarType::F32, rows * cols, 17),
-            output(ScalarType::F32, rows),
-            output(ScalarType::F32, rows),
-            i32s(rows as i32),
-            i32s(cols as i32),
-        ];
+        let args = row_stats_args(rows, cols, 17);
         let grid = [rows.div_ceil(16) as u32, 1, 1];
         check(
             &format!("row statistics {rows}x{cols}"),
@@ -225,17 +218,8 @@ fn a_handoff_read_before_it_is_written_is_caught() {
     // Without the pair's barriers warpgroup 1, which skips warpgroup 0's fold, reads the
     // handoff buffer before warpgroup 0 has written it (and warpgroup 0 the other way).
     let f = codegen_common::owned::alternating_row_stats(16, 64);
-    let mut k = emit_cuda(&f).expect("emit");
-    k.source = k.source.replace("attn_bar_sync(7, 256);", "");
-    let (rows, cols) = (40usize, 300usize);
-    let args = vec![
-        input(ScalarType::F32, rows * cols, 18),
-        output(ScalarType::F32, rows),
-        output(ScalarType::F32, rows),
-        i32s(rows as i32),
-        i32s(cols as i32),
-    ];
-    let err = outcome(&f, &k, Branch::MmaSync, [3, 1, 1], args, 1e-5);
-    let err = err.expect_err("handoffs without barriers went unnoticed");
+    let edit = |s: &str| s.replace("attn_bar_sync(7, 256);", "");
+    let err = run_edited(&f, edit, [3, 1, 1], row_stats_args(40, 300, 18), 1e-5)
+        .expect_err("handoffs without barriers went unnoticed");
     assert!(err.contains("element"), "{err}");
 }

@@ -8,21 +8,13 @@ mod codegen_common;
 
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::ir::{verify::verify, Function, OpKind, ScalarType};
-use attn_dsl::kernel::ScalarArg;
 use attn_dsl::passes::seesaw;
 use codegen_common::cpu_sim::{run_interp, SimArg};
-use codegen_common::sim_check::{check, i32s, input, output};
+use codegen_common::sim_check::{check, flash_args};
 
+/// The test attention program's arguments: one head of `seq` rows of width `d`.
 fn args(seq: usize, d: usize, seed: u64) -> Vec<SimArg> {
-    let n = seq * d;
-    vec![
-        input(ScalarType::Bf16, n, seed),
-        input(ScalarType::Bf16, n, seed + 1),
-        input(ScalarType::Bf16, n, seed + 2),
-        output(ScalarType::Bf16, n),
-        i32s(seq as i32),
-        SimArg::Scalar(ScalarArg::F32(0.125)),
-    ]
+    flash_args(ScalarType::Bf16, 1, seq, d, seed)
 }
 
 /// The test attention program (64 query rows, two warpgroups) and its seesaw form.
@@ -141,15 +133,7 @@ fn chained_scores_take_the_seesaw_on_both_targets() {
         });
         assert_eq!(owners, [Some(0), Some(0), Some(1), Some(1), None, None]);
         let (heads, seq, d) = (2usize, 150usize, 128usize);
-        let n = heads * seq * d;
-        let args = vec![
-            input(ScalarType::Bf16, n, 31),
-            input(ScalarType::Bf16, n, 32),
-            input(ScalarType::Bf16, n, 33),
-            output(ScalarType::Bf16, n),
-            i32s(seq as i32),
-            SimArg::Scalar(ScalarArg::F32(0.125)),
-        ];
+        let args = flash_args(ScalarType::Bf16, heads, seq, d, 31);
         let grid = [seq.div_ceil(64) as u32, heads as u32, 1];
         let label = format!("seesaw split scores reuse={reuse} warpgroups={warpgroups}");
         check(&label, &g, grid, args, 2e-2);
