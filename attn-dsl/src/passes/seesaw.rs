@@ -42,9 +42,25 @@ pub fn apply(f: &Function) -> Option<Function> {
         return None;
     }
     let mut g = f.clone();
-    let mut owners: BTreeMap<ValueId, u32> = BTreeMap::new();
+    // Two tiles an iteration, each half's scores chain on its warpgroup.
+    let mut owners = unroll_first_loop(&mut g)?;
+    // Values that cross owners: handed off, or recomputed by the new owner (index tiles).
+    place_crossings(&mut g, &mut owners);
+    // Handoffs of what the loop does not change: once, before it.
+    hoist_invariant_handoffs(&mut g);
+    // Owned values laid out for one warpgroup, the rest for the whole program.
+    lay_out(&mut g, &owners);
+    // The replaced loop body's values, which no layout reached, dropped.
+    super::compact::run(&mut g);
+    crate::ir::verify::verify(&g).ok()?;
+    Some(g)
+}
+
+/// Unrolls the first loop of `g` that has the seesaw's shape; the owners it gave.
+fn unroll_first_loop(g: &mut Function) -> Option<BTreeMap<ValueId, u32>> {
+    let mut owners = BTreeMap::new();
     let mut done = false;
-    rewrite_loops(&mut g, &mut |f, lp| {
+    rewrite_loops(g, &mut |f, lp| {
         if done {
             return None;
         }
@@ -52,38 +68,47 @@ pub fn apply(f: &Function) -> Option<Function> {
         done = true;
         Some(before)
     });
-    if !done {
-        return None;
-    }
+    done.then_some(owners)
+}
+
+/// Puts handoffs (or recomputed index tiles) wherever an op of `g` reads a tile of
+/// another owner than its own.
+fn place_crossings(g: &mut Function, owners: &mut BTreeMap<ValueId, u32>) {
     let mut defs = BTreeMap::new();
     g.walk(&mut |id, op| defs.extend(op.results.iter().map(|&r| (r, id))));
+    let unowned_dot_reads = unowned_dot_reads(g, owners, &defs);
     let mut body = std::mem::take(&mut g.body);
-    let mut unowned_dot_reads = BTreeSet::new();
-    g.walk(&mut |_, op| {
-        if op.kind == OpKind::Dot && !owners.contains_key(&op.results[0]) {
-            for &x in &op.operands[..2] {
-                unowned_dot_reads.insert(x);
-                if let Some(d) = defs.get(&x).map(|&d| g.op(d)) {
-                    if d.kind == OpKind::Trans {
-                        unowned_dot_reads.insert(d.operands[0]);
-                    }
-                }
-            }
-        }
-    });
     let mut fix = Crossings {
-        owners: &mut owners,
+        owners,
         defs: &defs,
         unowned_dot_reads,
     };
-    fix.block(&mut g, &mut body, None, &mut BTreeMap::new());
+    fix.block(g, &mut body, None, &mut BTreeMap::new());
     g.body = body;
-    hoist_invariant_handoffs(&mut g);
-    lay_out(&mut g, &owners);
-    // Drops the replaced loop body's values, which no layout reached.
-    super::compact::run(&mut g);
-    crate::ir::verify::verify(&g).ok()?;
-    Some(g)
+}
+
+/// The A and B operands of the dots no warpgroup owns (and what they transpose).
+fn unowned_dot_reads(
+    g: &Function,
+    owners: &BTreeMap<ValueId, u32>,
+    defs: &BTreeMap<ValueId, OpId>,
+) -> BTreeSet<ValueId> {
+    let mut reads = BTreeSet::new();
+    g.walk(&mut |_, op| {
+        if op.kind != OpKind::Dot || owners.contains_key(&op.results[0]) {
+            return;
+        }
+        for &x in &op.operands[..2] {
+            reads.insert(x);
+            match defs.get(&x).map(|&d| g.op(d)) {
+                Some(d) if d.kind == OpKind::Trans => {
+                    reads.insert(d.operands[0]);
+                }
+                _ => {}
+            }
+        }
+    });
+    reads
 }
 
 /// The loop's two dots: the scores (first) and PV (last), whose accumulator comes from
@@ -173,10 +198,10 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
         .iter()
         .map(|v| *second.get(v).unwrap_or(v))
         .collect();
-    let (ahead, guarded) = scores_ahead(f, &half1, &out0);
+    let second_half = place_second_half(f, &half1, &out0);
     let (guard, kept) = select_if(f, more.1, &out1, &out0, loc);
     let then_yield = f.op(guard).regions[0].ops[0];
-    let mut then_ops = guarded;
+    let mut then_ops = second_half.guarded;
     then_ops.push(then_yield);
     f.op_mut(guard).regions[0].ops = then_ops;
 
@@ -210,8 +235,9 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
         .rposition(|&o| f.op(o).kind == OpKind::Dot && !f.op(o).results.contains(&pv0))?;
     let mut new_ops = vec![iv1.0];
     new_ops.extend(&half0[..=at]);
-    new_ops.extend(ahead);
+    new_ops.extend(second_half.ahead);
     new_ops.extend(&half0[at + 1..]);
+    new_ops.extend(second_half.after);
     new_ops.extend([more.0, guard, new_yield]);
     let l = f.op_mut(lp);
     l.operands[2] = step2.1;
@@ -244,28 +270,59 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
     Some(vec![two.0, step2.0])
 }
 
-/// Splits the second half's ops into those computed from the tile index alone (its loads,
-/// masks and scores: run for every pair, the tile past `hi` read inside the kernel's masks
-/// and its scores discarded) and those that read the first half's results or write memory
-/// (under the guard). Everything stays guarded if a load of the first kind has no mask.
-fn scores_ahead(f: &Function, half: &[OpId], first_out: &[ValueId]) -> (Vec<OpId>, Vec<OpId>) {
+/// Where the second half's ops go.
+struct SecondHalf {
+    /// Right after the first half's scores: the second tile's loads, masks and scores
+    /// (computed from the tile index alone), so its MMAs run under the first softmax.
+    ahead: Vec<OpId>,
+    /// After the first half, for every pair.
+    after: Vec<OpId>,
+    /// Under the guard `iv + step < hi`.
+    guarded: Vec<OpId>,
+}
+
+/// Places the second half (`half`, reading the first half's results `first_out`). Where
+/// every load it makes is masked and it writes no memory, all of it runs for every pair:
+/// the tile past `hi` is read inside the kernel's masks and the guard only picks the
+/// first half's results (one copy of the key tile for both its dots: MLA's latent tile,
+/// which an `If` would split from its scores). Else its scores still run ahead where their
+/// loads are masked, and the rest under the guard.
+fn place_second_half(f: &Function, half: &[OpId], first_out: &[ValueId]) -> SecondHalf {
     let dependent = forward(f, half, first_out);
-    let (ahead, guarded): (Vec<OpId>, Vec<OpId>) = half.iter().partition(|&&o| {
+    let (ahead, rest): (Vec<OpId>, Vec<OpId>) = half.iter().partition(|&&o| {
         let op = f.op(o);
         !op.results.is_empty() && op.results.iter().all(|r| !dependent.contains(r))
     });
-    let unmasked = ahead.iter().any(|&o| {
-        matches!(
-            f.op(o).kind,
-            OpKind::Load {
-                has_mask: false,
-                ..
-            }
-        )
-    });
-    match unmasked {
-        true => (Vec::new(), half.to_vec()),
-        false => (ahead, guarded),
+    let masked = |ops: &[OpId]| {
+        ops.iter().all(|&o| {
+            !matches!(
+                f.op(o).kind,
+                OpKind::Load {
+                    has_mask: false,
+                    ..
+                }
+            )
+        })
+    };
+    let writes = half.iter().any(|&o| f.op(o).results.is_empty());
+    if !masked(&ahead) {
+        return SecondHalf {
+            ahead: Vec::new(),
+            after: Vec::new(),
+            guarded: half.to_vec(),
+        };
+    }
+    if masked(&rest) && !writes {
+        return SecondHalf {
+            ahead,
+            after: rest,
+            guarded: Vec::new(),
+        };
+    }
+    SecondHalf {
+        ahead,
+        after: Vec::new(),
+        guarded: rest,
     }
 }
 
