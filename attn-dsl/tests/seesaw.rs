@@ -107,6 +107,14 @@ fn the_seesaw_runs_on_the_simulator() {
             src.contains("if (attn_warp_uniform(tid >> 7) == 1)"),
             "{src}"
         );
+        // The warpgroups' scratch slices start after the whole program's: a warpgroup
+        // leaving a conversion both ran must not overwrite what the other still reads.
+        let base = src
+            .lines()
+            .find_map(|l| l.strip_prefix("#define ATTN_OWNED_BASE "))
+            .and_then(|n| n.trim().parse::<usize>().ok())
+            .expect("ATTN_OWNED_BASE");
+        assert!(base > 0, "the slices overlap the program's scratch");
         let grid = [seq.div_ceil(64) as u32, 1, 1];
         check(
             &format!("seesaw {seq}x{bn}x{d}"),

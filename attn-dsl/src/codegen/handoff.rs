@@ -1,8 +1,8 @@
 //! `handoff`: a tile moved from the threads that hold it to others: from one warpgroup to
 //! another (`Layout::Owned` on both sides), or between a warpgroup and the whole program.
 //!
-//! The tile goes through a buffer of its own in shared memory (after the warpgroups'
-//! scratch slices: no other op writes it), between two barriers over the threads of both
+//! The tile goes through a buffer of its own in shared memory (after the whole program's
+//! scratch and the warpgroups' slices: no other op writes it), between two barriers over the threads of both
 //! sides: the first keeps the writers from overwriting what the readers of the handoff's
 //! previous execution (a loop's previous iteration) have not read yet, the second makes the
 //! writes visible to the readers. Each side runs its part on its own threads and

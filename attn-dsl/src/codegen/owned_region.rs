@@ -27,6 +27,11 @@ pub(crate) const OWNED_BARRIER_BASE: usize = 5;
 /// the kernel, once its body is known).
 pub(crate) const OWNED_SCRATCH_MACRO: &str = "ATTN_OWNED_SCRATCH";
 
+/// The C++ macro giving where the warpgroups' slices start: after what the ops of the
+/// whole program use, which a warpgroup leaving such an op's reads behind must not
+/// overwrite from its region while the other still reads (its barrier is its own).
+pub(crate) const OWNED_BASE_MACRO: &str = "ATTN_OWNED_BASE";
+
 impl<'f> Emitter<'f> {
     /// The warpgroup owning `op`'s tiles (the IR verifier makes them agree); none for a
     /// handoff, which runs on both sides.
@@ -217,7 +222,7 @@ impl<'f> Emitter<'f> {
             ));
         }
         self.w.line(format!(
-            "unsigned char* const attn_owned_scratch = attn_scratch + {w} * {OWNED_SCRATCH_MACRO};"
+            "unsigned char* const attn_owned_scratch = attn_scratch + {OWNED_BASE_MACRO} + {w} * {OWNED_SCRATCH_MACRO};"
         ));
         self.w.open("");
         self.w.line("const int tid = attn_owned_tid;");
@@ -241,17 +246,19 @@ impl<'f> Emitter<'f> {
         })
     }
 
-    /// The `#define`s of [`OWNED_SCRATCH_MACRO`] (16-byte aligned slices) and of the
-    /// handoff buffers' offset after the slices, folding both into the kernel's scratch
-    /// need; `None` without owned tiles.
+    /// The `#define`s placing the scratch buffer's parts, each 16-byte aligned: what the
+    /// whole program's ops use, then the warpgroups' slices ([`OWNED_BASE_MACRO`],
+    /// [`OWNED_SCRATCH_MACRO`] each), then the handoff buffers; folds them into the
+    /// kernel's scratch need. `None` without owned tiles.
     pub(crate) fn owned_scratch_define(&mut self) -> Option<String> {
         let warpgroups = self.owned_warpgroups()?;
+        let base = self.scratch_bytes.next_multiple_of(16);
         let slice = self.owned_scratch_bytes.next_multiple_of(16);
-        self.need_scratch(slice * warpgroups + self.handoff_bytes);
+        let handoffs = base + slice * warpgroups;
+        self.need_scratch(handoffs + self.handoff_bytes);
         Some(format!(
-            "#define {OWNED_SCRATCH_MACRO} {slice}\n#define {} {}",
+            "#define {OWNED_BASE_MACRO} {base}\n#define {OWNED_SCRATCH_MACRO} {slice}\n#define {} {handoffs}",
             super::handoff::HANDOFF_BASE_MACRO,
-            slice * warpgroups
         ))
     }
 
