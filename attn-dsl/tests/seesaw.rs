@@ -153,17 +153,10 @@ fn chained_scores_take_the_seesaw_on_both_targets() {
 fn a_key_tile_both_dots_read_stays_in_shared_memory() {
     // MLA's shape: one K tile is the scores' B and, transposed, PV's B (`latent_fwd`). The
     // owned scores read it from the copy the every-warp PV reads: no warpgroup its own.
-    use attn_dsl::{Binding, ConstValue};
-    const FLASH: &str = include_str!("kernels/flash_attention.rs.txt");
-    let module = attn_dsl::frontend::parse_module_str(FLASH).expect("parse");
-    let binds = [
-        Binding::new("T", ConstValue::Dtype(ScalarType::Bf16)),
-        Binding::new("BLOCK_M", ConstValue::Int(64)),
-        Binding::new("BLOCK_N", ConstValue::Int(32)),
-        Binding::new("HEAD_DIM", ConstValue::Int(64)),
-    ];
-    let c = attn_dsl::driver::compile(&module, "latent_fwd", &binds).expect("compile");
-    let mut f = c.specialized.ir;
+    use attn_dsl::ConstValue::Int;
+    let consts = [("BLOCK_M", Int(64)), ("BLOCK_N", Int(32)), ("HEAD_DIM", Int(64))];
+    let src = include_str!("kernels/flash_attention.rs.txt");
+    let mut f = codegen_common::specialize(src, "latent_fwd", &consts, false);
     f.num_warps = 8;
     let g = seesaw::apply(&f).expect("the latent loop takes the seesaw");
     let mut handed = Vec::new();
