@@ -154,7 +154,11 @@ fn a_key_tile_both_dots_read_stays_in_shared_memory() {
     // MLA's shape: one K tile is the scores' B and, transposed, PV's B (`latent_fwd`). The
     // owned scores read it from the copy the every-warp PV reads: no warpgroup its own.
     use attn_dsl::ConstValue::Int;
-    let consts = [("BLOCK_M", Int(64)), ("BLOCK_N", Int(32)), ("HEAD_DIM", Int(64))];
+    let consts = [
+        ("BLOCK_M", Int(64)),
+        ("BLOCK_N", Int(32)),
+        ("HEAD_DIM", Int(64)),
+    ];
     let src = include_str!("kernels/flash_attention.rs.txt");
     let mut f = codegen_common::specialize(src, "latent_fwd", &consts, false);
     f.num_warps = 8;

@@ -153,6 +153,25 @@ fn forward(f: &Function, ops: &[OpId], from: &[ValueId]) -> BTreeSet<ValueId> {
     reach
 }
 
+/// One copy of the loop body: its ops, what it maps the body's values to, what it yields.
+struct Half {
+    ops: Vec<OpId>,
+    map: BTreeMap<ValueId, ValueId>,
+    out: Vec<ValueId>,
+}
+
+/// The body's `ops` cloned on `map` (the body's arguments to this half's inputs).
+fn clone_half(
+    f: &mut Function,
+    ops: &[OpId],
+    mut map: BTreeMap<ValueId, ValueId>,
+    yielded: &[ValueId],
+) -> Half {
+    let ops = clone_ops(f, ops, &mut map);
+    let out = yielded.iter().map(|v| *map.get(v).unwrap_or(v)).collect();
+    Half { ops, map, out }
+}
+
 /// Unrolls loop `lp` by two (the second tile under `iv + step < hi`), records each half's
 /// owned values in `owners`; returns the ops to place before the loop.
 fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Option<Vec<OpId>> {
@@ -166,60 +185,37 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
     let (hi, step) = (f.op(lp).operands[1], f.op(lp).operands[2]);
     let loc = f.op(lp).loc;
 
-    // The new body's arguments, and the first half on them.
+    // The first half on the new body's arguments; the second at `iv + step` on the
+    // first's results.
     let args: Vec<ValueId> = body
         .args
         .iter()
         .map(|&a| f.new_value(f.ty(a).clone(), f.value(a).name.clone()))
         .collect();
-    let mut first = body
-        .args
-        .iter()
-        .copied()
-        .zip(args.iter().copied())
-        .collect();
-    let half0 = clone_ops(f, ops, &mut first);
-    let out0: Vec<ValueId> = yielded.iter().map(|v| *first.get(v).unwrap_or(v)).collect();
-
-    // The second half at `iv + step`, on the first half's results, if that tile exists.
+    let first = clone_half(
+        f,
+        ops,
+        body.args.iter().copied().zip(args.clone()).collect(),
+        &yielded,
+    );
     let iv1 = new_op(
         f,
         OpKind::Binary(BinaryOp::Add),
         vec![args[0], step],
-        f.ty(args[0]).clone(),
+        f.ty(step).clone(),
         loc,
     );
     let more = cmp(f, crate::ir::CmpPred::Lt, iv1.1, hi, loc);
-    let mut second: BTreeMap<ValueId, ValueId> = std::iter::once((body.args[0], iv1.1))
-        .chain(body.args[1..].iter().copied().zip(out0.iter().copied()))
+    let inputs = std::iter::once((body.args[0], iv1.1))
+        .chain(body.args[1..].iter().copied().zip(first.out.clone()))
         .collect();
-    let half1 = clone_ops(f, ops, &mut second);
-    let out1: Vec<ValueId> = yielded
-        .iter()
-        .map(|v| *second.get(v).unwrap_or(v))
-        .collect();
-    let second_half = place_second_half(f, &half1, &out0);
-    let (guard, kept) = select_if(f, more.1, &out1, &out0, loc);
-    let then_yield = f.op(guard).regions[0].ops[0];
-    let mut then_ops = second_half.guarded;
-    then_ops.push(then_yield);
-    f.op_mut(guard).regions[0].ops = then_ops;
+    let second = clone_half(f, ops, inputs, &yielded);
 
-    // The doubled step, the new body.
-    let two = new_op(
-        f,
-        OpKind::Const(crate::ir::Scalar::Int(2, crate::ir::ScalarType::I32)),
-        vec![],
-        f.ty(step).clone(),
-        loc,
-    );
-    let step2 = new_op(
-        f,
-        OpKind::Binary(BinaryOp::Mul),
-        vec![step, two.1],
-        f.ty(step).clone(),
-        loc,
-    );
+    // Where the second half runs; the guard picks its results when its tile exists.
+    let placed = place_second_half(f, &second.ops, &first.out);
+    let (guard, kept) = select_if(f, more.1, &second.out, &first.out, loc);
+    let then_yield = f.op(guard).regions[0].ops[0];
+    f.op_mut(guard).regions[0].ops = placed.guarded.iter().copied().chain([then_yield]).collect();
     let new_yield = f.push_op(Op {
         kind: OpKind::Yield,
         operands: kept.clone(),
@@ -229,45 +225,72 @@ fn unroll(f: &mut Function, lp: OpId, owners: &mut BTreeMap<ValueId, u32>) -> Op
     });
     // The second tile's scores issue right after the first's (after its last scores dot),
     // so the second warpgroup's MMAs run under the first one's softmax.
-    let pv0 = first[&f.op(sh.pv).results[0]];
-    let at = half0
+    let pv0 = first.map[&f.op(sh.pv).results[0]];
+    let at = first
+        .ops
         .iter()
         .rposition(|&o| f.op(o).kind == OpKind::Dot && !f.op(o).results.contains(&pv0))?;
     let mut new_ops = vec![iv1.0];
-    new_ops.extend(&half0[..=at]);
-    new_ops.extend(second_half.ahead);
-    new_ops.extend(&half0[at + 1..]);
-    new_ops.extend(second_half.after);
+    new_ops.extend(&first.ops[..=at]);
+    new_ops.extend(&placed.ahead);
+    new_ops.extend(&first.ops[at + 1..]);
+    new_ops.extend(&placed.after);
     new_ops.extend([more.0, guard, new_yield]);
+    let (before, step2) = doubled(f, step, loc);
     let l = f.op_mut(lp);
-    l.operands[2] = step2.1;
+    l.operands[2] = step2;
     l.regions[0] = Block {
         args: args.clone(),
         ops: new_ops,
     };
+    own_halves(f, lp, &sh, [&first, &second], &args, &kept, owners);
+    Some(before)
+}
 
-    // Owners: each half's scores chain; the carried values the second half yields owned.
-    let acc_in = [args[sh.acc_pos + 1], out0[sh.acc_pos]];
-    for (h, (half, map)) in [(&half0, &first), (&half1, &second)]
-        .into_iter()
-        .enumerate()
-    {
-        let (qk, pv) = (map[&f.op(sh.qk).results[0]], map[&f.op(sh.pv).results[0]]);
-        for v in chain(f, lp, half, qk, pv, acc_in[h]) {
+/// `2 · step`: the ops computing it and its value.
+fn doubled(f: &mut Function, step: ValueId, loc: crate::ir::Loc) -> (Vec<OpId>, ValueId) {
+    let two = crate::ir::Scalar::Int(2, crate::ir::ScalarType::I32);
+    let two = new_op(f, OpKind::Const(two), vec![], f.ty(step).clone(), loc);
+    let step2 = new_op(
+        f,
+        OpKind::Binary(BinaryOp::Mul),
+        vec![step, two.1],
+        f.ty(step).clone(),
+        loc,
+    );
+    (vec![two.0, step2.0], step2.1)
+}
+
+/// Records each half's scores chain as its warpgroup's, and the carried values the second
+/// half's owned results become (the body's arguments `args`, the guard's results `kept`,
+/// the loop's results) as that owner's.
+fn own_halves(
+    f: &Function,
+    lp: OpId,
+    sh: &Shape,
+    halves: [&Half; 2],
+    args: &[ValueId],
+    kept: &[ValueId],
+    owners: &mut BTreeMap<ValueId, u32>,
+) {
+    let acc_in = [args[sh.acc_pos + 1], halves[0].out[sh.acc_pos]];
+    for (h, half) in halves.iter().enumerate() {
+        let (qk, pv) = (
+            half.map[&f.op(sh.qk).results[0]],
+            half.map[&f.op(sh.pv).results[0]],
+        );
+        for v in chain(f, lp, &half.ops, qk, pv, acc_in[h]) {
             owners.insert(v, h as u32);
         }
     }
-    let carried: Vec<Option<u32>> = out1.iter().map(|v| owners.get(v).copied()).collect();
-    let results = f.op(lp).results.clone();
-    for (k, owner) in carried.iter().enumerate() {
-        if let Some(w) = owner {
-            for v in [args[k + 1], kept[k], results[k]] {
-                owners.insert(v, *w);
+    let results = &f.op(lp).results;
+    for (k, v) in halves[1].out.iter().enumerate() {
+        if let Some(&w) = owners.get(v) {
+            for c in [args[k + 1], kept[k], results[k]] {
+                owners.insert(c, w);
             }
         }
     }
-
-    Some(vec![two.0, step2.0])
 }
 
 /// Where the second half's ops go.
