@@ -174,6 +174,38 @@ fn mixed_owners_fail_to_verify() {
     let f = on_warpgroup(codegen_common::softmax(16, 128, 4), 2, 8);
     let e = verify(&f).expect_err("warpgroup 2 of 8 warps");
     assert!(e.0.contains("does not have"), "{e}");
+    // A scalar reduced from a tile one warpgroup holds (`reduce_trans`'s total).
+    let f = on_warpgroup(codegen_common::reduce_trans(16, 32, 4), 1, 8);
+    let e = verify(&f).expect_err("a scalar from an owned tile");
+    assert!(e.0.contains("computes a scalar"), "{e}");
+}
+
+#[test]
+fn slabs_on_any_mix_of_owners_match_the_executor() {
+    // Four softmax slabs a program, each on warpgroup 0, 1 or every warp: every mix of
+    // regions, block-wide ops and their barriers in one program (8 warps, 4 a slab).
+    let (rows, cols) = (150usize, 100usize);
+    for (k, mix) in [
+        [Some(0), Some(1), None, Some(1)],
+        [None, Some(0), Some(0), None],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut f = codegen_common::softmax_slabs(16, 128, 4, 4);
+        let lines = codegen_common::owned::defining_lines(&f);
+        own(&mut f, |i| lines[i].and_then(|l| mix[l as usize / 100]));
+        f.num_warps = 8;
+        verify(&f).expect("verifies");
+        let grid = [rows.div_ceil(64) as u32, 1, 1];
+        check(
+            &format!("slab mix {k}"),
+            &f,
+            grid,
+            softmax_args(rows, cols, 30 + k as u64),
+            1e-2,
+        );
+    }
 }
 
 #[test]

@@ -39,7 +39,7 @@ pub fn two_softmaxes() -> Function {
 }
 
 /// The source line of the op defining each value (`None` for block arguments).
-fn defining_lines(f: &Function) -> Vec<Option<u32>> {
+pub fn defining_lines(f: &Function) -> Vec<Option<u32>> {
     let mut lines = vec![None; f.values.len()];
     for op in &f.ops {
         for r in &op.results {
