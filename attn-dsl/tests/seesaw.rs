@@ -186,3 +186,79 @@ fn a_key_tile_both_dots_read_stays_in_shared_memory() {
         2e-2,
     );
 }
+
+/// The stage handshakes of the consumers' loop of `p`'s split, in order.
+fn consumer_stage_syncs(p: &attn_dsl::gpu_ir::GpuProgram) -> Vec<attn_dsl::gpu_ir::StageSync> {
+    use attn_dsl::gpu_ir::{walk_block, GpuOp};
+    let mut syncs = Vec::new();
+    walk_block(&p.body, &mut |op| {
+        if let GpuOp::Stage(s) = op {
+            syncs.push(*s);
+        }
+    });
+    syncs
+}
+
+#[test]
+fn the_halves_tiles_take_one_buffer_each_on_the_warpgroup_target() {
+    // The latent loop on sm_90a, split into producer and consumers: each half's tile is a
+    // part of one ring whose stage is the tile (one buffer a half: two tiles, not two
+    // rings of two), each warpgroup waits for a part before its own first read, and each
+    // part is released once its PV completed.
+    use attn_dsl::gpu_ir::{Iterations::All, Stage::Current, StageSync};
+    use attn_dsl::ConstValue::Int;
+    // Copies land late, so a read that does not wait for its part reads the old tile.
+    std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
+    let consts = [
+        ("BLOCK_M", Int(64)),
+        ("BLOCK_N", Int(64)),
+        ("HEAD_DIM", Int(128)),
+    ];
+    let src = include_str!("kernels/flash_attention.rs.txt");
+    let mut f = codegen_common::specialize(src, "latent_fwd", &consts, true);
+    (f.num_warps, f.num_stages) = (8, 2);
+    let g = seesaw::apply(&f).expect("the latent loop takes the seesaw");
+    let p = attn_dsl::gpu_ir::compile(&g).expect("GPU IR");
+    let ws = p.specialization.as_ref().expect("split");
+    assert_eq!((ws.parts, ws.stages, ws.copies_arrive), (2, 1, true));
+    let keys: Vec<usize> = p
+        .allocs
+        .iter()
+        .filter(|a| a.rows == 64 && a.name.starts_with('k'))
+        .map(|a| a.stages)
+        .collect();
+    assert_eq!(keys, [1, 1], "{:?}", p.allocs);
+    let wait = |part, by| StageSync::Wait {
+        part,
+        when: All,
+        by: Some(by),
+    };
+    let release = |part| StageSync::Release {
+        stage: Current,
+        part,
+    };
+    assert_eq!(
+        consumer_stage_syncs(&p),
+        [
+            wait(0, 0),
+            wait(1, 1),
+            wait(0, 1),
+            release(0),
+            wait(1, 0),
+            release(1)
+        ]
+    );
+    // Odd and even tile counts, a partial last tile; the split (sm_90a branch) and the
+    // unsplit program, which copies each iteration's tiles in place.
+    for (seq, seed) in [(150usize, 51u64), (256, 52), (40, 53)] {
+        let heads = 2usize;
+        let args = codegen_common::sim_check::latent_args(heads, seq, 128, seed);
+        check(
+            &format!("seesaw ring latent {seq}"),
+            &g,
+            [seq.div_ceil(64) as u32, heads as u32, 1],
+            args,
+            2e-2,
+        );
+    }
+}

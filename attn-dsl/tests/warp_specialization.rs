@@ -91,7 +91,8 @@ fn flash_attention_splits_into_producer_and_consumers() {
             [
                 StageSync::Wait {
                     part: 0,
-                    when: gpu_ir::Iterations::All
+                    when: gpu_ir::Iterations::All,
+                    by: None,
                 },
                 StageSync::Release {
                     stage: attn_dsl::gpu_ir::Stage::Current,

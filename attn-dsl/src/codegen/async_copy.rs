@@ -136,6 +136,8 @@ impl<'f> Emitter<'f> {
         let counter = || self.stage_counter(stage, counter);
         Ok(match stage {
             Stage::Only => "0".into(),
+            // A ring of one buffer (`gpu_ir::seesaw_ring`): every stage is that buffer.
+            _ if stages == 1 => "0".into(),
             Stage::Fixed(k) => k.to_string(),
             Stage::Current => counter()?,
             // The buffer the previous iteration read: `counter - 1` around the ring.

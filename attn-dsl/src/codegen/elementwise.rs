@@ -209,6 +209,9 @@ impl Emitter<'_> {
             return None;
         }
         let (a, b) = (*d.operands.first()?, *d.operands.get(1)?);
+        if [a, b].iter().any(|v| self.region_locals.contains(&v.0)) {
+            return None;
+        }
         let uniform = |v| self.uniform_scalar(v).is_some();
         Some(if uniform(a) && !uniform(b) {
             (b, a)
@@ -225,9 +228,9 @@ impl Emitter<'_> {
         };
         let f32_sub = self.def_op(arg).is_some_and(|d| {
             d.kind == OpKind::Binary(BinaryOp::Sub)
-                && d.operands
-                    .iter()
-                    .all(|&v| self.scalar(v) == Ok(ScalarType::F32))
+                && d.operands.iter().all(|&v| {
+                    self.scalar(v) == Ok(ScalarType::F32) && !self.region_locals.contains(&v.0)
+                })
         });
         self.f.fast_math && f32_sub
     }

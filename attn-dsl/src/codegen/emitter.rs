@@ -44,6 +44,11 @@ pub(crate) struct Emitter<'f> {
     pub(crate) owned_scratch_bytes: usize,
     /// Bytes of the handoff buffers placed so far (see `handoff`).
     pub(crate) handoff_bytes: usize,
+    /// Each handoff's offset among those bytes (by result value), kept for the program's
+    /// second emission (the unsplit one of a split program).
+    pub(crate) handoff_at: std::collections::BTreeMap<u32, usize>,
+    /// Values an owned region defined and kept (out of scope after it).
+    pub(crate) region_locals: std::collections::BTreeSet<u32>,
     /// Tiles an owned region declared before it opened, for the op defining them inside
     /// (`define_tile`) to fill in place (see `owned_region`).
     pub(crate) predeclared: std::collections::BTreeSet<u32>,
@@ -140,6 +145,8 @@ impl<'f> Emitter<'f> {
             owner: None,
             owned_scratch_bytes: 0,
             handoff_bytes: 0,
+            handoff_at: Default::default(),
+            region_locals: Default::default(),
             predeclared: Default::default(),
             tensor_maps: Vec::new(),
             names: vec![None; f.values.len()],
@@ -899,7 +906,7 @@ impl<'f> Emitter<'f> {
         let next = next?;
         self.assign_all(&carried, &next)?;
         if pipelined {
-            self.advance_stage();
+            self.advance_stage(id);
         }
         self.w.close("");
         for (i, _) in deferred {
@@ -962,7 +969,7 @@ impl<'f> Emitter<'f> {
         self.open_for(op, Self::region(op, 0)?)?;
         self.emit_ops(gbody)?;
         if pipelined {
-            self.advance_stage();
+            self.advance_stage(id);
         }
         self.w.close("");
         Ok(())
@@ -995,9 +1002,11 @@ impl<'f> Emitter<'f> {
     }
 
     /// Pops the pipelined loop's stage counter and moves it to the ring's next buffer.
-    fn advance_stage(&mut self) {
+    fn advance_stage(&mut self, id: OpId) {
         let st = self.stage_vars.pop().unwrap_or_default();
-        match self.f.num_stages {
+        match self.prog.ring_stages(self.f, id) {
+            // One buffer (the seesaw's halves, `gpu_ir::seesaw_ring`): the counter stays 0.
+            1 => {}
             2 => self.w.line(format!("{st} ^= 1;")),
             s => self
                 .w

@@ -29,13 +29,13 @@ impl<'f> Emitter<'f> {
             return self.handoff_in_place(x, res, to);
         }
         let (st, bytes) = scratch_type(self.elem(x));
-        let offset = self.handoff_bytes;
-        self.handoff_bytes += (self.map(x).elems() * bytes).next_multiple_of(16);
+        let size = (self.map(x).elems() * bytes).next_multiple_of(16);
+        let (sync, every_thread) = self.handoff_sync(from, to)?;
+        let at = self.handoff_buffer(res, size, every_thread);
         let name = self.define_tile(res);
-        let sync = self.handoff_sync(from, to)?;
         self.w.open("");
         self.w.line(format!(
-            "{st}* const attn_hb = reinterpret_cast<{st}*>(attn_scratch + {HANDOFF_BASE_MACRO} + {offset});"
+            "{st}* const attn_hb = reinterpret_cast<{st}*>(attn_scratch + {at});"
         ));
         self.w.line(sync.clone());
         self.on_side(from, |e| e.write_handoff(x))?;
@@ -43,6 +43,30 @@ impl<'f> Emitter<'f> {
         self.on_side(to, |e| e.read_handoff(res, &name))?;
         self.w.close("");
         Ok(())
+    }
+
+    /// Where in the scratch buffer the handoff to `res` moves its `size` bytes. Where its
+    /// barriers are every thread's, the buffer shares the bytes of the program's own scratch
+    /// users from the start: each of them, and each such handoff, synchronizes every thread
+    /// before it writes, after every read of what lay there (their reads are `ldmatrix` and
+    /// loads, never a warpgroup MMA's asynchronous ones). Else a buffer of its own after the
+    /// warpgroups' slices (a pair barrier leaves the other warpgroups reading the program's
+    /// scratch), the same one each time the program is emitted (split and unsplit).
+    fn handoff_buffer(&mut self, res: ValueId, size: usize, every_thread: bool) -> String {
+        if every_thread {
+            self.need_scratch(size);
+            return "0".into();
+        }
+        let offset = match self.handoff_at.get(&res.0) {
+            Some(&o) => o,
+            None => {
+                let o = self.handoff_bytes;
+                self.handoff_bytes += size;
+                self.handoff_at.insert(res.0, o);
+                o
+            }
+        };
+        format!("{HANDOFF_BASE_MACRO} + {offset}")
     }
 
     /// A handoff between the same threads: the same array, or a conversion.
@@ -68,10 +92,10 @@ impl<'f> Emitter<'f> {
     }
 
     /// The barrier over both sides' threads: the block's when either side is every thread,
-    /// else the named barrier of the pair of warpgroups.
-    fn handoff_sync(&self, from: Option<u32>, to: Option<u32>) -> Res<String> {
+    /// else the named barrier of the pair of warpgroups; and whether it is every thread's.
+    fn handoff_sync(&self, from: Option<u32>, to: Option<u32>) -> Res<(String, bool)> {
         let (Some(a), Some(b)) = (from, to) else {
-            return Ok(self.block_sync());
+            return Ok((self.block_sync(), true));
         };
         let groups = (self.threads / WARPGROUP_THREADS) as u32;
         let (lo, hi) = (a.min(b), a.max(b));
@@ -84,7 +108,8 @@ impl<'f> Emitter<'f> {
                  (the hardware has 16)"
             )));
         }
-        Ok(format!("attn_bar_sync({id}, {});", 2 * WARPGROUP_THREADS))
+        let sync = format!("attn_bar_sync({id}, {});", 2 * WARPGROUP_THREADS);
+        Ok((sync, groups == 2))
     }
 
     /// Every element of `x` into the handoff buffer (one writer an element).

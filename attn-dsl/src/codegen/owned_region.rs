@@ -59,6 +59,8 @@ impl<'f> Emitter<'f> {
             | GpuOp::PackA { dot, .. }
             | GpuOp::HoldA { dot, .. }
             | GpuOp::MmaWait { dot, .. } => self.f.ty(self.f.op(*dot).results[0]).layout.owner(),
+            // A stage wait of one warpgroup (the seesaw's halves, `gpu_ir::seesaw_ring`).
+            GpuOp::Stage(crate::gpu_ir::StageSync::Wait { by, .. }) => *by,
             _ => None,
         }
     }
@@ -87,6 +89,12 @@ impl<'f> Emitter<'f> {
             if let GpuOp::HoldA { dot, steps, .. } = g {
                 self.predeclare_held_a(*dot, *steps)?;
             }
+        }
+        // What stays inside is out of scope after the region: an op that would read such a
+        // value through another's definition (a fused `exp(a·c − y)`) reads the other.
+        for op in self.run_ops(run) {
+            let local = op.results.iter().filter(|v| !escaping.contains(v));
+            self.region_locals.extend(local.map(|v| v.0));
         }
         self.on_warpgroup(w, |e| {
             e.emit_run_ops(run)?;
@@ -184,15 +192,19 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
-    /// Results of `run` that an op after it reads.
-    fn escaping(&self, run: &[GpuOp]) -> Vec<ValueId> {
-        let ops: Vec<&Op> = run
-            .iter()
+    /// The tile ops (and dots) of `run`.
+    fn run_ops(&self, run: &[GpuOp]) -> Vec<&'f Op> {
+        run.iter()
             .filter_map(|g| match g {
                 GpuOp::Tile(o) | GpuOp::Mma { dot: o, .. } => Some(self.f.op(*o)),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    /// Results of `run` that an op after it reads.
+    fn escaping(&self, run: &[GpuOp]) -> Vec<ValueId> {
+        let ops = self.run_ops(run);
         let mut inside = std::collections::BTreeMap::<u32, u32>::new();
         for op in &ops {
             for v in &op.operands {

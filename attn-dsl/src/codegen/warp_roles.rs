@@ -250,7 +250,7 @@ impl<'f> Emitter<'f> {
                     full(part, &s)
                 ));
             }
-            StageSync::Wait { part, when } => {
+            StageSync::Wait { part, when, .. } => {
                 let s = self.stage_index(stages, Stage::Current, None)?;
                 let guard = match when {
                     Iterations::All => None,

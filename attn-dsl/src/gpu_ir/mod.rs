@@ -18,6 +18,7 @@ pub mod printer;
 pub mod program;
 pub mod remat;
 pub mod row_affine;
+pub mod seesaw_ring;
 pub mod sink;
 pub mod split_ring;
 pub mod staged_store;
@@ -64,6 +65,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // Opt-in: its keys and values as rings of their own, K's part of a stage freed once the
     // scores completed, so the next keys need not wait for PV (measured slower as placed).
     split_ring::run(&mut p);
+    // The seesaw's halves (a loop unrolled by two, each half's scores on one warpgroup) as
+    // two parts of one ring whose stage is the tile: two tiles' buffers, not two rings.
+    seesaw_ring::run(f, &mut p);
     // The consumers hold the first k-steps of a loop-invariant A that most of a long dot's
     // shared-memory reads are (MLA's queries) in registers.
     hold_a::run(f, &mut p);

@@ -34,10 +34,10 @@ pub fn print_program(f: &Function, p: &GpuProgram) -> String {
             "// producer warpgroup ({} threads):",
             ws.producer_threads
         );
-        block(f, &ws.producer, 0, &mut s);
+        block(f, p, &ws.producer, 0, &mut s);
         let _ = writeln!(s, "// consumers:");
     }
-    block(f, &p.body, 0, &mut s);
+    block(f, p, &p.body, 0, &mut s);
     s
 }
 
@@ -84,7 +84,7 @@ fn operand(src: &OperandSource) -> String {
     }
 }
 
-fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
+fn block(f: &Function, p: &GpuProgram, b: &GpuBlock, depth: usize, s: &mut String) {
     let pad = "  ".repeat(depth);
     for op in &b.ops {
         let line = match op {
@@ -93,7 +93,7 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 "{} {{{}",
                 tile_op(f, *op),
                 if *pipelined {
-                    format!("  // pipelined, {} stages", f.num_stages)
+                    format!("  // pipelined, {} stages", p.ring_stages(f, *op))
                 } else {
                     String::new()
                 }
@@ -175,13 +175,14 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
                 } => {
                     format!("stage_issued{}{}", part_of(*part), stage(*st))
                 }
-                StageSync::Wait { part, when } => {
+                StageSync::Wait { part, when, by } => {
                     let when = match when {
                         Iterations::All => "",
                         Iterations::First => " (first iteration)",
                         Iterations::AfterFirst => " (after the first iteration)",
                     };
-                    format!("stage_wait{}[cur]{when}", part_of(*part))
+                    let by = by.map(|w| format!(" by warpgroup {w}")).unwrap_or_default();
+                    format!("stage_wait{}[cur]{when}{by}", part_of(*part))
                 }
                 StageSync::Release { stage: st, part } => {
                     format!("stage_release{}{}", part_of(*part), stage(*st))
@@ -200,7 +201,7 @@ fn block(f: &Function, b: &GpuBlock, depth: usize, s: &mut String) {
             if i > 0 {
                 let _ = writeln!(s, "{pad}}} else {{");
             }
-            block(f, nb, depth + 1, s);
+            block(f, p, nb, depth + 1, s);
         }
         if !inner.is_empty() {
             let _ = writeln!(s, "{pad}}}");

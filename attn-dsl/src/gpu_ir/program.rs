@@ -481,8 +481,14 @@ pub enum StageSync {
         part: usize,
     },
     /// Consumer: wait on the current stage's *full* mbarrier (part 0 at the top of an
-    /// iteration), in the iterations `when` names.
-    Wait { part: usize, when: Iterations },
+    /// iteration), in the iterations `when` names; `by` one warpgroup (the seesaw's halves:
+    /// each warpgroup waits before its own first read, `gpu_ir::seesaw_ring`), or `None`:
+    /// every consumer warp.
+    Wait {
+        part: usize,
+        when: Iterations,
+        by: Option<u32>,
+    },
     /// Consumer: every read of `stage` is done (warpgroup MMAs waited for): arrive on its
     /// *empty* mbarrier. [`Stage::Current`] at the end of an iteration; [`Stage::Previous`]
     /// (none in the first iteration) where the last MMA reading the previous stage
@@ -588,6 +594,17 @@ pub struct GpuProgram {
     pub tma_offset: usize,
     /// The producer/consumer split, when the program is warp-specialized.
     pub specialization: Option<WarpSpecialization>,
+}
+
+impl GpuProgram {
+    /// Buffers of pipelined loop `loop_op`'s ring: the kernel's `num_stages`, or what the
+    /// split made of them for its loop (the seesaw's one buffer a half, `seesaw_ring`).
+    pub fn ring_stages(&self, f: &crate::ir::Function, loop_op: OpId) -> usize {
+        match &self.specialization {
+            Some(ws) if ws.loop_op == loop_op => ws.stages,
+            _ => f.num_stages as usize,
+        }
+    }
 }
 
 impl GpuProgram {

@@ -59,7 +59,12 @@ pub fn run(p: &mut GpuProgram) {
         return;
     };
     let mut producer = ws.producer.clone();
-    let filled = matches!(split_fills(&mut producer, parts), Some(n) if n > 0);
+    let part_of = |a: AllocId| match a {
+        a if a == parts.keys => Some(0),
+        a if a == parts.values => Some(1),
+        _ => None,
+    };
+    let filled = matches!(split_fills(&mut producer, 2, &part_of), Some(n) if n > 0);
     if !filled || !split_consumer_body(lbody, parts) {
         return;
     }
@@ -99,14 +104,19 @@ fn find_parts(body: &GpuBlock) -> Option<Parts> {
     })
 }
 
-/// Rewrites every fill `acquire, copies of K and V, commit, issued` of the producer (any
-/// depth) into the keys' fill and then the values', each with its acquire and arrival; the
-/// number of fills split, or `None` where a fill has another shape.
-fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
+/// Rewrites every fill `acquire, copies, commit, issued` of the producer (any depth) into
+/// one fill a part, in the parts' order, each with its acquire and arrival: `part_of`
+/// names the part of each copy's alloc, of `parts`. The number of fills split, or `None`
+/// where a fill has another shape or leaves a part empty.
+pub(super) fn split_fills(
+    b: &mut GpuBlock,
+    parts: usize,
+    part_of: &dyn Fn(AllocId) -> Option<usize>,
+) -> Option<usize> {
     let mut n = 0;
     for op in b.ops.iter_mut() {
         for inner in super::program::nested_mut(op) {
-            n += split_fills(inner, parts)?;
+            n += split_fills(inner, parts, part_of)?;
         }
     }
     let mut out = Vec::with_capacity(b.ops.len() + 2);
@@ -116,11 +126,10 @@ fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
             out.push(op);
             continue;
         };
-        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        let mut copies = vec![Vec::new(); parts];
         loop {
             match ops.next()? {
-                GpuOp::AsyncCopy(c) if c.dst == parts.keys => keys.push(GpuOp::AsyncCopy(c)),
-                GpuOp::AsyncCopy(c) if c.dst == parts.values => values.push(GpuOp::AsyncCopy(c)),
+                GpuOp::AsyncCopy(c) => copies.get_mut(part_of(c.dst)?)?.push(GpuOp::AsyncCopy(c)),
                 GpuOp::Commit => {}
                 GpuOp::Stage(StageSync::Issued {
                     stage: s,
@@ -130,10 +139,10 @@ fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
                 _ => return None,
             }
         }
-        if keys.is_empty() || values.is_empty() {
+        if copies.iter().any(Vec::is_empty) {
             return None;
         }
-        for (part, copies) in [(0, keys), (1, values)] {
+        for (part, copies) in copies.into_iter().enumerate() {
             out.push(GpuOp::Stage(StageSync::Acquire { stage, at, part }));
             out.extend(copies);
             out.push(GpuOp::Commit);
@@ -150,7 +159,13 @@ fn split_fills(b: &mut GpuBlock, parts: Parts) -> Option<usize> {
 /// which reads them), K's part released once the scores completed, the previous stage's
 /// release V's. Whether the loop had that shape.
 fn split_consumer_body(body: &mut GpuBlock, parts: Parts) -> bool {
-    let wait = |when| GpuOp::Stage(StageSync::Wait { part: 1, when });
+    let wait = |when| {
+        GpuOp::Stage(StageSync::Wait {
+            part: 1,
+            when,
+            by: None,
+        })
+    };
     let (mut waited, mut released, mut moved) = (false, false, false);
     let mut out = Vec::with_capacity(body.ops.len() + 3);
     for op in std::mem::take(&mut body.ops) {

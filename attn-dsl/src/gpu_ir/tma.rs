@@ -106,7 +106,8 @@ fn hand_boxes_to_consumers(p: &mut GpuProgram, ws: &mut WarpSpecialization) {
             o,
             GpuOp::Stage(StageSync::Wait {
                 part: 0,
-                when: Iterations::All
+                when: Iterations::All,
+                by: None,
             })
         )
     };

@@ -575,7 +575,7 @@ fn consumer_block(b: &mut GpuBlock, path: &[(usize, usize)], loop_op: OpId) {
 }
 
 /// `ops` without the ring's copies and without commits whose groups held only those.
-fn without_ring_copies(ops: &[GpuOp], loop_op: OpId) -> Vec<GpuOp> {
+pub(super) fn without_ring_copies(ops: &[GpuOp], loop_op: OpId) -> Vec<GpuOp> {
     let mut out = Vec::new();
     let (mut kept, mut dropped) = (false, false);
     for op in ops {
@@ -612,6 +612,7 @@ fn consumer_loop_body(body: &GpuBlock, loop_op: OpId) -> GpuBlock {
                 ops.push(GpuOp::Stage(StageSync::Wait {
                     part: 0,
                     when: super::program::Iterations::All,
+                    by: None,
                 }));
                 top = false;
             }
