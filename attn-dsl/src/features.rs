@@ -90,6 +90,10 @@ pub const SHIPPED: Table = &[
         "wgmma_split",
         "the square tilings' split scores (off only for timing: wrong results)",
     ),
+    (
+        "warpgroup_loops",
+        "a loop running several warpgroups' owned regions emitted once a warpgroup",
+    ),
     ("ws", "warp specialization"),
 ];
 

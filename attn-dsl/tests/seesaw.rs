@@ -169,12 +169,19 @@ fn a_key_tile_both_dots_read_stays_in_shared_memory() {
             handed.push(g.ty(op.operands[0]).shape.clone());
         }
     });
-    // Tiles handed over: the queries to each warpgroup, each half's P to every warp; never
-    // the `[32, 64]` key tile.
+    // Tiles handed over: the queries to each warpgroup, each half's P to every warp (the
+    // second half's rescale row as the column its PV's factor is made one from where the
+    // tile is missing); never the `[32, 64]` key tile.
     let tiles: Vec<&Vec<usize>> = handed.iter().filter(|s| s.len() == 2).collect();
     assert_eq!(
         tiles,
-        [&vec![64, 64], &vec![64, 64], &vec![64, 32], &vec![64, 32]]
+        [
+            &vec![64, 64],
+            &vec![64, 64],
+            &vec![64, 32],
+            &vec![64, 1],
+            &vec![64, 32]
+        ]
     );
     let (heads, seq) = (2usize, 75usize);
     let args = codegen_common::sim_check::latent_args(heads, seq, 64, 41);

@@ -1,9 +1,11 @@
 //! The seesaw (`ATTN_CODEGEN_ENABLE=seesaw`, `attn_dsl::passes::seesaw`) switched on for the
-//! MLA step on the sm_90a plan, run on the simulator of the emitted CUDA against the f64
-//! reference (one rank; two with a split history). The history's unrolled loop does not fit
-//! yet (its second latent tile takes a buffer of its own beside the ring: 288 KB of shared
-//! memory), so the code generator leaves its loop as written: switching the schedule on
-//! must cost nothing in correctness where it cannot apply.
+//! MLA step on the sm_90a plan, run on the simulator of emitted CUDA against the f64
+//! reference (one rank; two with a split history). These histories' tiles move by
+//! `cp.async` (short programs), so the seesaw is placed: each half's tile one buffer of a
+//! ring whose stage is the tile (`gpu_ir::seesaw_ring`), each warpgroup a loop of its own
+//! (`codegen::warpgroup_loops`), the second half of a pair past the last tile adding
+//! nothing (64 heads on two warpgroups, ragged histories: odd tile counts; the 32-head
+//! case runs one warpgroup, where the seesaw does not apply).
 //! The feature list is read once per process: every test sets the same one first.
 
 mod mla_support;

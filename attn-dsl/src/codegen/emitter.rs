@@ -47,6 +47,8 @@ pub(crate) struct Emitter<'f> {
     /// Each handoff's offset among those bytes (by result value), kept for the program's
     /// second emission (the unsplit one of a split program).
     pub(crate) handoff_at: std::collections::BTreeMap<u32, usize>,
+    /// The warpgroup a loop copied per warpgroup is being emitted for (`warpgroup_loops`).
+    pub(crate) only_warpgroup: Option<u32>,
     /// Values an owned region defined and kept (out of scope after it).
     pub(crate) region_locals: std::collections::BTreeSet<u32>,
     /// Tiles an owned region declared before it opened, for the op defining them inside
@@ -147,6 +149,7 @@ impl<'f> Emitter<'f> {
             handoff_bytes: 0,
             handoff_at: Default::default(),
             region_locals: Default::default(),
+            only_warpgroup: None,
             predeclared: Default::default(),
             tensor_maps: Vec::new(),
             names: vec![None; f.values.len()],
@@ -894,6 +897,30 @@ impl<'f> Emitter<'f> {
             let r = op.results[*i];
             self.on_owner_of(r, |e| e.start_row_sum(r))?;
         }
+        match self.loop_warpgroups(gbody) {
+            Some(groups) => self.emit_loop_per_warpgroup(id, gbody, &carried, pipelined, groups)?,
+            None => self.emit_loop(id, gbody, &carried, pipelined)?,
+        }
+        for (i, _) in deferred {
+            let r = op.results[i];
+            self.on_owner_of(r, |e| e.finish_row_sum(r))?;
+        }
+        for a in held {
+            self.held_a.remove(&a.0);
+        }
+        Ok(())
+    }
+
+    /// The loop statement of `id` with body `gbody`, its carried values in `carried`.
+    pub(crate) fn emit_loop(
+        &mut self,
+        id: OpId,
+        gbody: &'f GpuBlock,
+        carried: &[String],
+        pipelined: bool,
+    ) -> Result<(), CodegenError> {
+        let op = self.f.op(id);
+        let body = Self::region(op, 0)?;
         if self.unrolls_scan(op, gbody) {
             self.w.line(SCAN_LOOP_PRAGMA);
         } else if self.loop_depth > 0 {
@@ -904,18 +931,11 @@ impl<'f> Emitter<'f> {
         let next = self.emit_region(gbody, OpKind::Yield);
         self.loop_depth -= 1;
         let next = next?;
-        self.assign_all(&carried, &next)?;
+        self.assign_all(carried, &next)?;
         if pipelined {
             self.advance_stage(id);
         }
         self.w.close("");
-        for (i, _) in deferred {
-            let r = op.results[i];
-            self.on_owner_of(r, |e| e.finish_row_sum(r))?;
-        }
-        for a in held {
-            self.held_a.remove(&a.0);
-        }
         Ok(())
     }
 

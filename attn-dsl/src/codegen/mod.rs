@@ -81,6 +81,7 @@ mod staged_store;
 pub mod tile_map;
 mod tma_copy;
 mod warp_roles;
+mod warpgroup_loops;
 mod wgmma;
 mod wide_mul;
 mod writer;

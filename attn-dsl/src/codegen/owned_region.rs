@@ -96,6 +96,14 @@ impl<'f> Emitter<'f> {
             let local = op.results.iter().filter(|v| !escaping.contains(v));
             self.region_locals.extend(local.map(|v| v.0));
         }
+        let skipped = self.only_warpgroup.is_some_and(|only| only != w);
+        if skipped {
+            // Declared for the shared code after the run, never written on this warpgroup.
+            for (v, _) in &outer {
+                self.predeclared.remove(&v.0);
+            }
+            return Ok(());
+        }
         self.on_warpgroup(w, |e| {
             e.emit_run_ops(run)?;
             // Tiles filled in place (accumulators, possibly still in flight) are done;
@@ -142,7 +150,14 @@ impl<'f> Emitter<'f> {
         if self.owner.is_some() {
             return Err(CodegenError::Malformed("owned regions nest".into()));
         }
-        self.open_owned(w);
+        // In a loop copied for one warpgroup (`warpgroup_loops`): the others' regions are not
+        // there, its own need no test.
+        let guarded = match self.only_warpgroup {
+            Some(only) if only != w => return Ok(()),
+            Some(_) => false,
+            None => true,
+        };
+        self.open_owned(w, guarded);
         let all = std::mem::replace(&mut self.threads, WARPGROUP_THREADS);
         self.owner = Some(w);
         let r = body(self);
@@ -217,13 +232,17 @@ impl<'f> Emitter<'f> {
             .collect()
     }
 
-    /// `if (warpgroup == w) {`, then a scope where the thread coordinates, the barrier and
+    /// `if (warpgroup == w) {` (a plain scope inside a loop copied for `w`), then a scope where the thread coordinates, the barrier and
     /// the scratch buffer are the warpgroup's (two blocks, closed by the caller).
-    fn open_owned(&mut self, w: u32) {
+    fn open_owned(&mut self, w: u32, guarded: bool) {
         let first = w as usize * WARPGROUP_THREADS;
         self.w.line(format!("// warpgroup {w} alone"));
-        self.w
-            .open(format!("if (attn_warp_uniform(tid >> 7) == {w})"));
+        match guarded {
+            true => self
+                .w
+                .open(format!("if (attn_warp_uniform(tid >> 7) == {w})")),
+            false => self.w.open(""),
+        }
         self.w
             .line(format!("const int attn_owned_tid = tid - {first};"));
         let mma = self.uses_mma();

@@ -111,8 +111,21 @@ pub(super) fn unroll(
     let second = clone_half(f, ops, inputs, &yielded);
 
     // Where the second half runs; the guard picks its results when its tile exists.
-    let placed = place_second_half(f, &second.ops, &first.out);
-    let (guard, kept) = select_if(f, more.1, &second.out, &first.out, loc);
+    let mut placed = place_second_half(f, &second.ops, &first.out);
+    let pv1 = second.map[&f.op(sh.pv).results[0]];
+    let mut no = first.out.clone();
+    if placed.guarded.is_empty() {
+        if let Some(neutral) = neutral_pv(f, &second.ops, pv1, more.1, loc) {
+            // PV of a missing tile adds nothing: the guard keeps one accumulator. Each
+            // select goes right before the op it feeds (from the back: positions hold).
+            for (before, ops) in neutral.into_iter().rev() {
+                let at = placed.after.iter().position(|&o| o == before)?;
+                placed.after.splice(at..at, ops);
+            }
+            no[sh.acc_pos] = pv1;
+        }
+    }
+    let (guard, kept) = select_if(f, more.1, &second.out, &no, loc);
     let then_yield = f.op(guard).regions[0].ops[0];
     f.op_mut(guard).regions[0].ops = placed.guarded.iter().copied().chain([then_yield]).collect();
     let new_yield = f.push_op(Op {
@@ -129,12 +142,12 @@ pub(super) fn unroll(
         .ops
         .iter()
         .rposition(|&o| f.op(o).kind == OpKind::Dot && !f.op(o).results.contains(&pv0))?;
-    let mut new_ops = vec![iv1.0];
+    let mut new_ops = vec![iv1.0, more.0];
     new_ops.extend(&first.ops[..=at]);
     new_ops.extend(&placed.ahead);
     new_ops.extend(&first.ops[at + 1..]);
     new_ops.extend(&placed.after);
-    new_ops.extend([more.0, guard, new_yield]);
+    new_ops.extend([guard, new_yield]);
     let (before, step2) = doubled(f, step, loc);
     let l = f.op_mut(lp);
     l.operands[2] = step2;
@@ -144,6 +157,92 @@ pub(super) fn unroll(
     };
     own_halves(f, lp, &sh, [&first, &second], &args, &kept, owners);
     Some(before)
+}
+
+/// The op of `ops` defining `v`.
+fn def_of(f: &Function, ops: &[OpId], v: ValueId) -> Option<OpId> {
+    ops.iter().copied().find(|&o| f.op(o).results.contains(&v))
+}
+
+/// Makes PV `pv` (`dot(a, b, acc · broadcast(row))`) add nothing where `more` is false: its
+/// A zero and its row factor one, so its accumulator is the one it was given, exactly (an
+/// accumulator times 1, plus products of 0 with the masked loads' finite values). Then the
+/// guard after the second half need not keep the first half's accumulator beside it (two
+/// live: MLA's 128 registers a thread each). The new ops, each list with the op it must
+/// run before (the row's broadcast, then PV); `None` (and nothing changed) where the
+/// accumulator has another shape.
+fn neutral_pv(
+    f: &mut Function,
+    half: &[OpId],
+    acc: ValueId,
+    more: ValueId,
+    loc: crate::ir::Loc,
+) -> Option<[(OpId, Vec<OpId>); 2]> {
+    let pv = def_of(f, half, acc)?;
+    let (a, c) = (f.op(pv).operands[0], f.op(pv).operands[2]);
+    let scale = def_of(f, half, c)?;
+    let bcast = f.op(scale).operands.iter().find_map(|&x| {
+        let d = def_of(f, half, x)?;
+        matches!(f.op(d).kind, OpKind::Broadcast { .. }).then_some(d)
+    });
+    let bcast = bcast.filter(|_| f.op(scale).kind == OpKind::Binary(BinaryOp::Mul))?;
+    let row = f.op(bcast).operands[0];
+    let (mut row_ops, mut a_ops) = (Vec::new(), Vec::new());
+    let row_or_one = filled(f, more, row, 1.0, loc, &mut row_ops);
+    f.op_mut(bcast).operands[0] = row_or_one;
+    let a_or_zero = filled(f, more, a, 0.0, loc, &mut a_ops);
+    f.op_mut(pv).operands[0] = a_or_zero;
+    Some([(bcast, row_ops), (pv, a_ops)])
+}
+
+/// `select(splat(cond), x, splat(fill))` at `x`'s shape and element: its ops (appended to
+/// `ops`) and value.
+fn filled(
+    f: &mut Function,
+    cond: ValueId,
+    x: ValueId,
+    fill: f64,
+    loc: crate::ir::Loc,
+    ops: &mut Vec<OpId>,
+) -> ValueId {
+    let ty = f.ty(x).clone();
+    let elem = ty.elem.scalar().unwrap_or(crate::ir::ScalarType::F32);
+    let shape = ty.shape.clone();
+    let scalar = |s| crate::ir::Type::scalar(s);
+    let k = new_op(
+        f,
+        OpKind::Const(crate::ir::Scalar::Float(fill, elem)),
+        vec![],
+        scalar(elem),
+        loc,
+    );
+    let splat = |f: &mut Function, v: ValueId, e: crate::ir::Elem| {
+        let t = crate::ir::Type::tile(e, shape.clone());
+        new_op(
+            f,
+            OpKind::Splat {
+                shape: shape.clone(),
+            },
+            vec![v],
+            t,
+            loc,
+        )
+    };
+    let kt = splat(f, k.1, ty.elem);
+    let ct = splat(
+        f,
+        cond,
+        crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
+    );
+    let sel = new_op(
+        f,
+        OpKind::Select,
+        vec![ct.1, x, kt.1],
+        crate::ir::Type::tile(ty.elem, shape.clone()),
+        loc,
+    );
+    ops.extend([k.0, kt.0, ct.0, sel.0]);
+    sel.1
 }
 
 /// `2 · step`: the ops computing it and its value.

@@ -1,0 +1,60 @@
+//! L1's history (the sm_90a plan, its tiles by `cp.async`) with the seesaw switched on
+//! (`ATTN_CODEGEN_ENABLE=seesaw`), compiled with NVRTC: the schedule is placed, not
+//! dropped for the loop as written. Its two 64-key tiles an iteration fit beside the
+//! queries as one buffer a half (`gpu_ir::seesaw_ring`: 216 KB of tiles, where a ring a
+//! half took 360 KB), its handoffs share the program's scratch, and each warpgroup runs a
+//! loop of its own (`codegen::warpgroup_loops`), so its registers hold its own tile's
+//! scores and one accumulator: in one loop it spilled 1.4 KB a thread, with the guard
+//! keeping both halves' accumulators 5.8 KB. The feature list is read once per process:
+//! this binary's only test sets it first.
+
+mod sass_support;
+
+use attn_dsl::ConstValue;
+use attn_runtime::jit::{compile, CudaSource, JitOptions, ModuleImage};
+use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
+use attn_runtime::ops::mla_dcp::plan::DecodeStep;
+use attn_runtime::ops::unified_attention::config::MmaKind;
+use attn_runtime::reference::mla::MlaConfig;
+
+/// Dynamic shared memory one block may take on sm_90.
+const MAX_SHARED_BYTES: u32 = 232_448;
+
+#[test]
+fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "seesaw");
+    let layout = DcpLayout::new(1, 1, 64).expect("layout");
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    let step = DecodeStep::uniform_decode(128, 4096, 128, layout, scale, 132);
+    let mut l = step
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan")
+        .history;
+    let tma = l.constexprs.iter_mut().find(|(n, _)| *n == "TMA");
+    tma.expect("the history's TMA constexpr").1 = ConstValue::Bool(false);
+    let c = l.compile().expect("compile");
+    let src = &c.cuda.source;
+    for w in 0..2 {
+        let copy = format!("the loop, warpgroup {w}'s copy");
+        assert!(src.contains(&copy), "no {copy}: the seesaw was not placed");
+    }
+    assert!(
+        c.cuda.shared_bytes <= MAX_SHARED_BYTES,
+        "{} bytes of shared memory",
+        c.cuda.shared_bytes
+    );
+    let arch = "sm_90a".parse().expect("arch");
+    let m = compile(&CudaSource::from_kernel(&c.cuda), &JitOptions::new(arch)).expect("NVRTC");
+    let s = m.entry_stats().expect("ptxas statistics");
+    assert!(
+        s.spill_store_bytes <= 32 && s.stack_frame_bytes <= 32,
+        "{s:?}: spills beyond a few scalars"
+    );
+    let ModuleImage::Cubin(bytes) = &m.image else {
+        panic!("NVRTC gave no cubin");
+    };
+    // Each warpgroup's loop: its tile's scores (32 latent and 4 rope k-steps of
+    // `m64n64k16`) and both PVs (4 k-steps of `m64n256k16` each).
+    let whole = sass_support::whole_kernel("l1-seesaw", bytes);
+    assert_eq!(sass_support::count(&whole, "HGMMA"), 2 * (36 + 4 + 4));
+}
