@@ -50,6 +50,8 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     // copies before handing a stage over would hold tile 2i + 2 back until 2i + 3 landed);
     // TMA boxes land on mbarriers of their own.
     let tma = super::tma::wanted(f);
+    // Two stages (tiles) make one buffer a half; a deeper ring (`S / 2` a half, the copies
+    // that many iterations ahead) is not built.
     if tma || ws.parts != 1 || ws.stages != HALVES {
         return;
     }
