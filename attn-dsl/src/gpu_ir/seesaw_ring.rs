@@ -8,8 +8,8 @@
 //! `S / 2` buffers: at `S = 2` half `h` of every iteration reads its own buffer, and the
 //! producer refills it with the next iteration's tile `h` as soon as that tile's last
 //! reader (its PV, on both warpgroups) completed, under the other half's softmax and PV.
-//! Each half is a part of the ring ([`WarpSpecialization::parts`]) with its own *full* and
-//! *empty* mbarrier:
+//! Each half is a part of the ring (a [`WarpSpecialization`] with two `parts`) with its
+//! own *full* and *empty* mbarrier:
 //!
 //! ```text
 //! producer                                   consumers
@@ -28,6 +28,8 @@
 //! single buffers, so its loop copies each iteration's tiles in place: every thread done
 //! with the last tiles, the copies, their landing, then the math.
 
+#[cfg(doc)]
+use super::program::WarpSpecialization;
 use super::program::{
     loop_body_mut, loop_holder, walk_block, AllocId, BarrierReason, CopyAt, GpuBlock, GpuOp,
     GpuProgram, Iterations, Stage, StageSync,
