@@ -48,6 +48,7 @@ struct Opts {
     vup: Option<VupPath>,
     forced_splits: Option<u32>,
     forced_history_heads: Option<u32>,
+    forced_history_tma: Option<bool>,
     streams: StreamOptions,
     /// Tokens of bucket beyond the call's T (the buffers are sized for the bucket).
     bucket_extra: usize,
@@ -66,6 +67,7 @@ impl Default for Opts {
             vup: None,
             forced_splits: None,
             forced_history_heads: None,
+            forced_history_tma: None,
             streams: StreamOptions::default(),
             bucket_extra: 3,
             no_event_tracking: false,
@@ -90,6 +92,7 @@ fn config(case: &Case, r: u32, o: &Opts) -> MlaDcpConfig {
     }
     c.forced_splits = o.forced_splits;
     c.forced_history_heads = o.forced_history_heads;
+    c.forced_history_tma = o.forced_history_tma;
     c.streams = o.streams;
     c.profile = o.profile;
     c.current_rows_from_kv = o.current_rows_from_kv;
@@ -244,22 +247,25 @@ fn every_history_tile_height_matches_the_reference() {
     }
 }
 
-/// Long programs move their latent tiles as TMA boxes on sm_90a (the plan's `TMA`, from 64
-/// tiles a program): one split over 65 tiles of 128 gathered heads on the two-warpgroup
-/// tiling, the second request's last tile ragged (the rest of its page must not reach PV).
+/// The latent tiles moved as TMA boxes on sm_90a (`MlaDcpConfig::forced_history_tma`: the
+/// plan's own choice is `cp.async`, `plan::HIST_TMA`): one split over 65 tiles of 128
+/// gathered heads on the two-warpgroup tiling, the second request's last tile ragged (the
+/// rest of its page must not reach PV).
 #[test]
 fn long_programs_moving_tma_boxes_match_the_reference() {
     let case = Case::new(1, 1, 64, 128, &[4161, 4134], &[1, 1]);
     let mma = MmaKind::for_arch(device().arch());
-    let plan = case
+    let mut plan = case
         .step()
         .plan_tuned(mma, Some(1), None, None)
         .expect("plan");
+    plan.set_history_tma(true);
     let tma = plan.history.constexprs.iter().find(|(n, _)| *n == "TMA");
     let boxes = tma.is_some_and(|(_, v)| *v == ConstValue::Bool(true));
-    assert_eq!(boxes, mma == MmaKind::Warpgroup, "{mma:?}");
+    assert!(boxes, "{mma:?}: the forced form");
     let o = Opts {
         forced_splits: Some(1),
+        forced_history_tma: Some(true),
         ..Opts::default()
     };
     simulated_case::<bf16>("TMA boxes, 65 tiles a program", &case, 18, &o);

@@ -117,8 +117,7 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         "/../bench/experiments/mla_history.py"
     );
     // The history rewrites edit the `cp.async` form (the producer's copies a thread), the
-    // one L1's shorter relatives ship; L1's own moves its tiles as TMA boxes, which
-    // `mla_seesaw.py fine tma` rewrites (below).
+    // one the plan ships; the TMA form (`mla_seesaw.py fine tma`, below) is forced.
     let mut by_threads = plan.history.clone();
     by_threads
         .constexprs
@@ -126,7 +125,9 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
         .filter(|(n, _)| *n == "TMA")
         .for_each(|(_, v)| *v = attn_dsl::ConstValue::Bool(false));
     let (history, current) = (source(&by_threads), source(&plan.current));
-    let boxed = source(&plan.history);
+    let mut boxes = plan.clone();
+    boxes.set_history_tma(true);
+    let boxed = source(&boxes.history);
     assert!(boxed.contains("attn_tma_load_2d(") && !history.contains("attn_tma_load_2d("));
     let cases = [
         ("bars", &history),

@@ -607,6 +607,9 @@ impl<E: DecodeElem> MlaDcpContext<E> {
         if let Some(tile) = self.config.forced_fused_tile {
             plan.retile_combine_v_up(tile);
         }
+        if let Some(tma) = self.config.forced_history_tma {
+            plan.set_history_tma(tma);
+        }
         if let Some(cols) = self.config.forced_reduce_cols {
             plan.recolumn_history_reduce(cols);
         }

@@ -123,11 +123,13 @@ pub const HIST_KV_TILE_WARPGROUPS: u32 = 64;
 /// History programs resident per SM: shared memory (the 32 × 576 queries and two stages of
 /// the latent tile, 111 KB) fits two in an SM's 228 KB, and so do the registers (240 × 128).
 pub const HIST_PROGRAMS_PER_SM: u32 = 2;
-/// Fewest history tiles a program must run for its latent tiles to move as TMA boxes (the
-/// history's `TMA`, on the warpgroup tiling only). H200, one binary, `ATTN_CODEGEN_ENABLE=tma`
-/// against `cp.async` (docs/gpu_ir.md, "TMA copies"): 64 tiles a program (L1, 32 × 8192)
-/// 1.3–2.7 % faster, 32 (L1's dcp-2 rank) within the spread, 8 (1 × 32768) 3 µs slower.
-pub const HIST_TMA_MIN_TILES: u64 = 64;
+/// Whether the history's latent tiles move as TMA boxes (its `TMA`) where the plan chooses:
+/// no. They did from 64 tiles a program when that measured 1.3–2.7 % faster (L1, 32 × 8192;
+/// H200, 2026-12-03); since the rescale changes of session 20 `cp.async` is the faster
+/// (H200, 2026-12-05, one call, three rounds each: L1 323.6 against 331.9 µs, 32 × 8192
+/// 178.3 against 182.6; docs/gpu_ir.md, "TMA boxes no longer pay on the history"). The form
+/// stays a choice: [`DecodePlan::set_history_tma`], `MlaDcpConfig::forced_history_tma`.
+pub const HIST_TMA: bool = false;
 /// Fewest local history keys worth a split of their own: below this, the reduce and the
 /// extra partial cost more than the parallelism buys (the local-length threshold of §9.2).
 pub const MIN_KEYS_PER_SPLIT: u64 = 256;
@@ -802,8 +804,7 @@ impl DecodeStep {
         let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
         let block_stride = [("cache_stride_block", cache_stride_block)];
         let direct = num_splits == 1;
-        let tma =
-            tiling.warpgroups && self.tiles_per_program(kv_tile, num_splits) >= HIST_TMA_MIN_TILES;
+        let tma = tiling.warpgroups && HIST_TMA;
         let strides = [
             I64(exchange.chunk_stride_out() as i64),
             I64(exchange.chunk_stride_lse() as i64),
@@ -842,7 +843,7 @@ impl DecodeStep {
                     "SCALE_AFTER_MAX",
                     ConstValue::Bool(self.softmax_scale > 0.0),
                 ),
-                // Long programs move their tiles as TMA boxes (HIST_TMA_MIN_TILES).
+                // The copy engine of the key tiles (HIST_TMA).
                 ("TMA", ConstValue::Bool(tma)),
             ]
             .into_iter()
@@ -1007,6 +1008,17 @@ impl DecodePlan {
     /// it has no code for when it is specialized).
     pub fn retile_combine_v_up(&mut self, tile: FusedTile) {
         set_fused_tile(&mut self.combine_v_up, tile, self.num_tokens);
+    }
+
+    /// The history's key tiles moved as TMA boxes (`true`: on the two-warpgroup tiling, sm_90a)
+    /// or by `cp.async`, whatever [`HIST_TMA`] chose (tests of the form the plan does not
+    /// pick, A/B runs).
+    pub fn set_history_tma(&mut self, tma: bool) {
+        for (name, v) in &mut self.history.constexprs {
+            if *name == "TMA" {
+                *v = ConstValue::Bool(tma);
+            }
+        }
     }
 
     /// The history reduce's programs set to merge `cols` columns each (tuning sweeps; the

@@ -129,6 +129,9 @@ pub struct MlaDcpConfig {
     /// Forces the history's keys per tile (tuning sweeps; a power of two from 16 up to the
     /// largest dividing the page); `None` uses the plan's rule.
     pub forced_history_kv_tile: Option<u32>,
+    /// Forces the history's key tiles to move as TMA boxes (`true`) or by `cp.async`
+    /// (tests, A/B runs); `None` uses the plan's choice (`plan::HIST_TMA`).
+    pub forced_history_tma: Option<bool>,
     /// Forces the fused combine + V-up's tile: tokens a program, latent columns a step and
     /// ring stages (tuning sweeps; `VupPath::Fused` only); `None` uses the plan's.
     pub forced_fused_tile: Option<FusedTile>,
@@ -177,6 +180,7 @@ impl MlaDcpConfig {
             forced_splits: None,
             forced_history_heads: None,
             forced_history_kv_tile: None,
+            forced_history_tma: None,
             forced_fused_tile: None,
             forced_reduce_cols: None,
             current_rows_from_kv: true,
