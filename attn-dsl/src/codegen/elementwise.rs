@@ -194,6 +194,12 @@ impl<'f> Emitter<'f> {
 }
 
 impl Emitter<'_> {
+    /// Whether `v` can be named here: not a value an owned region kept to itself (fused
+    /// expressions read through other ops' definitions, past a closed region's scope).
+    fn in_scope(&self, v: ValueId) -> bool {
+        !self.region_locals.contains(&v.0)
+    }
+
     /// The factors `(a, c)` of `x = a · c` in f32, `c` the one held as a per-program scalar
     /// where there is one: `exp(a·c − y)` is then one FMA into the exponent with `c·log2 e`
     /// computed once, not a multiply a score and another FMA (the attention kernels scale
@@ -209,7 +215,7 @@ impl Emitter<'_> {
             return None;
         }
         let (a, b) = (*d.operands.first()?, *d.operands.get(1)?);
-        if [a, b].iter().any(|v| self.region_locals.contains(&v.0)) {
+        if !self.in_scope(a) || !self.in_scope(b) {
             return None;
         }
         let uniform = |v| self.uniform_scalar(v).is_some();
@@ -228,9 +234,9 @@ impl Emitter<'_> {
         };
         let f32_sub = self.def_op(arg).is_some_and(|d| {
             d.kind == OpKind::Binary(BinaryOp::Sub)
-                && d.operands.iter().all(|&v| {
-                    self.scalar(v) == Ok(ScalarType::F32) && !self.region_locals.contains(&v.0)
-                })
+                && d.operands
+                    .iter()
+                    .all(|&v| self.scalar(v) == Ok(ScalarType::F32) && self.in_scope(v))
         });
         self.f.fast_math && f32_sub
     }

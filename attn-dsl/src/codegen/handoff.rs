@@ -57,15 +57,11 @@ impl<'f> Emitter<'f> {
             self.need_scratch(size);
             return "0".into();
         }
-        let offset = match self.handoff_at.get(&res.0) {
-            Some(&o) => o,
-            None => {
-                let o = self.handoff_bytes;
-                self.handoff_bytes += size;
-                self.handoff_at.insert(res.0, o);
-                o
-            }
-        };
+        let next = &mut self.handoff_bytes;
+        let offset = *self.handoff_at.entry(res.0).or_insert_with(|| {
+            *next += size;
+            *next - size
+        });
         format!("{HANDOFF_BASE_MACRO} + {offset}")
     }
 

@@ -96,8 +96,7 @@ impl<'f> Emitter<'f> {
             let local = op.results.iter().filter(|v| !escaping.contains(v));
             self.region_locals.extend(local.map(|v| v.0));
         }
-        let skipped = self.only_warpgroup.is_some_and(|only| only != w);
-        if skipped {
+        if self.skips_warpgroup(w) {
             // Declared for the shared code after the run, never written on this warpgroup.
             for (v, _) in &outer {
                 self.predeclared.remove(&v.0);
@@ -152,12 +151,10 @@ impl<'f> Emitter<'f> {
         }
         // In a loop copied for one warpgroup (`warpgroup_loops`): the others' regions are not
         // there, its own need no test.
-        let guarded = match self.only_warpgroup {
-            Some(only) if only != w => return Ok(()),
-            Some(_) => false,
-            None => true,
-        };
-        self.open_owned(w, guarded);
+        if self.skips_warpgroup(w) {
+            return Ok(());
+        }
+        self.open_owned(w, self.only_warpgroup.is_none());
         let all = std::mem::replace(&mut self.threads, WARPGROUP_THREADS);
         self.owner = Some(w);
         let r = body(self);
@@ -232,8 +229,14 @@ impl<'f> Emitter<'f> {
             .collect()
     }
 
-    /// `if (warpgroup == w) {` (a plain scope inside a loop copied for `w`), then a scope where the thread coordinates, the barrier and
-    /// the scratch buffer are the warpgroup's (two blocks, closed by the caller).
+    /// Whether warpgroup `w`'s regions are left out here: a loop copied for another one.
+    fn skips_warpgroup(&self, w: u32) -> bool {
+        self.only_warpgroup.is_some_and(|only| only != w)
+    }
+
+    /// `if (warpgroup == w) {` (a plain scope inside a loop copied for `w`), then a scope
+    /// where the thread coordinates, the barrier and the scratch buffer are the warpgroup's
+    /// (two blocks, closed by the caller).
     fn open_owned(&mut self, w: u32, guarded: bool) {
         let first = w as usize * WARPGROUP_THREADS;
         self.w.line(format!("// warpgroup {w} alone"));

@@ -132,10 +132,7 @@ fn halves(f: &Function, body: &GpuBlock, ring: &[AllocId]) -> Option<BTreeMap<Al
     let mut half_of = BTreeMap::new();
     let mut clash = false;
     walk_block(body, &mut |op| {
-        let GpuOp::Mma { dot, a, b, .. } = op else {
-            return;
-        };
-        let Some(owner) = f.ty(f.op(*dot).results[0]).layout.owner() else {
+        let (GpuOp::Mma { a, b, .. }, Some(owner)) = (op, mma_owner(f, op)) else {
             return;
         };
         for (alloc, _) in [a, b].into_iter().filter_map(|s| s.alloc()) {
@@ -147,6 +144,14 @@ fn halves(f: &Function, body: &GpuBlock, ring: &[AllocId]) -> Option<BTreeMap<Al
     });
     let every_half = (0..HALVES).all(|h| half_of.values().any(|&o| o == h));
     (!clash && half_of.len() == ring.len() && every_half).then_some(half_of)
+}
+
+/// The warpgroup owning an MMA's result, if `op` is an MMA of an owned dot.
+fn mma_owner(f: &Function, op: &GpuOp) -> Option<u32> {
+    match op {
+        GpuOp::Mma { dot, .. } => f.ty(f.op(*dot).results[0]).layout.owner(),
+        _ => None,
+    }
 }
 
 /// The allocs an op of the consumers' loop reads from shared memory.
@@ -223,10 +228,7 @@ fn wait_and_release_by_half(
 /// in order) and who waits there: one wait for every warp where that read is every
 /// warp's, else one a warpgroup.
 fn first_reads(f: &Function, ops: &[GpuOp], readers: &[usize]) -> Vec<(usize, Option<u32>)> {
-    let owner = |i: usize| match &ops[i] {
-        GpuOp::Mma { dot, .. } => f.ty(f.op(*dot).results[0]).layout.owner(),
-        _ => None,
-    };
+    let owner = |i: usize| mma_owner(f, &ops[i]);
     let first = |w: u32| {
         readers
             .iter()

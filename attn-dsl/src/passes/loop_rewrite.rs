@@ -172,3 +172,51 @@ pub(crate) fn select_if(
     });
     (o, results)
 }
+
+/// A tile of type `ty` filled with `x`: its ops (a constant and its splat) and value.
+pub(crate) fn filled(
+    f: &mut Function,
+    x: f64,
+    elem: ScalarType,
+    ty: &Type,
+    loc: Loc,
+) -> (Vec<OpId>, ValueId) {
+    let c = new_op(
+        f,
+        OpKind::Const(crate::ir::Scalar::Float(x, elem)),
+        vec![],
+        Type::scalar(elem),
+        loc,
+    );
+    let s = splat(f, c.1, ty, loc);
+    (vec![c.0, s.0], s.1)
+}
+
+/// Scalar `x` as a tile of type `ty`: the op and its value.
+pub(crate) fn splat(f: &mut Function, x: ValueId, ty: &Type, loc: Loc) -> (OpId, ValueId) {
+    let shape = ty.shape.clone();
+    new_op(f, OpKind::Splat { shape }, vec![x], ty.clone(), loc)
+}
+
+/// Bools of `ty`'s shape and layout.
+pub(crate) fn bools_like(ty: &Type) -> Type {
+    ty.with_elem(crate::ir::Elem::Scalar(ScalarType::Bool))
+}
+
+/// `select(splat(cond), x, splat(fill))`: the tile `x` where scalar `cond` holds, else
+/// `fill` everywhere; its ops and value.
+pub(crate) fn value_or_fill(
+    f: &mut Function,
+    cond: ValueId,
+    x: ValueId,
+    fill: f64,
+    loc: Loc,
+) -> (Vec<OpId>, ValueId) {
+    let ty = f.ty(x).clone();
+    let elem = ty.elem.scalar().unwrap_or(ScalarType::F32);
+    let (mut ops, fills) = filled(f, fill, elem, &ty, loc);
+    let c = splat(f, cond, &bools_like(&ty), loc);
+    let sel = new_op(f, OpKind::Select, vec![c.1, x, fills], ty, loc);
+    ops.extend([c.0, sel.0]);
+    (ops, sel.1)
+}

@@ -22,9 +22,12 @@
 //! the carried accumulator through what it rescales it with, and its B operand (V) is a
 //! load computed from the induction variable and loop invariants alone.
 
-use super::loop_rewrite::{clone_ops, cmp, new_op, replace_uses, rewrite_loops, select_if};
+use super::loop_rewrite::{
+    bools_like, clone_ops, cmp, filled, new_op, replace_uses, rewrite_loops, select_if, splat,
+    value_or_fill,
+};
 use super::rotate_scores::slice_of;
-use crate::ir::{BinaryOp, CmpPred, Function, Op, OpId, OpKind, Scalar, Type, ValueId};
+use crate::ir::{BinaryOp, CmpPred, Function, Op, OpId, OpKind, ValueId};
 use std::collections::BTreeMap;
 
 /// Puts PV one tile behind in every loop that qualifies; true when one changed.
@@ -253,50 +256,13 @@ fn guard_rescale(
     if user == mul || !matches!(elem, crate::ir::ScalarType::F32) {
         return None;
     }
-    let ones = filled(f, 1.0, elem, &ty, loc);
-    let cond = splat(f, valid, &bools_like(&ty), loc);
-    let sel = new_op(f, OpKind::Select, vec![cond.1, v, ones.1], ty, loc);
+    let (ops, sel) = value_or_fill(f, valid, v, 1.0, loc);
     for x in &mut f.op_mut(user).operands {
         if *x == v {
-            *x = sel.1;
+            *x = sel;
         }
     }
-    let mut ops = ones.0;
-    ops.extend([cond.0, sel.0]);
     Some((alpha_def, ops))
-}
-
-/// A tile of type `ty` filled with `x`: its ops (a constant and its splat) and value.
-fn filled(
-    f: &mut Function,
-    x: f64,
-    elem: crate::ir::ScalarType,
-    ty: &Type,
-    loc: crate::ir::Loc,
-) -> (Vec<OpId>, ValueId) {
-    let c = new_op(
-        f,
-        OpKind::Const(Scalar::Float(x, elem)),
-        vec![],
-        Type::scalar(elem),
-        loc,
-    );
-    let s = splat(f, c.1, ty, loc);
-    (vec![c.0, s.0], s.1)
-}
-
-/// Scalar `x` as a tile of type `ty`: the op and its value.
-fn splat(f: &mut Function, x: ValueId, ty: &Type, loc: crate::ir::Loc) -> (OpId, ValueId) {
-    let shape = ty.shape.clone();
-    new_op(f, OpKind::Splat { shape }, vec![x], ty.clone(), loc)
-}
-
-/// Bools of `ty`'s shape and layout.
-fn bools_like(ty: &Type) -> Type {
-    Type {
-        elem: crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
-        ..ty.clone()
-    }
 }
 
 /// Load `load` also masked by scalar `keep`: the ops computing the new mask (to place

@@ -3,7 +3,7 @@
 
 use super::owners::chain;
 use crate::ir::{BinaryOp, Block, Function, Op, OpId, OpKind, ValueId};
-use crate::passes::loop_rewrite::{clone_ops, cmp, new_op, select_if};
+use crate::passes::loop_rewrite::{clone_ops, cmp, new_op, select_if, value_or_fill};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The loop's two dots: the scores (first) and PV (last), whose accumulator comes from
@@ -187,62 +187,11 @@ fn neutral_pv(
     });
     let bcast = bcast.filter(|_| f.op(scale).kind == OpKind::Binary(BinaryOp::Mul))?;
     let row = f.op(bcast).operands[0];
-    let (mut row_ops, mut a_ops) = (Vec::new(), Vec::new());
-    let row_or_one = filled(f, more, row, 1.0, loc, &mut row_ops);
+    let (row_ops, row_or_one) = value_or_fill(f, more, row, 1.0, loc);
     f.op_mut(bcast).operands[0] = row_or_one;
-    let a_or_zero = filled(f, more, a, 0.0, loc, &mut a_ops);
+    let (a_ops, a_or_zero) = value_or_fill(f, more, a, 0.0, loc);
     f.op_mut(pv).operands[0] = a_or_zero;
     Some([(bcast, row_ops), (pv, a_ops)])
-}
-
-/// `select(splat(cond), x, splat(fill))` at `x`'s shape and element: its ops (appended to
-/// `ops`) and value.
-fn filled(
-    f: &mut Function,
-    cond: ValueId,
-    x: ValueId,
-    fill: f64,
-    loc: crate::ir::Loc,
-    ops: &mut Vec<OpId>,
-) -> ValueId {
-    let ty = f.ty(x).clone();
-    let elem = ty.elem.scalar().unwrap_or(crate::ir::ScalarType::F32);
-    let shape = ty.shape.clone();
-    let scalar = |s| crate::ir::Type::scalar(s);
-    let k = new_op(
-        f,
-        OpKind::Const(crate::ir::Scalar::Float(fill, elem)),
-        vec![],
-        scalar(elem),
-        loc,
-    );
-    let splat = |f: &mut Function, v: ValueId, e: crate::ir::Elem| {
-        let t = crate::ir::Type::tile(e, shape.clone());
-        new_op(
-            f,
-            OpKind::Splat {
-                shape: shape.clone(),
-            },
-            vec![v],
-            t,
-            loc,
-        )
-    };
-    let kt = splat(f, k.1, ty.elem);
-    let ct = splat(
-        f,
-        cond,
-        crate::ir::Elem::Scalar(crate::ir::ScalarType::Bool),
-    );
-    let sel = new_op(
-        f,
-        OpKind::Select,
-        vec![ct.1, x, kt.1],
-        crate::ir::Type::tile(ty.elem, shape.clone()),
-        loc,
-    );
-    ops.extend([k.0, kt.0, ct.0, sel.0]);
-    sel.1
 }
 
 /// `2 · step`: the ops computing it and its value.
