@@ -277,6 +277,31 @@ fn scores_are_scaled_in_the_exponent() {
     }
 }
 
+/// Gemma-2's softcap, `softcap · tanh(s·scale / softcap)`, costs a score one multiply into
+/// `tanh.approx` and one out: `scale / softcap` is a per-program scalar. Written as the
+/// quotient of the scaled score, each score took an IEEE division (`MUFU.RCP`, its
+/// refinement and a slow-path check): P1's consumer loop with softcap 1,451 SASS
+/// instructions a tile and 98 `MUFU` (three a score), 902 and 66 without.
+#[test]
+fn softcap_takes_no_division_a_score() {
+    let problem = AttentionProblem {
+        softcap: 50.0,
+        ..warpgroup(p1())
+    };
+    let p = plan(&problem, 8192, PathChoice::Heuristic);
+    assert!(p.config.use_softcap, "P1 with softcap: {:?}", p.config);
+    let label = "P1-softcap";
+    let (line, c) = sass_support::innermost_loop_with(label, &sm90a_cubin(label, &p), "HGMMA");
+    let scores = (p.config.block_m * p.config.tile_size) as usize / 256;
+    let mufu = sass_support::count(&c, "MUFU");
+    // A tanh and an exponential a score, and the rescale's row factors.
+    assert!(
+        mufu >= 2 * scores && mufu < 2 * scores + 8,
+        "{label}: {mufu} MUFU for {scores} scores a thread: {line}"
+    );
+    assert!(sass_support::count(&c, "n") <= 950, "{label}: {line}");
+}
+
 /// vLLM's mask tests each score against one key interval per row (`key_interval`: the
 /// causal part, the window and the image ranges holding the query are intervals around it),
 /// so a masked tile of P3 costs a few compares a score, not its terms one by one (the

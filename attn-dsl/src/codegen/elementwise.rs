@@ -163,7 +163,11 @@ impl<'f> Emitter<'f> {
                 }
                 let t = self.scalar(Self::operand(op, 0)?)?;
                 let (x, y) = (arg(0)?, arg(1)?);
-                match fast_binary(self.f.fast_math, *b, t, &x, &y) {
+                // A tile divided by a value every element shares (a per-program scalar).
+                let shared_divisor = *b == BinaryOp::Div
+                    && !self.f.ty(res).is_scalar()
+                    && self.uniform_scalar(Self::operand(op, 1)?).is_some();
+                match fast_binary(self.f.fast_math, *b, t, &x, &y, shared_divisor) {
                     Some(e) => Ok(e),
                     None => binary(*b, t, &x, &y),
                 }
@@ -282,15 +286,32 @@ fn fast_unary(fast: bool, op: UnaryOp, t: ScalarType, x: &str) -> Option<String>
 }
 
 /// `a op b` under `fast_math`: plain f32 `+ - *`, which NVRTC contracts into FMAs (the
-/// softmax's scale, max subtraction and rescaling). 16-bit types keep their rounding.
-fn fast_binary(fast: bool, op: BinaryOp, t: ScalarType, a: &str, b: &str) -> Option<String> {
+/// softmax's scale, max subtraction and rescaling), and a division by a divisor the whole
+/// tile shares (`shared_divisor`) as a multiply by its reciprocal (`attn_mul_rcp`: the
+/// reciprocal of a loop-invariant scalar is hoisted out of the loop, where `__fdiv_rn` is a
+/// MUFU op, ~8 more instructions and a slow-path check an element; the product is within
+/// 1.5 ulp of the quotient, and a divisor below 2^-126 gives an infinite reciprocal:
+/// Gemma-2's softcap, `tanh(s / softcap)`, divided every score). 16-bit types keep their
+/// rounding.
+fn fast_binary(
+    fast: bool,
+    op: BinaryOp,
+    t: ScalarType,
+    a: &str,
+    b: &str,
+    shared_divisor: bool,
+) -> Option<String> {
+    if !fast || t != ScalarType::F32 {
+        return None;
+    }
     let o = match op {
         BinaryOp::Add => "+",
         BinaryOp::Sub => "-",
         BinaryOp::Mul => "*",
+        BinaryOp::Div if shared_divisor => return Some(format!("attn_mul_rcp({a}, {b})")),
         _ => return None,
     };
-    (fast && t == ScalarType::F32).then(|| format!("({a} {o} {b})"))
+    Some(format!("({a} {o} {b})"))
 }
 
 /// `op x` on element type `t`.

@@ -88,6 +88,9 @@ __device__ __forceinline__ float attn_fast_tanh(float x) {
     asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
+/// `fast_math` division by a divisor a whole tile shares: the IEEE reciprocal (one MUFU op
+/// and its refinement, hoisted where the divisor is loop-invariant) times the dividend.
+__device__ __forceinline__ float attn_mul_rcp(float a, float b) { return a * __frcp_rn(b); }
 /// Rounds an f32 to the nearest f16 (ties to even) and returns it as f32.
 __device__ __forceinline__ float attn_round_f16(float x) {
     return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x));

@@ -219,6 +219,8 @@ inline float attn_fast_exp_fma(float a, float c, float y) {
 inline float attn_fill_select(bool keep, float x, float fill) { return keep ? x : fill; }
 // `tanh.approx.f32`: the simulator computes it exactly (the hardware's error is below 2^-10.9).
 inline float attn_fast_tanh(float x) { return std::tanh(x); }
+// `attn_mul_rcp`: the reciprocal rounded to f32, then the product, as the device computes it.
+inline float attn_mul_rcp(float a, float b) { return a * (1.0f / b); }
 inline float attn_round_bf16(float x) { return attn_bf16_bits_to_f32(attn_f32_to_bf16_bits(x)); }
 inline float attn_round_f16(float x) { return attn_f16_bits_to_f32(attn_f32_to_f16_bits(x)); }
 

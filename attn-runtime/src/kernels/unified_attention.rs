@@ -823,11 +823,12 @@ pub mod unified {
                 // Under SCALE_AFTER_MAX the scores stay unscaled until the exponent: the row
                 // max is scaled once a row, and `exp(s·scale − m)` is one FMA into `ex2`.
                 let mut s = dot(q_tile, k_tile);
-                if !SCALE_AFTER_MAX {
-                    s = s * softmax_scale;
-                }
                 if USE_SOFTCAP {
-                    s = softcap * tanh(s / softcap);
+                    // `softcap · tanh(s·scale / softcap)` with one multiply a score: the
+                    // quotient `scale / softcap` is a per-program scalar.
+                    s = softcap * tanh(s * (softmax_scale / softcap));
+                } else if !SCALE_AFTER_MAX {
+                    s = s * softmax_scale;
                 }
                 // A key the kernel did not load (k >= MSP) is never attended: its score would
                 // be q·0 = 0, not -inf.
