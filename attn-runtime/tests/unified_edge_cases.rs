@@ -138,7 +138,8 @@ proptest! {
 /// A positive scale is applied in the exponent (`SCALE_AFTER_MAX`: the row max of the
 /// unscaled scores, scaled once), which `max(s·c) = c·max(s)` allows only for `c > 0`: a
 /// zero or negative scale keeps the scores scaled before the max, and each matches the
-/// reference, 2D and 3D, softcap forcing the scaled path too.
+/// reference, 2D and 3D. Softcapped scores take the softcap (positive) as the exponent's
+/// factor, the scale inside their `tanh`, at any scale.
 #[test]
 fn scale_signs_pick_where_the_scores_are_scaled() {
     use attn_runtime::ops::unified_attention::cpu::run_unified_attention_cpu;
@@ -151,7 +152,10 @@ fn scale_signs_pick_where_the_scores_are_scaled() {
         (2.5, None, true),
         (0.0, None, false),
         (-0.4, None, false),
-        (0.3, Some(5.0), false),
+        // Softcapped scores take the softcap as the exponent's factor, whatever the scale.
+        (0.3, Some(5.0), true),
+        (-0.4, Some(5.0), true),
+        (0.0, Some(2.0), true),
     ] {
         for (data, p) in [
             (&prefill, PathChoice::Force2d),

@@ -540,8 +540,9 @@ pub mod unified {
     /// `HEADS_FASTEST` (opt-in, `plan::heads_fastest`): the grid is one axis of
     /// `q-blocks × KV heads`, the heads fastest (else q-blocks on x, KV heads on y).
     ///
-    /// `SCALE_AFTER_MAX` (set by the op for a positive `softmax_scale` and plain scores, see
-    /// `plan::scale_after_max`): the scores are scaled in the exponent, not before the max.
+    /// `SCALE_AFTER_MAX` (set by the op for a positive `softmax_scale` and plain scores, or
+    /// softcapped ones, see `plan::scale_after_max`): the scores are scaled in the exponent,
+    /// not before the max (by the softcap, for softcapped scores).
     ///
     /// `MASK_INTERVALS` (shipped, `features::mask_intervals`): `vllm_mask` tests each score
     /// against one key interval per row where its terms allow (`key_interval`).
@@ -583,7 +584,7 @@ pub mod unified {
         require(!USE_ALIBI_SQRT || USE_ALIBI_SLOPES, "USE_ALIBI_SQRT needs USE_ALIBI_SLOPES"),
         require(IS_3D || NUM_SEGMENTS == 1, "NUM_SEGMENTS must be 1 when IS_3D is false"),
         require(NUM_SEGMENTS & (NUM_SEGMENTS - 1) == 0, "NUM_SEGMENTS must be a power of two"),
-        require(!SCALE_AFTER_MAX || !(USE_SOFTCAP || USE_ALIBI_SLOPES || USE_QQ_BIAS), "SCALE_AFTER_MAX needs plain scores: softcap, ALiBi and qq_bias act on scaled ones"),
+        require(!SCALE_AFTER_MAX || !(USE_ALIBI_SLOPES || USE_QQ_BIAS), "SCALE_AFTER_MAX needs plain or softcapped scores: ALiBi and qq_bias act on scaled ones"),
         require(TILE_RANGES >= 1 && TILE_RANGES <= 8, "TILE_RANGES (tile ranges per q-block the BOUNDS function returns) must be in 1..=8"),
     )]
     pub fn unified_attention<
@@ -824,9 +825,13 @@ pub mod unified {
                 // max is scaled once a row, and `exp(s·scale − m)` is one FMA into `ex2`.
                 let mut s = dot(q_tile, k_tile);
                 if USE_SOFTCAP {
-                    // `softcap · tanh(s·scale / softcap)` with one multiply a score: the
-                    // quotient `scale / softcap` is a per-program scalar.
-                    s = softcap * tanh(s * (softmax_scale / softcap));
+                    // `softcap · tanh(s·scale / softcap)` with one multiply a score into the
+                    // `tanh` (`scale / softcap` is a per-program scalar); under
+                    // SCALE_AFTER_MAX the factor `softcap` waits for the exponent.
+                    s = tanh(s * (softmax_scale / softcap));
+                    if !SCALE_AFTER_MAX {
+                        s = softcap * s;
+                    }
                 } else if !SCALE_AFTER_MAX {
                     s = s * softmax_scale;
                 }
@@ -884,8 +889,13 @@ pub mod unified {
                 let mut scaled = s;
                 if SCALE_AFTER_MAX {
                     // max(s·c) = c·max(s) for c > 0 (rounding is monotone), -inf stays -inf.
-                    row_max = row_max * softmax_scale;
-                    scaled = s * softmax_scale;
+                    // c is the softmax scale, or the softcap (> 0) whose tanh took the scale.
+                    let mut c = softmax_scale;
+                    if USE_SOFTCAP {
+                        c = softcap;
+                    }
+                    row_max = row_max * c;
+                    scaled = s * c;
                 }
                 let mut m_raw = max(m_i, row_max);
                 if LAZY_RESCALE {

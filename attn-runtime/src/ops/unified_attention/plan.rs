@@ -662,10 +662,13 @@ pub fn heads_fastest() -> bool {
 }
 
 /// Whether the kernel scales the scores in the exponent instead of before the row max
-/// (`SCALE_AFTER_MAX`): `max(s·c) = c·max(s)` needs `c > 0`, and softcap, ALiBi and qq_bias
-/// act on scaled scores. It saves a multiply a score (`exp(s·c − m)` is one FMA into `ex2`).
+/// (`SCALE_AFTER_MAX`): `max(s·c) = c·max(s)` needs `c > 0` (the scale, or the softcap that
+/// multiplies softcapped scores), and ALiBi and qq_bias act on scaled scores. It saves a
+/// multiply a score (`exp(s·c − m)` is one FMA into `ex2`).
 pub fn scale_after_max(cfg: &UnifiedAttentionConfig, softmax_scale: f32) -> bool {
-    softmax_scale > 0.0 && !(cfg.use_softcap || cfg.use_alibi_slopes || cfg.use_qq_bias)
+    // Softcapped scores reach the exponent as `softcap · tanh(..)`, the softcap positive
+    // (validated) whatever the scale's sign.
+    (softmax_scale > 0.0 || cfg.use_softcap) && !(cfg.use_alibi_slopes || cfg.use_qq_bias)
 }
 
 /// Whether the kernel may guard V by the first key its block's rows attend
