@@ -71,6 +71,10 @@ pub const SHIPPED: Table = &[
         "copies' row addresses from their page's first row",
     ),
     (
+        "shared_divisor",
+        "under fast_math, a tile divided by a shared scalar as a multiply by its reciprocal",
+    ),
+    (
         "split_ring",
         "K and V rings of their own under the previous stage",
     ),

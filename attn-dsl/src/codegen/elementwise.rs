@@ -165,6 +165,7 @@ impl<'f> Emitter<'f> {
                 let (x, y) = (arg(0)?, arg(1)?);
                 // A tile divided by a value every element shares (a per-program scalar).
                 let shared_divisor = *b == BinaryOp::Div
+                    && crate::features::on("shared_divisor")
                     && !self.f.ty(res).is_scalar()
                     && self.uniform_scalar(Self::operand(op, 1)?).is_some();
                 match fast_binary(self.f.fast_math, *b, t, &x, &y, shared_divisor) {
