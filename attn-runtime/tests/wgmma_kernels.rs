@@ -261,14 +261,21 @@ fn epilogues_store_whole_lines() {
 /// and the consumers' only multiplies a tile are the accumulator's rescale (one an element)
 /// and a few a row. Scaled before the row max, each score took a multiply of its own (P0's
 /// consumer loop 1,026 → 964 SASS instructions, P1's 978 → 948).
+/// A consumer thread's accumulator and score elements of a two-warpgroup plan at head size
+/// `head`.
+fn elements_a_thread(p: &LaunchPlan, head: usize) -> (usize, usize) {
+    let threads = 256;
+    let acc = p.config.block_m as usize * head / threads;
+    let scores = (p.config.block_m * p.config.tile_size) as usize / threads;
+    (acc, scores)
+}
+
 #[test]
 fn scores_are_scaled_in_the_exponent() {
     for (label, problem, n, head) in [("P0", p0(), 16384, 128), ("P1", p1(), 8192, 256)] {
         let p = plan(&warpgroup(problem), n, PathChoice::Heuristic);
         let (line, c) = sass_support::innermost_loop_with(label, &sm90a_cubin(label, &p), "HGMMA");
-        let threads = 256;
-        let acc = p.config.block_m as usize * head / threads;
-        let scores = (p.config.block_m * p.config.tile_size) as usize / threads;
+        let (acc, scores) = elements_a_thread(&p, head);
         let fmul = sass_support::count(&c, "FMUL");
         assert!(
             fmul >= acc && fmul - acc < scores,
@@ -278,7 +285,7 @@ fn scores_are_scaled_in_the_exponent() {
 }
 
 /// Gemma-2's softcap, `softcap · tanh(s·scale / softcap)`, costs a score one multiply into
-/// `tanh.approx` (`scale / softcap` is a per-program scalar) and its factor `softcap` waits
+/// `tanh.approx` (`scale / softcap` is computed once a program) and its factor `softcap` waits
 /// for the exponent (`SCALE_AFTER_MAX`). Written as the quotient of the scaled score, each
 /// score took an IEEE division (`MUFU.RCP`, its refinement and a slow-path check): P1's
 /// consumer loop with softcap was 1,451 SASS instructions a tile and 98 `MUFU` (three a
@@ -294,15 +301,13 @@ fn softcap_takes_no_division_a_score() {
     assert!(p.config.use_softcap, "P1 with softcap: {:?}", p.config);
     let label = "P1-softcap";
     let (line, c) = sass_support::innermost_loop_with(label, &sm90a_cubin(label, &p), "HGMMA");
-    let scores = (p.config.block_m * p.config.tile_size) as usize / 256;
+    let (acc, scores) = elements_a_thread(&p, 256);
     let mufu = sass_support::count(&c, "MUFU");
     // A tanh and an exponential a score, and the rescale's row factors.
     assert!(
         mufu >= 2 * scores && mufu < 2 * scores + 8,
         "{label}: {mufu} MUFU for {scores} scores a thread: {line}"
     );
-    let (head, threads) = (256, 256);
-    let acc = p.config.block_m as usize * head / threads;
     let fmul = sass_support::count(&c, "FMUL");
     assert!(
         fmul >= acc && fmul - acc < 2 * scores,

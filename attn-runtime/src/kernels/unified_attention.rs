@@ -738,6 +738,15 @@ pub mod unified {
         }
         let mut l_i = full([BLOCK_M], 1.0);
         let mut acc = zeros::<f32>([BLOCK_M, HEAD_SIZE_PADDED]);
+        // Per-program factors of the scores: softcapped ones enter their `tanh` as
+        // `s · (scale / softcap)`; under SCALE_AFTER_MAX the exponent takes the softmax
+        // scale, or the softcap (> 0) of softcapped scores, whose tanh took the scale.
+        let mut tanh_scale = 0.0;
+        let mut exp_scale = softmax_scale;
+        if USE_SOFTCAP {
+            tanh_scale = softmax_scale / softcap;
+            exp_scale = softcap;
+        }
         let mut slope = zeros::<f32>([BLOCK_M]);
         if USE_ALIBI_SLOPES {
             slope = load(alibi_slopes + h, row_valid, 0.0);
@@ -826,9 +835,9 @@ pub mod unified {
                 let mut s = dot(q_tile, k_tile);
                 if USE_SOFTCAP {
                     // `softcap · tanh(s·scale / softcap)` with one multiply a score into the
-                    // `tanh` (`scale / softcap` is a per-program scalar); under
-                    // SCALE_AFTER_MAX the factor `softcap` waits for the exponent.
-                    s = tanh(s * (softmax_scale / softcap));
+                    // `tanh`; under SCALE_AFTER_MAX the factor `softcap` waits for the
+                    // exponent.
+                    s = tanh(s * tanh_scale);
                     if !SCALE_AFTER_MAX {
                         s = softcap * s;
                     }
@@ -889,13 +898,8 @@ pub mod unified {
                 let mut scaled = s;
                 if SCALE_AFTER_MAX {
                     // max(s·c) = c·max(s) for c > 0 (rounding is monotone), -inf stays -inf.
-                    // c is the softmax scale, or the softcap (> 0) whose tanh took the scale.
-                    let mut c = softmax_scale;
-                    if USE_SOFTCAP {
-                        c = softcap;
-                    }
-                    row_max = row_max * c;
-                    scaled = s * c;
+                    row_max = row_max * exp_scale;
+                    scaled = s * exp_scale;
                 }
                 let mut m_raw = max(m_i, row_max);
                 if LAZY_RESCALE {
