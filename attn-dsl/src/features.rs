@@ -137,6 +137,10 @@ pub const OPT_IN: Table = &[
     ),
     ("rotate", "scores computed one tile ahead"),
     (
+        "two_stage_overlap",
+        "PV from the previous stage on two-stage rings split into K and V parts",
+    ),
+    (
         "seesaw",
         "two warpgroups take a key loop's tiles in turn, each its own scores",
     ),

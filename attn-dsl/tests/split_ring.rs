@@ -9,9 +9,10 @@ mod codegen_common;
 use attn_dsl::gpu_ir::{self, GpuOp, Stage, StageSync};
 use codegen_common::overlap_cases;
 
-/// The default features (read once per process), copies landing late.
+/// The default features and the opt-in two-stage form (read once per process: it changes
+/// no kernel of three stages), copies landing late.
 fn setup() {
-    overlap_cases::setup("");
+    overlap_cases::setup("two_stage_overlap");
 }
 
 /// Two parts; the consumers release K's current part right after the scores' wait and V's
@@ -59,4 +60,33 @@ fn flash_attention_matches_the_executor() {
 fn paged_flash_attention_matches_the_executor() {
     setup();
     overlap_cases::paged("K and V rings of their own", 3, 128);
+}
+
+/// Two stages (P1's D 256 tiles, where a third does not fit beside the queries; opt-in,
+/// `two_stage_overlap`): PV reads the previous stage only because the ring splits, K's part
+/// freed at the scores' wait; the code generator keeps the form (the kernel's source reads
+/// V's previous stage).
+#[test]
+fn two_stages_take_the_previous_stage_once_split() {
+    setup();
+    let (_, p, text) = overlap_cases::previous_stage_program_at(2, 128);
+    let ws = p.specialization.as_ref().expect("split");
+    assert_eq!((ws.stages, ws.parts), (2, 2), "{text}");
+    assert!(gpu_ir::previous_stage::reads_previous_stage(&p), "{text}");
+    let mut plain = codegen_common::flash_fwd(64, 128, true);
+    plain.num_stages = 2;
+    let src = attn_dsl::codegen::emit_cuda(&plain).expect("emit").source;
+    assert!(src.contains(": (attn_stage__ ^ 1)) * "), "{src}");
+}
+
+#[test]
+fn two_stage_flash_attention_matches_the_executor() {
+    setup();
+    overlap_cases::dense_flash("K and V rings of their own, two stages", 2, &[128]);
+}
+
+#[test]
+fn two_stage_paged_flash_attention_matches_the_executor() {
+    setup();
+    overlap_cases::paged("K and V rings of their own, two stages", 2, 128);
 }

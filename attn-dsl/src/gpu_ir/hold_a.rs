@@ -43,6 +43,12 @@ const RESERVE_REGS: usize = 24;
 /// held P3's consumers spilled 12 bytes once its producer's addresses changed
 /// (`run_rows`); 3 held leave them spill-free (NVRTC 13.0, sm_90a).
 const NESTED_LOOP_REGS: usize = 4;
+/// Halves of the scores' registers a long dot's loop keeps live where it carries P packed
+/// (PV from the previous stage): the scores and their softmax's copy, and P's fragments,
+/// which PV reads while it runs under that softmax. P1's consumers (16 k-steps at D 256)
+/// with the four held k-steps the plain count leaves them spilled 8 bytes in the loop
+/// (NVRTC 13.0, sm_90a; one or two held spilled more); none held, they compile clean.
+const CARRIED_P_HALVES: usize = 5;
 /// Held k-steps need a reduction longer than this many (a 128-column head fits the
 /// shared-memory reads of the unified kernels' scores).
 const MIN_STEPS: usize = 8;
@@ -115,8 +121,10 @@ fn choose(f: &Function, body: &GpuBlock) -> Option<GpuOp> {
     }
     let (steps, dot, a) = best?;
     let held = if steps > MIN_STEPS {
-        (spare_registers(f, dot, 4).saturating_sub(2 * NESTED_LOOP_REGS * nested_loops(body)) / 8)
-            .min(steps)
+        let halves = if packs_p { CARRIED_P_HALVES } else { 4 };
+        (spare_registers(f, dot, halves).saturating_sub(2 * NESTED_LOOP_REGS * nested_loops(body))
+            / 8)
+        .min(steps)
     } else {
         steps
     };

@@ -35,8 +35,18 @@ use super::remat::{defining_ops, is_zero};
 use crate::ir::{BinaryOp, CmpPred, Function, OpId, OpKind, ValueId};
 use std::collections::BTreeSet;
 
-/// The fewest ring stages the form keeps a tile in flight with.
+/// The fewest ring stages the form keeps a tile in flight with, one ring holding a tile's
+/// K and V.
 const MIN_STAGES: usize = 3;
+
+/// The fewest where the ring then splits into K's and V's parts (`split_ring`; opt-in
+/// below three, `ATTN_CODEGEN_ENABLE=two_stage_overlap`): K's part of a stage is free once
+/// the scores completed, so two stages keep the next keys in flight (P1's D 256 tiles: a
+/// third stage does not fit beside the queries). Measured slower there (H100, session 24,
+/// one call, two rounds, against the shipped one ring with PV after the softmax): P1 302.7
+/// / 304.1 against 286.3 / 286.5 µs, P3 347.4 / 349.9 against 324.6 / 324.5, P1 with
+/// softcap 321.5 / 320.1 against 297.8 / 298.9; see docs/gpu_ir.md.
+const MIN_STAGES_SPLIT: usize = 2;
 
 /// The narrowest PV (head size) the form pays at. H200, one call (2026-12-03, commit
 /// 5bbc991): P0 at head size 128 2.371 ms against 2.426–2.437 shipped, at 64 1.759–1.765
@@ -47,7 +57,12 @@ const MIN_PV_COLUMNS: usize = 128;
 /// Whether the form can apply to `f` at all (switched on, a ring deep enough): worth
 /// rewriting its loop with PV behind to find out.
 pub fn worth_trying(f: &Function) -> bool {
-    crate::features::on("previous_stage") && f.num_stages as usize >= MIN_STAGES
+    let least = if crate::features::on("split_ring") && crate::features::on("two_stage_overlap") {
+        MIN_STAGES_SPLIT
+    } else {
+        MIN_STAGES
+    };
+    crate::features::on("previous_stage") && f.num_stages as usize >= least
 }
 
 /// Whether `f`'s ring loop `loop_op` takes the form (the split asks, to have its copies
@@ -100,8 +115,16 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     }
 }
 
-/// Whether a program reads a ring's previous stage (the form applied).
+/// Whether a program reads a ring's previous stage (the form applied) with a tile in
+/// flight: three stages of one ring, or K's and V's rings of their own.
 pub fn reads_previous_stage(p: &GpuProgram) -> bool {
+    let in_flight = p.specialization.as_ref().is_some_and(|ws| {
+        ws.stages >= MIN_STAGES || (ws.parts == 2 && ws.stages >= MIN_STAGES_SPLIT)
+    });
+    in_flight && reads_previous(p)
+}
+
+fn reads_previous(p: &GpuProgram) -> bool {
     let mut found = false;
     super::program::walk_block(&p.body, &mut |op| {
         if let GpuOp::Mma { b, .. } = op {

@@ -99,8 +99,16 @@ pub fn dot_loops(f: &Function) -> Vec<usize> {
 /// The 3-stage flash kernel (64 × 128, causal) with PV one tile behind: the loop the
 /// previous stage (and the split ring on top of it) rewrites, its GPU program and printout.
 pub fn previous_stage_program() -> (Function, attn_dsl::gpu_ir::GpuProgram, String) {
-    let mut f = super::flash_fwd(64, 128, true);
-    f.num_stages = 3;
+    previous_stage_program_at(3, 128)
+}
+
+/// [`previous_stage_program`] on a ring of `stages` buffers at head size `d`.
+pub fn previous_stage_program_at(
+    stages: u32,
+    d: i64,
+) -> (Function, attn_dsl::gpu_ir::GpuProgram, String) {
+    let mut f = super::flash_fwd(64, d, true);
+    f.num_stages = stages;
     assert!(attn_dsl::passes::pv_behind::run(&mut f));
     let p = attn_dsl::gpu_ir::compile(&f).expect("gpu ir");
     let text = attn_dsl::gpu_ir::printer::print_program(&f, &p);
