@@ -98,6 +98,10 @@ pub const SHIPPED: Table = &[
         "warpgroup_loops",
         "a loop running several warpgroups' owned regions emitted once a warpgroup",
     ),
+    (
+        "uniform_desc",
+        "warpgroup MMA descriptors from warp-uniform warp indices (no R2UR a k-step)",
+    ),
     ("ws", "warp specialization"),
 ];
 

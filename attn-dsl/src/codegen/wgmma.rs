@@ -242,7 +242,7 @@ impl<'f> Emitter<'f> {
         let b_col = wg
             .col_offset
             .as_ref()
-            .map_or(String::new(), |off| format!(" + {off}"));
+            .map_or(String::new(), |off| format!(" + {}", warp_uniform(off)));
         self.w.line(format!(
             "const unsigned attn_bdesc = attn_smem_addr({}){b_col};",
             st.b_base
@@ -267,7 +267,7 @@ impl<'f> Emitter<'f> {
                 // The warpgroup's first row: its first warp's slab, 16 rows each.
                 self.w.line(format!(
                     "const int attn_wg_row = {} & ~{};",
-                    map.warp_row(),
+                    warp_uniform(&map.warp_row()),
                     WARPGROUP - 1
                 ));
             }
@@ -461,4 +461,17 @@ pub(crate) struct PendingWait {
     acc: String,
     slots: usize,
     later: usize,
+}
+
+/// `v` (an `int` expression of the warp's index) as the code generator writes a descriptor's
+/// warpgroup-dependent part: through `attn_warp_uniform` (a shuffle from lane 0), which tells
+/// ptxas the value is one per warp, so the descriptors live in uniform registers and each
+/// `wgmma` takes them without an `R2UR` a k-step (`ATTN_CODEGEN_DISABLE=uniform_desc` writes
+/// `v` as it is).
+fn warp_uniform(v: &str) -> String {
+    if v.parse::<i64>().is_err() && crate::features::on("uniform_desc") {
+        format!("attn_warp_uniform({v})")
+    } else {
+        v.to_string()
+    }
 }
