@@ -529,3 +529,22 @@ fn one_token_chunks_store_no_current_rows() {
         counts("combine + V-up, rows from cur_kv", &kv.combine_v_up);
     }
 }
+
+/// L1's history splits each tile's scores by warpgroup (each its half of the key columns),
+/// so B's descriptor depends on the warpgroup: written from a warp-uniform value
+/// (`uniform_desc`) it stays in uniform registers, where each of the loop's 40 `wgmma` had
+/// waited on an `R2UR` chain (43 between its warpgroup MMAs; consumer loop 617 → 554 SASS).
+#[test]
+fn l1_history_descriptors_stay_in_uniform_registers() {
+    let label = "L1 history";
+    let s = schedule_for(
+        label,
+        &l1_warpgroup_history(),
+        "sm_90a".parse().expect("arch"),
+    );
+    assert_eq!(
+        sass_support::descriptor_moves_among_mmas(label, &s.cubin),
+        0,
+        "{label}: R2UR between warpgroup MMAs"
+    );
+}

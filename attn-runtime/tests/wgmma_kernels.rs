@@ -498,3 +498,16 @@ fn p3_without_clamp_shares_one_query_copy() {
     let (line, c) = sm90a_loop("P3-noclamp", &p);
     assert_eq!(sass_support::count(&c, "LDL"), 0, "{line}");
 }
+
+/// The scores' descriptors whose A rows or B columns depend on the warpgroup (P1's and P3's
+/// queries from shared memory at D 256) are computed from warp-uniform values
+/// (`uniform_desc`), so each `wgmma` takes them from uniform registers: P1 had 13 `R2UR`
+/// between its warpgroup MMAs (a chain each k-step waited on), P3 4.
+#[test]
+fn d256_descriptors_stay_in_uniform_registers() {
+    for (label, problem) in [("P1", warpgroup(p1())), ("P3", warpgroup(p3()))] {
+        let p = plan(&problem, 8192, PathChoice::Heuristic);
+        let moves = sass_support::descriptor_moves_among_mmas(label, &sm90a_cubin(label, &p));
+        assert_eq!(moves, 0, "{label}: R2UR between warpgroup MMAs");
+    }
+}

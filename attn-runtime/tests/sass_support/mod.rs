@@ -174,6 +174,29 @@ pub fn instructions(label: &str, cubin: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// `R2UR` moves issued between a kernel's warpgroup MMAs (an `HGMMA` among the four
+/// instructions before and the four after): a descriptor computed in vector registers,
+/// which each `wgmma` then waits to move into uniform ones.
+pub fn descriptor_moves_among_mmas(label: &str, cubin: &[u8]) -> usize {
+    const NEAR: usize = 4;
+    let sass = instructions(label, cubin);
+    let op = |i: &String| -> bool {
+        i.split_whitespace()
+            .find(|w| !w.starts_with('@'))
+            .is_some_and(|w| w.starts_with("HGMMA"))
+    };
+    let moves = |i: &String| {
+        i.split_whitespace()
+            .find(|w| !w.starts_with('@'))
+            .is_some_and(|w| w.starts_with("R2UR"))
+    };
+    (0..sass.len())
+        .filter(|&k| moves(&sass[k]))
+        .filter(|&k| sass[k.saturating_sub(NEAR)..k].iter().any(op))
+        .filter(|&k| sass[k + 1..(k + 1 + NEAR).min(sass.len())].iter().any(op))
+        .count()
+}
+
 /// The count of `key` in `counts` (0 when the loop has none).
 pub fn count(counts: &BTreeMap<String, usize>, key: &str) -> usize {
     counts.get(key).copied().unwrap_or(0)
