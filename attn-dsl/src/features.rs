@@ -102,6 +102,10 @@ pub const SHIPPED: Table = &[
         "uniform_desc",
         "warpgroup MMA descriptors from warp-uniform warp indices (no R2UR a k-step)",
     ),
+    (
+        "uniform_wg",
+        "the turns' warpgroup index broadcast from lane 0 (warp-uniform)",
+    ),
     ("ws", "warp specialization"),
 ];
 
@@ -141,10 +145,6 @@ pub const OPT_IN: Table = &[
     ),
     ("rotate", "scores computed one tile ahead"),
     (
-        "two_stage_overlap",
-        "PV from the previous stage on two-stage rings split into K and V parts",
-    ),
-    (
         "seesaw",
         "two warpgroups take a key loop's tiles in turn, each its own scores",
     ),
@@ -157,11 +157,11 @@ pub const OPT_IN: Table = &[
         "`row_step` in a split ring's producer too",
     ),
     ("swizzle", "swizzled tiles for the issue-bound copies too"),
-    (
-        "uniform_wg",
-        "the turns' warpgroup index broadcast from lane 0 (warp-uniform)",
-    ),
     ("tma", "TMA copies on sm_90a in every kernel"),
+    (
+        "two_stage_overlap",
+        "PV from the previous stage on two-stage rings split into K and V parts",
+    ),
     (
         "unroll_scans",
         "short scalar loops with constant bounds unrolled by 8",
