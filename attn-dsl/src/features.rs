@@ -143,6 +143,10 @@ pub const OPT_IN: Table = &[
         "pv_behind",
         "PV of the previous tile issued with the scores",
     ),
+    (
+        "pv_wait_behind",
+        "PV after the softmax waited for in the next iteration, in the carried accumulator",
+    ),
     ("rotate", "scores computed one tile ahead"),
     (
         "seesaw",

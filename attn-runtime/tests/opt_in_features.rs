@@ -9,6 +9,8 @@
 //!   batches, GQA with spill rows, 2D and 3D, every output poisoned first.
 //! - `unroll_scans` (`codegen`'s short scalar scans unrolled by 8): P3's image-range scans
 //!   carry the pragma and its sm_90a kernel still compiles spill-free.
+//! - `pv_wait_behind` (`gpu_ir::pv_wait_behind`, untimed): P1's and P3's PV waited for in
+//!   the next iteration compile spill-free without ptxas serializing their warpgroup MMAs.
 
 mod sass_support;
 mod unified_common;
@@ -28,7 +30,10 @@ const MIXED: &[(usize, usize)] = &[(1, 328), (5, 18), (29, 163)];
 const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
 
 fn setup() {
-    std::env::set_var("ATTN_CODEGEN_ENABLE", "heads_fastest,unroll_scans");
+    std::env::set_var(
+        "ATTN_CODEGEN_ENABLE",
+        "heads_fastest,unroll_scans,pv_wait_behind",
+    );
 }
 
 #[test]
@@ -86,4 +91,38 @@ fn unroll_scans_keeps_p3_spill_free() {
     assert!(unrolled >= 4, "P3's range scans unrolled: {unrolled}");
     let arch: Arch = "sm_90a".parse().expect("arch");
     sass_support::compile_spill_free("P3 unroll_scans", &CudaSource::from_kernel(&cuda), arch);
+}
+
+/// P1 and P3 take PV's wait one iteration behind (the carried wait in the loop and after it)
+/// and ptxas keeps their warpgroup MMAs pipelined: a non-MMA write of an accumulator while
+/// one is in flight makes it serialize every `wgmma` of the kernel (C7515, as L1's history
+/// did in this form: the pass leaves loops without turns alone), a `WARPGROUP.DEPBAR` after
+/// each.
+#[test]
+fn pv_wait_behind_keeps_p1_and_p3_pipelined() {
+    setup();
+    for (label, problem) in [("P1", unified_plans::p1()), ("P3", unified_plans::p3())] {
+        let problem = AttentionProblem {
+            mma: MmaKind::Warpgroup,
+            ..problem
+        };
+        let launch = unified_plans::plan(&problem, 8192, PathChoice::Heuristic);
+        let cuda = emit_launch(&launch.attention).expect("emit");
+        let carried = cuda.source.matches("issued before complete here").count();
+        assert!(
+            carried >= 2,
+            "{label}: the carried waits, in and after the loop"
+        );
+        let arch: Arch = "sm_90a".parse().expect("arch");
+        let m = sass_support::compile_spill_free(label, &CudaSource::from_kernel(&cuda), arch);
+        assert!(!m.log.contains("C7515"), "{label}: {}", m.log);
+        let attn_runtime::jit::ModuleImage::Cubin(bytes) = &m.image else {
+            panic!("{label}: no cubin");
+        };
+        let waits = sass_support::instructions(label, bytes)
+            .iter()
+            .filter(|i| i.starts_with("WARPGROUP.DEPBAR"))
+            .count();
+        assert!(waits <= 4, "{label}: {waits} warpgroup waits");
+    }
 }

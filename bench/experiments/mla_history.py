@@ -140,7 +140,7 @@ def scores_into_n64(body):
 def n64(body):
     body = scores_into_n64(body)
     for buf in ("attn_buf1 + attn_stage__ * 32768", "attn_buf3 + attn_stage__ * 4096"):
-        body = once(body, f"attn_smem_addr(({buf})) + (attn_warp / 4) * 4096;",
+        body = once(body, f"attn_smem_addr(({buf})) + attn_warp_uniform((attn_warp / 4) * 4096);",
                     f"attn_smem_addr(({buf}));", "scores B descriptor")
     w = "attn_wgmma_wait<0>();"
     i = body.find(w)
@@ -151,7 +151,7 @@ def n64(body):
 
 def qregs(body, k):
     """Scores' k-steps below `k` with A (the latent queries) from registers."""
-    if "(attn_warp / 4) * 4096;" not in body:
+    if "attn_warp_uniform((attn_warp / 4) * 4096);" not in body:
         die("not the two-warpgroup history")
     frags = (
         f" unsigned attn_qa[{k}][4];\n"
@@ -184,13 +184,13 @@ def qregs(body, k):
 def splitk(body):
     body = scores_into_n64(body)
     # Each warpgroup's half of the reduction: latent columns 256 w.., rope columns 32 w..
-    body = once(body, "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + (attn_warp / 4) * 4096;",
-                "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + (attn_warp / 4) * 32768;", "latent B")
+    body = once(body, "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + attn_warp_uniform((attn_warp / 4) * 4096);",
+                "attn_smem_addr((attn_buf1 + attn_stage__ * 32768)) + attn_warp_uniform((attn_warp / 4) * 32768);", "latent B")
     body = once(body, "const unsigned attn_adesc = attn_smem_addr(attn_buf0);",
                 "const unsigned attn_adesc = attn_smem_addr(attn_buf0) + (attn_warp / 4) * 32768;", "latent A")
     body = once(body, "for (int ks = 0; ks < 32; ++ks)", "for (int ks = 0; ks < 16; ++ks)", "latent k-steps")
-    body = once(body, "attn_smem_addr((attn_buf3 + attn_stage__ * 4096)) + (attn_warp / 4) * 4096;",
-                "attn_smem_addr((attn_buf3 + attn_stage__ * 4096)) + (attn_warp / 4) * 64;", "rope B")
+    body = once(body, "attn_smem_addr((attn_buf3 + attn_stage__ * 4096)) + attn_warp_uniform((attn_warp / 4) * 4096);",
+                "attn_smem_addr((attn_buf3 + attn_stage__ * 4096)) + attn_warp_uniform((attn_warp / 4) * 64);", "rope B")
     body = once(body, "const unsigned attn_adesc = attn_smem_addr(attn_buf2);",
                 "const unsigned attn_adesc = attn_smem_addr(attn_buf2) + (attn_warp / 4) * 64;", "rope A")
     body = once(body, "for (int ks = 0; ks < 4; ++ks)", "for (int ks = 0; ks < 2; ++ks)", "rope k-steps")

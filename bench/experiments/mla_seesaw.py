@@ -458,7 +458,7 @@ def rewrite(text, fine=False, copies="copy"):
         "QPE": find(r"(attn_buf\d+) = [^;]*; // pe: 64x64 \(\+0\) x 1\n", text, "query rope buffer").group(1),
         "KPE": find(r"(attn_buf\d+) = [^;]*; // pe: 64x64 \(\+0\) x 2\n", text, "key rope stages").group(1),
     }
-    if "(attn_warp / 4) * 32768;" not in loop or "m64n32k16" not in loop:
+    if "(attn_warp / 4) * 32768" not in loop or "m64n32k16" not in loop:
         die("not the two-warpgroup history (64 heads, 64-key tiles)")
     ty = "f16" if ".f32.f16.f16" in loop else "bf16"
     names["PACK"] = "attn_pack_f16" if ty == "f16" else "attn_pack_bf16"

@@ -88,6 +88,7 @@ impl<'f> Emitter<'f> {
                 }
                 Ok(())
             }
+            GpuOp::MmaWaitCarried { dot, value } => self.emit_wgmma_wait_carried(*dot, *value),
             GpuOp::PackA { dot, from } => self.emit_pack_a(*dot, *from),
             GpuOp::HoldA { dot, a, steps } => self.emit_hold_a(*dot, a, *steps),
             GpuOp::Turn(t) => {

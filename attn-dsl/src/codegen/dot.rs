@@ -454,6 +454,30 @@ impl<'f> Emitter<'f> {
 
     /// Defines the result fragments of a dot as a copy of its accumulator (a splat's scalar
     /// or the accumulator's own fragments) and returns the result's name.
+    /// [`Self::init_accumulator`] into the array of loop-carried `into` (see
+    /// `gpu_ir::pv_wait_behind`): the MMAs accumulate in place in it, so the loop's yield
+    /// copies nothing out of registers still in flight.
+    pub(crate) fn init_carried_accumulator(
+        &mut self,
+        acc: ValueId,
+        res: ValueId,
+        into: ValueId,
+        map: MmaMap,
+    ) -> Res<String> {
+        let name = self.name(into)?.to_string();
+        let init = match self.splat_source(acc) {
+            Some(x) => self.name(x)?.to_string(),
+            None => self.at_in(acc, TileMap::Mma(map), "s")?,
+        };
+        if init != format!("{name}[s]") {
+            self.w.open_unrolled("s", map.slots());
+            self.w.line(format!("{name}[s] = {init};"));
+            self.w.close("");
+        }
+        self.alias(res, &name);
+        Ok(name)
+    }
+
     pub(crate) fn init_accumulator(
         &mut self,
         acc: ValueId,

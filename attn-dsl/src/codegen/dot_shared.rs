@@ -117,9 +117,10 @@ impl<'f> Emitter<'f> {
             self.emit_wgmma_wait(d1);
         }
         let zero_acc = chained.is_none() && crate::gpu_ir::remat::is_zero(self.f, &self.defs, acc);
-        let name = match chained {
-            Some(_) => self.alias_tile(res, acc)?,
-            None => self.init_accumulator(acc, res, map)?,
+        let name = match (chained, self.carried_acc.get(&res.0).copied()) {
+            (Some(_), _) => self.alias_tile(res, acc)?,
+            (None, Some(into)) => self.init_carried_accumulator(acc, res, into, map)?,
+            (None, None) => self.init_accumulator(acc, res, map)?,
         };
         self.w.open("");
         self.w.line("const int attn_lane = tid & 31;");

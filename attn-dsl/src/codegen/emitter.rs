@@ -75,6 +75,9 @@ pub(crate) struct Emitter<'f> {
     pub(crate) pending_mma: Vec<(u32, String, usize)>,
     /// A wait the next op, a row scale, emits at the head of both arms of its branch.
     pub(crate) scale_wait: Option<super::wgmma::PendingWait>,
+    /// Warpgroup MMAs (by result) that accumulate in place into a loop's carried value,
+    /// waited for in the next iteration (`GpuOp::MmaWaitCarried`).
+    pub(crate) carried_acc: std::collections::BTreeMap<u32, ValueId>,
     /// Warpgroup MMAs whose register A fragments a `PackA` packed ahead (dot result, array).
     pub(crate) packed_a: std::collections::BTreeMap<u32, String>,
     /// Warpgroup MMAs (by result) whose first k-steps' A fragments a [`GpuOp::HoldA`]
@@ -167,6 +170,7 @@ impl<'f> Emitter<'f> {
             zeroed: Default::default(),
             pending_mma: Default::default(),
             scale_wait: None,
+            carried_acc: Default::default(),
             packed_a: Default::default(),
             held_shared_a: Default::default(),
             loop_depth: 0,
@@ -893,6 +897,12 @@ impl<'f> Emitter<'f> {
         let iters = body.args.get(1..).unwrap_or(&[]);
         let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
         self.assign_all(&carried, inits)?;
+        for g in &gbody.ops {
+            if let GpuOp::MmaWaitCarried { dot, value } = g {
+                self.carried_acc
+                    .insert(self.f.op(*dot).results[0].0, *value);
+            }
+        }
         for (i, _) in &deferred {
             let r = op.results[*i];
             self.on_owner_of(r, |e| e.start_row_sum(r))?;

@@ -58,7 +58,10 @@ impl<'f> Emitter<'f> {
             GpuOp::Mma { dot, .. }
             | GpuOp::PackA { dot, .. }
             | GpuOp::HoldA { dot, .. }
-            | GpuOp::MmaWait { dot, .. } => self.f.ty(self.f.op(*dot).results[0]).layout.owner(),
+            | GpuOp::MmaWait { dot, .. }
+            | GpuOp::MmaWaitCarried { dot, .. } => {
+                self.f.ty(self.f.op(*dot).results[0]).layout.owner()
+            }
             // A stage wait of one warpgroup (the seesaw's halves, `gpu_ir::seesaw_ring`).
             GpuOp::Stage(crate::gpu_ir::StageSync::Wait { by, .. }) => *by,
             _ => None,

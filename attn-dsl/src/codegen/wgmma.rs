@@ -29,7 +29,7 @@ use super::emitter::Emitter;
 use super::CodegenError;
 use crate::gpu_ir::{GpuOp, GpuProgram, OperandSource};
 use crate::gpu_ir::{SWIZZLE_ATOM_BYTES, SWIZZLE_COLS};
-use crate::ir::{Function, OpId, ScalarType};
+use crate::ir::{Function, OpId, ScalarType, ValueId};
 
 /// Warps of a warpgroup: one instruction covers 4 × 16 rows.
 const WARPGROUP: usize = 4;
@@ -411,6 +411,32 @@ impl<'f> Emitter<'f> {
         if let Some(wait) = self.take_wgmma_wait(dot) {
             self.emit_pending_wait(&wait);
         }
+    }
+
+    /// The `MmaWaitCarried` of `dot` (see `gpu_ir::pv_wait_behind`): its MMAs were issued
+    /// in the previous iteration (after the loop: in its last), accumulating in place into
+    /// `value`'s array. Every group issued since may stay in flight (they complete in
+    /// order); after the loop, the body's pending entry of `dot` is the one completed.
+    pub(crate) fn emit_wgmma_wait_carried(
+        &mut self,
+        dot: OpId,
+        value: ValueId,
+    ) -> Result<(), CodegenError> {
+        let slots = self.map(value).slots();
+        let acc = self.name(value)?.to_string();
+        let later = match self.take_wgmma_wait(dot) {
+            Some(w) => w.later,
+            None => self.pending_mma.len(),
+        };
+        self.w.line(format!(
+            "// the MMAs of %{} issued before complete here, into %{}",
+            self.f.op(dot).results[0].0,
+            value.0
+        ));
+        self.w.line("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+        self.emit_wgmma_complete(&acc, slots, later);
+        self.w.line("#endif");
+        Ok(())
     }
 
     /// The `MmaWait` of `dot` placed in the arms of the row scale `scale` that follows

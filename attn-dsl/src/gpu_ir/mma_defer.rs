@@ -94,7 +94,7 @@ fn position(body: &GpuBlock, pred: impl Fn(&GpuOp) -> bool) -> usize {
 }
 
 /// Whether `op` (or an op nested in it) reads value `v`.
-fn reads(f: &Function, op: &GpuOp, v: ValueId) -> bool {
+pub(super) fn reads(f: &Function, op: &GpuOp, v: ValueId) -> bool {
     let direct = match op {
         GpuOp::Tile(o)
         | GpuOp::For { op: o, .. }

@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod previous_stage;
 pub mod printer;
 pub mod program;
+pub mod pv_wait_behind;
 pub mod remat;
 pub mod row_affine;
 pub mod seesaw_ring;
@@ -71,6 +72,9 @@ pub fn compile(f: &Function) -> Result<GpuProgram, String> {
     // The consumers hold the first k-steps of a loop-invariant A that most of a long dot's
     // shared-memory reads are (MLA's queries) in registers.
     hold_a::run(f, &mut p);
+    // Opt-in: PV issued after the softmax is waited for in the next iteration, in place in
+    // the carried accumulator, so the next scores queue behind it on the tensor cores.
+    pv_wait_behind::run(f, &mut p);
     // A wait for MMAs that run under the softmax goes into the arms of the accumulator's
     // rescale, a basic block ptxas cannot hoist it out of above the softmax.
     wait_in_scale::run(f, &mut p);

@@ -154,6 +154,11 @@ fn block(f: &Function, p: &GpuProgram, b: &GpuBlock, depth: usize, s: &mut Strin
                 ),
                 None => format!("mma_wait %{}", f.op(*dot).results[0].0),
             },
+            GpuOp::MmaWaitCarried { dot, value } => format!(
+                "mma_wait %{} (last iteration's, into %{})",
+                f.op(*dot).results[0].0,
+                value.0
+            ),
             GpuOp::PackA { dot, from } => format!(
                 "pack_a %{} <- {}",
                 f.op(*dot).results[0].0,

@@ -429,6 +429,15 @@ pub enum GpuOp {
         dot: OpId,
         in_scale: Option<OpId>,
     },
+    /// Where the MMAs of `dot` issued in the previous iteration of the loop (or, after the
+    /// loop, in its last) complete: `dot` accumulates in place into the loop's carried
+    /// `value` (its argument inside the body, its result after the loop) and is waited for
+    /// only here, so the next iteration's first MMAs queue behind it (see
+    /// [`super::pv_wait_behind`]).
+    MmaWaitCarried {
+        dot: OpId,
+        value: crate::ir::ValueId,
+    },
     /// The two warpgroups of a program take turns issuing tensor-core work (warpgroup MMAs
     /// only), so one's softmax runs while the other's MMAs do.
     Turn(Turn),

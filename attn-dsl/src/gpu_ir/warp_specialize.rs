@@ -276,7 +276,7 @@ fn loop_body_splittable(body: &GpuBlock, loop_op: OpId, ahead: usize) -> bool {
                 waited.insert(*dot);
             }
         }
-        GpuOp::MmaWait { dot, .. } => {
+        GpuOp::MmaWait { dot, .. } | GpuOp::MmaWaitCarried { dot, .. } => {
             waited.insert(*dot);
         }
         GpuOp::Stage(_) => ok = false,
