@@ -99,12 +99,17 @@ inline void attn_mbar_arrive(unsigned long long* bar) {
 // Returns once the phase of this parity completed: the phase in progress has the other one.
 // What lands before a wait checks its barrier: `sim_tma.h` puts its late boxes here.
 inline void (*attn_sim_before_wait)(unsigned long long* bar) = nullptr;
+// What lands once a wait observed its phase: the copies `attn_cp_mbar_arrive` announced.
+inline void (*attn_sim_after_wait)(unsigned long long* bar) = nullptr;
 inline void attn_mbar_wait(unsigned long long* bar, unsigned parity) {
     for (;;) {
         if (attn_sim_before_wait) attn_sim_before_wait(bar);
         {
             std::lock_guard<std::mutex> g(attn_sim_sync_lock);
-            if ((reinterpret_cast<attn_sim_mbar*>(bar)->phase & 1u) != parity) return;
+            if ((reinterpret_cast<attn_sim_mbar*>(bar)->phase & 1u) != parity) {
+                if (attn_sim_after_wait) attn_sim_after_wait(bar);
+                return;
+            }
         }
         std::this_thread::yield();
     }
@@ -413,11 +418,44 @@ inline void attn_cp_wait() {
     }
 }
 // cp.async.mbarrier.arrive.noinc: the hardware arrives on `bar` once this thread's copies
-// so far landed; here they land now (after the landing delay), then the thread arrives.
+// so far landed. Here they land at the latest moment a reader that waits can see them: when
+// the first wait observes the phase their arrival completes (under the lock, so every other
+// waiter of that phase sees them too). A reader that never waits on the stage's barrier
+// reads its old bytes, whatever the threads' timing.
+struct attn_sim_landing {
+    unsigned long long* bar;
+    unsigned short phase;  // the barrier's completed-phase count once these copies arrived
+    std::vector<attn_pending_copy> copies;
+};
+inline std::vector<attn_sim_landing> attn_sim_landings;  // under attn_sim_sync_lock
+// Under the lock: lands the copies whose phase `bar` completed.
+inline void attn_sim_land_observed(unsigned long long* bar) {
+    const unsigned short done = reinterpret_cast<attn_sim_mbar*>(bar)->phase;
+    for (auto it = attn_sim_landings.begin(); it != attn_sim_landings.end();) {
+        if (it->bar == bar && (short)(done - it->phase) >= 0) {
+            for (auto& c : it->copies) {
+                std::memcpy(c.dst, c.bytes, 16);
+                attn_sim_stamp(c.dst, 16, true);
+            }
+            it = attn_sim_landings.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
 inline void attn_cp_mbar_arrive(unsigned long long* bar) {
     attn_cp_commit();
-    attn_cp_wait<0>();
-    attn_mbar_arrive(bar);
+    if (attn_sim_landing_delay_us() > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(attn_sim_landing_delay_us()));
+    }
+    std::vector<attn_pending_copy> all;
+    for (auto& group : attn_copy_groups) all.insert(all.end(), group.begin(), group.end());
+    attn_copy_groups.clear();
+    std::lock_guard<std::mutex> g(attn_sim_sync_lock);
+    const unsigned short next = reinterpret_cast<attn_sim_mbar*>(bar)->phase + 1;
+    attn_sim_landings.push_back({bar, next, std::move(all)});
+    attn_sim_after_wait = attn_sim_land_observed;
+    attn_sim_mbar_update(bar, 1, 0);
 }
 // The async-proxy fence: memory is one on the host, so it only stamps the thread's time
 // (what `attn_sim_async_visible` checks a `wgmma`'s shared operands against).
