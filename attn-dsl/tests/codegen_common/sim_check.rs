@@ -30,6 +30,13 @@ pub fn output(t: ScalarType, n: usize) -> SimArg {
     SimArg::Buf(HostBuffer::poisoned(t, n))
 }
 
+/// The test module's dense flash kernel `f` (head size `d`) on 2 heads of 150 bf16 queries,
+/// keys and values: simulated on `grid` and compared with the executor (tolerance 2e-2).
+pub fn check_flash(label: &str, f: &Function, grid: [u32; 3], d: i64) {
+    let args = flash_args(ScalarType::Bf16, 2, 150, d as usize, 95);
+    check(label, f, grid, args, 2e-2);
+}
+
 /// Runs `f` both ways and compares every buffer: `|got - want| <= tol * (1 + |want|)`,
 /// NaN never equal to anything (poisoned outputs must be written by both).
 pub fn check(label: &str, f: &Function, grid: [u32; 3], args: Vec<SimArg>, tol: f64) {
