@@ -257,10 +257,6 @@ fn epilogues_store_whole_lines() {
     }
 }
 
-/// The scores are scaled in the exponent (`SCALE_AFTER_MAX`): each is one FMA into `ex2`,
-/// and the consumers' only multiplies a tile are the accumulator's rescale (one an element)
-/// and a few a row. Scaled before the row max, each score took a multiply of its own (P0's
-/// consumer loop 1,026 → 964 SASS instructions, P1's 978 → 948).
 /// A consumer thread's accumulator and score elements of a two-warpgroup plan at head size
 /// `head`.
 fn elements_a_thread(p: &LaunchPlan, head: usize) -> (usize, usize) {
@@ -270,6 +266,10 @@ fn elements_a_thread(p: &LaunchPlan, head: usize) -> (usize, usize) {
     (acc, scores)
 }
 
+/// The scores are scaled in the exponent (`SCALE_AFTER_MAX`): each is one FMA into `ex2`,
+/// and the consumers' only multiplies a tile are the accumulator's rescale (one an element)
+/// and a few a row. Scaled before the row max, each score took a multiply of its own (P0's
+/// consumer loop 1,026 → 964 SASS instructions, P1's 978 → 948).
 #[test]
 fn scores_are_scaled_in_the_exponent() {
     for (label, problem, n, head) in [("P0", p0(), 16384, 128), ("P1", p1(), 8192, 256)] {

@@ -452,8 +452,31 @@ impl<'f> Emitter<'f> {
         Ok(())
     }
 
+    /// The expression of slot `s` a dot's result fragments start from: a splat's scalar or
+    /// the accumulator's own fragments.
+    fn accumulator_init(&self, acc: ValueId, map: MmaMap) -> Res<String> {
+        match self.splat_source(acc) {
+            Some(x) => Ok(self.name(x)?.to_string()),
+            None => self.at_in(acc, TileMap::Mma(map), "s"),
+        }
+    }
+
     /// Defines the result fragments of a dot as a copy of its accumulator (a splat's scalar
     /// or the accumulator's own fragments) and returns the result's name.
+    pub(crate) fn init_accumulator(
+        &mut self,
+        acc: ValueId,
+        res: ValueId,
+        map: MmaMap,
+    ) -> Res<String> {
+        let init = self.accumulator_init(acc, map)?;
+        let name = self.define_tile(res);
+        self.w.open_unrolled("s", map.slots());
+        self.w.line(format!("{name}[s] = {init};"));
+        self.w.close("");
+        Ok(name)
+    }
+
     /// [`Self::init_accumulator`] into the array of loop-carried `into` (see
     /// `gpu_ir::pv_wait_behind`): the MMAs accumulate in place in it, so the loop's yield
     /// copies nothing out of registers still in flight.
@@ -465,33 +488,13 @@ impl<'f> Emitter<'f> {
         map: MmaMap,
     ) -> Res<String> {
         let name = self.name(into)?.to_string();
-        let init = match self.splat_source(acc) {
-            Some(x) => self.name(x)?.to_string(),
-            None => self.at_in(acc, TileMap::Mma(map), "s")?,
-        };
+        let init = self.accumulator_init(acc, map)?;
         if init != format!("{name}[s]") {
             self.w.open_unrolled("s", map.slots());
             self.w.line(format!("{name}[s] = {init};"));
             self.w.close("");
         }
         self.alias(res, &name);
-        Ok(name)
-    }
-
-    pub(crate) fn init_accumulator(
-        &mut self,
-        acc: ValueId,
-        res: ValueId,
-        map: MmaMap,
-    ) -> Res<String> {
-        let init = match self.splat_source(acc) {
-            Some(x) => self.name(x)?.to_string(),
-            None => self.at_in(acc, TileMap::Mma(map), "s")?,
-        };
-        let name = self.define_tile(res);
-        self.w.open_unrolled("s", map.slots());
-        self.w.line(format!("{name}[s] = {init};"));
-        self.w.close("");
         Ok(name)
     }
 }

@@ -134,8 +134,8 @@ fn find(f: &Function, looped: &GpuOp, loop_op: OpId) -> Option<Found> {
         return None;
     }
     let scores_done = ops[..issued].iter().position(|o| match o {
-        GpuOp::MmaWait { dot, .. } => *dot != pv,
-        GpuOp::Mma {
+        GpuOp::MmaWait { dot, .. }
+        | GpuOp::Mma {
             dot,
             inline_wait: true,
             ..

@@ -99,15 +99,16 @@ inline void attn_mbar_arrive(unsigned long long* bar) {
 // Returns once the phase of this parity completed: the phase in progress has the other one.
 // What lands before a wait checks its barrier: `sim_tma.h` puts its late boxes here.
 inline void (*attn_sim_before_wait)(unsigned long long* bar) = nullptr;
-// What lands once a wait observed its phase: the copies `attn_cp_mbar_arrive` announced.
-inline void (*attn_sim_after_wait)(unsigned long long* bar) = nullptr;
+// What lands once a wait observed its phase: the copies `attn_cp_mbar_arrive` announced
+// (defined with them, below).
+inline void attn_sim_land_observed(unsigned long long* bar);
 inline void attn_mbar_wait(unsigned long long* bar, unsigned parity) {
     for (;;) {
         if (attn_sim_before_wait) attn_sim_before_wait(bar);
         {
             std::lock_guard<std::mutex> g(attn_sim_sync_lock);
             if ((reinterpret_cast<attn_sim_mbar*>(bar)->phase & 1u) != parity) {
-                if (attn_sim_after_wait) attn_sim_after_wait(bar);
+                attn_sim_land_observed(bar);
                 return;
             }
         }
@@ -404,11 +405,14 @@ inline int attn_sim_landing_delay_us() {
     }();
     return us;
 }
-template <int N>
-inline void attn_cp_wait() {
-    if (attn_copy_groups.size() > (size_t)N && attn_sim_landing_delay_us() > 0) {
+inline void attn_sim_sleep_landing_delay() {
+    if (attn_sim_landing_delay_us() > 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(attn_sim_landing_delay_us()));
     }
+}
+template <int N>
+inline void attn_cp_wait() {
+    if (attn_copy_groups.size() > (size_t)N) attn_sim_sleep_landing_delay();
     while (attn_copy_groups.size() > (size_t)N) {
         for (auto& c : attn_copy_groups.front()) {
             std::memcpy(c.dst, c.bytes, 16);
@@ -445,16 +449,13 @@ inline void attn_sim_land_observed(unsigned long long* bar) {
 }
 inline void attn_cp_mbar_arrive(unsigned long long* bar) {
     attn_cp_commit();
-    if (attn_sim_landing_delay_us() > 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(attn_sim_landing_delay_us()));
-    }
+    attn_sim_sleep_landing_delay();
     std::vector<attn_pending_copy> all;
     for (auto& group : attn_copy_groups) all.insert(all.end(), group.begin(), group.end());
     attn_copy_groups.clear();
     std::lock_guard<std::mutex> g(attn_sim_sync_lock);
     const unsigned short next = reinterpret_cast<attn_sim_mbar*>(bar)->phase + 1;
     attn_sim_landings.push_back({bar, next, std::move(all)});
-    attn_sim_after_wait = attn_sim_land_observed;
     attn_sim_mbar_update(bar, 1, 0);
 }
 // The async-proxy fence: memory is one on the host, so it only stamps the thread's time

@@ -180,20 +180,17 @@ pub fn instructions(label: &str, cubin: &[u8]) -> Vec<String> {
 pub fn descriptor_moves_among_mmas(label: &str, cubin: &[u8]) -> usize {
     const NEAR: usize = 4;
     let sass = instructions(label, cubin);
-    let op = |i: &String| -> bool {
+    // Whether an instruction's opcode (past its predicate) starts with `name`.
+    let is = |i: &String, name: &str| {
         i.split_whitespace()
             .find(|w| !w.starts_with('@'))
-            .is_some_and(|w| w.starts_with("HGMMA"))
+            .is_some_and(|w| w.starts_with(name))
     };
-    let moves = |i: &String| {
-        i.split_whitespace()
-            .find(|w| !w.starts_with('@'))
-            .is_some_and(|w| w.starts_with("R2UR"))
-    };
+    let mma = |i: &String| is(i, "HGMMA");
     (0..sass.len())
-        .filter(|&k| moves(&sass[k]))
-        .filter(|&k| sass[k.saturating_sub(NEAR)..k].iter().any(op))
-        .filter(|&k| sass[k + 1..(k + 1 + NEAR).min(sass.len())].iter().any(op))
+        .filter(|&k| is(&sass[k], "R2UR"))
+        .filter(|&k| sass[k.saturating_sub(NEAR)..k].iter().any(mma))
+        .filter(|&k| sass[k + 1..(k + 1 + NEAR).min(sass.len())].iter().any(mma))
         .count()
 }
 
