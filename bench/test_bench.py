@@ -4,6 +4,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -183,6 +184,51 @@ class PeerMasks(unittest.TestCase):
         count = sum(self.m["P3"](q, k) for q in range(n) for k in range(n))
         self.assertEqual(count, n * (n + 1) // 2 + 256 * 255 // 2 + 30 * 29 // 2)
 
+
+
+class FakeTorch:
+    """The few `torch.cuda` calls `peers.sustained_ms` makes, on the host clock."""
+
+    class cuda:
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = time.perf_counter()
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return (end.t - self.t) * 1e3
+
+        @staticmethod
+        def synchronize():
+            pass
+
+
+class SustainedTimingTest(unittest.TestCase):
+    def test_warms_up_then_times_batches(self):
+        calls = []
+
+        def fn():
+            calls.append(time.perf_counter())
+            time.sleep(0.002)
+
+        sys.modules["torch"] = FakeTorch
+        try:
+            t0 = time.perf_counter()
+            ms = peers.sustained_ms(fn, warmup_s=0.1, measure_s=0.1)
+        finally:
+            del sys.modules["torch"]
+        self.assertGreater(ms, 1.9)
+        self.assertLess(ms, 4.0)
+        # The warm-up's calls came first, for its whole length, then the timed batches.
+        self.assertGreaterEqual(time.perf_counter() - t0, 0.2)
+        warm = [c for c in calls if c - t0 < 0.1]
+        self.assertGreater(len(warm), 20)
+        self.assertGreater(len(calls) - len(warm), 20)
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,10 +4,13 @@
 //! context, N = 64 own heads, the exchange replaced by a device copy of the same bytes).
 //!
 //! Per row it prints
-//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> profiled=<us> graph=<us> hist=<us>
+//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> isolated=<us> profiled=<us> graph=<us> hist=<us>
 //! reduce=<us> exchange=<us> current=<us> combine=<us> vup=<us> gather=<us> splits=<n>`
-//! (medians of 20 steps: `time` isolated steps timed as the peers are, an event before and
-//! after each on a context without stage events; `profiled` and the stages from a profiled
+//! (`time`: steps back to back on a context without stage events, after 1 s of them the
+//! median per-step time of ~10 ms batches over 2 s, the regime criterion times the unified
+//! rows in and `bench/peers/peers.py` its peers: the power limit lowers the clock within a
+//! fraction of a second of heavy work; `isolated`: 20 steps each between two events and
+//! synchronized, a cooler GPU; medians of 20 steps: `profiled` and the stages from a profiled
 //! context's stage events; `graph` the step replayed from a CUDA graph, no host work between
 //! its launches, unless `ATTN_BENCH_EVENT_TRACKING` keeps cudarc's event tracking on:
 //! then `n/a(<why>)`; FLOPs = 2·B·H·L·(576+512), bytes = B·L·1152, L = ctx/dcp, floor = max(bytes /
@@ -41,6 +44,9 @@ use std::time::Duration;
 
 const BLOCK: u32 = 64;
 const PROFILED_RUNS: usize = 20;
+/// Steps run untimed before the sustained timing, and how long it times ([`sustained_ms`]).
+const SUSTAIN_WARMUP: Duration = Duration::from_secs(1);
+const SUSTAIN_MEASURE: Duration = Duration::from_secs(2);
 
 /// One L row: `batch × ctx`, `heads` query heads in the whole model, split over `dcp` ranks;
 /// sweep rows force the history tile height (gathered heads per program).
@@ -330,7 +336,8 @@ fn bench_row(
         ExchangeMode::Loopback
     };
     let args = inputs.args();
-    let step_ms = isolated_steps_ms(dev, main, config, &args);
+    let isolated = median(isolated_steps_ms(dev, main, config, &args)) * 1e3;
+    let step_ms = sustained_steps_ms(dev, main, config, &args);
     let host = host_phases_us(dev, main, config, &args);
     println!(
         "HOST {} prepare={:.1} enqueue={:.1} exchange={:.1} after={:.1}",
@@ -371,7 +378,7 @@ fn bench_row(
         &step_ms,
     );
     println!(
-        "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} profiled={:.1} graph={} \
+        "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} isolated={:.1} profiled={:.1} graph={} \
          hist={:.1} reduce={:.1} exchange={:.1} current={:.1} combine={:.1} vup={:.1} \
          gather={:.1} splits={}",
         row.name(),
@@ -379,6 +386,7 @@ fn bench_row(
         result.tflops,
         result.gbps,
         result.percent_of_floor,
+        isolated,
         t.total_us,
         graph,
         t.history_us,
@@ -402,10 +410,10 @@ fn bench_row(
     result
 }
 
-/// Device milliseconds of isolated steps on a context without stage events, timed as the
-/// peers are (`bench/peers/peers.py`: an event before and after the step on the main
-/// stream, synchronized after each): the stage events of a profiled context cost host time
-/// while the step's first launches are enqueued, which the device waits for.
+/// Device milliseconds of isolated steps on a context without stage events (an event before
+/// and after the step on the main stream, synchronized after each: the peers' `--regime
+/// burst`): the stage events of a profiled context cost host time while the step's first
+/// launches are enqueued, which the device waits for.
 fn isolated_steps_ms(
     dev: &CudaDevice,
     main: &Arc<CudaStream>,
@@ -419,6 +427,23 @@ fn isolated_steps_ms(
             .map_err(|e| e.to_string())
     })
     .expect("isolated steps")
+}
+
+/// Device milliseconds a step under sustained load (see [`sustained_ms`]), on a context
+/// without stage events.
+fn sustained_steps_ms(
+    dev: &CudaDevice,
+    main: &Arc<CudaStream>,
+    config: MlaDcpConfig,
+    args: &MlaDcpDecodeArgs<'_, bf16>,
+) -> Vec<f64> {
+    let mut ctx = unprofiled_context(dev, main, config, args).expect("context");
+    sustained_ms(main, || {
+        mla_dcp_decode(&mut ctx, args)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .expect("sustained steps")
 }
 
 /// Host microseconds of each phase of an isolated step's call (medians of
@@ -492,6 +517,45 @@ fn unprofiled_context(
     mla_dcp_decode(&mut ctx, args).map_err(|e| e.to_string())?;
     main.synchronize().map_err(|e| e.to_string())?;
     Ok(ctx)
+}
+
+/// Per-step device milliseconds of `step` run back to back, one value a batch: after
+/// [`SUSTAIN_WARMUP`] of steps (synchronized a batch at a time), batches of about 10 ms of
+/// steps between two events on `main` for [`SUSTAIN_MEASURE`]. The regime of criterion's
+/// timings of the unified rows and of `bench/peers/peers.py`: under the board's power limit
+/// the SM clock settles lower within a fraction of a second of heavy work (H100, P0: 1545 to
+/// 1560 MHz for ours, 1740 for cuDNN's, both at 700 W), so isolated steps time a cooler GPU.
+fn sustained_ms(
+    main: &Arc<CudaStream>,
+    mut step: impl FnMut() -> Result<(), String>,
+) -> Result<Vec<f64>, String> {
+    let sync = || main.synchronize().map_err(|e| e.to_string());
+    let clock = std::time::Instant::now();
+    step()?;
+    sync()?;
+    let per_batch = (0.01 / clock.elapsed().as_secs_f64().max(1e-6)).clamp(1.0, 1e4) as usize;
+    let warm = std::time::Instant::now();
+    while warm.elapsed() < SUSTAIN_WARMUP {
+        (0..per_batch).try_for_each(|_| step())?;
+        sync()?;
+    }
+    let event = || {
+        main.context()
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| e.to_string())
+    };
+    let (start, end) = (event()?, event()?);
+    let mut per_step = Vec::new();
+    let measured = std::time::Instant::now();
+    while measured.elapsed() < SUSTAIN_MEASURE || per_step.len() < 5 {
+        start.record(main).map_err(|e| e.to_string())?;
+        (0..per_batch).try_for_each(|_| step())?;
+        end.record(main).map_err(|e| e.to_string())?;
+        end.synchronize().map_err(|e| e.to_string())?;
+        let ms = start.elapsed_ms(&end).map_err(|e| e.to_string())?;
+        per_step.push(f64::from(ms) / per_batch as f64);
+    }
+    Ok(per_step)
 }
 
 /// Device milliseconds of [`PROFILED_RUNS`] runs of `step`, each between two events on
