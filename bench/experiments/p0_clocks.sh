@@ -6,11 +6,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-device-out}; mkdir -p "$out"
-sample() {
-  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
-    --format=csv,noheader,nounits -lms 50 > "$out/smi_$1.csv" &
-  smi=$!
-}
 cat > /tmp/cudnn_p0_loop.py <<'PY'
 import time, torch
 from torch.nn.attention import sdpa_kernel, SDPBackend
@@ -36,23 +31,11 @@ PY
 bench=$(ls .device/bin/bench-unified_attention-* | head -1)
 for run in ours cudnn ours cudnn; do
   sleep 2
-  sample "$run"
+  echo "--- $run"
   if [ "$run" = ours ]; then
-    "$bench" --bench 'unified_attention/P0$' --warm-up-time 1 --measurement-time 5 2>&1 | grep '^BENCH'
+    scripts/with-clocks "$bench" --bench 'unified_attention/P0$' --warm-up-time 1 --measurement-time 5 2>&1 \
+      | grep -E '^(BENCH|CLOCK)'
   else
-    python3 /tmp/cudnn_p0_loop.py 2>&1 | grep '^BENCH'
+    scripts/with-clocks python3 /tmp/cudnn_p0_loop.py 2>&1 | grep -E '^(BENCH|CLOCK)'
   fi
-  kill $smi
-  python3 - "$out/smi_$run.csv" "$run" <<'PY'
-import sys, statistics
-rows = [l.split(", ") for l in open(sys.argv[1]) if l.count(",") >= 3]
-busy = [r for r in rows if float(r[1]) > 250]
-if busy:
-    clk = statistics.median(float(r[0]) for r in busy)
-    pw = statistics.median(float(r[1]) for r in busy)
-    reasons = sorted({r[3].strip() for r in busy})
-    print(f"{sys.argv[2]}: {len(busy)} busy samples, SM clock median {clk:.0f} MHz, power {pw:.0f} W, reasons {reasons}")
-else:
-    print(f"{sys.argv[2]}: no busy samples ({len(rows)} rows)")
-PY
 done
