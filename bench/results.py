@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """bench/results/h200.jsonl: one JSON object per line, {"row", "impl", "ms", "tflops" | "tb_s",
-"date", "commit"}; `impl` is `attn-dsl` or a peer's name. One run = one (date, commit) pair:
-ratios are only ever taken between rows of the same run.
+"date", "commit", "regime"}; `impl` is `attn-dsl` or a peer's name. One run = one (date,
+commit) pair: ratios are only ever taken between rows of the same run. `regime` is how the
+row was timed: `sustained` (after a second of calls, batches of back-to-back calls: criterion,
+the MLA bench and bench/peers/peers.py since 2026-12-05) or `burst` (a few dozen synchronized
+calls). Under the board's power limit the two time different clocks (docs/performance.md);
+records without the field are older: the peers and the MLA rows burst, the other rows of
+ours sustained. A ratio across regimes is marked.
 
   results.py ingest --date D --commit C --log BENCH.txt... [--peers P.jsonl] [--criterion DIR]
                     --out bench/results/h200.jsonl      append one run (our rows + the peers)
@@ -88,16 +93,23 @@ def parse_criterion(root, groups=("proof_kernels",)):
     return sorted(rows, key=lambda r: r["row"])
 
 
-def stamp(rows, impl, date, commit):
+def stamp(rows, impl, date, commit, regime="sustained"):
     out = []
     for r in rows:
         rec = {"row": r["row"], "impl": impl, "ms": round(r["ms"], 5)}
         for k in ("tflops", "tb_s"):
             if k in r:
                 rec[k] = round(r[k], 3)
-        rec.update({"date": date, "commit": commit})
+        rec.update({"date": date, "commit": commit, "regime": regime})
         out.append(rec)
     return out
+
+
+def regime(rec):
+    """How `rec` was timed (see the module note; older records by who made them)."""
+    if "regime" in rec:
+        return rec["regime"]
+    return "sustained" if rec["impl"] == OURS and not rec["row"].startswith("L ") else "burst"
 
 
 def load(path):
@@ -150,11 +162,19 @@ def table(records, run=None):
         "| row | attn-dsl | peers, same run | ratio |",
         "| --- | --- | --- | --- |",
     ]
+    marked = False
     for r in (r for r in same if r["impl"] == OURS):
         ps = sorted(peers.get(base_row(r["row"]), []), key=lambda p: p["ms"])
         peer_txt = "; ".join(f"{p['impl']} {fmt_ms(p['ms'])} ({fmt_rate(p)})" for p in ps) or "—"
-        ratio = ", ".join(f"{r['ms'] / p['ms']:.2f}× {p['impl']}" for p in ps) or "—"
+        mixed = [regime(p) != regime(r) for p in ps]
+        ratio = ", ".join(
+            f"{r['ms'] / p['ms']:.2f}×{' †' if m else ''} {p['impl']}" for p, m in zip(ps, mixed)
+        ) or "—"
+        marked |= any(mixed)
         lines.append(f"| {r['row']} | {fmt_ms(r['ms'])} ({fmt_rate(r)}) | {peer_txt} | {ratio} |")
+    if marked:
+        lines += ["", "† timed in different regimes (ours sustained and the peer in a burst, or the other way):"
+                  " under the power limit not one clock (docs/performance.md)."]
     for c in peers.get("copy 2GiB", []):
         lines += ["", f"Memory floor, same run: 2 GiB device copy {fmt_ms(c['ms'])} = {fmt_rate(c)} (read + write)."]
     return "\n".join(lines) + "\n"

@@ -80,8 +80,11 @@ def criterion_bench(root, name, median_ns, throughput):
     write(os.path.join(new, "benchmark.json"), json.dumps({"function_id": name, "throughput": throughput}))
 
 
-def peer(row, impl, ms, date, commit="abc", **rate):
-    return dict(row=row, impl=impl, ms=ms, date=date, commit=commit, **rate)
+def peer(row, impl, ms, date, commit="abc", regime="sustained", **rate):
+    rec = dict(row=row, impl=impl, ms=ms, date=date, commit=commit, **rate)
+    if regime:
+        rec["regime"] = regime
+    return rec
 
 
 class Table(unittest.TestCase):
@@ -114,6 +117,29 @@ class Table(unittest.TestCase):
         self.assertTrue(noclamp.endswith("| — | — |"), noclamp)
         self.assertIn("2 GiB device copy 1.000 ms = 4.20 TB/s", text)
 
+    def test_ratios_across_timing_regimes_are_marked(self):
+        new = "2026-12-01T00:00Z"
+        recs = [
+            peer("P0", "attn-dsl", 4.0, new, tflops=300.0),
+            peer("P0", "sdpa-cudnn", 2.0, new, regime="burst", tflops=617.0),
+            peer("P0", "flex", 8.0, new, tflops=150.0),
+            # Older records name no regime: our unified rows were sustained, our MLA rows
+            # and the peers bursts.
+            peer("P1", "attn-dsl", 1.0, new, regime=None, tflops=1.0),
+            peer("P1", "flex", 2.0, new, regime=None, tflops=1.0),
+            peer("L 1x8 h128 dcp1", "attn-dsl", 1.0, new, regime=None, tflops=1.0),
+            peer("L 1x8 h128 dcp1", "torch-unfused", 2.0, new, regime=None, tflops=1.0),
+        ]
+        lines = results.table(recs).splitlines()
+        row = lambda name: next(l for l in lines if l.startswith(f"| {name} "))
+        self.assertIn("2.00× † sdpa-cudnn", row("P0"))
+        self.assertIn("0.50× flex", row("P0"))
+        self.assertIn("0.50× † flex", row("P1"))
+        self.assertIn("0.50× torch-unfused", row("L 1x8 h128 dcp1"))
+        self.assertTrue(any(l.startswith("† timed in different regimes") for l in lines), lines)
+        same = results.table([r for r in recs if r["row"] == "L 1x8 h128 dcp1"])
+        self.assertNotIn("†", same)
+
     def test_an_explicit_run_is_selected(self):
         text = results.table(self.records(), "2026-11-01T00:00Z@abc")
         p0 = next(l for l in text.splitlines() if l.startswith("| P0 "))
@@ -143,7 +169,7 @@ class Ingest(unittest.TestCase):
             self.assertTrue(all(r["date"] == "D" and r["commit"] == "C" for r in recs), recs)
             self.assertEqual(recs[-1]["impl"], "sdpa-flash")
             for r in recs:
-                self.assertEqual(set(r) - {"tflops", "tb_s"}, {"row", "impl", "ms", "date", "commit"})
+                self.assertEqual(set(r) - {"tflops", "tb_s"}, {"row", "impl", "ms", "date", "commit", "regime"})
                 self.assertEqual(len(set(r) & {"tflops", "tb_s"}), 1, r)
 
     def test_no_rows_is_a_failure(self):

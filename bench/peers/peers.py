@@ -29,7 +29,7 @@ cooler, faster GPU than a sustained run: before 2026-12-05 the peers were timed 
 our rows sustained, which no ratio may mix.
 
 Output: one JSON object per line on --out (and stdout):
-  {"row", "impl", "ms", "tflops" | "tb_s", "date", "commit"}
+  {"row", "impl", "ms", "tflops" | "tb_s", "date", "commit", "regime"}
 A peer that fails (unsupported backend, out of memory) prints `SKIP <row> <impl>: <why>` on
 stderr and writes nothing.
 """
@@ -146,7 +146,7 @@ class Peers:
     def emit(self, row, impl, ms, **rate):
         rec = {"row": row, "impl": impl, "ms": round(ms, 5)}
         rec.update({k: round(v, 3) for k, v in rate.items()})
-        rec.update({"date": self.args.date, "commit": self.args.commit})
+        rec.update({"date": self.args.date, "commit": self.args.commit, "regime": self.args.regime})
         self.rows_out.append(rec)
         print(json.dumps(rec), flush=True)
 
