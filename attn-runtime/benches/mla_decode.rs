@@ -336,8 +336,8 @@ fn bench_row(
         ExchangeMode::Loopback
     };
     let args = inputs.args();
-    let isolated = median(isolated_steps_ms(dev, main, config, &args)) * 1e3;
-    let step_ms = sustained_steps_ms(dev, main, config, &args);
+    let isolated = median(steps_ms(dev, main, config, &args, isolated_ms)) * 1e3;
+    let step_ms = steps_ms(dev, main, config, &args, sustained_ms);
     let host = host_phases_us(dev, main, config, &args);
     println!(
         "HOST {} prepare={:.1} enqueue={:.1} exchange={:.1} after={:.1}",
@@ -410,40 +410,28 @@ fn bench_row(
     result
 }
 
-/// Device milliseconds of isolated steps on a context without stage events (an event before
-/// and after the step on the main stream, synchronized after each: the peers' `--regime
-/// burst`): the stage events of a profiled context cost host time while the step's first
-/// launches are enqueued, which the device waits for.
-fn isolated_steps_ms(
-    dev: &CudaDevice,
-    main: &Arc<CudaStream>,
-    config: MlaDcpConfig,
-    args: &MlaDcpDecodeArgs<'_, bf16>,
-) -> Vec<f64> {
-    let mut ctx = unprofiled_context(dev, main, config, args).expect("context");
-    isolated_ms(main, || {
-        mla_dcp_decode(&mut ctx, args)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
-    .expect("isolated steps")
-}
+/// How a row's steps are timed: [`isolated_ms`] (each step between two events and
+/// synchronized, the peers' `--regime burst`) or [`sustained_ms`].
+type Timing =
+    fn(&Arc<CudaStream>, &mut dyn FnMut() -> Result<(), String>) -> Result<Vec<f64>, String>;
 
-/// Device milliseconds a step under sustained load (see [`sustained_ms`]), on a context
-/// without stage events.
-fn sustained_steps_ms(
+/// Device milliseconds of steps on a context without stage events, timed by `timing`: the
+/// stage events of a profiled context cost host time while the step's first launches are
+/// enqueued, which the device waits for.
+fn steps_ms(
     dev: &CudaDevice,
     main: &Arc<CudaStream>,
     config: MlaDcpConfig,
     args: &MlaDcpDecodeArgs<'_, bf16>,
+    timing: Timing,
 ) -> Vec<f64> {
     let mut ctx = unprofiled_context(dev, main, config, args).expect("context");
-    sustained_ms(main, || {
+    timing(main, &mut || {
         mla_dcp_decode(&mut ctx, args)
             .map(|_| ())
             .map_err(|e| e.to_string())
     })
-    .expect("sustained steps")
+    .expect("steps")
 }
 
 /// Host microseconds of each phase of an isolated step's call (medians of
@@ -483,7 +471,7 @@ fn host_phases_us(
 
 /// Device milliseconds of isolated replays of the step captured in a CUDA graph (what a
 /// serving engine's decode runs: no host work between the step's launches), timed like
-/// [`isolated_steps_ms`]; or why there are none. Capture needs cudarc's event tracking off
+/// [`steps_ms`] with [`isolated_ms`]; or why there are none. Capture needs cudarc's event tracking off
 /// (the bench's default; `ATTN_BENCH_EVENT_TRACKING` keeps it on).
 fn graph_steps_ms(
     dev: &CudaDevice,
@@ -498,7 +486,9 @@ fn graph_steps_ms(
     let graph = MlaDcpGraph::capture(&mut ctx, args).map_err(|e| e.to_string())?;
     // The first launch uploads the graph: not timed.
     graph.replay_unchecked().map_err(|e| e.to_string())?;
-    let ms = isolated_ms(main, || graph.replay_unchecked().map_err(|e| e.to_string()))?;
+    let ms = isolated_ms(main, &mut || {
+        graph.replay_unchecked().map_err(|e| e.to_string())
+    })?;
     // The context's buffers drop next: its side stream's last work must be done.
     ctx.side_stream().synchronize().map_err(|e| e.to_string())?;
     Ok(ms)
@@ -527,7 +517,7 @@ fn unprofiled_context(
 /// 1560 MHz for ours, 1740 for cuDNN's, both at 700 W), so isolated steps time a cooler GPU.
 fn sustained_ms(
     main: &Arc<CudaStream>,
-    mut step: impl FnMut() -> Result<(), String>,
+    step: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Vec<f64>, String> {
     let sync = || main.synchronize().map_err(|e| e.to_string());
     let clock = std::time::Instant::now();
@@ -562,7 +552,7 @@ fn sustained_ms(
 /// `main` and synchronized before the next.
 fn isolated_ms(
     main: &Arc<CudaStream>,
-    mut step: impl FnMut() -> Result<(), String>,
+    step: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Vec<f64>, String> {
     let event = || {
         main.context()
