@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/results/h200.jsonl: one JSON object per line, {"row", "impl", "ms", "tflops" | "tb_s",
-"date", "commit", "regime"}; `impl` is `attn-dsl` or a peer's name. One run = one (date,
+"date", "commit", "regime", "gpu"}; `impl` is `attn-dsl` or a peer's name, `gpu` the card's name
+(runs from 2026-12-05T18:00Z on; h100.jsonl holds the runs that landed on an H100). One run = one (date,
 commit) pair: ratios are only ever taken between rows of the same run. `regime` is how the
 row was timed: `sustained` (after a second of calls, batches of back-to-back calls: criterion,
 the MLA bench and bench/peers/peers.py since 2026-12-05) or `burst` (a few dozen synchronized
@@ -8,7 +9,7 @@ calls). Under the board's power limit the two time different clocks (docs/perfor
 records without the field are older: the peers and the MLA rows burst, the other rows of
 ours sustained. A ratio across regimes is marked.
 
-  results.py ingest --date D --commit C --log BENCH.txt... [--peers P.jsonl] [--criterion DIR]
+  results.py ingest --date D --commit C [--gpu NAME] --log BENCH.txt... [--peers P.jsonl] [--criterion DIR]
                     --out bench/results/h200.jsonl      append one run (our rows + the peers)
   results.py table  [--file F] [--run DATE@COMMIT]      print the Markdown table of a run
   results.py readme [--file F] [--readme README.md]     rewrite the README's table block
@@ -156,8 +157,10 @@ def table(records, run=None):
         if r["impl"] != OURS:
             peers.setdefault(r["row"], []).append(r)
     date, commit = run.split("@", 1)
+    gpus = sorted({r["gpu"] for r in same if "gpu" in r})
+    on = f" on {', '.join(gpus)}" if gpus else ""
     lines = [
-        f"Run {date}, commit {commit} (one device call; ratio = attn-dsl time / peer time).",
+        f"Run {date}, commit {commit}{on} (one device call; ratio = attn-dsl time / peer time).",
         "",
         "| row | attn-dsl | peers, same run | ratio |",
         "| --- | --- | --- | --- |",
@@ -195,6 +198,7 @@ def main(argv=None):
     ing = sub.add_parser("ingest")
     ing.add_argument("--date", required=True)
     ing.add_argument("--commit", required=True)
+    ing.add_argument("--gpu", help="the card's name, written into every record of the run")
     ing.add_argument("--log", nargs="*", default=[])
     ing.add_argument("--peers")
     ing.add_argument("--criterion")
@@ -211,6 +215,8 @@ def main(argv=None):
         recs = stamp(ours, OURS, a.date, a.commit)
         if a.peers and os.path.exists(a.peers):
             recs += [dict(r, date=a.date, commit=a.commit) for r in load(a.peers)]
+        if a.gpu:
+            recs = [dict(r, gpu=a.gpu) for r in recs]
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
         with open(a.out, "a") as f:
             for r in recs:

@@ -161,7 +161,8 @@ class Ingest(unittest.TestCase):
             pj = os.path.join(d, "peers.jsonl")
             write(pj, json.dumps(peer("P0", "sdpa-flash", 3.4, "peer-date", "x", tflops=323.0)) + "\n")
             out = os.path.join(d, "res", "h200.jsonl")
-            args = ["ingest", "--date", "D", "--commit", "C", "--log", *logs, "--peers", pj, "--out", out]
+            args = ["ingest", "--date", "D", "--commit", "C", "--gpu", "NVIDIA H200", "--log", *logs,
+                    "--peers", pj, "--out", out]
             self.assertEqual(results.main(args), 0)
             recs = results.load(out)
             self.assertEqual([r["row"] for r in recs if r["impl"] == "attn-dsl"],
@@ -169,8 +170,11 @@ class Ingest(unittest.TestCase):
             self.assertTrue(all(r["date"] == "D" and r["commit"] == "C" for r in recs), recs)
             self.assertEqual(recs[-1]["impl"], "sdpa-flash")
             for r in recs:
-                self.assertEqual(set(r) - {"tflops", "tb_s"}, {"row", "impl", "ms", "date", "commit", "regime"})
+                self.assertEqual(set(r) - {"tflops", "tb_s"},
+                                 {"row", "impl", "ms", "date", "commit", "regime", "gpu"})
+                self.assertEqual(r["gpu"], "NVIDIA H200")
                 self.assertEqual(len(set(r) & {"tflops", "tb_s"}), 1, r)
+            self.assertIn("commit C on NVIDIA H200 (", results.table(recs))
 
     def test_no_rows_is_a_failure(self):
         with tempfile.TemporaryDirectory() as d:
