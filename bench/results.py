@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench/results/h200.jsonl: one JSON object per line, {"row", "impl", "ms", "tflops" | "tb_s",
-"date", "commit", "regime", "gpu"}; `impl` is `attn-dsl` or a peer's name, `gpu` the card's name
-(runs from 2026-12-05T18:00Z on; h100.jsonl holds the runs that landed on an H100). One run = one (date,
+"date", "commit", "regime", "gpu", "mhz", "watts"}; `impl` is `attn-dsl` or a peer's name, `gpu`
+the card's name (runs from 2026-12-05T18:00Z on; h100.jsonl holds the runs that landed on an
+H100), `mhz` and `watts` the median SM clock and board power sampled while the row was timed
+(`ingest --clocks`: the `span=` of a BENCH line, the `span` of a peer's record). One run = one (date,
 commit) pair: ratios are only ever taken between rows of the same run. `regime` is how the
 row was timed: `sustained` (after a second of calls, batches of back-to-back calls: criterion,
 the MLA bench and bench/peers/peers.py since 2026-12-05) or `burst` (a few dozen synchronized
@@ -9,7 +11,8 @@ calls). Under the board's power limit the two time different clocks (docs/perfor
 records without the field are older: the peers and the MLA rows burst, the other rows of
 ours sustained. A ratio across regimes is marked.
 
-  results.py ingest --date D --commit C [--gpu NAME] --log BENCH.txt... [--peers P.jsonl] [--criterion DIR]
+  results.py ingest --date D --commit C [--gpu NAME] [--clocks CSV] --log BENCH.txt... [--peers P.jsonl]
+                    [--criterion DIR]
                     --out bench/results/h200.jsonl      append one run (our rows + the peers)
   results.py table  [--file F] [--run DATE@COMMIT]      print the Markdown table of a run
   results.py readme [--file F] [--readme README.md]     rewrite the README's table block
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 
 OURS = "attn-dsl"
@@ -35,9 +39,20 @@ UNIFIED = re.compile(r"^BENCH (\S+) time=([\d.]+)us rate=([\d.]+)(TFLOP/s|GB/s)"
 MLA = re.compile(r"^BENCH (\d+x\d+ h(\d+) dcp\d+(?: bh\d+)?) time=([\d.]+) tflops=([\d.]+) gbs=([\d.]+)")
 
 
+SPAN = re.compile(r"\bspan=([\d.]+)-([\d.]+)")
+
+
 def parse_bench_line(line):
-    """One of our rows from a `BENCH` line, or None: {"row", "ms", "tflops" | "tb_s"}."""
-    line = line.strip()
+    """One of our rows from a `BENCH` line, or None: {"row", "ms", "tflops" | "tb_s"}, and
+    "span" where the line gives one."""
+    rec = parse_bench_rate(line.strip())
+    span = SPAN.search(line)
+    if rec and span:
+        rec["span"] = [float(span.group(1)), float(span.group(2))]
+    return rec
+
+
+def parse_bench_rate(line):
     m = UNIFIED.match(line)
     if m:
         row, us, rate, unit = m.group(1), float(m.group(2)), float(m.group(3)), m.group(4)
@@ -98,9 +113,9 @@ def stamp(rows, impl, date, commit, regime="sustained"):
     out = []
     for r in rows:
         rec = {"row": r["row"], "impl": impl, "ms": round(r["ms"], 5)}
-        for k in ("tflops", "tb_s"):
+        for k in ("tflops", "tb_s", "span"):
             if k in r:
-                rec[k] = round(r[k], 3)
+                rec[k] = round(r[k], 3) if k != "span" else r[k]
         rec.update({"date": date, "commit": commit, "regime": regime})
         out.append(rec)
     return out
@@ -111,6 +126,35 @@ def regime(rec):
     if "regime" in rec:
         return rec["regime"]
     return "sustained" if rec["impl"] == OURS and not rec["row"].startswith("L ") else "burst"
+
+
+def load_clocks(path):
+    """`scripts/bench-h200`'s nvidia-smi samples: [(unix seconds, MHz, W)]. Its timestamps
+    are the host's local time, read back on the same host."""
+    import datetime
+
+    out = []
+    with open(path) as f:
+        for line in f:
+            parts = [p.strip() for p in line.split(",")]
+            try:
+                t = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                out.append((t, float(parts[1]), float(parts[2])))
+            except (ValueError, IndexError):
+                continue
+    return out
+
+
+def with_clocks(rec, clocks):
+    """`rec` with the median clock and power of the samples inside its span (its span
+    dropped); unchanged where it has no span or no sample fell inside."""
+    rec = dict(rec)
+    span = rec.pop("span", None)
+    inside = [(c, w) for t, c, w in clocks if span and span[0] <= t <= span[1]]
+    if inside:
+        rec["mhz"] = round(statistics.median(c for c, _ in inside))
+        rec["watts"] = round(statistics.median(w for _, w in inside))
+    return rec
 
 
 def load(path):
@@ -136,11 +180,14 @@ def base_row(row):
 
 
 def fmt_rate(rec):
+    rate = ""
     if "tflops" in rec:
-        return f"{rec['tflops']:.1f} TFLOP/s"
-    if "tb_s" in rec:
-        return f"{rec['tb_s']:.2f} TB/s"
-    return ""
+        rate = f"{rec['tflops']:.1f} TFLOP/s"
+    elif "tb_s" in rec:
+        rate = f"{rec['tb_s']:.2f} TB/s"
+    if "mhz" in rec:
+        rate += f", {rec['mhz']} MHz"
+    return rate
 
 
 def fmt_ms(ms):
@@ -199,6 +246,7 @@ def main(argv=None):
     ing.add_argument("--date", required=True)
     ing.add_argument("--commit", required=True)
     ing.add_argument("--gpu", help="the card's name, written into every record of the run")
+    ing.add_argument("--clocks", help="nvidia-smi samples (timestamp, MHz, W, ...) taken during the run")
     ing.add_argument("--log", nargs="*", default=[])
     ing.add_argument("--peers")
     ing.add_argument("--criterion")
@@ -217,6 +265,8 @@ def main(argv=None):
             recs += [dict(r, date=a.date, commit=a.commit) for r in load(a.peers)]
         if a.gpu:
             recs = [dict(r, gpu=a.gpu) for r in recs]
+        clocks = load_clocks(a.clocks) if a.clocks and os.path.exists(a.clocks) else []
+        recs = [with_clocks(r, clocks) for r in recs]
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
         with open(a.out, "a") as f:
             for r in recs:

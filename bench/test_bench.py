@@ -176,6 +176,38 @@ class Ingest(unittest.TestCase):
                 self.assertEqual(len(set(r) & {"tflops", "tb_s"}), 1, r)
             self.assertIn("commit C on NVIDIA H200 (", results.table(recs))
 
+    def test_rows_take_the_clocks_sampled_while_they_ran(self):
+        import datetime
+
+        def stamp(t):
+            return datetime.datetime.fromtimestamp(t).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+        t0 = 1.8e9
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "u.txt")
+            write(log, f"BENCH P0 time=1900.0us rate=580.00TFLOP/s floor%=75.0 floor=1441us path=2D "
+                       f"tile=128 block_m=128 span={t0 + 10:.3f}-{t0 + 13:.3f}\n"
+                       "BENCH P1 time=285.0us rate=450.00TFLOP/s floor%=57.0 floor=163us\n")
+            pj = os.path.join(d, "peers.jsonl")
+            write(pj, json.dumps(dict(peer("P0", "sdpa-cudnn", 1.92, "x", tflops=570.0),
+                                      span=[t0 + 20, t0 + 23])) + "\n")
+            clocks = os.path.join(d, "clocks.csv")
+            # Idle before, ours at 1560 MHz, a gap, the peer at 1740 MHz.
+            samples = [(5, 345, 73), (11, 1560, 696), (12, 1575, 692), (12.5, 1545, 698),
+                       (16, 1980, 90), (21, 1740, 690), (22, 1740, 688)]
+            write(clocks, "".join(f"{stamp(t0 + t)}, {c}, {w}, 60\n" for t, c, w in samples))
+            out = os.path.join(d, "h.jsonl")
+            args = ["ingest", "--date", "D", "--commit", "C", "--clocks", clocks, "--log", log,
+                    "--peers", pj, "--out", out]
+            self.assertEqual(results.main(args), 0)
+            recs = {(r["row"], r["impl"]): r for r in results.load(out)}
+            ours, cudnn, p1 = recs[("P0", "attn-dsl")], recs[("P0", "sdpa-cudnn")], recs[("P1", "attn-dsl")]
+            self.assertEqual((ours["mhz"], ours["watts"]), (1560, 696))
+            self.assertEqual((cudnn["mhz"], cudnn["watts"]), (1740, 689))
+            self.assertNotIn("mhz", p1)  # no span on its line
+            self.assertFalse(any("span" in r for r in recs.values()))
+            self.assertIn("580.0 TFLOP/s, 1560 MHz", results.table(list(recs.values())))
+
     def test_no_rows_is_a_failure(self):
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "empty.txt")

@@ -5,7 +5,8 @@
 //!
 //! Per row it prints
 //! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> isolated=<us> profiled=<us> graph=<us> hist=<us>
-//! reduce=<us> exchange=<us> current=<us> combine=<us> vup=<us> gather=<us> splits=<n>`
+//! reduce=<us> exchange=<us> current=<us> combine=<us> vup=<us> gather=<us> splits=<n>
+//! span=<t0>-<t1>` (the wall-clock seconds the sustained timing ran in)
 //! (`time`: steps back to back on a context without stage events, after 1 s of them the
 //! median per-step time of ~10 ms batches over 2 s, the regime criterion times the unified
 //! rows in and `bench/peers/peers.py` its peers: the power limit lowers the clock within a
@@ -22,7 +23,7 @@
 //! Caches, queries and weights are filled on the GPU (a hash kernel), not uploaded.
 
 use attn_runtime::bench::measurement::CudaEventTime;
-use attn_runtime::bench::{render_table, write_json, BenchResult};
+use attn_runtime::bench::{render_table, write_json, BenchResult, Span};
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::mla_dcp::cuda_source::{self, HALF_CONVERSIONS};
 use attn_runtime::ops::mla_dcp::graph::MlaDcpGraph;
@@ -337,7 +338,9 @@ fn bench_row(
     };
     let args = inputs.args();
     let isolated = median(steps_ms(dev, main, config, &args, isolated_ms)) * 1e3;
+    let mut span = Span::start();
     let step_ms = steps_ms(dev, main, config, &args, sustained_ms);
+    span.extend();
     let host = host_phases_us(dev, main, config, &args);
     println!(
         "HOST {} prepare={:.1} enqueue={:.1} exchange={:.1} after={:.1}",
@@ -380,7 +383,7 @@ fn bench_row(
     println!(
         "BENCH {} time={:.1} tflops={:.2} gbs={:.1} floor%={:.1} isolated={:.1} profiled={:.1} graph={} \
          hist={:.1} reduce={:.1} exchange={:.1} current={:.1} combine={:.1} vup={:.1} \
-         gather={:.1} splits={}",
+         gather={:.1} splits={} {}",
         row.name(),
         result.median_us,
         result.tflops,
@@ -396,7 +399,8 @@ fn bench_row(
         t.combine_us,
         t.vup_us,
         t.gather_us,
-        report.num_splits
+        report.num_splits,
+        span
     );
     let mut group = c.benchmark_group("mla_decode");
     group.sample_size(10);

@@ -8,8 +8,9 @@
 //!
 //! Prefill rows report TFLOP/s on useful FLOPs (4·Hq·D per (q, k) pair the mask allows,
 //! counted with `ops::unified_attention::mask::allowed`), decode rows GB/s of KV bytes.
-//! Each row also prints `BENCH <row> time=<us> rate=<..> floor%=<..>` (median of the
-//! per-iteration times criterion sampled) against the spec's floor. Timing uses
+//! Each row also prints `BENCH <row> time=<us> rate=<..> floor%=<..> ... span=<t0>-<t1>`
+//! (median of the per-iteration times criterion sampled, against the spec's floor; the
+//! span the wall-clock seconds its warm-up and samples ran in, for the clock sampled then). Timing uses
 //! `run_plan` on a plan validated once, so host-side validation is not in the loop.
 //!
 //! Run: `cargo bench -p attn-runtime --features gpu --bench unified_attention --
@@ -17,6 +18,7 @@
 
 use attn_runtime::bench::measurement::{criterion_on_device0, CudaEventTime};
 use attn_runtime::bench::unified::{context_options, rows, Prepared, Rate, Row};
+use attn_runtime::bench::Span;
 use attn_runtime::launch::CudaDevice;
 use attn_runtime::ops::unified_attention::gpu::{run_plan, UnifiedAttentionContext};
 use attn_runtime::timing::EventTimer;
@@ -57,6 +59,7 @@ fn bench_unified(c: &mut Criterion<CudaEventTime>) {
         group.throughput(throughput);
         let mut prepared: Option<Prepared> = None;
         let mut per_iter_us: Vec<f64> = vec![];
+        let mut span = None;
         let mut chosen = String::new();
         group.bench_function(row.id, |b| {
             // Built on first use, so rows filtered out on the command line cost nothing.
@@ -83,6 +86,7 @@ fn bench_unified(c: &mut Criterion<CudaEventTime>) {
                 timer.stop(&stream).expect("record stop");
                 let ns = f64::from(timer.elapsed_ms().expect("elapsed")) * 1e6;
                 per_iter_us.push(ns / iters.max(1) as f64 / 1e3);
+                Span::cover(&mut span);
                 ns
             });
         });
@@ -91,10 +95,11 @@ fn bench_unified(c: &mut Criterion<CudaEventTime>) {
             let t_us = median(&mut per_iter_us);
             let rate = amount / (t_us * 1e-6) * unit_scale;
             println!(
-                "BENCH {} time={t_us:.1}us rate={rate:.2}{unit} floor%={:.1} floor={}us {chosen}",
+                "BENCH {} time={t_us:.1}us rate={rate:.2}{unit} floor%={:.1} floor={}us {chosen} {}",
                 row.id,
                 100.0 * row.floor_us / t_us,
-                row.floor_us
+                row.floor_us,
+                span.unwrap_or_default()
             );
         }
     }

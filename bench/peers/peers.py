@@ -143,17 +143,24 @@ class Peers:
         self.masks = masks(torch.tensor(image_ids(8192), dtype=torch.int32, device=self.dev))
         self.rows_out = []
 
-    def emit(self, row, impl, ms, **rate):
+    def emit(self, row, impl, ms, span=None, **rate):
         rec = {"row": row, "impl": impl, "ms": round(ms, 5)}
         rec.update({k: round(v, 3) for k, v in rate.items()})
+        if span:
+            rec["span"] = span
         rec.update({"date": self.args.date, "commit": self.args.commit, "regime": self.args.regime})
         self.rows_out.append(rec)
         print(json.dumps(rec), flush=True)
 
     def measure(self, row, impl, fn, **rate_of_ms):
-        """Times `fn`; `rate_of_ms` maps a rate name to amount (its value at 1 ms = amount)."""
+        """Times `fn`; `rate_of_ms` maps a rate name to amount (its value at 1 ms = amount).
+        The record's `span` is the wall-clock seconds the timing ran in (for the clocks
+        `bench/results.py ingest --clocks` reads)."""
+        import time
+
         try:
             fn()  # compile / first call outside the timed region
+            t0 = time.time()
             if self.args.regime == "burst":
                 ms = median_ms(fn, self.args.runs, self.args.warmup)
             else:
@@ -162,7 +169,8 @@ class Peers:
             print(f"SKIP {row} {impl}: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
             self.torch.cuda.empty_cache()
             return
-        self.emit(row, impl, ms, **{k: v / (ms * 1e-3) for k, v in rate_of_ms.items()})
+        span = [round(t0, 3), round(time.time(), 3)]
+        self.emit(row, impl, ms, span=span, **{k: v / (ms * 1e-3) for k, v in rate_of_ms.items()})
 
     def qkv(self, b, hq, hkv, sq, skv, d):
         t = self.torch
