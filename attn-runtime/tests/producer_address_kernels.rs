@@ -8,22 +8,15 @@ mod sass_support;
 mod unified_plans;
 
 use attn_runtime::jit::CudaSource;
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
-use attn_runtime::ops::unified_attention::plan::PathChoice;
-use unified_plans::{p0, plan};
+use unified_plans::p0_warpgroup_launch;
+
+/// Every cut, the feature list the MLA test below sets too.
+const ALL_CUTS: &str = "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row";
 
 #[test]
 fn p0_producer_takes_every_address_cut() {
-    std::env::set_var(
-        "ATTN_CODEGEN_ENABLE",
-        "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row",
-    );
-    let p = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p0()
-    };
-    let launch = plan(&p, 16384, PathChoice::Heuristic).attention;
+    let launch = p0_warpgroup_launch(ALL_CUTS);
     // The strides promised in `int`'s range are part of the kernel's key.
     let key = attn_runtime::ops::unified_attention::gpu::kernel_key(&launch);
     assert!(
@@ -63,10 +56,7 @@ fn mla_history_promises_its_block_stride_in_int_range() {
     use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
     use attn_runtime::ops::mla_dcp::plan::DecodeStep;
     use attn_runtime::reference::mla::MlaConfig;
-    std::env::set_var(
-        "ATTN_CODEGEN_ENABLE",
-        "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row",
-    );
+    std::env::set_var("ATTN_CODEGEN_ENABLE", ALL_CUTS);
     let layout = DcpLayout::new(2, 1, 64).expect("layout");
     let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
     let l = DecodeStep::uniform_decode(128, 4096, 64, layout, scale, 132)

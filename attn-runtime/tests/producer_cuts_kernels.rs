@@ -11,22 +11,12 @@ mod sass_support;
 mod unified_plans;
 
 use attn_runtime::jit::CudaSource;
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
-use attn_runtime::ops::unified_attention::plan::PathChoice;
-use unified_plans::{p0, plan};
+use unified_plans::p0_warpgroup_launch;
 
 #[test]
 fn five_cuts_shrink_the_producer_and_leave_the_consumers_as_shipped() {
-    std::env::set_var(
-        "ATTN_CODEGEN_ENABLE",
-        "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul",
-    );
-    let p = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p0()
-    };
-    let launch = plan(&p, 16384, PathChoice::Heuristic).attention;
+    let launch = p0_warpgroup_launch("page_pointer,byte_rows,mask_bound,split_row_step,wide_mul");
     let k = emit_launch(&launch).expect("emit");
     assert!(
         !k.source.contains("attn_page_row("),

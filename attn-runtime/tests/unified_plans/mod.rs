@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use attn_dsl::ir::ScalarType;
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding};
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding, MmaKind};
 use attn_runtime::ops::unified_attention::plan::{
-    choose_config, plan_launch, LaunchPlan, LaunchShape, MaskVariant, PathChoice,
+    choose_config, plan_launch, KernelLaunch, LaunchPlan, LaunchShape, MaskVariant, PathChoice,
 };
 
 /// A paged problem's plan with vLLM's cache layout [blocks, 16, Hkv, D].
@@ -50,6 +50,18 @@ pub fn p0() -> AttentionProblem {
         num_seqs: 1,
         ..AttentionProblem::dense_causal(16, 16, 128)
     }
+}
+
+/// P0's attention launch as an sm_90a device plans it (warpgroup MMAs), with the
+/// code-generation opt-ins `features` switched on (`ATTN_CODEGEN_ENABLE`: read once a
+/// process, so a test binary of its own per feature list).
+pub fn p0_warpgroup_launch(features: &str) -> KernelLaunch {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", features);
+    let p = AttentionProblem {
+        mma: MmaKind::Warpgroup,
+        ..p0()
+    };
+    plan(&p, 16384, PathChoice::Heuristic).attention
 }
 
 pub fn p3() -> AttentionProblem {
