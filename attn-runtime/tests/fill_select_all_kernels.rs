@@ -9,19 +9,13 @@ mod sass_support;
 mod unified_plans;
 
 use attn_runtime::jit::CudaSource;
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
-use attn_runtime::ops::unified_attention::plan::PathChoice;
-use unified_plans::{p1, plan};
+use unified_plans::{p1, warpgroup_launch};
 
 #[test]
 fn p1_full_tiles_branch_right_after_the_scores_wait() {
     std::env::set_var("ATTN_CODEGEN_ENABLE", "fill_select_all");
-    let p = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p1()
-    };
-    let k = emit_launch(&plan(&p, 8192, PathChoice::Heuristic).attention).expect("emit");
+    let k = emit_launch(&warpgroup_launch(p1(), 8192)).expect("emit");
     assert!(
         k.source.contains("attn_fill_select("),
         "the mask's fill as its own select"

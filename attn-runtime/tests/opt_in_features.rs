@@ -18,11 +18,10 @@ mod unified_common;
 mod unified_plans;
 
 use attn_runtime::jit::{Arch, CudaSource};
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind, SplitKvWorkspace};
+use attn_runtime::ops::unified_attention::config::SplitKvWorkspace;
 use attn_runtime::ops::unified_attention::cpu::CpuOptions;
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan;
-use attn_runtime::ops::unified_attention::plan::PathChoice;
 use attn_runtime::reference::unified_attention::AttentionOptions;
 use unified_common::run::check_case;
 use unified_common::{Geometry, PagedData};
@@ -80,12 +79,8 @@ fn heads_fastest_grid_matches_the_reference() {
 #[test]
 fn unroll_scans_keeps_p3_spill_free() {
     setup();
-    let problem = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..unified_plans::p3()
-    };
-    let launch = unified_plans::plan(&problem, 8192, PathChoice::Heuristic);
-    let cuda = emit_launch(&launch.attention).expect("emit");
+    let cuda =
+        emit_launch(&unified_plans::warpgroup_launch(unified_plans::p3(), 8192)).expect("emit");
     // The block's candidate ranges and the bounds' union, in the producer and the
     // consumers (and again in the unsplit program).
     let unrolled = cuda.source.matches("_Pragma(\"unroll 8\")").count();
@@ -103,12 +98,7 @@ fn unroll_scans_keeps_p3_spill_free() {
 fn pv_wait_behind_keeps_p1_and_p3_pipelined() {
     setup();
     for (label, problem) in [("P1", unified_plans::p1()), ("P3", unified_plans::p3())] {
-        let problem = AttentionProblem {
-            mma: MmaKind::Warpgroup,
-            ..problem
-        };
-        let launch = unified_plans::plan(&problem, 8192, PathChoice::Heuristic);
-        let cuda = emit_launch(&launch.attention).expect("emit");
+        let cuda = emit_launch(&unified_plans::warpgroup_launch(problem, 8192)).expect("emit");
         let carried = cuda.source.matches("issued before complete here").count();
         assert!(
             carried >= 2,

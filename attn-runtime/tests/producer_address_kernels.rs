@@ -9,14 +9,15 @@ mod unified_plans;
 
 use attn_runtime::jit::CudaSource;
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
-use unified_plans::p0_warpgroup_launch;
+use unified_plans::{p0, warpgroup_launch};
 
 /// Every cut, the feature list the MLA test below sets too.
 const ALL_CUTS: &str = "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row";
 
 #[test]
 fn p0_producer_takes_every_address_cut() {
-    let launch = p0_warpgroup_launch(ALL_CUTS);
+    std::env::set_var("ATTN_CODEGEN_ENABLE", ALL_CUTS);
+    let launch = warpgroup_launch(p0(), 16384);
     // The strides promised in `int`'s range are part of the kernel's key.
     let key = attn_runtime::ops::unified_attention::gpu::kernel_key(&launch);
     assert!(

@@ -12,11 +12,15 @@ mod unified_plans;
 
 use attn_runtime::jit::CudaSource;
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
-use unified_plans::p0_warpgroup_launch;
+use unified_plans::{p0, warpgroup_launch};
 
 #[test]
 fn five_cuts_shrink_the_producer_and_leave_the_consumers_as_shipped() {
-    let launch = p0_warpgroup_launch("page_pointer,byte_rows,mask_bound,split_row_step,wide_mul");
+    std::env::set_var(
+        "ATTN_CODEGEN_ENABLE",
+        "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul",
+    );
+    let launch = warpgroup_launch(p0(), 16384);
     let k = emit_launch(&launch).expect("emit");
     assert!(
         !k.source.contains("attn_page_row("),

@@ -7,18 +7,12 @@ mod sass_support;
 mod unified_plans;
 
 use attn_runtime::jit::CudaSource;
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmaKind};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
-use attn_runtime::ops::unified_attention::plan::PathChoice;
-use unified_plans::{p0, plan};
+use unified_plans::{p0, warpgroup_launch};
 
 #[test]
 fn p0_producer_addresses_rows_from_their_page() {
-    let p = AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p0()
-    };
-    let k = emit_launch(&plan(&p, 16384, PathChoice::Heuristic).attention).expect("emit");
+    let k = emit_launch(&warpgroup_launch(p0(), 16384)).expect("emit");
     assert!(
         k.source.contains("(long long)(p * 16 % 16 + tid / 8) * ("),
         "each pass's row from its page's first"

@@ -8,10 +8,10 @@ mod sass_support;
 mod unified_plans;
 
 use attn_runtime::jit::CudaSource;
-use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding, MmaKind};
+use attn_runtime::ops::unified_attention::config::{AttentionProblem, MmRangeEncoding};
 use attn_runtime::ops::unified_attention::gpu::emit_launch;
 use attn_runtime::ops::unified_attention::plan::{LaunchPlan, PathChoice};
-use unified_plans::{p0, p1, p3, plan};
+use unified_plans::{p0, p1, p3, plan, warpgroup};
 
 /// The sm_90a cubin of the plan's kernel, compiled spill-free (no spill stores or loads, no
 /// stack frame: every kernel, P0 included since its masked scores became one opaque `selp`,
@@ -41,14 +41,6 @@ fn sm90a_loop(
     let (line, counts) = sass_support::main_loop(label, &sm90a_cubin(label, plan));
     println!("{label} sm_90a SASS {line}");
     (line, counts)
-}
-
-/// The launch table's warpgroup entry for a problem (the op's choice on an sm_90a device).
-fn warpgroup(p: AttentionProblem) -> AttentionProblem {
-    AttentionProblem {
-        mma: MmaKind::Warpgroup,
-        ..p
-    }
 }
 
 /// Pinned per-KV-tile counts of the loop: warpgroup MMAs only (no `mma.sync`, no

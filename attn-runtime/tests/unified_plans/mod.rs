@@ -52,16 +52,18 @@ pub fn p0() -> AttentionProblem {
     }
 }
 
-/// P0's attention launch as an sm_90a device plans it (warpgroup MMAs), with the
-/// code-generation opt-ins `features` switched on (`ATTN_CODEGEN_ENABLE`: read once a
-/// process, so a test binary of its own per feature list).
-pub fn p0_warpgroup_launch(features: &str) -> KernelLaunch {
-    std::env::set_var("ATTN_CODEGEN_ENABLE", features);
-    let p = AttentionProblem {
+/// The launch table's warpgroup entry for a problem (the op's choice on an sm_90a device).
+pub fn warpgroup(p: AttentionProblem) -> AttentionProblem {
+    AttentionProblem {
         mma: MmaKind::Warpgroup,
-        ..p0()
-    };
-    plan(&p, 16384, PathChoice::Heuristic).attention
+        ..p
+    }
+}
+
+/// The attention launch of `p` on `tokens` query tokens as an sm_90a device plans it
+/// (warpgroup MMAs, the heuristic path).
+pub fn warpgroup_launch(p: AttentionProblem, tokens: usize) -> KernelLaunch {
+    plan(&warpgroup(p), tokens, PathChoice::Heuristic).attention
 }
 
 pub fn p3() -> AttentionProblem {
