@@ -50,16 +50,28 @@ fn keys_and_values_fill_and_release_their_own_parts() {
     assert_eq!((kept, reused), (3, 3), "{producer}");
 }
 
+/// Rings of three stages and of two (the opt-in `two_stage_overlap`, below).
+const STAGES: [u32; 2] = [3, 2];
+
 #[test]
 fn flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::dense_flash("K and V rings of their own", 3, &[128]);
+    for stages in STAGES {
+        let label = format!("K and V rings of their own, {stages} stages");
+        overlap_cases::dense_flash(&label, stages, &[128]);
+    }
 }
 
 #[test]
 fn paged_flash_attention_matches_the_executor() {
     setup();
-    overlap_cases::paged("K and V rings of their own", 3, 128);
+    for stages in STAGES {
+        overlap_cases::paged(
+            &format!("K and V rings of their own, {stages} stages"),
+            stages,
+            128,
+        );
+    }
 }
 
 /// Two stages (P1's D 256 tiles, where a third does not fit beside the queries; opt-in,
@@ -77,16 +89,4 @@ fn two_stages_take_the_previous_stage_once_split() {
     plain.num_stages = 2;
     let src = attn_dsl::codegen::emit_cuda(&plain).expect("emit").source;
     assert!(src.contains(": (attn_stage__ ^ 1)) * "), "{src}");
-}
-
-#[test]
-fn two_stage_flash_attention_matches_the_executor() {
-    setup();
-    overlap_cases::dense_flash("K and V rings of their own, two stages", 2, &[128]);
-}
-
-#[test]
-fn two_stage_paged_flash_attention_matches_the_executor() {
-    setup();
-    overlap_cases::paged("K and V rings of their own, two stages", 2, 128);
 }
