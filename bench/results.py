@@ -25,6 +25,7 @@ timed iterations): `unified_attention` (`BENCH P0 time=<us>us rate=<r>TFLOP/s|GB
 """
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -113,9 +114,11 @@ def stamp(rows, impl, date, commit, regime="sustained"):
     out = []
     for r in rows:
         rec = {"row": r["row"], "impl": impl, "ms": round(r["ms"], 5)}
-        for k in ("tflops", "tb_s", "span"):
+        for k in ("tflops", "tb_s"):
             if k in r:
-                rec[k] = round(r[k], 3) if k != "span" else r[k]
+                rec[k] = round(r[k], 3)
+        if "span" in r:
+            rec["span"] = r["span"]
         rec.update({"date": date, "commit": commit, "regime": regime})
         out.append(rec)
     return out
@@ -131,8 +134,6 @@ def regime(rec):
 def load_clocks(path):
     """`scripts/bench-h200`'s nvidia-smi samples: [(unix seconds, MHz, W)]. Its timestamps
     are the host's local time, read back on the same host."""
-    import datetime
-
     out = []
     with open(path) as f:
         for line in f:
