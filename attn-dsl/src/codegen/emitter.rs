@@ -897,12 +897,19 @@ impl<'f> Emitter<'f> {
         let iters = body.args.get(1..).unwrap_or(&[]);
         let carried = self.declare_carried(&op.results, &[&op.results, iters], inits);
         self.assign_all(&carried, inits)?;
-        for g in &gbody.ops {
-            if let GpuOp::MmaWaitCarried { dot, value } = g {
-                self.carried_acc
-                    .insert(self.f.op(*dot).results[0].0, *value);
-            }
-        }
+        // PV accumulating in place into a carried value (`gpu_ir::pv_wait_behind`): for
+        // this loop's body only (the unsplit program emits the same dot without it).
+        let carried_into: Vec<(u32, ValueId)> = gbody
+            .ops
+            .iter()
+            .filter_map(|g| match g {
+                GpuOp::MmaWaitCarried { dot, value } => {
+                    Some((self.f.op(*dot).results[0].0, *value))
+                }
+                _ => None,
+            })
+            .collect();
+        self.carried_acc.extend(carried_into.iter().copied());
         for (i, _) in &deferred {
             let r = op.results[*i];
             self.on_owner_of(r, |e| e.start_row_sum(r))?;
@@ -917,6 +924,9 @@ impl<'f> Emitter<'f> {
         }
         for a in held {
             self.held_a.remove(&a.0);
+        }
+        for (res, _) in carried_into {
+            self.carried_acc.remove(&res);
         }
         Ok(())
     }
