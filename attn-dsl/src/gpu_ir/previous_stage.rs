@@ -57,12 +57,17 @@ const MIN_PV_COLUMNS: usize = 128;
 /// Whether the form can apply to `f` at all (switched on, a ring deep enough): worth
 /// rewriting its loop with PV behind to find out.
 pub fn worth_trying(f: &Function) -> bool {
-    let least = if crate::features::on("split_ring") && crate::features::on("two_stage_overlap") {
+    let split = crate::features::on("split_ring") && crate::features::on("two_stage_overlap");
+    crate::features::on("previous_stage") && f.num_stages as usize >= least_stages(split)
+}
+
+/// The fewest stages the form keeps a tile in flight with: one ring, or K's and V's parts.
+fn least_stages(split: bool) -> usize {
+    if split {
         MIN_STAGES_SPLIT
     } else {
         MIN_STAGES
-    };
-    crate::features::on("previous_stage") && f.num_stages as usize >= least
+    }
 }
 
 /// Whether `f`'s ring loop `loop_op` takes the form (the split asks, to have its copies
@@ -118,9 +123,10 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
 /// Whether a program reads a ring's previous stage (the form applied) with a tile in
 /// flight: three stages of one ring, or K's and V's rings of their own.
 pub fn reads_previous_stage(p: &GpuProgram) -> bool {
-    let in_flight = p.specialization.as_ref().is_some_and(|ws| {
-        ws.stages >= MIN_STAGES || (ws.parts == 2 && ws.stages >= MIN_STAGES_SPLIT)
-    });
+    let in_flight = p
+        .specialization
+        .as_ref()
+        .is_some_and(|ws| ws.stages >= least_stages(ws.parts == 2));
     in_flight && reads_previous(p)
 }
 
