@@ -292,5 +292,23 @@ class SustainedTimingTest(unittest.TestCase):
         self.assertGreater(len(warm), 20)
         self.assertGreater(len(calls) - len(warm), 20)
 
+
+class ImplFilterTest(unittest.TestCase):
+    def peers_with(self, impls):
+        p = peers.Peers.__new__(peers.Peers)  # no torch: only the filter is under test
+        p.args = peers.argparse.Namespace(impls=impls)
+        return p
+
+    def test_no_filter_times_every_peer(self):
+        p = self.peers_with(None)
+        self.assertTrue(p.wanted("flex") and p.wanted("sdpa-cudnn"))
+
+    def test_a_filter_keeps_only_the_named_peers(self):
+        p = self.peers_with("sdpa-cudnn,flex-tuned")
+        self.assertTrue(p.wanted("sdpa-cudnn") and p.wanted("flex-tuned"))
+        self.assertFalse(p.wanted("flex"))
+        self.assertFalse(p.wanted("sdpa-flash"))
+
+
 if __name__ == "__main__":
     unittest.main()

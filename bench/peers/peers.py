@@ -178,7 +178,15 @@ class Peers:
         mk = lambda h, s: t.rand(b, h, s, d, device=self.dev, dtype=t.bfloat16, generator=g) * 2 - 1
         return mk(hq, sq), mk(hkv, skv), mk(hkv, skv)
 
+    def wanted(self, impl):
+        """Whether `--impls` (all peers when absent) names `impl`: checked before a peer's
+        setup, so a filtered-out FlexAttention compiles nothing."""
+        impls = getattr(self.args, "impls", None)
+        return not impls or impl in impls.split(",")
+
     def sdpa(self, row, backend, q, k, v, work, **kw):
+        if not self.wanted(backend):
+            return
         t = self.torch
         from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -192,6 +200,8 @@ class Peers:
         self.measure(row, backend, run, **work)
 
     def flex(self, row, impl, q, k, v, mask, work, scale=None, kernel_options=None):
+        if not self.wanted(impl):
+            return
         t = self.torch
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -247,11 +257,14 @@ class Peers:
 
         flops = 2.0 * batch * heads * ctx * 1088
         rate = {"tb_s": batch * ctx * 1152 * 1e-12} if heads <= 16 else {"tflops": flops * 1e-12}
-        self.measure(row, "torch-unfused", run, **rate)
+        if self.wanted("torch-unfused"):
+            self.measure(row, "torch-unfused", run, **rate)
         del lat, q
         t.cuda.empty_cache()
 
     def copy(self):
+        if not self.wanted("torch-copy"):
+            return
         t = self.torch
         n = COPY_BYTES // 2
         src = t.empty(n, device=self.dev, dtype=t.bfloat16).uniform_()
@@ -276,6 +289,7 @@ def main(argv=None):
     ap.add_argument("--date", default=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"))
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--out", help="JSON-lines file to write")
+    ap.add_argument("--impls", help="comma list: time only these peers (e.g. sdpa-cudnn,flex-tuned)")
     args = ap.parse_args(argv)
     rows = [r for r in args.rows.split(",") if r]
     unknown = [r for r in rows if r not in ALL_ROWS]
