@@ -12,6 +12,7 @@ pub mod cpu;
 pub mod cuda_source;
 pub mod exchange;
 pub mod graph;
+mod launches;
 pub mod merge;
 pub mod metadata;
 pub mod op;

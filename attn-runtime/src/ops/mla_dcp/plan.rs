@@ -3,6 +3,7 @@
 //! how the history exchange buffers are laid out. The CPU simulation (`cpu.rs`) and the GPU op
 //! (`op.rs`) execute the same plan, so the only thing they differ in is where buffers live.
 
+use super::launches;
 use super::metadata::{history_len, DcpLayout};
 use crate::kernels::mla_dcp::{compile_kernel_assuming, MlaKernelError};
 use crate::ops::unified_attention::config::MmaKind;
@@ -547,7 +548,7 @@ fn set_constexpr(l: &mut KernelLaunch, name: &'static str, v: ConstValue) {
 }
 
 /// Sets the fused combine + V-up's tile constexprs and its grid over `tokens`.
-fn set_fused_tile(l: &mut KernelLaunch, tile: FusedTile, tokens: usize) {
+pub(super) fn set_fused_tile(l: &mut KernelLaunch, tile: FusedTile, tokens: usize) {
     let int = |v: u32| ConstValue::Int(v.into());
     set_constexpr(l, "BLOCK_T", int(tile.block_t));
     set_constexpr(l, "LAT_CHUNK", int(tile.lat_chunk));
@@ -558,21 +559,17 @@ fn set_fused_tile(l: &mut KernelLaunch, tile: FusedTile, tokens: usize) {
 }
 
 /// Sets the history reduce's columns a program and its grid's column blocks.
-fn set_reduce_cols(l: &mut KernelLaunch, cols: u32) {
+pub(super) fn set_reduce_cols(l: &mut KernelLaunch, cols: u32) {
     set_constexpr(l, "COLS", ConstValue::Int(cols.into()));
     l.grid[2] = 512 / cols.max(1);
 }
 
-fn next_pow2_at_least(x: u32, floor: u32) -> u32 {
+pub(super) fn next_pow2_at_least(x: u32, floor: u32) -> u32 {
     x.max(floor).next_power_of_two()
 }
 
-fn to_i32(what: &'static str, v: u64) -> Result<i32, PlanError> {
+pub(super) fn to_i32(what: &'static str, v: u64) -> Result<i32, PlanError> {
     i32::try_from(v).map_err(|_| PlanError::Overflow { what, value: v })
-}
-
-fn dtype_binding(t: ScalarType) -> (&'static str, ConstValue) {
-    ("T", ConstValue::Dtype(t))
 }
 
 impl DecodeStep {
@@ -771,235 +768,45 @@ impl DecodeStep {
         if let Some(h) = block_h.filter(|h| !HIST_BLOCK_H_CHOICES.contains(h)) {
             return Err(PlanError::HistoryHeads { got: h });
         }
-        let t = self.num_tokens();
-        let d = self.layout.dcp_size;
-        let n = self.heads_per_rank;
-        let dn = u64::from(d) * u64::from(n);
-        let t_i32 = to_i32("num_tokens", t as u64)?;
-        let n_i32 = to_i32("heads_per_rank", u64::from(n))?;
-        let dn_i32 = to_i32("dcp_size * heads_per_rank", dn)?;
-        to_i32(
-            "num_tokens * gathered heads * 576",
-            t as u64 * dn * QK_WIDTH as u64,
-        )?;
-        let grid_t = t as u32;
+        let dims = launches::StepDims::new(self)?;
+        let tiling = HistoryTiling::for_target(dims.gathered, block_h, mma);
+        let shape = launches::HistoryShape {
+            tiling,
+            kv_tile: self.history_kv_tile(tiling, kv_tile)?,
+            num_splits: splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS)),
+        };
+        let exchange = ExchangeLayout::new(dims.dcp as usize, dims.heads as usize, dims.tokens, 2);
+        Ok(DecodePlan {
+            step: self.clone(),
+            num_tokens: dims.tokens,
+            num_splits: shape.num_splits,
+            exchange,
+            history: launches::history(self, &dims, shape, &exchange),
+            history_reduce: launches::history_reduce(self, &dims, shape.num_splits, &exchange),
+            current: launches::current(self, &dims),
+            combine: launches::combine(self, &dims, &exchange),
+            v_up: launches::v_up(self, &dims),
+            combine_v_up: launches::combine_v_up(self, &dims, &exchange),
+        })
+    }
 
+    /// The history's keys a tile: `forced` (a power of two from 16 up to the largest that
+    /// divides the page), else the largest power of two at most the tiling's tile that
+    /// divides the page, so tiles never straddle a block.
+    fn history_kv_tile(
+        &self,
+        tiling: HistoryTiling,
+        forced: Option<u32>,
+    ) -> Result<u32, PlanError> {
         let b = self.layout.block_size;
-        let tiling = HistoryTiling::for_target(dn, block_h, mma);
-        // Largest power of two ≤ the tiling's tile dividing B: tiles never straddle a block.
         let preferred = tiling.kv_tile();
         let page_tile = 1u32 << b.trailing_zeros().min(preferred.trailing_zeros());
         let largest = 1u32 << b.trailing_zeros().min(31);
-        let kv_tile = match kv_tile {
-            None => page_tile,
-            Some(k) if k.is_power_of_two() && (16..=largest).contains(&k) => k,
-            Some(got) => return Err(PlanError::HistoryKvTile { got, max: largest }),
-        };
-        let num_splits = splits.map_or_else(|| self.num_splits(tiling), |s| s.clamp(1, MAX_SPLITS));
-        let exchange = ExchangeLayout::new(d as usize, n as usize, t, 2);
-        let dt = dtype_binding(self.dtype);
-        use BufferRole as R;
-        use PlanArg::{Buffer as Buf, F32, I32, I64};
-
-        let cache_stride_block = i64::from(b) * QK_WIDTH as i64;
-        let block_stride = [("cache_stride_block", cache_stride_block)];
-        let direct = num_splits == 1;
-        let tma = tiling.warpgroups && HIST_TMA;
-        let strides = [
-            I64(exchange.chunk_stride_out() as i64),
-            I64(exchange.chunk_stride_lse() as i64),
-            I64(exchange.lse_offset() as i64),
-        ];
-        let mut history_args = vec![
-            Buf(R::QAll),
-            Buf(R::LatentCache),
-            Buf(R::BlockTable),
-            Buf(R::TokenReq),
-            Buf(R::HistLens),
-            Buf(R::SplitOut),
-            Buf(R::SplitLse),
-            Buf(R::SendOut),
-            Buf(R::SendLse),
-            I32(t_i32),
-            I32(n_i32),
-            I32(dn_i32),
-            F32(self.softmax_scale),
-            I64(self.block_table_stride as i64),
-            I64(cache_stride_block),
-        ];
-        history_args.extend(strides);
-        let history = KernelLaunch {
-            kernel: "mla_history",
-            constexprs: [
-                dt.clone(),
-                ("BLOCK_H", ConstValue::Int(tiling.block_h.into())),
-                ("KV_TILE", ConstValue::Int(kv_tile.into())),
-                ("BLOCK_SIZE", ConstValue::Int(b.into())),
-                ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
-                // One split writes the exchange layout itself: no reduce launch.
-                ("DIRECT", ConstValue::Bool(direct)),
-                // A positive scale is applied in the exponent, after the row max.
-                (
-                    "SCALE_AFTER_MAX",
-                    ConstValue::Bool(self.softmax_scale > 0.0),
-                ),
-                // The copy engine of the key tiles (HIST_TMA).
-                ("TMA", ConstValue::Bool(tma)),
-            ]
-            .into_iter()
-            // Bound only when on, so the kernels' keys without it stay as they were.
-            .chain(
-                attn_dsl::features::lazy_rescale()
-                    .then_some(("LAZY_RESCALE", ConstValue::Bool(true))),
-            )
-            .collect(),
-            grid: [grid_t * tiling.head_tiles, num_splits, 1],
-            args: history_args,
-            // Latent rows start 16-byte aligned: they move by `cp.async`; exchange rows
-            // (256-byte aligned chunks) take the `DIRECT` output in pairs. With `wide_mul`
-            // a page times the block stride is one widening multiply.
-            promises: Promises::kept_by(
-                &[
-                    ("cache_stride_block", cache_stride_block),
-                    ("chunk_stride_out", exchange.chunk_stride_out() as i64),
-                ],
-                if attn_dsl::features::wide_mul() {
-                    &block_stride
-                } else {
-                    &[]
-                },
-            ),
-        };
-        let exchange_args = [I32(t_i32), I32(n_i32)];
-        let mut reduce_args = vec![
-            Buf(R::SplitOut),
-            Buf(R::SplitLse),
-            Buf(R::SendOut),
-            Buf(R::SendLse),
-        ];
-        reduce_args.extend(exchange_args);
-        reduce_args.push(I32(dn_i32));
-        reduce_args.extend(strides);
-        let cols = reduce_cols(u64::from(grid_t) * dn, self.num_sms);
-        let history_reduce = (!direct).then(|| {
-            let mut l = KernelLaunch {
-                kernel: "mla_history_reduce",
-                constexprs: vec![
-                    dt.clone(),
-                    ("NUM_SPLITS", ConstValue::Int(num_splits.into())),
-                    (
-                        "SPLITS_PADDED",
-                        ConstValue::Int(next_pow2_at_least(num_splits, 1).into()),
-                    ),
-                ],
-                grid: [grid_t, dn as u32, 1],
-                args: reduce_args,
-                promises: Promises::default(),
-            };
-            set_reduce_cols(&mut l, cols);
-            l
-        });
-        let max_q = self.query_lens.iter().copied().max().unwrap_or(1);
-        // 32 heads a program on 4 warps: 64 on 4 spilled 192 bytes (sm_90a), and on 8 warps the
-        // part ran 37 µs against 31 at L1 (H200, 2026-12-02T18:1xZ).
-        let cur_block_h = next_pow2_at_least(n.min(CURRENT_BLOCK_H), 16);
-        let current = KernelLaunch {
-            kernel: "mla_current",
-            constexprs: vec![
-                dt.clone(),
-                ("BLOCK_H", ConstValue::Int(cur_block_h.into())),
-                (
-                    "MAX_CHUNK",
-                    ConstValue::Int(next_pow2_at_least(max_q, 16).into()),
-                ),
-            ],
-            grid: [grid_t, n.div_ceil(cur_block_h), 1],
-            args: vec![
-                Buf(R::QLoc),
-                Buf(R::CurKv),
-                Buf(R::TokenReq),
-                Buf(R::CuSeqlensQ),
-                Buf(R::CurOut),
-                Buf(R::CurLse),
-                I32(n_i32),
-                F32(self.softmax_scale),
-            ],
-            promises: Promises::default(),
-        };
-        // The merging launches' arguments: the partials, their outputs, the exchange's (the
-        // fused merge's own part, none until the op says, before the strides).
-        let merge_args = |partials: &[BufferRole], outputs: &[BufferRole], own: &[PlanArg]| {
-            let bufs = partials.iter().chain(outputs).map(|&r| Buf(r));
-            let own = own.iter().cloned();
-            bufs.chain(exchange_args)
-                .chain(own)
-                .chain(strides)
-                .collect::<Vec<_>>()
-        };
-        let partials = [R::RecvOut, R::RecvLse, R::CurOut, R::CurLse];
-        let with_send = [
-            R::RecvOut,
-            R::RecvLse,
-            R::SendOut,
-            R::SendLse,
-            R::CurOut,
-            R::CurLse,
-        ];
-        let merge_constexprs = vec![dt.clone(), ("DCP_SIZE", ConstValue::Int(d.into()))];
-        let combine = KernelLaunch {
-            kernel: "mla_combine",
-            constexprs: [
-                merge_constexprs.clone(),
-                vec![(
-                    "PARTS_PADDED",
-                    ConstValue::Int(next_pow2_at_least(d + 1, 1).into()),
-                )],
-            ]
-            .concat(),
-            grid: [grid_t, n, 1],
-            args: merge_args(&partials, &[R::LatOut], &[]),
-            promises: Promises::default(),
-        };
-        let fused = fused_tile(t, n, d + 1, self.num_sms);
-        let mut combine_v_up = KernelLaunch {
-            kernel: "mla_combine_v_up",
-            // The tile's constexprs follow (`set_fused_tile`).
-            constexprs: merge_constexprs,
-            grid: [grid_t, n, 1],
-            args: merge_args(&with_send, &[R::WUv, R::Y], &[I32(NO_OWN_PART)]),
-            // Exchange chunks are 256-byte aligned (§9.1): the received rows move by
-            // `cp.async` like the current part's.
-            promises: Promises::kept_by(
-                &[("chunk_stride_out", exchange.chunk_stride_out() as i64)],
-                &[],
-            ),
-        };
-        set_fused_tile(&mut combine_v_up, fused, t);
-        let v_up = KernelLaunch {
-            kernel: "mla_v_up",
-            constexprs: vec![dt, ("BLOCK_T", ConstValue::Int(VUP_BLOCK_T.into()))],
-            grid: [grid_t.div_ceil(VUP_BLOCK_T), n, 1],
-            args: vec![
-                Buf(R::LatOut),
-                Buf(R::WUv),
-                Buf(R::Y),
-                I32(t_i32),
-                I32(n_i32),
-            ],
-            promises: Promises::default(),
-        };
-        Ok(DecodePlan {
-            step: self.clone(),
-            num_tokens: t,
-            num_splits,
-            exchange,
-            history,
-            history_reduce,
-            current,
-            combine,
-            v_up,
-            combine_v_up,
-        })
+        match forced {
+            None => Ok(page_tile),
+            Some(k) if k.is_power_of_two() && (16..=largest).contains(&k) => Ok(k),
+            Some(got) => Err(PlanError::HistoryKvTile { got, max: largest }),
+        }
     }
 }
 
