@@ -6,7 +6,7 @@ use attn_dsl::ir::ScalarType;
 use candle_core::{DType, Tensor};
 
 use super::error::{CandleOpError, TensorError};
-use super::unified_call::{CandleCausal, CandleMmRanges, HostMeta, UnifiedCall};
+use super::unified_call::{CandleCausal, CandleMmRanges, CandleVariant, HostMeta, UnifiedCall};
 use crate::ops::unified_attention::args::TokenLayout;
 use crate::ops::unified_attention::paged_cache::CacheGeometry;
 use crate::tensor::extent;
@@ -207,128 +207,187 @@ pub fn check_unified(
         op: "unified attention",
         reference: q.device().clone(),
     };
-    let float = (
-        "bf16, f16 or f32",
-        &[DType::BF16, DType::F16, DType::F32][..],
-    );
-    let qd = c.dims("q", q, 3, "[tokens, query heads, head size]", float)?;
-    let qs = q.stride();
-    if qs[2] != 1 && qd[2] > 1 {
-        return Err(c.strides_error("q", q, "the head dimension must be contiguous (stride 1)"));
+    let (dtype, q_layout, cache) = c.attention_tensors(q, k_cache, v_cache)?;
+    let (block_table_stride, mm_max_ranges) = c.unified_metadata(call)?;
+    let qq_bias_stride0 = c.unified_options(call, q_layout.num_heads)?;
+    let (aux_i32_stride, aux_f32_stride) = match call.variant {
+        Some(v) => c.variant_aux(v)?,
+        None => (0, 0),
+    };
+    if !q.device().is_cuda() {
+        return Err(CandleOpError::NeedsCuda {
+            op: c.op,
+            tensor: "q",
+        });
     }
-    let dtype = scalar_type(q.dtype()).unwrap_or(ScalarType::F32);
-    let same = ("the dtype of q", &[q.dtype()][..]);
-    let kd = c.dims(
-        "k_cache",
-        k_cache,
-        4,
-        "[num_blocks, block_size, kv heads, head size]",
-        same,
-    )?;
-    c.contiguous("k_cache", k_cache)?;
-    let vd = c.dims(
-        "v_cache",
-        v_cache,
-        4,
-        "[num_blocks, block_size, kv heads, head size]",
-        same,
-    )?;
-    c.contiguous("v_cache", v_cache)?;
-    for (i, dim) in ["num_blocks", "block_size", "kv heads", "head size"]
-        .into_iter()
-        .enumerate()
-    {
-        c.extent("v_cache", dim, vd[i], kd[i], "V pages mirror K pages")?;
-    }
-    c.extent(
-        "k_cache",
-        "head size",
-        kd[3],
-        qd[2],
-        "q and the cache share the head size",
-    )?;
-    c.meta(
-        "cu_seqlens_q",
-        &call.cu_seqlens_q,
-        1,
-        "[S + 1] query starts",
-    )?;
-    c.meta("seq_lens", &call.seq_lens, 1, "[S] KV lengths")?;
-    c.meta("block_table", &call.block_table, 2, "[S, max blocks]")?;
-    let block_table_stride = call.block_table.device.stride()[0];
-    if let CandleCausal::PerSequence(t) = call.causal {
-        c.dims(
-            "causal",
-            t,
-            1,
-            "[S] per-sequence flags",
-            ("i32", &[DType::I32]),
+    Ok(UnifiedShapes {
+        dtype,
+        q: q_layout,
+        cache,
+        block_table_stride,
+        mm_max_ranges,
+        qq_bias_stride0,
+        aux_i32_stride,
+        aux_f32_stride,
+    })
+}
+
+impl Checker {
+    /// q `[T, Hq, D]` (its head dimension contiguous) and the K and V caches
+    /// `[num_blocks, block_size, Hkv, D]` (dense, q's dtype, the same extents).
+    fn attention_tensors(
+        &self,
+        q: &Tensor,
+        k_cache: &Tensor,
+        v_cache: &Tensor,
+    ) -> Result<(ScalarType, TokenLayout, CacheGeometry), CandleOpError> {
+        let float = (
+            "bf16, f16 or f32",
+            &[DType::BF16, DType::F16, DType::F32][..],
+        );
+        let qd = self.dims("q", q, 3, "[tokens, query heads, head size]", float)?;
+        let qs = q.stride();
+        if qs[2] != 1 && qd[2] > 1 {
+            return Err(self.strides_error(
+                "q",
+                q,
+                "the head dimension must be contiguous (stride 1)",
+            ));
+        }
+        let dtype = scalar_type(q.dtype()).unwrap_or(ScalarType::F32);
+        let same = ("the dtype of q", &[q.dtype()][..]);
+        let pages = "[num_blocks, block_size, kv heads, head size]";
+        let kd = self.dims("k_cache", k_cache, 4, pages, same)?;
+        self.contiguous("k_cache", k_cache)?;
+        let vd = self.dims("v_cache", v_cache, 4, pages, same)?;
+        self.contiguous("v_cache", v_cache)?;
+        for (i, dim) in ["num_blocks", "block_size", "kv heads", "head size"]
+            .into_iter()
+            .enumerate()
+        {
+            self.extent("v_cache", dim, vd[i], kd[i], "V pages mirror K pages")?;
+        }
+        self.extent(
+            "k_cache",
+            "head size",
+            kd[3],
+            qd[2],
+            "q and the cache share the head size",
         )?;
-        c.contiguous("causal", t)?;
+        let q_layout = TokenLayout {
+            num_tokens: qd[0],
+            num_heads: qd[1],
+            head_size: qd[2],
+            token_stride: qs[0],
+            head_stride: qs[1],
+        };
+        let cache = CacheGeometry {
+            num_blocks: kd[0],
+            block_size: kd[1],
+            num_kv_heads: kd[2],
+            head_size: kd[3],
+        };
+        Ok((dtype, q_layout, cache))
     }
-    let mm_max_ranges = match call.mm_prefix_ranges {
-        CandleMmRanges::None => 0,
-        CandleMmRanges::PerSequence(m) => {
-            c.meta("mm_prefix_ranges", &m, 3, "[S, R, 2] inclusive ranges")?;
-            let d = m.device.dims();
-            c.extent(
-                "mm_prefix_ranges",
-                "pair",
-                d[2],
-                2,
-                "(start, end) per range",
-            )?;
-            d[1]
-        }
-        CandleMmRanges::PerQuery(m) => {
-            c.meta("mm_prefix_ranges", &m, 2, "[T, 2] per-query ranges")?;
-            let d = m.device.dims();
-            c.extent(
-                "mm_prefix_ranges",
-                "pair",
-                d[1],
-                2,
-                "(start, end) per query",
-            )?;
-            0
-        }
-    };
-    if let Some((_, m)) = call.rswa {
-        c.meta("rswa prefix_lens", &m, 1, "[S] prefix lengths")?;
-    }
-    if let Some(t) = call.sinks {
-        c.f32_vector("sinks", t, qd[1])?;
-    }
-    if let Some((t, _)) = call.alibi_slopes {
-        c.f32_vector("alibi_slopes", t, qd[1])?;
-    }
-    let qq_bias_stride0 = match call.qq_bias {
-        Some(t) => {
-            c.dims(
-                "qq_bias",
+
+    /// The batch's metadata (query starts, KV lengths, block table, per-sequence causal
+    /// flags, image ranges, R-SWA prefixes); returns the block table's row stride and the
+    /// image ranges a sequence may have.
+    fn unified_metadata(&self, call: &UnifiedCall<'_>) -> Result<(usize, usize), CandleOpError> {
+        self.meta(
+            "cu_seqlens_q",
+            &call.cu_seqlens_q,
+            1,
+            "[S + 1] query starts",
+        )?;
+        self.meta("seq_lens", &call.seq_lens, 1, "[S] KV lengths")?;
+        self.meta("block_table", &call.block_table, 2, "[S, max blocks]")?;
+        let block_table_stride = call.block_table.device.stride()[0];
+        if let CandleCausal::PerSequence(t) = call.causal {
+            self.dims(
+                "causal",
                 t,
-                2,
-                "[rows, stride0] f32",
-                ("f32", &[DType::F32]),
+                1,
+                "[S] per-sequence flags",
+                ("i32", &[DType::I32]),
             )?;
-            c.contiguous("qq_bias", t)?;
-            t.dims()[1]
+            self.contiguous("causal", t)?;
         }
-        None => 0,
-    };
-    let (mut aux_i32_stride, mut aux_f32_stride) = (0, 0);
-    if let Some(v) = call.variant {
+        let mm_max_ranges = match call.mm_prefix_ranges {
+            CandleMmRanges::None => 0,
+            CandleMmRanges::PerSequence(m) => {
+                self.meta("mm_prefix_ranges", &m, 3, "[S, R, 2] inclusive ranges")?;
+                let d = m.device.dims();
+                self.extent(
+                    "mm_prefix_ranges",
+                    "pair",
+                    d[2],
+                    2,
+                    "(start, end) per range",
+                )?;
+                d[1]
+            }
+            CandleMmRanges::PerQuery(m) => {
+                self.meta("mm_prefix_ranges", &m, 2, "[T, 2] per-query ranges")?;
+                let d = m.device.dims();
+                self.extent(
+                    "mm_prefix_ranges",
+                    "pair",
+                    d[1],
+                    2,
+                    "(start, end) per query",
+                )?;
+                0
+            }
+        };
+        if let Some((_, m)) = call.rswa {
+            self.meta("rswa prefix_lens", &m, 1, "[S] prefix lengths")?;
+        }
+        Ok((block_table_stride, mm_max_ranges))
+    }
+
+    /// The per-head and bias tensors (sinks, ALiBi slopes, qq_bias); returns qq_bias's row
+    /// stride (0 without it).
+    fn unified_options(
+        &self,
+        call: &UnifiedCall<'_>,
+        query_heads: usize,
+    ) -> Result<usize, CandleOpError> {
+        if let Some(t) = call.sinks {
+            self.f32_vector("sinks", t, query_heads)?;
+        }
+        if let Some((t, _)) = call.alibi_slopes {
+            self.f32_vector("alibi_slopes", t, query_heads)?;
+        }
+        let Some(t) = call.qq_bias else {
+            return Ok(0);
+        };
+        self.dims(
+            "qq_bias",
+            t,
+            2,
+            "[rows, stride0] f32",
+            ("f32", &[DType::F32]),
+        )?;
+        self.contiguous("qq_bias", t)?;
+        Ok(t.dims()[1])
+    }
+
+    /// A variant's data rows (`[S, row stride]`, i32 with its host copy, and f32); returns
+    /// their row strides (0 where absent).
+    fn variant_aux(&self, v: CandleVariant<'_>) -> Result<(usize, usize), CandleOpError> {
+        let mut strides = (0, 0);
         if let Some((t, host)) = v.aux_i32 {
-            c.dims(
+            self.dims(
                 "variant aux",
                 t,
                 2,
                 "[S, row stride] i32",
                 ("i32", &[DType::I32]),
             )?;
-            aux_i32_stride = c.rows("variant aux", t)?;
+            strides.0 = self.rows("variant aux", t)?;
             if let Some(h) = host.filter(|h| h.len() != span(t)) {
-                return Err(c.fail(
+                return Err(self.fail(
                     "variant aux",
                     TensorError::HostCopy {
                         device: span(t),
@@ -338,43 +397,17 @@ pub fn check_unified(
             }
         }
         if let Some(t) = v.aux_f32 {
-            c.dims(
+            self.dims(
                 "variant aux_f32",
                 t,
                 2,
                 "[S, row stride] f32",
                 ("f32", &[DType::F32]),
             )?;
-            aux_f32_stride = c.rows("variant aux_f32", t)?;
+            strides.1 = self.rows("variant aux_f32", t)?;
         }
+        Ok(strides)
     }
-    if !q.device().is_cuda() {
-        return Err(CandleOpError::NeedsCuda {
-            op: c.op,
-            tensor: "q",
-        });
-    }
-    Ok(UnifiedShapes {
-        dtype,
-        q: TokenLayout {
-            num_tokens: qd[0],
-            num_heads: qd[1],
-            head_size: qd[2],
-            token_stride: qs[0],
-            head_stride: qs[1],
-        },
-        cache: CacheGeometry {
-            num_blocks: kd[0],
-            block_size: kd[1],
-            num_kv_heads: kd[2],
-            head_size: kd[3],
-        },
-        block_table_stride,
-        mm_max_ranges,
-        qq_bias_stride0,
-        aux_i32_stride,
-        aux_f32_stride,
-    })
 }
 
 /// Checks the MLA decode tensors of one rank: `q_loc [T, N, 576]`, `cur_kv [T, 576]`, the
