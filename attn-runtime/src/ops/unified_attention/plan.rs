@@ -729,6 +729,23 @@ fn attention_launch(
     dtype: ScalarType,
     variant: &MaskVariant,
 ) -> Result<KernelLaunch, PlanError> {
+    let mut args = attention_buffers(cfg, shape);
+    args.extend(attention_scalars(cfg, shape)?);
+    Ok(KernelLaunch {
+        kernel: ATTENTION_KERNEL,
+        bindings: attention_bindings(cfg, dtype, variant, shape.softmax_scale),
+        grid: attention_grid(cfg, shape)?,
+        args,
+        mma: cfg.mma,
+    })
+}
+
+/// The attention kernel's buffer arguments in parameter order: a feature's buffer where the
+/// configuration uses it, else a dummy of its element type.
+fn attention_buffers(
+    cfg: &UnifiedAttentionConfig,
+    shape: &LaunchShape,
+) -> Vec<(&'static str, KernelArg)> {
     use BufferRole as B;
     let buf = KernelArg::Buffer;
     let opt = |on: bool, role: BufferRole, dummy: ScalarType| {
@@ -740,7 +757,7 @@ fn attention_launch(
     };
     let ws = |role| opt(cfg.is_3d, role, ScalarType::F32);
     let per_seq_ranges = cfg.use_mm_prefix && !cfg.use_mm_query_range;
-    let args = vec![
+    vec![
         ("q", buf(B::Query)),
         ("k_cache", buf(B::KeyCache)),
         ("v_cache", buf(B::ValueCache)),
@@ -790,6 +807,15 @@ fn attention_launch(
                 ScalarType::F32,
             ),
         ),
+    ]
+}
+
+/// The attention kernel's scalar arguments in parameter order, each checked to fit its type.
+fn attention_scalars(
+    cfg: &UnifiedAttentionConfig,
+    shape: &LaunchShape,
+) -> Result<Vec<(&'static str, KernelArg)>, PlanError> {
+    Ok(vec![
         ("num_seqs", scalar_i32("num_seqs", shape.num_seqs)?),
         (
             "num_query_heads",
@@ -848,7 +874,15 @@ fn attention_launch(
                 shape.mask_aux_f32_stride.unwrap_or(0),
             )?,
         ),
-    ];
+    ])
+}
+
+/// Programs: q-blocks × KV heads (one axis, heads fastest, under `heads_fastest`) × the 3D
+/// path's segments.
+fn attention_grid(
+    cfg: &UnifiedAttentionConfig,
+    shape: &LaunchShape,
+) -> Result<[u32; 3], PlanError> {
     let blocks = total_q_blocks(shape.num_tokens, shape.num_seqs, cfg.block_q);
     let kv_heads = cfg.num_kv_heads.max(0) as usize;
     let (x, y) = if heads_fastest() {
@@ -868,13 +902,7 @@ fn attention_launch(
             },
         )?,
     ];
-    Ok(KernelLaunch {
-        kernel: ATTENTION_KERNEL,
-        bindings: attention_bindings(cfg, dtype, variant, shape.softmax_scale),
-        grid,
-        args,
-        mma: cfg.mma,
-    })
+    Ok(grid)
 }
 
 /// §5 reduce: grid `(T, Hq)`.
