@@ -17,7 +17,7 @@
 //! allocate no device memory, copy nothing from the host and compile nothing.
 //!
 //! D ranks simulated on one GPU run through [`simulated_decode`] (D contexts sharing one main
-//! stream; the exchange is `simulate_a2a`); the stage functions
+//! stream; the exchange is `simulate_a2a`; `op/simulated.rs`); the stage functions
 //! ([`MlaDcpContext::enqueue_until_exchange`], [`MlaDcpContext::enqueue_exchange`],
 //! [`MlaDcpContext::enqueue_after_exchange`]) expose the same steps one by one.
 
@@ -28,18 +28,20 @@ mod buffers;
 mod config;
 mod error;
 mod host_checks;
+mod simulated;
 mod stage_timing;
 
 pub use ag_rs_glue::{ag_rs_glue_source, AG_RS_GLUE_SOURCE};
 pub use config::{CurrentOrder, ExchangeMode, MlaDcpConfig, StreamOptions, VupPath};
 pub use error::MlaError;
 pub use host_checks::{check_host_inputs, MlaHostInputs};
+pub use simulated::{simulated_decode, simulated_exchange};
 pub use stage_timing::{StageTimeline, StageTimes};
 
 use super::act_dtype::ActivationElem;
 use super::ag_rs::{ag_rs_rank, AgRsBuffers, LseCorrection};
 use super::chunk_layout::ChunkLayout;
-use super::exchange::{a2a_rank, all_gather_rank, simulate_a2a, SelfChunk};
+use super::exchange::{a2a_rank, all_gather_rank, SelfChunk};
 use super::plan::{
     BufferRole, DecodePlan, DecodeStep, ExchangeLayout, KernelLaunch, PlanArg, LATENT, QK_WIDTH,
     V_HEAD,
@@ -1223,127 +1225,6 @@ pub fn mla_dcp_decode<E: DecodeElem>(
     ctx.enqueue_exchange()?;
     ctx.enqueue_after_exchange(args)?;
     Ok(report)
-}
-
-/// Checks that `ctxs` are the D ranks of one simulated step, in rank order, on one main stream.
-fn check_simulated<E: DecodeElem>(
-    ctxs: &[MlaDcpContext<E>],
-    args_len: Option<usize>,
-) -> Result<(), MlaError> {
-    let d = ctxs
-        .first()
-        .map_or(0, |c| c.config.layout.dcp_size as usize);
-    if ctxs.len() != d || d == 0 {
-        return Err(MlaError::RankCount {
-            what: "contexts",
-            got: ctxs.len(),
-            expected: d,
-        });
-    }
-    if let Some(n) = args_len.filter(|&n| n != d) {
-        return Err(MlaError::RankCount {
-            what: "argument sets",
-            got: n,
-            expected: d,
-        });
-    }
-    let Some(first) = ctxs.first() else {
-        return Err(MlaError::RankCount {
-            what: "contexts",
-            got: 0,
-            expected: d,
-        });
-    };
-    for (index, c) in ctxs.iter().enumerate() {
-        if c.config.exchange != ExchangeMode::Simulated {
-            return Err(MlaError::Mismatch {
-                what: "the exchange mode (all must be Simulated)",
-            });
-        }
-        if c.config.dcp_rank as usize != index {
-            return Err(MlaError::RankOrder {
-                index,
-                got: c.config.dcp_rank,
-            });
-        }
-        if c.config.layout != first.config.layout
-            || c.config.heads_per_rank != first.config.heads_per_rank
-        {
-            return Err(MlaError::Mismatch {
-                what: "the DCP layout or heads_per_rank",
-            });
-        }
-        if !same_stream(c.main_stream(), first.main_stream()) {
-            return Err(MlaError::SharedStream { index });
-        }
-    }
-    Ok(())
-}
-
-/// The simulated A2A over all D contexts: `recv_r[src] = send_src[r]` on the shared main stream.
-pub fn simulated_exchange<E: DecodeElem>(ctxs: &mut [MlaDcpContext<E>]) -> Result<(), MlaError> {
-    check_simulated(ctxs, None)?;
-    let first = ctxs.first().ok_or(MlaError::RankCount {
-        what: "contexts",
-        got: 0,
-        expected: 1,
-    })?;
-    let chunk = first.state("simulated exchange")?.chunk;
-    let main = first.main_stream().clone();
-    for c in ctxs.iter() {
-        if c.stage != Stage::HistoryDone || c.state("simulated exchange")?.chunk != chunk {
-            return Err(MlaError::StageOrder {
-                stage: "simulated_exchange",
-                why: "every rank must have enqueued the history of the same step",
-            });
-        }
-    }
-    let total = chunk.total_bytes();
-    first.delay_exchange(&main)?;
-    let mut sends = Vec::with_capacity(ctxs.len());
-    let mut recvs = Vec::with_capacity(ctxs.len());
-    for c in ctxs.iter_mut() {
-        let DecodeBuffers {
-            hist_send,
-            hist_recv,
-            ..
-        } = &mut c.bufs;
-        sends.push(hist_send.slice(0..total));
-        recvs.push(hist_recv.slice_mut(0..total));
-    }
-    simulate_a2a(&main, &chunk, &sends, &mut recvs)?;
-    drop(recvs);
-    drop(sends);
-    for c in ctxs.iter_mut() {
-        c.mark(Mark::Exchanged, &main)?;
-        c.stage = Stage::Exchanged;
-    }
-    Ok(())
-}
-
-/// One decode step of D ranks simulated on one GPU (spec §9.5): `ctxs[r]` and `args[r]` are
-/// rank r's (Simulated mode, one shared main stream, rank order). Each rank's result is its
-/// context's [`MlaDcpContext::output`].
-pub fn simulated_decode<E: DecodeElem>(
-    ctxs: &mut [MlaDcpContext<E>],
-    args: &[MlaDcpDecodeArgs<'_, E>],
-) -> Result<Vec<LaunchReport>, MlaError> {
-    check_simulated(ctxs, Some(args.len()))?;
-    // All ranks first: a later rank's module loads must not land inside an earlier rank's
-    // fork/join window (see `prepare_call`).
-    for (c, a) in ctxs.iter_mut().zip(args) {
-        c.prepare_call(a)?;
-    }
-    let reports = ctxs
-        .iter_mut()
-        .zip(args)
-        .map(|(c, a)| c.enqueue_prepared(a))
-        .collect::<Result<Vec<_>, _>>()?;
-    simulated_exchange(ctxs)?;
-    for (c, a) in ctxs.iter_mut().zip(args) {
-        c.enqueue_after_exchange(a)?;
-    }
-    Ok(reports)
 }
 
 #[cfg(test)]
