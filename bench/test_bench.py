@@ -151,6 +151,14 @@ class Table(unittest.TestCase):
         self.assertEqual(out, "intro\n" + results.BEGIN + "\nnew table\n" + results.END + "\ntail\n")
         self.assertIn(results.BEGIN, results.replace_block("no markers\n", "t\n"))
 
+    def test_a_named_block_leaves_the_default_one_alone(self):
+        begin, end = results.markers("h100")
+        text = results.BEGIN + "\nh200\n" + results.END + "\n" + begin + "\nold\n" + end + "\n"
+        out = results.replace_block(text, "new\n", "h100")
+        self.assertIn(results.BEGIN + "\nh200\n" + results.END, out)
+        self.assertIn(begin + "\nnew\n" + end, out)
+        self.assertNotIn("old", out)
+
 
 class Ingest(unittest.TestCase):
     def test_one_run_from_logs_and_peers(self):
