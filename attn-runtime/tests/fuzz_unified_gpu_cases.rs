@@ -1,4 +1,4 @@
-//! The GPU unified-attention fuzz's 1 200 calls, classified on the CPU (no `gpu` feature):
+//! The GPU unified-attention fuzz's 2 400 calls, classified on the CPU (no `gpu` feature):
 //! the same seeds and generator as `gpu_fuzz_unified.rs`, the same device-view lengths,
 //! run through the op's own host path (`gpu::plan_host`, what `UnifiedAttentionContext::plan`
 //! runs) and then through the launch-time checks that need no driver (the emitted
@@ -26,7 +26,7 @@ use fuzz_support::outcome::{Outcome, Tally};
 use fuzz_support::unified_call::{cache_accepted, gpu_case, gpu_options, host_call, GPU_CASES};
 use fuzz_support::unified_oracle::check;
 
-/// Emitted kernels by `kernel_key` (the GPU profile needs only a few specializations).
+/// Emitted kernels by `kernel_key` (the GPU profile's cases need ~300 specializations).
 type Emitted = BTreeMap<String, Result<CudaKernel, String>>;
 
 /// What the launcher checks before the driver call, for one launch of the plan.
@@ -101,7 +101,10 @@ fn gpu_fuzz_cases_classify_on_the_host() {
             ));
         }
     }
-    println!("GPU fuzz cases on the host: {tally}");
+    println!(
+        "GPU fuzz cases on the host: {tally}; {} specializations",
+        emitted.len()
+    );
     assert!(wrong.is_empty(), "{tally}\n{}", wrong.join("\n"));
     assert!(tally.clean(), "{tally}");
     assert_eq!(tally.total(), GPU_CASES as usize, "{tally}");

@@ -1,4 +1,4 @@
-//! GPU fuzz of the unified-attention op (issue 13; feature `gpu`): 1 200 argument sets from
+//! GPU fuzz of the unified-attention op (issue 13; feature `gpu`): 2 400 argument sets from
 //! the host fuzz's generators (GPU profile: few constexpr values), each turned into real
 //! device buffers and passed to `unified_attention`. Malformed sets must come back as typed
 //! errors, valid ones must launch and match the f64 reference (outputs poisoned with NaN);
@@ -247,9 +247,21 @@ fn gpu_fuzz_unified_attention() {
         .filter(|c| check(c).is_ok())
         .filter_map(|c| plan_host(&host_call(&c), ctx.options()).ok())
         .collect();
-    ctx.precompile(&plans, threads()).expect("precompile");
+    let start = std::time::Instant::now();
+    let compiled = ctx.precompile(&plans, threads()).expect("precompile");
+    // Progress on stderr: a run cut short by a device call's limit says where it was.
+    eprintln!(
+        "GPU unified fuzz: {compiled} specializations compiled in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
     let mut tally = Tally::default();
     for seed in 1..=CASES {
+        if seed % 200 == 0 {
+            eprintln!(
+                "GPU unified fuzz: {seed} of {CASES} cases at {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
+        }
         let c = gpu_case(seed);
         let verdict = check(&c);
         let data = host_data(&c, cache_elems(&c), seed);
