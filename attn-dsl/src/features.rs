@@ -149,6 +149,10 @@ pub const OPT_IN: Table = &[
     ),
     ("rotate", "scores computed one tile ahead"),
     (
+        "short_last",
+        "a sliding-window grid's short first q-blocks of every head launched last",
+    ),
+    (
         "seesaw",
         "two warpgroups take a key loop's tiles in turn, each its own scores",
     ),
@@ -280,6 +284,13 @@ pub(crate) fn enabled(feature: &str) -> bool {
 /// the heads fastest (opt-in: `ATTN_CODEGEN_ENABLE=heads_fastest`; read by the op's plan).
 pub fn heads_fastest() -> bool {
     on("heads_fastest")
+}
+
+/// Whether a sliding-window unified-attention grid launches the first q-blocks of every KV
+/// head (those whose window the sequence's start clips) last, heads fastest, and the others
+/// head by head as before (opt-in: `ATTN_CODEGEN_ENABLE=short_last`; read by the op's plan).
+pub fn short_last() -> bool {
+    on("short_last")
 }
 
 /// Whether a launch promises its 64-bit strides in `int`'s range where they are, so a page

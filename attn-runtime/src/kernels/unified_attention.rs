@@ -540,6 +540,10 @@ pub mod unified {
     /// `HEADS_FASTEST` (opt-in, `plan::heads_fastest`): the grid is one axis of
     /// `q-blocks × KV heads`, the heads fastest (else q-blocks on x, KV heads on y).
     ///
+    /// `SHORT_LAST` (opt-in, `plan::short_last`): the grid stays q-blocks × KV heads, but its
+    /// programs in launch order take the first `cdiv(SLIDING_WINDOW − 1, BLOCK_Q)` q-blocks
+    /// of every head last, heads fastest, and the others head by head, longest first.
+    ///
     /// `SCALE_AFTER_MAX` (set by the op for a positive `softmax_scale` and plain scores, or
     /// softcapped ones, see `plan::scale_after_max`): the scores are scaled in the exponent,
     /// not before the max (by the softcap, for softcapped scores).
@@ -622,6 +626,7 @@ pub mod unified {
         const TILE_RANGES: i32 = 1,
         const V_GUARD_FIRST_KEY: bool = false,
         const HEADS_FASTEST: bool = false,
+        const SHORT_LAST: bool = false,
         const SCALE_AFTER_MAX: bool = false,
         const MASK_INTERVALS: bool = false,
         const LAZY_RESCALE: bool = false,
@@ -674,6 +679,25 @@ pub mod unified {
             let pid = program_id(0);
             q_block_global = num_programs(0) / kv_heads - 1 - pid / kv_heads;
             kv_head = pid % kv_heads;
+        }
+        if SHORT_LAST {
+            // Launch order (x fastest, then y) as one index: the long q-blocks of each head
+            // in turn, then the short first ones (a window the sequence's start clips) of
+            // every head, so the grid's last wave is the shortest programs of all heads
+            // while neighbouring long programs still share a head's keys in L2.
+            let blocks = num_programs(0);
+            let kv_heads = num_programs(1);
+            let pid = program_id(1) * blocks + program_id(0);
+            let short = min(blocks, cdiv(SLIDING_WINDOW - 1, BLOCK_Q));
+            let long = blocks - short;
+            if pid < long * kv_heads {
+                kv_head = pid / long;
+                q_block_global = blocks - 1 - pid % long;
+            } else {
+                let r = pid - long * kv_heads;
+                kv_head = r % kv_heads;
+                q_block_global = short - 1 - r / kv_heads;
+            }
         }
         let seq_idx = find_seq_idx::<BLOCK_Q>(cu_seqlens_q, q_block_global, num_seqs);
         let q_start = load(cu_seqlens_q + seq_idx);

@@ -638,6 +638,7 @@ pub fn attention_bindings(
     .into_iter()
     // Bound only when on, so the kernels' keys without it stay as they were.
     .chain(attn_dsl::features::lazy_rescale().then(|| ("LAZY_RESCALE", flag(true))))
+    .chain(short_last(cfg).then(|| ("SHORT_LAST", flag(true))))
     .chain(
         variant
             .constexprs
@@ -659,6 +660,17 @@ pub fn attention_bindings(
 /// neighbouring programs no longer sharing KV heads in L2), so it is not shipped.
 pub fn heads_fastest() -> bool {
     attn_dsl::features::heads_fastest()
+}
+
+/// Whether the attention grid launches each KV head's short first q-blocks last
+/// (`SHORT_LAST`; opt-in, `ATTN_CODEGEN_ENABLE=short_last`): a sliding window on the 2D grid,
+/// heads not fastest (that order already ends on every head's first q-blocks). A prefill of
+/// one long sequence then ends its launch on its shortest programs, while the long ones keep
+/// their head-by-head order (neighbouring programs sharing a head's keys in L2): P1's model
+/// of the tail puts the gain at ~2 % (docs/gpu_ir.md, "The grid's tail"). Any batch stays
+/// correct: the order is a permutation of the programs.
+pub fn short_last(cfg: &UnifiedAttentionConfig) -> bool {
+    attn_dsl::features::short_last() && cfg.sliding_window > 0 && !cfg.is_3d && !heads_fastest()
 }
 
 /// Whether the kernel scales the scores in the exponent instead of before the row max
