@@ -671,24 +671,20 @@ pub mod unified {
         // (longest first: P0 2.53 -> 2.40 ms on the H200).
         let mut q_block_global = num_programs(0) - 1 - program_id(0);
         let mut kv_head = program_id(1);
-        if HEADS_FASTEST {
-            // One grid axis over (q-block, KV head), the heads fastest: the grid's tail is
-            // then the first q-blocks of every head (the fewest keys), not one head's blocks
-            // from longest to shortest.
-            let kv_heads = num_query_heads / NUM_QUERIES_PER_KV;
-            let pid = program_id(0);
-            q_block_global = num_programs(0) / kv_heads - 1 - pid / kv_heads;
-            kv_head = pid % kv_heads;
-        }
-        if SHORT_LAST {
-            // Launch order (x fastest, then y) as one index: the long q-blocks of each head
-            // in turn, then the short first ones (a window the sequence's start clips) of
-            // every head, so the grid's last wave is the shortest programs of all heads
+        if HEADS_FASTEST || SHORT_LAST {
+            // The launch index (x fastest, then y; `HEADS_FASTEST` launches one axis) read as:
+            // the long q-blocks of each KV head in turn, longest first, then the `short`
+            // first q-blocks (the fewest keys) of every head, heads fastest. Heads fastest
+            // all q-blocks are short; `SHORT_LAST` takes those whose window the sequence's
+            // start clips, so the grid's last wave is the shortest programs of all heads
             // while neighbouring long programs still share a head's keys in L2.
-            let blocks = num_programs(0);
-            let kv_heads = num_programs(1);
-            let pid = program_id(1) * blocks + program_id(0);
-            let short = min(blocks, cdiv(SLIDING_WINDOW - 1, BLOCK_Q));
+            let kv_heads = num_query_heads / NUM_QUERIES_PER_KV;
+            let pid = program_id(1) * num_programs(0) + program_id(0);
+            let blocks = num_programs(0) * num_programs(1) / kv_heads;
+            let mut short = min(blocks, cdiv(SLIDING_WINDOW - 1, BLOCK_Q));
+            if HEADS_FASTEST {
+                short = blocks;
+            }
             let long = blocks - short;
             if pid < long * kv_heads {
                 kv_head = pid / long;
