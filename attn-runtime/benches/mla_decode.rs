@@ -35,8 +35,8 @@ use attn_runtime::ops::mla_dcp::op::{
 use attn_runtime::ops::mla_dcp::plan::{DecodeStep, FusedTile, QK_WIDTH};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
+use attn_runtime::timing::EventTimer;
 use criterion::{Criterion, Throughput};
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use half::bf16;
 use std::path::Path;
@@ -533,23 +533,28 @@ fn sustained_ms(
         (0..per_batch).try_for_each(|_| step())?;
         sync()?;
     }
-    let event = || {
-        main.context()
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| e.to_string())
-    };
-    let (start, end) = (event()?, event()?);
+    let timer = EventTimer::new(main).map_err(|e| e.to_string())?;
     let mut per_step = Vec::new();
     let measured = std::time::Instant::now();
     while measured.elapsed() < SUSTAIN_MEASURE || per_step.len() < 5 {
-        start.record(main).map_err(|e| e.to_string())?;
-        (0..per_batch).try_for_each(|_| step())?;
-        end.record(main).map_err(|e| e.to_string())?;
-        end.synchronize().map_err(|e| e.to_string())?;
-        let ms = start.elapsed_ms(&end).map_err(|e| e.to_string())?;
-        per_step.push(f64::from(ms) / per_batch as f64);
+        per_step.push(batch_ms(main, &timer, per_batch, step)?);
     }
     Ok(per_step)
+}
+
+/// Per-step device milliseconds of `steps` runs of `step` back to back between `timer`'s
+/// events on `main` (waits for the last).
+fn batch_ms(
+    main: &Arc<CudaStream>,
+    timer: &EventTimer,
+    steps: usize,
+    step: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<f64, String> {
+    timer.start(main).map_err(|e| e.to_string())?;
+    (0..steps).try_for_each(|_| step())?;
+    timer.stop(main).map_err(|e| e.to_string())?;
+    let ms = timer.elapsed_ms().map_err(|e| e.to_string())?;
+    Ok(f64::from(ms) / steps as f64)
 }
 
 /// Device milliseconds of [`PROFILED_RUNS`] runs of `step`, each between two events on
@@ -558,21 +563,9 @@ fn isolated_ms(
     main: &Arc<CudaStream>,
     step: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Vec<f64>, String> {
-    let event = || {
-        main.context()
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| e.to_string())
-    };
-    let (start, end) = (event()?, event()?);
+    let timer = EventTimer::new(main).map_err(|e| e.to_string())?;
     (0..PROFILED_RUNS)
-        .map(|_| {
-            start.record(main).map_err(|e| e.to_string())?;
-            step()?;
-            end.record(main).map_err(|e| e.to_string())?;
-            end.synchronize().map_err(|e| e.to_string())?;
-            let ms = start.elapsed_ms(&end).map_err(|e| e.to_string())?;
-            Ok(f64::from(ms))
-        })
+        .map(|_| batch_ms(main, &timer, 1, step))
         .collect()
 }
 
