@@ -243,6 +243,8 @@ class Peers:
 
     def mla(self, batch, ctx, heads):
         """Absorbed MLA decode, unfused: S = Q·Kᵀ over 576, softmax, O = P·K[:, :512]."""
+        if not self.wanted("torch-unfused"):
+            return
         t = self.torch
         row = f"L {batch}x{ctx} h{heads} dcp1"
         scale = 0.1352337788608801  # DeepSeek-V3 (192^-0.5 with the YaRN factor), as the bench
@@ -257,8 +259,7 @@ class Peers:
 
         flops = 2.0 * batch * heads * ctx * 1088
         rate = {"tb_s": batch * ctx * 1152 * 1e-12} if heads <= 16 else {"tflops": flops * 1e-12}
-        if self.wanted("torch-unfused"):
-            self.measure(row, "torch-unfused", run, **rate)
+        self.measure(row, "torch-unfused", run, **rate)
         del lat, q
         t.cuda.empty_cache()
 
