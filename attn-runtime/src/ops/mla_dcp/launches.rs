@@ -87,6 +87,13 @@ pub(super) struct HistoryShape {
     pub num_splits: u32,
 }
 
+impl HistoryShape {
+    /// One split writes the exchange layout itself (`DIRECT`): no reduce launch.
+    fn direct(&self) -> bool {
+        self.num_splits == 1
+    }
+}
+
 /// `mla_history`: split-KV attention of all D·N gathered heads over the rank's shard.
 pub(super) fn history(
     step: &DecodeStep,
@@ -122,8 +129,7 @@ pub(super) fn history(
             ("KV_TILE", int(shape.kv_tile)),
             ("BLOCK_SIZE", int(step.layout.block_size)),
             ("NUM_SPLITS", int(shape.num_splits)),
-            // One split writes the exchange layout itself: no reduce launch.
-            ("DIRECT", ConstValue::Bool(shape.num_splits == 1)),
+            ("DIRECT", ConstValue::Bool(shape.direct())),
             // A positive scale is applied in the exponent, after the row max.
             (
                 "SCALE_AFTER_MAX",
@@ -161,12 +167,13 @@ pub(super) fn history(
 pub(super) fn history_reduce(
     step: &DecodeStep,
     dims: &StepDims,
-    num_splits: u32,
+    shape: HistoryShape,
     exchange: &ExchangeLayout,
 ) -> Option<KernelLaunch> {
-    if num_splits == 1 {
+    if shape.direct() {
         return None;
     }
+    let num_splits = shape.num_splits;
     let mut args = vec![
         Buf(R::SplitOut),
         Buf(R::SplitLse),

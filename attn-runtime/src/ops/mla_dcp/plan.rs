@@ -782,7 +782,7 @@ impl DecodeStep {
             num_splits: shape.num_splits,
             exchange,
             history: launches::history(self, &dims, shape, &exchange),
-            history_reduce: launches::history_reduce(self, &dims, shape.num_splits, &exchange),
+            history_reduce: launches::history_reduce(self, &dims, shape, &exchange),
             current: launches::current(self, &dims),
             combine: launches::combine(self, &dims, &exchange),
             v_up: launches::v_up(self, &dims),
