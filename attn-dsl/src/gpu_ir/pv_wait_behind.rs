@@ -28,9 +28,9 @@
 //! The stage is held until the next scores completed instead of until PV did, so the
 //! producer refills it that much later. Timed (H100, session 25): P1 0.6 % faster, P3 3.4 %
 //! slower, so it stays opt-in (docs/gpu_ir.md). Exact: the same MMAs on the same operands,
-//! the accumulator read only after its wait. Applies to a split loop of one ring part whose body ends with PV (its
-//! wait inline, reading the current stage), the current stage's release and the yield of
-//! PV's result, the carried accumulator read only before PV.
+//! the accumulator read only after its wait. Applies to a split loop of one ring part whose
+//! body ends with PV (its wait inline, reading the current stage), the current stage's
+//! release and the yield of PV's result, the carried accumulator read only before PV.
 
 use super::mma_defer::reads;
 use super::program::{loop_holder, GpuBlock, GpuOp, GpuProgram, OperandSource, Stage, StageSync};
