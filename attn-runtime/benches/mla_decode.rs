@@ -4,9 +4,9 @@
 //! context, N = 64 own heads, the exchange replaced by a device copy of the same bytes).
 //!
 //! Per row it prints
-//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> isolated=<us> profiled=<us> graph=<us> hist=<us>
-//! reduce=<us> exchange=<us> current=<us> combine=<us> vup=<us> gather=<us> splits=<n>
-//! span=<t0>-<t1>` (the wall-clock seconds the sustained timing ran in)
+//! `BENCH <row> time=<us> tflops=<..> gbs=<..> floor%=<..> isolated=<us> profiled=<us>
+//! graph=<us> hist=<us> reduce=<us> exchange=<us> current=<us> combine=<us> vup=<us>
+//! gather=<us> splits=<n> span=<t0>-<t1>` (the wall-clock seconds the sustained timing ran in)
 //! (`time`: steps back to back on a context without stage events, after 1 s of them the
 //! median per-step time of ~10 ms batches over 2 s, the regime criterion times the unified
 //! rows in and `bench/peers/peers.py` its peers: the power limit lowers the clock within a
@@ -475,8 +475,8 @@ fn host_phases_us(
 
 /// Device milliseconds of isolated replays of the step captured in a CUDA graph (what a
 /// serving engine's decode runs: no host work between the step's launches), timed like
-/// [`steps_ms`] with [`isolated_ms`]; or why there are none. Capture needs cudarc's event tracking off
-/// (the bench's default; `ATTN_BENCH_EVENT_TRACKING` keeps it on).
+/// [`steps_ms`] with [`isolated_ms`]; or why there are none. Capture needs cudarc's event
+/// tracking off (the bench's default; `ATTN_BENCH_EVENT_TRACKING` keeps it on).
 fn graph_steps_ms(
     dev: &CudaDevice,
     main: &Arc<CudaStream>,

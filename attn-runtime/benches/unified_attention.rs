@@ -10,8 +10,9 @@
 //! counted with `ops::unified_attention::mask::allowed`), decode rows GB/s of KV bytes.
 //! Each row also prints `BENCH <row> time=<us> rate=<..> floor%=<..> ... span=<t0>-<t1>`
 //! (median of the per-iteration times criterion sampled, against the spec's floor; the
-//! span the wall-clock seconds its warm-up and samples ran in, for the clock sampled then). Timing uses
-//! `run_plan` on a plan validated once, so host-side validation is not in the loop.
+//! span the wall-clock seconds its warm-up and samples ran in, for the clock sampled then).
+//! Timing uses `run_plan` on a plan validated once, so host-side validation is not in the
+//! loop.
 //!
 //! Run: `cargo bench -p attn-runtime --features gpu --bench unified_attention --
 //! --warm-up-time 1 --measurement-time 2` (append a row id, e.g. `P1`, to filter).
