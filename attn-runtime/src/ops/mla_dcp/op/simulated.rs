@@ -9,14 +9,20 @@ use super::{
     MlaError, Stage,
 };
 
-/// Checks that `ctxs` are the D ranks of one simulated step, in rank order, on one main stream.
+/// Checks that `ctxs` are the D ranks of one simulated step, in rank order, on one main
+/// stream; returns rank 0's context.
 fn check_simulated<E: DecodeElem>(
     ctxs: &[MlaDcpContext<E>],
     args_len: Option<usize>,
-) -> Result<(), MlaError> {
-    let d = ctxs
-        .first()
-        .map_or(0, |c| c.config.layout.dcp_size as usize);
+) -> Result<&MlaDcpContext<E>, MlaError> {
+    let Some(first) = ctxs.first() else {
+        return Err(MlaError::RankCount {
+            what: "contexts",
+            got: 0,
+            expected: 0,
+        });
+    };
+    let d = first.config.layout.dcp_size as usize;
     if ctxs.len() != d || d == 0 {
         return Err(MlaError::RankCount {
             what: "contexts",
@@ -31,13 +37,6 @@ fn check_simulated<E: DecodeElem>(
             expected: d,
         });
     }
-    let Some(first) = ctxs.first() else {
-        return Err(MlaError::RankCount {
-            what: "contexts",
-            got: 0,
-            expected: d,
-        });
-    };
     for (index, c) in ctxs.iter().enumerate() {
         if c.config.exchange != ExchangeMode::Simulated {
             return Err(MlaError::Mismatch {
@@ -61,17 +60,12 @@ fn check_simulated<E: DecodeElem>(
             return Err(MlaError::SharedStream { index });
         }
     }
-    Ok(())
+    Ok(first)
 }
 
 /// The simulated A2A over all D contexts: `recv_r[src] = send_src[r]` on the shared main stream.
 pub fn simulated_exchange<E: DecodeElem>(ctxs: &mut [MlaDcpContext<E>]) -> Result<(), MlaError> {
-    check_simulated(ctxs, None)?;
-    let first = ctxs.first().ok_or(MlaError::RankCount {
-        what: "contexts",
-        got: 0,
-        expected: 1,
-    })?;
+    let first = check_simulated(ctxs, None)?;
     let chunk = first.state("simulated exchange")?.chunk;
     let main = first.main_stream().clone();
     for c in ctxs.iter() {
