@@ -132,6 +132,10 @@ pub const OPT_IN: Table = &[
         "a producer's copy masks test each row against a uniform bound",
     ),
     (
+        "merge_wgmma",
+        "the MLA merge (fused combine + V-up) on warpgroup MMAs over 64-token tiles",
+    ),
+    (
         "page_pointer",
         "a producer's block-table entries at a constant from one pointer",
     ),
@@ -284,6 +288,13 @@ pub(crate) fn enabled(feature: &str) -> bool {
 /// the heads fastest (opt-in: `ATTN_CODEGEN_ENABLE=heads_fastest`; read by the op's plan).
 pub fn heads_fastest() -> bool {
     on("heads_fastest")
+}
+
+/// Whether the MLA plan runs the fused combine + V-up on warpgroup MMAs over 64-token tiles
+/// where the step has 64 tokens or more (opt-in: `ATTN_CODEGEN_ENABLE=merge_wgmma`; read by
+/// the op's plan on sm_90a).
+pub fn merge_wgmma() -> bool {
+    on("merge_wgmma")
 }
 
 /// Whether a sliding-window unified-attention grid launches the first q-blocks of every KV

@@ -307,9 +307,14 @@ fn bench_row(
     if std::env::var("ATTN_MLA_CUR_ROWS").as_deref() == Ok("out") {
         config.current_rows_from_kv = false;
     }
-    // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK[xSTAGES[xBLOCK_V]]`
-    // (e.g. `32x128`, `16x128x4`, `16x128x2x128`; two stages and 128 columns unless given).
+    // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK[xSTAGES[xBLOCK_V]][w]`
+    // (e.g. `32x128`, `16x128x4`, `16x128x2x128`; two stages and 128 columns unless given;
+    // a trailing `w`, as in `64x64x2x64w`: warpgroup MMAs, sm_90a, 64 tokens).
     if let Ok(tile) = std::env::var("ATTN_MLA_FUSED_TILE") {
+        let (tile, warpgroups) = match tile.strip_suffix('w') {
+            Some(t) => (t.to_string(), true),
+            None => (tile, false),
+        };
         let dims: Vec<u32> = tile
             .split('x')
             .map(|d| d.parse::<u32>().expect("ATTN_MLA_FUSED_TILE"))
@@ -322,6 +327,7 @@ fn bench_row(
                 lat_chunk,
                 stages,
                 block_v,
+                warpgroups,
             });
         }
     }

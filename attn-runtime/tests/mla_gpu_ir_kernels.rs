@@ -448,6 +448,7 @@ fn fused_combine_v_up_tiles_compile_without_spills() {
                 lat_chunk,
                 stages,
                 block_v,
+                warpgroups: false,
             });
             let l = &plan.combine_v_up;
             assert_eq!(l.grid[0], 128 / block_t, "{}", l.key());
@@ -487,6 +488,57 @@ fn fused_combine_v_up_loop_streams_both_operands() {
     assert_eq!((n("LDGSTS"), n("HMMA"), n("BAR")), (12, 64, 1), "{line}");
     assert!(n("LDSM") > 0, "{line}");
     assert_eq!(n("LDL") + n("STL"), 0, "{line}");
+}
+
+/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, the opt-in `merge_wgmma`) at
+/// L1 and its dcp-2 rank: every product a `wgmma` whose operands the ring's descriptors give
+/// (no `ldmatrix`, no `mma.sync`), copies by a producer warpgroup for two parts and by every
+/// thread for three, nothing spilled (sm_90a). Another tile is a typed error when the
+/// kernel is specialized.
+#[test]
+fn fused_combine_v_up_on_warpgroup_mmas() {
+    use attn_runtime::ops::mla_dcp::plan::warpgroup_fused_tile;
+    let arch: Arch = "sm_90a".parse().expect("arch");
+    for dcp in [1, 2] {
+        let mut plan = step(128, 4096, 128, dcp)
+            .plan_tuned(MmaKind::Warpgroup, None, None, None)
+            .expect("plan");
+        plan.retile_combine_v_up(warpgroup_fused_tile());
+        let l = &plan.combine_v_up;
+        let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
+        let split = c.cuda.source.contains("attn_setmaxnreg_inc");
+        assert_eq!(split, dcp == 1, "{}: producer warpgroup", l.key());
+        let src = CudaSource::from_kernel(&c.cuda);
+        let m = sass_support::compile_spill_free(&l.key(), &src, arch);
+        let ModuleImage::Cubin(bytes) = &m.image else {
+            panic!("NVRTC gave no cubin");
+        };
+        let whole = sass_support::whole_kernel(&l.key(), bytes);
+        let n = |k: &str| sass_support::count(&whole, k);
+        println!("{}: {whole:?}", l.key());
+        // A warpgroup's [64, 64] product of a part over a 64-column step: four k-steps.
+        assert!(n("HGMMA") >= 4 * (dcp as usize + 1), "{}", l.key());
+        assert_eq!((n("HMMA"), n("LDSM")), (0, 0), "{}", l.key());
+        assert_eq!(n("LDL") + n("STL"), 0, "{}", l.key());
+    }
+    let mut plan = step(128, 4096, 128, 1)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan");
+    for (block_t, block_v) in [(32, 128), (64, 64)] {
+        plan.retile_combine_v_up(FusedTile {
+            block_t,
+            block_v,
+            ..warpgroup_fused_tile()
+        });
+        let err = plan
+            .combine_v_up
+            .compile()
+            .expect_err("not a warpgroup tile");
+        assert!(
+            err.to_string().contains("WARPGROUPS takes 64 tokens"),
+            "{err}"
+        );
+    }
 }
 
 /// Plain decode as the op runs it with the fused merge (`read_single_key_chunks_from_kv`):

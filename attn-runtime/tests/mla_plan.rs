@@ -4,7 +4,7 @@
 use attn_dsl::ir::ScalarType;
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::{
-    DecodeStep, ExchangeLayout, PlanArg, PlanError, MAX_SPLITS, MIN_KEYS_PER_SPLIT,
+    fused_tile, DecodeStep, ExchangeLayout, PlanArg, PlanError, MAX_SPLITS, MIN_KEYS_PER_SPLIT,
 };
 use attn_runtime::ops::unified_attention::config::MmaKind;
 
@@ -76,12 +76,44 @@ fn one_split_writes_the_exchange_layout_without_a_reduce() {
     assert_eq!(kernels.last(), Some(&"mla_combine_v_up"), "{kernels:?}");
 }
 
+/// The fused combine + V-up on warpgroup MMAs (opt-in `merge_wgmma`): 64 tokens × 128
+/// columns a program, and the `WARPGROUPS` constexpr in the key only then (the `mma.sync`
+/// tiles' keys unchanged); never on `mma.sync`, nor below a warpgroup MMA's 64 tokens.
+#[test]
+fn fused_combine_v_up_on_warpgroups_takes_64_tokens() {
+    use attn_runtime::ops::mla_dcp::plan::{fused_tile_on, warpgroup_fused_tile};
+    let w = warpgroup_fused_tile();
+    assert!(w.warpgroups);
+    assert_eq!(
+        (w.block_t, w.lat_chunk, w.stages, w.block_v),
+        (64, 64, 2, 128)
+    );
+    // Not asked for here (the opt-in is off): the `mma.sync` tile on either target.
+    assert!(!attn_dsl::features::merge_wgmma());
+    for mma in [MmaKind::Sync, MmaKind::Warpgroup] {
+        assert_eq!(
+            fused_tile_on(mma, 512, 128, 2, 132),
+            fused_tile(512, 128, 2, 132)
+        );
+    }
+    let mut p = step(2, &[1; 40], &[600; 40]).plan().expect("plan");
+    assert!(!p.combine_v_up.key().contains("WARPGROUPS"));
+    p.retile_combine_v_up(w);
+    let key = p.combine_v_up.key();
+    assert!(
+        key.contains("BLOCK_T=64,LAT_CHUNK=64,STAGES=2,BLOCK_V=128,WARPGROUPS=true"),
+        "{key}"
+    );
+    assert_eq!(p.combine_v_up.grid, [1, 16, 1]);
+    p.retile_combine_v_up(fused_tile(40, 16, 3, 132));
+    assert!(!p.combine_v_up.key().contains("WARPGROUPS"));
+}
+
 /// The fused combine + V-up takes the largest token tile that still gives every SM four
 /// part-products (64 latent columns a step), or 16 tokens and 128 columns; a step whose
 /// programs would not fill every SM twice splits the 128 output columns in two.
 #[test]
 fn fused_combine_v_up_tiles_fill_the_sms() {
-    use attn_runtime::ops::mla_dcp::plan::fused_tile;
     let tile = |t, n, parts, sms| {
         let f = fused_tile(t, n, parts, sms);
         (f.block_t, f.lat_chunk, f.stages, f.block_v)

@@ -8,8 +8,11 @@
 mod mla_support;
 mod sim_launcher;
 
+use attn_runtime::ops::mla_dcp::plan::warpgroup_fused_tile;
 use attn_runtime::ops::unified_attention::config::MmaKind;
-use mla_support::{check_case_launched, planned_for, sm90a_history_cases, Case};
+use mla_support::{
+    check_case_launched, check_plan_launched, planned_for, sm90a_history_cases, Case,
+};
 use sim_launcher::Landing;
 
 /// `c` checked with its launches simulated (on `mma`'s launcher), unless g++ is missing.
@@ -41,4 +44,23 @@ fn history_on_sm90a_two_ranks_split() {
 fn decode_step_on_sm80() {
     let c = Case::new(2, 8, 16, 8, &[150, 3], &[2, 1]);
     simulated(&planned_for(c, MmaKind::Sync, None), 702);
+}
+
+/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, opt-in `merge_wgmma`) in the
+/// sm_90a step: one rank (two parts, a producer warpgroup feeding the ring) and two ranks
+/// (three parts, every thread copying); fewer tokens than the tile's 64 rows, so the masked
+/// rows are in it too.
+#[test]
+fn fused_merge_on_warpgroup_mmas() {
+    if !sim_launcher::have_gxx() {
+        eprintln!("skipping: no g++");
+        return;
+    }
+    for (i, c) in sm90a_history_cases().iter().enumerate() {
+        let mut plan = c.plan();
+        plan.retile_combine_v_up(warpgroup_fused_tile());
+        assert!(plan.combine_v_up.key().contains("WARPGROUPS=true"));
+        let launcher = sim_launcher::for_target(c.mma, Landing::Early);
+        check_plan_launched(c, &plan, 710 + i as u64, Some(launcher));
+    }
 }

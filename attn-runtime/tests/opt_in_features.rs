@@ -12,6 +12,9 @@
 //! - `pv_wait_behind` (`gpu_ir::pv_wait_behind`; H100, session 25: P1 0.6 % faster, P3
 //!   3.4 % slower): P1's and P3's PV waited for in the next iteration compile spill-free
 //!   without ptxas serializing their warpgroup MMAs.
+//! - `merge_wgmma` (`mla_dcp::plan::fused_tile_on`; built in session 27, not timed): the
+//!   MLA plan's fused combine + V-up on warpgroup MMAs over 64 tokens where a step has them,
+//!   on sm_90a plans only (the kernel itself: `mla_gpu_ir_kernels.rs`, `mla_sim.rs`).
 
 mod sass_support;
 mod unified_common;
@@ -32,7 +35,7 @@ const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
 fn setup() {
     std::env::set_var(
         "ATTN_CODEGEN_ENABLE",
-        "heads_fastest,unroll_scans,pv_wait_behind",
+        "heads_fastest,unroll_scans,pv_wait_behind,merge_wgmma",
     );
 }
 
@@ -116,4 +119,30 @@ fn pv_wait_behind_keeps_p1_and_p3_pipelined() {
             .count();
         assert!(waits <= 4, "{label}: {waits} warpgroup waits");
     }
+}
+
+/// `merge_wgmma`: a warpgroup plan of a step with 64 tokens or more takes the fused merge's
+/// warpgroup tile; fewer tokens, or an `mma.sync` plan, keep the `mma.sync` tile.
+#[test]
+fn merge_wgmma_takes_the_warpgroup_tile_from_64_tokens() {
+    use attn_runtime::ops::mla_dcp::plan::{fused_tile, fused_tile_on, warpgroup_fused_tile};
+    use attn_runtime::ops::unified_attention::config::MmaKind::{Sync, Warpgroup};
+    setup();
+    assert!(attn_dsl::features::merge_wgmma());
+    assert_eq!(
+        fused_tile_on(Warpgroup, 128, 128, 2, 132),
+        warpgroup_fused_tile()
+    );
+    assert_eq!(
+        fused_tile_on(Warpgroup, 64, 64, 3, 132),
+        warpgroup_fused_tile()
+    );
+    assert_eq!(
+        fused_tile_on(Warpgroup, 63, 128, 2, 132),
+        fused_tile(63, 128, 2, 132)
+    );
+    assert_eq!(
+        fused_tile_on(Sync, 128, 128, 2, 132),
+        fused_tile(128, 128, 2, 132)
+    );
 }

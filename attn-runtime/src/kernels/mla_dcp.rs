@@ -69,17 +69,22 @@ pub fn compile_kernel_assuming(
 /// picks it only where the JIT compiles sm_90a. `mla_history` qualifies at 64 heads, whose
 /// 4 × 2 warp grid is two warpgroups, each one column half of the scores and of the output,
 /// over the 64-key tiles that plan gives it (an `mma.sync` plan forced to 64 heads keeps
-/// 32-key tiles, and must not be compiled for a producer warpgroup it will not run).
+/// 32-key tiles, and must not be compiled for a producer warpgroup it will not run);
+/// `mla_combine_v_up` where the plan asks for it (`WARPGROUPS`, on 64-token tiles).
 pub fn for_warpgroups(kernel: &str, bindings: &[Binding]) -> bool {
-    let bound = |name: &str, v: u32| {
-        bindings
-            .iter()
-            .any(|b| b.name == name && b.value == attn_dsl::ConstValue::Int(v.into()))
+    let bound = |name: &str, v: attn_dsl::ConstValue| {
+        bindings.iter().any(|b| b.name == name && b.value == v)
     };
-    attn_dsl::features::warpgroup_mma()
-        && kernel == "mla_history"
-        && bound("BLOCK_H", HIST_BLOCK_H_WARPGROUPS)
-        && bound("KV_TILE", HIST_KV_TILE_WARPGROUPS)
+    let int = |v: u32| attn_dsl::ConstValue::Int(v.into());
+    let wanted = match kernel {
+        "mla_history" => {
+            bound("BLOCK_H", int(HIST_BLOCK_H_WARPGROUPS))
+                && bound("KV_TILE", int(HIST_KV_TILE_WARPGROUPS))
+        }
+        "mla_combine_v_up" => bound("WARPGROUPS", attn_dsl::ConstValue::Bool(true)),
+        _ => false,
+    };
+    attn_dsl::features::warpgroup_mma() && wanted
 }
 
 /// The optimized IR of `kernel` on `bindings`: what the CPU executor runs.
@@ -621,14 +626,22 @@ pub mod mla {
     /// chunk's keys `cur_kv [T, 576]`, whose latent row is every head's output of its token.
     /// `BLOCK_V` of the 128 output columns a program (grid z `128 / BLOCK_V`): steps of few
     /// tokens split `W_UV[n]`'s columns over two programs to keep twice the bytes in flight.
+    /// `WARPGROUPS` (sm_90a, 64 tokens × 128 columns): the products as warpgroup MMAs, each of
+    /// the two warpgroups of the 4 × 2 warp grid one column half of every part's product (64
+    /// columns: the narrowest block a `wgmma` reads `W_UV`'s row-major rows in), operands from
+    /// the ring by descriptor (`mma.sync` elsewhere). Copies by a producer warpgroup for two
+    /// parts; three parts' accumulators do not fit beside one (they spilled), so at dcp 2
+    /// every thread copies.
     #[kernel(
         num_warps = 4 * ((BLOCK_T + 31) / 32),
         num_stages = STAGES,
+        warp_specialize = DCP_SIZE == 1,
         require(DCP_SIZE == 1 || DCP_SIZE == 2, "the fused combine + V-up holds an accumulator a part: DCP_SIZE must be 1 or 2 (larger groups use the combine, then V-up)"),
         require(BLOCK_T >= 16 && BLOCK_T <= 128 && BLOCK_T & (BLOCK_T - 1) == 0, "BLOCK_T must be 16, 32, 64 or 128"),
         require(LAT_CHUNK >= 16 && 512 % LAT_CHUNK == 0, "LAT_CHUNK must divide 512 and be >= 16"),
         require(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4"),
         require(BLOCK_V == 64 || BLOCK_V == 128, "BLOCK_V must be 64 or 128"),
+        require(!WARPGROUPS || (BLOCK_T == 64 && BLOCK_V == 128), "WARPGROUPS takes 64 tokens × 128 columns (a warpgroup MMA is 64 rows tall and reads W_UV 64 columns at a time)"),
     )]
     pub fn mla_combine_v_up<
         T,
@@ -638,6 +651,7 @@ pub mod mla {
         const STAGES: i32,
         const CUR_FROM_KV: bool = false,
         const BLOCK_V: i32 = 128,
+        const WARPGROUPS: bool = false,
     >(
         recv_out: *const T,
         recv_lse: *const f32,

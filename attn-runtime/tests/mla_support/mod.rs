@@ -246,13 +246,22 @@ pub fn check_case_launched(
     seed: u64,
     launcher: Option<&'static dyn HostLauncher>,
 ) -> Vec<RankOutput> {
+    check_plan_launched(case, &case.plan(), seed, launcher)
+}
+
+/// [`check_case_launched`] on `plan` (the case's, retiled by the test).
+pub fn check_plan_launched(
+    case: &Case,
+    plan: &DecodePlan,
+    seed: u64,
+    launcher: Option<&'static dyn HostLauncher>,
+) -> Vec<RankOutput> {
     let inputs = Inputs::random(case, seed);
-    let plan = case.plan();
     let sim = SimulatedInputs {
         launcher,
         ..inputs.sim()
     };
-    let outs = simulate_decode_step(&plan, &sim).unwrap_or_else(|e| panic!("{case:?}: {e}"));
+    let outs = simulate_decode_step(plan, &sim).unwrap_or_else(|e| panic!("{case:?}: {e}"));
     check_outputs(case, &inputs, &outs);
     outs
 }

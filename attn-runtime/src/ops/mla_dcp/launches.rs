@@ -4,10 +4,11 @@
 //! in stream order; the order of each launch's constexprs is part of its cache key.
 
 use super::plan::{
-    fused_tile, next_pow2_at_least, reduce_cols, set_fused_tile, set_reduce_cols, to_i32,
+    fused_tile_on, next_pow2_at_least, reduce_cols, set_fused_tile, set_reduce_cols, to_i32,
     BufferRole, DecodeStep, ExchangeLayout, HistoryTiling, KernelLaunch, PlanArg, PlanError,
     CURRENT_BLOCK_H, HIST_TMA, NO_OWN_PART, QK_WIDTH, VUP_BLOCK_T,
 };
+use crate::ops::unified_attention::config::MmaKind;
 use attn_dsl::passes::assume::Promises;
 use attn_dsl::ConstValue;
 use BufferRole as R;
@@ -270,6 +271,7 @@ pub(super) fn combine_v_up(
     step: &DecodeStep,
     dims: &StepDims,
     exchange: &ExchangeLayout,
+    mma: MmaKind,
 ) -> KernelLaunch {
     let buffers = [
         R::RecvOut,
@@ -294,7 +296,7 @@ pub(super) fn combine_v_up(
             &[],
         ),
     };
-    let tile = fused_tile(dims.tokens, dims.heads, dims.dcp + 1, step.num_sms);
+    let tile = fused_tile_on(mma, dims.tokens, dims.heads, dims.dcp + 1, step.num_sms);
     set_fused_tile(&mut l, tile, dims.tokens);
     l
 }

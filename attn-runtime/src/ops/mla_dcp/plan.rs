@@ -168,6 +168,8 @@ pub struct FusedTile {
     /// Output columns a program (`BLOCK_V`, 64 or 128 of `W_UV`'s 128): 64 doubles the
     /// programs of a step of few tokens.
     pub block_v: u32,
+    /// The products as warpgroup MMAs (`WARPGROUPS`, sm_90a; 64-token tiles only).
+    pub warpgroups: bool,
 }
 
 /// The fused combine + V-up's tile for `t` tokens of `n` heads merging `parts` parts on
@@ -202,6 +204,40 @@ pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
         } else {
             128
         },
+        warpgroups: false,
+    }
+}
+
+/// Tokens a program of the fused combine + V-up on warpgroup MMAs: one warpgroup MMA's rows.
+pub const FUSED_WARPGROUP_BLOCK_T: u32 = 64;
+
+/// The fused combine + V-up's tile on `mma`: [`fused_tile`], or, where the opt-in
+/// `merge_wgmma` asks (`ATTN_CODEGEN_ENABLE=merge_wgmma`) on warpgroup MMAs and the step has
+/// a warpgroup MMA's 64 rows of tokens, [`warpgroup_fused_tile`].
+pub fn fused_tile_on(mma: MmaKind, t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
+    let wide = mma == MmaKind::Warpgroup
+        && attn_dsl::features::merge_wgmma()
+        && t >= FUSED_WARPGROUP_BLOCK_T as usize;
+    if wide {
+        warpgroup_fused_tile()
+    } else {
+        fused_tile(t, n, parts, num_sms)
+    }
+}
+
+/// The fused combine + V-up on warpgroup MMAs (not yet timed: opt-in): 64 tokens a program,
+/// each of its two warpgroups a 64-column half of every part's product (the narrowest block
+/// a `wgmma` reads `W_UV`'s row-major rows in, so 128 columns a program), `wgmma` reading the
+/// parts' rows and `W_UV[n]`'s from the ring (the `mma.sync` form's `HMMA`s wait on their
+/// `ldmatrix` loads: docs/gpu_ir.md, "One-token chunks"); 64 latent columns a step, two
+/// stages.
+pub fn warpgroup_fused_tile() -> FusedTile {
+    FusedTile {
+        block_t: FUSED_WARPGROUP_BLOCK_T,
+        lat_chunk: 64,
+        stages: 2,
+        block_v: 128,
+        warpgroups: true,
     }
 }
 
@@ -554,6 +590,11 @@ pub(super) fn set_fused_tile(l: &mut KernelLaunch, tile: FusedTile, tokens: usiz
     set_constexpr(l, "LAT_CHUNK", int(tile.lat_chunk));
     set_constexpr(l, "STAGES", int(tile.stages));
     set_constexpr(l, "BLOCK_V", int(tile.block_v));
+    // Named only when on, so the `mma.sync` tiles' keys stay as they were.
+    l.constexprs.retain(|(n, _)| *n != "WARPGROUPS");
+    if tile.warpgroups {
+        set_constexpr(l, "WARPGROUPS", ConstValue::Bool(true));
+    }
     l.grid[0] = (tokens as u32).div_ceil(tile.block_t.max(1));
     l.grid[2] = 128 / tile.block_v.max(1);
 }
@@ -786,7 +827,7 @@ impl DecodeStep {
             current: launches::current(self, &dims),
             combine: launches::combine(self, &dims, &exchange),
             v_up: launches::v_up(self, &dims),
-            combine_v_up: launches::combine_v_up(self, &dims, &exchange),
+            combine_v_up: launches::combine_v_up(self, &dims, &exchange, mma),
         })
     }
 
