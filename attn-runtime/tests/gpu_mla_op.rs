@@ -21,6 +21,7 @@ use attn_runtime::ops::mla_dcp::op::{
     mla_dcp_decode, simulated_decode, CurrentOrder, DecodeElem, ExchangeMode, LaunchReport,
     MlaDcpConfig, MlaDcpContext, MlaDcpDecodeArgs, MlaError, StageTimeline, StreamOptions, VupPath,
 };
+use attn_runtime::ops::mla_dcp::plan::{warpgroup_fused_tile, FusedTile};
 use attn_runtime::ops::mla_dcp::streams::JoinMode;
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::parity::{compare, CompareError, Tolerance};
@@ -49,6 +50,7 @@ struct Opts {
     forced_splits: Option<u32>,
     forced_history_heads: Option<u32>,
     forced_history_tma: Option<bool>,
+    forced_fused_tile: Option<FusedTile>,
     streams: StreamOptions,
     /// Tokens of bucket beyond the call's T (the buffers are sized for the bucket).
     bucket_extra: usize,
@@ -68,6 +70,7 @@ impl Default for Opts {
             forced_splits: None,
             forced_history_heads: None,
             forced_history_tma: None,
+            forced_fused_tile: None,
             streams: StreamOptions::default(),
             bucket_extra: 3,
             no_event_tracking: false,
@@ -93,6 +96,7 @@ fn config(case: &Case, r: u32, o: &Opts) -> MlaDcpConfig {
     c.forced_splits = o.forced_splits;
     c.forced_history_heads = o.forced_history_heads;
     c.forced_history_tma = o.forced_history_tma;
+    c.forced_fused_tile = o.forced_fused_tile;
     c.streams = o.streams;
     c.profile = o.profile;
     c.current_rows_from_kv = o.current_rows_from_kv;
@@ -269,6 +273,26 @@ fn long_programs_moving_tma_boxes_match_the_reference() {
         ..Opts::default()
     };
     simulated_case::<bf16>("TMA boxes, 65 tiles a program", &case, 18, &o);
+}
+
+/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, the opt-in `merge_wgmma`,
+/// forced here): dcp 1 (two parts, a producer warpgroup) and dcp 2 (three parts), 71 tokens
+/// in two 64-token tiles, the second ragged. sm_90a only: elsewhere the plan never asks.
+#[test]
+fn fused_merge_on_warpgroup_mmas_matches_the_reference() {
+    if MmaKind::for_arch(device().arch()) != MmaKind::Warpgroup {
+        eprintln!("skipping: not an sm_90a device");
+        return;
+    }
+    for d in [1, 2] {
+        let case = Case::new(d, 8, 64, 16, &[300, 170, 90], &[40, 30, 1]);
+        let o = Opts {
+            forced_fused_tile: Some(warpgroup_fused_tile()),
+            ..Opts::default()
+        };
+        let name = format!("merge on warpgroup MMAs, D={d}");
+        simulated_case::<bf16>(&name, &case, 50 + u64::from(d), &o);
+    }
 }
 
 /// Plain decode (every chunk one token) at dcp 1 and 2: the current part writes only its
