@@ -49,7 +49,9 @@ fn decode_step_on_sm80() {
 /// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, opt-in `merge_wgmma`) in the
 /// sm_90a step: one rank (two parts, a producer warpgroup feeding the ring) and two ranks
 /// (three parts, every thread copying); fewer tokens than the tile's 64 rows, so the masked
-/// rows are in it too.
+/// rows are in it too. The one-rank step also on the source's `mma.sync` branch (what a
+/// device without sm_90a's features would run of the same kernel: the consumers' program
+/// alone, the producer's threads idle).
 #[test]
 fn fused_merge_on_warpgroup_mmas() {
     if !sim_launcher::have_gxx() {
@@ -62,5 +64,9 @@ fn fused_merge_on_warpgroup_mmas() {
         assert!(plan.combine_v_up.key().contains("WARPGROUPS=true"));
         let launcher = sim_launcher::for_target(c.mma, Landing::Early);
         check_plan_launched(c, &plan, 710 + i as u64, Some(launcher));
+        if i == 0 {
+            let launcher = sim_launcher::for_target(MmaKind::Sync, Landing::Early);
+            check_plan_launched(c, &plan, 720, Some(launcher));
+        }
     }
 }
