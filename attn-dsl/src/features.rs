@@ -157,6 +157,10 @@ pub const OPT_IN: Table = &[
         "a sliding-window grid's short first q-blocks of every head launched last",
     ),
     (
+        "scratch_ledger",
+        "a scratch write's barrier dropped where nothing read its bytes since the last one; row reductions' cross-warp slots alternate",
+    ),
+    (
         "seesaw",
         "two warpgroups take a key loop's tiles in turn, each its own scores",
     ),

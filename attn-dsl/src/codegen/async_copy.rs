@@ -66,6 +66,7 @@ impl<'f> Emitter<'f> {
             GpuOp::Barrier { reason } => {
                 let sync = self.block_sync();
                 self.w.line(format!("{sync} // {reason:?}"));
+                self.scratch_barrier_emitted();
                 Ok(())
             }
             GpuOp::Mma {

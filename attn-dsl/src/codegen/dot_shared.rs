@@ -126,12 +126,16 @@ impl<'f> Emitter<'f> {
         self.w.line("const int attn_lane = tid & 31;");
         let a_from = self.a_fragments_source(a, a_src, &map, &p)?;
         if let AFrom::Staged = a_from {
-            self.need_scratch(p.m.next_multiple_of(16) * p.ld * 2);
+            // A's rows in the scratch buffer, read back by `ldmatrix` (synchronous reads the
+            // ledger can follow: `scratch_ledger`).
+            let bytes = p.m.next_multiple_of(16) * p.ld * 2;
+            self.need_scratch(bytes);
             self.w
                 .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
-            self.emit_block_sync();
+            self.barrier_before_scratch_write(0..bytes);
             self.stage_a(a, &p)?;
-            self.emit_block_sync();
+            self.emit_scratch_barrier();
+            self.note_scratch_read(0..bytes);
         }
         let packed_a = self.packed_a.get(&res.0).cloned();
         let held_a = self.held_shared_a.get(&res.0).cloned();

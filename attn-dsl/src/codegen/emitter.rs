@@ -44,6 +44,15 @@ pub(crate) struct Emitter<'f> {
     pub(crate) owned_scratch_bytes: usize,
     /// Bytes of the handoff buffers placed so far (see `handoff`).
     pub(crate) handoff_bytes: usize,
+    /// What of the scratch buffer may have been read since the last barrier
+    /// (`scratch_ledger`).
+    pub(crate) scratch_reads: super::scratch_ledger::ScratchReads,
+    /// Whether the op being emitted reported its scratch accesses to the ledger.
+    pub(crate) scratch_reported: bool,
+    /// Bytes of the largest row reduction's cross-warp slot (`scratch_ledger`; 0: none).
+    pub(crate) reduction_slot_bytes: usize,
+    /// Whether row reductions may take slots of their own (not when they did not fit).
+    pub(crate) reduction_slots_allowed: bool,
     /// Each handoff's offset among those bytes (by result value), kept for the program's
     /// second emission (the unsplit one of a split program).
     pub(crate) handoff_at: std::collections::BTreeMap<u32, usize>,
@@ -150,6 +159,10 @@ impl<'f> Emitter<'f> {
             owner: None,
             owned_scratch_bytes: 0,
             handoff_bytes: 0,
+            scratch_reads: Default::default(),
+            scratch_reported: false,
+            reduction_slot_bytes: 0,
+            reduction_slots_allowed: true,
             handoff_at: Default::default(),
             region_locals: Default::default(),
             only_warpgroup: None,
@@ -184,6 +197,8 @@ impl<'f> Emitter<'f> {
     pub(crate) fn emit_block_sync(&mut self) {
         let sync = self.block_sync();
         self.w.line(sync);
+        // Its caller accesses the scratch buffer after it without telling the ledger.
+        self.forget_scratch_reads();
     }
 
     /// The statement of [`Self::emit_block_sync`].
@@ -505,7 +520,8 @@ impl<'f> Emitter<'f> {
         let outer = std::mem::replace(&mut self.w, super::writer::SourceWriter::at_depth(1));
         self.emit_body()?;
         let body = std::mem::replace(&mut self.w, outer);
-        if let Some(defines) = self.owned_scratch_define() {
+        let placed = [self.owned_scratch_define(), self.reduction_slots_define()];
+        for defines in placed.into_iter().flatten() {
             for d in defines.lines() {
                 self.w.line(d);
             }
@@ -526,6 +542,9 @@ impl<'f> Emitter<'f> {
             self.w.line(format!("    {p}{sep}"));
         }
         self.w.open(")");
+        if let Some(parity) = self.reduction_parity_declaration() {
+            self.w.line(parity);
+        }
         self.w.append(body);
         self.w.close("");
         Ok(())
@@ -628,7 +647,13 @@ impl<'f> Emitter<'f> {
     pub(crate) fn emit_ops(&mut self, b: &'f GpuBlock) -> Result<Option<OpId>, CodegenError> {
         let mut fused_into_previous = false;
         let mut emitted_until = 0;
+        // A block is entered from anywhere (a loop's body from its own last iteration too).
+        self.forget_scratch_reads();
+        let mut mark = self.scratch_mark();
         for (i, g) in b.ops.iter().enumerate() {
+            // What the last op did to the scratch buffer, then a mark for this one.
+            self.scratch_check(mark);
+            mark = self.scratch_mark();
             if std::mem::take(&mut fused_into_previous) || i < emitted_until {
                 continue;
             }
@@ -657,6 +682,7 @@ impl<'f> Emitter<'f> {
                     pipelined,
                 } => {
                     self.emit_for(*op, body, *pipelined)?;
+                    self.forget_scratch_reads();
                     continue;
                 }
                 GpuOp::If {
@@ -665,10 +691,12 @@ impl<'f> Emitter<'f> {
                     else_block,
                 } => {
                     self.emit_if(self.f.op(*op), then_block, else_block)?;
+                    self.forget_scratch_reads();
                     continue;
                 }
                 GpuOp::While { op, before, after } => {
                     self.emit_while(self.f.op(*op), before, after)?;
+                    self.forget_scratch_reads();
                     continue;
                 }
                 other => {

@@ -179,20 +179,36 @@ impl<'f> Emitter<'f> {
         let ct = scalar_reg_type(acc_t);
         let cw = rows.col_warps;
         let padded_rows = rows.slabs_per_warp * rows.row_warps * 16;
-        self.need_scratch(padded_rows * cw * 8);
         let row = rows.row("r");
         self.w.open("");
-        self.w.line(format!(
-            "{ct}* attn_red = reinterpret_cast<{ct}*>(attn_scratch);"
-        ));
-        self.emit_block_sync();
+        let slots = self.reduction_slots();
+        if slots {
+            // One of two alternating slots of its own (`scratch_ledger`): no barrier before.
+            use super::scratch_ledger::{REDUCTION_PARITY, REDUCTION_SLOT_AT_MACRO};
+            let bytes = padded_rows * cw * acc_t.size_bytes();
+            self.reduction_slot_bytes = self.reduction_slot_bytes.max(bytes);
+            self.w.line(format!(
+                "{ct}* attn_red = reinterpret_cast<{ct}*>({REDUCTION_SLOT_AT_MACRO}({REDUCTION_PARITY}));"
+            ));
+            self.w.line(format!("{REDUCTION_PARITY} ^= 1u;"));
+        } else {
+            self.need_scratch(padded_rows * cw * 8);
+            self.w.line(format!(
+                "{ct}* attn_red = reinterpret_cast<{ct}*>(attn_scratch);"
+            ));
+            self.emit_block_sync();
+        }
         self.w.open_unrolled("r", rows.slots());
         self.w.line(format!(
             "if (attn_t4 == 0) attn_red[{row} * {cw} + {}] = attn_part[r];",
             rows.warp_col()
         ));
         self.w.close("");
-        self.emit_block_sync();
+        if slots {
+            self.emit_scratch_barrier();
+        } else {
+            self.emit_block_sync();
+        }
         self.w.open_unrolled("r", rows.slots());
         self.w
             .line(format!("const {ct}* row = attn_red + {row} * {cw};"));

@@ -115,6 +115,17 @@ impl SourceWriter {
         self.text.push_str(&inner.text);
     }
 
+    /// Bytes of text so far (a mark for [`Self::mentions_since`]).
+    pub(crate) fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Whether the text after `mark` names `needle`; `true` when the text is shorter than
+    /// the mark (replaced meanwhile: nothing can be said).
+    pub(crate) fn mentions_since(&self, mark: usize, needle: &str) -> bool {
+        self.text.get(mark..).is_none_or(|t| t.contains(needle))
+    }
+
     pub(crate) fn finish(self) -> String {
         self.text
     }

@@ -1,0 +1,168 @@
+//! Which bytes of the scratch buffer may have been read since the last barrier over every
+//! thread of the program (opt-in `scratch_ledger`): the membar analysis of `gpu_ir::sync`,
+//! for the scratch buffer the code generator's own ops share.
+//!
+//! Every scratch user writes between two barriers: the one before protects the readers of
+//! what lay there, the one after makes the writes visible. The first is needed only where
+//! some thread may still read those bytes: where a read of them came after the last
+//! barrier. The ledger follows the reads of the users that report them (a staged dot
+//! operand read by `ldmatrix`), in straight-line code: a block starts with every byte
+//! unknown (a loop's body follows its own last iteration, a branch either way), and any
+//! op that touches the scratch buffer without reporting its accesses makes every byte
+//! unknown again, so only what the ledger can prove is dropped.
+//!
+//! The cross-warp step of a row reduction writes to two slots of its own after the rest of
+//! the scratch buffer, alternately (`attn_red_par`): the last reads of a slot are two
+//! reductions back, and the reduction in between had its barrier after them, so the step
+//! needs only the barrier after its writes. Where the slots would take the kernel past the
+//! block's shared memory, it is emitted again without them. In MLA's history (the split schedule) a tile's
+//! four barriers become two: the row maximum's exchange, then P staged for PV.
+
+use super::emitter::Emitter;
+use std::ops::Range;
+
+/// What may have been read of the scratch buffer since the last barrier over every thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum ScratchReads {
+    /// Anything.
+    #[default]
+    Unknown,
+    /// These byte ranges (none: a barrier came after the last read).
+    Ranges(Vec<Range<usize>>),
+}
+
+impl ScratchReads {
+    fn overlaps(&self, bytes: &Range<usize>) -> bool {
+        match self {
+            ScratchReads::Unknown => true,
+            ScratchReads::Ranges(rs) => rs
+                .iter()
+                .any(|r| r.start < bytes.end && bytes.start < r.end),
+        }
+    }
+}
+
+/// The text every access of the scratch buffer names.
+const SCRATCH: &str = "attn_scratch";
+
+/// The alternating slots' parity variable.
+pub(crate) const REDUCTION_PARITY: &str = "attn_red_par";
+
+/// The macro giving slot `p`'s address: the reductions' slots follow the rest of the
+/// scratch buffer (the ledger need not follow their accesses: no other op touches them).
+pub(crate) const REDUCTION_SLOT_AT_MACRO: &str = "ATTN_RED_SLOT_AT";
+
+/// Whether the ledger is on (`ATTN_CODEGEN_ENABLE=scratch_ledger`).
+pub(crate) fn wanted() -> bool {
+    crate::features::on("scratch_ledger")
+}
+
+impl<'f> Emitter<'f> {
+    /// Whether this code's barriers are over every thread touching the whole program's
+    /// scratch buffer (not a warpgroup's region, whose scratch is its own slice).
+    fn ledger_applies(&self) -> bool {
+        wanted() && self.owner.is_none()
+    }
+
+    /// Forgets what was read: every byte may have been.
+    pub(crate) fn forget_scratch_reads(&mut self) {
+        self.scratch_reads = ScratchReads::Unknown;
+    }
+
+    /// A barrier over every thread was just emitted: nothing has been read since.
+    pub(crate) fn scratch_barrier_emitted(&mut self) {
+        self.scratch_reads = if self.owner.is_none() {
+            ScratchReads::Ranges(Vec::new())
+        } else {
+            ScratchReads::Unknown
+        };
+    }
+
+    /// The barrier before writing `bytes` of the scratch buffer, unless no thread may
+    /// still read them. Marks the op as reporting its accesses.
+    pub(crate) fn barrier_before_scratch_write(&mut self, bytes: Range<usize>) {
+        self.scratch_reported = true;
+        if self.ledger_applies() && !self.scratch_reads.overlaps(&bytes) {
+            self.w.line(format!(
+                "// (no barrier: bytes {}..{} of the scratch are unread since the last one)",
+                bytes.start, bytes.end
+            ));
+            return;
+        }
+        self.emit_scratch_barrier();
+    }
+
+    /// A barrier over the threads running this code, after which nothing has been read.
+    pub(crate) fn emit_scratch_barrier(&mut self) {
+        let sync = self.block_sync();
+        self.w.line(sync);
+        self.scratch_barrier_emitted();
+    }
+
+    /// `bytes` of the scratch buffer are read (synchronously: loads, `ldmatrix`).
+    pub(crate) fn note_scratch_read(&mut self, bytes: Range<usize>) {
+        self.scratch_reported = true;
+        if let ScratchReads::Ranges(rs) = &mut self.scratch_reads {
+            rs.push(bytes);
+        }
+    }
+
+    /// Before an op: where the text stands, and nothing reported yet.
+    pub(crate) fn scratch_mark(&mut self) -> usize {
+        self.scratch_reported = false;
+        self.w.len()
+    }
+
+    /// After an op emitted from `mark`: an op that touched the scratch buffer without
+    /// reporting its accesses leaves every byte unknown.
+    pub(crate) fn scratch_check(&mut self, mark: usize) {
+        if !self.scratch_reported && self.w.mentions_since(mark, SCRATCH) {
+            self.forget_scratch_reads();
+        }
+    }
+
+    /// Whether the cross-warp step of row reductions takes the alternating slots (outside
+    /// owned regions, with the ledger on).
+    pub(crate) fn reduction_slots(&self) -> bool {
+        self.ledger_applies() && self.reduction_slots_allowed
+    }
+
+    /// The `#define`s placing the reductions' two slots after the rest of the scratch
+    /// buffer (16-byte aligned), folded into the kernel's scratch need. `None` when no
+    /// reduction took them.
+    pub(crate) fn reduction_slots_define(&mut self) -> Option<String> {
+        if self.reduction_slot_bytes == 0 {
+            return None;
+        }
+        let base = self.scratch_bytes.next_multiple_of(16);
+        let slot = self.reduction_slot_bytes.next_multiple_of(16);
+        self.scratch_bytes = base + 2 * slot;
+        Some(format!(
+            "#define {REDUCTION_SLOT_AT_MACRO}(p) ({SCRATCH} + {base} + (p) * {slot})"
+        ))
+    }
+
+    /// The alternating slots' parity declaration at the top of the kernel, where a
+    /// reduction took them.
+    pub(crate) fn reduction_parity_declaration(&self) -> Option<String> {
+        (self.reduction_slot_bytes > 0).then(|| format!("unsigned {REDUCTION_PARITY} = 0u;"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScratchReads;
+
+    #[test]
+    fn only_known_disjoint_reads_spare_a_write_its_barrier() {
+        let nothing = ScratchReads::Ranges(Vec::new());
+        let p_rows = 0..9216;
+        let staged = ScratchReads::Ranges(vec![p_rows]);
+        assert!(ScratchReads::Unknown.overlaps(&(9216..9728)));
+        assert!(!nothing.overlaps(&(0..9216)));
+        assert!(staged.overlaps(&(9000..9300)));
+        assert!(staged.overlaps(&(0..1)));
+        // Touching ends do not overlap.
+        assert!(!staged.overlaps(&(9216..9728)));
+    }
+}
