@@ -107,6 +107,17 @@ fn fused_combine_v_up_on_warpgroups_takes_64_tokens() {
     assert_eq!(p.combine_v_up.grid, [1, 16, 1]);
     p.retile_combine_v_up(fused_tile(40, 16, 3, 132));
     assert!(!p.combine_v_up.key().contains("WARPGROUPS"));
+    // Forced on a context: refused where the plan is for `mma.sync`, the plan unchanged.
+    let before = p.combine_v_up.key();
+    let err = p
+        .force_fused_tile(MmaKind::Sync, w)
+        .expect_err("mma.sync plan");
+    assert_eq!(err, PlanError::WarpgroupTileOnSync);
+    assert!(err.to_string().contains("needs warpgroup MMAs"), "{err}");
+    assert_eq!(p.combine_v_up.key(), before);
+    p.force_fused_tile(MmaKind::Warpgroup, w)
+        .expect("warpgroup plan");
+    assert!(p.combine_v_up.key().contains("WARPGROUPS=true"));
 }
 
 /// The fused combine + V-up takes the largest token tile that still gives every SM four

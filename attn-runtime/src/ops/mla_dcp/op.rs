@@ -607,7 +607,7 @@ impl<E: DecodeElem> MlaDcpContext<E> {
             plan = step.plan_tuned(mma, capped, heads, kv_tile)?;
         }
         if let Some(tile) = self.config.forced_fused_tile {
-            plan.retile_combine_v_up(tile);
+            plan.force_fused_tile(mma, tile)?;
         }
         if let Some(tma) = self.config.forced_history_tma {
             plan.set_history_tma(tma);

@@ -271,6 +271,9 @@ pub enum PlanError {
         /// The largest power of two dividing the page.
         max: u32,
     },
+    /// A forced fused-merge tile on warpgroup MMAs for a device without them.
+    #[error("the fused merge's warpgroup tile (`FusedTile::warpgroups`) needs warpgroup MMAs (an sm_90a device); this plan is for mma.sync")]
+    WarpgroupTileOnSync,
     /// The step has no request.
     #[error("the batch is empty; a decode step needs at least one request")]
     EmptyBatch,
@@ -856,6 +859,16 @@ impl DecodePlan {
     /// it has no code for when it is specialized).
     pub fn retile_combine_v_up(&mut self, tile: FusedTile) {
         set_fused_tile(&mut self.combine_v_up, tile, self.num_tokens);
+    }
+
+    /// The fused combine + V-up forced to `tile` on a plan for `mma` (a context's
+    /// `forced_fused_tile`): a warpgroup tile only where the plan is for warpgroup MMAs.
+    pub fn force_fused_tile(&mut self, mma: MmaKind, tile: FusedTile) -> Result<(), PlanError> {
+        if tile.warpgroups && mma != MmaKind::Warpgroup {
+            return Err(PlanError::WarpgroupTileOnSync);
+        }
+        self.retile_combine_v_up(tile);
+        Ok(())
     }
 
     /// The history's key tiles moved as TMA boxes (`true`: on the two-warpgroup tiling, sm_90a)
