@@ -59,9 +59,12 @@ pub(crate) fn wanted() -> bool {
 
 impl<'f> Emitter<'f> {
     /// Whether this code's barriers are over every thread touching the whole program's
-    /// scratch buffer (not a warpgroup's region, whose scratch is its own slice).
+    /// scratch buffer (not a warpgroup's region, whose scratch is its own slice), and the
+    /// same in every thread's code: not in a loop emitted once a warpgroup
+    /// (`warpgroup_loops`), whose copies leave out each other's regions and so could keep
+    /// different barriers (the shared code's barriers must match one for one).
     fn ledger_applies(&self) -> bool {
-        wanted() && self.owner.is_none()
+        wanted() && self.owner.is_none() && self.only_warpgroup.is_none()
     }
 
     /// Forgets what was read: every byte may have been.
