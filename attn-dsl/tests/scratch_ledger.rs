@@ -10,25 +10,16 @@ mod codegen_common;
 
 use attn_dsl::codegen::emit_cuda;
 use attn_dsl::ir::Function;
-use attn_dsl::ConstValue::Int;
 use codegen_common::sim_check::{check, latent_args};
 
 fn setup() {
     std::env::set_var("ATTN_CODEGEN_ENABLE", "scratch_ledger");
 }
 
-/// `latent_fwd` (MLA's loop: one key tile read by the scores and, transposed, by PV) on
-/// two warpgroups, for warpgroup MMAs or not.
+/// `latent_fwd` (MLA's loop) on two warpgroups, for warpgroup MMAs or not, laid out again
+/// for the 8 warps (a 4 × 2 grid: the rows' reductions cross warps).
 fn latent(warpgroups: bool) -> Function {
-    let consts = [
-        ("BLOCK_M", Int(64)),
-        ("BLOCK_N", Int(64)),
-        ("HEAD_DIM", Int(128)),
-    ];
-    let src = include_str!("kernels/flash_attention.rs.txt");
-    let mut f = codegen_common::specialize(src, "latent_fwd", &consts, warpgroups);
-    (f.num_warps, f.num_stages) = (8, 2);
-    // Laid out again for the 8 warps (a 4 × 2 grid: the rows' reductions cross warps).
+    let mut f = codegen_common::latent_fwd_two_warpgroups(64, 128, warpgroups);
     attn_dsl::passes::layout::run(&mut f);
     f
 }

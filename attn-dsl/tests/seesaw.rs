@@ -213,17 +213,9 @@ fn the_halves_tiles_take_one_buffer_each_on_the_warpgroup_target() {
     // rings of two), each warpgroup waits for a part before its own first read, and each
     // part is released once its PV completed.
     use attn_dsl::gpu_ir::{Iterations::All, Stage::Current, StageSync};
-    use attn_dsl::ConstValue::Int;
     // Copies land late, so a read that does not wait for its part reads the old tile.
     std::env::set_var("ATTN_SIM_LANDING_DELAY_US", "300");
-    let consts = [
-        ("BLOCK_M", Int(64)),
-        ("BLOCK_N", Int(64)),
-        ("HEAD_DIM", Int(128)),
-    ];
-    let src = include_str!("kernels/flash_attention.rs.txt");
-    let mut f = codegen_common::specialize(src, "latent_fwd", &consts, true);
-    (f.num_warps, f.num_stages) = (8, 2);
+    let f = codegen_common::latent_fwd_two_warpgroups(64, 128, true);
     let g = seesaw::apply(&f).expect("the latent loop takes the seesaw");
     let p = attn_dsl::gpu_ir::compile(&g).expect("GPU IR");
     let ws = p.specialization.as_ref().expect("split");

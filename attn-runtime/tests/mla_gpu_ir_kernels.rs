@@ -10,7 +10,9 @@ use attn_dsl::gpu_ir::{self, printer::print_program, CopyEngine, GpuOp, OperandS
 use attn_dsl::ConstValue;
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
-use attn_runtime::ops::mla_dcp::plan::{DecodeStep, FusedTile, KernelLaunch, PlanError};
+use attn_runtime::ops::mla_dcp::plan::{
+    DecodePlan, DecodeStep, FusedTile, KernelLaunch, PlanError,
+};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
 use std::collections::BTreeMap;
@@ -21,6 +23,14 @@ fn step(batch: usize, ctx: u32, heads: u32, dcp: u32) -> DecodeStep {
     let layout = DcpLayout::new(dcp, 1, 64).expect("layout");
     let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
     DecodeStep::uniform_decode(batch, ctx, heads / dcp, layout, scale, 132)
+}
+
+/// L1's step (128 requests of 4096 tokens, 128 heads) over `dcp` ranks, planned for
+/// warpgroup MMAs.
+fn l1_warpgroup_plan(dcp: u32) -> DecodePlan {
+    step(128, 4096, 128, dcp)
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan")
 }
 
 fn set(l: &mut KernelLaunch, name: &str, v: i64) {
@@ -220,10 +230,7 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
 
 /// L1's history as the launch table plans it for an sm_90a device.
 fn l1_warpgroup_history() -> KernelLaunch {
-    step(128, 4096, 128, 1)
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
-        .expect("plan")
-        .history
+    l1_warpgroup_plan(1).history
 }
 
 /// The plan of an sm_90a device for L1 (a grid past one wave): `mla_history` on 64-head,
@@ -437,9 +444,7 @@ const FUSED_TILES: [(u32, u32, u32); 10] = [
 fn fused_combine_v_up_tiles_compile_without_spills() {
     let arch: Arch = "sm_90a".parse().expect("arch");
     for dcp in [1, 2] {
-        let mut plan = step(128, 4096, 128, dcp)
-            .plan_tuned(MmaKind::Warpgroup, None, None, None)
-            .expect("plan");
+        let mut plan = l1_warpgroup_plan(dcp);
         let tiles = FUSED_TILES.iter().filter(|&&(t, _, _)| dcp == 1 || t < 128);
         let tiles = tiles.flat_map(|&t| [128, 64].map(|block_v| (t, block_v)));
         for ((block_t, lat_chunk, stages), block_v) in tiles {
@@ -467,9 +472,7 @@ fn fused_combine_v_up_tiles_compile_without_spills() {
 /// both parts, feeding `mma` through `ldmatrix`, one barrier a step, nothing local.
 #[test]
 fn fused_combine_v_up_loop_streams_both_operands() {
-    let plan = step(128, 4096, 128, 1)
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
-        .expect("plan");
+    let plan = l1_warpgroup_plan(1);
     let l = &plan.combine_v_up;
     assert!(l.key().contains("BLOCK_T=32,LAT_CHUNK=64"), "{}", l.key());
     let c = l.compile().expect("specialize");
@@ -500,9 +503,7 @@ fn fused_combine_v_up_on_warpgroup_mmas() {
     use attn_runtime::ops::mla_dcp::plan::warpgroup_fused_tile;
     let arch: Arch = "sm_90a".parse().expect("arch");
     for dcp in [1, 2] {
-        let mut plan = step(128, 4096, 128, dcp)
-            .plan_tuned(MmaKind::Warpgroup, None, None, None)
-            .expect("plan");
+        let mut plan = l1_warpgroup_plan(dcp);
         plan.retile_combine_v_up(warpgroup_fused_tile());
         let l = &plan.combine_v_up;
         let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
@@ -521,9 +522,7 @@ fn fused_combine_v_up_on_warpgroup_mmas() {
         assert_eq!((n("HMMA"), n("LDSM")), (0, 0), "{}", l.key());
         assert_eq!(n("LDL") + n("STL"), 0, "{}", l.key());
     }
-    let mut plan = step(128, 4096, 128, 1)
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
-        .expect("plan");
+    let mut plan = l1_warpgroup_plan(1);
     for (block_t, block_v) in [(32, 128), (64, 64)] {
         plan.retile_combine_v_up(FusedTile {
             block_t,
@@ -547,9 +546,7 @@ fn fused_combine_v_up_on_warpgroup_mmas() {
 /// sm_90a and sm_90.
 #[test]
 fn one_token_chunks_store_no_current_rows() {
-    let plan = step(128, 4096, 128, 1)
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
-        .expect("plan");
+    let plan = l1_warpgroup_plan(1);
     let mut kv = plan.clone();
     assert!(kv.read_single_key_chunks_from_kv());
     for arch in ["sm_90a", "sm_90"] {

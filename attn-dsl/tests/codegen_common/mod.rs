@@ -818,6 +818,22 @@ pub fn flash_fwd(block_n: i64, d: i64, warpgroups: bool) -> Function {
     )
 }
 
+/// The test module's `latent_fwd` (MLA's loop: one key tile read by the scores and,
+/// transposed, by PV) specialized for bf16 at 64-row blocks, `block_n` keys and head size
+/// `d`, for warpgroup MMAs or not, on two warpgroups (8 warps) with a two-stage ring. Not
+/// laid out again for the 8 warps: the seesaw rewrite lays out what it takes.
+pub fn latent_fwd_two_warpgroups(block_n: i64, d: i64, warpgroups: bool) -> Function {
+    let consts = [
+        ("BLOCK_M", attn_dsl::ConstValue::Int(64)),
+        ("BLOCK_N", attn_dsl::ConstValue::Int(block_n)),
+        ("HEAD_DIM", attn_dsl::ConstValue::Int(d)),
+    ];
+    let src = include_str!("../kernels/flash_attention.rs.txt");
+    let mut f = specialize(src, "latent_fwd", &consts, warpgroups);
+    (f.num_warps, f.num_stages) = (8, 2);
+    f
+}
+
 /// The test module's `paged_fwd` (64-row blocks over a paged cache) specialized for bf16 at
 /// `block_n` keys, head size `d` and `page` rows a page, for warpgroup MMAs.
 pub fn paged_fwd(block_n: i64, d: i64, page: i64) -> Function {
