@@ -15,8 +15,9 @@
 //! the scratch buffer, alternately (`attn_red_par`): the last reads of a slot are two
 //! reductions back, and the reduction in between had its barrier after them, so the step
 //! needs only the barrier after its writes. Where the slots would take the kernel past the
-//! block's shared memory, it is emitted again without them. In MLA's history (the split schedule) a tile's
-//! four barriers become two: the row maximum's exchange, then P staged for PV.
+//! block's shared memory, it is emitted again without them. In MLA's history (the split
+//! schedule) a tile's four barriers become two: the row maximum's exchange, then P staged
+//! for PV.
 
 use super::emitter::Emitter;
 use std::ops::Range;
