@@ -311,11 +311,9 @@ fn bench_row(
     // (e.g. `32x128`, `16x128x4`, `16x128x2x128`; two stages and 128 columns unless given;
     // a trailing `w`, as in `64x64x2x64w`: warpgroup MMAs, sm_90a, 64 tokens).
     if let Ok(tile) = std::env::var("ATTN_MLA_FUSED_TILE") {
-        let (tile, warpgroups) = match tile.strip_suffix('w') {
-            Some(t) => (t.to_string(), true),
-            None => (tile, false),
-        };
+        let warpgroups = tile.ends_with('w');
         let dims: Vec<u32> = tile
+            .trim_end_matches('w')
             .split('x')
             .map(|d| d.parse::<u32>().expect("ATTN_MLA_FUSED_TILE"))
             .collect();

@@ -181,17 +181,10 @@ impl<'f> Emitter<'f> {
         let padded_rows = rows.slabs_per_warp * rows.row_warps * 16;
         let row = rows.row("r");
         self.w.open("");
-        let slots = self.reduction_slots();
-        if slots {
-            // One of two alternating slots of its own (`scratch_ledger`): no barrier before.
-            use super::scratch_ledger::{REDUCTION_PARITY, REDUCTION_SLOT_AT_MACRO};
-            let bytes = padded_rows * cw * acc_t.size_bytes();
-            self.reduction_slot_bytes = self.reduction_slot_bytes.max(bytes);
-            self.w.line(format!(
-                "{ct}* attn_red = reinterpret_cast<{ct}*>({REDUCTION_SLOT_AT_MACRO}({REDUCTION_PARITY}));"
-            ));
-            self.w.line(format!("{REDUCTION_PARITY} ^= 1u;"));
-        } else {
+        // One of two alternating slots of its own (`scratch_ledger`: no barrier before), or
+        // the start of the shared scratch buffer behind a barrier.
+        let own_slot = self.take_reduction_slot(ct, padded_rows * cw * acc_t.size_bytes());
+        if !own_slot {
             self.need_scratch(padded_rows * cw * 8);
             self.w.line(format!(
                 "{ct}* attn_red = reinterpret_cast<{ct}*>(attn_scratch);"
@@ -204,7 +197,7 @@ impl<'f> Emitter<'f> {
             rows.warp_col()
         ));
         self.w.close("");
-        if slots {
+        if own_slot {
             self.emit_scratch_barrier();
         } else {
             self.emit_block_sync();

@@ -47,11 +47,11 @@ impl ScratchReads {
 const SCRATCH: &str = "attn_scratch";
 
 /// The alternating slots' parity variable.
-pub(crate) const REDUCTION_PARITY: &str = "attn_red_par";
+const REDUCTION_PARITY: &str = "attn_red_par";
 
 /// The macro giving slot `p`'s address: the reductions' slots follow the rest of the
 /// scratch buffer (the ledger need not follow their accesses: no other op touches them).
-pub(crate) const REDUCTION_SLOT_AT_MACRO: &str = "ATTN_RED_SLOT_AT";
+const REDUCTION_SLOT_AT_MACRO: &str = "ATTN_RED_SLOT_AT";
 
 /// Whether the ledger is on (`ATTN_CODEGEN_ENABLE=scratch_ledger`).
 pub(crate) fn wanted() -> bool {
@@ -125,10 +125,19 @@ impl<'f> Emitter<'f> {
         }
     }
 
-    /// Whether the cross-warp step of row reductions takes the alternating slots (outside
-    /// owned regions, with the ledger on).
-    pub(crate) fn reduction_slots(&self) -> bool {
-        self.ledger_applies() && self.reduction_slots_allowed
+    /// Where the ledger applies (and the slots fit): declares `attn_red` (elements `ct`) at
+    /// the next of the two alternating slots, which grow to `bytes`, and moves the parity
+    /// on; whether it did.
+    pub(crate) fn take_reduction_slot(&mut self, ct: &str, bytes: usize) -> bool {
+        if !(self.ledger_applies() && self.reduction_slots_allowed) {
+            return false;
+        }
+        self.reduction_slot_bytes = self.reduction_slot_bytes.max(bytes);
+        self.w.line(format!(
+            "{ct}* attn_red = reinterpret_cast<{ct}*>({REDUCTION_SLOT_AT_MACRO}({REDUCTION_PARITY}));"
+        ));
+        self.w.line(format!("{REDUCTION_PARITY} ^= 1u;"));
+        true
     }
 
     /// The `#define`s placing the reductions' two slots after the rest of the scratch
