@@ -1,4 +1,4 @@
-//! The scratch ledger (`ATTN_CODEGEN_ENABLE=scratch_ledger` while opt-in): a scratch write's
+//! The scratch ledger (feature `scratch_ledger`, shipped in session 28): a scratch write's
 //! leading barrier goes where no read of its bytes came after the last barrier, and the
 //! cross-warp step of a row reduction alternates between two slots of its own. On MLA's
 //! loop shape (`latent_fwd` on two warpgroups: the row maximum reduced across the 4 × 2
@@ -12,6 +12,8 @@ use attn_dsl::codegen::emit_cuda;
 use attn_dsl::ir::Function;
 use codegen_common::sim_check::{check, latent_args};
 
+/// The ledger on whatever the environment says (a shipped feature named in
+/// `ATTN_CODEGEN_ENABLE` is accepted as what is already so).
 fn setup() {
     std::env::set_var("ATTN_CODEGEN_ENABLE", "scratch_ledger");
 }

@@ -275,7 +275,7 @@ fn long_programs_moving_tma_boxes_match_the_reference() {
     simulated_case::<bf16>("TMA boxes, 65 tiles a program", &case, 18, &o);
 }
 
-/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, the opt-in `merge_wgmma`,
+/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, feature `merge_wgmma`,
 /// forced here): dcp 1 (two parts, a producer warpgroup) and dcp 2 (three parts), 71 tokens
 /// in two 64-token tiles, the second ragged. sm_90a only: elsewhere the plan never asks.
 #[test]

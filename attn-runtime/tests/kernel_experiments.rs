@@ -130,7 +130,6 @@ fn mla_history_rewrites_apply_to_the_generated_history() {
     let boxed = source(&boxes.history);
     assert!(boxed.contains("attn_tma_load_2d(") && !history.contains("attn_tma_load_2d("));
     let cases = [
-        ("bars", &history),
         ("chains2", &history),
         ("n64", &history),
         ("splitk", &history),

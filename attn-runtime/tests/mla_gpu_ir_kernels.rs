@@ -188,12 +188,14 @@ fn history_reads_the_latent_tile_once_for_both_dots_without_spills() {
         // PV 2 k-steps x 16 B pairs feeding 64 mma, and P (staged: the warp holds half its
         // columns) one A `ldmatrix` per k-step: 102 LDSM for 136 mma.
         // The latent and rope key tiles: 32 rows x 72 chunks over 128 threads, 18 chunks each.
-        // Barriers: the pipeline's, 2 for the cross-warp max, 2 for staging P (the row sum
-        // stays per lane and warp until the loop ends).
+        // Barriers: the pipeline's, one for the cross-warp max (its two alternating slots
+        // need none before the writes), one for staging P (the max's barrier already
+        // ordered the last reads of its bytes: `scratch_ledger`); the row sum stays per
+        // lane and warp until the loop ends.
         let want = if heads / dcp * dcp >= 32 {
-            (102, 136, 18, 5, 0)
+            (102, 136, 18, 3, 0)
         } else {
-            (86, 68, 18, 5, 0)
+            (86, 68, 18, 3, 0)
         };
         assert_eq!(
             tile_counts(&s),
@@ -215,7 +217,7 @@ fn history_at_64_heads_runs_8_warps_without_spills() {
     assert_eq!(s.spills, (0, 0, 0), "spills or local memory");
     assert_eq!(
         tile_counts(&s),
-        (102, 136, 9, 5, 0),
+        (102, 136, 9, 3, 0),
         "(LDSM, HMMA, LDGSTS, BAR, local) per tile"
     );
     let err = step(128, 4096, 128, 1).plan_with(None, Some(48)).err();
@@ -240,9 +242,9 @@ fn l1_warpgroup_history() -> KernelLaunch {
 /// compiled for sm_90a, runs every dot as warpgroup MMAs: QKᵀ as 32 + 4 k-steps of
 /// `m64n32k16` (Q's latent and rope parts through descriptors), PV as 4
 /// k-steps of `m64n256k16` with P staged through shared memory (no `mma.sync`; P's A
-/// fragments by four `ldmatrix.x4`), four barriers (the scores' cross-warpgroup row max, P's
-/// staging; the stage handshake is on mbarriers: a producer warpgroup copies the key tiles),
-/// no local memory. The rope dot continues the latent dot's MMAs in flight.
+/// fragments by four `ldmatrix.x4`), two barriers (after the scores' cross-warpgroup row
+/// max, after P's staging: each the other's guard, `scratch_ledger`; the stage handshake is
+/// on mbarriers: a producer warpgroup copies the key tiles), no local memory. The rope dot continues the latent dot's MMAs in flight.
 #[test]
 fn l1_history_on_sm90a_runs_two_warpgroups() {
     let mut l = l1_warpgroup_history();
@@ -264,7 +266,7 @@ fn l1_history_on_sm90a_runs_two_warpgroups() {
             c("BAR"),
             c("LDL") + c("STL")
         ),
-        (40, 0, 4, 4, 0),
+        (40, 0, 4, 2, 0),
         "(HGMMA, HMMA, LDSM, BAR, local) per tile"
     );
     // The epilogue's 64 guarded stores a thread compute their addresses before their
@@ -332,7 +334,7 @@ fn history_tiles_move_by_cp_async_and_the_tma_form_compiles() {
     let c = |k: &str| sass_support::count(&s.sass, k);
     assert_eq!(
         (c("HGMMA"), c("LDSM"), c("BAR"), c("LDGSTS")),
-        (40, 4, 4, 0),
+        (40, 4, 2, 0),
         "(HGMMA, LDSM, BAR, LDGSTS) per tile"
     );
     // The key tile's copies (latent and rope, prologue and loop) are boxes; the queries'
@@ -386,10 +388,31 @@ fn history_tilings() {
     }
 }
 
+/// L1's history, both copy forms: the row reductions' alternating slots (`scratch_ledger`:
+/// the row maximum's exchange needs no barrier before its writes) fit the block's shared
+/// memory beside the ring, the queries and the scratch (the kernel is emitted without them
+/// where they would not).
+#[test]
+fn history_reduction_slots_fit_the_shared_memory() {
+    for tma in [false, true] {
+        let mut plan = l1_warpgroup_plan(1);
+        plan.set_history_tma(tma);
+        let l = &plan.history;
+        let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
+        assert!(c.cuda.source.contains("ATTN_RED_SLOT_AT"), "{}", l.key());
+        assert!(
+            c.cuda.shared_bytes <= 232_448,
+            "{}: {}",
+            l.key(),
+            c.cuda.shared_bytes
+        );
+    }
+}
+
 /// The step's other kernels (the current part, the combine, the V-up fallback, the split
-/// reduce) compile for sm_90a and for `mma.sync` (sm_90) without spills or local memory, at
-/// L1's dcp 1 and dcp 2 and at 1 × 32768 (several splits). (The current part at 64 heads on
-/// 4 warps had spilled 192 bytes.)
+/// reduce) compile without spills or local memory in the plans of both targets (warpgroup
+/// MMAs on sm_90a, `mma.sync` on sm_90), at L1's dcp 1 and dcp 2 and at 1 × 32768 (several
+/// splits). (The current part at 64 heads on 4 warps had spilled 192 bytes.)
 #[test]
 fn small_kernels_compile_without_spills() {
     for arch in ["sm_90a", "sm_90"] {
@@ -404,7 +427,7 @@ fn small_kernels_spill_free(arch: Arch) {
         ("1x32768", step(1, 32768, 128, 1)),
     ] {
         let plan = s
-            .plan_tuned(MmaKind::Warpgroup, None, None, None)
+            .plan_tuned(MmaKind::for_arch(arch), None, None, None)
             .expect("plan");
         for l in plan
             .launches()
@@ -467,12 +490,21 @@ fn fused_combine_v_up_tiles_compile_without_spills() {
     }
 }
 
-/// The fused combine + V-up's inner loop at L1's tile (32 tokens × 64 latent columns, sm_90a):
-/// every operand arrives by `cp.async` (no global load in the loop), `W_UV`'s rows once for
-/// both parts, feeding `mma` through `ldmatrix`, one barrier a step, nothing local.
+/// The fused combine + V-up's inner loop on its `mma.sync` tile (32 tokens × 64 latent
+/// columns: L1's on an `mma.sync` plan, or on sm_90a with `ATTN_CODEGEN_DISABLE=merge_wgmma`),
+/// compiled for sm_90a: every operand arrives by `cp.async` (no global load in the loop),
+/// `W_UV`'s rows once for both parts, feeding `mma` through `ldmatrix`, one barrier a step,
+/// nothing local.
 #[test]
 fn fused_combine_v_up_loop_streams_both_operands() {
-    let plan = l1_warpgroup_plan(1);
+    let mut plan = l1_warpgroup_plan(1);
+    plan.retile_combine_v_up(FusedTile {
+        block_t: 32,
+        lat_chunk: 64,
+        stages: 2,
+        block_v: 128,
+        warpgroups: false,
+    });
     let l = &plan.combine_v_up;
     assert!(l.key().contains("BLOCK_T=32,LAT_CHUNK=64"), "{}", l.key());
     let c = l.compile().expect("specialize");
@@ -493,7 +525,7 @@ fn fused_combine_v_up_loop_streams_both_operands() {
     assert_eq!(n("LDL") + n("STL"), 0, "{line}");
 }
 
-/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, the opt-in `merge_wgmma`) at
+/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, feature `merge_wgmma`) at
 /// L1 and its dcp-2 rank: every product a `wgmma` whose operands the ring's descriptors give
 /// (no `ldmatrix`, no `mma.sync`), copies by a producer warpgroup for two parts and by every
 /// thread for three, nothing spilled (sm_90a). Another tile is a typed error when the
@@ -543,7 +575,7 @@ fn fused_combine_v_up_on_warpgroup_mmas() {
 /// Plain decode as the op runs it with the fused merge (`read_single_key_chunks_from_kv`):
 /// the current part stores only its LSE — no PV, none of the `[T, N, 512]` rows — and the
 /// merge reads the rows from `cur_kv`; both compile without spills or local memory, on
-/// sm_90a and sm_90.
+/// sm_90a and sm_90 (the merge in the plan of each: its warpgroup tile on sm_90a).
 #[test]
 fn one_token_chunks_store_no_current_rows() {
     let plan = l1_warpgroup_plan(1);
@@ -575,7 +607,11 @@ fn one_token_chunks_store_no_current_rows() {
             (36, 68),
             "(HMMA) LSE only against the rows"
         );
-        counts("combine + V-up, rows from cur_kv", &kv.combine_v_up);
+        let mut merge = step(128, 4096, 128, 1)
+            .plan_tuned(MmaKind::for_arch(arch), None, None, None)
+            .expect("plan");
+        assert!(merge.read_single_key_chunks_from_kv());
+        counts("combine + V-up, rows from cur_kv", &merge.combine_v_up);
     }
 }
 

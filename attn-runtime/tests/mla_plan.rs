@@ -76,9 +76,10 @@ fn one_split_writes_the_exchange_layout_without_a_reduce() {
     assert_eq!(kernels.last(), Some(&"mla_combine_v_up"), "{kernels:?}");
 }
 
-/// The fused combine + V-up on warpgroup MMAs (opt-in `merge_wgmma`): 64 tokens × 128
-/// columns a program, and the `WARPGROUPS` constexpr in the key only then (the `mma.sync`
-/// tiles' keys unchanged); never on `mma.sync`, nor below a warpgroup MMA's 64 tokens.
+/// The fused combine + V-up on warpgroup MMAs (feature `merge_wgmma`, shipped): 64 tokens ×
+/// 128 columns a program, and the `WARPGROUPS` constexpr in the key only then (the
+/// `mma.sync` tiles' keys unchanged); taken by a warpgroup plan from 64 tokens, never on
+/// `mma.sync`, nor below a warpgroup MMA's 64 tokens.
 #[test]
 fn fused_combine_v_up_on_warpgroups_takes_64_tokens() {
     use attn_runtime::ops::mla_dcp::plan::{fused_tile_on, warpgroup_fused_tile};
@@ -88,14 +89,19 @@ fn fused_combine_v_up_on_warpgroups_takes_64_tokens() {
         (w.block_t, w.lat_chunk, w.stages, w.block_v),
         (64, 64, 2, 128)
     );
-    // Not asked for here (the opt-in is off): the `mma.sync` tile on either target.
-    assert!(!attn_dsl::features::merge_wgmma());
-    for mma in [MmaKind::Sync, MmaKind::Warpgroup] {
+    assert!(attn_dsl::features::merge_wgmma());
+    for t in [64, 128, 512] {
+        assert_eq!(fused_tile_on(MmaKind::Warpgroup, t, 128, 2, 132), w, "{t}");
         assert_eq!(
-            fused_tile_on(mma, 512, 128, 2, 132),
-            fused_tile(512, 128, 2, 132)
+            fused_tile_on(MmaKind::Sync, t, 128, 2, 132),
+            fused_tile(t, 128, 2, 132),
+            "{t}"
         );
     }
+    assert_eq!(
+        fused_tile_on(MmaKind::Warpgroup, 63, 128, 2, 132),
+        fused_tile(63, 128, 2, 132)
+    );
     let mut p = step(2, &[1; 40], &[600; 40]).plan().expect("plan");
     assert!(!p.combine_v_up.key().contains("WARPGROUPS"));
     p.retile_combine_v_up(w);

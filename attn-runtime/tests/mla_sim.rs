@@ -46,7 +46,7 @@ fn decode_step_on_sm80() {
     simulated(&planned_for(c, MmaKind::Sync, None), 702);
 }
 
-/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, opt-in `merge_wgmma`) in the
+/// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, feature `merge_wgmma`) in the
 /// sm_90a step: one rank (two parts, a producer warpgroup feeding the ring) and two ranks
 /// (three parts, every thread copying); fewer tokens than the tile's 64 rows, so the masked
 /// rows are in it too. The one-rank step also on the source's `mma.sync` branch (what a

@@ -12,12 +12,6 @@
 //! - `pv_wait_behind` (`gpu_ir::pv_wait_behind`; H100, session 25: P1 0.6 % faster, P3
 //!   3.4 % slower): P1's and P3's PV waited for in the next iteration compile spill-free
 //!   without ptxas serializing their warpgroup MMAs.
-//! - `scratch_ledger` (`codegen::scratch_ledger`; built in session 27, not timed): L1's
-//!   history loop (the split schedule) with two barriers a tile instead of four, its
-//!   shared memory still under the block's limit.
-//! - `merge_wgmma` (`mla_dcp::plan::fused_tile_on`; built in session 27, not timed): the
-//!   MLA plan's fused combine + V-up on warpgroup MMAs over 64 tokens where a step has them,
-//!   on sm_90a plans only (the kernel itself: `mla_gpu_ir_kernels.rs`, `mla_sim.rs`).
 
 mod sass_support;
 mod unified_common;
@@ -38,7 +32,7 @@ const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
 fn setup() {
     std::env::set_var(
         "ATTN_CODEGEN_ENABLE",
-        "heads_fastest,unroll_scans,pv_wait_behind,merge_wgmma,scratch_ledger",
+        "heads_fastest,unroll_scans,pv_wait_behind",
     );
 }
 
@@ -121,71 +115,5 @@ fn pv_wait_behind_keeps_p1_and_p3_pipelined() {
             .filter(|i| i.starts_with("WARPGROUP.DEPBAR"))
             .count();
         assert!(waits <= 4, "{label}: {waits} warpgroup waits");
-    }
-}
-
-/// `merge_wgmma`: a warpgroup plan of a step with 64 tokens or more takes the fused merge's
-/// warpgroup tile; fewer tokens, or an `mma.sync` plan, keep the `mma.sync` tile.
-#[test]
-fn merge_wgmma_takes_the_warpgroup_tile_from_64_tokens() {
-    use attn_runtime::ops::mla_dcp::plan::{fused_tile, fused_tile_on, warpgroup_fused_tile};
-    use attn_runtime::ops::unified_attention::config::MmaKind::{Sync, Warpgroup};
-    setup();
-    assert!(attn_dsl::features::merge_wgmma());
-    assert_eq!(
-        fused_tile_on(Warpgroup, 128, 128, 2, 132),
-        warpgroup_fused_tile()
-    );
-    assert_eq!(
-        fused_tile_on(Warpgroup, 64, 64, 3, 132),
-        warpgroup_fused_tile()
-    );
-    assert_eq!(
-        fused_tile_on(Warpgroup, 63, 128, 2, 132),
-        fused_tile(63, 128, 2, 132)
-    );
-    assert_eq!(
-        fused_tile_on(Sync, 128, 128, 2, 132),
-        fused_tile(128, 128, 2, 132)
-    );
-}
-
-/// `scratch_ledger`: L1's history (two warpgroups, warpgroup MMAs) keeps two barriers in its
-/// consumers' loop (the row maximum's exchange, P staged for PV) where it had four, with
-/// `cp.async` tiles and with TMA boxes; spill-free, its shared memory under the limit.
-#[test]
-fn scratch_ledger_halves_the_history_loops_barriers() {
-    use attn_runtime::jit::ModuleImage;
-    use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
-    use attn_runtime::ops::mla_dcp::plan::DecodeStep;
-    use attn_runtime::ops::unified_attention::config::MmaKind;
-    use attn_runtime::reference::mla::MlaConfig;
-    setup();
-    let arch: Arch = "sm_90a".parse().expect("arch");
-    let layout = DcpLayout::new(1, 1, 64).expect("layout");
-    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
-    let step = DecodeStep::uniform_decode(128, 4096, 128, layout, scale, 132);
-    for tma in [false, true] {
-        let mut plan = step
-            .plan_tuned(MmaKind::Warpgroup, None, None, None)
-            .expect("plan");
-        plan.set_history_tma(tma);
-        let l = &plan.history;
-        let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
-        assert!(c.cuda.source.contains("ATTN_RED_SLOT_AT"), "{}", l.key());
-        assert!(
-            c.cuda.shared_bytes <= 232_448,
-            "{}: {}",
-            l.key(),
-            c.cuda.shared_bytes
-        );
-        let src = CudaSource::from_kernel(&c.cuda);
-        let m = sass_support::compile_spill_free(&l.key(), &src, arch);
-        let ModuleImage::Cubin(bytes) = &m.image else {
-            panic!("NVRTC gave no cubin");
-        };
-        let (line, sass) = sass_support::innermost_loop_with(&l.key(), bytes, "HGMMA");
-        println!("L1 history, TMA {tma}: {line}");
-        assert_eq!(sass_support::count(&sass, "BAR"), 2, "{line}");
     }
 }

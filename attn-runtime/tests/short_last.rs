@@ -1,7 +1,8 @@
-//! The opt-in `short_last` launch order (`plan::short_last`): a sliding-window grid's short
-//! first q-blocks of every KV head launched last, heads fastest. Its own binary, since the
-//! feature list is read once per process from the environment (`setup`), and
-//! `heads_fastest` (which the order gives way to) must stay off here.
+//! The `short_last` launch order (`plan::short_last`, shipped in session 28): a
+//! sliding-window grid's short first q-blocks of every KV head launched last, heads
+//! fastest. Its own binary, since the feature list is read once per process from the
+//! environment (`setup`), and `heads_fastest` (which the order gives way to) must stay off
+//! here.
 //!
 //! The order is a permutation of the programs: a program mapped twice leaves another's rows
 //! unwritten (poisoned NaN in the output), one mapped out of range writes rows that are not

@@ -19,7 +19,7 @@ use sim_launcher::Landing;
 use unified_sim_cases as cases;
 
 const OPT_IN: &str = "page_pointer,byte_rows,mask_bound,split_row_step,wide_mul,page_row,\
-                      exact_alpha,lazy_rescale,fill_select_all,pv_wait_behind,scratch_ledger";
+                      exact_alpha,lazy_rescale,fill_select_all,pv_wait_behind";
 
 fn setup() {
     std::env::set_var("ATTN_CODEGEN_ENABLE", OPT_IN);

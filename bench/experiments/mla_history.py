@@ -5,12 +5,8 @@ before writing it. Timings only: an edited kernel is never checked for parity he
 
     mla_history.py VARIANT[,VARIANT...] IN.cu OUT.cu
 
-Variants:
-  bars    the loop's two cross-warpgroup exchanges (the scores' row max, P staged for PV's A
-          fragments) without their leading barrier: the row-max partials move into the
-          padding columns of P's staging rows, so the two exchanges touch disjoint bytes and
-          each one's trailing barrier already orders the other's reads before the next
-          write (what a membar analysis of the scratch buffer would prove).
+Variants (`bars`, the loop's exchanges without their leading barrier, went in session 28:
+the code generator's scratch ledger now emits that loop):
   chains2 the scores' 32 latent MMAs of a warpgroup as two interleaved accumulator chains
           (even and odd k-steps, added after the wait) instead of one chain of dependent
           m64n32k16: whether the chain's latency, not the tensor cores or shared memory,
@@ -50,7 +46,6 @@ import sys
 
 CONSUMER_START = "attn_setmaxnreg_inc<ATTN_WS_CONSUMER_REGS>();"
 CONSUMER_END = "\n    }\n    #else\n    if (threadIdx.x >= 256) return;"
-ROW = "((attn_warp % 4) * 16 + attn_g + (r & 1) * 8)"
 
 
 def die(msg):
@@ -69,31 +64,6 @@ def once(text, old, new, what):
     if old not in text:
         die(f"no {what}")
     return text.replace(old, new, 1)
-
-
-def bars(body):
-    # The row-max partials go into the padding of P's staging rows (72 elements, 64 used).
-    if "*reinterpret_cast<unsigned*>(&sa[r * 72 + c])" not in body:
-        die("P's staging rows are not 72 elements wide")
-    red = "float* attn_red = reinterpret_cast<float*>(attn_scratch);\n"
-    i = body.find(red)
-    if i < 0:
-        die("no row-max exchange")
-    j = body.find("attn_bar_sync(4, 256);\n", i)
-    body = body[:j] + body[j + len("attn_bar_sync(4, 256);\n"):]
-    end = body.find("v140[r] = acc;", i)
-    block = body[i:end]
-    block = block.replace(f"attn_red[{ROW} * 2 + (attn_warp / 4)]", f"ATTN_RED_AT({ROW})[attn_warp / 4]")
-    block = block.replace(f"attn_red + {ROW} * 2", f"ATTN_RED_AT({ROW})")
-    if "ATTN_RED_AT" not in block or "attn_red[" in block:
-        die("row-max exchange indexing changed")
-    body = body[:i] + block + body[end:]
-    sa = "unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);\n"
-    k = body.find(sa)
-    if k < 0:
-        die("no P staging")
-    j = body.find("attn_bar_sync(4, 256);\n", k)
-    return body[:j] + body[j + len("attn_bar_sync(4, 256);\n"):]
 
 
 def chains2(body):
@@ -255,7 +225,6 @@ def stamps(body):
 
 HEADER = (
     '#include "attn_prelude.cuh"\n'
-    "#define ATTN_RED_AT(row) reinterpret_cast<float*>(attn_scratch + (row) * 144 + 128)\n"
     "#define ATTN_PH(k) do { long long attn_n = clock64(); attn_ph[k] += attn_n - attn_t0; "
     "attn_t0 = attn_n; } while (0)\n"
 )
@@ -367,7 +336,7 @@ def main(variants, src, dst):
             if v.startswith("qregs"):
                 body = qregs(body, int(v[len("qregs"):]))
                 continue
-            body = {"bars": bars, "chains2": chains2, "n64": n64, "splitk": splitk, "stamps": stamps}[v](body)
+            body = {"chains2": chains2, "n64": n64, "splitk": splitk, "stamps": stamps}[v](body)
     except SystemExit as e:
         # Another specialization of the kernel (the generated text differs): left as is.
         print(f"{src}: left unchanged ({e})", file=sys.stderr)

@@ -1,5 +1,5 @@
 //! Which bytes of the scratch buffer may have been read since the last barrier over every
-//! thread of the program (opt-in `scratch_ledger`): the membar analysis of `gpu_ir::sync`,
+//! thread of the program (feature `scratch_ledger`, shipped in session 28): the membar analysis of `gpu_ir::sync`,
 //! for the scratch buffer the code generator's own ops share.
 //!
 //! Every scratch user writes between two barriers: the one before protects the readers of
@@ -53,7 +53,7 @@ const REDUCTION_PARITY: &str = "attn_red_par";
 /// scratch buffer (the ledger need not follow their accesses: no other op touches them).
 const REDUCTION_SLOT_AT_MACRO: &str = "ATTN_RED_SLOT_AT";
 
-/// Whether the ledger is on (`ATTN_CODEGEN_ENABLE=scratch_ledger`).
+/// Whether the ledger is on (`ATTN_CODEGEN_DISABLE=scratch_ledger` switches it off).
 pub(crate) fn wanted() -> bool {
     crate::features::on("scratch_ledger")
 }

@@ -540,7 +540,7 @@ pub mod unified {
     /// `HEADS_FASTEST` (opt-in, `plan::heads_fastest`): the grid is one axis of
     /// `q-blocks × KV heads`, the heads fastest (else q-blocks on x, KV heads on y).
     ///
-    /// `SHORT_LAST` (opt-in, `plan::short_last`): the grid stays q-blocks × KV heads, but its
+    /// `SHORT_LAST` (shipped, `plan::short_last`): the grid stays q-blocks × KV heads, but its
     /// programs in launch order take the first `cdiv(SLIDING_WINDOW − 1, BLOCK_Q)` q-blocks
     /// of every head last, heads fastest, and the others head by head, longest first.
     ///
