@@ -144,6 +144,10 @@ pub const OPT_IN: Table = &[
         "a producer's copy masks test each row against a uniform bound",
     ),
     (
+        "merge_t128",
+        "the MLA merge on warpgroup MMAs over 128-token tiles at dcp 1 (one program a head)",
+    ),
+    (
         "page_pointer",
         "a producer's block-table entries at a constant from one pointer",
     ),
@@ -299,6 +303,13 @@ pub fn heads_fastest() -> bool {
 /// the H100; `ATTN_CODEGEN_DISABLE=merge_wgmma`; read by the op's plan on sm_90a).
 pub fn merge_wgmma() -> bool {
     on("merge_wgmma")
+}
+
+/// Whether the MLA plan's merge on warpgroup MMAs takes 128 tokens a program where a step of
+/// one rank has them (one program a head, `W_UV[n]` read once; opt-in:
+/// `ATTN_CODEGEN_ENABLE=merge_t128`; read by the op's plan on sm_90a).
+pub fn merge_t128() -> bool {
+    on("merge_t128")
 }
 
 /// Whether a sliding-window unified-attention grid launches the first q-blocks of every KV

@@ -309,7 +309,8 @@ fn bench_row(
     }
     // The fused kernel's tile, `ATTN_MLA_FUSED_TILE=BLOCK_TxLAT_CHUNK[xSTAGES[xBLOCK_V]][w]`
     // (e.g. `32x128`, `16x128x4`, `16x128x2x128`; two stages and 128 columns unless given;
-    // a trailing `w`, as in `64x64x2x64w`: warpgroup MMAs, sm_90a, 64 tokens).
+    // a trailing `w`, as in `64x64x2x128w` or `128x64x2x128w`: warpgroup MMAs, sm_90a, 64
+    // tokens, or 128 at dcp 1).
     if let Ok(tile) = std::env::var("ATTN_MLA_FUSED_TILE") {
         let warpgroups = tile.ends_with('w');
         let dims: Vec<u32> = tile

@@ -21,7 +21,9 @@ use attn_runtime::ops::mla_dcp::op::{
     mla_dcp_decode, simulated_decode, CurrentOrder, DecodeElem, ExchangeMode, LaunchReport,
     MlaDcpConfig, MlaDcpContext, MlaDcpDecodeArgs, MlaError, StageTimeline, StreamOptions, VupPath,
 };
-use attn_runtime::ops::mla_dcp::plan::{warpgroup_fused_tile, FusedTile};
+use attn_runtime::ops::mla_dcp::plan::{
+    warpgroup_fused_tile, wide_warpgroup_fused_tile, FusedTile,
+};
 use attn_runtime::ops::mla_dcp::streams::JoinMode;
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::parity::{compare, CompareError, Tolerance};
@@ -277,7 +279,8 @@ fn long_programs_moving_tma_boxes_match_the_reference() {
 
 /// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, feature `merge_wgmma`,
 /// forced here): dcp 1 (two parts, a producer warpgroup) and dcp 2 (three parts), 71 tokens
-/// in two 64-token tiles, the second ragged. sm_90a only: elsewhere the plan never asks.
+/// in two 64-token tiles, the second ragged; and the 128-token tile at dcp 1 (opt-in
+/// `merge_t128`). sm_90a only: elsewhere the plan never asks.
 #[test]
 fn fused_merge_on_warpgroup_mmas_matches_the_reference() {
     if MmaKind::for_arch(device().arch()) != MmaKind::Warpgroup {
@@ -293,6 +296,14 @@ fn fused_merge_on_warpgroup_mmas_matches_the_reference() {
         let name = format!("merge on warpgroup MMAs, D={d}");
         simulated_case::<bf16>(&name, &case, 50 + u64::from(d), &o);
     }
+    // The 128-token tile (opt-in `merge_t128`, one rank only): the 71 tokens in one
+    // program, its second token half ragged.
+    let case = Case::new(1, 8, 64, 16, &[300, 170, 90], &[40, 30, 1]);
+    let o = Opts {
+        forced_fused_tile: Some(wide_warpgroup_fused_tile()),
+        ..Opts::default()
+    };
+    simulated_case::<bf16>("merge on warpgroup MMAs, 128 tokens", &case, 53, &o);
 }
 
 /// Plain decode (every chunk one token) at dcp 1 and 2: the current part writes only its

@@ -526,19 +526,28 @@ fn fused_combine_v_up_loop_streams_both_operands() {
 }
 
 /// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, feature `merge_wgmma`) at
-/// L1 and its dcp-2 rank: every product a `wgmma` whose operands the ring's descriptors give
-/// (no `ldmatrix`, no `mma.sync`), copies by a producer warpgroup for two parts and by every
-/// thread for three, nothing spilled (sm_90a). Another tile is a typed error when the
-/// kernel is specialized.
+/// L1 and its dcp-2 rank, and its 128-token tile at L1 (opt-in `merge_t128`: four consumer
+/// warpgroups): every product a `wgmma` whose operands the ring's descriptors give (no
+/// `ldmatrix`, no `mma.sync`), copies by a producer warpgroup for two parts and by every
+/// thread for three, nothing spilled (sm_90a). Another tile, and 128 tokens of three parts,
+/// are typed errors when the kernel is specialized.
 #[test]
 fn fused_combine_v_up_on_warpgroup_mmas() {
-    use attn_runtime::ops::mla_dcp::plan::warpgroup_fused_tile;
+    use attn_runtime::ops::mla_dcp::plan::{warpgroup_fused_tile, wide_warpgroup_fused_tile};
     let arch: Arch = "sm_90a".parse().expect("arch");
-    for dcp in [1, 2] {
+    let tiles = [
+        (1, warpgroup_fused_tile()),
+        (2, warpgroup_fused_tile()),
+        (1, wide_warpgroup_fused_tile()),
+    ];
+    for (dcp, tile) in tiles {
         let mut plan = l1_warpgroup_plan(dcp);
-        plan.retile_combine_v_up(warpgroup_fused_tile());
+        plan.retile_combine_v_up(tile);
         let l = &plan.combine_v_up;
         let c = l.compile().unwrap_or_else(|e| panic!("{}: {e}", l.key()));
+        // A warpgroup per 64 tokens and 64 columns, and the producer's at dcp 1.
+        let threads = 128 * (tile.block_t / 32 + u32::from(dcp == 1));
+        assert_eq!(c.cuda.block_threads, threads, "{}", l.key());
         let split = c.cuda.source.contains("attn_setmaxnreg_inc");
         assert_eq!(split, dcp == 1, "{}: producer warpgroup", l.key());
         let src = CudaSource::from_kernel(&c.cuda);
@@ -570,6 +579,13 @@ fn fused_combine_v_up_on_warpgroup_mmas() {
             "{err}"
         );
     }
+    let mut plan = l1_warpgroup_plan(2);
+    plan.retile_combine_v_up(wide_warpgroup_fused_tile());
+    let err = plan.combine_v_up.compile().expect_err("three parts");
+    assert!(
+        err.to_string().contains("128 tokens at DCP_SIZE 1"),
+        "{err}"
+    );
 }
 
 /// Plain decode as the op runs it with the fused merge (`read_single_key_chunks_from_kv`):

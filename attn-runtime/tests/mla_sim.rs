@@ -8,7 +8,7 @@
 mod mla_support;
 mod sim_launcher;
 
-use attn_runtime::ops::mla_dcp::plan::warpgroup_fused_tile;
+use attn_runtime::ops::mla_dcp::plan::{warpgroup_fused_tile, wide_warpgroup_fused_tile};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use mla_support::{
     check_case_launched, check_plan_launched, planned_for, sm90a_history_cases, Case,
@@ -69,4 +69,36 @@ fn fused_merge_on_warpgroup_mmas() {
             check_plan_launched(c, &plan, 720, Some(launcher));
         }
     }
+}
+
+/// The fused combine + V-up on warpgroup MMAs over 128 tokens (opt-in `merge_t128`: four
+/// consumer warpgroups, two token halves by two column halves, and the producer) in a
+/// one-rank sm_90a step of 70 tokens, so both token halves hold rows and the second is
+/// ragged; the merge on the simulator's sm_90a branch, the step's other launches on the
+/// executor (the simulator would take minutes over 70 tokens of history).
+#[test]
+fn wide_merge_on_warpgroup_mmas() {
+    if !sim_launcher::have_gxx() {
+        eprintln!("skipping: no g++");
+        return;
+    }
+    static MERGE: sim_launcher::SimLauncher = sim_launcher::SimLauncher::only(
+        "mla_combine_v_up",
+        sim_launcher::Branch::Wgmma,
+        Landing::Late,
+    );
+    let c = mla_support::planned_for(
+        mla_support::Case::new(1, 1, 64, 16, &[300, 90], &[40, 30]),
+        MmaKind::Warpgroup,
+        None,
+    );
+    let mut plan = c.plan();
+    plan.retile_combine_v_up(wide_warpgroup_fused_tile());
+    assert!(
+        plan.combine_v_up.key().contains("BLOCK_T=128"),
+        "{}",
+        plan.combine_v_up.key()
+    );
+    assert_eq!(plan.combine_v_up.grid[0], 1);
+    check_plan_launched(&c, &plan, 730, Some(&MERGE));
 }

@@ -12,6 +12,9 @@
 //! - `pv_wait_behind` (`gpu_ir::pv_wait_behind`; H100, session 25: P1 0.6 % faster, P3
 //!   3.4 % slower): P1's and P3's PV waited for in the next iteration compile spill-free
 //!   without ptxas serializing their warpgroup MMAs.
+//! - `merge_t128` (`mla_dcp::plan::fused_tile_on`; built in session 28, not timed): the MLA
+//!   merge on warpgroup MMAs over 128 tokens where a one-rank step has them (the kernel:
+//!   `mla_gpu_ir_kernels.rs`, `mla_sim.rs`).
 
 mod sass_support;
 mod unified_common;
@@ -32,7 +35,7 @@ const DECODE: &[(usize, usize)] = &[(1, 123), (1, 37), (1, 211)];
 fn setup() {
     std::env::set_var(
         "ATTN_CODEGEN_ENABLE",
-        "heads_fastest,unroll_scans,pv_wait_behind",
+        "heads_fastest,unroll_scans,pv_wait_behind,merge_t128",
     );
 }
 
@@ -116,4 +119,36 @@ fn pv_wait_behind_keeps_p1_and_p3_pipelined() {
             .count();
         assert!(waits <= 4, "{label}: {waits} warpgroup waits");
     }
+}
+
+/// `merge_t128`: a warpgroup plan of a one-rank step (two parts) with 128 tokens or more
+/// takes the fused merge's 128-token tile; fewer tokens take the 64-token one, three parts
+/// (dcp 2) too, and an `mma.sync` plan keeps its own tile.
+#[test]
+fn merge_t128_takes_the_wide_tile_from_128_tokens_of_one_rank() {
+    use attn_runtime::ops::mla_dcp::plan::{
+        fused_tile, fused_tile_on, warpgroup_fused_tile, wide_warpgroup_fused_tile,
+    };
+    use attn_runtime::ops::unified_attention::config::MmaKind::{Sync, Warpgroup};
+    setup();
+    assert!(attn_dsl::features::merge_t128());
+    let wide = wide_warpgroup_fused_tile();
+    assert_eq!(
+        (wide.block_t, wide.block_v, wide.warpgroups),
+        (128, 128, true)
+    );
+    assert_eq!(fused_tile_on(Warpgroup, 128, 128, 2, 132), wide);
+    assert_eq!(fused_tile_on(Warpgroup, 300, 16, 2, 132), wide);
+    assert_eq!(
+        fused_tile_on(Warpgroup, 127, 128, 2, 132),
+        warpgroup_fused_tile()
+    );
+    assert_eq!(
+        fused_tile_on(Warpgroup, 128, 128, 3, 132),
+        warpgroup_fused_tile()
+    );
+    assert_eq!(
+        fused_tile_on(Sync, 128, 128, 2, 132),
+        fused_tile(128, 128, 2, 132)
+    );
 }

@@ -631,7 +631,8 @@ pub mod mla {
     /// columns: the narrowest block a `wgmma` reads `W_UV`'s row-major rows in), operands from
     /// the ring by descriptor (`mma.sync` elsewhere). Copies by a producer warpgroup for two
     /// parts; three parts' accumulators do not fit beside one (they spilled), so at dcp 2
-    /// every thread copies.
+    /// every thread copies. At dcp 1 also 128 tokens (an 8 × 2 warp grid: four warpgroups,
+    /// two token halves by two column halves), so one program a head reads `W_UV[n]` once.
     #[kernel(
         num_warps = 4 * ((BLOCK_T + 31) / 32),
         num_stages = STAGES,
@@ -641,7 +642,7 @@ pub mod mla {
         require(LAT_CHUNK >= 16 && 512 % LAT_CHUNK == 0, "LAT_CHUNK must divide 512 and be >= 16"),
         require(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4"),
         require(BLOCK_V == 64 || BLOCK_V == 128, "BLOCK_V must be 64 or 128"),
-        require(!WARPGROUPS || (BLOCK_T == 64 && BLOCK_V == 128), "WARPGROUPS takes 64 tokens × 128 columns (a warpgroup MMA is 64 rows tall and reads W_UV 64 columns at a time)"),
+        require(!WARPGROUPS || ((BLOCK_T == 64 || (BLOCK_T == 128 && DCP_SIZE == 1)) && BLOCK_V == 128), "WARPGROUPS takes 64 tokens × 128 columns, or 128 tokens at DCP_SIZE 1 (a warpgroup MMA is 64 rows tall and reads W_UV 64 columns at a time; three parts of 128 tokens spill)"),
     )]
     pub fn mla_combine_v_up<
         T,

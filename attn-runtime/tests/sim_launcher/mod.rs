@@ -23,11 +23,28 @@ use cpu_sim::SimArg;
 pub struct SimLauncher {
     pub branch: Branch,
     pub landing: Landing,
+    /// Only this kernel's launches on the simulator, the others on the CPU executor (a
+    /// kernel of many threads checked in a step whose other launches would take the
+    /// simulator too long); every launch where `None`.
+    pub only: Option<&'static str>,
 }
 
 impl SimLauncher {
     pub const fn new(branch: Branch, landing: Landing) -> Self {
-        SimLauncher { branch, landing }
+        SimLauncher {
+            branch,
+            landing,
+            only: None,
+        }
+    }
+
+    /// Runs only `kernel`'s launches on the simulator.
+    pub const fn only(kernel: &'static str, branch: Branch, landing: Landing) -> Self {
+        SimLauncher {
+            branch,
+            landing,
+            only: Some(kernel),
+        }
     }
 }
 
@@ -49,6 +66,14 @@ pub fn for_target(mma: MmaKind, landing: Landing) -> &'static SimLauncher {
 
 impl HostLauncher for SimLauncher {
     fn run(&self, l: HostLaunch<'_>, mut args: Vec<CpuArg<'_>>) -> Result<(), String> {
+        if self
+            .only
+            .is_some_and(|name| !l.kernel.name.starts_with(name))
+        {
+            return attn_dsl::interp::run(l.kernel, l.grid, args)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        }
         let k = (l.cuda)()?;
         let branch = if self.branch.present(&k.source) {
             self.branch

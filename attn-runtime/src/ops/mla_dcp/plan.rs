@@ -168,7 +168,7 @@ pub struct FusedTile {
     /// Output columns a program (`BLOCK_V`, 64 or 128 of `W_UV`'s 128): 64 doubles the
     /// programs of a step of few tokens.
     pub block_v: u32,
-    /// The products as warpgroup MMAs (`WARPGROUPS`, sm_90a; 64-token tiles only).
+    /// The products as warpgroup MMAs (`WARPGROUPS`, sm_90a; 64-token tiles, or 128 at dcp 1).
     pub warpgroups: bool,
 }
 
@@ -211,14 +211,23 @@ pub fn fused_tile(t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
 /// Tokens a program of the fused combine + V-up on warpgroup MMAs: one warpgroup MMA's rows.
 pub const FUSED_WARPGROUP_BLOCK_T: u32 = 64;
 
+/// Tokens a program of the fused combine + V-up on warpgroup MMAs over two warpgroups' rows
+/// (opt-in `merge_t128`; two parts only: three parts' accumulators spill).
+pub const FUSED_WARPGROUP_WIDE_BLOCK_T: u32 = 128;
+
 /// The fused combine + V-up's tile on `mma`: [`warpgroup_fused_tile`] on warpgroup MMAs where
 /// the step has a warpgroup MMA's 64 rows of tokens (feature `merge_wgmma`, shipped in
-/// session 28; `ATTN_CODEGEN_DISABLE=merge_wgmma`), else [`fused_tile`].
+/// session 28; `ATTN_CODEGEN_DISABLE=merge_wgmma`), [`wide_warpgroup_fused_tile`] from 128
+/// tokens of two parts (one rank) where the opt-in `merge_t128` asks, else [`fused_tile`].
 pub fn fused_tile_on(mma: MmaKind, t: usize, n: u32, parts: u32, num_sms: u32) -> FusedTile {
-    let wide = mma == MmaKind::Warpgroup
-        && attn_dsl::features::merge_wgmma()
-        && t >= FUSED_WARPGROUP_BLOCK_T as usize;
+    let on_warpgroups = mma == MmaKind::Warpgroup && attn_dsl::features::merge_wgmma();
+    let wide = on_warpgroups
+        && attn_dsl::features::merge_t128()
+        && parts == 2
+        && t >= FUSED_WARPGROUP_WIDE_BLOCK_T as usize;
     if wide {
+        wide_warpgroup_fused_tile()
+    } else if on_warpgroups && t >= FUSED_WARPGROUP_BLOCK_T as usize {
         warpgroup_fused_tile()
     } else {
         fused_tile(t, n, parts, num_sms)
@@ -238,6 +247,18 @@ pub fn warpgroup_fused_tile() -> FusedTile {
         stages: 2,
         block_v: 128,
         warpgroups: true,
+    }
+}
+
+/// The fused combine + V-up on warpgroup MMAs over 128 tokens (opt-in `merge_t128`, not yet
+/// timed): four warpgroups on the 8 × 2 warp grid (two token halves by two column halves)
+/// and a producer, so L1's 128 tokens are one program a head, which reads `W_UV[n]` once
+/// (the 64-token tile's two programs of a head read it twice, the second time from L2 at
+/// best) and holds half the part rows an SM does now (two 64-token programs an SM).
+pub fn wide_warpgroup_fused_tile() -> FusedTile {
+    FusedTile {
+        block_t: FUSED_WARPGROUP_WIDE_BLOCK_T,
+        ..warpgroup_fused_tile()
     }
 }
 
