@@ -59,6 +59,16 @@ pub fn have_gxx() -> bool {
 }
 
 /// One directory per (kernel, simulator prelude, driver): a cached binary is never stale.
+/// Whether the simulator is built with ThreadSanitizer (`ATTN_SIM_RACECHECK=1`): every CUDA
+/// thread is a `std::thread` and every barrier a `std::barrier` (or a lock), so two threads
+/// touching the same shared-memory byte, one writing, with no barrier between them is a
+/// data race ThreadSanitizer reports, and the run fails: a racecheck of the emitted
+/// kernel's barriers without a GPU (a dropped barrier that was needed fails here even
+/// where the values it guarded happen to come out right).
+pub fn race_checked() -> bool {
+    std::env::var("ATTN_SIM_RACECHECK").is_ok_and(|v| v == "1")
+}
+
 fn work_dir(k: &CudaKernel, branch: Branch) -> PathBuf {
     let mut h = blake3::Hasher::new();
     // The source itself, not `k.hash`: a test may run an edited copy of an emitted kernel.
@@ -68,6 +78,7 @@ fn work_dir(k: &CudaKernel, branch: Branch) -> PathBuf {
     h.update(SIM_TMA.as_bytes());
     h.update(format!("{branch:?}").as_bytes());
     h.update(main_source(k).as_bytes());
+    h.update(&[u8::from(race_checked())]);
     let hex = h.finalize().to_hex();
     let dir = std::env::temp_dir().join(format!("attn_sim_{}", &hex[..16]));
     std::fs::create_dir_all(&dir).expect("create sim dir");
@@ -234,9 +245,15 @@ fn build(k: &CudaKernel, branch: Branch) -> Result<PathBuf, String> {
     std::fs::write(dir.join("kernel.inc"), source).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("main.cpp"), main_source(k)).map_err(|e| e.to_string())?;
     let tmp = dir.join(format!("sim.tmp{}", std::process::id()));
+    let racecheck: &[&str] = if race_checked() {
+        &["-fsanitize=thread", "-g"]
+    } else {
+        &[]
+    };
     let out = Command::new("g++")
         .args(["-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w"])
         .args(define)
+        .args(racecheck)
         .arg("-o")
         .arg(&tmp)
         .arg(dir.join("main.cpp"))
@@ -336,6 +353,8 @@ pub fn run_branch(
         .and_then(|mut f| f.write_all(&blob))
         .map_err(|e| e.to_string())?;
     let mut cmd = Command::new(&bin);
+    // The first race ends the run with a report (ThreadSanitizer's exit code 66).
+    cmd.env("TSAN_OPTIONS", "halt_on_error=1 exitcode=66");
     match landing {
         Some(Landing::Early) => cmd.env("ATTN_SIM_LANDING_DELAY_US", "0"),
         Some(Landing::Late) => cmd.env("ATTN_SIM_LANDING_DELAY_US", "300"),

@@ -236,15 +236,25 @@ inline float attn_ld(const float* p) { return *p; }
 inline int attn_ld(const int* p) { return *p; }
 inline long long attn_ld(const long long* p) { return *p; }
 inline bool attn_ld(const bool* p) { return *p; }
-inline void attn_st(const bf16* p, float v) { const_cast<bf16*>(p)->bits = attn_f32_to_bf16_bits(v); }
-inline void attn_st(const f16* p, float v) { const_cast<f16*>(p)->bits = attn_f32_to_f16_bits(v); }
-inline void attn_st(const float* p, float v) { *const_cast<float*>(p) = v; }
-inline void attn_st(const int* p, int v) { *const_cast<int*>(p) = v; }
-inline void attn_st(const long long* p, long long v) { *const_cast<long long*>(p) = v; }
+// The DSL's `store` (global memory). A scalar is every thread's, so every thread stores it,
+// the same value to the same address: benign on the GPU, a data race to ThreadSanitizer
+// (`ATTN_SIM_RACECHECK`). Relaxed atomic stores (a plain store on x86) keep its reports on
+// what barriers order: shared memory.
+template <class T>
+inline void attn_sim_store(const T* p, T v) { __atomic_store(const_cast<T*>(p), &v, __ATOMIC_RELAXED); }
+inline void attn_st(const bf16* p, float v) {
+    attn_sim_store(&p->bits, (decltype(p->bits))attn_f32_to_bf16_bits(v));
+}
+inline void attn_st(const f16* p, float v) {
+    attn_sim_store(&p->bits, (decltype(p->bits))attn_f32_to_f16_bits(v));
+}
+inline void attn_st(const float* p, float v) { attn_sim_store(p, v); }
+inline void attn_st(const int* p, int v) { attn_sim_store(p, v); }
+inline void attn_st(const long long* p, long long v) { attn_sim_store(p, v); }
 inline void attn_st2(const float* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
 inline void attn_st2(const bf16* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
 inline void attn_st2(const f16* p, float a, float b) { attn_st(p, a); attn_st(p + 1, b); }
-inline void attn_st(const bool* p, bool v) { *const_cast<bool*>(p) = v; }
+inline void attn_st(const bool* p, bool v) { attn_sim_store(p, v); }
 template <class T>
 inline void attn_st16(const T* dst, const unsigned short* src) {
     std::memcpy(const_cast<T*>(dst), src, 16);
