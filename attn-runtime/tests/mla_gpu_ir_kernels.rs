@@ -11,7 +11,7 @@ use attn_dsl::ConstValue;
 use attn_runtime::jit::{compile, Arch, CudaSource, JitOptions, ModuleImage};
 use attn_runtime::ops::mla_dcp::metadata::DcpLayout;
 use attn_runtime::ops::mla_dcp::plan::{
-    DecodePlan, DecodeStep, FusedTile, KernelLaunch, PlanError,
+    fused_tile, DecodePlan, DecodeStep, FusedTile, KernelLaunch, PlanError,
 };
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use attn_runtime::reference::mla::MlaConfig;
@@ -25,12 +25,16 @@ fn step(batch: usize, ctx: u32, heads: u32, dcp: u32) -> DecodeStep {
     DecodeStep::uniform_decode(batch, ctx, heads / dcp, layout, scale, 132)
 }
 
-/// L1's step (128 requests of 4096 tokens, 128 heads) over `dcp` ranks, planned for
-/// warpgroup MMAs.
-fn l1_warpgroup_plan(dcp: u32) -> DecodePlan {
+/// L1's step (128 requests of 4096 tokens, 128 heads) over `dcp` ranks, planned for `mma`.
+fn l1_plan(mma: MmaKind, dcp: u32) -> DecodePlan {
     step(128, 4096, 128, dcp)
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .plan_tuned(mma, None, None, None)
         .expect("plan")
+}
+
+/// [`l1_plan`] for warpgroup MMAs (an sm_90a device).
+fn l1_warpgroup_plan(dcp: u32) -> DecodePlan {
+    l1_plan(MmaKind::Warpgroup, dcp)
 }
 
 fn set(l: &mut KernelLaunch, name: &str, v: i64) {
@@ -244,7 +248,8 @@ fn l1_warpgroup_history() -> KernelLaunch {
 /// k-steps of `m64n256k16` with P staged through shared memory (no `mma.sync`; P's A
 /// fragments by four `ldmatrix.x4`), two barriers (after the scores' cross-warpgroup row
 /// max, after P's staging: each the other's guard, `scratch_ledger`; the stage handshake is
-/// on mbarriers: a producer warpgroup copies the key tiles), no local memory. The rope dot continues the latent dot's MMAs in flight.
+/// on mbarriers: a producer warpgroup copies the key tiles), no local memory. The rope dot
+/// continues the latent dot's MMAs in flight.
 #[test]
 fn l1_history_on_sm90a_runs_two_warpgroups() {
     let mut l = l1_warpgroup_history();
@@ -498,13 +503,7 @@ fn fused_combine_v_up_tiles_compile_without_spills() {
 #[test]
 fn fused_combine_v_up_loop_streams_both_operands() {
     let mut plan = l1_warpgroup_plan(1);
-    plan.retile_combine_v_up(FusedTile {
-        block_t: 32,
-        lat_chunk: 64,
-        stages: 2,
-        block_v: 128,
-        warpgroups: false,
-    });
+    plan.retile_combine_v_up(fused_tile(128, 128, 2, 132));
     let l = &plan.combine_v_up;
     assert!(l.key().contains("BLOCK_T=32,LAT_CHUNK=64"), "{}", l.key());
     let c = l.compile().expect("specialize");
@@ -623,9 +622,7 @@ fn one_token_chunks_store_no_current_rows() {
             (36, 68),
             "(HMMA) LSE only against the rows"
         );
-        let mut merge = step(128, 4096, 128, 1)
-            .plan_tuned(MmaKind::for_arch(arch), None, None, None)
-            .expect("plan");
+        let mut merge = l1_plan(MmaKind::for_arch(arch), 1);
         assert!(merge.read_single_key_chunks_from_kv());
         counts("combine + V-up, rows from cur_kv", &merge.combine_v_up);
     }

@@ -58,7 +58,6 @@ pub fn have_gxx() -> bool {
     Command::new("g++").arg("--version").output().is_ok()
 }
 
-/// One directory per (kernel, simulator prelude, driver): a cached binary is never stale.
 /// Whether the simulator is built with ThreadSanitizer (`ATTN_SIM_RACECHECK=1`): every CUDA
 /// thread is a `std::thread` and every barrier a `std::barrier` (or a lock), so two threads
 /// touching the same shared-memory byte, one writing, with no barrier between them is a
@@ -69,6 +68,8 @@ pub fn race_checked() -> bool {
     std::env::var("ATTN_SIM_RACECHECK").is_ok_and(|v| v == "1")
 }
 
+/// One directory per (kernel, simulator prelude, driver, racecheck): a cached binary is never
+/// stale.
 fn work_dir(k: &CudaKernel, branch: Branch) -> PathBuf {
     let mut h = blake3::Hasher::new();
     // The source itself, not `k.hash`: a test may run an edited copy of an emitted kernel.

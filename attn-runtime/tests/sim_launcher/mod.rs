@@ -12,7 +12,7 @@ mod cpu_sim;
 pub use cpu_sim::{have_gxx, Branch, Landing};
 
 use attn_dsl::interp::CpuArg;
-use attn_runtime::ops::host_launch::{HostLaunch, HostLauncher};
+use attn_runtime::ops::host_launch::{run_launch, HostLaunch, HostLauncher};
 use attn_runtime::ops::unified_attention::config::MmaKind;
 use cpu_sim::SimArg;
 
@@ -70,9 +70,9 @@ impl HostLauncher for SimLauncher {
             .only
             .is_some_and(|name| !l.kernel.name.starts_with(name))
         {
-            return attn_dsl::interp::run(l.kernel, l.grid, args)
+            return run_launch(None, l, args)
                 .map(|_| ())
-                .map_err(|e| e.to_string());
+                .map_err(|e| format!("{e:?}"));
         }
         let k = (l.cuda)()?;
         let branch = if self.branch.present(&k.source) {

@@ -664,12 +664,11 @@ pub fn heads_fastest() -> bool {
 
 /// Whether the attention grid launches each KV head's short first q-blocks last
 /// (`SHORT_LAST`; shipped in session 28, `ATTN_CODEGEN_DISABLE=short_last`): a sliding window
-/// on the 2D grid,
-/// heads not fastest (that order already ends on every head's first q-blocks). A prefill of
-/// one long sequence then ends its launch on its shortest programs, while the long ones keep
-/// their head-by-head order (neighbouring programs sharing a head's keys in L2): P1's model
-/// of the tail put the gain at ~2 %, and the H100 measured 2 % (P1) and 3 % (P3)
-/// (docs/gpu_ir.md, "The grid's tail"). Any batch stays
+/// on the 2D grid, heads not fastest (that order already ends on every head's first
+/// q-blocks). A prefill of one long sequence then ends its launch on its shortest programs,
+/// while the long ones keep their head-by-head order (neighbouring programs sharing a head's
+/// keys in L2): P1's model of the tail put the gain at ~2 %, and the H100 measured 2 % (P1)
+/// and 3 % (P3) (docs/gpu_ir.md, "The grid's tail"). Any batch stays
 /// correct: the order is a permutation of the programs.
 pub fn short_last(cfg: &UnifiedAttentionConfig) -> bool {
     attn_dsl::features::short_last() && cfg.sliding_window > 0 && !cfg.is_3d && !heads_fastest()
