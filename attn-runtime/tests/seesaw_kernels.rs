@@ -8,6 +8,7 @@
 //! keeping both halves' accumulators 5.8 KB. The feature list is read once per process:
 //! this binary's only test sets it first.
 
+mod experiment_support;
 mod sass_support;
 
 use attn_dsl::ConstValue;
@@ -57,4 +58,60 @@ fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
     // `m64n64k16`) and both PVs (4 k-steps of `m64n256k16` each).
     let whole = sass_support::whole_kernel("l1-seesaw", bytes);
     assert_eq!(sass_support::count(&whole, "HGMMA"), 2 * (36 + 4 + 4));
+}
+
+/// `bench/experiments/mla_seesaw_meetings.py` (what the seesaw's two-sided handoffs cost,
+/// timed by `mla_seesaw_ab.sh`) still finds the handoffs' barriers in L1's seesaw history:
+/// `halfmeet` drops one of each handoff's two, `nomeet` the warpgroup pair's as well, the
+/// same number from each warpgroup's loop (a barrier one warpgroup still meets and the
+/// other no longer does would hang the GPU, not time it), and both still compile.
+#[test]
+fn handoff_meeting_edits_apply_to_l1s_seesaw_history() {
+    std::env::set_var("ATTN_CODEGEN_ENABLE", "seesaw");
+    let layout = DcpLayout::new(1, 1, 64).expect("layout");
+    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
+    let step = DecodeStep::uniform_decode(128, 4096, 128, layout, scale, 132);
+    let mut l = step
+        .plan_tuned(MmaKind::Warpgroup, None, None, None)
+        .expect("plan")
+        .history;
+    let tma = l.constexprs.iter_mut().find(|(n, _)| *n == "TMA");
+    tma.expect("the history's TMA constexpr").1 = ConstValue::Bool(false);
+    let c = l.compile().expect("compile");
+    let dir = std::env::temp_dir().join(format!("attn-seesaw-meetings-{}", std::process::id()));
+    let input = dir.join("generated");
+    std::fs::create_dir_all(&input).expect("temp dir");
+    std::fs::write(input.join("h.cu"), &c.cuda.source).expect("write");
+    // Barriers in each warpgroup's copy of the loop (up to the next copy).
+    let per_copy = |src: &str| -> Vec<usize> {
+        src.split("the loop, warpgroup ")
+            .skip(1)
+            .map(|s| s.matches("attn_bar_sync(").count())
+            .collect()
+    };
+    let before = per_copy(&c.cuda.source);
+    let arch = "sm_90a".parse().expect("arch");
+    for variant in ["halfmeet", "nomeet"] {
+        let out = dir.join(variant);
+        experiment_support::rewrite("mla_seesaw_meetings.py", &input, &out, &[variant]);
+        let edited = std::fs::read_to_string(out.join("h.cu")).expect("the rewrite");
+        let after = per_copy(&edited);
+        let dropped: Vec<usize> = before.iter().zip(&after).map(|(b, a)| b - a).collect();
+        assert!(
+            dropped[0] > 0,
+            "{variant}: nothing dropped ({before:?} → {after:?})"
+        );
+        // The first two copies are the two warpgroups' loops of the split program.
+        assert_eq!(
+            dropped[0],
+            dropped[1] - 2,
+            "{variant}: {before:?} → {after:?}"
+        );
+        compile(
+            &CudaSource::new(&c.cuda.entry, &edited),
+            &JitOptions::new(arch),
+        )
+        .unwrap_or_else(|e| panic!("{variant} does not compile: {e}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -34,7 +34,7 @@ rewrite_each() {  # SCRIPT IN OUT ARGS...: mla_seesaw.py takes one file at a tim
   run split ATTN_SOURCE_DUMP="$work/split"
   run seesaw ATTN_CODEGEN_ENABLE=seesaw ATTN_SOURCE_DUMP="$work/seesaw"
   for v in halfmeet nomeet; do
-    python3 $ex/mla_seesaw_meetings.py $v "$work/seesaw" "$work/$v" \
+    python3 $ex/mla_seesaw_meetings.py "$work/seesaw" "$work/$v" $v \
       && run $v ATTN_CODEGEN_ENABLE=seesaw ATTN_SOURCE_OVERRIDE="$work/$v"
   done
   run split_tma ATTN_CODEGEN_ENABLE=tma ATTN_SOURCE_DUMP="$work/tma"

@@ -16,7 +16,7 @@ handoffs could buy:
 Both read stale or torn values: garbage results, for timing only. Usage (on the GPU host):
 
     ATTN_CODEGEN_ENABLE=seesaw ATTN_SOURCE_DUMP=gen  <mla_decode bench> ...
-    python3 bench/experiments/mla_seesaw_meetings.py halfmeet gen out
+    python3 bench/experiments/mla_seesaw_meetings.py gen out halfmeet
     ATTN_CODEGEN_ENABLE=seesaw ATTN_SOURCE_OVERRIDE=out <mla_decode bench> ...
 """
 import os
@@ -55,7 +55,7 @@ def edit(variant):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("halfmeet", "nomeet"):
-        sys.exit("usage: mla_seesaw_meetings.py halfmeet|nomeet IN_DIR OUT_DIR")
-    variant = sys.argv.pop(1)
+    if len(sys.argv) != 4 or sys.argv[3] not in ("halfmeet", "nomeet"):
+        sys.exit("usage: mla_seesaw_meetings.py IN_DIR OUT_DIR halfmeet|nomeet")
+    variant = sys.argv.pop()
     rewrite_dir("mla_seesaw_meetings.py", applies, edit(variant), f"{variant} applied")
