@@ -17,7 +17,7 @@ use super::dot::MmaPlan;
 use super::emitter::Emitter;
 use super::tile_map::MmaMap;
 use super::CodegenError;
-use crate::gpu_ir::OperandSource;
+use crate::gpu_ir::{GpuOp, OperandSource, StageSync};
 use crate::ir::{Op, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
@@ -84,6 +84,34 @@ impl<'f> Emitter<'f> {
         Ok(MmaOperands { a, acc, res, t, p })
     }
 
+    /// The MMA plan of the dot right after a handoff to `res` (past a warpgroup's wait for
+    /// its stage) when that dot reads `res` as
+    /// its A operand, and nothing else does, staged in the scratch buffer (not from shared
+    /// memory, held or repacked fragments): the handoff can write the tile there in the
+    /// staged layout, and the dot read it as it lies (one pass through shared memory, not
+    /// two, and two barriers fewer).
+    pub(crate) fn dot_staging_a_next(&self, res: ValueId) -> Option<MmaPlan> {
+        // A warpgroup's wait for a stage of the ring (no scratch access) may come between.
+        let waits = |g: &&GpuOp| matches!(g, GpuOp::Stage(StageSync::Wait { .. }));
+        let Some(GpuOp::Mma { dot, a, b, .. }) = self.following.iter().find(|g| !waits(g)) else {
+            return None;
+        };
+        let op = self.f.op(*dot);
+        let shared = |s: &OperandSource| matches!(s, OperandSource::Shared { .. });
+        if op.operands.first() != Some(&res) || self.use_count(res) != 1 || shared(a) || !shared(b)
+        {
+            return None;
+        }
+        let MmaOperands {
+            acc, res: out, p, ..
+        } = self.mma_operands(op).ok()?;
+        let map = self.fragment_map(acc, out)?;
+        let other_source = self.held_a_fragments(res).is_some()
+            || self.repackable_a(res, &map, &p).is_some()
+            || self.packed_a.contains_key(&out.0);
+        (!other_source).then_some(p)
+    }
+
     pub(crate) fn emit_mma_shared(
         &mut self,
         op: &'f Op,
@@ -127,15 +155,19 @@ impl<'f> Emitter<'f> {
         let a_from = self.a_fragments_source(a, a_src, &map, &p)?;
         if let AFrom::Staged = a_from {
             // A's rows in the scratch buffer, read back by `ldmatrix` (synchronous reads the
-            // ledger can follow: `scratch_ledger`).
+            // ledger can follow: `scratch_ledger`); a handoff right before may have put them
+            // there already.
             let bytes = p.m.next_multiple_of(16) * p.ld * 2;
-            self.need_scratch(bytes);
-            self.w
-                .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
-            self.barrier_before_scratch_write(0..bytes);
-            self.stage_a(a, &p)?;
-            self.emit_scratch_barrier();
-            self.note_scratch_read(0..bytes);
+            let by_handoff = self.staged_by_handoff.remove(&a.0);
+            let at = by_handoff.unwrap_or(0);
+            self.need_scratch(at + bytes);
+            self.w.line(staged_a_pointer(at));
+            if by_handoff.is_none() {
+                self.barrier_before_scratch_write(0..bytes);
+                self.stage_a(a, &p)?;
+                self.emit_scratch_barrier();
+            }
+            self.note_scratch_read(at..at + bytes);
         }
         let packed_a = self.packed_a.get(&res.0).cloned();
         let held_a = self.held_shared_a.get(&res.0).cloned();
@@ -575,4 +607,13 @@ fn held_a_name(res: crate::ir::ValueId) -> String {
 /// `unsigned name[steps][slabs][4];`: four registers a 16 × 16 step of each slab.
 fn held_a_declaration(name: &str, steps: usize, map: &super::tile_map::MmaMap) -> String {
     format!("unsigned {name}[{steps}][{}][4];", map.slabs_per_warp)
+}
+
+/// The declaration of `sa`, a staged A operand's rows at byte `at` of the scratch buffer.
+pub(crate) fn staged_a_pointer(at: usize) -> String {
+    let base = match at {
+        0 => "attn_scratch".to_string(),
+        at => format!("attn_scratch + {at}"),
+    };
+    format!("unsigned short* sa = reinterpret_cast<unsigned short*>({base});")
 }

@@ -51,8 +51,19 @@ pub(crate) struct Emitter<'f> {
     pub(crate) scratch_reported: bool,
     /// Bytes of the largest row reduction's cross-warp slot (`scratch_ledger`; 0: none).
     pub(crate) reduction_slot_bytes: usize,
-    /// Whether row reductions may take slots of their own (not when they did not fit).
+    /// Whether row reductions may take slots of their own and handoffs may move off the
+    /// bytes the last reads touched (not when the scratch they add did not fit).
     pub(crate) reduction_slots_allowed: bool,
+    /// Whether a handoff moved off offset 0 for the ledger (growing the scratch buffer).
+    pub(crate) handoffs_moved: bool,
+    /// The text of the owned regions emitted since the current op's mark: the ledger reads
+    /// past them (`scratch_ledger`).
+    pub(crate) owned_spans: Vec<std::ops::Range<usize>>,
+    /// The ops after the one being emitted in its block (a handoff looks at the dot it
+    /// feeds).
+    pub(crate) following: &'f [GpuOp],
+    /// Dot A operands a handoff staged where the dot reads them (value → scratch offset).
+    pub(crate) staged_by_handoff: std::collections::BTreeMap<u32, usize>,
     /// Each handoff's offset among those bytes (by result value), kept for the program's
     /// second emission (the unsplit one of a split program).
     pub(crate) handoff_at: std::collections::BTreeMap<u32, usize>,
@@ -163,6 +174,10 @@ impl<'f> Emitter<'f> {
             scratch_reported: false,
             reduction_slot_bytes: 0,
             reduction_slots_allowed: true,
+            handoffs_moved: false,
+            owned_spans: Vec::new(),
+            following: &[],
+            staged_by_handoff: Default::default(),
             handoff_at: Default::default(),
             region_locals: Default::default(),
             only_warpgroup: None,
@@ -657,6 +672,7 @@ impl<'f> Emitter<'f> {
             if std::mem::take(&mut fused_into_previous) || i < emitted_until {
                 continue;
             }
+            self.following = &b.ops[i + 1..];
             // A run of ops one warpgroup owns runs on it alone.
             if let Some(w) = self.gpu_op_owner(g) {
                 emitted_until = i + self.owned_run_len(&b.ops, i, w);

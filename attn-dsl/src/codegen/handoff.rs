@@ -11,10 +11,12 @@
 //! conversion or a new name.
 
 use super::c_types::{from_scratch, scratch_type, to_scratch};
+use super::dot::MmaPlan;
 use super::emitter::Emitter;
 use super::owned_region::{OWNED_BARRIER_BASE, WARPGROUP_THREADS};
 use super::CodegenError;
 use crate::ir::{Op, ValueId};
+use std::ops::Range;
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -31,38 +33,86 @@ impl<'f> Emitter<'f> {
         let (st, bytes) = scratch_type(self.elem(x));
         let size = (self.map(x).elems() * bytes).next_multiple_of(16);
         let (sync, every_thread) = self.handoff_sync(from, to)?;
-        let at = self.handoff_buffer(res, size, every_thread);
+        if let Some(p) = self.dot_staging_a_next(res).filter(|_| every_thread) {
+            return self.handoff_staged_for_dot(x, res, from, &p, &sync);
+        }
+        let (at, ledger) = self.handoff_buffer(res, size, every_thread);
         let name = self.define_tile(res);
         self.w.open("");
         self.w.line(format!(
             "{st}* const attn_hb = reinterpret_cast<{st}*>(attn_scratch + {at});"
         ));
-        self.w.line(sync.clone());
+        match ledger.clone() {
+            Some(bytes) => self.barrier_before_scratch_write_by(bytes, &sync),
+            None => self.w.line(sync.clone()),
+        }
         self.on_side(from, |e| e.write_handoff(x))?;
         self.w.line(sync);
         self.on_side(to, |e| e.read_handoff(res, &name))?;
+        // The ledger's account, outside the sides' regions: a loop copied for one
+        // warpgroup leaves the other side out, and both copies must keep the same barriers.
+        if let Some(bytes) = ledger {
+            self.scratch_barrier_emitted();
+            self.note_scratch_read(bytes);
+        }
         self.w.close("");
         Ok(())
     }
 
-    /// Where in the scratch buffer the handoff to `res` moves its `size` bytes. Where its
-    /// barriers are every thread's, the buffer shares the bytes of the program's own scratch
-    /// users from the start: each of them, and each such handoff, synchronizes every thread
-    /// before it writes, after every read of what lay there (their reads are `ldmatrix` and
-    /// loads, never a warpgroup MMA's asynchronous ones). Else a buffer of its own after the
-    /// warpgroups' slices (a pair barrier leaves the other warpgroups reading the program's
-    /// scratch), the same one each time the program is emitted (split and unsplit).
-    fn handoff_buffer(&mut self, res: ValueId, size: usize, every_thread: bool) -> String {
+    /// A handoff whose one reader is the dot right after it, as that dot's A operand staged
+    /// in the scratch buffer (`dot_staging_a_next`): the writers stage the tile in the
+    /// dot's layout, and the dot reads it there (P of the seesaw's PV: written once by the
+    /// warpgroup whose softmax made it, read by both).
+    fn handoff_staged_for_dot(
+        &mut self,
+        x: ValueId,
+        res: ValueId,
+        from: Option<u32>,
+        p: &MmaPlan,
+        sync: &str,
+    ) -> Res<()> {
+        let bytes = p.m.next_multiple_of(16) * p.ld * 2;
+        let at = self.unread_scratch_offset(bytes);
+        self.need_scratch(at + bytes);
+        self.w.open("");
+        self.w.line(super::dot_shared::staged_a_pointer(at));
+        self.barrier_before_scratch_write_by(at..at + bytes, sync);
+        self.on_side(from, |e| e.stage_a(x, p))?;
+        self.w.line(sync);
+        self.scratch_barrier_emitted();
+        self.note_scratch_read(at..at + bytes);
+        self.w.close("");
+        self.staged_by_handoff.insert(res.0, at);
+        Ok(())
+    }
+
+    /// Where in the scratch buffer the handoff to `res` moves its `size` bytes, and the
+    /// bytes the ledger follows (its barriers every thread's). Where its barriers are every
+    /// thread's, the buffer lies among the bytes of the program's own scratch users: at the
+    /// first offset the reads since the last barrier left alone (so it needs no barrier
+    /// before its writes, `scratch_ledger`), else from the start, where every scratch user
+    /// synchronizes every thread before it writes, after every read of what lay there
+    /// (their reads are `ldmatrix` and loads, never a warpgroup MMA's asynchronous ones).
+    /// Else a buffer of its own after the warpgroups' slices (a pair barrier leaves the
+    /// other warpgroups reading the program's scratch), the same one each time the program
+    /// is emitted (split and unsplit).
+    fn handoff_buffer(
+        &mut self,
+        res: ValueId,
+        size: usize,
+        every_thread: bool,
+    ) -> (String, Option<Range<usize>>) {
         if every_thread {
-            self.need_scratch(size);
-            return "0".into();
+            let at = self.unread_scratch_offset(size);
+            self.need_scratch(at + size);
+            return (at.to_string(), Some(at..at + size));
         }
         let next = &mut self.handoff_bytes;
         let offset = *self.handoff_at.entry(res.0).or_insert_with(|| {
             *next += size;
             *next - size
         });
-        format!("{HANDOFF_BASE_MACRO} + {offset}")
+        (format!("{HANDOFF_BASE_MACRO} + {offset}"), None)
     }
 
     /// A handoff between the same threads: the same array, or a conversion.

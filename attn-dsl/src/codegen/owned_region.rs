@@ -157,6 +157,7 @@ impl<'f> Emitter<'f> {
         if self.skips_warpgroup(w) {
             return Ok(());
         }
+        let ledger = self.owned_region_start();
         self.open_owned(w, self.only_warpgroup.is_none());
         let all = std::mem::replace(&mut self.threads, WARPGROUP_THREADS);
         self.owner = Some(w);
@@ -165,6 +166,7 @@ impl<'f> Emitter<'f> {
         self.threads = all;
         self.w.close("");
         self.w.close("");
+        self.owned_region_done(ledger);
         r
     }
 

@@ -60,12 +60,13 @@ pub(crate) fn wanted() -> bool {
 
 impl<'f> Emitter<'f> {
     /// Whether this code's barriers are over every thread touching the whole program's
-    /// scratch buffer (not a warpgroup's region, whose scratch is its own slice), and the
-    /// same in every thread's code: not in a loop emitted once a warpgroup
-    /// (`warpgroup_loops`), whose copies leave out each other's regions and so could keep
-    /// different barriers (the shared code's barriers must match one for one).
+    /// scratch buffer: not in a warpgroup's region, whose scratch is its own slice and whose
+    /// barrier is its own. In a loop emitted once a warpgroup (`warpgroup_loops`) the ledger
+    /// follows the code every copy runs alike: each copy leaves out the other warpgroups'
+    /// regions, so the regions leave the ledger as they found it ([`Self::owned_region_done`])
+    /// and the copies keep the same barriers, which must match one for one.
     fn ledger_applies(&self) -> bool {
-        wanted() && self.owner.is_none() && self.only_warpgroup.is_none()
+        wanted() && self.owner.is_none()
     }
 
     /// Forgets what was read: every byte may have been.
@@ -85,6 +86,14 @@ impl<'f> Emitter<'f> {
     /// The barrier before writing `bytes` of the scratch buffer, unless no thread may
     /// still read them. Marks the op as reporting its accesses.
     pub(crate) fn barrier_before_scratch_write(&mut self, bytes: Range<usize>) {
+        let sync = self.block_sync();
+        self.barrier_before_scratch_write_by(bytes, &sync);
+    }
+
+    /// [`Self::barrier_before_scratch_write`] where the barrier is `sync` (one over every
+    /// thread of the whole program all the same: a handoff's between two warpgroups that
+    /// are all of them).
+    pub(crate) fn barrier_before_scratch_write_by(&mut self, bytes: Range<usize>, sync: &str) {
         self.scratch_reported = true;
         if self.ledger_applies() && !self.scratch_reads.overlaps(&bytes) {
             self.w.line(format!(
@@ -93,7 +102,40 @@ impl<'f> Emitter<'f> {
             ));
             return;
         }
-        self.emit_scratch_barrier();
+        self.w.line(sync);
+        self.scratch_barrier_emitted();
+    }
+
+    /// Where `size` bytes of the scratch buffer can be written with no barrier before: the
+    /// first 16-byte aligned offset past what was read since the last one (0 where the
+    /// ledger does not apply, knows nothing, or may not grow the buffer). Moving a handoff
+    /// off the bytes its predecessor's readers read spares it its leading barrier.
+    pub(crate) fn unread_scratch_offset(&mut self, size: usize) -> usize {
+        let ScratchReads::Ranges(rs) = &self.scratch_reads else {
+            return 0;
+        };
+        if !(self.ledger_applies() && self.reduction_slots_allowed) {
+            return 0;
+        }
+        let candidates = std::iter::once(0).chain(rs.iter().map(|r| r.end.next_multiple_of(16)));
+        let free = |at: &usize| !self.scratch_reads.overlaps(&(*at..*at + size));
+        let at = candidates.filter(free).min().unwrap_or(0);
+        self.handoffs_moved |= at > 0;
+        at
+    }
+
+    /// Around a warpgroup's region, which the ledger reads past: what it found before
+    /// the region (the region's accesses are to the warpgroup's slice, its barriers the
+    /// warpgroup's), and where its text starts.
+    pub(crate) fn owned_region_start(&self) -> (ScratchReads, usize) {
+        (self.scratch_reads.clone(), self.w.len())
+    }
+
+    /// After the region [`Self::owned_region_start`] began: the ledger as it was, the
+    /// region's text skipped by [`Self::scratch_check`].
+    pub(crate) fn owned_region_done(&mut self, (reads, start): (ScratchReads, usize)) {
+        self.scratch_reads = reads;
+        self.owned_spans.push(start..self.w.len());
     }
 
     /// A barrier over the threads running this code, after which nothing has been read.
@@ -120,7 +162,10 @@ impl<'f> Emitter<'f> {
     /// After an op emitted from `mark`: an op that touched the scratch buffer without
     /// reporting its accesses leaves every byte unknown.
     pub(crate) fn scratch_check(&mut self, mark: usize) {
-        if !self.scratch_reported && self.w.mentions_since(mark, SCRATCH) {
+        let named = self
+            .w
+            .mentions_since_outside(mark, SCRATCH, &self.owned_spans);
+        if !self.scratch_reported && named {
             self.forget_scratch_reads();
         }
     }

@@ -120,10 +120,27 @@ impl SourceWriter {
         self.text.len()
     }
 
-    /// Whether the text after `mark` names `needle`; `true` when the text is shorter than
-    /// the mark (replaced meanwhile: nothing can be said).
-    pub(crate) fn mentions_since(&self, mark: usize, needle: &str) -> bool {
-        self.text.get(mark..).is_none_or(|t| t.contains(needle))
+    /// Whether the text after `mark` names `needle` outside the spans `skip` (ascending,
+    /// disjoint; those starting before `mark` are ignored); `true` when the text is shorter
+    /// than the mark (replaced meanwhile: nothing can be said).
+    pub(crate) fn mentions_since_outside(
+        &self,
+        mark: usize,
+        needle: &str,
+        skip: &[std::ops::Range<usize>],
+    ) -> bool {
+        let Some(text) = self.text.get(mark..) else {
+            return true;
+        };
+        let mut from = 0;
+        for s in skip.iter().filter(|s| s.start >= mark) {
+            let (start, end) = (s.start - mark, s.end.saturating_sub(mark));
+            if text.get(from..start).is_none_or(|t| t.contains(needle)) {
+                return true;
+            }
+            from = end;
+        }
+        text.get(from..).is_none_or(|t| t.contains(needle))
     }
 
     pub(crate) fn finish(self) -> String {

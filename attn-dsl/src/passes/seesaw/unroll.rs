@@ -108,7 +108,7 @@ pub(super) fn unroll(
     let inputs = std::iter::once((body.args[0], iv1.1))
         .chain(body.args[1..].iter().copied().zip(first.out.clone()))
         .collect();
-    let second = clone_half(f, ops, inputs, &yielded);
+    let mut second = clone_half(f, ops, inputs, &yielded);
 
     // Where the second half runs; the guard picks its results when its tile exists.
     let mut placed = place_second_half(f, &second.ops, &first.out);
@@ -118,8 +118,11 @@ pub(super) fn unroll(
         if let Some(neutral) = neutral_pv(f, &second.ops, pv1, more.1, loc) {
             // PV of a missing tile adds nothing: the guard keeps one accumulator. Each
             // select goes right before the op it feeds (from the back: positions hold).
+            // They are the second half's: its warpgroup picks P or zeros (and the factor or
+            // one) before the handoff, so PV reads the handed-off tile itself.
             for (before, ops) in neutral.into_iter().rev() {
                 let at = placed.after.iter().position(|&o| o == before)?;
+                second.ops.extend(&ops);
                 placed.after.splice(at..at, ops);
             }
             no[sh.acc_pos] = pv1;
