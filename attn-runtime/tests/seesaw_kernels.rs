@@ -35,7 +35,13 @@ fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
     tma.expect("the history's TMA constexpr").1 = ConstValue::Bool(false);
     let c = l.compile().expect("compile");
     let src = &c.cuda.source;
-    assert_copies_meet_alike(&barriers_by_copy(src));
+    // Each copy meets the other warpgroup at nine barriers a pair of tiles: the ledger
+    // drops the leading barrier of every handoff but the loop's first (each moves off the
+    // bytes the last one's readers read), and P reaches PV staged by its handoff (twenty
+    // before: two a handoff, and PV staging P again between two more).
+    let copies = barriers_by_copy(src);
+    assert_copies_meet_alike(&copies);
+    assert_eq!(copies[0].len(), 9, "{copies:?}");
     for w in 0..2 {
         let copy = format!("the loop, warpgroup {w}'s copy");
         assert!(src.contains(&copy), "no {copy}: the seesaw was not placed");

@@ -1,14 +1,19 @@
 //! `handoff`: a tile moved from the threads that hold it to others: from one warpgroup to
 //! another (`Layout::Owned` on both sides), or between a warpgroup and the whole program.
 //!
-//! The tile goes through a buffer of its own in shared memory (after the whole program's
-//! scratch and the warpgroups' slices: no other op writes it), between two barriers over the threads of both
-//! sides: the first keeps the writers from overwriting what the readers of the handoff's
-//! previous execution (a loop's previous iteration) have not read yet, the second makes the
-//! writes visible to the readers. Each side runs its part on its own threads and
-//! coordinates (an owned side in its region), so the warpgroups meet only at those two
-//! barriers. Within one owner, or where the layouts agree, a handoff is an ordinary
-//! conversion or a new name.
+//! The tile goes through shared memory between two barriers over the threads of both
+//! sides: the first keeps the writers from overwriting what the readers of an earlier
+//! handoff (or the previous iteration's) have not read yet, the second makes the writes
+//! visible to the readers. Each side runs its part on its own threads and coordinates (an
+//! owned side in its region), so the warpgroups meet only at those barriers. Where the
+//! two sides are all of the program's warpgroups (two: the seesaw), the buffer lies among
+//! the program's own scratch bytes and the scratch ledger places it: past the bytes read
+//! since the last barrier, so the first barrier goes (`scratch_ledger`); and a tile whose
+//! one reader is the dot right after it, as the A operand that dot would stage in the
+//! scratch buffer, is written there in the staged layout and read by the dot as it lies
+//! (the seesaw's P: one pass through shared memory, not two). Otherwise a buffer of its
+//! own after the warpgroups' slices. Within one owner, or where the layouts agree, a
+//! handoff is an ordinary conversion or a new name.
 
 use super::c_types::{from_scratch, scratch_type, to_scratch};
 use super::dot::MmaPlan;

@@ -11,6 +11,16 @@
 //! op that touches the scratch buffer without reporting its accesses makes every byte
 //! unknown again, so only what the ledger can prove is dropped.
 //!
+//! Owned regions (a warpgroup's code) leave the ledger as they found it: their scratch is
+//! the warpgroup's own slice and their barrier the warpgroup's, so what the whole program
+//! shares is neither read nor ordered there, and the ledger reads past their text. So a
+//! loop emitted once a warpgroup (`warpgroup_loops`, the seesaw), each copy leaving out the
+//! other warpgroup's regions, keeps the same barriers in every copy, as it must (one more
+//! in one copy would hang the block). Handoffs between all of the program's warpgroups
+//! report their buffer to the ledger and move it past the bytes read since the last
+//! barrier ([`Emitter::unread_scratch_offset`]): in the seesaw's loop each handoff then
+//! needs only the barrier after its writes.
+//!
 //! The cross-warp step of a row reduction writes to two slots of its own after the rest of
 //! the scratch buffer, alternately (`attn_red_par`): the last reads of a slot are two
 //! reductions back, and the reduction in between had its barrier after them, so the step
