@@ -9,7 +9,9 @@ way (the writer arrives, the reader waits). Two edits of the MLA history bound w
 handoffs could buy:
 
 - `halfmeet`: every handoff's first barrier dropped (what a buffer per handoff, written
-  again only after its readers arrived, would leave: one meeting a handoff);
+  again only after its readers arrived, would leave: one meeting a handoff; since session
+  29 the generator's scratch ledger drops those in the loop itself, so this edit changes
+  only the handoffs after it);
 - `nomeet`: besides, the pair barrier of the warpgroup-to-warpgroup handoffs dropped (the
   max and sum then cross with no meeting at all: the bound for a one-way handoff).
 

@@ -59,6 +59,11 @@ pub(crate) struct Emitter<'f> {
     /// The text of the owned regions emitted since the current op's mark: the ledger reads
     /// past them (`scratch_ledger`).
     pub(crate) owned_spans: Vec<std::ops::Range<usize>>,
+    /// What the ledger takes as read at the next block's entry instead of everything (a
+    /// loop body whose back edge it computed, see `warpgroup_loops`).
+    pub(crate) block_entry_reads: Option<super::scratch_ledger::ScratchReads>,
+    /// The ledger at the end of the last block emitted.
+    pub(crate) block_end_reads: super::scratch_ledger::ScratchReads,
     /// The ops after the one being emitted in its block (a handoff looks at the dot it
     /// feeds).
     pub(crate) following: &'f [GpuOp],
@@ -177,6 +182,8 @@ impl<'f> Emitter<'f> {
             handoffs_moved: false,
             owned_spans: Vec::new(),
             following: &[],
+            block_entry_reads: None,
+            block_end_reads: Default::default(),
             staged_by_handoff: Default::default(),
             handoff_at: Default::default(),
             region_locals: Default::default(),
@@ -662,8 +669,12 @@ impl<'f> Emitter<'f> {
     pub(crate) fn emit_ops(&mut self, b: &'f GpuBlock) -> Result<Option<OpId>, CodegenError> {
         let mut fused_into_previous = false;
         let mut emitted_until = 0;
-        // A block is entered from anywhere (a loop's body from its own last iteration too).
-        self.forget_scratch_reads();
+        // A block is entered from anywhere (a loop's body from its own last iteration too),
+        // unless its entry was computed.
+        match self.block_entry_reads.take() {
+            Some(reads) => self.scratch_reads = reads,
+            None => self.forget_scratch_reads(),
+        }
         let mut mark = self.scratch_mark();
         for (i, g) in b.ops.iter().enumerate() {
             // What the last op did to the scratch buffer, then a mark for this one.
@@ -706,8 +717,9 @@ impl<'f> Emitter<'f> {
                     then_block,
                     else_block,
                 } => {
+                    let before = self.scratch_reads.clone();
                     self.emit_if(self.f.op(*op), then_block, else_block)?;
-                    self.forget_scratch_reads();
+                    self.after_branch(mark, before);
                     continue;
                 }
                 GpuOp::While { op, before, after } => {
@@ -728,6 +740,7 @@ impl<'f> Emitter<'f> {
                         op.kind
                     )));
                 }
+                self.block_end_reads = self.scratch_reads.clone();
                 return Ok(Some(o));
             }
             self.emit_op(op)?;
@@ -738,6 +751,8 @@ impl<'f> Emitter<'f> {
                 )));
             }
         }
+        self.scratch_check(mark);
+        self.block_end_reads = self.scratch_reads.clone();
         Ok(None)
     }
 

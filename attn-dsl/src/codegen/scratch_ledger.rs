@@ -43,6 +43,27 @@ pub(crate) enum ScratchReads {
 }
 
 impl ScratchReads {
+    /// What may have been read on either of two paths.
+    pub(crate) fn join(&self, other: &ScratchReads) -> ScratchReads {
+        match (self, other) {
+            (ScratchReads::Ranges(a), ScratchReads::Ranges(b)) => {
+                ScratchReads::Ranges(a.iter().chain(b).cloned().collect())
+            }
+            _ => ScratchReads::Unknown,
+        }
+    }
+
+    /// Whether every byte `other` may have read, this may have read too.
+    pub(crate) fn covers(&self, other: &ScratchReads) -> bool {
+        match (self, other) {
+            (ScratchReads::Unknown, _) => true,
+            (ScratchReads::Ranges(_), ScratchReads::Unknown) => false,
+            (ScratchReads::Ranges(a), ScratchReads::Ranges(b)) => b
+                .iter()
+                .all(|r| (r.start..r.end).all(|byte| a.iter().any(|x| x.contains(&byte)))),
+        }
+    }
+
     fn overlaps(&self, bytes: &Range<usize>) -> bool {
         match self {
             ScratchReads::Unknown => true,
@@ -161,6 +182,20 @@ impl<'f> Emitter<'f> {
         if let ScratchReads::Ranges(rs) = &mut self.scratch_reads {
             rs.push(bytes);
         }
+    }
+
+    /// After a branch emitted from `mark`, the ledger having stood at `before`: in a loop
+    /// emitted once a warpgroup (the seesaw's guard at the end of its body), a branch whose
+    /// arms never name the scratch buffer leaves it as it was (its arms' barriers only
+    /// order more); elsewhere, and where they do, every byte is unknown.
+    pub(crate) fn after_branch(&mut self, mark: usize, before: ScratchReads) {
+        let named = self
+            .w
+            .mentions_since_outside(mark, SCRATCH, &self.owned_spans);
+        self.scratch_reads = match self.only_warpgroup.is_some() && !named {
+            true => before,
+            false => ScratchReads::Unknown,
+        };
     }
 
     /// Before an op: where the text stands, and nothing reported yet.

@@ -17,6 +17,7 @@
 //! code names (a carried value it owns) are declared and never written.
 
 use super::emitter::Emitter;
+use super::scratch_ledger::ScratchReads;
 use super::CodegenError;
 use crate::gpu_ir::GpuBlock;
 use crate::ir::OpId;
@@ -64,17 +65,78 @@ impl<'f> Emitter<'f> {
         groups: u32,
     ) -> Res<()> {
         let start = self.body_state();
-        for w in 0..groups {
-            self.restore_body_state(&start);
-            self.w.line(format!("// the loop, warpgroup {w}'s copy"));
-            self.w
-                .open(format!("if (attn_warp_uniform(tid >> 7) == {w})"));
-            self.only_warpgroup = Some(w);
-            let r = self.emit_loop(id, gbody, carried, pipelined);
-            self.only_warpgroup = None;
-            r?;
-            self.w.close("");
+        let before = self.scratch_reads.clone();
+        let mark = self.w.len();
+        // The ledger at the body's entry: what was read before the loop or by the body's
+        // own end (its back edge), the latter from a probe emission of the first copy
+        // whose text is dropped. The copies are then emitted from it, and checked: where a
+        // copy's end reads more than that entry assumed, they are emitted again from
+        // nothing known (no barrier dropped on a guess).
+        let mut entries = vec![ScratchReads::Unknown];
+        if super::scratch_ledger::wanted() && before != ScratchReads::Unknown {
+            self.emit_copy(
+                0,
+                &start,
+                Some(before.clone()),
+                id,
+                gbody,
+                carried,
+                pipelined,
+            )?;
+            let end = self.block_end_reads.clone();
+            entries.insert(0, before.join(&end));
         }
+        for entry in entries {
+            self.truncate_text(mark);
+            let mut sound = true;
+            for w in 0..groups {
+                self.emit_copy(
+                    w,
+                    &start,
+                    Some(entry.clone()),
+                    id,
+                    gbody,
+                    carried,
+                    pipelined,
+                )?;
+                sound &= entry.covers(&self.block_end_reads);
+            }
+            if sound {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the text after `mark`, and the owned regions' spans in it.
+    fn truncate_text(&mut self, mark: usize) {
+        self.w.truncate(mark);
+        self.owned_spans.retain(|s| s.end <= mark);
+    }
+
+    /// Loop `id` emitted for warpgroup `w` alone, the body's ledger entering at `entry`.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_copy(
+        &mut self,
+        w: u32,
+        start: &BodyState,
+        entry: Option<ScratchReads>,
+        id: OpId,
+        gbody: &'f GpuBlock,
+        carried: &[String],
+        pipelined: bool,
+    ) -> Res<()> {
+        self.restore_body_state(start);
+        self.w.line(format!("// the loop, warpgroup {w}'s copy"));
+        self.w
+            .open(format!("if (attn_warp_uniform(tid >> 7) == {w})"));
+        self.only_warpgroup = Some(w);
+        self.block_entry_reads = entry;
+        let r = self.emit_loop(id, gbody, carried, pipelined);
+        self.block_entry_reads = None;
+        self.only_warpgroup = None;
+        r?;
+        self.w.close("");
         Ok(())
     }
 

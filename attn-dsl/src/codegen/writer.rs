@@ -115,7 +115,12 @@ impl SourceWriter {
         self.text.push_str(&inner.text);
     }
 
-    /// Bytes of text so far (a mark for [`Self::mentions_since`]).
+    /// Drops the text after `mark` (a probe's emission, see `warpgroup_loops`).
+    pub(crate) fn truncate(&mut self, mark: usize) {
+        self.text.truncate(mark);
+    }
+
+    /// Bytes of text so far (a mark for [`Self::mentions_since_outside`]).
     pub(crate) fn len(&self) -> usize {
         self.text.len()
     }
@@ -133,7 +138,10 @@ impl SourceWriter {
             return true;
         };
         let mut from = 0;
-        for s in skip.iter().filter(|s| s.start >= mark) {
+        for s in skip
+            .iter()
+            .filter(|s| s.start >= mark && s.end <= self.text.len())
+        {
             let (start, end) = (s.start - mark, s.end.saturating_sub(mark));
             if text.get(from..start).is_none_or(|t| t.contains(needle)) {
                 return true;
