@@ -14,7 +14,10 @@
 //! thread at 232 registers). Copied, each loop holds its own warpgroup's tiles only. The
 //! copies run the same shared code, so every barrier over both warpgroups (a handoff's,
 //! the program's) is reached as often by each; values of the other warpgroup that shared
-//! code names (a carried value it owns) are declared and never written.
+//! code names (a carried value it owns) are declared and never written. The scratch ledger
+//! enters the body from its back edge: the first copy is emitted once as a probe (its text
+//! dropped) for what the body's end leaves read, and each copy is checked against that
+//! entry (else all are emitted again from nothing known).
 
 use super::emitter::Emitter;
 use super::scratch_ledger::ScratchReads;
