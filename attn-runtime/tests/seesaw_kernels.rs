@@ -6,7 +6,7 @@
 //! loop of its own (`codegen::warpgroup_loops`), so its registers hold its own tile's
 //! scores and one accumulator: in one loop it spilled 1.4 KB a thread, with the guard
 //! keeping both halves' accumulators 5.8 KB. The feature list is read once per process:
-//! this binary's only test sets it first.
+//! every test of this binary sets the same one first.
 
 mod experiment_support;
 mod sass_support;
@@ -21,8 +21,9 @@ use attn_runtime::reference::mla::MlaConfig;
 /// Dynamic shared memory one block may take on sm_90.
 const MAX_SHARED_BYTES: u32 = 232_448;
 
-#[test]
-fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
+/// L1's history as the sm_90a plan gives it, its tiles by `cp.async`, under the seesaw (the
+/// feature list is read once per process: every test of this binary sets the same one).
+fn l1_seesaw_history() -> attn_dsl::driver::Compiled {
     std::env::set_var("ATTN_CODEGEN_ENABLE", "seesaw");
     let layout = DcpLayout::new(1, 1, 64).expect("layout");
     let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
@@ -33,7 +34,12 @@ fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
         .history;
     let tma = l.constexprs.iter_mut().find(|(n, _)| *n == "TMA");
     tma.expect("the history's TMA constexpr").1 = ConstValue::Bool(false);
-    let c = l.compile().expect("compile");
+    l.compile().expect("compile")
+}
+
+#[test]
+fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
+    let c = l1_seesaw_history();
     let src = &c.cuda.source;
     // Each copy meets the other warpgroup at eight barriers a pair of tiles, one a
     // handoff: the ledger drops every handoff's leading barrier (each moves off the bytes
@@ -71,21 +77,12 @@ fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
 /// `bench/experiments/mla_seesaw_meetings.py` (what the seesaw's handoff meetings cost,
 /// timed by `mla_seesaw_ab.sh`) still finds handoff barriers in L1's seesaw history:
 /// `halfmeet` drops the leading ones the ledger left (none in the loop now), `nomeet` the
-/// warpgroup pair's as well, the same from each warpgroup's loop (a barrier one warpgroup still meets and the
-/// other no longer does would hang the GPU, not time it), and both still compile.
+/// warpgroup pair's as well, the same from each warpgroup's loop (a barrier one warpgroup
+/// still meets and the other no longer does would hang the GPU, not time it), and both
+/// still compile.
 #[test]
 fn handoff_meeting_edits_apply_to_l1s_seesaw_history() {
-    std::env::set_var("ATTN_CODEGEN_ENABLE", "seesaw");
-    let layout = DcpLayout::new(1, 1, 64).expect("layout");
-    let scale = MlaConfig::deepseek_v3().softmax_scale() as f32;
-    let step = DecodeStep::uniform_decode(128, 4096, 128, layout, scale, 132);
-    let mut l = step
-        .plan_tuned(MmaKind::Warpgroup, None, None, None)
-        .expect("plan")
-        .history;
-    let tma = l.constexprs.iter_mut().find(|(n, _)| *n == "TMA");
-    tma.expect("the history's TMA constexpr").1 = ConstValue::Bool(false);
-    let c = l.compile().expect("compile");
+    let c = l1_seesaw_history();
     let dir = std::env::temp_dir().join(format!("attn-seesaw-meetings-{}", std::process::id()));
     let input = dir.join("generated");
     std::fs::create_dir_all(&input).expect("temp dir");
