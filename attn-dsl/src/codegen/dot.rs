@@ -58,6 +58,11 @@ impl MmaPlan {
             scratch_bytes: operands.max(m * n * 4),
         }
     }
+
+    /// Bytes of A's rows staged in the scratch buffer (16-bit elements, `ld` apart).
+    pub(crate) fn staged_a_bytes(&self) -> usize {
+        self.m.next_multiple_of(16) * self.ld * 2
+    }
 }
 
 impl<'f> Emitter<'f> {

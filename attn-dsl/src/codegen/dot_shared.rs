@@ -157,15 +157,14 @@ impl<'f> Emitter<'f> {
             // A's rows in the scratch buffer, read back by `ldmatrix` (synchronous reads the
             // ledger can follow: `scratch_ledger`); a handoff right before may have put them
             // there already.
-            let bytes = p.m.next_multiple_of(16) * p.ld * 2;
+            let bytes = p.staged_a_bytes();
             let by_handoff = self.staged_by_handoff.remove(&a.0);
             let at = by_handoff.unwrap_or(0);
             self.need_scratch(at + bytes);
             self.w.line(staged_a_pointer(at));
             if by_handoff.is_none() {
-                self.barrier_before_scratch_write(0..bytes);
-                self.stage_a(a, &p)?;
-                self.emit_scratch_barrier();
+                let sync = self.block_sync();
+                self.write_between_barriers(Some(0..bytes), &sync, |e| e.stage_a(a, &p))?;
             }
             self.note_scratch_read(at..at + bytes);
         }

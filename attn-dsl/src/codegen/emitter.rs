@@ -54,8 +54,6 @@ pub(crate) struct Emitter<'f> {
     /// Whether row reductions may take slots of their own and handoffs may move off the
     /// bytes the last reads touched (not when the scratch they add did not fit).
     pub(crate) reduction_slots_allowed: bool,
-    /// Whether a handoff moved off offset 0 for the ledger (growing the scratch buffer).
-    pub(crate) handoffs_moved: bool,
     /// The text of the owned regions emitted since the current op's mark: the ledger reads
     /// past them (`scratch_ledger`).
     pub(crate) owned_spans: Vec<std::ops::Range<usize>>,
@@ -179,7 +177,6 @@ impl<'f> Emitter<'f> {
             scratch_reported: false,
             reduction_slot_bytes: 0,
             reduction_slots_allowed: true,
-            handoffs_moved: false,
             owned_spans: Vec::new(),
             following: &[],
             block_entry_reads: None,

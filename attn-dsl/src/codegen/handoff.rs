@@ -47,17 +47,13 @@ impl<'f> Emitter<'f> {
         self.w.line(format!(
             "{st}* const attn_hb = reinterpret_cast<{st}*>(attn_scratch + {at});"
         ));
-        match ledger.clone() {
-            Some(bytes) => self.barrier_before_scratch_write_by(bytes, &sync),
-            None => self.w.line(sync.clone()),
-        }
-        self.on_side(from, |e| e.write_handoff(x))?;
-        self.w.line(sync);
+        self.write_between_barriers(ledger.clone(), &sync, |e| {
+            e.on_side(from, |e| e.write_handoff(x))
+        })?;
         self.on_side(to, |e| e.read_handoff(res, &name))?;
         // The ledger's account, outside the sides' regions: a loop copied for one
         // warpgroup leaves the other side out, and both copies must keep the same barriers.
         if let Some(bytes) = ledger {
-            self.scratch_barrier_emitted();
             self.note_scratch_read(bytes);
         }
         self.w.close("");
@@ -76,15 +72,14 @@ impl<'f> Emitter<'f> {
         p: &MmaPlan,
         sync: &str,
     ) -> Res<()> {
-        let bytes = p.m.next_multiple_of(16) * p.ld * 2;
+        let bytes = p.staged_a_bytes();
         let at = self.unread_scratch_offset(bytes);
         self.need_scratch(at + bytes);
         self.w.open("");
         self.w.line(super::dot_shared::staged_a_pointer(at));
-        self.barrier_before_scratch_write_by(at..at + bytes, sync);
-        self.on_side(from, |e| e.stage_a(x, p))?;
-        self.w.line(sync);
-        self.scratch_barrier_emitted();
+        self.write_between_barriers(Some(at..at + bytes), sync, |e| {
+            e.on_side(from, |e| e.stage_a(x, p))
+        })?;
         self.note_scratch_read(at..at + bytes);
         self.w.close("");
         self.staged_by_handoff.insert(res.0, at);

@@ -279,9 +279,9 @@ fn emit_program(
     };
     let mut em = emit(true)?;
     let mut needed = prog.alloc_bytes + em.scratch_bytes;
-    if needed > emitter::MAX_SHARED_BYTES && (em.reduction_slot_bytes > 0 || em.handoffs_moved) {
-        // The reductions' own slots (or the handoffs moved off the bytes just read) did not
-        // fit beside the rest: they share the scratch buffer as without the ledger.
+    if needed > emitter::MAX_SHARED_BYTES {
+        // What the ledger adds to the scratch buffer (the reductions' own slots, handoffs
+        // moved off the bytes just read) may not fit beside the rest: emitted again without.
         em = emit(false)?;
         needed = prog.alloc_bytes + em.scratch_bytes;
     }

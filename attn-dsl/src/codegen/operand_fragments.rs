@@ -67,10 +67,9 @@ impl<'f> Emitter<'f> {
     /// Stages `a` and loads this warp's fragments of it into `name`.
     fn load_a_fragments(&mut self, a: ValueId, p: &MmaPlan, map: MmaMap, name: &str) -> Res<()> {
         let steps = p.kp / 16;
-        self.need_scratch(p.m.next_multiple_of(16) * p.ld * 2);
+        self.need_scratch(p.staged_a_bytes());
         self.w.open("");
-        self.w
-            .line("unsigned short* sa = reinterpret_cast<unsigned short*>(attn_scratch);");
+        self.w.line(super::dot_shared::staged_a_pointer(0));
         self.emit_block_sync();
         self.stage_a(a, p)?;
         self.emit_block_sync();

@@ -114,17 +114,9 @@ impl<'f> Emitter<'f> {
         };
     }
 
-    /// The barrier before writing `bytes` of the scratch buffer, unless no thread may
-    /// still read them. Marks the op as reporting its accesses.
-    pub(crate) fn barrier_before_scratch_write(&mut self, bytes: Range<usize>) {
-        let sync = self.block_sync();
-        self.barrier_before_scratch_write_by(bytes, &sync);
-    }
-
-    /// [`Self::barrier_before_scratch_write`] where the barrier is `sync` (one over every
-    /// thread of the whole program all the same: a handoff's between two warpgroups that
-    /// are all of them).
-    pub(crate) fn barrier_before_scratch_write_by(&mut self, bytes: Range<usize>, sync: &str) {
+    /// The barrier `sync` (over every thread) before writing `bytes` of the scratch buffer,
+    /// unless no thread may still read them. Marks the op as reporting its accesses.
+    fn barrier_before_scratch_write(&mut self, bytes: Range<usize>, sync: &str) {
         self.scratch_reported = true;
         if self.ledger_applies() && !self.scratch_reads.overlaps(&bytes) {
             self.w.line(format!(
@@ -137,11 +129,33 @@ impl<'f> Emitter<'f> {
         self.scratch_barrier_emitted();
     }
 
+    /// A scratch user's writes between its two barriers (`sync`, over every thread): the one
+    /// before only where `bytes` (the ledger's account of them; `None`: bytes it does not
+    /// follow) may still be read, the one after always, after which nothing is read. The
+    /// caller notes its reads.
+    pub(crate) fn write_between_barriers(
+        &mut self,
+        bytes: Option<Range<usize>>,
+        sync: &str,
+        write: impl FnOnce(&mut Self) -> Result<(), super::CodegenError>,
+    ) -> Result<(), super::CodegenError> {
+        match bytes.clone() {
+            Some(b) => self.barrier_before_scratch_write(b, sync),
+            None => self.w.line(sync),
+        }
+        write(self)?;
+        self.w.line(sync);
+        if bytes.is_some() {
+            self.scratch_barrier_emitted();
+        }
+        Ok(())
+    }
+
     /// Where `size` bytes of the scratch buffer can be written with no barrier before: the
     /// first 16-byte aligned offset past what was read since the last one (0 where the
     /// ledger does not apply, knows nothing, or may not grow the buffer). Moving a handoff
     /// off the bytes its predecessor's readers read spares it its leading barrier.
-    pub(crate) fn unread_scratch_offset(&mut self, size: usize) -> usize {
+    pub(crate) fn unread_scratch_offset(&self, size: usize) -> usize {
         let ScratchReads::Ranges(rs) = &self.scratch_reads else {
             return 0;
         };
@@ -150,9 +164,7 @@ impl<'f> Emitter<'f> {
         }
         let candidates = std::iter::once(0).chain(rs.iter().map(|r| r.end.next_multiple_of(16)));
         let free = |at: &usize| !self.scratch_reads.overlaps(&(*at..*at + size));
-        let at = candidates.filter(free).min().unwrap_or(0);
-        self.handoffs_moved |= at > 0;
-        at
+        candidates.filter(free).min().unwrap_or(0)
     }
 
     /// Around a warpgroup's region, which the ledger reads past: what it found before

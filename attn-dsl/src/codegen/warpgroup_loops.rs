@@ -28,6 +28,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 type Res<T> = Result<T, CodegenError>;
 
+/// A loop emitted once a warpgroup: what `emit_loop` takes, the bookkeeping every copy
+/// starts from, and where the copies' text starts.
+struct CopiedLoop<'c, 'f> {
+    id: OpId,
+    gbody: &'f GpuBlock,
+    carried: &'c [String],
+    pipelined: bool,
+    start: BodyState,
+    mark: usize,
+}
+
 /// What emitting one copy of a loop body changes in the emitter's bookkeeping, restored
 /// before the next copy so each starts where the first did.
 struct BodyState {
@@ -67,75 +78,57 @@ impl<'f> Emitter<'f> {
         pipelined: bool,
         groups: u32,
     ) -> Res<()> {
-        let start = self.body_state();
-        let before = self.scratch_reads.clone();
-        let mark = self.w.len();
+        let l = CopiedLoop {
+            id,
+            gbody,
+            carried,
+            pipelined,
+            start: self.body_state(),
+            mark: self.w.len(),
+        };
         // The ledger at the body's entry: what was read before the loop or by the body's
         // own end (its back edge), the latter from a probe emission of the first copy
-        // whose text is dropped. The copies are then emitted from it, and checked: where a
-        // copy's end reads more than that entry assumed, they are emitted again from
-        // nothing known (no barrier dropped on a guess).
-        let mut entries = vec![ScratchReads::Unknown];
+        // whose text is dropped. Where a copy's end reads more than that entry assumed,
+        // the copies are emitted again from nothing known (no barrier dropped on a guess).
+        let before = self.scratch_reads.clone();
         if super::scratch_ledger::wanted() && before != ScratchReads::Unknown {
-            self.emit_copy(
-                0,
-                &start,
-                Some(before.clone()),
-                id,
-                gbody,
-                carried,
-                pipelined,
-            )?;
-            let end = self.block_end_reads.clone();
-            entries.insert(0, before.join(&end));
-        }
-        for entry in entries {
-            self.truncate_text(mark);
-            let mut sound = true;
-            for w in 0..groups {
-                self.emit_copy(
-                    w,
-                    &start,
-                    Some(entry.clone()),
-                    id,
-                    gbody,
-                    carried,
-                    pipelined,
-                )?;
-                sound &= entry.covers(&self.block_end_reads);
-            }
-            if sound {
-                break;
+            self.emit_copy(&l, 0, before.clone())?;
+            let entry = before.join(&self.block_end_reads);
+            if self.emit_copies(&l, groups, entry)? {
+                return Ok(());
             }
         }
+        self.emit_copies(&l, groups, ScratchReads::Unknown)?;
         Ok(())
     }
 
-    /// Drops the text after `mark`, and the owned regions' spans in it.
-    fn truncate_text(&mut self, mark: usize) {
-        self.w.truncate(mark);
-        self.owned_spans.retain(|s| s.end <= mark);
+    /// Every warpgroup's copy of `l` (what was emitted after its mark dropped), the body's
+    /// ledger entering at `entry`; whether every copy's end stayed within that entry.
+    fn emit_copies(
+        &mut self,
+        l: &CopiedLoop<'_, 'f>,
+        groups: u32,
+        entry: ScratchReads,
+    ) -> Res<bool> {
+        self.w.truncate(l.mark);
+        self.owned_spans.retain(|s| s.end <= l.mark);
+        let mut sound = true;
+        for w in 0..groups {
+            self.emit_copy(l, w, entry.clone())?;
+            sound &= entry.covers(&self.block_end_reads);
+        }
+        Ok(sound)
     }
 
-    /// Loop `id` emitted for warpgroup `w` alone, the body's ledger entering at `entry`.
-    #[allow(clippy::too_many_arguments)]
-    fn emit_copy(
-        &mut self,
-        w: u32,
-        start: &BodyState,
-        entry: Option<ScratchReads>,
-        id: OpId,
-        gbody: &'f GpuBlock,
-        carried: &[String],
-        pipelined: bool,
-    ) -> Res<()> {
-        self.restore_body_state(start);
+    /// Loop `l` emitted for warpgroup `w` alone, the body's ledger entering at `entry`.
+    fn emit_copy(&mut self, l: &CopiedLoop<'_, 'f>, w: u32, entry: ScratchReads) -> Res<()> {
+        self.restore_body_state(&l.start);
         self.w.line(format!("// the loop, warpgroup {w}'s copy"));
         self.w
             .open(format!("if (attn_warp_uniform(tid >> 7) == {w})"));
         self.only_warpgroup = Some(w);
-        self.block_entry_reads = entry;
-        let r = self.emit_loop(id, gbody, carried, pipelined);
+        self.block_entry_reads = Some(entry);
+        let r = self.emit_loop(l.id, l.gbody, l.carried, l.pipelined);
         self.block_entry_reads = None;
         self.only_warpgroup = None;
         r?;
