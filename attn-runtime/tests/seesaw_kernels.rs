@@ -41,14 +41,17 @@ fn l1_seesaw_history() -> attn_dsl::driver::Compiled {
 fn l1_history_takes_the_seesaw_within_shared_memory_and_registers() {
     let c = l1_seesaw_history();
     let src = &c.cuda.source;
-    // Each copy meets the other warpgroup at eight barriers a pair of tiles, one a
-    // handoff: the ledger drops every handoff's leading barrier (each moves off the bytes
-    // the last one's readers read; the loop's first, from the body's end computed by a
-    // probe emission) and P reaches PV staged by its handoff (twenty before: two a
-    // handoff, and PV staging P again between two more).
+    // Each copy meets the other warpgroup at four barriers a pair of tiles, one a run of
+    // handoffs: the seesaw gathers its eight handoffs into four runs (the running max and
+    // sum at the top; the factor and P before PV; the new max and sum after it; the second
+    // half's factor and P), each run's writes meet behind one barrier, the ledger drops
+    // every leading barrier (each buffer past the bytes read since the last one; the
+    // loop's first, from the body's end computed by a probe emission), and P reaches PV
+    // staged by its handoff (twenty before session 29: two a handoff, and PV staging P
+    // again between two more; eight after it, one a handoff).
     let copies = barriers_by_copy(src);
     assert_copies_meet_alike(&copies);
-    assert_eq!(copies[0].len(), 8, "{copies:?}");
+    assert_eq!(copies[0].len(), 4, "{copies:?}");
     for w in 0..2 {
         let copy = format!("the loop, warpgroup {w}'s copy");
         assert!(src.contains(&copy), "no {copy}: the seesaw was not placed");

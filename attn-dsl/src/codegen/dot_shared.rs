@@ -18,7 +18,7 @@ use super::emitter::Emitter;
 use super::tile_map::MmaMap;
 use super::CodegenError;
 use crate::gpu_ir::{GpuOp, OperandSource, StageSync};
-use crate::ir::{Op, ScalarType, ValueId};
+use crate::ir::{Op, OpKind, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -84,21 +84,44 @@ impl<'f> Emitter<'f> {
         Ok(MmaOperands { a, acc, res, t, p })
     }
 
-    /// The MMA plan of the dot right after a handoff to `res` (past a warpgroup's wait for
-    /// its stage) when that dot reads `res` as
-    /// its A operand, and nothing else does, staged in the scratch buffer (not from shared
-    /// memory, held or repacked fragments): the handoff can write the tile there in the
-    /// staged layout, and the dot read it as it lies (one pass through shared memory, not
-    /// two, and two barriers fewer).
+    /// The MMA plan of the next dot after a handoff to `res` (past a warpgroup's wait for
+    /// its stage or a stage's release, MMA waits and elementwise ops: the accumulator's
+    /// rescale) when that dot reads `res`
+    /// as its A operand, and nothing else does, staged in the scratch buffer (not from
+    /// shared memory, held or repacked fragments): the handoff can write the tile there in
+    /// the staged layout, and the dot read it as it lies (one pass through shared memory,
+    /// not two, and two barriers fewer). The dot checks that the ops between kept off the
+    /// scratch buffer (an operand converted through it would overwrite the tile).
     pub(crate) fn dot_staging_a_next(&self, res: ValueId) -> Option<MmaPlan> {
-        // A warpgroup's wait for a stage of the ring (no scratch access) may come between.
-        let waits = |g: &&GpuOp| matches!(g, GpuOp::Stage(StageSync::Wait { .. }));
-        let Some(GpuOp::Mma { dot, a, b, .. }) = self.following.iter().find(|g| !waits(g)) else {
+        let between = |g: &&GpuOp| match g {
+            GpuOp::Stage(StageSync::Wait { .. } | StageSync::Release { .. })
+            | GpuOp::MmaWait { .. } => true,
+            GpuOp::Tile(o) => matches!(
+                self.f.op(*o).kind,
+                OpKind::Const(_)
+                    | OpKind::Splat { .. }
+                    | OpKind::Broadcast { .. }
+                    | OpKind::ExpandDims { .. }
+                    | OpKind::Unary(_)
+                    | OpKind::Binary(_)
+                    | OpKind::Cmp(_)
+                    | OpKind::Select
+                    | OpKind::Cast(_)
+            ),
+            _ => false,
+        };
+        let Some(GpuOp::Mma { dot, a, b, .. }) = self.following.iter().find(|g| !between(g)) else {
             return None;
         };
         let op = self.f.op(*dot);
         let shared = |s: &OperandSource| matches!(s, OperandSource::Shared { .. });
-        if op.operands.first() != Some(&res) || self.use_count(res) != 1 || shared(a) || !shared(b)
+        // An owned dot's region names its warpgroup's slice `attn_scratch`.
+        let owned = self.f.ty(op.results[0]).layout.owner().is_some();
+        if op.operands.first() != Some(&res)
+            || self.use_count(res) != 1
+            || shared(a)
+            || !shared(b)
+            || owned
         {
             return None;
         }
@@ -159,7 +182,12 @@ impl<'f> Emitter<'f> {
             // there already.
             let bytes = p.staged_a_bytes();
             let by_handoff = self.staged_by_handoff.remove(&a.0);
-            let at = by_handoff.unwrap_or(0);
+            if by_handoff.is_some_and(|(_, done)| self.scratch_named_since(done)) {
+                return Err(CodegenError::Malformed(
+                    "the ops between a handoff staging a dot's A and the dot touched the scratch buffer".into(),
+                ));
+            }
+            let at = by_handoff.map_or(0, |(at, _)| at);
             self.need_scratch(at + bytes);
             self.w.line(staged_a_pointer(at));
             if by_handoff.is_none() {

@@ -65,8 +65,10 @@ pub(crate) struct Emitter<'f> {
     /// The ops after the one being emitted in its block (a handoff looks at the dot it
     /// feeds).
     pub(crate) following: &'f [GpuOp],
-    /// Dot A operands a handoff staged where the dot reads them (value → scratch offset).
-    pub(crate) staged_by_handoff: std::collections::BTreeMap<u32, usize>,
+    /// Dot A operands a handoff staged where the dot reads them (value → scratch offset,
+    /// and where the text stood once the handoff was done: nothing after may touch the
+    /// scratch buffer before the dot reads it).
+    pub(crate) staged_by_handoff: std::collections::BTreeMap<u32, (usize, usize)>,
     /// Each handoff's offset among those bytes (by result value), kept for the program's
     /// second emission (the unsplit one of a split program).
     pub(crate) handoff_at: std::collections::BTreeMap<u32, usize>,
@@ -688,6 +690,23 @@ impl<'f> Emitter<'f> {
                 continue;
             }
             let o = match g {
+                // A run of handoffs meets behind one barrier.
+                GpuOp::Tile(o) if self.f.op(*o).kind == OpKind::Handoff => {
+                    let n = self.handoff_run_len(&b.ops[i..]);
+                    emitted_until = i + n;
+                    self.following = &b.ops[i + n..];
+                    let run: Vec<&'f Op> = b.ops[i..i + n]
+                        .iter()
+                        .filter_map(|g| match g {
+                            GpuOp::Tile(o) => Some(self.f.op(*o)),
+                            _ => None,
+                        })
+                        .collect();
+                    self.op_comment(run[0]);
+                    self.emit_handoff_run(&run)?;
+                    self.converted.clear();
+                    continue;
+                }
                 GpuOp::Tile(o) => *o,
                 GpuOp::AsyncCopy(c) => {
                     // The next copy shares this one's loops when it can (see `copies_fuse`).

@@ -8,8 +8,10 @@
 //! owned side in its region), so the warpgroups meet only at those barriers. Where the
 //! two sides are all of the program's warpgroups (two: the seesaw), the buffer lies among
 //! the program's own scratch bytes and the scratch ledger places it: past the bytes read
-//! since the last barrier, so the first barrier goes (`scratch_ledger`); and a tile whose
-//! one reader is the dot right after it, as the A operand that dot would stage in the
+//! since the last barrier, so the first barrier goes (`scratch_ledger`); a run of such
+//! handoffs (the seesaw gathers them: `passes::seesaw`) writes every buffer, each past the
+//! others, and meets behind one barrier; and a tile whose one reader is the next dot (past
+//! ops that keep off the scratch buffer), as the A operand that dot would stage in the
 //! scratch buffer, is written there in the staged layout and read by the dot as it lies
 //! (the seesaw's P: one pass through shared memory, not two). Otherwise a buffer of its
 //! own after the warpgroups' slices. Within one owner, or where the layouts agree, a
@@ -20,7 +22,8 @@ use super::dot::MmaPlan;
 use super::emitter::Emitter;
 use super::owned_region::{OWNED_BARRIER_BASE, WARPGROUP_THREADS};
 use super::CodegenError;
-use crate::ir::{Op, ValueId};
+use crate::gpu_ir::GpuOp;
+use crate::ir::{Op, OpKind, ValueId};
 use std::ops::Range;
 
 type Res<T> = Result<T, CodegenError>;
@@ -28,42 +31,160 @@ type Res<T> = Result<T, CodegenError>;
 /// The macro giving the byte offset of the handoff buffers in the scratch buffer.
 pub(crate) const HANDOFF_BASE_MACRO: &str = "ATTN_HANDOFF_BASE";
 
+/// A handoff whose writes are out, its readers waiting for the barrier after them.
+struct Written {
+    res: ValueId,
+    to: Option<u32>,
+    /// The array the readers fill and the buffer's pointer declaration (`None`: staged for
+    /// the next dot, which reads it there).
+    read_back: Option<(String, String)>,
+    /// The buffer's bytes where the ledger follows them (its barriers every thread's).
+    bytes: Option<Range<usize>>,
+}
+
 impl<'f> Emitter<'f> {
     pub(crate) fn emit_handoff(&mut self, op: &'f Op) -> Res<()> {
-        let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
-        let (from, to) = (self.f.ty(x).layout.owner(), self.f.ty(res).layout.owner());
-        if from == to {
-            return self.handoff_in_place(x, res, to);
+        self.emit_handoff_run(&[op])
+    }
+
+    /// How many ops from the start of `ops` (a handoff) meet behind one barrier: a run of
+    /// handoffs between every thread of the program, none reading another's result, where
+    /// the ledger places each buffer past the others' (else one).
+    pub(crate) fn handoff_run_len(&self, ops: &[GpuOp]) -> usize {
+        if !self.unread_offsets_apply() {
+            return 1;
         }
-        let (st, bytes) = scratch_type(self.elem(x));
-        let size = (self.map(x).elems() * bytes).next_multiple_of(16);
-        let (sync, every_thread) = self.handoff_sync(from, to)?;
-        if let Some(p) = self.dot_staging_a_next(res).filter(|_| every_thread) {
-            return self.handoff_staged_for_dot(x, res, from, &p, &sync);
+        let mut results = Vec::new();
+        let joins = |g: &GpuOp, results: &[ValueId]| -> bool {
+            let GpuOp::Tile(o) = g else { return false };
+            let op = self.f.op(*o);
+            let (Some(&x), Some(&r)) = (op.operands.first(), op.results.first()) else {
+                return false;
+            };
+            let (from, to) = (self.f.ty(x).layout.owner(), self.f.ty(r).layout.owner());
+            op.kind == OpKind::Handoff
+                && from != to
+                && !results.contains(&x)
+                && matches!(self.handoff_sync(from, to), Ok((_, true)))
+        };
+        let mut n = 0;
+        for g in ops {
+            if !joins(g, &results) {
+                break;
+            }
+            if let GpuOp::Tile(o) = g {
+                results.push(self.f.op(*o).results[0]);
+            }
+            n += 1;
         }
-        let (at, ledger) = self.handoff_buffer(res, size, every_thread);
-        let name = self.define_tile(res);
-        self.w.open("");
-        self.w.line(format!(
-            "{st}* const attn_hb = reinterpret_cast<{st}*>(attn_scratch + {at});"
-        ));
-        self.write_between_barriers(ledger.clone(), &sync, |e| {
-            e.on_side(from, |e| e.write_handoff(x))
-        })?;
-        self.on_side(to, |e| e.read_handoff(res, &name))?;
-        // The ledger's account, outside the sides' regions: a loop copied for one
-        // warpgroup leaves the other side out, and both copies must keep the same barriers.
-        if let Some(bytes) = ledger {
-            self.note_scratch_read(bytes);
+        n.max(1)
+    }
+
+    /// Handoffs `ops` (a run, [`Self::handoff_run_len`]; the first op's comment already
+    /// out): every writer's part, one barrier, every reader's part.
+    pub(crate) fn emit_handoff_run(&mut self, ops: &[&'f Op]) -> Res<()> {
+        let mut written = Vec::new();
+        let mut sync = None;
+        for (k, op) in ops.iter().enumerate() {
+            if k > 0 {
+                self.op_comment(op);
+            }
+            let (x, res) = (Self::operand(op, 0)?, Self::result(op)?);
+            let (from, to) = (self.f.ty(x).layout.owner(), self.f.ty(res).layout.owner());
+            if from == to {
+                self.handoff_in_place(x, res, to)?;
+                continue;
+            }
+            let (s, every_thread) = self.handoff_sync(from, to)?;
+            written.push(self.write_handoff_side(x, res, (from, to), &s, every_thread)?);
+            sync.get_or_insert(s);
         }
-        self.w.close("");
+        let Some(sync) = sync else {
+            return Ok(());
+        };
+        self.w.line(sync);
+        if written.iter().any(|w| w.bytes.is_some()) {
+            self.scratch_barrier_emitted();
+        }
+        let mut staged = Vec::new();
+        for w in written {
+            match &w.read_back {
+                Some((name, pointer)) => {
+                    self.w.open("");
+                    self.w.line(pointer);
+                    self.on_side(w.to, |e| e.read_handoff(w.res, name))?;
+                    self.w.close("");
+                }
+                None => staged.push(w.res),
+            }
+            // The ledger's account, outside the sides' regions: a loop copied for one
+            // warpgroup leaves the other side out, and both copies must keep the same
+            // barriers.
+            if let Some(bytes) = w.bytes {
+                self.note_scratch_read(bytes);
+            }
+        }
+        // The dot reads what was staged for it from here; nothing may touch the scratch
+        // buffer in between (checked there).
+        let mark = self.w.len();
+        for res in staged {
+            if let Some(s) = self.staged_by_handoff.get_mut(&res.0) {
+                s.1 = mark;
+            }
+        }
         Ok(())
     }
 
-    /// A handoff whose one reader is the dot right after it, as that dot's A operand staged
-    /// in the scratch buffer (`dot_staging_a_next`): the writers stage the tile in the
-    /// dot's layout, and the dot reads it there (P of the seesaw's PV: written once by the
-    /// warpgroup whose softmax made it, read by both).
+    /// The writers' part of the handoff of `x` to `res` between `sides`: the buffer
+    /// placed, the barrier before the writes where some thread may still read those bytes
+    /// (`sync`), the writes.
+    fn write_handoff_side(
+        &mut self,
+        x: ValueId,
+        res: ValueId,
+        (from, to): (Option<u32>, Option<u32>),
+        sync: &str,
+        every_thread: bool,
+    ) -> Res<Written> {
+        if let Some(p) = self.dot_staging_a_next(res).filter(|_| every_thread) {
+            let bytes = self.handoff_staged_for_dot(x, res, from, &p, sync)?;
+            return Ok(Written {
+                res,
+                to,
+                read_back: None,
+                bytes: Some(bytes),
+            });
+        }
+        let (st, elem_bytes) = scratch_type(self.elem(x));
+        let size = (self.map(x).elems() * elem_bytes).next_multiple_of(16);
+        let (at, ledger) = self.handoff_buffer(res, size, every_thread);
+        let name = self.define_tile(res);
+        let pointer =
+            format!("{st}* const attn_hb = reinterpret_cast<{st}*>(attn_scratch + {at});");
+        self.w.open("");
+        self.w.line(&pointer);
+        match ledger.clone() {
+            Some(bytes) => self.barrier_before_scratch_write(bytes, sync),
+            None => self.w.line(sync),
+        }
+        self.on_side(from, |e| e.write_handoff(x))?;
+        self.w.close("");
+        // Read after the barrier: the run's later writers keep off these bytes.
+        if let Some(bytes) = ledger.clone() {
+            self.note_scratch_read(bytes);
+        }
+        Ok(Written {
+            res,
+            to,
+            read_back: Some((name, pointer)),
+            bytes: ledger,
+        })
+    }
+
+    /// A handoff whose one reader is the next dot, as that dot's A operand staged in the
+    /// scratch buffer (`dot_staging_a_next`): the writers stage the tile in the dot's
+    /// layout, and the dot reads it there (P of the seesaw's PV: written once by the
+    /// warpgroup whose softmax made it, read by both). The bytes it took.
     fn handoff_staged_for_dot(
         &mut self,
         x: ValueId,
@@ -71,19 +192,18 @@ impl<'f> Emitter<'f> {
         from: Option<u32>,
         p: &MmaPlan,
         sync: &str,
-    ) -> Res<()> {
+    ) -> Res<Range<usize>> {
         let bytes = p.staged_a_bytes();
         let at = self.unread_scratch_offset(bytes);
         self.need_scratch(at + bytes);
         self.w.open("");
         self.w.line(super::dot_shared::staged_a_pointer(at));
-        self.write_between_barriers(Some(at..at + bytes), sync, |e| {
-            e.on_side(from, |e| e.stage_a(x, p))
-        })?;
-        self.note_scratch_read(at..at + bytes);
+        self.barrier_before_scratch_write(at..at + bytes, sync);
+        self.on_side(from, |e| e.stage_a(x, p))?;
         self.w.close("");
-        self.staged_by_handoff.insert(res.0, at);
-        Ok(())
+        self.note_scratch_read(at..at + bytes);
+        self.staged_by_handoff.insert(res.0, (at, self.w.len()));
+        Ok(at..at + bytes)
     }
 
     /// Where in the scratch buffer the handoff to `res` moves its `size` bytes, and the

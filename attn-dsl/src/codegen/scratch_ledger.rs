@@ -18,8 +18,8 @@
 //! other warpgroup's regions, keeps the same barriers in every copy, as it must (one more
 //! in one copy would hang the block). Handoffs between all of the program's warpgroups
 //! report their buffer to the ledger and move it past the bytes read since the last
-//! barrier ([`Emitter::unread_scratch_offset`]): in the seesaw's loop each handoff then
-//! needs only the barrier after its writes.
+//! barrier ([`Emitter::unread_scratch_offset`]): in the seesaw's loop each run of
+//! handoffs then needs only the one barrier after its writes.
 //!
 //! The cross-warp step of a row reduction writes to two slots of its own after the rest of
 //! the scratch buffer, alternately (`attn_red_par`): the last reads of a slot are two
@@ -116,7 +116,7 @@ impl<'f> Emitter<'f> {
 
     /// The barrier `sync` (over every thread) before writing `bytes` of the scratch buffer,
     /// unless no thread may still read them. Marks the op as reporting its accesses.
-    fn barrier_before_scratch_write(&mut self, bytes: Range<usize>, sync: &str) {
+    pub(crate) fn barrier_before_scratch_write(&mut self, bytes: Range<usize>, sync: &str) {
         self.scratch_reported = true;
         if self.ledger_applies() && !self.scratch_reads.overlaps(&bytes) {
             self.w.line(format!(
@@ -159,12 +159,25 @@ impl<'f> Emitter<'f> {
         let ScratchReads::Ranges(rs) = &self.scratch_reads else {
             return 0;
         };
-        if !(self.ledger_applies() && self.reduction_slots_allowed) {
+        if !self.unread_offsets_apply() {
             return 0;
         }
         let candidates = std::iter::once(0).chain(rs.iter().map(|r| r.end.next_multiple_of(16)));
         let free = |at: &usize| !self.scratch_reads.overlaps(&(*at..*at + size));
         candidates.filter(free).min().unwrap_or(0)
+    }
+
+    /// Whether [`Self::unread_scratch_offset`] may move a write past the bytes just read
+    /// (the ledger applies here, and the scratch buffer may grow).
+    pub(crate) fn unread_offsets_apply(&self) -> bool {
+        self.ledger_applies() && self.reduction_slots_allowed
+    }
+
+    /// Whether the text since `mark` touched the scratch buffer (owned regions' slices
+    /// aside).
+    pub(crate) fn scratch_named_since(&self, mark: usize) -> bool {
+        self.w
+            .mentions_since_outside(mark, SCRATCH, &self.owned_spans)
     }
 
     /// Around a warpgroup's region, which the ledger reads past: what it found before

@@ -24,10 +24,13 @@
 //! value crosses from one owner to another (`crossings`: the running max and sum from one
 //! warpgroup to the other, P and the rescale factor to every warp for PV). Layouts
 //! (`lay_out`): the owned values get what the layout pass gives a one-warpgroup program,
-//! the rest what it gives the whole program. The executor runs the result exactly as the
+//! the rest what it gives the whole program. Handoffs are gathered into runs (`gather`:
+//! each moved up to the one before where its tile is ready), which meet behind one barrier
+//! a run. The executor runs the result exactly as the
 //! loop it came from (a handoff is the identity).
 
 mod crossings;
+mod gather;
 mod lay_out;
 mod owners;
 mod unroll;
@@ -35,6 +38,7 @@ mod unroll;
 use crate::ir::{Function, ValueId};
 use crate::passes::loop_rewrite::rewrite_loops;
 use crossings::{hoist_invariant_handoffs, place_crossings};
+use gather::gather_handoffs;
 use lay_out::lay_out;
 use std::collections::BTreeMap;
 use unroll::unroll;
@@ -56,6 +60,8 @@ pub fn apply(f: &Function) -> Option<Function> {
     place_crossings(&mut g, &mut owners);
     // Handoffs of what the loop does not change: once, before it.
     hoist_invariant_handoffs(&mut g);
+    // Handoffs moved up to the one before where their tile is ready: one barrier a run.
+    gather_handoffs(&mut g);
     // Owned values laid out for one warpgroup, the rest for the whole program.
     lay_out(&mut g, &owners);
     // The replaced loop body's values, which no layout reached, dropped.
