@@ -66,6 +66,33 @@ fn the_rewrite_owns_each_halfs_scores_and_hands_values_over() {
         .map(|&o| handoffs_in(&g, &g.op(o).regions[0]))
         .sum();
     assert_eq!((in_loop, handoffs(&g) - in_loop), (8, 3));
+    // Gathered into runs that each meet behind one barrier: the running max and sum to
+    // warpgroup 0; the factor and P to every warp before PV; the new max and sum to
+    // warpgroup 1 after it (a handoff is not moved above a dot); the second half's factor
+    // and P.
+    let runs: Vec<Vec<usize>> = g
+        .body
+        .ops
+        .iter()
+        .filter(|&&o| g.op(o).kind == OpKind::For)
+        .map(|&o| handoff_runs(&g, &g.op(o).regions[0]))
+        .collect();
+    assert_eq!(runs, [[2, 2, 2, 2]], "{runs:?}");
+}
+
+/// The lengths of the runs of consecutive handoffs in `b`.
+fn handoff_runs(f: &Function, b: &attn_dsl::ir::Block) -> Vec<usize> {
+    let mut runs = Vec::new();
+    let mut n = 0;
+    for &o in &b.ops {
+        if f.op(o).kind == OpKind::Handoff {
+            n += 1;
+        } else if n > 0 {
+            runs.push(std::mem::take(&mut n));
+        }
+    }
+    runs.extend((n > 0).then_some(n));
+    runs
 }
 
 #[test]

@@ -96,18 +96,10 @@ impl<'f> Emitter<'f> {
         let between = |g: &&GpuOp| match g {
             GpuOp::Stage(StageSync::Wait { .. } | StageSync::Release { .. })
             | GpuOp::MmaWait { .. } => true,
-            GpuOp::Tile(o) => matches!(
-                self.f.op(*o).kind,
-                OpKind::Const(_)
-                    | OpKind::Splat { .. }
-                    | OpKind::Broadcast { .. }
-                    | OpKind::ExpandDims { .. }
-                    | OpKind::Unary(_)
-                    | OpKind::Binary(_)
-                    | OpKind::Cmp(_)
-                    | OpKind::Select
-                    | OpKind::Cast(_)
-            ),
+            GpuOp::Tile(o) => {
+                let kind = &self.f.op(*o).kind;
+                kind.is_coordinate_op() || matches!(kind, OpKind::Const(_))
+            }
             _ => false,
         };
         let Some(GpuOp::Mma { dot, a, b, .. }) = self.following.iter().find(|g| !between(g)) else {
