@@ -58,25 +58,20 @@ fn the_rewrite_owns_each_halfs_scores_and_hands_values_over() {
     // rescale factor to every warp (the guard's choice of the first half's m and l reuses
     // the second half's handoff of them). Around it: the queries to each warpgroup once,
     // the row sums to every warp after.
-    let in_loop: usize = g
+    let loops: Vec<&attn_dsl::ir::Block> = g
         .body
         .ops
         .iter()
         .filter(|&&o| g.op(o).kind == OpKind::For)
-        .map(|&o| handoffs_in(&g, &g.op(o).regions[0]))
-        .sum();
+        .map(|&o| &g.op(o).regions[0])
+        .collect();
+    let in_loop: usize = loops.iter().map(|b| handoffs_in(&g, b)).sum();
     assert_eq!((in_loop, handoffs(&g) - in_loop), (8, 3));
     // Gathered into runs that each meet behind one barrier: the running max and sum to
     // warpgroup 0; the factor and P to every warp before PV; the new max and sum to
     // warpgroup 1 after it (a handoff is not moved above a dot); the second half's factor
     // and P.
-    let runs: Vec<Vec<usize>> = g
-        .body
-        .ops
-        .iter()
-        .filter(|&&o| g.op(o).kind == OpKind::For)
-        .map(|&o| handoff_runs(&g, &g.op(o).regions[0]))
-        .collect();
+    let runs: Vec<Vec<usize>> = loops.iter().map(|b| handoff_runs(&g, b)).collect();
     assert_eq!(runs, [[2, 2, 2, 2]], "{runs:?}");
 }
 
