@@ -96,7 +96,22 @@ impl<'f> Emitter<'f> {
                 continue;
             }
             let (s, every_thread) = self.handoff_sync(from, to)?;
-            written.push(self.write_handoff_side(x, res, (from, to), &s, every_thread)?);
+            let w = self.write_handoff_side(x, res, (from, to), &s, every_thread)?;
+            // Each buffer of a run lies past the others (the ledger counts them read): one
+            // over another would be overwritten before its readers read it.
+            let overlaps = |a: &Option<Range<usize>>, b: &Option<Range<usize>>| match (a, b) {
+                (Some(a), Some(b)) => a.start < b.end && b.start < a.end,
+                _ => ops.len() > 1,
+            };
+            if written
+                .iter()
+                .any(|v: &Written| overlaps(&v.bytes, &w.bytes))
+            {
+                return Err(CodegenError::Malformed(
+                    "two handoffs of a run placed on the same scratch bytes".into(),
+                ));
+            }
+            written.push(w);
             sync.get_or_insert(s);
         }
         let Some(sync) = sync else {
