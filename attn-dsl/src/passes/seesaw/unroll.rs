@@ -172,16 +172,15 @@ fn def_of(f: &Function, ops: &[OpId], v: ValueId) -> Option<OpId> {
 /// accumulator times 1, plus products of 0 with the masked loads' finite values). Then the
 /// guard after the second half need not keep the first half's accumulator beside it (two
 /// live: MLA's 128 registers a thread each). The new ops, each list with the op it must
-/// run before: the row's broadcast, and PV unless A is ready before the broadcast (then
-/// both selects go there, so A's handoff can join the factor's: `gather`); `None` (and
-/// nothing changed) where the accumulator has another shape.
+/// run before (the row's broadcast, then PV); `None` (and nothing changed) where the
+/// accumulator has another shape.
 fn neutral_pv(
     f: &mut Function,
     half: &[OpId],
     acc: ValueId,
     more: ValueId,
     loc: crate::ir::Loc,
-) -> Option<Vec<(OpId, Vec<OpId>)>> {
+) -> Option<[(OpId, Vec<OpId>); 2]> {
     let pv = def_of(f, half, acc)?;
     let (a, c) = (f.op(pv).operands[0], f.op(pv).operands[2]);
     let scale = def_of(f, half, c)?;
@@ -195,12 +194,7 @@ fn neutral_pv(
     f.op_mut(bcast).operands[0] = row_or_one;
     let (a_ops, a_or_zero) = value_or_fill(f, more, a, 0.0, loc);
     f.op_mut(pv).operands[0] = a_or_zero;
-    let at = |o: OpId| half.iter().position(|&h| h == o);
-    let a_ready = def_of(f, half, a).is_none_or(|d| at(d) < at(bcast));
-    Some(match a_ready {
-        true => vec![(bcast, row_ops.into_iter().chain(a_ops).collect())],
-        false => vec![(bcast, row_ops), (pv, a_ops)],
-    })
+    Some([(bcast, row_ops), (pv, a_ops)])
 }
 
 /// `2 · step`: the ops computing it and its value.
