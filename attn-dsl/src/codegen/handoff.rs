@@ -83,7 +83,20 @@ impl<'f> Emitter<'f> {
     /// Handoffs `ops` (a run, [`Self::handoff_run_len`]; the first op's comment already
     /// out): every writer's part, one barrier, every reader's part.
     pub(crate) fn emit_handoff_run(&mut self, ops: &[&'f Op]) -> Res<()> {
-        let mut written = Vec::new();
+        let (written, Some(sync)) = self.write_run(ops)? else {
+            return Ok(());
+        };
+        self.w.line(sync);
+        if written.iter().any(|w| w.bytes.is_some()) {
+            self.scratch_barrier_emitted();
+        }
+        self.read_run(written)
+    }
+
+    /// The writers' parts of a run, and the barrier that publishes them (`None` where every
+    /// handoff of it was within one owner).
+    fn write_run(&mut self, ops: &[&'f Op]) -> Res<(Vec<Written>, Option<String>)> {
+        let mut written: Vec<Written> = Vec::new();
         let mut sync = None;
         for (k, op) in ops.iter().enumerate() {
             if k > 0 {
@@ -99,14 +112,11 @@ impl<'f> Emitter<'f> {
             let w = self.write_handoff_side(x, res, (from, to), &s, every_thread)?;
             // Each buffer of a run lies past the others (the ledger counts them read): one
             // over another would be overwritten before its readers read it.
-            let overlaps = |a: &Option<Range<usize>>, b: &Option<Range<usize>>| match (a, b) {
-                (Some(a), Some(b)) => a.start < b.end && b.start < a.end,
-                _ => ops.len() > 1,
+            let apart = |v: &Written| match (&v.bytes, &w.bytes) {
+                (Some(a), Some(b)) => a.end <= b.start || b.end <= a.start,
+                _ => false,
             };
-            if written
-                .iter()
-                .any(|v: &Written| overlaps(&v.bytes, &w.bytes))
-            {
+            if !written.iter().all(apart) {
                 return Err(CodegenError::Malformed(
                     "two handoffs of a run placed on the same scratch bytes".into(),
                 ));
@@ -114,13 +124,11 @@ impl<'f> Emitter<'f> {
             written.push(w);
             sync.get_or_insert(s);
         }
-        let Some(sync) = sync else {
-            return Ok(());
-        };
-        self.w.line(sync);
-        if written.iter().any(|w| w.bytes.is_some()) {
-            self.scratch_barrier_emitted();
-        }
+        Ok((written, sync))
+    }
+
+    /// The readers' parts of a run after its barrier, and the ledger's account of them.
+    fn read_run(&mut self, written: Vec<Written>) -> Res<()> {
         let mut staged = Vec::new();
         for w in written {
             match &w.read_back {
