@@ -23,7 +23,7 @@ impl<'f> Emitter<'f> {
             OpKind::Store { has_mask } => return self.emit_store(op, *has_mask),
             OpKind::Broadcast { .. } => return self.emit_broadcast(op),
             OpKind::Trans => return self.emit_trans(op),
-            OpKind::Handoff => return self.emit_handoff(op),
+            OpKind::Handoff => return self.emit_handoff_run(&[op]),
             OpKind::Reduce { kind, axis } => return self.emit_reduce(op, *kind, *axis),
             OpKind::Dot => return self.emit_dot(op),
             _ => {}

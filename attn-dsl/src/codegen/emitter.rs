@@ -692,19 +692,7 @@ impl<'f> Emitter<'f> {
             let o = match g {
                 // A run of handoffs meets behind one barrier.
                 GpuOp::Tile(o) if self.f.op(*o).kind == OpKind::Handoff => {
-                    let n = self.handoff_run_len(&b.ops[i..]);
-                    emitted_until = i + n;
-                    self.following = &b.ops[i + n..];
-                    let run: Vec<&'f Op> = b.ops[i..i + n]
-                        .iter()
-                        .filter_map(|g| match g {
-                            GpuOp::Tile(o) => Some(self.f.op(*o)),
-                            _ => None,
-                        })
-                        .collect();
-                    self.op_comment(run[0]);
-                    self.emit_handoff_run(&run)?;
-                    self.converted.clear();
+                    emitted_until = i + self.emit_handoffs_from(&b.ops[i..])?;
                     continue;
                 }
                 GpuOp::Tile(o) => *o,

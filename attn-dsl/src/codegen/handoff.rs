@@ -43,8 +43,22 @@ struct Written {
 }
 
 impl<'f> Emitter<'f> {
-    pub(crate) fn emit_handoff(&mut self, op: &'f Op) -> Res<()> {
-        self.emit_handoff_run(&[op])
+    /// The run of handoffs at the start of `ops` ([`Self::handoff_run_len`]), emitted;
+    /// how many ops it took.
+    pub(crate) fn emit_handoffs_from(&mut self, ops: &'f [GpuOp]) -> Res<usize> {
+        let n = self.handoff_run_len(ops);
+        self.following = &ops[n..];
+        let run: Vec<&'f Op> = ops[..n]
+            .iter()
+            .filter_map(|g| match g {
+                GpuOp::Tile(o) => Some(self.f.op(*o)),
+                _ => None,
+            })
+            .collect();
+        self.op_comment(run[0]);
+        self.emit_handoff_run(&run)?;
+        self.converted.clear();
+        Ok(n)
     }
 
     /// How many ops from the start of `ops` (a handoff) meet behind one barrier: a run of

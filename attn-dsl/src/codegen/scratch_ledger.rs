@@ -214,9 +214,7 @@ impl<'f> Emitter<'f> {
     /// arms never name the scratch buffer leaves it as it was (its arms' barriers only
     /// order more); elsewhere, and where they do, every byte is unknown.
     pub(crate) fn after_branch(&mut self, mark: usize, before: ScratchReads) {
-        let named = self
-            .w
-            .mentions_since_outside(mark, SCRATCH, &self.owned_spans);
+        let named = self.scratch_named_since(mark);
         self.scratch_reads = match self.only_warpgroup.is_some() && !named {
             true => before,
             false => ScratchReads::Unknown,
@@ -232,10 +230,7 @@ impl<'f> Emitter<'f> {
     /// After an op emitted from `mark`: an op that touched the scratch buffer without
     /// reporting its accesses leaves every byte unknown.
     pub(crate) fn scratch_check(&mut self, mark: usize) {
-        let named = self
-            .w
-            .mentions_since_outside(mark, SCRATCH, &self.owned_spans);
-        if !self.scratch_reported && named {
+        if !self.scratch_reported && self.scratch_named_since(mark) {
             self.forget_scratch_reads();
         }
     }

@@ -26,8 +26,8 @@
 //! (`lay_out`): the owned values get what the layout pass gives a one-warpgroup program,
 //! the rest what it gives the whole program. Handoffs are gathered into runs (`gather`:
 //! each moved up to the one before where its tile is ready), which meet behind one barrier
-//! a run. The executor runs the result exactly as the
-//! loop it came from (a handoff is the identity).
+//! a run. The executor runs the result exactly as the loop it came from (a handoff is the
+//! identity).
 
 mod crossings;
 mod gather;
