@@ -52,7 +52,6 @@ struct Opts {
     forced_splits: Option<u32>,
     forced_history_heads: Option<u32>,
     forced_history_tma: Option<bool>,
-    forced_history_kv_tile: Option<u32>,
     forced_fused_tile: Option<FusedTile>,
     streams: StreamOptions,
     /// Tokens of bucket beyond the call's T (the buffers are sized for the bucket).
@@ -73,7 +72,6 @@ impl Default for Opts {
             forced_splits: None,
             forced_history_heads: None,
             forced_history_tma: None,
-            forced_history_kv_tile: None,
             forced_fused_tile: None,
             streams: StreamOptions::default(),
             bucket_extra: 3,
@@ -100,7 +98,6 @@ fn config(case: &Case, r: u32, o: &Opts) -> MlaDcpConfig {
     c.forced_splits = o.forced_splits;
     c.forced_history_heads = o.forced_history_heads;
     c.forced_history_tma = o.forced_history_tma;
-    c.forced_history_kv_tile = o.forced_history_kv_tile;
     c.forced_fused_tile = o.forced_fused_tile;
     c.streams = o.streams;
     c.profile = o.profile;
@@ -278,29 +275,6 @@ fn long_programs_moving_tma_boxes_match_the_reference() {
         ..Opts::default()
     };
     simulated_case::<bf16>("TMA boxes, 65 tiles a program", &case, 18, &o);
-}
-
-/// 32-key history tiles on the two-warpgroup tiling (`MlaDcpConfig::forced_history_kv_tile`;
-/// the plan takes 64): a ring of four stages on sm_90a (two a half under the seesaw), one
-/// split over 131 and 130 tiles of 128 gathered heads, both requests' last tiles ragged, so
-/// every stage is filled and reused many times.
-#[test]
-fn long_programs_on_32_key_tiles_match_the_reference() {
-    let case = Case::new(1, 1, 64, 128, &[4181, 4134], &[1, 1]);
-    let mma = MmaKind::for_arch(device().arch());
-    let plan = case
-        .step()
-        .plan_tuned(mma, Some(1), None, Some(32))
-        .expect("plan");
-    let stages = plan.history.constexprs.iter().find(|(n, _)| *n == "STAGES");
-    let four = stages.is_some_and(|(_, v)| *v == ConstValue::Int(4));
-    assert_eq!(four, mma == MmaKind::Warpgroup, "{mma:?}: the ring's depth");
-    let o = Opts {
-        forced_splits: Some(1),
-        forced_history_kv_tile: Some(32),
-        ..Opts::default()
-    };
-    simulated_case::<bf16>("32-key tiles, 131 a program", &case, 19, &o);
 }
 
 /// The fused combine + V-up on warpgroup MMAs (`WARPGROUPS`, feature `merge_wgmma`,

@@ -54,7 +54,7 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
     let tma = super::tma::wanted(f);
     // Two stages (tiles) make one buffer a half; a deeper ring (`S / 2` a half, the copies
     // that many iterations ahead) is not built.
-    if tma || ws.parts != 1 || ws.stages % HALVES != 0 {
+    if tma || ws.parts != 1 || ws.stages != HALVES {
         return;
     }
     let loop_op = ws.loop_op;
@@ -78,11 +78,10 @@ pub fn run(f: &Function, p: &mut GpuProgram) {
         return;
     }
     let ws = p.specialization.as_mut().expect("split");
-    let per_half = ws.stages / HALVES;
-    (ws.producer, ws.unsplit, ws.parts, ws.stages) = (producer, unsplit, HALVES, per_half);
+    (ws.producer, ws.unsplit, ws.parts, ws.stages) = (producer, unsplit, HALVES, 1);
     ws.copies_arrive = true;
     for a in ring {
-        p.allocs[a.0 as usize].stages = per_half;
+        p.allocs[a.0 as usize].stages = 1;
     }
     p.body = body;
 }

@@ -79,7 +79,7 @@ pub fn for_warpgroups(kernel: &str, bindings: &[Binding]) -> bool {
     let wanted = match kernel {
         "mla_history" => {
             bound("BLOCK_H", int(HIST_BLOCK_H_WARPGROUPS))
-                && [1, 2].iter().any(|d| bound("KV_TILE", int(HIST_KV_TILE_WARPGROUPS / d)))
+                && bound("KV_TILE", int(HIST_KV_TILE_WARPGROUPS))
         }
         "mla_combine_v_up" => bound("WARPGROUPS", attn_dsl::ConstValue::Bool(true)),
         _ => false,
@@ -332,14 +332,12 @@ pub mod mla {
     /// stride promise), so a launch without the promise runs unsplit rather than failing.
     #[kernel(
         num_warps = 4 + 4 * (BLOCK_H / 64),
-        num_stages = STAGES,
         fast_math = true,
         pingpong = false,
         require(BLOCK_H >= 16 && BLOCK_H <= 64 && BLOCK_H & (BLOCK_H - 1) == 0, "BLOCK_H must be 16, 32 or 64"),
         require(KV_TILE >= 16 && KV_TILE & (KV_TILE - 1) == 0, "KV_TILE must be a power of two >= 16"),
         require(BLOCK_SIZE % 16 == 0, "BLOCK_SIZE must be a multiple of 16"),
         require(NUM_SPLITS >= 1, "NUM_SPLITS must be >= 1"),
-        require(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4"),
         require(!DIRECT || NUM_SPLITS == 1, "DIRECT needs NUM_SPLITS == 1: several splits are merged by mla_history_reduce"),
         tma = TMA,
     )]
@@ -353,7 +351,6 @@ pub mod mla {
         const SCALE_AFTER_MAX: bool = false,
         const TMA: bool = false,
         const LAZY_RESCALE: bool = false,
-        const STAGES: i32 = 2,
     >(
         q_all: *const T,
         cache: *const T,

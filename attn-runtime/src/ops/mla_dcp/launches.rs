@@ -138,7 +138,6 @@ pub(super) fn history(
             ),
             // The copy engine of the key tiles (HIST_TMA).
             ("TMA", ConstValue::Bool(shape.tiling.warpgroups && HIST_TMA)),
-            ("STAGES", int(shape.tiling.stages(shape.kv_tile))),
         ]
         .into_iter()
         // Bound only when on, so the kernels' keys without it stay as they were.

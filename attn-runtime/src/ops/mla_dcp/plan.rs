@@ -109,17 +109,6 @@ impl HistoryTiling {
             HIST_KV_TILE
         }
     }
-
-    /// Stages of the key ring (`STAGES`) at `kv_tile` keys a tile: four 32-key tiles on the
-    /// warpgroup grid (the 64 × 576 queries and four 36 KB stages take the 217 KB two
-    /// 64-key stages do, with the copies a tile further ahead), else two.
-    pub fn stages(&self, kv_tile: u32) -> u32 {
-        if self.warpgroups && kv_tile == HIST_KV_TILE_WARPGROUPS / 2 {
-            4
-        } else {
-            2
-        }
-    }
 }
 
 /// Gathered heads per history program of the warpgroup-MMA tiling: the rows of one
