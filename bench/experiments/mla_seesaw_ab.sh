@@ -2,9 +2,9 @@
 # Where the generated seesaw stands against the split schedule and FlashMLA's (hand-written)
 # one, in one process tree on one GPU: L1's step and history stage for
 #   split      the history as shipped (split scores, `cp.async`)
-#   seesaw     ATTN_CODEGEN_ENABLE=seesaw as generated (its handoffs meet twice)
-#   halfmeet   the same, each handoff's first barrier dropped  } mla_seesaw_meetings.py:
-#   nomeet     and the warpgroup pair's barrier too            } timings only
+#   seesaw     ATTN_CODEGEN_ENABLE=seesaw as generated (four meetings a pair of tiles)
+#   halfmeet   the same, the barriers before handoff writes dropped } mla_seesaw_meetings.py:
+#   nomeet     and the warpgroup pair's barrier too (two meetings)  } timings only
 #   split_tma  the split with its tiles as TMA boxes (ATTN_CODEGEN_ENABLE=tma)
 #   hand_tma   that history rewritten by `mla_seesaw.py fine tma` (FlashMLA's schedule)
 # ON THE GPU HOST after packing (the mla_decode bench binary in .device/bin). ROUNDS (default

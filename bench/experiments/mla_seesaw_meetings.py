@@ -1,19 +1,17 @@
-"""What the generated seesaw's two-sided handoffs cost (timings only: the edits break them).
+"""What the generated seesaw's meetings cost (timings only: the edits break them).
 
 `ATTN_CODEGEN_ENABLE=seesaw` hands the running max and sum from one warpgroup to the other,
-and P and the rescale factor to every warp, each between two barriers over both sides'
-threads (codegen/handoff.rs): the first keeps the writers from overwriting what the last
-readers have not read, the second publishes the writes. So the two warpgroups meet twice a
-handoff, about sixteen times a pair of tiles, where FlashMLA's schedule passes the max one
-way (the writer arrives, the reader waits). Two edits of the MLA history bound what one-way
-handoffs could buy:
+and P and the rescale factor to every warp. Since session 30 the handoffs go in runs, each
+run's writes then one barrier over both warpgroups (codegen/handoff.rs): four meetings a
+pair of tiles in L1's history, two of them the max-and-sum runs on the warpgroup pair's
+barrier (named barrier 7), two the P runs on the consumers' barrier; FlashMLA's schedule
+meets twice and passes the max one way (the writer arrives, the reader waits). Two edits
+of the MLA history bound what fewer meetings could buy:
 
-- `halfmeet`: every handoff's first barrier dropped (what a buffer per handoff, written
-  again only after its readers arrived, would leave: one meeting a handoff; since session
-  29 the generator's scratch ledger drops those in the loop itself, so this edit changes
-  only the handoffs after it);
-- `nomeet`: besides, the pair barrier of the warpgroup-to-warpgroup handoffs dropped (the
-  max and sum then cross with no meeting at all: the bound for a one-way handoff).
+- `halfmeet`: every barrier a handoff still has before its writes dropped (since session
+  29 the scratch ledger leaves those only outside the loop);
+- `nomeet`: besides, the pair barrier dropped: the max and sum cross with no meeting, the
+  two P runs still meet (FlashMLA's count: the bound for one-way max-and-sum handoffs).
 
 Both read stale or torn values: garbage results, for timing only. Usage (on the GPU host):
 
