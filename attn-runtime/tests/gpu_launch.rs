@@ -91,7 +91,13 @@ fn untyped_launch_writes_exactly_the_valid_elements() {
         }
     }
     let loaded = h.load(stream.context()).expect("cached slot");
-    assert!(loaded.stats.registers > 0);
+    // From the driver: the NVRTC log may have nothing of the entry (see `LoadedKernel`).
+    assert!(
+        loaded.stats.registers > 0 && loaded.stats.function == "test_vadd",
+        "statistics of the loaded entry: {:?} (module {:?})",
+        loaded.stats,
+        loaded.outcome
+    );
 }
 
 #[test]

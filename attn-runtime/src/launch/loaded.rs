@@ -53,20 +53,13 @@ impl LoadedKernel {
         let (func, outcome) = load_with_rebuild(ctx, source, &opts, cached)?;
         let stats = func.1;
         let func = func.0;
-        let func_max_threads = func
-            .get_attribute(FnAttr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
-            .map_err(LaunchError::driver("reading the kernel's thread limit"))?
-            .max(0) as u32;
-        let static_shared = func
-            .get_attribute(FnAttr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
-            .map_err(LaunchError::driver(
-                "reading the kernel's static shared memory",
-            ))?
-            .max(0) as u32;
-        let stats = KernelStats {
-            shared_bytes: static_shared,
-            ..stats
-        };
+        let func_max_threads = attribute(
+            &func,
+            FnAttr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            "reading the kernel's thread limit",
+        )?;
+        let stats = with_driver_stats(&func, stats, &spec.entry)?;
+        let static_shared = stats.shared_bytes;
         // Validate the shared-memory budget before asking the driver for it.
         validate_config(&spec, &limits, Grid([1, 1, 1]), static_shared, u32::MAX)?;
         // A malformed tensor map (type, box, parameters) fails here, not at the first launch.
@@ -213,6 +206,55 @@ fn load_with_rebuild(
     }
 }
 
+/// A non-negative attribute of the loaded function.
+fn attribute(func: &CudaFunction, attr: FnAttr, what: &'static str) -> Result<u32, LaunchError> {
+    Ok(func
+        .get_attribute(attr)
+        .map_err(LaunchError::driver(what))?
+        .max(0) as u32)
+}
+
+/// The statistics of loaded entry `entry`: `logged` (ptxas's, from the compile log; only
+/// the arch when the log had nothing of the entry) with what the driver reports of the
+/// loaded function: its registers and static shared memory always, its local memory as the
+/// stack frame where the log had none. The log alone is not enough: the CUDA 13.0 NVRTC of
+/// the GPU host prints ptxas's verbose lines only for a process's first `sm_90a` compile
+/// (2026-12-06; later ones log nothing), so its spill counts are kept where they exist and
+/// the rest comes from the image itself.
+fn with_driver_stats(
+    func: &CudaFunction,
+    logged: KernelStats,
+    entry: &str,
+) -> Result<KernelStats, LaunchError> {
+    let registers = attribute(
+        func,
+        FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS,
+        "reading the kernel's register count",
+    )?;
+    let shared_bytes = attribute(
+        func,
+        FnAttr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        "reading the kernel's static shared memory",
+    )?;
+    let local_bytes = attribute(
+        func,
+        FnAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+        "reading the kernel's local memory",
+    )?;
+    let stack_frame_bytes = if logged.function.is_empty() {
+        local_bytes
+    } else {
+        logged.stack_frame_bytes
+    };
+    Ok(KernelStats {
+        function: entry.to_string(),
+        registers,
+        shared_bytes,
+        stack_frame_bytes,
+        ..logged
+    })
+}
+
 fn load_image(
     ctx: &Arc<CudaContext>,
     m: &CompiledModule,
@@ -229,5 +271,9 @@ fn load_image(
         .map_err(LaunchError::driver("finding the entry point"))?;
     super::eager::ensure_function_loaded(&func)
         .map_err(LaunchError::driver("loading the entry point's code"))?;
-    Ok((func, m.entry_stats().cloned().unwrap_or_default()))
+    let logged = m.entry_stats().cloned().unwrap_or_else(|| KernelStats {
+        arch: m.arch_label.clone(),
+        ..KernelStats::default()
+    });
+    Ok((func, logged))
 }
