@@ -230,6 +230,11 @@ fn compile(
             if st.spills() { "  [SPILLS]" } else { "" }
         ));
     }
+    if m.stats.is_empty() {
+        // The CUDA 13.0 NVRTC of the GPU host logs ptxas only for a process's first sm_90a
+        // compile; a launch takes the same numbers from the driver (`LoadedKernel::stats`).
+        s.push_str("  no ptxas statistics in NVRTC's log\n");
+    }
     write(out, &s)
 }
 
