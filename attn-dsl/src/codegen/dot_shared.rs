@@ -18,7 +18,7 @@ use super::emitter::Emitter;
 use super::tile_map::MmaMap;
 use super::CodegenError;
 use crate::gpu_ir::{GpuOp, OperandSource, StageSync};
-use crate::ir::{Op, OpKind, ScalarType, ValueId};
+use crate::ir::{Op, ScalarType, ValueId};
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -96,10 +96,7 @@ impl<'f> Emitter<'f> {
         let between = |g: &&GpuOp| match g {
             GpuOp::Stage(StageSync::Wait { .. } | StageSync::Release { .. })
             | GpuOp::MmaWait { .. } => true,
-            GpuOp::Tile(o) => {
-                let kind = &self.f.op(*o).kind;
-                kind.is_coordinate_op() || matches!(kind, OpKind::Const(_))
-            }
+            GpuOp::Tile(o) => self.f.op(*o).kind.is_register_only(),
             _ => false,
         };
         let Some(GpuOp::Mma { dot, a, b, .. }) = self.following.iter().find(|g| !between(g)) else {

@@ -67,10 +67,7 @@ fn sink_block(f: &Function, defs: &[Option<OpId>], b: &mut GpuBlock) {
 /// with results whose regions only compute values.
 fn movable(f: &Function, op: &GpuOp) -> Option<Vec<ValueId>> {
     let (o, ok) = match op {
-        GpuOp::Tile(o) => {
-            let k = &f.op(*o).kind;
-            (*o, k.is_coordinate_op() || matches!(k, OpKind::Const(_)))
-        }
+        GpuOp::Tile(o) => (*o, f.op(*o).kind.is_register_only()),
         GpuOp::For { op: o, .. } | GpuOp::If { op: o, .. } => {
             (*o, nested(op).iter().all(|b| pure_block(f, b)))
         }

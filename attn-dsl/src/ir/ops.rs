@@ -211,6 +211,11 @@ impl OpKind {
                 | OpKind::AddPtr
         )
     }
+    /// Ops computed in registers from their operands alone: the coordinate ops and
+    /// constants (they may move or be recomputed wherever their operands are ready).
+    pub fn is_register_only(&self) -> bool {
+        self.is_coordinate_op() || matches!(self, OpKind::Const(_))
+    }
     pub fn is_terminator(&self) -> bool {
         matches!(self, OpKind::Condition | OpKind::Yield | OpKind::Return)
     }

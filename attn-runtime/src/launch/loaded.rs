@@ -50,15 +50,12 @@ impl LoadedKernel {
         let opts = JitOptions::new(Arch::native(major, minor));
         let cached = process_cache().get_or_compile(source, &opts)?;
         let limits = query_limits(ctx)?;
-        let (func, outcome) = load_with_rebuild(ctx, source, &opts, cached)?;
-        let stats = func.1;
-        let func = func.0;
+        let ((func, stats), outcome) = load_with_rebuild(ctx, source, &opts, cached)?;
         let func_max_threads = attribute(
             &func,
             FnAttr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
             "reading the kernel's thread limit",
         )?;
-        let stats = with_driver_stats(&func, stats, &spec.entry)?;
         let static_shared = stats.shared_bytes;
         // Validate the shared-memory budget before asking the driver for it.
         validate_config(&spec, &limits, Grid([1, 1, 1]), static_shared, u32::MAX)?;
@@ -214,18 +211,14 @@ fn attribute(func: &CudaFunction, attr: FnAttr, what: &'static str) -> Result<u3
         .max(0) as u32)
 }
 
-/// The statistics of loaded entry `entry`: `logged` (ptxas's, from the compile log; only
-/// the arch when the log had nothing of the entry) with what the driver reports of the
-/// loaded function: its registers and static shared memory always, its local memory as the
-/// stack frame where the log had none. The log alone is not enough: the CUDA 13.0 NVRTC of
-/// the GPU host prints ptxas's verbose lines only for a process's first `sm_90a` compile
-/// (2026-12-06; later ones log nothing), so its spill counts are kept where they exist and
-/// the rest comes from the image itself.
-fn with_driver_stats(
-    func: &CudaFunction,
-    logged: KernelStats,
-    entry: &str,
-) -> Result<KernelStats, LaunchError> {
+/// The statistics of `m`'s entry loaded as `func`: ptxas's from the compile log where it
+/// has the entry, with what the driver reports of the loaded function: its registers and
+/// static shared memory always, its local memory as the stack frame where the log had
+/// none. The log alone is not enough: the CUDA 13.0 NVRTC of the GPU host prints ptxas's
+/// verbose lines only for a process's first `sm_90a` compile (2026-12-06; later ones log
+/// nothing), so its spill counts are kept where they exist and the rest comes from the
+/// image itself.
+fn loaded_stats(func: &CudaFunction, m: &CompiledModule) -> Result<KernelStats, LaunchError> {
     let registers = attribute(
         func,
         FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS,
@@ -241,17 +234,14 @@ fn with_driver_stats(
         FnAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
         "reading the kernel's local memory",
     )?;
-    let stack_frame_bytes = if logged.function.is_empty() {
-        local_bytes
-    } else {
-        logged.stack_frame_bytes
-    };
+    let logged = m.entry_stats();
     Ok(KernelStats {
-        function: entry.to_string(),
+        function: m.entry.clone(),
+        arch: m.arch_label.clone(),
         registers,
         shared_bytes,
-        stack_frame_bytes,
-        ..logged
+        stack_frame_bytes: logged.map_or(local_bytes, |s| s.stack_frame_bytes),
+        ..logged.cloned().unwrap_or_default()
     })
 }
 
@@ -271,9 +261,6 @@ fn load_image(
         .map_err(LaunchError::driver("finding the entry point"))?;
     super::eager::ensure_function_loaded(&func)
         .map_err(LaunchError::driver("loading the entry point's code"))?;
-    let logged = m.entry_stats().cloned().unwrap_or_else(|| KernelStats {
-        arch: m.arch_label.clone(),
-        ..KernelStats::default()
-    });
-    Ok((func, logged))
+    let stats = loaded_stats(&func, m)?;
+    Ok((func, stats))
 }

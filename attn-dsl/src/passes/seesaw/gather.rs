@@ -96,8 +96,7 @@ fn computable_before(
         return true;
     }
     let op = f.op(placed[d]);
-    let register_only = op.kind.is_coordinate_op() || matches!(op.kind, OpKind::Const(_));
-    if depth == 0 || !register_only || !op.regions.is_empty() {
+    if depth == 0 || !op.kind.is_register_only() || !op.regions.is_empty() {
         return false;
     }
     hoisted.push(d);
