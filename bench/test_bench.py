@@ -5,6 +5,7 @@ import os
 import sys
 import tempfile
 import time
+import types
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -301,21 +302,80 @@ class SustainedTimingTest(unittest.TestCase):
         self.assertGreater(len(calls) - len(warm), 20)
 
 
-class ImplFilterTest(unittest.TestCase):
-    def peers_with(self, impls):
-        p = peers.Peers.__new__(peers.Peers)  # no torch: only the filter is under test
-        p.args = peers.argparse.Namespace(impls=impls)
-        return p
+def peers_with(impls):
+    p = peers.Peers.__new__(peers.Peers)  # no torch: what is under test needs none
+    p.args = peers.argparse.Namespace(impls=impls)
+    return p
 
+
+class ImplFilterTest(unittest.TestCase):
     def test_no_filter_times_every_peer(self):
-        p = self.peers_with(None)
+        p = peers_with(None)
         self.assertTrue(p.wanted("flex") and p.wanted("sdpa-cudnn"))
 
     def test_a_filter_keeps_only_the_named_peers(self):
-        p = self.peers_with("sdpa-cudnn,flex-tuned")
+        p = peers_with("sdpa-cudnn,flex-tuned")
         self.assertTrue(p.wanted("sdpa-cudnn") and p.wanted("flex-tuned"))
         self.assertFalse(p.wanted("flex"))
         self.assertFalse(p.wanted("sdpa-flash"))
+
+
+class VllmPeers(unittest.TestCase):
+    def test_split_count_follows_the_triton_mla_backend(self):
+        # A split per 512 keys, rounded up to a power of two, at most two per SM.
+        self.assertEqual(peers.triton_mla_splits(4096, 132), 8)
+        self.assertEqual(peers.triton_mla_splits(5000, 132), 16)
+        self.assertEqual(peers.triton_mla_splits(100, 132), 1)
+        self.assertEqual(peers.triton_mla_splits(32768, 132), 64)
+        self.assertEqual(peers.triton_mla_splits(1 << 20, 132), 264)
+
+    def test_a_peer_not_fetched_is_missing_before_torch_or_triton_load(self):
+        saved = peers.VLLM_PEERS
+        with tempfile.TemporaryDirectory() as d:
+            peers.VLLM_PEERS = peers.Path(d)
+            try:
+                with self.assertRaisesRegex(peers.PeerMissing, "fetch-peers"):
+                    peers.vllm_ops("_flashmla_C")
+                with self.assertRaisesRegex(peers.PeerMissing, "fetch-peers"):
+                    peers.vllm_triton("triton_decode_attention")
+            finally:
+                peers.VLLM_PEERS = saved
+
+    def test_a_wrong_peer_is_skipped_and_not_timed(self):
+        p = peers_with(None)
+        timed = []
+        p.measure = lambda *a, **k: timed.append(a)
+        p.torch = None
+        ref = FakeTensor([1.0, -2.0])
+        p.checked("L x", "good", lambda: (lambda: FakeTensor([1.01, -2.0])), ref)
+        p.checked("L x", "zeros", lambda: (lambda: FakeTensor([0.0, 0.0])), ref)
+        p.checked("L x", "nan", lambda: (lambda: FakeTensor([float("nan"), -2.0])), ref)
+        self.assertEqual([a[1] for a in timed], ["good"])
+
+
+class FakeTensor:
+    """Just what `max_error` and `Peers.checked` ask of a tensor."""
+
+    def __init__(self, v):
+        self.v = list(v)
+
+    def float(self):
+        return self
+
+    def abs(self):
+        return FakeTensor(abs(x) for x in self.v)
+
+    def max(self):
+        return max(self.v)
+
+    def __sub__(self, o):
+        return FakeTensor(a - b for a, b in zip(self.v, o.v))
+
+    def isnan(self):
+        return types.SimpleNamespace(any=lambda: any(x != x for x in self.v))
+
+    def __float__(self):
+        return float(max(self.v))
 
 
 if __name__ == "__main__":

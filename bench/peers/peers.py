@@ -10,13 +10,18 @@ Shapes and masks are those of `attn-runtime/benches/unified_attention.rs` and
   P3  P1 + 30 images of 256 tokens at 100 + 270 i,        FlexAttention (default, tuned)
       bidirectional inside an image, clamped to the window
   D1  decode 64 x 4096, Hq32/Hkv8, D128, q_len 1          SDPA flash / cuDNN (GQA), FlexAttention
-  L   absorbed MLA decode (d_qk 576, d_v 512, 1 KV head)  an unfused torch reference (bmm + softmax
-                                                           + bmm): no fused peer here handles 576
+  L   absorbed MLA decode (d_qk 576, d_v 512, 1 KV head)  FlashMLA, vLLM's Triton MLA decode, an
+                                                           unfused torch reference (bmm + softmax + bmm)
   copy  2 GiB bf16 device-to-device copy: the memory floor of the same call
 
+With `.peers/vllm` present (`scripts/fetch-peers`, run where the package registry is reached,
+then carried to the device), the vLLM release pinned to the host's PyTorch adds its compiled
+FlashMLA (`flashmla`, L rows, paged 64-key blocks) and FlashAttention-3 (`fa3`: P0, P1 with its
+window, D1) and its Triton MLA decode (`vllm-triton-mla`, L rows, the TRITON_MLA backend's
+split count); each one's output is checked against a reference computed here before it is
+timed (a wrong one is skipped, saying so). Without the directory they are skipped, saying why.
 SDPA has no sliding-window or image-range mask short of a dense one (which falls back to the
-math kernel), so P1/P3 have no SDPA row. vLLM is not installed on the host, so its Triton
-kernels are not peers here. Contiguous K/V (the peers have no paged layout); the same bytes
+math kernel), so P1/P3 have no SDPA row; no peer here has P3's image ranges but FlexAttention. Contiguous K/V (the peers have no paged layout); the same bytes
 and useful FLOPs as our rows. FlexAttention's block masks are built (and the kernel compiled)
 outside the timed region. Time (`--regime sustained`, the default): after --warmup-s seconds of
 back-to-back calls, batches of about 10 ms of calls between two CUDA events for --measure-s
@@ -37,12 +42,86 @@ stderr and writes nothing.
 import argparse
 import datetime
 import json
+import os
 import statistics
 import sys
+import types
+from pathlib import Path
 
 WINDOW = 1024
 IMAGES = [(100 + 270 * i, 100 + 270 * i + 255) for i in range(30)]
 COPY_BYTES = 2 << 30
+# DeepSeek-V3's softmax scale (192^-0.5 with the YaRN factor), as the MLA bench.
+MLA_SCALE = 0.1352337788608801
+MLA_PAGE = 64
+# Where scripts/fetch-peers puts the vLLM release's peers.
+VLLM_PEERS = Path(os.environ.get("ATTN_VLLM_PEERS", Path(__file__).resolve().parents[2] / ".peers" / "vllm"))
+
+
+_LOADED = set()
+
+
+class PeerMissing(Exception):
+    """A peer that cannot be loaded here (not fetched, or it does not load)."""
+
+
+def vllm_ops(name):
+    """The torch ops namespace of the vLLM extension `name` (`_flashmla_C`, `_vllm_fa3_C`) from
+    VLLM_PEERS, its `.so.xz` unpacked next to it first; loaded once."""
+    lib = VLLM_PEERS / f"{name}.so"
+    packed = Path(f"{lib}.xz")
+    if not lib.exists() and not packed.exists():
+        raise PeerMissing(f"{lib} not fetched (scripts/fetch-peers)")
+    import torch
+
+    if name in _LOADED:
+        return getattr(torch.ops, name)
+    if not lib.exists():
+        import lzma
+
+        lib.write_bytes(lzma.decompress(packed.read_bytes()))
+    try:
+        torch.ops.load_library(str(lib))
+    except OSError as e:
+        raise PeerMissing(f"{lib.name} does not load: {e}") from e
+    _LOADED.add(name)
+    return getattr(torch.ops, name)
+
+
+def vllm_triton(module):
+    """vLLM's Triton file `module` from VLLM_PEERS, imported with the two vLLM modules it reads
+    (the platform's `is_rocm`, Triton re-exported) stood in for."""
+    import importlib.util
+
+    path = VLLM_PEERS / f"{module}.py"
+    if not path.exists():
+        raise PeerMissing(f"{path} not fetched (scripts/fetch-peers)")
+    import triton
+    import triton.language as tl
+
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(is_rocm=lambda: False, is_cuda=lambda: True)
+    utils = types.ModuleType("vllm.triton_utils")
+    utils.triton, utils.tl = triton, tl
+    sys.modules.setdefault("vllm", types.ModuleType("vllm"))
+    sys.modules.setdefault("vllm.platforms", platforms)
+    sys.modules.setdefault("vllm.triton_utils", utils)
+    spec = importlib.util.spec_from_file_location(f"vllm_peer_{module}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def triton_mla_splits(ctx, sms):
+    """The KV splits vLLM's TRITON_MLA backend gives a decode of `ctx` keys: a split per 512
+    keys rounded up to a power of two, at most two per SM."""
+    return min(1 << (max(1, ctx // 512) - 1).bit_length(), 2 * sms)
+
+
+def max_error(out, ref):
+    """Largest absolute difference; NaN anywhere counts as infinite."""
+    d = (out.float() - ref.float()).abs()
+    return float("inf") if d.isnan().any() else float(d.max())
 
 
 def sustained_ms(fn, warmup_s, measure_s):
@@ -220,6 +299,59 @@ class Peers:
         )
         self.measure(row, impl, run, **work)
 
+    def checked(self, row, impl, setup, ref, **work):
+        """Times the peer `setup()` returns (a callable giving its output) when that output is
+        within 2 % of the largest reference value of `ref` (a tensor, or a callable applied to
+        the output: a reference of some of its rows); skips it, saying why, otherwise."""
+        if not self.wanted(impl):
+            return
+        try:
+            fn = setup()
+            out = fn()
+            want, got = ref(out) if callable(ref) else (ref, out)
+            err, scale = max_error(got, want), float(want.float().abs().max())
+        except Exception as e:  # not fetched, does not load, or refuses the shape
+            print(f"SKIP {row} {impl}: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
+            self.torch.cuda.empty_cache()
+            return
+        print(f"CHECK {row} {impl}: max abs error {err:.3g} (largest reference value {scale:.3g})", file=sys.stderr)
+        if not err <= 0.02 * scale:
+            print(f"SKIP {row} {impl}: wrong result", file=sys.stderr)
+            return
+        self.measure(row, impl, fn, **work)
+
+    def reference_rows(self, q, k, v, mask, scale, rows):
+        """f32 attention of query rows `rows` of (b, h, s, d) tensors under `mask(q, k)`, GQA
+        heads repeated: (b, h, len(rows), d)."""
+        t = self.torch
+        group = q.shape[1] // k.shape[1]
+        kf, vf = (x.repeat_interleave(group, 1).float() for x in (k, v))
+        qi = t.tensor(rows, device=self.dev)
+        s = q[:, :, qi].float() @ kf.transpose(-1, -2) * scale
+        allowed = mask(qi[:, None], t.arange(k.shape[2], device=self.dev)[None, :])
+        return t.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1) @ vf
+
+    def fa3(self, row, q, k, v, work, scale, causal, window, mask):
+        """FlashAttention-3 (vLLM's build) on (b, s, h, d) copies of `q`, `k`, `v`, checked on the
+        first and last 64 query rows."""
+        sc = scale if scale is not None else q.shape[-1] ** -0.5
+        rows = [*range(min(64, q.shape[2])), *range(max(64, q.shape[2] - 64), q.shape[2])]
+
+        def setup():
+            ops = vllm_ops("_vllm_fa3_C")
+            qb, kb, vb = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+            # The schema's order (`fwd` of the extension): the new keys and values, q_v, out,
+            # the varlen and paged arguments, rotary, descales: none here.
+            none = [None] * 20
+            tail = [sc, causal, window[0], window[1], 0.0, True, None, 0, None, 0, None, 1, 0, None]
+            return lambda: ops.fwd(qb, kb, vb, *none, *tail)[0]
+
+        def ref(out):
+            want = self.reference_rows(q, k, v, mask, sc, rows)
+            return want, out[:, rows].transpose(1, 2)
+
+        self.checked(row, "fa3", setup, ref, **work)
+
     def prefill(self, row, heads, d, seq, scale):
         mask = self.masks[row]
         pairs = allowed_pairs(mask, seq, self.dev)
@@ -232,6 +364,10 @@ class Peers:
         if row != "P0":
             tuned = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
             self.flex(row, "flex-tuned", q, k, v, mask, work, scale=scale, kernel_options=tuned)
+        # FlashAttention-3 has P0's mask and P1's (a causal window of WINDOW keys), not P3's.
+        window = {"P0": (-1, -1), "P1": (WINDOW - 1, 0)}.get(row)
+        if window:
+            self.fa3(row, q, k, v, work, scale, True, window, mask)
 
     def decode(self):
         b, hq, hkv, ctx, d = 64, 32, 8, 4096, 128
@@ -240,28 +376,80 @@ class Peers:
         for be in ("sdpa-flash", "sdpa-cudnn"):
             self.sdpa("D1", be, q, k, v, work, enable_gqa=True)
         self.flex("D1", "flex", q, k, v, None, work)
+        self.fa3("D1", q, k, v, work, None, False, (-1, -1), lambda qi, ki: ki >= 0)
 
     def mla(self, batch, ctx, heads):
-        """Absorbed MLA decode, unfused: S = Q·Kᵀ over 576, softmax, O = P·K[:, :512]."""
-        if not self.wanted("torch-unfused"):
-            return
+        """Absorbed MLA decode of `batch` requests of `ctx` keys: unfused (S = Q·Kᵀ over 576,
+        softmax, O = P·K[:, :512]), FlashMLA and vLLM's Triton decode on the same keys paged in
+        64-key blocks (a shuffled block table), the fused ones checked against an f32 reference
+        of the first and last request."""
         t = self.torch
         row = f"L {batch}x{ctx} h{heads} dcp1"
-        scale = 0.1352337788608801  # DeepSeek-V3 (192^-0.5 with the YaRN factor), as the bench
         g = t.Generator(device=self.dev).manual_seed(1)
         lat = t.rand(batch, ctx, 576, device=self.dev, dtype=t.bfloat16, generator=g) - 0.5
         q = t.rand(batch, heads, 576, device=self.dev, dtype=t.bfloat16, generator=g) - 0.5
+        flops = 2.0 * batch * heads * ctx * 1088
+        rate = {"tb_s": batch * ctx * 1152 * 1e-12} if heads <= 16 else {"tflops": flops * 1e-12}
 
-        def run():
-            s = t.bmm(q, lat.transpose(1, 2)).float() * scale
+        def unfused():
+            s = t.bmm(q, lat.transpose(1, 2)).float() * MLA_SCALE
             p = t.softmax(s, dim=-1).to(t.bfloat16)
             return t.bmm(p, lat[:, :, :512])
 
-        flops = 2.0 * batch * heads * ctx * 1088
-        rate = {"tb_s": batch * ctx * 1152 * 1e-12} if heads <= 16 else {"tflops": flops * 1e-12}
-        self.measure(row, "torch-unfused", run, **rate)
+        if self.wanted("torch-unfused"):
+            self.measure(row, "torch-unfused", unfused, **rate)
+        if self.wanted("flashmla") or self.wanted("vllm-triton-mla"):
+            ends = [0, batch - 1]
+            s = t.bmm(q[ends].float(), lat[ends].float().transpose(1, 2)) * MLA_SCALE
+            want = t.bmm(t.softmax(s, dim=-1), lat[ends, :, :512].float())
+            pages = batch * ctx // MLA_PAGE
+            perm = t.randperm(pages, device=self.dev, generator=g)
+            cache = t.empty(pages, MLA_PAGE, 1, 576, device=self.dev, dtype=t.bfloat16)
+            cache[perm] = lat.view(pages, MLA_PAGE, 1, 576)
+            table = perm.view(batch, -1).to(t.int32)
+            lens = t.full((batch,), ctx, device=self.dev, dtype=t.int32)
+            ref = lambda out: (want, out[ends].float())
+            self.checked(row, "flashmla", lambda: self.flashmla(q, cache, table, lens), ref, **rate)
+            self.checked(row, "vllm-triton-mla", lambda: self.triton_mla(q, cache, table, lens, ctx), ref, **rate)
+            del cache, table, want
         del lat, q
         t.cuda.empty_cache()
+
+    def flashmla(self, q, cache, table, lens):
+        """FlashMLA's dense decode (vLLM's build); its tile-scheduler metadata is made by the
+        first call and reused, as a serving step reuses it."""
+        ops = vllm_ops("_flashmla_C")
+        b, h, _ = q.shape
+        q4 = q.view(b, 1, h, 576)
+        meta = [None, None]
+
+        def run():
+            out, _, meta[0], meta[1] = ops.dense_decode_fwd(q4, cache, 512, lens, table, MLA_SCALE, False, *meta, None)
+            return out.view(b, h, 512)
+
+        return run
+
+    def triton_mla(self, q, cache, table, lens, ctx):
+        """vLLM's Triton MLA decode with the TRITON_MLA backend's split count (a power of two,
+        a split per 512 keys, at most two per SM) and its stage-two merge."""
+        t = self.torch
+        mod = vllm_triton("triton_decode_attention")
+        b, h, _ = q.shape
+        splits = triton_mla_splits(ctx, t.cuda.get_device_properties(self.dev).multi_processor_count)
+        o = t.empty(b, h, 512, device=self.dev, dtype=q.dtype)
+        lse = t.empty(b, h, device=self.dev, dtype=q.dtype)
+        logits = t.empty(b, h, splits, 513, device=self.dev, dtype=t.float32)
+        one = t.tensor(1.0, device=self.dev, dtype=t.float32)
+        latent = cache[..., :512]
+
+        def run():
+            mod.decode_attention_fwd(
+                q, cache, latent, o, lse, table, lens, logits, splits, MLA_SCALE, MLA_PAGE,
+                k_scale=one, v_scale=one, is_mla=True,
+            )
+            return o
+
+        return run
 
     def copy(self):
         if not self.wanted("torch-copy"):
