@@ -338,13 +338,19 @@ class Peers:
         rows = [*range(min(64, q.shape[2])), *range(max(64, q.shape[2] - 64), q.shape[2])]
 
         def setup():
+            t = self.torch
             ops = vllm_ops("_vllm_fa3_C")
-            qb, kb, vb = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-            # The schema's order (`fwd` of the extension): the new keys and values, q_v, out,
-            # the varlen and paged arguments, rotary, descales: none here.
-            none = [None] * 20
+            # vLLM's build has only the varlen entry: the batch as packed sequences.
+            (b, _, sq, _), skv = q.shape, k.shape[2]
+            qb, kb, vb = (x.transpose(1, 2).reshape(-1, *x.shape[1:2], x.shape[3]).contiguous() for x in (q, k, v))
+            cu_q, cu_k = (t.arange(0, (b + 1) * n, n, device=self.dev, dtype=t.int32) for n in (sq, skv))
+            # The schema's order (`fwd` of the extension): no new keys or values, q_v or out;
+            # the sequences' offsets and longest lengths; no pages, rotary or descales; then
+            # the scale, the mask, no softcap, splits by its heuristic, no sinks or context
+            # parallelism.
+            args = [None] * 4 + [cu_q, cu_k, None, None, None, sq, skv] + [None] * 9
             tail = [sc, causal, window[0], window[1], 0.0, True, None, 0, None, 0, None, 1, 0, None]
-            return lambda: ops.fwd(qb, kb, vb, *none, *tail)[0]
+            return lambda: ops.fwd(qb, kb, vb, *args, *tail)[0].view(b, sq, q.shape[1], q.shape[3])
 
         def ref(out):
             want = self.reference_rows(q, k, v, mask, sc, rows)
