@@ -331,32 +331,34 @@ class Peers:
         allowed = mask(qi[:, None], t.arange(k.shape[2], device=self.dev)[None, :])
         return t.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1) @ vf
 
+    def fa3_call(self, q, k, v, scale, causal, window):
+        """FlashAttention-3 (vLLM's build) on (b, s, h, d) copies of the (b, h, s, d) `q`, `k`,
+        `v`: a callable giving its (b, s, h, d) output."""
+        t = self.torch
+        ops = vllm_ops("_vllm_fa3_C")
+        sc = scale if scale is not None else q.shape[-1] ** -0.5
+        # vLLM's build has only the varlen entry: the batch as packed sequences.
+        (b, h, sq, d), skv = q.shape, k.shape[2]
+        qb, kb, vb = (x.transpose(1, 2).reshape(-1, x.shape[1], d).contiguous() for x in (q, k, v))
+        cu_q, cu_k = (t.arange(0, (b + 1) * n, n, device=self.dev, dtype=t.int32) for n in (sq, skv))
+        # The schema's order (`fwd` of the extension): no new keys or values, q_v or out; the
+        # sequences' offsets and longest lengths; no pages, rotary or descales; then the
+        # scale, the mask, no softcap, splits by its heuristic, no sinks or context parallelism.
+        args = [None] * 4 + [cu_q, cu_k, None, None, None, sq, skv] + [None] * 9
+        tail = [sc, causal, window[0], window[1], 0.0, True, None, 0, None, 0, None, 1, 0, None]
+        return lambda: ops.fwd(qb, kb, vb, *args, *tail)[0].view(b, sq, h, d)
+
     def fa3(self, row, q, k, v, work, scale, causal, window, mask):
-        """FlashAttention-3 (vLLM's build) on (b, s, h, d) copies of `q`, `k`, `v`, checked on the
-        first and last 64 query rows."""
+        """FlashAttention-3 on a prefill or decode row, checked on the first and last 64 query
+        rows against `mask`."""
         sc = scale if scale is not None else q.shape[-1] ** -0.5
         rows = [*range(min(64, q.shape[2])), *range(max(64, q.shape[2] - 64), q.shape[2])]
-
-        def setup():
-            t = self.torch
-            ops = vllm_ops("_vllm_fa3_C")
-            # vLLM's build has only the varlen entry: the batch as packed sequences.
-            (b, _, sq, _), skv = q.shape, k.shape[2]
-            qb, kb, vb = (x.transpose(1, 2).reshape(-1, *x.shape[1:2], x.shape[3]).contiguous() for x in (q, k, v))
-            cu_q, cu_k = (t.arange(0, (b + 1) * n, n, device=self.dev, dtype=t.int32) for n in (sq, skv))
-            # The schema's order (`fwd` of the extension): no new keys or values, q_v or out;
-            # the sequences' offsets and longest lengths; no pages, rotary or descales; then
-            # the scale, the mask, no softcap, splits by its heuristic, no sinks or context
-            # parallelism.
-            args = [None] * 4 + [cu_q, cu_k, None, None, None, sq, skv] + [None] * 9
-            tail = [sc, causal, window[0], window[1], 0.0, True, None, 0, None, 0, None, 1, 0, None]
-            return lambda: ops.fwd(qb, kb, vb, *args, *tail)[0].view(b, sq, q.shape[1], q.shape[3])
 
         def ref(out):
             want = self.reference_rows(q, k, v, mask, sc, rows)
             return want, out[:, rows].transpose(1, 2)
 
-        self.checked(row, "fa3", setup, ref, **work)
+        self.checked(row, "fa3", lambda: self.fa3_call(q, k, v, sc, causal, window), ref, **work)
 
     def prefill(self, row, heads, d, seq, scale):
         mask = self.masks[row]
