@@ -18,8 +18,10 @@
 //! 4.3e12, FLOPs / 790e12)), then `TIMELINE <row> main: ..@<us> | side: current [<start>, <end>] |
 //! overlap=<..> hidden=<..>` (median µs after the step's start event: the side stream's current
 //! part against the main stream's stages) and `HOST <row> prepare=<us> enqueue=<us>
-//! exchange=<us> after=<us>` (host time of each phase of the op's call), writes `device-out/mla_decode.json`, and runs
-//! criterion on the step.
+//! exchange=<us> after=<us>` (host time of each phase of the op's call) and `HOT <row>
+//! profiled=<us> hist=<us> current=<us> combine=<us>` (the profiled stages again, on a GPU
+//! held at its sustained clock), writes `device-out/mla_decode.json`, and runs criterion on
+//! the step.
 //! Caches, queries and weights are filled on the GPU (a hash kernel), not uploaded.
 
 use attn_runtime::bench::measurement::CudaEventTime;
@@ -371,6 +373,15 @@ fn bench_row(
         timeline.push(ctx.stage_timeline().expect("stage timeline"));
     }
     let t = median_times(&runs);
+    let hot = hot_stage_times(main, &mut ctx, &args);
+    println!(
+        "HOT {} profiled={:.1} hist={:.1} current={:.1} combine={:.1}",
+        row.name(),
+        hot.total_us,
+        hot.history_us,
+        hot.current_us,
+        hot.combine_us
+    );
     // Where the side stream's current part ran relative to the main stream's stages.
     println!(
         "TIMELINE {} {}",
@@ -476,6 +487,32 @@ fn host_phases_us(
     }
     ctx.side_stream().synchronize().expect("side stream");
     phases.map(median)
+}
+
+/// Stage times (medians of [`PROFILED_RUNS`]) of steps run on a GPU kept at its sustained
+/// clock: [`SUSTAIN_WARMUP`] of back-to-back steps first, then each timed step followed at
+/// once by the next (waiting for a step's events leaves the device idle a few microseconds,
+/// too short for the clock to rise). What the stages take under the power limit the
+/// sustained `time` runs at, where the profiled step's stages are a cooler GPU's.
+fn hot_stage_times(
+    main: &Arc<CudaStream>,
+    ctx: &mut MlaDcpContext<bf16>,
+    args: &MlaDcpDecodeArgs<'_, bf16>,
+) -> StageTimes {
+    let warm = std::time::Instant::now();
+    while warm.elapsed() < SUSTAIN_WARMUP {
+        (0..8).for_each(|_| {
+            mla_dcp_decode(ctx, args).expect("step");
+        });
+        main.synchronize().expect("warm-up steps ran");
+    }
+    let runs: Vec<StageTimes> = (0..PROFILED_RUNS)
+        .map(|_| {
+            mla_dcp_decode(ctx, args).expect("step");
+            ctx.stage_times().expect("stage times")
+        })
+        .collect();
+    median_times(&runs)
 }
 
 /// Device milliseconds of isolated replays of the step captured in a CUDA graph (what a
