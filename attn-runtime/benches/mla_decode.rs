@@ -499,13 +499,12 @@ fn hot_stage_times(
     ctx: &mut MlaDcpContext<bf16>,
     args: &MlaDcpDecodeArgs<'_, bf16>,
 ) -> StageTimes {
-    let warm = std::time::Instant::now();
-    while warm.elapsed() < SUSTAIN_WARMUP {
-        (0..8).for_each(|_| {
-            mla_dcp_decode(ctx, args).expect("step");
-        });
-        main.synchronize().expect("warm-up steps ran");
-    }
+    warm_up(main, 8, &mut || {
+        mla_dcp_decode(ctx, args)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .expect("warm-up steps");
     let runs: Vec<StageTimes> = (0..PROFILED_RUNS)
         .map(|_| {
             mla_dcp_decode(ctx, args).expect("step");
@@ -555,6 +554,21 @@ fn unprofiled_context(
     Ok(ctx)
 }
 
+/// [`SUSTAIN_WARMUP`] of `step` run back to back, synchronized every `per_batch` steps: the
+/// GPU brought to the clock the power limit holds it at under sustained work.
+fn warm_up(
+    main: &Arc<CudaStream>,
+    per_batch: usize,
+    step: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let warm = std::time::Instant::now();
+    while warm.elapsed() < SUSTAIN_WARMUP {
+        (0..per_batch).try_for_each(|_| step())?;
+        main.synchronize().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Per-step device milliseconds of `step` run back to back, one value a batch: after
 /// [`SUSTAIN_WARMUP`] of steps (synchronized a batch at a time), batches of about 10 ms of
 /// steps between two events on `main` for [`SUSTAIN_MEASURE`]. The regime of criterion's
@@ -565,16 +579,11 @@ fn sustained_ms(
     main: &Arc<CudaStream>,
     step: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Vec<f64>, String> {
-    let sync = || main.synchronize().map_err(|e| e.to_string());
     let clock = std::time::Instant::now();
     step()?;
-    sync()?;
+    main.synchronize().map_err(|e| e.to_string())?;
     let per_batch = (0.01 / clock.elapsed().as_secs_f64().max(1e-6)).clamp(1.0, 1e4) as usize;
-    let warm = std::time::Instant::now();
-    while warm.elapsed() < SUSTAIN_WARMUP {
-        (0..per_batch).try_for_each(|_| step())?;
-        sync()?;
-    }
+    warm_up(main, per_batch, step)?;
     let timer = EventTimer::new(main).map_err(|e| e.to_string())?;
     let mut per_step = Vec::new();
     let measured = std::time::Instant::now();
