@@ -346,7 +346,8 @@ class VllmPeers(unittest.TestCase):
         timed = []
         p.measure = lambda *a, **k: timed.append(a)
         p.torch = None
-        ref = FakeTensor([1.0, -2.0])
+        want = FakeTensor([1.0, -2.0])
+        ref = lambda out: (want, out)
         p.checked("L x", "good", lambda: (lambda: FakeTensor([1.01, -2.0])), ref)
         p.checked("L x", "zeros", lambda: (lambda: FakeTensor([0.0, 0.0])), ref)
         p.checked("L x", "nan", lambda: (lambda: FakeTensor([float("nan"), -2.0])), ref)

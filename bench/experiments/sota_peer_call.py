@@ -19,21 +19,12 @@ def main(row):
 
     p = peers.Peers(peers.argparse.Namespace(impls=None, date="", commit="", regime="burst"))
     if row == "L1":
-        b, ctx, h = 128, 4096, 128
-        lat = torch.rand(b, ctx, 576, device=p.dev, dtype=torch.bfloat16) - 0.5
-        q = torch.rand(b, h, 576, device=p.dev, dtype=torch.bfloat16) - 0.5
-        pages = b * ctx // peers.MLA_PAGE
-        perm = torch.randperm(pages, device=p.dev)
-        cache = torch.empty(pages, peers.MLA_PAGE, 1, 576, device=p.dev, dtype=torch.bfloat16)
-        cache[perm] = lat.view(pages, peers.MLA_PAGE, 1, 576)
-        table = perm.view(b, -1).to(torch.int32)
-        lens = torch.full((b,), ctx, device=p.dev, dtype=torch.int32)
-        call = p.flashmla(q, cache, table, lens)
+        lat, q = p.mla_inputs(128, 4096, 128)
+        call = p.flashmla(q, *p.paged_cache(lat))
     else:
-        heads, d, seq, scale = ((16, 16), 128, 16384, None) if row == "P0" else ((16, 8), 256, 8192, 1.0)
+        heads, d, seq, scale = peers.PREFILL_SHAPES[row]
         q, k, v = p.qkv(1, heads[0], heads[1], seq, seq, d)
-        window = (-1, -1) if row == "P0" else (peers.WINDOW - 1, 0)
-        call = p.fa3_call(q, k, v, scale, True, window)
+        call = p.fa3_call(q, k, v, scale, True, peers.FA3_WINDOWS[row])
     for _ in range(5):
         call()
     torch.cuda.synchronize()

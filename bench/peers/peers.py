@@ -21,8 +21,8 @@ window, D1) and its Triton MLA decode (`vllm-triton-mla`, L rows, the TRITON_MLA
 split count); each one's output is checked against a reference computed here before it is
 timed (a wrong one is skipped, saying so). Without the directory they are skipped, saying why.
 SDPA has no sliding-window or image-range mask short of a dense one (which falls back to the
-math kernel), so P1/P3 have no SDPA row; no peer here has P3's image ranges but FlexAttention. Contiguous K/V (the peers have no paged layout); the same bytes
-and useful FLOPs as our rows. FlexAttention's block masks are built (and the kernel compiled)
+math kernel), so P1/P3 have no SDPA row; no peer here has P3's image ranges but FlexAttention.
+Contiguous K/V (the peers have no paged layout); the same bytes and useful FLOPs as our rows. FlexAttention's block masks are built (and the kernel compiled)
 outside the timed region. Time (`--regime sustained`, the default): after --warmup-s seconds of
 back-to-back calls, batches of about 10 ms of calls between two CUDA events for --measure-s
 seconds, the median of the batches' per-call times: the regime criterion times our rows in (its
@@ -54,6 +54,16 @@ COPY_BYTES = 2 << 30
 # DeepSeek-V3's softmax scale (192^-0.5 with the YaRN factor), as the MLA bench.
 MLA_SCALE = 0.1352337788608801
 MLA_PAGE = 64
+# The prefill rows: (query heads, KV heads), head size, sequence length, softmax scale (None:
+# 1/sqrt(head size)).
+PREFILL_SHAPES = {
+    "P0": ((16, 16), 128, 16384, None),
+    "P1": ((16, 8), 256, 8192, 1.0),
+    "P3": ((16, 8), 256, 8192, 1.0),
+}
+# FlashAttention-3's (left, right) window of the rows whose mask it has: P0's causal one and
+# P1's causal window of WINDOW keys (not P3's image ranges).
+FA3_WINDOWS = {"P0": (-1, -1), "P1": (WINDOW - 1, 0)}
 # Where scripts/fetch-peers puts the vLLM release's peers.
 VLLM_PEERS = Path(os.environ.get("ATTN_VLLM_PEERS", Path(__file__).resolve().parents[2] / ".peers" / "vllm"))
 
@@ -116,6 +126,11 @@ def triton_mla_splits(ctx, sms):
     """The KV splits vLLM's TRITON_MLA backend gives a decode of `ctx` keys: a split per 512
     keys rounded up to a power of two, at most two per SM."""
     return min(1 << (max(1, ctx // 512) - 1).bit_length(), 2 * sms)
+
+
+def softmax_scale(scale, head_size):
+    """`scale`, or attention's default 1/sqrt(head size) when it is None."""
+    return scale if scale is not None else head_size**-0.5
 
 
 def max_error(out, ref):
@@ -301,14 +316,14 @@ class Peers:
 
     def checked(self, row, impl, setup, ref, **work):
         """Times the peer `setup()` returns (a callable giving its output) when that output is
-        within 2 % of the largest reference value of `ref` (a tensor, or a callable applied to
-        the output: a reference of some of its rows); skips it, saying why, otherwise."""
+        within 2 % of the largest reference value: `ref(out)` gives the reference and the part
+        of the output it covers; skips it, saying why, otherwise."""
         if not self.wanted(impl):
             return
         try:
             fn = setup()
             out = fn()
-            want, got = ref(out) if callable(ref) else (ref, out)
+            want, got = ref(out)
             err, scale = max_error(got, want), float(want.float().abs().max())
         except Exception as e:  # not fetched, does not load, or refuses the shape
             print(f"SKIP {row} {impl}: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
@@ -336,7 +351,7 @@ class Peers:
         `v`: a callable giving its (b, s, h, d) output."""
         t = self.torch
         ops = vllm_ops("_vllm_fa3_C")
-        sc = scale if scale is not None else q.shape[-1] ** -0.5
+        sc = softmax_scale(scale, q.shape[-1])
         # vLLM's build has only the varlen entry: the batch as packed sequences.
         (b, h, sq, d), skv = q.shape, k.shape[2]
         qb, kb, vb = (x.transpose(1, 2).reshape(-1, x.shape[1], d).contiguous() for x in (q, k, v))
@@ -351,7 +366,7 @@ class Peers:
     def fa3(self, row, q, k, v, work, scale, causal, window, mask):
         """FlashAttention-3 on a prefill or decode row, checked on the first and last 64 query
         rows against `mask`."""
-        sc = scale if scale is not None else q.shape[-1] ** -0.5
+        sc = softmax_scale(scale, q.shape[-1])
         rows = [*range(min(64, q.shape[2])), *range(max(64, q.shape[2] - 64), q.shape[2])]
 
         def ref(out):
@@ -372,8 +387,7 @@ class Peers:
         if row != "P0":
             tuned = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
             self.flex(row, "flex-tuned", q, k, v, mask, work, scale=scale, kernel_options=tuned)
-        # FlashAttention-3 has P0's mask and P1's (a causal window of WINDOW keys), not P3's.
-        window = {"P0": (-1, -1), "P1": (WINDOW - 1, 0)}.get(row)
+        window = FA3_WINDOWS.get(row)
         if window:
             self.fa3(row, q, k, v, work, scale, True, window, mask)
 
@@ -394,8 +408,7 @@ class Peers:
         t = self.torch
         row = f"L {batch}x{ctx} h{heads} dcp1"
         g = t.Generator(device=self.dev).manual_seed(1)
-        lat = t.rand(batch, ctx, 576, device=self.dev, dtype=t.bfloat16, generator=g) - 0.5
-        q = t.rand(batch, heads, 576, device=self.dev, dtype=t.bfloat16, generator=g) - 0.5
+        lat, q = self.mla_inputs(batch, ctx, heads, g)
         flops = 2.0 * batch * heads * ctx * 1088
         rate = {"tb_s": batch * ctx * 1152 * 1e-12} if heads <= 16 else {"tflops": flops * 1e-12}
 
@@ -410,18 +423,33 @@ class Peers:
             ends = [0, batch - 1]
             s = t.bmm(q[ends].float(), lat[ends].float().transpose(1, 2)) * MLA_SCALE
             want = t.bmm(t.softmax(s, dim=-1), lat[ends, :, :512].float())
-            pages = batch * ctx // MLA_PAGE
-            perm = t.randperm(pages, device=self.dev, generator=g)
-            cache = t.empty(pages, MLA_PAGE, 1, 576, device=self.dev, dtype=t.bfloat16)
-            cache[perm] = lat.view(pages, MLA_PAGE, 1, 576)
-            table = perm.view(batch, -1).to(t.int32)
-            lens = t.full((batch,), ctx, device=self.dev, dtype=t.int32)
+            cache, table, lens = self.paged_cache(lat, g)
             ref = lambda out: (want, out[ends].float())
             self.checked(row, "flashmla", lambda: self.flashmla(q, cache, table, lens), ref, **rate)
             self.checked(row, "vllm-triton-mla", lambda: self.triton_mla(q, cache, table, lens, ctx), ref, **rate)
             del cache, table, want
         del lat, q
         t.cuda.empty_cache()
+
+    def mla_inputs(self, batch, ctx, heads, g=None):
+        """Random latent keys `[batch, ctx, 576]` and queries `[batch, heads, 576]` (bf16)."""
+        t = self.torch
+        lat = t.rand(batch, ctx, 576, device=self.dev, dtype=t.bfloat16, generator=g) - 0.5
+        q = t.rand(batch, heads, 576, device=self.dev, dtype=t.bfloat16, generator=g) - 0.5
+        return lat, q
+
+    def paged_cache(self, lat, g=None):
+        """`lat` in 64-key pages of a cache `[pages, 64, 1, 576]` at shuffled places, with the
+        block table and the lengths that find them."""
+        t = self.torch
+        batch, ctx, _ = lat.shape
+        pages = batch * ctx // MLA_PAGE
+        perm = t.randperm(pages, device=self.dev, generator=g)
+        cache = t.empty(pages, MLA_PAGE, 1, 576, device=self.dev, dtype=t.bfloat16)
+        cache[perm] = lat.view(pages, MLA_PAGE, 1, 576)
+        table = perm.view(batch, -1).to(t.int32)
+        lens = t.full((batch,), ctx, device=self.dev, dtype=t.int32)
+        return cache, table, lens
 
     def flashmla(self, q, cache, table, lens):
         """FlashMLA's dense decode (vLLM's build); its tile-scheduler metadata is made by the
@@ -497,10 +525,8 @@ def main(argv=None):
     for r in rows:
         if r == "copy":
             p.copy()
-        elif r == "P0":
-            p.prefill("P0", (16, 16), 128, 16384, None)
-        elif r in ("P1", "P3"):
-            p.prefill(r, (16, 8), 256, 8192, 1.0)
+        elif r in PREFILL_SHAPES:
+            p.prefill(r, *PREFILL_SHAPES[r])
         elif r == "D1":
             p.decode()
         elif r == "L":
