@@ -22,8 +22,8 @@ split count); each one's output is checked against a reference computed here bef
 timed (a wrong one is skipped, saying so). Without the directory they are skipped, saying why.
 SDPA has no sliding-window or image-range mask short of a dense one (which falls back to the
 math kernel), so P1/P3 have no SDPA row; no peer here has P3's image ranges but FlexAttention.
-Contiguous K/V (the peers have no paged layout); the same bytes and useful FLOPs as our rows. FlexAttention's block masks are built (and the kernel compiled)
-outside the timed region. Time (`--regime sustained`, the default): after --warmup-s seconds of
+Contiguous K/V (the peers have no paged layout); the same bytes and useful FLOPs as our rows.
+FlexAttention's block masks are built (and the kernel compiled) outside the timed region. Time (`--regime sustained`, the default): after --warmup-s seconds of
 back-to-back calls, batches of about 10 ms of calls between two CUDA events for --measure-s
 seconds, the median of the batches' per-call times: the regime criterion times our rows in (its
 1 s warm-up and 2 s of batched iterations, scripts/bench-h200). Under the board's 700 W limit the
